@@ -1,0 +1,1 @@
+//! Switchyard's gateway: accepts Redis clients, authenticates them as tenants and routes their commands.

@@ -1,0 +1,362 @@
+//! Semantic rules beyond the JSON Schema, shared by the gateway and the control plane.
+//!
+//! Every error names the JSON pointer of the offending field, so a long route table can be fixed without guessing.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+use crate::{ResourceUrl, RouteTable, RoutesFile, Target};
+
+/// One broken rule, at `path` (a JSON pointer into the document that was checked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every broken rule of one document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
+
+/// Collects errors while walking a document.
+struct Checker<'r> {
+    errors: Vec<ValidationError>,
+    resources: &'r dyn Fn(&str) -> Option<String>,
+}
+
+impl Checker<'_> {
+    fn fail(&mut self, path: &str, message: impl Into<String>) {
+        self.errors.push(ValidationError {
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+
+    /// A resource is a URL or the name of a registered resource (resolved to its URL).
+    fn resource(&mut self, path: &str, reference: &str, writable: bool) {
+        let url = if reference.contains("://") {
+            reference.to_string()
+        } else {
+            match (self.resources)(reference) {
+                Some(url) => url,
+                None => return self.fail(path, format!("unknown resource '{reference}'")),
+            }
+        };
+        match ResourceUrl::parse(&url) {
+            Err(e) => self.fail(path, e.to_string()),
+            Ok(parsed) if writable && parsed.read_only() => self.fail(
+                path,
+                "a -slaves resource only serves reads; it cannot be written to",
+            ),
+            Ok(_) => {}
+        }
+    }
+
+    fn target(&mut self, path: &str, target: &Target) {
+        match target {
+            Target::Resource(url) => self.resource(path, url, true),
+            Target::Split { read, write } => {
+                if write.resources.is_empty() {
+                    self.fail(
+                        &format!("{path}/write/resources"),
+                        "at least one write resource is required",
+                    );
+                }
+                for (i, url) in write.resources.iter().enumerate() {
+                    self.resource(&format!("{path}/write/resources/{i}"), url, true);
+                }
+                if let Some(read) = read {
+                    if read.resources.is_empty() {
+                        self.fail(
+                            &format!("{path}/read/resources"),
+                            "at least one read resource is required",
+                        );
+                    }
+                    for (i, url) in read.resources.iter().enumerate() {
+                        self.resource(&format!("{path}/read/resources/{i}"), url, false);
+                    }
+                }
+            }
+        }
+    }
+
+    fn route(&mut self, path: &str, route: &RouteTable) {
+        let (hash, shards) = match route {
+            RouteTable::Single { target } => return self.target(&format!("{path}/target"), target),
+            RouteTable::Sharded { hash, shards } => (hash, shards),
+        };
+        if shards.is_empty() {
+            self.fail(&format!("{path}/shards"), "at least one shard is required");
+        }
+        let bucket_count = hash.bucket_count();
+        if bucket_count == Some(0) {
+            self.fail(&format!("{path}/hash/buckets"), "must be at least 1");
+        }
+        let mut names = HashSet::new();
+        // Which shard (by index) owns each bucket, to report overlaps and gaps.
+        let mut owner: Vec<Option<usize>> = vec![None; bucket_count.unwrap_or(0) as usize];
+        for (i, shard) in shards.iter().enumerate() {
+            let shard_path = format!("{path}/shards/{i}");
+            if shard.name.is_empty() {
+                self.fail(&format!("{shard_path}/name"), "must not be empty");
+            } else if !names.insert(shard.name.as_str()) {
+                self.fail(
+                    &format!("{shard_path}/name"),
+                    format!("duplicate shard name '{}'", shard.name),
+                );
+            }
+            if shard.weight == 0 {
+                self.fail(&format!("{shard_path}/weight"), "must be greater than 0");
+            }
+            self.target(&format!("{shard_path}/target"), &shard.target);
+            if bucket_count.is_none() {
+                if !shard.buckets.is_empty() {
+                    self.fail(
+                        &format!("{shard_path}/buckets"),
+                        "the ring algorithm has no buckets",
+                    );
+                }
+                continue;
+            }
+            for (j, range) in shard.buckets.iter().enumerate() {
+                let range_path = format!("{shard_path}/buckets/{j}");
+                match parse_bucket_range(range, owner.len()) {
+                    Err(message) => self.fail(&range_path, message),
+                    Ok((first, last)) => {
+                        let taken = (first..=last)
+                            .find_map(|bucket| Some((bucket, owner[bucket].replace(i)?)));
+                        if let Some((bucket, other)) = taken {
+                            self.fail(
+                                &range_path,
+                                format!(
+                                    "bucket {bucket} is also owned by shard '{}'",
+                                    shards[other].name
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(missing) = owner.iter().position(Option::is_none)
+            && !shards.is_empty()
+        {
+            self.fail(&format!("{path}/shards"), format!("bucket {missing} is not owned by any shard (every bucket from 0 to {} must be)", owner.len() - 1));
+        }
+    }
+}
+
+/// Parses `"N"` or `"FIRST-LAST"` (inclusive) against `count` buckets.
+pub fn parse_bucket_range(range: &str, count: usize) -> Result<(usize, usize), String> {
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("bad bucket range '{range}' (expected \"N\" or \"FIRST-LAST\")"))
+    };
+    let (first, last) = match range.split_once('-') {
+        Some((a, b)) => (parse(a)?, parse(b)?),
+        None => {
+            let n = parse(range)?;
+            (n, n)
+        }
+    };
+    if first > last {
+        return Err(format!("bucket range '{range}' is reversed"));
+    }
+    if last >= count {
+        return Err(format!(
+            "bucket {last} is out of range (buckets are 0 to {})",
+            count.saturating_sub(1)
+        ));
+    }
+    Ok((first, last))
+}
+
+impl RouteTable {
+    /// Checks the rules a schema cannot express. `resources` resolves a resource name to its URL.
+    pub fn validate(
+        &self,
+        resources: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ValidationErrors> {
+        let mut checker = Checker {
+            errors: Vec::new(),
+            resources,
+        };
+        checker.route("", self);
+        checker.finish()
+    }
+}
+
+impl RoutesFile {
+    /// Checks every tenant of the file, including that passwords select exactly one tenant.
+    pub fn validate(&self) -> Result<(), ValidationErrors> {
+        let resources = |name: &str| self.resources.get(name).cloned();
+        let mut checker = Checker {
+            errors: Vec::new(),
+            resources: &resources,
+        };
+        for (name, url) in &self.resources {
+            if name.contains("://") {
+                checker.fail(
+                    &format!("/resources/{}", escape_pointer(name)),
+                    "a resource name must not contain '://'",
+                );
+            }
+            checker.resource(&format!("/resources/{}", escape_pointer(name)), url, false);
+        }
+        let mut names = HashSet::new();
+        let mut passwords: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut open_tenant: Option<&str> = None;
+        for (i, tenant) in self.tenants.iter().enumerate() {
+            let path = format!("/tenants/{i}");
+            if tenant.name.is_empty() {
+                checker.fail(&format!("{path}/name"), "must not be empty");
+            } else if !names.insert(tenant.name.as_str()) {
+                checker.fail(
+                    &format!("{path}/name"),
+                    format!("duplicate tenant name '{}'", tenant.name),
+                );
+            }
+            if tenant.passwords.is_empty()
+                && let Some(other) = open_tenant.replace(&tenant.name)
+            {
+                checker.fail(
+                    &format!("{path}/passwords"),
+                    format!(
+                        "only one tenant may have no passwords, and '{other}' already has none"
+                    ),
+                );
+            }
+            for (j, password) in tenant.passwords.iter().enumerate() {
+                let password_path = format!("{path}/passwords/{j}");
+                if password.is_empty() {
+                    checker.fail(&password_path, "must not be empty");
+                } else if let Some(other) = passwords.insert(password, &tenant.name) {
+                    checker.fail(
+                        &password_path,
+                        format!("the same password is also given to tenant '{other}'"),
+                    );
+                }
+            }
+            checker.route(&format!("{path}/route"), &tenant.route);
+        }
+        checker.finish()
+    }
+}
+
+impl Checker<'_> {
+    fn finish(self) -> Result<(), ValidationErrors> {
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationErrors(self.errors))
+        }
+    }
+}
+
+fn escape_pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(json: &str) -> Vec<String> {
+        let route: RouteTable = serde_json::from_str(json).unwrap();
+        match route.validate(&|name| (name == "main").then(|| "redis://127.0.0.1:6379".to_string()))
+        {
+            Ok(()) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn accepts_valid_tables() {
+        assert!(errors(r#"{"type":"single","target":"main"}"#).is_empty());
+        assert!(errors(r#"{"type":"sharded","hash":{"algorithm":"crc16","buckets":4},"shards":[
+            {"name":"a","target":"redis://h:1","buckets":["0-1"]},{"name":"b","target":"main","buckets":["2","3"]}]}"#).is_empty());
+        assert!(errors(r#"{"type":"single","target":{"read":{"resources":["redis-cluster-slaves://h:1"],"policy":"random"},
+            "write":{"resources":["redis://h:1","redis://h:2"],"ack":"all"}}}"#).is_empty());
+    }
+
+    #[test]
+    fn names_the_path_of_each_error() {
+        assert_eq!(
+            errors(
+                r#"{"type":"sharded","hash":{"algorithm":"camellia","buckets":4},"shards":[
+                {"name":"a","target":"redis://h:1","buckets":["0-2"]},
+                {"name":"a","target":"nowhere","buckets":["2"],"weight":0}]}"#
+            ),
+            vec![
+                "/shards/1/name: duplicate shard name 'a'",
+                "/shards/1/weight: must be greater than 0",
+                "/shards/1/target: unknown resource 'nowhere'",
+                "/shards/1/buckets/0: bucket 2 is also owned by shard 'a'",
+                "/shards: bucket 3 is not owned by any shard (every bucket from 0 to 3 must be)",
+            ]
+        );
+        assert_eq!(
+            errors(
+                r#"{"type":"single","target":{"write":{"resources":["redis-sentinel-slaves://h:1/m"]},"read":{"resources":[]}}}"#
+            ),
+            vec![
+                "/target/write/resources/0: a -slaves resource only serves reads; it cannot be written to",
+                "/target/read/resources: at least one read resource is required",
+            ]
+        );
+        assert_eq!(
+            errors(
+                r#"{"type":"sharded","shards":[{"name":"a","target":"redis://h:1","buckets":["0"]}]}"#
+            ),
+            vec!["/shards/0/buckets: the ring algorithm has no buckets"]
+        );
+    }
+
+    #[test]
+    fn routes_file_rules() {
+        let file: RoutesFile = serde_json::from_str(
+            r#"{"tenants":[
+                {"name":"a","passwords":[],"route":{"type":"single","target":"redis://h:1"}},
+                {"name":"a","passwords":["x","x"],"route":{"type":"single","target":"redis://h:1"}},
+                {"name":"c","passwords":[],"route":{"type":"single","target":"redis:/h"}}]}"#,
+        )
+        .unwrap();
+        let messages: Vec<String> = file
+            .validate()
+            .unwrap_err()
+            .0
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                "/tenants/1/name: duplicate tenant name 'a'",
+                "/tenants/1/passwords/1: the same password is also given to tenant 'a'",
+                "/tenants/2/passwords: only one tenant may have no passwords, and 'a' already has none",
+                "/tenants/2/route/target: unknown resource 'redis:/h'",
+            ]
+        );
+    }
+}

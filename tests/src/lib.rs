@@ -1,0 +1,13 @@
+//! The end-to-end test harness: spawns real `redis-server` and `switchyard-gateway` processes on allocated
+//! loopback ports, waits until they answer, and kills them by pid when the guard is dropped.
+//!
+//! The gateway binary is taken from `SWITCHYARD_GATEWAY_BIN`, or else from the cargo target directory this test
+//! runs from (`scripts/test` builds it before running the tests).
+
+mod ports;
+mod process;
+mod resp;
+
+pub use ports::allocate_port;
+pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder};
+pub use resp::RawClient;

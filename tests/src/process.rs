@@ -1,0 +1,356 @@
+//! Guards for spawned server processes: started on allocated ports, polled until they answer, killed on drop.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::allocate_port;
+
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A private scratch directory, removed on drop.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(label: &str, port: u16) -> ScratchDir {
+        let dir =
+            std::env::temp_dir().join(format!("switchyard-{label}-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        ScratchDir(dir)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed (SIGKILL, by pid) and reaped on drop.
+struct Process {
+    child: Child,
+}
+
+impl Process {
+    fn spawn(command: &mut Command, log: &Path) -> Process {
+        let log = std::fs::File::create(log).expect("create log file");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+        Process { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+    }
+
+    fn has_exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends PING until the server at `port` answers anything (`+PONG`, or `-NOAUTH` when it wants a password).
+fn wait_until_answering(port: u16, process: &mut Process, log: &Path) {
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        if let Some(status) = process.has_exited() {
+            panic!(
+                "process on port {port} exited with {status} during startup:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        if ping(port) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing answered PING on port {port} within {STARTUP_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut reply = [0u8; 1];
+    stream.write_all(b"PING\r\n").is_ok() && matches!(stream.read(&mut reply), Ok(1))
+}
+
+/// A `redis-server` on its own port, without persistence.
+pub struct RedisServer {
+    port: u16,
+    process: Process,
+    dir: ScratchDir,
+}
+
+#[derive(Default)]
+pub struct RedisServerBuilder {
+    password: Option<String>,
+    args: Vec<String>,
+}
+
+impl RedisServerBuilder {
+    /// `requirepass`.
+    pub fn password(mut self, password: &str) -> Self {
+        self.password = Some(password.to_string());
+        self
+    }
+
+    /// Extra `--name value` arguments.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    pub fn start(self) -> RedisServer {
+        self.start_on(allocate_port())
+    }
+
+    /// Starts on a given port (to bring a killed server back where its clients expect it).
+    pub fn start_on(self, port: u16) -> RedisServer {
+        let dir = ScratchDir::new("redis", port);
+        let log = dir.0.join("redis.log");
+        let mut command = Command::new("redis-server");
+        command
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&dir.0);
+        if let Some(password) = &self.password {
+            command.args(["--requirepass", password]);
+        }
+        command.args(&self.args);
+        let mut process = Process::spawn(&mut command, &log);
+        wait_until_answering(port, &mut process, &log);
+        RedisServer { port, process, dir }
+    }
+}
+
+impl RedisServer {
+    pub fn builder() -> RedisServerBuilder {
+        RedisServerBuilder::default()
+    }
+
+    pub fn start() -> RedisServer {
+        Self::builder().start()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A synchronous client straight to this server (bypassing the gateway), to check where data landed.
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to redis-server")
+    }
+
+    /// Stops the process (SIGSTOP): it keeps its port open but answers nothing, like a hung backend.
+    pub fn freeze(&self) {
+        self.process.signal("STOP");
+    }
+
+    pub fn thaw(&self) {
+        self.process.signal("CONT");
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir.0
+    }
+}
+
+/// A `switchyard-gateway` process serving a routes file.
+pub struct Gateway {
+    port: u16,
+    admin_port: u16,
+    routes: PathBuf,
+    log: PathBuf,
+    process: Process,
+    _dir: ScratchDir,
+}
+
+#[derive(Default)]
+pub struct GatewayBuilder {
+    args: Vec<String>,
+}
+
+impl GatewayBuilder {
+    /// Extra command-line arguments.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn start(self, routes: &serde_json::Value) -> Gateway {
+        let port = allocate_port();
+        let admin_port = allocate_port();
+        let dir = ScratchDir::new("gateway", port);
+        let routes_path = dir.0.join("routes.json");
+        std::fs::write(&routes_path, routes.to_string()).expect("write routes file");
+        let log = dir.0.join("gateway.log");
+        let mut command = Command::new(gateway_binary());
+        command
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .arg("--routes")
+            .arg(&routes_path)
+            .args(&self.args)
+            .env("RUST_LOG", "info");
+        let mut process = Process::spawn(&mut command, &log);
+        wait_until_answering(port, &mut process, &log);
+        Gateway {
+            port,
+            admin_port,
+            routes: routes_path,
+            log,
+            process,
+            _dir: dir,
+        }
+    }
+}
+
+impl Gateway {
+    pub fn builder() -> GatewayBuilder {
+        GatewayBuilder::default()
+    }
+
+    /// A gateway with the default settings serving `routes`.
+    pub fn start(routes: &serde_json::Value) -> Gateway {
+        Self::builder().start(routes)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn admin_port(&self) -> u16 {
+        self.admin_port
+    }
+
+    /// `redis://` URL for the `redis` crate, authenticated with `password` when given.
+    pub fn url(&self, password: Option<&str>) -> String {
+        match password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    pub async fn client(&self, password: Option<&str>) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url(password))
+            .expect("gateway url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to gateway")
+    }
+
+    /// Replaces the routes file and sends SIGHUP.
+    pub fn reload(&self, routes: &serde_json::Value) {
+        std::fs::write(&self.routes, routes.to_string()).expect("rewrite routes file");
+        self.process.signal("HUP");
+    }
+
+    pub fn signal(&self, signal: &str) {
+        self.process.signal(signal);
+    }
+
+    /// Waits for the process to exit, returning its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.process.has_exited() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// What the gateway logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET path` on the admin port: (status code, body).
+    pub fn admin_get(&self, path: &str) -> (u16, String) {
+        let mut stream =
+            TcpStream::connect(("127.0.0.1", self.admin_port)).expect("connect admin port");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("set timeout");
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send request");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read response");
+        let status = response
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("bad HTTP response: {response}"));
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+}
+
+/// Where the gateway binary is: `SWITCHYARD_GATEWAY_BIN`, or the target directory this test binary lives in.
+fn gateway_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("SWITCHYARD_GATEWAY_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test binary> -> target/<profile>/switchyard-gateway
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let binary = profile_dir.join("switchyard-gateway");
+    assert!(
+        binary.exists(),
+        "{} does not exist: build it first (scripts/test does: cargo build -p switchyard-gateway)",
+        binary.display()
+    );
+    binary
+}

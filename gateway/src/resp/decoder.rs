@@ -1,0 +1,475 @@
+//! The client request decoder: multibulk arrays and inline commands, resumable and zero-copy.
+
+use bytes::{Bytes, BytesMut};
+
+use super::{ProtocolError, parse_int};
+
+/// Size limits, checked before anything is allocated for the data they bound.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest bulk string (Redis' `proto-max-bulk-len`).
+    pub max_bulk_len: usize,
+    /// Most arguments in one command.
+    pub max_args: usize,
+    /// Longest inline command line (and longest `*`/`$` header line).
+    pub max_inline_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk_len: 512 * 1024 * 1024,
+            max_args: 1024 * 1024,
+            max_inline_len: 64 * 1024,
+        }
+    }
+}
+
+/// One decoded command. `args` are slices of `raw`, which is a complete multibulk frame (inline commands are
+/// re-encoded), so the request can be forwarded to a backend exactly as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    raw: Bytes,
+    args: Vec<Bytes>,
+}
+
+impl Request {
+    /// Builds a request from arguments (for commands the gateway sends itself). `args` must not be empty.
+    pub fn from_args(args: Vec<Bytes>) -> Request {
+        let mut raw = BytesMut::new();
+        super::command(&mut raw, &args);
+        Request {
+            raw: raw.freeze(),
+            args,
+        }
+    }
+
+    /// The frame as a multibulk array, ready to forward.
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
+    }
+
+    /// Every argument, the command name first. Never empty.
+    pub fn args(&self) -> &[Bytes] {
+        &self.args
+    }
+
+    pub fn into_args(self) -> Vec<Bytes> {
+        self.args
+    }
+}
+
+/// Where the decoder is inside a multibulk frame that has not fully arrived yet.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Bytes of the frame already parsed (the frame always starts at the front of the buffer).
+    pos: usize,
+    /// Arguments still to come.
+    remaining: usize,
+    /// The length of the bulk string whose `$` header has been parsed but whose data is incomplete.
+    bulk_len: Option<usize>,
+    /// Ranges of `args` within the frame.
+    ranges: Vec<(usize, usize)>,
+}
+
+/// A resumable decoder in the shape of tokio-util's `Decoder`: call [`RequestDecoder::decode`] after each read;
+/// a large value arriving over many reads is not re-scanned from its start.
+#[derive(Debug, Default)]
+pub struct RequestDecoder {
+    limits: Limits,
+    progress: Option<Progress>,
+}
+
+impl RequestDecoder {
+    pub fn new(limits: Limits) -> RequestDecoder {
+        RequestDecoder {
+            limits,
+            progress: None,
+        }
+    }
+
+    /// How many more bytes the frame being decoded needs, when known: lets the reader grow its buffer once for
+    /// a large value instead of in many small steps.
+    pub fn bytes_wanted(&self, buffered: usize) -> usize {
+        match &self.progress {
+            Some(Progress {
+                pos,
+                bulk_len: Some(len),
+                ..
+            }) => (pos + len + 2).saturating_sub(buffered),
+            _ => 0,
+        }
+    }
+
+    /// Takes one complete request off the front of `buf`, or returns `Ok(None)` when more bytes are needed.
+    /// After an error the connection must be closed: the stream position is lost, as in Redis.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+        loop {
+            if self.progress.is_none() {
+                match buf.first() {
+                    None => return Ok(None),
+                    Some(b'*') => {}
+                    Some(_) => match self.decode_inline(buf)? {
+                        Inline::Request(request) => return Ok(Some(request)),
+                        Inline::Empty => continue,
+                        Inline::Incomplete => return Ok(None),
+                    },
+                }
+                let Some((count, pos)) = self.header_line(buf, 0, ProtocolError::TooBigMultibulkCount)? else {
+                    return Ok(None);
+                };
+                let count = match count {
+                    // Like Redis, an empty or null array is skipped without a reply.
+                    count if count <= 0 => {
+                        let _ = buf.split_to(pos);
+                        continue;
+                    }
+                    count if count as u64 > self.limits.max_args as u64 => {
+                        return Err(ProtocolError::InvalidMultibulkLength);
+                    }
+                    count => count as usize,
+                };
+                self.progress = Some(Progress {
+                    pos,
+                    remaining: count,
+                    bulk_len: None,
+                    // Bounded: the header may promise more than will ever arrive.
+                    ranges: Vec::with_capacity(count.min(64)),
+                });
+            }
+            return self.continue_multibulk(buf);
+        }
+    }
+
+    fn continue_multibulk(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+        let limits = self.limits;
+        let Some(progress) = self.progress.as_mut() else {
+            return Ok(None);
+        };
+        while progress.remaining > 0 {
+            let len = match progress.bulk_len {
+                Some(len) => len,
+                None => {
+                    let Some(&first) = buf.get(progress.pos) else {
+                        return Ok(None);
+                    };
+                    if first != b'$' {
+                        return Err(ProtocolError::ExpectedDollar(first));
+                    }
+                    let Some((len, next)) =
+                        Self::find_header(&limits, buf, progress.pos, ProtocolError::TooBigBulkCount)?
+                    else {
+                        return Ok(None);
+                    };
+                    if len < 0 || len as u64 > limits.max_bulk_len as u64 {
+                        return Err(ProtocolError::InvalidBulkLength);
+                    }
+                    progress.pos = next;
+                    progress.bulk_len = Some(len as usize);
+                    len as usize
+                }
+            };
+            // Redis does not check the CRLF after the data either; it only skips two bytes.
+            if buf.len() < progress.pos + len + 2 {
+                return Ok(None);
+            }
+            progress.ranges.push((progress.pos, progress.pos + len));
+            progress.pos += len + 2;
+            progress.bulk_len = None;
+            progress.remaining -= 1;
+        }
+        let Some(progress) = self.progress.take() else {
+            return Ok(None);
+        };
+        let raw = buf.split_to(progress.pos).freeze();
+        let args = progress.ranges.iter().map(|&(start, end)| raw.slice(start..end)).collect();
+        Ok(Some(Request { raw, args }))
+    }
+
+    /// Parses a `*N\r\n` or `$N\r\n` line starting at `start`: the number and the position after the line.
+    fn header_line(
+        &self,
+        buf: &[u8],
+        start: usize,
+        too_long: ProtocolError,
+    ) -> Result<Option<(i64, usize)>, ProtocolError> {
+        Self::find_header(&self.limits, buf, start, too_long)
+    }
+
+    fn find_header(
+        limits: &Limits,
+        buf: &[u8],
+        start: usize,
+        too_long: ProtocolError,
+    ) -> Result<Option<(i64, usize)>, ProtocolError> {
+        let line = &buf[start..];
+        let Some(cr) = line.iter().position(|&b| b == b'\r') else {
+            return if line.len() > limits.max_inline_len {
+                Err(too_long)
+            } else {
+                Ok(None)
+            };
+        };
+        if cr + 1 >= line.len() {
+            return Ok(None); // the '\n' has not arrived yet
+        }
+        let invalid = if line[0] == b'*' {
+            ProtocolError::InvalidMultibulkLength
+        } else {
+            ProtocolError::InvalidBulkLength
+        };
+        let value = parse_int(&line[1..cr]).ok_or(invalid)?;
+        Ok(Some((value, start + cr + 2)))
+    }
+
+    fn decode_inline(&mut self, buf: &mut BytesMut) -> Result<Inline, ProtocolError> {
+        let Some(newline) = buf.iter().position(|&b| b == b'\n') else {
+            return if buf.len() > self.limits.max_inline_len {
+                Err(ProtocolError::TooBigInline)
+            } else {
+                Ok(Inline::Incomplete)
+            };
+        };
+        if newline > self.limits.max_inline_len {
+            return Err(ProtocolError::TooBigInline);
+        }
+        let line = buf.split_to(newline + 1);
+        let line = line[..newline].strip_suffix(b"\r").unwrap_or(&line[..newline]);
+        let args = split_inline(line)?;
+        if args.is_empty() {
+            return Ok(Inline::Empty);
+        }
+        if args.len() > self.limits.max_args {
+            return Err(ProtocolError::InvalidMultibulkLength);
+        }
+        Ok(Inline::Request(Request::from_args(args.into_iter().map(Bytes::from).collect())))
+    }
+}
+
+enum Inline {
+    Request(Request),
+    Empty,
+    Incomplete,
+}
+
+/// Splits an inline command line into arguments with the quoting rules of Redis' `sdssplitargs`.
+fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == line.len() {
+            return Ok(args);
+        }
+        let mut arg = Vec::new();
+        match line[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match line.get(i..) {
+                        Some([b'\\', b'x', h, l, ..]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
+                            arg.push(hex(*h) << 4 | hex(*l));
+                            i += 4;
+                        }
+                        Some([b'\\', c, ..]) => {
+                            arg.push(match c {
+                                b'n' => b'\n',
+                                b'r' => b'\r',
+                                b't' => b'\t',
+                                b'b' => 0x08,
+                                b'a' => 0x07,
+                                other => *other,
+                            });
+                            i += 2;
+                        }
+                        Some([b'"', rest @ ..]) => {
+                            closing_quote(rest)?;
+                            i += 1;
+                            break;
+                        }
+                        Some([c, ..]) => {
+                            arg.push(*c);
+                            i += 1;
+                        }
+                        _ => return Err(ProtocolError::UnbalancedQuotes),
+                    }
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    match line.get(i..) {
+                        Some([b'\\', b'\'', ..]) => {
+                            arg.push(b'\'');
+                            i += 2;
+                        }
+                        Some([b'\'', rest @ ..]) => {
+                            closing_quote(rest)?;
+                            i += 1;
+                            break;
+                        }
+                        Some([c, ..]) => {
+                            arg.push(*c);
+                            i += 1;
+                        }
+                        _ => return Err(ProtocolError::UnbalancedQuotes),
+                    }
+                }
+            }
+            _ => {
+                while i < line.len() && !line[i].is_ascii_whitespace() {
+                    arg.push(line[i]);
+                    i += 1;
+                }
+            }
+        }
+        args.push(arg);
+    }
+}
+
+/// A closing quote must be followed by a space or the end of the line.
+fn closing_quote(rest: &[u8]) -> Result<(), ProtocolError> {
+    match rest.first() {
+        Some(c) if !c.is_ascii_whitespace() => Err(ProtocolError::UnbalancedQuotes),
+        _ => Ok(()),
+    }
+}
+
+fn hex(digit: u8) -> u8 {
+    match digit {
+        b'0'..=b'9' => digit - b'0',
+        b'a'..=b'f' => digit - b'a' + 10,
+        _ => digit - b'A' + 10,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn decode_all(decoder: &mut RequestDecoder, input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(request) = decoder.decode(&mut buf)? {
+            out.push(request.args().iter().map(|a| a.to_vec()).collect());
+        }
+        Ok(out)
+    }
+
+    fn args(list: &[&str]) -> Vec<Vec<u8>> {
+        list.iter().map(|a| a.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn multibulk_and_inline() {
+        let mut decoder = RequestDecoder::default();
+        let got = decode_all(
+            &mut decoder,
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*0\r\nPING\r\n\r\n  set \"a b\\x41\\n\" 'it\\'s'\r\n*1\r\n$4\r\nPI",
+        )
+        .unwrap();
+        assert_eq!(got, vec![args(&["GET", "k"]), args(&["PING"]), args(&["set", "a bA\n", "it's"])]);
+    }
+
+    #[test]
+    fn keeps_the_raw_frame_for_forwarding() {
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nget k\r\n"[..]);
+        let mut decoder = RequestDecoder::default();
+        let first = decoder.decode(&mut buf).unwrap().unwrap();
+        assert_eq!(&first.raw()[..], b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+        let inline = decoder.decode(&mut buf).unwrap().unwrap();
+        assert_eq!(&inline.raw()[..], b"*2\r\n$3\r\nget\r\n$1\r\nk\r\n");
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn errors_match_redis() {
+        let limits = Limits {
+            max_bulk_len: 10,
+            max_args: 3,
+            max_inline_len: 16,
+        };
+        let cases: &[(&[u8], &str)] = &[
+            (b"*x\r\n", "Protocol error: invalid multibulk length"),
+            (b"*4\r\n", "Protocol error: invalid multibulk length"),
+            (b"*1\r\n+PING\r\n", "Protocol error: expected '+', got '+'"),
+            (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
+            (b"*1\r\n$11\r\n", "Protocol error: invalid bulk length"),
+            (b"*1\r\n$1x\r\n", "Protocol error: invalid bulk length"),
+            (b"*11111111111111111111", "Protocol error: too big mbulk count string"),
+            (b"*1\r\n$11111111111111111111", "Protocol error: too big bulk count string"),
+            (b"get aaaaaaaaaaaaaaaaaaaaaaaaa", "Protocol error: too big inline request"),
+            (b"get \"a\r\n", "Protocol error: unbalanced quotes in request"),
+            (b"get \"a\"b\r\n", "Protocol error: unbalanced quotes in request"),
+            (b"get 'a\r\n", "Protocol error: unbalanced quotes in request"),
+        ];
+        for (input, expected) in cases {
+            let mut decoder = RequestDecoder::new(limits);
+            let err = decode_all(&mut decoder, input).unwrap_err();
+            let expected = expected.replace("expected '+'", "expected '$'");
+            assert_eq!(err.to_string(), expected, "{:?}", String::from_utf8_lossy(input));
+        }
+    }
+
+    #[test]
+    fn a_large_value_is_not_rescanned() {
+        let mut decoder = RequestDecoder::default();
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$100\r\n"[..]);
+        assert_eq!(decoder.decode(&mut buf).unwrap(), None);
+        assert_eq!(decoder.bytes_wanted(buf.len()), 102);
+        buf.extend_from_slice(&[b'v'; 60]);
+        assert_eq!(decoder.decode(&mut buf).unwrap(), None);
+        assert_eq!(decoder.bytes_wanted(buf.len()), 42);
+        buf.extend_from_slice(&[b'v'; 40]);
+        buf.extend_from_slice(b"\r\n");
+        let request = decoder.decode(&mut buf).unwrap().unwrap();
+        assert_eq!(request.args()[1].len(), 100);
+    }
+
+    /// Any byte string that encodes as a valid request.
+    fn frame() -> impl Strategy<Value = (Vec<u8>, Vec<Vec<u8>>)> {
+        prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..6).prop_map(|args| {
+            let mut raw = BytesMut::new();
+            crate::resp::command(&mut raw, &args);
+            (raw.to_vec(), args)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn every_split_decodes_the_same((raw, expected) in frame(), extra in frame()) {
+            let mut input = raw.clone();
+            input.extend_from_slice(&extra.0);
+            for split in 0..=input.len() {
+                let mut decoder = RequestDecoder::default();
+                let mut buf = BytesMut::from(&input[..split]);
+                let mut got = Vec::new();
+                while let Some(r) = decoder.decode(&mut buf).unwrap() {
+                    got.push(r);
+                }
+                buf.extend_from_slice(&input[split..]);
+                while let Some(r) = decoder.decode(&mut buf).unwrap() {
+                    got.push(r);
+                }
+                prop_assert_eq!(got.len(), 2);
+                prop_assert_eq!(&got[0].raw()[..], &raw[..]);
+                let args: Vec<Vec<u8>> = got[0].args().iter().map(|a| a.to_vec()).collect();
+                prop_assert_eq!(&args, &expected);
+                prop_assert!(buf.is_empty());
+            }
+        }
+
+        #[test]
+        fn garbage_never_panics(input in prop::collection::vec(any::<u8>(), 0..300), cut in 0usize..300) {
+            let mut decoder = RequestDecoder::new(Limits { max_bulk_len: 64, max_args: 8, max_inline_len: 32 });
+            let cut = cut.min(input.len());
+            let mut buf = BytesMut::from(&input[..cut]);
+            while let Ok(Some(_)) = decoder.decode(&mut buf) {}
+            buf.extend_from_slice(&input[cut..]);
+            while let Ok(Some(_)) = decoder.decode(&mut buf) {}
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Writing RESP replies into an output buffer.
+
+use bytes::{BufMut, BytesMut};
+
+pub fn simple(out: &mut BytesMut, text: &[u8]) {
+    out.reserve(text.len() + 3);
+    out.put_u8(b'+');
+    out.put_slice(text);
+    out.put_slice(b"\r\n");
+}
+
+/// An error reply; `text` starts with its code (`ERR ...`, `NOAUTH ...`) and has no leading `-`.
+pub fn error(out: &mut BytesMut, text: &str) {
+    out.reserve(text.len() + 3);
+    out.put_u8(b'-');
+    // An error is one line: a stray newline from anywhere would desynchronise the client.
+    for &b in text.as_bytes() {
+        out.put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+    }
+    out.put_slice(b"\r\n");
+}
+
+pub fn integer(out: &mut BytesMut, value: i64) {
+    out.put_u8(b':');
+    out.put_slice(itoa::Buffer::new().format(value).as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+pub fn bulk(out: &mut BytesMut, value: &[u8]) {
+    out.reserve(value.len() + 16);
+    header(out, b'$', value.len());
+    out.put_slice(value);
+    out.put_slice(b"\r\n");
+}
+
+pub fn null_bulk(out: &mut BytesMut) {
+    out.put_slice(b"$-1\r\n");
+}
+
+pub fn array_header(out: &mut BytesMut, len: usize) {
+    header(out, b'*', len);
+}
+
+/// A request as a multibulk array of bulk strings.
+pub fn command<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
+    array_header(out, args.len());
+    for arg in args {
+        bulk(out, arg.as_ref());
+    }
+}
+
+fn header(out: &mut BytesMut, kind: u8, len: usize) {
+    out.put_u8(kind);
+    out.put_slice(itoa::Buffer::new().format(len).as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_each_type() {
+        let mut out = BytesMut::new();
+        simple(&mut out, b"OK");
+        error(&mut out, "ERR bad\r\nthing");
+        integer(&mut out, -7);
+        bulk(&mut out, b"hi");
+        null_bulk(&mut out);
+        command(&mut out, &["GET", "k"]);
+        assert_eq!(
+            &out[..],
+            b"+OK\r\n-ERR bad  thing\r\n:-7\r\n$2\r\nhi\r\n$-1\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The reply boundary scanner: finds where one backend reply ends without decoding it, for RESP2 and RESP3.
+
+use super::{ProtocolError, parse_int};
+
+/// Finds the end of the reply at the front of a buffer. Resumable: a reply that arrives over many reads is
+/// scanned once, the scanner remembering how far it got and how many elements each open aggregate still needs.
+#[derive(Debug, Default)]
+pub struct ReplyScanner {
+    /// Bytes of the current reply already scanned.
+    pos: usize,
+    /// Elements still to come for each open aggregate, innermost last.
+    open: Vec<u64>,
+}
+
+impl ReplyScanner {
+    /// Returns the length of the complete reply at the front of `buf`, or `None` when more bytes are needed.
+    /// The caller removes that many bytes before the next call.
+    pub fn scan(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+        loop {
+            let Some(&kind) = buf.get(self.pos) else {
+                return Ok(None);
+            };
+            let Some(line_end) = find_crlf(buf, self.pos + 1) else {
+                return Ok(None);
+            };
+            let line = &buf[self.pos + 1..line_end];
+            let after_line = line_end + 2;
+            let children = match kind {
+                b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {
+                    self.pos = after_line;
+                    0
+                }
+                b'$' | b'=' | b'!' => {
+                    let len = parse_int(line).ok_or(ProtocolError::BadReply("bad bulk length"))?;
+                    if len < -1 {
+                        return Err(ProtocolError::BadReply("bad bulk length"));
+                    }
+                    let end = if len == -1 { after_line } else { after_line + len as usize + 2 };
+                    if buf.len() < end {
+                        return Ok(None);
+                    }
+                    self.pos = end;
+                    0
+                }
+                b'*' | b'~' | b'>' | b'%' | b'|' => {
+                    let len = parse_int(line).ok_or(ProtocolError::BadReply("bad aggregate length"))?;
+                    self.pos = after_line;
+                    match (kind, len) {
+                        (_, -1) => 0,
+                        (_, len) if len < -1 => return Err(ProtocolError::BadReply("bad aggregate length")),
+                        (b'%', len) => 2 * len as u64,
+                        // An attribute map is followed by the reply it describes.
+                        (b'|', len) => 2 * len as u64 + 1,
+                        (_, len) => len as u64,
+                    }
+                }
+                _ => return Err(ProtocolError::BadReply("unknown reply type")),
+            };
+            if children > 0 {
+                self.open.push(children);
+                continue;
+            }
+            // One element finished: close every aggregate it completes.
+            loop {
+                match self.open.last_mut() {
+                    None => {
+                        let len = self.pos;
+                        self.pos = 0;
+                        return Ok(Some(len));
+                    }
+                    Some(remaining) => {
+                        *remaining -= 1;
+                        if *remaining > 0 {
+                            break;
+                        }
+                        self.open.pop();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let tail = buf.get(from..)?;
+    let cr = tail.windows(2).position(|w| w == b"\r\n")?;
+    Some(from + cr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const REPLIES: &[&[u8]] = &[
+        b"+OK\r\n",
+        b"-ERR x\r\n",
+        b":12\r\n",
+        b"$-1\r\n",
+        b"$0\r\n\r\n",
+        b"$5\r\nab\r\nc\r\n",
+        b"*-1\r\n",
+        b"*0\r\n",
+        b"*3\r\n:1\r\n*2\r\n$1\r\na\r\n*0\r\n+x\r\n",
+        b"%2\r\n+a\r\n:1\r\n+b\r\n~2\r\n#t\r\n,1.5\r\n",
+        b"|1\r\n+ttl\r\n:3\r\n$1\r\nv\r\n",
+        b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nm\r\n",
+        b"_\r\n",
+        b"(123456789012345678901234\r\n",
+        b"=7\r\ntxt:abc\r\n",
+        b"!3\r\nERR\r\n",
+    ];
+
+    #[test]
+    fn finds_each_reply_boundary() {
+        let all: Vec<u8> = REPLIES.concat();
+        let mut scanner = ReplyScanner::default();
+        let mut rest = &all[..];
+        for reply in REPLIES {
+            let len = scanner.scan(rest).unwrap().unwrap();
+            assert_eq!(&rest[..len], *reply);
+            rest = &rest[len..];
+        }
+        assert_eq!(scanner.scan(rest).unwrap(), None);
+    }
+
+    #[test]
+    fn rejects_what_is_not_resp() {
+        let mut scanner = ReplyScanner::default();
+        assert!(scanner.scan(b"?\r\n").is_err());
+        assert!(ReplyScanner::default().scan(b"$-2\r\n").is_err());
+        assert!(ReplyScanner::default().scan(b"*x\r\n").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn every_split_finds_the_same_boundaries(picks in prop::collection::vec(0..REPLIES.len(), 1..6)) {
+            let all: Vec<u8> = picks.iter().flat_map(|&i| REPLIES[i].iter().copied()).collect();
+            for split in 0..=all.len() {
+                let mut scanner = ReplyScanner::default();
+                let mut found = Vec::new();
+                let mut start = 0;
+                let mut available = split;
+                loop {
+                    match scanner.scan(&all[start..available]).unwrap() {
+                        Some(len) => {
+                            found.push(len);
+                            start += len;
+                        }
+                        None if available < all.len() => available = all.len(),
+                        None => break,
+                    }
+                }
+                let expected: Vec<usize> = picks.iter().map(|&i| REPLIES[i].len()).collect();
+                prop_assert_eq!(found, expected);
+            }
+        }
+
+        #[test]
+        fn garbage_never_panics(input in prop::collection::vec(any::<u8>(), 0..200)) {
+            let mut scanner = ReplyScanner::default();
+            let mut rest = &input[..];
+            while let Ok(Some(len)) = scanner.scan(rest) {
+                rest = &rest[len..];
+            }
+        }
+    }
+}

@@ -1,3 +1,21 @@
 //! Switchyard's gateway: accepts Redis clients, authenticates them as tenants and routes their commands.
+//!
+//! Data flow: [`session`] reads and decodes requests ([`resp`]), looks them up in the command table ([`cmd`]),
+//! answers the gateway's own commands, and forwards the rest along the tenant's route ([`route`]) to pipelined
+//! backend connections ([`backend`]); [`reply`] puts the answers back in request order.
 
+pub mod admin;
+pub mod backend;
+pub mod clients;
+pub mod cmd;
+pub mod metrics;
+pub mod reply;
 pub mod resp;
+pub mod route;
+pub mod server;
+mod session;
+
+pub use server::{Config, run};
+
+/// The Redis version the gateway presents itself as (INFO, HELLO): the command set it implements.
+pub const REDIS_VERSION: &str = "7.0.15";

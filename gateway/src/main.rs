@@ -1,1 +1,98 @@
-fn main() {}
+//! `switchyard-gateway`: parses flags and environment, sets up logging, and runs the gateway until SIGTERM or
+//! SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use switchyard_gateway::resp::Limits;
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "Switchyard: a multi-tenant routing gateway for Redis"
+)]
+struct Args {
+    /// Address clients connect to.
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:6380")]
+    listen: SocketAddr,
+    /// Address of the admin HTTP port (/healthz, /readyz, /metrics).
+    #[arg(long, env = "SWITCHYARD_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
+    /// The routes file (JSON): tenants, passwords and routes. Reloaded on SIGHUP.
+    #[arg(long, env = "SWITCHYARD_ROUTES")]
+    routes: PathBuf,
+    /// Worker threads, each owning its clients and backend connections.
+    #[arg(long, env = "SWITCHYARD_WORKERS", default_value_t = 1)]
+    workers: usize,
+    /// Pipelined connections per backend node and worker.
+    #[arg(long, env = "SWITCHYARD_BACKEND_CONNECTIONS", default_value_t = 1)]
+    backend_connections: usize,
+    /// Backend connect timeout, in milliseconds.
+    #[arg(long, env = "SWITCHYARD_CONNECT_TIMEOUT_MS", default_value_t = 1000)]
+    connect_timeout_ms: u64,
+    /// How long a command may wait for its backend's reply, in milliseconds.
+    #[arg(long, env = "SWITCHYARD_COMMAND_TIMEOUT_MS", default_value_t = 2000)]
+    command_timeout_ms: u64,
+    /// Most client connections at once.
+    #[arg(long, env = "SWITCHYARD_MAX_CLIENTS", default_value_t = 10_000)]
+    max_clients: usize,
+    /// On SIGTERM, how long clients get to finish their commands in flight, in milliseconds.
+    #[arg(long, env = "SWITCHYARD_SHUTDOWN_GRACE_MS", default_value_t = 5000)]
+    shutdown_grace_ms: u64,
+    /// Longest bulk string a client may send, in bytes.
+    #[arg(long, env = "SWITCHYARD_MAX_BULK_LEN", default_value_t = Limits::default().max_bulk_len)]
+    max_bulk_len: usize,
+    /// Most arguments in one command.
+    #[arg(long, env = "SWITCHYARD_MAX_ARGS", default_value_t = Limits::default().max_args)]
+    max_args: usize,
+    /// Longest inline command, in bytes.
+    #[arg(long, env = "SWITCHYARD_MAX_INLINE_LEN", default_value_t = Limits::default().max_inline_len)]
+    max_inline_len: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let config = switchyard_gateway::Config {
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        routes: args.routes,
+        workers: args.workers,
+        backend_connections: args.backend_connections,
+        connect_timeout: Duration::from_millis(args.connect_timeout_ms),
+        command_timeout: Duration::from_millis(args.command_timeout_ms),
+        max_clients: args.max_clients,
+        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
+        limits: Limits {
+            max_bulk_len: args.max_bulk_len,
+            max_args: args.max_args,
+            max_inline_len: args.max_inline_len,
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(switchyard_gateway::run(config, shutdown_signal()))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install SIGTERM/SIGINT handlers; stop the gateway with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+}

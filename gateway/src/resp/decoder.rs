@@ -115,7 +115,9 @@ impl RequestDecoder {
                         Inline::Incomplete => return Ok(None),
                     },
                 }
-                let Some((count, pos)) = self.header_line(buf, 0, ProtocolError::TooBigMultibulkCount)? else {
+                let Some((count, pos)) =
+                    self.header_line(buf, 0, ProtocolError::TooBigMultibulkCount)?
+                else {
                     return Ok(None);
                 };
                 let count = match count {
@@ -156,8 +158,12 @@ impl RequestDecoder {
                     if first != b'$' {
                         return Err(ProtocolError::ExpectedDollar(first));
                     }
-                    let Some((len, next)) =
-                        Self::find_header(&limits, buf, progress.pos, ProtocolError::TooBigBulkCount)?
+                    let Some((len, next)) = Self::find_header(
+                        &limits,
+                        buf,
+                        progress.pos,
+                        ProtocolError::TooBigBulkCount,
+                    )?
                     else {
                         return Ok(None);
                     };
@@ -182,7 +188,11 @@ impl RequestDecoder {
             return Ok(None);
         };
         let raw = buf.split_to(progress.pos).freeze();
-        let args = progress.ranges.iter().map(|&(start, end)| raw.slice(start..end)).collect();
+        let args = progress
+            .ranges
+            .iter()
+            .map(|&(start, end)| raw.slice(start..end))
+            .collect();
         Ok(Some(Request { raw, args }))
     }
 
@@ -234,7 +244,9 @@ impl RequestDecoder {
             return Err(ProtocolError::TooBigInline);
         }
         let line = buf.split_to(newline + 1);
-        let line = line[..newline].strip_suffix(b"\r").unwrap_or(&line[..newline]);
+        let line = line[..newline]
+            .strip_suffix(b"\r")
+            .unwrap_or(&line[..newline]);
         let args = split_inline(line)?;
         if args.is_empty() {
             return Ok(Inline::Empty);
@@ -242,7 +254,9 @@ impl RequestDecoder {
         if args.len() > self.limits.max_args {
             return Err(ProtocolError::InvalidMultibulkLength);
         }
-        Ok(Inline::Request(Request::from_args(args.into_iter().map(Bytes::from).collect())))
+        Ok(Inline::Request(Request::from_args(
+            args.into_iter().map(Bytes::from).collect(),
+        )))
     }
 }
 
@@ -269,7 +283,9 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
                 i += 1;
                 loop {
                     match line.get(i..) {
-                        Some([b'\\', b'x', h, l, ..]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
+                        Some([b'\\', b'x', h, l, ..])
+                            if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() =>
+                        {
                             arg.push(hex(*h) << 4 | hex(*l));
                             i += 4;
                         }
@@ -350,7 +366,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn decode_all(decoder: &mut RequestDecoder, input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+    fn decode_all(
+        decoder: &mut RequestDecoder,
+        input: &[u8],
+    ) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut buf = BytesMut::from(input);
         let mut out = Vec::new();
         while let Some(request) = decoder.decode(&mut buf)? {
@@ -371,7 +390,14 @@ mod tests {
             b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*0\r\nPING\r\n\r\n  set \"a b\\x41\\n\" 'it\\'s'\r\n*1\r\n$4\r\nPI",
         )
         .unwrap();
-        assert_eq!(got, vec![args(&["GET", "k"]), args(&["PING"]), args(&["set", "a bA\n", "it's"])]);
+        assert_eq!(
+            got,
+            vec![
+                args(&["GET", "k"]),
+                args(&["PING"]),
+                args(&["set", "a bA\n", "it's"])
+            ]
+        );
     }
 
     #[test]
@@ -399,18 +425,41 @@ mod tests {
             (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
             (b"*1\r\n$11\r\n", "Protocol error: invalid bulk length"),
             (b"*1\r\n$1x\r\n", "Protocol error: invalid bulk length"),
-            (b"*11111111111111111111", "Protocol error: too big mbulk count string"),
-            (b"*1\r\n$11111111111111111111", "Protocol error: too big bulk count string"),
-            (b"get aaaaaaaaaaaaaaaaaaaaaaaaa", "Protocol error: too big inline request"),
-            (b"get \"a\r\n", "Protocol error: unbalanced quotes in request"),
-            (b"get \"a\"b\r\n", "Protocol error: unbalanced quotes in request"),
-            (b"get 'a\r\n", "Protocol error: unbalanced quotes in request"),
+            (
+                b"*11111111111111111111",
+                "Protocol error: too big mbulk count string",
+            ),
+            (
+                b"*1\r\n$11111111111111111111",
+                "Protocol error: too big bulk count string",
+            ),
+            (
+                b"get aaaaaaaaaaaaaaaaaaaaaaaaa",
+                "Protocol error: too big inline request",
+            ),
+            (
+                b"get \"a\r\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
+            (
+                b"get \"a\"b\r\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
+            (
+                b"get 'a\r\n",
+                "Protocol error: unbalanced quotes in request",
+            ),
         ];
         for (input, expected) in cases {
             let mut decoder = RequestDecoder::new(limits);
             let err = decode_all(&mut decoder, input).unwrap_err();
             let expected = expected.replace("expected '+'", "expected '$'");
-            assert_eq!(err.to_string(), expected, "{:?}", String::from_utf8_lossy(input));
+            assert_eq!(
+                err.to_string(),
+                expected,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 

@@ -49,7 +49,17 @@ mod tests {
         assert_eq!(parse_int(b"0"), Some(0));
         assert_eq!(parse_int(b"-12"), Some(-12));
         assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
-        for bad in [&b""[..], b"-", b"+1", b"01", b" 1", b"1 ", b"-0", b"1x", b"99999999999999999999"] {
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+1",
+            b"01",
+            b" 1",
+            b"1 ",
+            b"-0",
+            b"1x",
+            b"99999999999999999999",
+        ] {
             assert_eq!(parse_int(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }

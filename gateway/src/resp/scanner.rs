@@ -35,7 +35,11 @@ impl ReplyScanner {
                     if len < -1 {
                         return Err(ProtocolError::BadReply("bad bulk length"));
                     }
-                    let end = if len == -1 { after_line } else { after_line + len as usize + 2 };
+                    let end = if len == -1 {
+                        after_line
+                    } else {
+                        after_line + len as usize + 2
+                    };
                     if buf.len() < end {
                         return Ok(None);
                     }
@@ -43,11 +47,14 @@ impl ReplyScanner {
                     0
                 }
                 b'*' | b'~' | b'>' | b'%' | b'|' => {
-                    let len = parse_int(line).ok_or(ProtocolError::BadReply("bad aggregate length"))?;
+                    let len =
+                        parse_int(line).ok_or(ProtocolError::BadReply("bad aggregate length"))?;
                     self.pos = after_line;
                     match (kind, len) {
                         (_, -1) => 0,
-                        (_, len) if len < -1 => return Err(ProtocolError::BadReply("bad aggregate length")),
+                        (_, len) if len < -1 => {
+                            return Err(ProtocolError::BadReply("bad aggregate length"));
+                        }
                         (b'%', len) => 2 * len as u64,
                         // An attribute map is followed by the reply it describes.
                         (b'|', len) => 2 * len as u64 + 1,

@@ -1,0 +1,72 @@
+//! The admin HTTP port: `/healthz`, `/readyz` and `/metrics`.
+//!
+//! A deliberately tiny HTTP/1.1 responder (GET only, one request per connection): it is polled by load
+//! balancers and Prometheus, never by browsers, and keeps the gateway free of an HTTP stack on its data path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::server::Gateway;
+
+pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(respond(stream, Arc::clone(&gateway)));
+            }
+            Err(e) => {
+                tracing::warn!("admin accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
+    let mut request = Vec::with_capacity(1024);
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut chunk = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => request.extend_from_slice(&chunk[..n]),
+            }
+        }
+        true
+    })
+    .await;
+    if !matches!(read, Ok(true)) {
+        return;
+    }
+    let line = String::from_utf8_lossy(&request);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, content_type, body) = match (method, path) {
+        ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".to_string()),
+        ("GET", "/readyz") if gateway.is_ready() => ("200 OK", "text/plain", "ready\n".to_string()),
+        ("GET", "/readyz") => (
+            "503 Service Unavailable",
+            "text/plain",
+            "no routes loaded\n".to_string(),
+        ),
+        ("GET", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4",
+            gateway.metrics.render(gateway.snapshot().tenants()),
+        ),
+        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "only GET\n".to_string(),
+        ),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+}

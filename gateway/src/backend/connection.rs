@@ -1,0 +1,357 @@
+//! One shared, pipelined connection to a backend node.
+//!
+//! Many client requests ride one connection: senders append to a queue, and the connection's task writes
+//! everything queued in one write and matches replies to requests in FIFO order. The task owns the socket; it
+//! reconnects with backoff, and while the node is down requests fail at once instead of waiting.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::metrics::BackendMetrics;
+use crate::reply::ReplyHandle;
+use crate::resp::{self, ReplyScanner};
+
+/// How to reach and set up one backend node.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct NodeSpec {
+    /// `host:port`, as shown in errors and metrics.
+    pub addr: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub db: u32,
+}
+
+impl std::fmt::Debug for NodeSpec {
+    // Never print the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeSpec")
+            .field("addr", &self.addr)
+            .field("username", &self.username)
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionSettings {
+    pub connect_timeout: Duration,
+    /// How long a request may wait for its reply before it fails (and the connection is reset).
+    pub command_timeout: Duration,
+}
+
+/// The connection's state as senders see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Connecting,
+    Up,
+    Down,
+}
+
+struct Pending {
+    raw: Bytes,
+    reply: ReplyHandle,
+}
+
+struct InFlight {
+    reply: ReplyHandle,
+    deadline: Instant,
+}
+
+struct Shared {
+    node: NodeSpec,
+    settings: ConnectionSettings,
+    queue: RefCell<VecDeque<Pending>>,
+    wake: Notify,
+    status: Cell<Status>,
+    /// Why the node is down, for the error replies sent while it is.
+    down_reason: RefCell<String>,
+    /// Set when the last handle is gone: the task finishes what is in flight and exits.
+    closed: Cell<bool>,
+    metrics: Arc<BackendMetrics>,
+}
+
+/// A handle to the connection; dropping the last one drains and closes it.
+pub struct BackendConnection {
+    shared: Rc<Shared>,
+}
+
+impl BackendConnection {
+    /// Starts the connection task on the current worker's `LocalSet`.
+    pub fn open(
+        node: NodeSpec,
+        settings: ConnectionSettings,
+        metrics: Arc<BackendMetrics>,
+    ) -> BackendConnection {
+        let shared = Rc::new(Shared {
+            node,
+            settings,
+            queue: RefCell::new(VecDeque::new()),
+            wake: Notify::new(),
+            status: Cell::new(Status::Connecting),
+            down_reason: RefCell::new(String::new()),
+            closed: Cell::new(false),
+            metrics,
+        });
+        tokio::task::spawn_local(run(Rc::clone(&shared)));
+        BackendConnection { shared }
+    }
+
+    pub fn status(&self) -> Status {
+        self.shared.status.get()
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.shared.node.addr
+    }
+
+    /// Queues a request; its reply (or an error reply) is delivered to `reply` exactly once.
+    pub fn send(&self, raw: Bytes, reply: ReplyHandle) {
+        if self.shared.status.get() == Status::Down {
+            reply.deliver(self.shared.unavailable());
+            return;
+        }
+        self.shared
+            .queue
+            .borrow_mut()
+            .push_back(Pending { raw, reply });
+        self.shared.wake.notify_one();
+    }
+}
+
+impl Drop for BackendConnection {
+    fn drop(&mut self) {
+        self.shared.closed.set(true);
+        self.shared.wake.notify_one();
+    }
+}
+
+impl Shared {
+    fn unavailable(&self) -> Bytes {
+        error_reply(&format!(
+            "ERR backend {} unavailable: {}",
+            self.node.addr,
+            self.down_reason.borrow()
+        ))
+    }
+
+    fn fail_queued(&self, reply: &Bytes) {
+        let queued: Vec<Pending> = self.queue.borrow_mut().drain(..).collect();
+        for pending in queued {
+            pending.reply.deliver(reply.clone());
+        }
+    }
+}
+
+fn error_reply(text: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    resp::error(&mut out, text);
+    out.freeze()
+}
+
+/// A short, lowercase reason for an I/O failure, as it appears in error replies.
+fn describe(error: &io::Error) -> String {
+    match error.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+        io::ErrorKind::ConnectionReset => "connection reset".to_string(),
+        io::ErrorKind::UnexpectedEof => "connection closed by the backend".to_string(),
+        io::ErrorKind::TimedOut => "timed out".to_string(),
+        _ => error.to_string(),
+    }
+}
+
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+async fn run(shared: Rc<Shared>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        shared.status.set(Status::Connecting);
+        let reason = match tokio::time::timeout(
+            shared.settings.connect_timeout,
+            connect(&shared.node),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => {
+                shared.status.set(Status::Up);
+                backoff = Duration::from_millis(50);
+                tracing::debug!(backend = %shared.node.addr, "connected");
+                shared
+                    .metrics
+                    .connections_up
+                    .fetch_add(1, Ordering::Relaxed);
+                let served = serve(&shared, stream).await;
+                shared
+                    .metrics
+                    .connections_up
+                    .fetch_sub(1, Ordering::Relaxed);
+                match served {
+                    Ok(()) => return, // closed and drained
+                    Err(reason) => reason,
+                }
+            }
+            Ok(Err(e)) => describe(&e),
+            Err(_) => "connect timed out".to_string(),
+        };
+        tracing::warn!(backend = %shared.node.addr, %reason, "backend connection down");
+        shared.metrics.failures.fetch_add(1, Ordering::Relaxed);
+        *shared.down_reason.borrow_mut() = reason;
+        shared.status.set(Status::Down);
+        shared.fail_queued(&shared.unavailable());
+        if shared.closed.get() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+        if shared.closed.get() {
+            return;
+        }
+    }
+}
+
+/// Connects and runs the handshake: AUTH and SELECT, each of which must answer `+OK`.
+async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(&node.addr).await?;
+    stream.set_nodelay(true)?;
+    let mut handshake = BytesMut::new();
+    let mut expected = 0;
+    if let Some(password) = &node.password {
+        match &node.username {
+            Some(user) => resp::command(
+                &mut handshake,
+                &[&b"AUTH"[..], user.as_bytes(), password.as_bytes()],
+            ),
+            None => resp::command(&mut handshake, &[&b"AUTH"[..], password.as_bytes()]),
+        }
+        expected += 1;
+    }
+    if node.db != 0 {
+        resp::command(
+            &mut handshake,
+            &[&b"SELECT"[..], node.db.to_string().as_bytes()],
+        );
+        expected += 1;
+    }
+    if expected == 0 {
+        return Ok(stream);
+    }
+    stream.write_all(&handshake).await?;
+    let mut buf = BytesMut::with_capacity(256);
+    let mut scanner = ReplyScanner::default();
+    while expected > 0 {
+        match scanner.scan(&buf) {
+            Ok(Some(len)) => {
+                let reply = buf.split_to(len);
+                if &reply[..] != b"+OK\r\n" {
+                    let text = String::from_utf8_lossy(&reply[..]);
+                    let text = text.trim_start_matches(['-', '+']).trim_end();
+                    return Err(io::Error::other(format!("handshake failed: {text}")));
+                }
+                expected -= 1;
+            }
+            Ok(None) => {
+                if stream.read_buf(&mut buf).await? == 0 {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+            Err(e) => return Err(io::Error::other(e.to_string())),
+        }
+    }
+    Ok(stream)
+}
+
+/// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone
+/// and nothing is in flight (`Ok`). On failure every request in flight gets an error reply.
+async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), String> {
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    let result = pipeline(shared, stream, &mut in_flight).await;
+    if let Err(reason) = &result {
+        let reply = error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
+        for request in in_flight.drain(..) {
+            request.reply.deliver(reply.clone());
+        }
+    }
+    result
+}
+
+async fn pipeline(
+    shared: &Shared,
+    mut stream: TcpStream,
+    in_flight: &mut VecDeque<InFlight>,
+) -> Result<(), String> {
+    let (mut reader, mut writer) = stream.split();
+    let mut read_buf = BytesMut::with_capacity(16 * 1024);
+    let mut write_buf = BytesMut::with_capacity(16 * 1024);
+    let mut scanner = ReplyScanner::default();
+    let timeout = shared.settings.command_timeout;
+    let far_future = Instant::now() + Duration::from_secs(86400 * 365);
+    let timer = tokio::time::sleep_until(far_future);
+    tokio::pin!(timer);
+    let mut timer_deadline = far_future;
+    loop {
+        // Everything queued since the last write goes out in one write.
+        let queued = std::mem::take(&mut *shared.queue.borrow_mut());
+        if !queued.is_empty() {
+            let deadline = Instant::now() + timeout;
+            for pending in queued {
+                write_buf.extend_from_slice(&pending.raw);
+                in_flight.push_back(InFlight {
+                    reply: pending.reply,
+                    deadline,
+                });
+            }
+            writer
+                .write_all(&write_buf)
+                .await
+                .map_err(|e| format!("connection lost: {}", describe(&e)))?;
+            write_buf.clear();
+        }
+        if shared.closed.get() && in_flight.is_empty() && shared.queue.borrow().is_empty() {
+            return Ok(());
+        }
+        let oldest = in_flight.front().map_or(far_future, |r| r.deadline);
+        if oldest != timer_deadline {
+            timer.as_mut().reset(oldest);
+            timer_deadline = oldest;
+        }
+        if read_buf.capacity() - read_buf.len() < 4096 {
+            read_buf.reserve(read_buf.len().max(16 * 1024));
+        }
+        tokio::select! {
+            biased;
+            read = reader.read_buf(&mut read_buf) => {
+                match read {
+                    Ok(0) => return Err("connection lost: connection closed by the backend".to_string()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("connection lost: {}", describe(&e))),
+                }
+                loop {
+                    let len = match scanner.scan(&read_buf) {
+                        Ok(Some(len)) => len,
+                        Ok(None) => break,
+                        Err(e) => return Err(format!("protocol error: {e}")),
+                    };
+                    let reply = read_buf.split_to(len).freeze();
+                    match in_flight.pop_front() {
+                        Some(request) => request.reply.deliver(reply),
+                        None => return Err("protocol error: reply without a request".to_string()),
+                    }
+                }
+            }
+            () = shared.wake.notified() => {}
+            () = &mut timer => {
+                return Err(format!("timed out after {} ms", timeout.as_millis()));
+            }
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Prometheus metrics. Handles are created when a tenant or backend appears, never per command; the hot path
+//! only does relaxed atomic adds.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Gateway-wide counters.
+#[derive(Default)]
+pub struct Metrics {
+    pub connections_open: AtomicI64,
+    pub connections_total: AtomicU64,
+    pub connections_rejected: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    backends: Mutex<BTreeMap<String, Arc<BackendMetrics>>>,
+}
+
+/// Per backend node, summed over workers.
+#[derive(Default)]
+pub struct BackendMetrics {
+    pub connections_up: AtomicI64,
+    pub failures: AtomicU64,
+}
+
+impl Metrics {
+    pub fn backend(&self, addr: &str) -> Arc<BackendMetrics> {
+        let mut backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(backends.entry(addr.to_string()).or_default())
+    }
+
+    /// The Prometheus text exposition of everything, tenants included.
+    pub fn render(&self, tenants: &[Arc<crate::route::Tenant>]) -> String {
+        let mut out = String::new();
+        let gauge = |out: &mut String, name: &str, help: &str, kind: &str, value: i64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        gauge(
+            &mut out,
+            "switchyard_client_connections",
+            "Open client connections.",
+            "gauge",
+            self.connections_open.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut out,
+            "switchyard_client_connections_total",
+            "Client connections accepted.",
+            "counter",
+            self.connections_total.load(Ordering::Relaxed) as i64,
+        );
+        gauge(
+            &mut out,
+            "switchyard_client_connections_rejected_total",
+            "Client connections refused by a limit.",
+            "counter",
+            self.connections_rejected.load(Ordering::Relaxed) as i64,
+        );
+        gauge(
+            &mut out,
+            "switchyard_protocol_errors_total",
+            "Client connections closed for a protocol error.",
+            "counter",
+            self.protocol_errors.load(Ordering::Relaxed) as i64,
+        );
+
+        out.push_str("# HELP switchyard_backend_connections_up Backend connections currently up.\n# TYPE switchyard_backend_connections_up gauge\n");
+        let backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
+        for (addr, backend) in backends.iter() {
+            let _ = writeln!(
+                out,
+                "switchyard_backend_connections_up{{backend=\"{addr}\"}} {}",
+                backend.connections_up.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP switchyard_backend_failures_total Backend connections lost or refused.\n# TYPE switchyard_backend_failures_total counter\n");
+        for (addr, backend) in backends.iter() {
+            let _ = writeln!(
+                out,
+                "switchyard_backend_failures_total{{backend=\"{addr}\"}} {}",
+                backend.failures.load(Ordering::Relaxed)
+            );
+        }
+        drop(backends);
+
+        out.push_str("# HELP switchyard_commands_total Commands by tenant and command.\n# TYPE switchyard_commands_total counter\n");
+        for tenant in tenants {
+            tenant
+                .metrics
+                .commands
+                .render(&mut out, "switchyard_commands_total", &tenant.name);
+        }
+        out.push_str("# HELP switchyard_command_errors_total Error replies by tenant.\n# TYPE switchyard_command_errors_total counter\n");
+        for tenant in tenants {
+            let _ = writeln!(
+                out,
+                "switchyard_command_errors_total{{tenant=\"{}\"}} {}",
+                tenant.name,
+                tenant.metrics.errors.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP switchyard_tenant_connections Open client connections by tenant.\n# TYPE switchyard_tenant_connections gauge\n");
+        for tenant in tenants {
+            let _ = writeln!(
+                out,
+                "switchyard_tenant_connections{{tenant=\"{}\"}} {}",
+                tenant.name,
+                tenant.metrics.connections.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP switchyard_command_duration_seconds Time from reading a command to its reply being ready.\n# TYPE switchyard_command_duration_seconds histogram\n");
+        for tenant in tenants {
+            tenant.metrics.latency.render(&mut out, &tenant.name);
+        }
+        out
+    }
+}
+
+/// One tenant's counters; cloned into every snapshot that keeps the tenant.
+#[derive(Clone, Default)]
+pub struct TenantMetrics(Arc<TenantCounters>);
+
+#[derive(Default)]
+pub struct TenantCounters {
+    pub commands: CommandCounters,
+    pub errors: AtomicU64,
+    pub connections: AtomicI64,
+    pub latency: Histogram,
+}
+
+impl std::ops::Deref for TenantMetrics {
+    type Target = TenantCounters;
+    fn deref(&self) -> &TenantCounters {
+        &self.0
+    }
+}
+
+/// Counters keyed by a command's static name, in a fixed lock-free open-addressing table: the key is the
+/// address of the name in the command table, so counting never hashes or compares strings.
+pub struct CommandCounters {
+    keys: Box<[AtomicUsize]>,
+    names: Box<[std::sync::OnceLock<&'static str>]>,
+    counts: Box<[AtomicU64]>,
+}
+
+const COMMAND_SLOTS: usize = 1024;
+
+impl Default for CommandCounters {
+    fn default() -> Self {
+        CommandCounters {
+            keys: (0..COMMAND_SLOTS).map(|_| AtomicUsize::new(0)).collect(),
+            names: (0..COMMAND_SLOTS)
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
+            counts: (0..COMMAND_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl CommandCounters {
+    pub fn add(&self, name: &'static str) {
+        let key = name.as_ptr() as usize;
+        let mut slot = (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) % COMMAND_SLOTS;
+        for _ in 0..COMMAND_SLOTS {
+            let current = self.keys[slot].load(Ordering::Relaxed);
+            if current == key
+                || (current == 0
+                    && match self.keys[slot].compare_exchange(
+                        0,
+                        key,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => true,
+                        Err(other) => other == key,
+                    })
+            {
+                let _ = self.names[slot].set(name);
+                self.counts[slot].fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            slot = (slot + 1) % COMMAND_SLOTS;
+        }
+    }
+
+    fn render(&self, out: &mut String, metric: &str, tenant: &str) {
+        let mut rows: Vec<(&str, u64)> = self
+            .names
+            .iter()
+            .zip(self.counts.iter())
+            .filter_map(|(name, count)| Some((*name.get()?, count.load(Ordering::Relaxed))))
+            .collect();
+        rows.sort_unstable();
+        for (name, count) in rows {
+            let _ = writeln!(
+                out,
+                "{metric}{{tenant=\"{tenant}\",command=\"{name}\"}} {count}"
+            );
+        }
+    }
+}
+
+/// A latency histogram with fixed buckets.
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS_US.len()],
+    count: AtomicU64,
+    sum_us: AtomicU64,
+}
+
+const BUCKETS_US: [u64; 12] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 100_000, 1_000_000, 10_000_000,
+];
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            count: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let us = elapsed.as_micros() as u64;
+        if let Some(i) = BUCKETS_US.iter().position(|&b| us <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, tenant: &str) {
+        let name = "switchyard_command_duration_seconds";
+        let mut cumulative = 0;
+        for (bound, bucket) in BUCKETS_US.iter().zip(&self.buckets) {
+            cumulative += bucket.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{tenant=\"{tenant}\",le=\"{}\"}} {cumulative}",
+                *bound as f64 / 1e6
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{tenant=\"{tenant}\",le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            out,
+            "{name}_sum{{tenant=\"{tenant}\"}} {}",
+            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count{{tenant=\"{tenant}\"}} {count}");
+    }
+}

@@ -1,0 +1,254 @@
+//! The gateway process: shared state, worker threads, the accept loop, reloads and graceful shutdown.
+//!
+//! Each worker is a single-threaded runtime that owns its client connections and its own pipelined backend
+//! connections, so a request never crosses threads. Measurements on 2-core machines favour one worker (the
+//! kernel's network work needs the other core); more workers pay off on bigger machines.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use switchyard_schemas::RoutesFile;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::backend::{Backend, BackendPool, ConnectionSettings, NodeSpec};
+use crate::clients::Clients;
+use crate::metrics::Metrics;
+use crate::resp::Limits;
+use crate::route::Snapshot;
+use crate::session;
+
+/// Everything `run` needs; the binary fills it from flags and environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    pub routes: PathBuf,
+    pub workers: usize,
+    pub backend_connections: usize,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+    pub max_clients: usize,
+    pub shutdown_grace: Duration,
+    pub limits: Limits,
+}
+
+/// State shared by every worker.
+pub struct Gateway {
+    pub config: Config,
+    snapshot: ArcSwap<Snapshot>,
+    /// Mirrors the published snapshot's generation, so sessions notice a change with one atomic load.
+    generation: AtomicU64,
+    pub metrics: Arc<Metrics>,
+    pub clients: Clients,
+    next_client_id: AtomicU64,
+    pub started: Instant,
+    ready: AtomicBool,
+}
+
+impl Gateway {
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn publish(&self, snapshot: Snapshot) {
+        let generation = snapshot.generation;
+        self.snapshot.store(Arc::new(snapshot));
+        self.generation.store(generation, Ordering::Release);
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// Reads, validates and builds the routes file; the current snapshot keeps serving on any error.
+    fn load_routes(&self) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(&self.config.routes)
+            .with_context(|| format!("cannot read routes file {}", self.config.routes.display()))?;
+        let file: RoutesFile = serde_json::from_str(&text)
+            .with_context(|| format!("invalid routes file {}", self.config.routes.display()))?;
+        let current = self.snapshot();
+        let snapshot = Snapshot::from_routes_file(&file, current.generation + 1, &current)
+            .with_context(|| format!("invalid routes file {}", self.config.routes.display()))?;
+        self.publish(snapshot);
+        Ok(())
+    }
+}
+
+/// The per-worker context every session of that worker shares.
+pub struct Worker {
+    pub gateway: Arc<Gateway>,
+    pool: BackendPool,
+    /// Backends of the current snapshot's routes, held open even while no client uses them, so that a new
+    /// client never waits for a backend connect. Replaced (and the dropped ones drained) on a route change.
+    pinned: RefCell<(u64, Vec<Rc<Backend>>)>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Worker {
+    /// The backend for `node`, shared by every session of this worker.
+    pub fn backend(&self, node: &NodeSpec) -> Rc<Backend> {
+        let generation = self.gateway.generation();
+        if self.pinned.borrow().0 != generation {
+            let snapshot = self.gateway.snapshot();
+            let backends = snapshot
+                .tenants()
+                .iter()
+                .filter_map(|tenant| tenant.primary.as_ref().ok())
+                .map(|node| self.pool.get(node))
+                .collect();
+            *self.pinned.borrow_mut() = (generation, backends);
+        }
+        self.pool.get(node)
+    }
+}
+
+/// Runs the gateway until `shutdown` completes, then drains: stops accepting, lets sessions finish what they
+/// have in flight (bounded by `shutdown_grace`), and returns.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let gateway = Arc::new(Gateway {
+        config: config.clone(),
+        snapshot: ArcSwap::from_pointee(Snapshot::empty()),
+        generation: AtomicU64::new(0),
+        metrics: Arc::new(Metrics::default()),
+        clients: Clients::default(),
+        next_client_id: AtomicU64::new(1),
+        started: Instant::now(),
+        ready: AtomicBool::new(false),
+    });
+    gateway.load_routes()?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    if let Some(admin) = config.admin_listen {
+        let admin = TcpListener::bind(admin)
+            .await
+            .with_context(|| format!("cannot listen on {admin} (admin)"))?;
+        tokio::spawn(crate::admin::serve(admin, Arc::clone(&gateway)));
+    }
+    tracing::info!(listen = %config.listen, workers = config.workers, "switchyard gateway serving");
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut senders = Vec::new();
+    let mut threads = Vec::new();
+    for index in 0..config.workers.max(1) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        senders.push(tx);
+        let worker_gateway = Arc::clone(&gateway);
+        let shutdown = shutdown_rx.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("switchyard-worker-{index}"))
+                .spawn(move || run_worker(worker_gateway, rx, shutdown))
+                .context("cannot start a worker thread")?,
+        );
+    }
+
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot install the SIGHUP handler")?;
+    tokio::pin!(shutdown);
+    let mut next_worker = 0;
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            _ = hangup.recv() => match gateway.load_routes() {
+                Ok(()) => tracing::info!(generation = gateway.generation(), "routes reloaded"),
+                Err(e) => tracing::error!("routes not reloaded, the previous routes keep serving: {e:#}"),
+            },
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = senders[next_worker].send(stream.into_std()?);
+                    next_worker = (next_worker + 1) % senders.len();
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+
+    tracing::info!("shutting down: no new connections, finishing commands in flight");
+    drop(listener);
+    drop(senders);
+    let _ = shutdown_tx.send(true);
+    tokio::task::spawn_blocking(move || {
+        for thread in threads {
+            let _ = thread.join();
+        }
+    })
+    .await
+    .context("worker join")?;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+fn run_worker(
+    gateway: Arc<Gateway>,
+    mut streams: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("cannot start a worker runtime: {e}");
+            return;
+        }
+    };
+    let settings = ConnectionSettings {
+        connect_timeout: gateway.config.connect_timeout,
+        command_timeout: gateway.config.command_timeout,
+    };
+    let grace = gateway.config.shutdown_grace;
+    let worker = Rc::new(Worker {
+        pinned: RefCell::new((0, Vec::new())),
+        pool: BackendPool::new(
+            settings,
+            gateway.config.backend_connections,
+            Arc::clone(&gateway.metrics),
+        ),
+        gateway,
+        shutdown,
+    });
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let mut sessions = tokio::task::JoinSet::new();
+        while let Some(stream) = streams.recv().await {
+            sessions.spawn_local(session::serve(Rc::clone(&worker), stream));
+            // Reap finished sessions so the set does not grow with every connection ever made.
+            while sessions.try_join_next().is_some() {}
+        }
+        // Shutting down: sessions stop reading and finish what is in flight.
+        let drained = tokio::time::timeout(grace, async {
+            while sessions.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                remaining = sessions.len(),
+                "shutdown grace period over, closing remaining clients"
+            );
+        }
+    });
+}

@@ -1,0 +1,531 @@
+//! One client connection: reads pipelined requests, answers the few the gateway owns, forwards the rest, and
+//! writes every reply back in request order, coalesced into as few writes as possible.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::backend::Backend;
+use crate::clients::ClientInfo;
+use crate::cmd::{self, CommandSpec, flags};
+use crate::reply::ReplyQueue;
+use crate::resp::{self, Request, RequestDecoder};
+use crate::route::Tenant;
+use crate::server::Worker;
+
+/// Requests a client may have waiting for replies before the gateway stops reading from it.
+const MAX_PENDING: usize = 16 * 1024;
+
+const NOAUTH: &str = "NOAUTH Authentication required.";
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// The tenant a session is authenticated as, resolved against one snapshot generation.
+struct TenantView {
+    tenant: Arc<Tenant>,
+    generation: u64,
+    /// The backend for the session's database, or the error reply every forwarded command gets.
+    backend: Result<Rc<Backend>, Bytes>,
+}
+
+pub(crate) struct Session {
+    worker: Rc<Worker>,
+    info: Arc<ClientInfo>,
+    tenant: Option<TenantView>,
+    db: u32,
+    replies: Rc<ReplyQueue>,
+    /// Set by QUIT or a protocol error: answer what was read, then close.
+    closing: bool,
+}
+
+pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
+    let gateway = Arc::clone(&worker.gateway);
+    let metrics = &gateway.metrics;
+    let stream = match stream
+        .set_nonblocking(true)
+        .and_then(|()| TcpStream::from_std(stream))
+    {
+        Ok(stream) => stream,
+        Err(e) => return tracing::warn!("cannot adopt a client socket: {e}"),
+    };
+    let _ = stream.set_nodelay(true);
+    let (Ok(addr), Ok(local_addr)) = (stream.peer_addr(), stream.local_addr()) else {
+        return;
+    };
+    metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+    if gateway.clients.len() >= gateway.config.max_clients {
+        metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
+        let mut stream = stream;
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let info = Arc::new(ClientInfo::new(gateway.next_client_id(), addr, local_addr));
+    gateway.clients.add(Arc::clone(&info));
+    metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+    let mut session = Session {
+        worker,
+        info,
+        tenant: None,
+        db: 0,
+        replies: Rc::new(ReplyQueue::default()),
+        closing: false,
+    };
+    if let Some(tenant) = gateway.snapshot().open_tenant() {
+        session.enter_tenant(Arc::clone(tenant));
+    }
+    if let Err(e) = session.run(stream, addr).await {
+        tracing::debug!(client = %addr, "client connection ended: {e}");
+    }
+    session.leave_tenant();
+    gateway.clients.remove(session.info.id);
+    metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+}
+
+impl Session {
+    async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
+        let gateway = Arc::clone(&self.worker.gateway);
+        let mut decoder = RequestDecoder::new(gateway.config.limits);
+        let mut input = BytesMut::with_capacity(16 * 1024);
+        let mut output = BytesMut::with_capacity(16 * 1024);
+        let mut shutdown = self.worker.shutdown.clone();
+        loop {
+            let reading = !self.closing && self.replies.len() < MAX_PENDING;
+            let wanted = decoder.bytes_wanted(input.len());
+            if input.capacity() - input.len() < 4096 || wanted > input.capacity() - input.len() {
+                // Grow geometrically, and never by more than the client has already sent.
+                input.reserve(wanted.clamp(16 * 1024, input.len().max(16 * 1024)));
+            }
+            tokio::select! {
+                biased;
+                () = self.replies.wait_ready(), if !self.replies.is_empty() => {}
+                read = stream.read_buf(&mut input), if reading => {
+                    if read? == 0 {
+                        return Ok(()); // the client hung up; replies still pending have no one to go to
+                    }
+                    loop {
+                        match decoder.decode(&mut input) {
+                            Ok(Some(request)) => {
+                                self.dispatch(request);
+                                if self.closing {
+                                    break;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                gateway.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                                tracing::debug!(client = %addr, "protocol error: {e}");
+                                self.local_error(Instant::now(), &e.to_string());
+                                self.closing = true;
+                                break;
+                            }
+                        }
+                    }
+                }
+                _ = shutdown.changed(), if !self.closing => {
+                    self.closing = true;
+                }
+            }
+            let tenant_metrics = self.tenant.as_ref().map(|view| view.tenant.metrics.clone());
+            self.replies.drain_ready(&mut output, |started| {
+                if let Some(metrics) = &tenant_metrics {
+                    metrics.latency.observe(started.elapsed());
+                }
+            });
+            if !output.is_empty() {
+                stream.write_all(&output).await?;
+                output.clear();
+                if output.capacity() > 1024 * 1024 {
+                    output = BytesMut::with_capacity(16 * 1024); // give back what a huge reply took
+                }
+            }
+            if self.closing && self.replies.is_empty() {
+                let _ = stream.shutdown().await;
+                return Ok(());
+            }
+        }
+    }
+
+    fn dispatch(&mut self, request: Request) {
+        let started = Instant::now();
+        let spec = match cmd::lookup(request.args()) {
+            Ok(spec) => spec,
+            Err(e) => return self.local_error(started, &e.to_string()),
+        };
+        self.refresh_tenant();
+        let Some(view) = &self.tenant else {
+            return match spec.name {
+                "auth" => self.auth(started, request.args()),
+                "hello" => self.hello(started, request.args()),
+                "quit" => self.quit(started),
+                _ => self.local_error(started, NOAUTH),
+            };
+        };
+        view.tenant.metrics.commands.add(spec.name);
+        if self.local_command(spec, &request, started) {
+            return;
+        }
+        let Some(view) = &self.tenant else { return };
+        if let Some(refusal) = refusal(spec, view.tenant.allow_admin) {
+            return self.local_error(started, &refusal);
+        }
+        match &view.backend {
+            Ok(backend) => backend.send(request.raw().clone(), self.replies.reserve(started)),
+            Err(reply) => {
+                view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                self.replies.push_ready(reply.clone(), started)
+            }
+        }
+    }
+
+    /// Answers a command the gateway owns. Returns false for everything that goes to a backend.
+    fn local_command(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) -> bool {
+        let args = request.args();
+        match spec.name {
+            "ping" => match args.get(1) {
+                None => self.local_reply(started, |out| resp::simple(out, b"PONG")),
+                Some(message) => self.local_reply(started, |out| resp::bulk(out, message)),
+            },
+            "echo" => self.local_reply(started, |out| resp::bulk(out, &args[1])),
+            "quit" => self.quit(started),
+            "auth" => self.auth(started, args),
+            "hello" => self.hello(started, args),
+            "select" => self.select(started, &args[1]),
+            "command"
+            | "command|count"
+            | "command|info"
+            | "command|docs"
+            | "command|list"
+            | "command|getkeys"
+            | "command|getkeysandflags" => {
+                let mut out = BytesMut::new();
+                cmd::command::reply(args, &mut out);
+                self.replies.push_ready(out.freeze(), started);
+            }
+            "info" => self.info(started, args),
+            name if name.starts_with("client|") => self.client(started, spec, args),
+            _ => return false,
+        }
+        true
+    }
+
+    fn local_reply(&self, started: Instant, write: impl FnOnce(&mut BytesMut)) {
+        let mut out = BytesMut::new();
+        write(&mut out);
+        self.replies.push_ready(out.freeze(), started);
+    }
+
+    fn local_error(&self, started: Instant, text: &str) {
+        if let Some(view) = &self.tenant {
+            view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.local_reply(started, |out| resp::error(out, text));
+    }
+
+    fn quit(&mut self, started: Instant) {
+        self.local_reply(started, |out| resp::simple(out, b"OK"));
+        self.closing = true;
+    }
+
+    /// `AUTH password` or `AUTH tenant password`. The tenant name `default` (what clients send when they only
+    /// know a password) matches any tenant.
+    fn auth(&mut self, started: Instant, args: &[Bytes]) {
+        let (tenant, password) = match args {
+            [_, password] => (None, password),
+            [_, tenant, password] => (Some(&tenant[..]).filter(|t| *t != b"default"), password),
+            _ => return self.local_error(started, "ERR syntax error"),
+        };
+        if self.try_auth(tenant, password) {
+            self.local_reply(started, |out| resp::simple(out, b"OK"));
+        } else {
+            self.local_error(started, &self.auth_failure());
+        }
+    }
+
+    fn try_auth(&mut self, tenant: Option<&[u8]>, password: &[u8]) -> bool {
+        let snapshot = self.worker.gateway.snapshot();
+        match snapshot.authenticate(tenant, password) {
+            Some(found) => {
+                self.leave_tenant();
+                self.enter_tenant(Arc::clone(found));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn auth_failure(&self) -> String {
+        let snapshot = self.worker.gateway.snapshot();
+        if !snapshot.requires_auth() && snapshot.tenants().len() == 1 {
+            // Exactly what Redis says when no password is configured at all.
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".to_string()
+        } else {
+            WRONGPASS.to_string()
+        }
+    }
+
+    /// `HELLO [protover [AUTH user pass] [SETNAME name]]`. Only RESP2 is spoken: `HELLO 3` gets `-NOPROTO`, as
+    /// from a Redis that does not know RESP3, and clients fall back to RESP2.
+    fn hello(&mut self, started: Instant, args: &[Bytes]) {
+        if let Some(version) = args.get(1) {
+            match resp::parse_int(version) {
+                Some(2) => {}
+                Some(3) => {
+                    return self.local_error(
+                        started,
+                        "NOPROTO sorry, this protocol version is not supported.",
+                    );
+                }
+                _ => {
+                    return self.local_error(
+                        started,
+                        "ERR Protocol version is not an integer or out of range",
+                    );
+                }
+            }
+        }
+        let mut i = 2;
+        let mut setname = None;
+        while i < args.len() {
+            let option = args[i].to_ascii_lowercase();
+            match (&option[..], args.len() - i - 1) {
+                (b"auth", 2..) => {
+                    let tenant = Some(&args[i + 1][..]).filter(|t| *t != b"default");
+                    if !self.try_auth(tenant, &args[i + 2]) {
+                        return self.local_error(started, &self.auth_failure());
+                    }
+                    i += 3;
+                }
+                (b"setname", 1..) => {
+                    setname = Some(args[i + 1].clone());
+                    i += 2;
+                }
+                _ => {
+                    let option = String::from_utf8_lossy(&args[i]);
+                    return self.local_error(
+                        started,
+                        &format!("ERR Syntax error in HELLO option '{option}'"),
+                    );
+                }
+            }
+        }
+        if self.tenant.is_none() {
+            return self.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        }
+        if let Some(name) = setname {
+            if let Err(e) = self.set_name(&name) {
+                return self.local_error(started, e);
+            }
+        }
+        let id = self.info.id;
+        self.local_reply(started, |out| {
+            resp::array_header(out, 14);
+            for (key, value) in [("server", "redis"), ("version", crate::REDIS_VERSION)] {
+                resp::bulk(out, key.as_bytes());
+                resp::bulk(out, value.as_bytes());
+            }
+            resp::bulk(out, b"proto");
+            resp::integer(out, 2);
+            resp::bulk(out, b"id");
+            resp::integer(out, id as i64);
+            for (key, value) in [("mode", "standalone"), ("role", "master")] {
+                resp::bulk(out, key.as_bytes());
+                resp::bulk(out, value.as_bytes());
+            }
+            resp::bulk(out, b"modules");
+            resp::array_header(out, 0);
+        });
+    }
+
+    /// `SELECT n`. A tenant whose resource names db 0 may use any of the backend's 16 databases; one whose
+    /// resource names another db owns only that one (SELECT 0), so tenants sharing a Redis stay apart.
+    fn select(&mut self, started: Instant, index: &[u8]) {
+        let Some(index) = resp::parse_int(index) else {
+            return self.local_error(started, "ERR value is not an integer or out of range");
+        };
+        let base_db = match self.tenant.as_ref().map(|v| &v.tenant.primary) {
+            Some(Ok(node)) => node.db,
+            _ => 0,
+        };
+        let allowed = if base_db == 0 { 0..16 } else { 0..1 };
+        if !allowed.contains(&index) {
+            return self.local_error(started, "ERR DB index is out of range");
+        }
+        self.db = index as u32;
+        self.info.db.store(self.db, Ordering::Relaxed);
+        if let Some(view) = self.tenant.take() {
+            self.enter_tenant(view.tenant);
+        }
+        self.local_reply(started, |out| resp::simple(out, b"OK"));
+    }
+
+    fn set_name(&self, name: &[u8]) -> Result<(), &'static str> {
+        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+            return Err("ERR Client names cannot contain spaces, newlines or special characters.");
+        }
+        let name = (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned());
+        self.info.set_name(name);
+        Ok(())
+    }
+
+    fn client(&mut self, started: Instant, spec: &'static CommandSpec, args: &[Bytes]) {
+        match spec.name {
+            "client|setname" => match self.set_name(&args[2]) {
+                Ok(()) => self.local_reply(started, |out| resp::simple(out, b"OK")),
+                Err(e) => self.local_error(started, e),
+            },
+            "client|getname" => match self.info.name() {
+                Some(name) => self.local_reply(started, |out| resp::bulk(out, name.as_bytes())),
+                None => self.local_reply(started, resp::null_bulk),
+            },
+            "client|id" => self.local_reply(started, |out| resp::integer(out, self.info.id as i64)),
+            "client|info" => {
+                let line = self.info.describe(spec.name) + "\n";
+                self.local_reply(started, |out| resp::bulk(out, line.as_bytes()));
+            }
+            "client|list" => {
+                let tenant = self
+                    .tenant
+                    .as_ref()
+                    .map(|v| v.tenant.name.clone())
+                    .unwrap_or_default();
+                let mut text = String::new();
+                for client in self.worker.gateway.clients.of_tenant(&tenant) {
+                    let command = if client.id == self.info.id {
+                        spec.name
+                    } else {
+                        "NULL"
+                    };
+                    text.push_str(&client.describe(command));
+                    text.push('\n');
+                }
+                self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
+            }
+            other => {
+                let name = other.replace('|', " ").to_uppercase();
+                self.local_error(
+                    started,
+                    &format!("ERR {name} is not supported by the gateway"),
+                )
+            }
+        }
+    }
+
+    /// INFO: the gateway's own sections, and the keyspace section from the tenant's backend.
+    fn info(&mut self, started: Instant, args: &[Bytes]) {
+        let local = crate::cmd::info::render(&self.worker.gateway, args);
+        let keyspace_wanted = crate::cmd::info::wants_keyspace(args);
+        match self.tenant.as_ref().map(|v| &v.backend) {
+            Some(Ok(backend)) if keyspace_wanted => {
+                let transform =
+                    Box::new(move |reply: Bytes| crate::cmd::info::with_keyspace(&local, &reply));
+                let request = Request::from_args(vec![
+                    Bytes::from_static(b"INFO"),
+                    Bytes::from_static(b"keyspace"),
+                ]);
+                backend.send(
+                    request.raw().clone(),
+                    self.replies.reserve_with(started, Some(transform)),
+                );
+            }
+            _ => {
+                let text = crate::cmd::info::with_keyspace(&local, b"");
+                self.replies.push_ready(text, started);
+            }
+        }
+    }
+
+    /// Picks up a new snapshot at the first command after it was published.
+    fn refresh_tenant(&mut self) {
+        let generation = self.worker.gateway.generation();
+        let Some(view) = &self.tenant else { return };
+        if view.generation == generation {
+            return;
+        }
+        let snapshot = self.worker.gateway.snapshot();
+        let current = snapshot.tenant_by_name(&view.tenant.name).cloned();
+        self.leave_tenant();
+        match current {
+            Some(tenant) => self.enter_tenant(tenant),
+            None => self.closing = true,
+        }
+    }
+
+    fn enter_tenant(&mut self, tenant: Arc<Tenant>) {
+        let generation = self.worker.gateway.generation();
+        let backend = match &tenant.primary {
+            Ok(node) => {
+                let mut node = node.clone();
+                if self.db != 0 {
+                    node.db = self.db;
+                }
+                Ok(self.worker.backend(&node))
+            }
+            Err(text) => {
+                let mut out = BytesMut::new();
+                resp::error(&mut out, text);
+                Err(out.freeze())
+            }
+        };
+        tenant.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        self.info.set_tenant(&tenant.name);
+        self.tenant = Some(TenantView {
+            tenant,
+            generation,
+            backend,
+        });
+    }
+
+    fn leave_tenant(&mut self) {
+        if let Some(view) = self.tenant.take() {
+            view.tenant
+                .metrics
+                .connections
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Commands that would break the shared, pipelined backend connections, or that only admins may run.
+fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
+    let upper = || spec.name.replace('|', " ").to_uppercase();
+    if spec.has(flags::BLOCKING)
+        || spec.has(flags::PUBSUB)
+        || matches!(
+            spec.name,
+            "multi"
+                | "exec"
+                | "discard"
+                | "watch"
+                | "unwatch"
+                | "monitor"
+                | "reset"
+                | "readonly"
+                | "readwrite"
+                | "asking"
+        )
+    {
+        return Some(format!(
+            "ERR {} is not supported by the gateway yet",
+            upper()
+        ));
+    }
+    if spec.has(flags::ADMIN) && !allow_admin && !matches!(spec.name, "config|get") {
+        return Some(format!(
+            "ERR {} is an admin command; this tenant may not run it (allow_admin)",
+            upper()
+        ));
+    }
+    None
+}

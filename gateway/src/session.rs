@@ -121,7 +121,7 @@ impl Session {
                             Err(e) => {
                                 gateway.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
                                 tracing::debug!(client = %addr, "protocol error: {e}");
-                                self.local_error(Instant::now(), &e.to_string());
+                                self.local_error(Instant::now(), &format!("ERR {e}"));
                                 self.closing = true;
                                 break;
                             }

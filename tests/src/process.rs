@@ -146,6 +146,7 @@ impl RedisServerBuilder {
                 "--appendonly",
                 "no",
             ])
+            .args(["--enable-debug-command", "yes"])
             .arg("--dir")
             .arg(&dir.0);
         if let Some(password) = &self.password {

@@ -44,6 +44,23 @@ impl RawClient {
         );
     }
 
+    /// Reads up to and including the next `\n` (one simple reply line).
+    pub fn read_line(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while line.last() != Some(&b'\n') {
+            match self.stream.read(&mut byte) {
+                Ok(1) => line.push(byte[0]),
+                Ok(_) => break,
+                Err(e) => panic!(
+                    "reading a reply line: {e}; got so far {:?}",
+                    String::from_utf8_lossy(&line)
+                ),
+            }
+        }
+        line
+    }
+
     /// Sends `request` and expects exactly `reply`.
     pub fn roundtrip(&mut self, request: &[u8], reply: &[u8]) {
         self.send(request);

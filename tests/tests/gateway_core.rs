@@ -1,0 +1,409 @@
+//! The gateway core against real redis-server processes: protocol, ordering, limits, failures, reloads.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_tests::{Gateway, RawClient, RedisServer};
+
+const PASSWORD: &str = "s3cret";
+
+fn routes(backend: &RedisServer) -> Value {
+    json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "route": {"type": "single", "target": backend.url()}}]})
+}
+
+fn open_routes(backend: &RedisServer) -> Value {
+    json!({"tenants": [{"name": "demo", "passwords": [], "route": {"type": "single", "target": backend.url()}}]})
+}
+
+fn authed(gateway: &Gateway) -> RawClient {
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(format!("AUTH {PASSWORD}\r\n").as_bytes(), b"+OK\r\n");
+    client
+}
+
+#[test]
+fn auth_flows() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"GET k\r\n", b"-NOAUTH Authentication required.\r\n");
+    client.roundtrip(b"PING\r\n", b"-NOAUTH Authentication required.\r\n");
+    client.roundtrip(
+        b"AUTH wrong\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    client.roundtrip(
+        b"AUTH other s3cret\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    client.roundtrip(b"AUTH demo s3cret\r\n", b"+OK\r\n");
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+    // A failed AUTH leaves the connection authenticated as it was, as in Redis.
+    client.roundtrip(
+        b"AUTH wrong\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+
+    let mut other = RawClient::connect(gateway.port());
+    other.roundtrip(b"AUTH default s3cret\r\n", b"+OK\r\n");
+    other.roundtrip(
+        b"HELLO 3\r\n",
+        b"-NOPROTO sorry, this protocol version is not supported.\r\n",
+    );
+    let mut hello = RawClient::connect(gateway.port());
+    hello.roundtrip(
+        b"HELLO 2 AUTH demo s3cret SETNAME app\r\n",
+        b"*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:2\r\n",
+    );
+}
+
+#[test]
+fn a_tenant_without_passwords_needs_no_auth() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&open_routes(&backend));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    client.roundtrip(b"ECHO hi\r\n", b"$2\r\nhi\r\n");
+    client.roundtrip(
+        b"AUTH x\r\n",
+        b"-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n",
+    );
+    client.roundtrip(b"SELECT 3\r\n", b"+OK\r\n");
+    client.roundtrip(b"SET in3 v\r\n", b"+OK\r\n");
+    client.roundtrip(b"SELECT 16\r\n", b"-ERR DB index is out of range\r\n");
+    client.roundtrip(
+        b"SELECT x\r\n",
+        b"-ERR value is not an integer or out of range\r\n",
+    );
+    client.roundtrip(b"QUIT\r\n", b"+OK\r\n");
+    client.expect_closed();
+    let mut direct = backend.client();
+    let in3: Option<String> = redis::cmd("SELECT")
+        .arg(3)
+        .query(&mut direct)
+        .and_then(|()| redis::cmd("GET").arg("in3").query(&mut direct))
+        .unwrap();
+    assert_eq!(in3.as_deref(), Some("v"));
+}
+
+#[test]
+fn unknown_commands_and_wrong_arity_keep_the_connection() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&open_routes(&backend));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(
+        b"FOO a b\r\n",
+        b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n",
+    );
+    client.roundtrip(
+        b"GET\r\n",
+        b"-ERR wrong number of arguments for 'get' command\r\n",
+    );
+    client.roundtrip(
+        b"BLPOP q 0\r\n",
+        b"-ERR BLPOP is not supported by the gateway yet\r\n",
+    );
+    client.roundtrip(
+        b"FLUSHALL\r\n",
+        b"-ERR FLUSHALL is an admin command; this tenant may not run it (allow_admin)\r\n",
+    );
+    client.roundtrip(b"PING\r\n", b"+PONG\r\n");
+}
+
+#[test]
+fn malformed_input_gets_redis_errors_and_other_clients_keep_working() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&open_routes(&backend));
+    let mut bystander = RawClient::connect(gateway.port());
+    let big_inline = vec![b'a'; 70 * 1024];
+    let cases: Vec<(Vec<u8>, &[u8])> = vec![
+        (
+            b"*x\r\n".to_vec(),
+            b"-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*2000000\r\n".to_vec(),
+            b"-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n$-5\r\n".to_vec(),
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*1\r\n$600000000\r\n".to_vec(),
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*1\r\n:1\r\n".to_vec(),
+            b"-ERR Protocol error: expected '$', got ':'\r\n",
+        ),
+        (
+            big_inline,
+            b"-ERR Protocol error: too big inline request\r\n",
+        ),
+        (
+            b"SET \"a b\r\n".to_vec(),
+            b"-ERR Protocol error: unbalanced quotes in request\r\n",
+        ),
+    ];
+    for (input, reply) in cases {
+        let mut client = RawClient::connect(gateway.port());
+        // Requests before the bad one are answered first, in order.
+        client.send(b"PING\r\n");
+        client.send(&input);
+        client.expect(b"+PONG\r\n");
+        client.expect(reply);
+        client.expect_closed();
+        bystander.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_of_10000_mixed_commands_returns_in_order() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut con = gateway.client(Some(PASSWORD)).await;
+    let mut pipe = redis::pipe();
+    for i in 0..2500 {
+        pipe.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .cmd("GET")
+            .arg(format!("k{i}"))
+            .cmd("PING")
+            .cmd("INCR")
+            .arg("counter");
+    }
+    let replies: Vec<redis::Value> = pipe.query_async(&mut con).await.unwrap();
+    assert_eq!(replies.len(), 10_000);
+    for i in 0..2500 {
+        let r = &replies[i * 4..i * 4 + 4];
+        assert_eq!(r[0], redis::Value::Okay);
+        assert_eq!(r[1], redis::Value::BulkString(i.to_string().into_bytes()));
+        assert_eq!(r[2], redis::Value::SimpleString("PONG".into()));
+        assert_eq!(r[3], redis::Value::Int(i as i64 + 1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_64_mb_value_round_trips() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut con = gateway.client(Some(PASSWORD)).await;
+    let value: Vec<u8> = (0..64 * 1024 * 1024)
+        .map(|i: usize| (i % 251) as u8)
+        .collect();
+    let () = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let back: Vec<u8> = redis::cmd("GET")
+        .arg("big")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(back == value, "64 MB value came back different");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_clients_incr_to_the_exact_total() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&routes(&backend));
+    let url = gateway.url(Some(PASSWORD));
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = redis::Client::open(url).unwrap();
+            let mut con = client.get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..1000 {
+                let _: i64 = redis::cmd("INCR")
+                    .arg("total")
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let total: i64 = redis::cmd("GET")
+        .arg("total")
+        .query(&mut backend.client())
+        .unwrap();
+    assert_eq!(total, 200_000);
+}
+
+#[test]
+fn backend_killed_mid_pipeline_fails_pending_requests_then_recovers() {
+    let backend = RedisServer::start();
+    let port = backend.port();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    // DEBUG SLEEP holds the backend while a pipeline queues behind it; then the backend dies.
+    let mut direct = RawClient::connect(port);
+    direct.send(b"DEBUG SLEEP 2\r\n");
+    std::thread::sleep(Duration::from_millis(100));
+    client.send(&b"GET k\r\n".repeat(100));
+    std::thread::sleep(Duration::from_millis(200));
+    drop(backend);
+    let lost = format!("-ERR backend 127.0.0.1:{port} connection lost: ");
+    for _ in 0..100 {
+        let line = String::from_utf8(client.read_line()).unwrap();
+        assert!(line.starts_with(&lost), "{line}");
+    }
+    // While it is down: a fast, clear error.
+    client.send(b"GET k\r\n");
+    let line = String::from_utf8(client.read_line()).unwrap();
+    assert!(
+        line.starts_with(&format!("-ERR backend 127.0.0.1:{port} unavailable: ")),
+        "{line}"
+    );
+
+    let _revived = RedisServer::builder().start_on(port);
+    wait_for(|| {
+        client.send(b"SET k again\r\n");
+        client.read_line() == b"+OK\r\n"
+    });
+    client.roundtrip(b"GET k\r\n", b"$5\r\nagain\r\n");
+}
+
+#[test]
+fn a_backend_that_never_answers_times_out() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--command-timeout-ms")
+        .arg("300")
+        .start(&routes(&backend));
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    backend.freeze();
+    let started = Instant::now();
+    client.roundtrip(
+        b"GET k\r\n",
+        format!(
+            "-ERR backend 127.0.0.1:{} timed out after 300 ms\r\n",
+            backend.port()
+        )
+        .as_bytes(),
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Other commands of the gateway still work meanwhile.
+    client.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    backend.thaw();
+}
+
+#[test]
+fn sighup_reloads_a_valid_file_and_keeps_serving_on_an_invalid_one() {
+    let first = RedisServer::start();
+    let second = RedisServer::start();
+    let gateway = Gateway::start(&routes(&first));
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET where first\r\n", b"+OK\r\n");
+
+    gateway.reload(&routes(&second));
+    wait_for(|| {
+        client.send(b"SET where second\r\n");
+        client.read_line() == b"+OK\r\n"
+            && redis::cmd("GET")
+                .arg("where")
+                .query::<Option<String>>(&mut second.client())
+                .unwrap()
+                .is_some()
+    });
+
+    let invalid = json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "route": {"type": "single", "target": "redis://127.0.0.1:notaport"}}]});
+    gateway.reload(&invalid);
+    wait_for(|| gateway.log().contains("routes not reloaded"));
+    assert!(
+        gateway.log().contains("/tenants/0/route/target"),
+        "the error names the bad field:\n{}",
+        gateway.log()
+    );
+    client.roundtrip(b"GET where\r\n", b"$6\r\nsecond\r\n");
+}
+
+#[test]
+fn an_invalid_routes_file_stops_startup_with_the_bad_field_named() {
+    let output = std::process::Command::new(gateway_bin())
+        .args(["--listen", "127.0.0.1:0", "--routes", "/dev/stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            let bad = json!({"tenants": [{"name": "a", "passwords": ["x"], "route": {"type": "sharded", "shards": []}}]});
+            child.stdin.take().unwrap().write_all(bad.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("/tenants/0/route/shards: at least one shard is required"),
+        "{stderr}"
+    );
+}
+
+fn gateway_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("switchyard-gateway")
+}
+
+#[test]
+fn admin_endpoints_and_graceful_shutdown() {
+    let backend = RedisServer::start();
+    let mut routes = routes(&backend);
+    routes["tenants"][0]["allow_admin"] = json!(true);
+    let mut gateway = Gateway::start(&routes);
+    assert_eq!(gateway.admin_get("/healthz").0, 200);
+    assert_eq!(gateway.admin_get("/readyz").0, 200);
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    let (status, metrics) = gateway.admin_get("/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("switchyard_commands_total{tenant=\"demo\",command=\"set\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "switchyard_backend_connections_up{{backend=\"127.0.0.1:{}\"}} 1",
+            backend.port()
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("switchyard_client_connections 1"),
+        "{metrics}"
+    );
+
+    // A slow command in flight when SIGTERM arrives still gets its reply.
+    client.send(b"DEBUG SLEEP 0.3\r\n");
+    std::thread::sleep(Duration::from_millis(50));
+    gateway.signal("TERM");
+    client.expect(b"+OK\r\n");
+    let status = gateway
+        .wait_exit(Duration::from_secs(10))
+        .expect("gateway exits after SIGTERM");
+    assert!(status.success());
+}
+
+fn wait_for(mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(Instant::now() < deadline, "condition not met within 5 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

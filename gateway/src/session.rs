@@ -22,6 +22,10 @@ use crate::server::Worker;
 /// Requests a client may have waiting for replies before the gateway stops reading from it.
 const MAX_PENDING: usize = 16 * 1024;
 
+/// Initial size of a client's input and output buffers: small, so that idle connections cost little; they grow
+/// geometrically for pipelines and large values.
+const BUFFER_SIZE: usize = 4096;
+
 const NOAUTH: &str = "NOAUTH Authentication required.";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
@@ -92,15 +96,15 @@ impl Session {
     async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
         let mut decoder = RequestDecoder::new(gateway.config.limits);
-        let mut input = BytesMut::with_capacity(16 * 1024);
-        let mut output = BytesMut::with_capacity(16 * 1024);
+        let mut input = BytesMut::with_capacity(BUFFER_SIZE);
+        let mut output = BytesMut::with_capacity(BUFFER_SIZE);
         let mut shutdown = self.worker.shutdown.clone();
         loop {
             let reading = !self.closing && self.replies.len() < MAX_PENDING;
             let wanted = decoder.bytes_wanted(input.len());
-            if input.capacity() - input.len() < 4096 || wanted > input.capacity() - input.len() {
+            if input.capacity() - input.len() < 1024 || wanted > input.capacity() - input.len() {
                 // Grow geometrically, and never by more than the client has already sent.
-                input.reserve(wanted.clamp(16 * 1024, input.len().max(16 * 1024)));
+                input.reserve(wanted.clamp(BUFFER_SIZE, input.len().max(BUFFER_SIZE)));
             }
             tokio::select! {
                 biased;
@@ -142,7 +146,7 @@ impl Session {
                 stream.write_all(&output).await?;
                 output.clear();
                 if output.capacity() > 1024 * 1024 {
-                    output = BytesMut::with_capacity(16 * 1024); // give back what a huge reply took
+                    output = BytesMut::with_capacity(BUFFER_SIZE); // give back what a huge reply took
                 }
             }
             if self.closing && self.replies.is_empty() {
@@ -323,10 +327,8 @@ impl Session {
         if self.tenant.is_none() {
             return self.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
-        if let Some(name) = setname {
-            if let Err(e) = self.set_name(&name) {
-                return self.local_error(started, e);
-            }
+        if let Some(Err(e)) = setname.map(|name| self.set_name(&name)) {
+            return self.local_error(started, e);
         }
         let id = self.info.id;
         self.local_reply(started, |out| {

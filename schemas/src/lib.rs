@@ -8,6 +8,7 @@
 //! Semantic rules that a schema cannot express (unique shard names, complete bucket coverage, parseable URLs) live
 //! in [`validate`], so the gateway and the control plane reject exactly the same tables with the same messages.
 
+pub mod placement;
 pub mod resource;
 pub mod route;
 pub mod routes_file;

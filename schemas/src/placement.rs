@@ -1,0 +1,221 @@
+//! Key placement: which shard of a sharded route owns a key.
+//!
+//! The gateway's data path and the control plane's `explain` use this one implementation, so what an admin is
+//! told is where the data is. Every algorithm is pinned by golden tables (`schemas/tests/golden/`): an upgrade
+//! that would move keys fails the build instead of losing data.
+
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use consistent_hash_ring::{Ring, RingBuilder};
+
+use crate::validate::parse_bucket_range;
+use crate::{HashSpec, Shard};
+
+/// Virtual nodes per unit of shard weight on the ring.
+pub const VNODES_PER_WEIGHT: usize = 160;
+
+/// Maps keys to shard indices (positions in the route's `shards` list).
+pub enum Placement {
+    Ring(Ring<RingShard, FnvFinalized>),
+    Buckets {
+        hash: BucketHash,
+        /// Owner shard of every bucket.
+        owners: Vec<u16>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketHash {
+    Crc16,
+    Camellia,
+    CamelliaHashtag,
+}
+
+/// A shard on the ring: placed by its name (so reordering the list moves nothing), answering its index.
+#[derive(Clone, Debug)]
+pub struct RingShard {
+    name: String,
+    index: usize,
+}
+
+impl Hash for RingShard {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl PartialEq for RingShard {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for RingShard {}
+
+/// FNV-1a (64-bit) followed by a 64-bit finalizer: FNV alone spreads short, similar keys (`user:1`, `user:2`)
+/// poorly over a ring, the avalanche step fixes that.
+#[derive(Clone, Copy, Default)]
+pub struct FnvFinalized;
+
+pub struct FnvFinalizedHasher(fnv::FnvHasher);
+
+impl BuildHasher for FnvFinalized {
+    type Hasher = FnvFinalizedHasher;
+    fn build_hasher(&self) -> FnvFinalizedHasher {
+        FnvFinalizedHasher(fnv::FnvHasher::default())
+    }
+}
+
+impl Hasher for FnvFinalizedHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        // The murmur3 fmix64 step.
+        let mut h = self.0.finish();
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+/// A key as the ring hashes it: its bytes only (no length prefix), so placement is a function of the bytes.
+struct KeyBytes<'a>(&'a [u8]);
+
+impl Hash for KeyBytes<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write(self.0);
+    }
+}
+
+impl Placement {
+    /// Builds the placement of a validated sharded route.
+    pub fn new(hash: &HashSpec, shards: &[Shard]) -> Placement {
+        let Some(count) = hash.bucket_count() else {
+            let ring = RingBuilder::new(FnvFinalized)
+                .weighted_nodes_iter(shards.iter().enumerate().map(|(index, shard)| {
+                    let node = RingShard {
+                        name: shard.name.clone(),
+                        index,
+                    };
+                    (node, VNODES_PER_WEIGHT * shard.weight.max(1) as usize)
+                }))
+                .build();
+            return Placement::Ring(ring);
+        };
+        let mut owners = vec![0u16; count as usize];
+        for (index, shard) in shards.iter().enumerate() {
+            for range in &shard.buckets {
+                if let Ok((first, last)) = parse_bucket_range(range, owners.len()) {
+                    owners[first..=last].fill(index as u16);
+                }
+            }
+        }
+        let hash = match hash {
+            HashSpec::Camellia { .. } => BucketHash::Camellia,
+            HashSpec::CamelliaHashtag { .. } => BucketHash::CamelliaHashtag,
+            _ => BucketHash::Crc16,
+        };
+        Placement::Buckets { hash, owners }
+    }
+
+    /// The index of the shard that owns `key`.
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        match self {
+            Placement::Ring(ring) => ring
+                .try_get(KeyBytes(hash_tag(key)))
+                .map_or(0, |shard| shard.index),
+            Placement::Buckets { hash, owners } => {
+                let bucket = bucket_of(*hash, key, owners.len() as u32);
+                owners
+                    .get(bucket as usize)
+                    .map_or(0, |&owner| owner as usize)
+            }
+        }
+    }
+}
+
+/// The bucket of `key` among `count` (> 0) buckets.
+pub fn bucket_of(hash: BucketHash, key: &[u8], count: u32) -> u32 {
+    match hash {
+        BucketHash::Crc16 => u32::from(crc16(hash_tag(key))) % count,
+        BucketHash::Camellia => camellia_bucket(java_hash(key), count),
+        // camellia's hash-tag rule is Redis Cluster's: first `{`, next `}`, and `{}` means the whole key.
+        BucketHash::CamelliaHashtag => camellia_bucket(java_hash(hash_tag(key)), count),
+    }
+}
+
+/// Redis Cluster's hash tag: the part between the first `{` and the first `}` after it, if not empty.
+pub fn hash_tag(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+/// Java's `String.hashCode` shape over the key's bytes taken as signed: `h = 31*h + b`, wrapping at 32 bits.
+pub fn java_hash(key: &[u8]) -> i32 {
+    key.iter().fold(0i32, |h, &b| {
+        h.wrapping_mul(31).wrapping_add(i32::from(b as i8))
+    })
+}
+
+/// camellia's `abs(h) mod count`, with a mask when `count` is a power of two. `abs(i32::MIN)` is negative in Java;
+/// with a mask that gives bucket 0 as in camellia; otherwise (where camellia itself would fail) its magnitude is
+/// used.
+fn camellia_bucket(h: i32, count: u32) -> u32 {
+    if count.is_power_of_two() {
+        (h.wrapping_abs() as u32) & (count - 1)
+    } else {
+        h.unsigned_abs() % count
+    }
+}
+
+/// CRC16/XMODEM (polynomial 0x1021, initial 0), as Redis Cluster uses for slots.
+pub fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| {
+        let mut crc = crc ^ (u16::from(b) << 8);
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+        crc
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc16_matches_redis_cluster() {
+        // Reference values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(crc16(b"foo") % 16384, 12182);
+        assert_eq!(
+            crc16(hash_tag(b"{user1000}.following")) % 16384,
+            crc16(b"user1000") % 16384
+        );
+        assert_eq!(hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
+        assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
+        assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
+    }
+
+    #[test]
+    fn java_hash_uses_signed_bytes() {
+        assert_eq!(java_hash(b"abc"), 96354); // "abc".hashCode() in Java
+        assert_eq!(java_hash("é".as_bytes()), 31 * -61 + -87); // 0xC3 0xA9 as signed bytes
+        assert_eq!(camellia_bucket(i32::MIN, 8), 0);
+        assert_eq!(camellia_bucket(-5, 3), 2);
+    }
+}

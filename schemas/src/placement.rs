@@ -150,14 +150,13 @@ pub fn bucket_of(hash: BucketHash, key: &[u8], count: u32) -> u32 {
 
 /// Redis Cluster's hash tag: the part between the first `{` and the first `}` after it, if not empty.
 pub fn hash_tag(key: &[u8]) -> &[u8] {
-    if let Some(open) = key.iter().position(|&b| b == b'{') {
-        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
-            if len > 0 {
-                return &key[open + 1..open + 1 + len];
-            }
-        }
+    let Some(open) = key.iter().position(|&b| b == b'{') else {
+        return key;
+    };
+    match key[open + 1..].iter().position(|&b| b == b'}') {
+        Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+        _ => key,
     }
-    key
 }
 
 /// Java's `String.hashCode` shape over the key's bytes taken as signed: `h = 31*h + b`, wrapping at 32 bits.

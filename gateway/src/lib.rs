@@ -15,7 +15,7 @@ pub mod route;
 pub mod server;
 mod session;
 
-pub use server::{Config, run};
+pub use server::{Config, explain, run};
 
 /// The Redis version the gateway presents itself as (INFO, HELLO): the command set it implements.
 pub const REDIS_VERSION: &str = "7.0.15";

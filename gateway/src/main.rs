@@ -11,8 +11,33 @@ use switchyard_gateway::resp::Limits;
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "Switchyard: a multi-tenant routing gateway for Redis"
+    about = "Switchyard: a multi-tenant routing gateway for Redis",
+    args_conflicts_with_subcommands = true
 )]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: Args,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Prints where each key goes: its shard, read resources and write resources (the data path's own code).
+    Explain {
+        /// The routes file.
+        #[arg(long = "routes")]
+        routes_file: PathBuf,
+        /// The tenant whose route to use.
+        #[arg(long)]
+        tenant: String,
+        /// Keys to place.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
 struct Args {
     /// Address clients connect to.
     #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:6380")]
@@ -22,7 +47,7 @@ struct Args {
     admin_listen: Option<SocketAddr>,
     /// The routes file (JSON): tenants, passwords and routes. Reloaded on SIGHUP.
     #[arg(long, env = "SWITCHYARD_ROUTES")]
-    routes: PathBuf,
+    routes: Option<PathBuf>,
     /// Worker threads, each owning its clients and backend connections.
     #[arg(long, env = "SWITCHYARD_WORKERS", default_value_t = 1)]
     workers: usize,
@@ -53,7 +78,22 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let cli = Cli::parse();
+    if let Some(Command::Explain {
+        routes_file,
+        tenant,
+        keys,
+    }) = cli.command
+    {
+        for line in switchyard_gateway::explain(&routes_file, &tenant, &keys)? {
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    let args = cli.serve;
+    let Some(routes) = args.routes else {
+        anyhow::bail!("--routes (or SWITCHYARD_ROUTES) is required: the routes file to serve");
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -63,7 +103,7 @@ fn main() -> anyhow::Result<()> {
     let config = switchyard_gateway::Config {
         listen: args.listen,
         admin_listen: args.admin_listen,
-        routes: args.routes,
+        routes,
         workers: args.workers,
         backend_connections: args.backend_connections,
         connect_timeout: Duration::from_millis(args.connect_timeout_ms),

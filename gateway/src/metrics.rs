@@ -103,6 +103,22 @@ impl Metrics {
                 tenant.metrics.errors.load(Ordering::Relaxed)
             );
         }
+        out.push_str("# HELP switchyard_double_write_failures_total Writes to a double-write secondary that failed or were dropped.\n# TYPE switchyard_double_write_failures_total counter\n");
+        for tenant in tenants {
+            let counters = tenant
+                .metrics
+                .double_write_failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for (resource, count) in counters.iter() {
+                let _ = writeln!(
+                    out,
+                    "switchyard_double_write_failures_total{{tenant=\"{}\",resource=\"{resource}\"}} {}",
+                    tenant.name,
+                    count.load(Ordering::Relaxed)
+                );
+            }
+        }
         out.push_str("# HELP switchyard_tenant_connections Open client connections by tenant.\n# TYPE switchyard_tenant_connections gauge\n");
         for tenant in tenants {
             let _ = writeln!(
@@ -130,6 +146,18 @@ pub struct TenantCounters {
     pub errors: AtomicU64,
     pub connections: AtomicI64,
     pub latency: Histogram,
+    double_write_failures: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+}
+
+impl TenantCounters {
+    /// The failure counter of double-writes to one secondary resource (created when a route is resolved).
+    pub fn double_write_failures(&self, resource: &str) -> Arc<AtomicU64> {
+        let mut counters = self
+            .double_write_failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Arc::clone(counters.entry(resource.to_string()).or_default())
+    }
 }
 
 impl std::ops::Deref for TenantMetrics {

@@ -2,15 +2,25 @@
 //! in that order whatever order backends answer in.
 //!
 //! A client connection and the backend connections serving it run on the same worker thread, so the queue is
-//! shared by `Rc` and filled in place: no channel and no allocation per request.
+//! shared by `Rc` and filled in place: no channel and no allocation per request. Requests served by several
+//! backends (split multi-key commands, double-writes that wait for every copy) gather their parts in one slot.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
+
+/// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
+/// itself, such as INFO). Boxed, but only those commands pay for it.
+pub type Transform = Box<dyn FnOnce(Bytes) -> Bytes>;
+
+/// Builds one reply from the replies of every part of a request, in part order.
+pub type Combine = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 
 /// The ordered replies of one client connection.
 #[derive(Default)]
@@ -27,14 +37,16 @@ struct Slots {
     slots: VecDeque<Slot>,
 }
 
-/// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
-/// itself, such as INFO). Boxed, but only those commands pay for it.
-pub type Transform = Box<dyn FnOnce(Bytes) -> Bytes>;
-
 enum Slot {
     Waiting {
         started: Instant,
         transform: Option<Transform>,
+    },
+    Gathering {
+        started: Instant,
+        parts: Vec<Option<Bytes>>,
+        missing: usize,
+        combine: Option<Combine>,
     },
     Ready {
         reply: Bytes,
@@ -42,10 +54,18 @@ enum Slot {
     },
 }
 
-/// Where a backend delivers the reply to one request.
-pub struct ReplyHandle {
-    queue: Rc<ReplyQueue>,
-    seq: u64,
+/// Where a backend delivers the reply to one request (or to one part of it).
+pub enum ReplyHandle {
+    Slot {
+        queue: Rc<ReplyQueue>,
+        seq: u64,
+        part: usize,
+    },
+    /// A double-write to a secondary that the client does not wait for: only failures are counted.
+    Detached {
+        writes: Rc<DetachedWrites>,
+        command: &'static str,
+    },
 }
 
 impl ReplyQueue {
@@ -60,12 +80,45 @@ impl ReplyQueue {
         started: Instant,
         transform: Option<Transform>,
     ) -> ReplyHandle {
+        self.push(Slot::Waiting { started, transform }, 0)
+    }
+
+    /// Opens a slot answered by `parts` backend replies, put together by `combine` once all have arrived.
+    pub fn reserve_parts(
+        self: &Rc<Self>,
+        started: Instant,
+        parts: usize,
+        combine: Combine,
+    ) -> Vec<ReplyHandle> {
+        let first = self.push(
+            Slot::Gathering {
+                started,
+                parts: vec![None; parts],
+                missing: parts,
+                combine: Some(combine),
+            },
+            0,
+        );
+        let ReplyHandle::Slot { seq, .. } = first else {
+            return Vec::new();
+        };
+        std::iter::once(first)
+            .chain((1..parts).map(|part| ReplyHandle::Slot {
+                queue: Rc::clone(self),
+                seq,
+                part,
+            }))
+            .collect()
+    }
+
+    fn push(self: &Rc<Self>, slot: Slot, part: usize) -> ReplyHandle {
         let mut inner = self.inner.borrow_mut();
         let seq = inner.base + inner.slots.len() as u64;
-        inner.slots.push_back(Slot::Waiting { started, transform });
-        ReplyHandle {
+        inner.slots.push_back(slot);
+        ReplyHandle::Slot {
             queue: Rc::clone(self),
             seq,
+            part,
         }
     }
 
@@ -102,27 +155,113 @@ impl ReplyQueue {
     pub async fn wait_ready(&self) {
         self.ready.notified().await;
     }
-}
 
-impl ReplyHandle {
-    pub fn deliver(self, reply: Bytes) {
-        let mut inner = self.queue.inner.borrow_mut();
-        let Some(index) = self.seq.checked_sub(inner.base) else {
+    fn fill(&self, seq: u64, part: usize, reply: Bytes) {
+        let mut inner = self.inner.borrow_mut();
+        let Some(index) = seq.checked_sub(inner.base) else {
             return;
         };
-        if let Some(slot) = inner.slots.get_mut(index as usize) {
-            if let Slot::Waiting { started, transform } = slot {
-                let started = *started;
-                // Runs with the queue borrowed: a transform only rewrites bytes.
+        let Some(slot) = inner.slots.get_mut(index as usize) else {
+            return;
+        };
+        // Transforms and combines run with the queue borrowed: they only rewrite bytes.
+        let finished = match slot {
+            Slot::Waiting { started, transform } => {
                 let reply = match transform.take() {
                     Some(transform) => transform(reply),
                     None => reply,
                 };
-                *slot = Slot::Ready { reply, started };
+                Some((reply, *started))
             }
+            Slot::Gathering {
+                started,
+                parts,
+                missing,
+                combine,
+            } => {
+                if let Some(entry) = parts.get_mut(part).filter(|entry| entry.is_none()) {
+                    *entry = Some(reply);
+                    *missing -= 1;
+                }
+                match (*missing, combine.take()) {
+                    (0, Some(combine)) => {
+                        let replies = parts
+                            .iter_mut()
+                            .map(|p| p.take().unwrap_or_default())
+                            .collect();
+                        Some((combine(replies), *started))
+                    }
+                    (_, combine_back) => {
+                        *combine = combine_back;
+                        None
+                    }
+                }
+            }
+            Slot::Ready { .. } => None,
+        };
+        if let Some((reply, started)) = finished {
+            *slot = Slot::Ready { reply, started };
             if index == 0 {
-                self.queue.ready.notify_one();
+                self.ready.notify_one();
             }
         }
+    }
+}
+
+impl ReplyHandle {
+    pub fn deliver(self, reply: Bytes) {
+        match self {
+            ReplyHandle::Slot { queue, seq, part } => queue.fill(seq, part, reply),
+            ReplyHandle::Detached { writes, command } => writes.finish(command, &reply),
+        }
+    }
+}
+
+/// Background writes to one double-write secondary, for one tenant on one worker: bounded, and every failure
+/// counted and logged (with the command name, never its arguments).
+pub struct DetachedWrites {
+    pub tenant: String,
+    pub resource: String,
+    failures: Arc<AtomicU64>,
+    in_flight: Cell<usize>,
+}
+
+/// Most background writes one secondary may have outstanding per worker before new ones count as failures.
+pub const MAX_DETACHED_IN_FLIGHT: usize = 64 * 1024;
+
+impl DetachedWrites {
+    pub fn new(tenant: &str, resource: &str, failures: Arc<AtomicU64>) -> DetachedWrites {
+        DetachedWrites {
+            tenant: tenant.to_string(),
+            resource: resource.to_string(),
+            failures,
+            in_flight: Cell::new(0),
+        }
+    }
+
+    /// Takes a place for one more write, or counts it as failed when the secondary is too far behind.
+    pub fn admit(self: &Rc<Self>, command: &'static str) -> Option<ReplyHandle> {
+        if self.in_flight.get() >= MAX_DETACHED_IN_FLIGHT {
+            self.fail(command, "too many writes outstanding");
+            return None;
+        }
+        self.in_flight.set(self.in_flight.get() + 1);
+        Some(ReplyHandle::Detached {
+            writes: Rc::clone(self),
+            command,
+        })
+    }
+
+    fn finish(&self, command: &'static str, reply: &[u8]) {
+        self.in_flight.set(self.in_flight.get().saturating_sub(1));
+        if reply.first() == Some(&b'-') {
+            let line = reply.split(|&b| b == b'\r').next().unwrap_or_default();
+            self.fail(command, &String::from_utf8_lossy(&line[1..]));
+        }
+    }
+
+    fn fail(&self, command: &'static str, reason: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(tenant = %self.tenant, resource = %self.resource, command, reason, "double-write to a secondary failed");
     }
 }

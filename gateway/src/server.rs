@@ -5,6 +5,7 @@
 //! kernel's network work needs the other core); more workers pay off on bigger machines.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,8 +23,9 @@ use tokio::sync::{mpsc, watch};
 use crate::backend::{Backend, BackendPool, ConnectionSettings, NodeSpec};
 use crate::clients::Clients;
 use crate::metrics::Metrics;
+use crate::reply::DetachedWrites;
 use crate::resp::Limits;
-use crate::route::Snapshot;
+use crate::route::{Snapshot, Tenant};
 use crate::session;
 
 /// Everything `run` needs; the binary fills it from flags and environment.
@@ -92,6 +94,27 @@ impl Gateway {
     }
 }
 
+/// `switchyard-gateway explain`: where each key of `keys` goes under `tenant`'s route in the routes file.
+pub fn explain(
+    routes: &std::path::Path,
+    tenant: &str,
+    keys: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(routes)
+        .with_context(|| format!("cannot read {}", routes.display()))?;
+    let file: RoutesFile = serde_json::from_str(&text)
+        .with_context(|| format!("invalid routes file {}", routes.display()))?;
+    let snapshot = Snapshot::from_routes_file(&file, 1, &Snapshot::empty())
+        .with_context(|| format!("invalid routes file {}", routes.display()))?;
+    let tenant = snapshot
+        .tenant_by_name(tenant)
+        .with_context(|| format!("no tenant '{tenant}' in the routes file"))?;
+    Ok(keys
+        .iter()
+        .map(|key| tenant.route.explain(key.as_bytes()))
+        .collect())
+}
+
 /// The per-worker context every session of that worker shares.
 pub struct Worker {
     pub gateway: Arc<Gateway>,
@@ -99,6 +122,8 @@ pub struct Worker {
     /// Backends of the current snapshot's routes, held open even while no client uses them, so that a new
     /// client never waits for a backend connect. Replaced (and the dropped ones drained) on a route change.
     pinned: RefCell<(u64, Vec<Rc<Backend>>)>,
+    /// Background double-write tracking, per tenant and secondary resource.
+    detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -111,12 +136,23 @@ impl Worker {
             let backends = snapshot
                 .tenants()
                 .iter()
-                .filter_map(|tenant| tenant.primary.as_ref().ok())
+                .flat_map(|tenant| tenant.route.nodes())
                 .map(|node| self.pool.get(node))
                 .collect();
             *self.pinned.borrow_mut() = (generation, backends);
         }
         self.pool.get(node)
+    }
+
+    /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`.
+    pub fn detached(&self, tenant: &Tenant, resource: &str) -> Rc<DetachedWrites> {
+        let key = (tenant.name.clone(), resource.to_string());
+        let mut detached = self.detached.borrow_mut();
+        let writes = detached.entry(key).or_insert_with(|| {
+            let failures = tenant.metrics.double_write_failures(resource);
+            Rc::new(DetachedWrites::new(&tenant.name, resource, failures))
+        });
+        Rc::clone(writes)
     }
 }
 
@@ -223,6 +259,7 @@ fn run_worker(
     let grace = gateway.config.shutdown_grace;
     let worker = Rc::new(Worker {
         pinned: RefCell::new((0, Vec::new())),
+        detached: RefCell::new(HashMap::new()),
         pool: BackendPool::new(
             settings,
             gateway.config.backend_connections,

@@ -1,6 +1,7 @@
 //! One client connection: reads pipelined requests, answers the few the gateway owns, forwards the rest, and
 //! writes every reply back in request order, coalesced into as few writes as possible.
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -11,12 +12,12 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, NodeSpec};
 use crate::clients::ClientInfo;
-use crate::cmd::{self, CommandSpec, flags};
-use crate::reply::ReplyQueue;
+use crate::cmd::{self, CommandSpec, flag};
+use crate::reply::{DetachedWrites, ReplyQueue};
 use crate::resp::{self, Request, RequestDecoder};
-use crate::route::Tenant;
+use crate::route::{Dispatch, ResolvedRoute, Resolver, Tenant};
 use crate::server::Worker;
 
 /// Requests a client may have waiting for replies before the gateway stops reading from it.
@@ -33,8 +34,8 @@ const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is dis
 struct TenantView {
     tenant: Arc<Tenant>,
     generation: u64,
-    /// The backend for the session's database, or the error reply every forwarded command gets.
-    backend: Result<Rc<Backend>, Bytes>,
+    /// The tenant's route on this worker, for the session's database.
+    route: ResolvedRoute,
 }
 
 pub(crate) struct Session {
@@ -45,6 +46,10 @@ pub(crate) struct Session {
     replies: Rc<ReplyQueue>,
     /// Set by QUIT or a protocol error: answer what was read, then close.
     closing: bool,
+    /// Key positions of the current command (reused: no allocation per command).
+    keys: Vec<usize>,
+    /// State of the random read-resource choice.
+    random: Cell<u64>,
 }
 
 pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
@@ -70,7 +75,8 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
             .await;
         return;
     }
-    let info = Arc::new(ClientInfo::new(gateway.next_client_id(), addr, local_addr));
+    let info_id = gateway.next_client_id();
+    let info = Arc::new(ClientInfo::new(info_id, addr, local_addr));
     gateway.clients.add(Arc::clone(&info));
     metrics.connections_open.fetch_add(1, Ordering::Relaxed);
     let mut session = Session {
@@ -80,6 +86,8 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         db: 0,
         replies: Rc::new(ReplyQueue::default()),
         closing: false,
+        keys: Vec::with_capacity(8),
+        random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
     };
     if let Some(tenant) = gateway.snapshot().open_tenant() {
         session.enter_tenant(Arc::clone(tenant));
@@ -179,12 +187,16 @@ impl Session {
         if let Some(refusal) = refusal(spec, view.tenant.allow_admin) {
             return self.local_error(started, &refusal);
         }
-        match &view.backend {
-            Ok(backend) => backend.send(request.raw().clone(), self.replies.reserve(started)),
-            Err(reply) => {
-                view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
-                self.replies.push_ready(reply.clone(), started)
-            }
+        let mut dispatch = Dispatch {
+            plan: &view.tenant.route,
+            route: &view.route,
+            replies: &self.replies,
+            affinity: self.info.id as usize,
+            random: &self.random,
+            keys: &mut self.keys,
+        };
+        if let Err(text) = dispatch.forward(spec, &request, started) {
+            self.local_error(started, &text);
         }
     }
 
@@ -356,10 +368,7 @@ impl Session {
         let Some(index) = resp::parse_int(index) else {
             return self.local_error(started, "ERR value is not an integer or out of range");
         };
-        let base_db = match self.tenant.as_ref().map(|v| &v.tenant.primary) {
-            Some(Ok(node)) => node.db,
-            _ => 0,
-        };
+        let base_db = self.tenant.as_ref().map_or(0, |v| v.tenant.route.base_db());
         let allowed = if base_db == 0 { 0..16 } else { 0..1 };
         if !allowed.contains(&index) {
             return self.local_error(started, "ERR DB index is out of range");
@@ -428,7 +437,7 @@ impl Session {
     fn info(&mut self, started: Instant, args: &[Bytes]) {
         let local = crate::cmd::info::render(&self.worker.gateway, args);
         let keyspace_wanted = crate::cmd::info::wants_keyspace(args);
-        match self.tenant.as_ref().map(|v| &v.backend) {
+        match self.tenant.as_ref().map(|v| v.route.first_read()) {
             Some(Ok(backend)) if keyspace_wanted => {
                 let transform =
                     Box::new(move |reply: Bytes| crate::cmd::info::with_keyspace(&local, &reply));
@@ -439,6 +448,7 @@ impl Session {
                 backend.send(
                     request.raw().clone(),
                     self.replies.reserve_with(started, Some(transform)),
+                    self.info.id as usize,
                 );
             }
             _ => {
@@ -466,26 +476,17 @@ impl Session {
 
     fn enter_tenant(&mut self, tenant: Arc<Tenant>) {
         let generation = self.worker.gateway.generation();
-        let backend = match &tenant.primary {
-            Ok(node) => {
-                let mut node = node.clone();
-                if self.db != 0 {
-                    node.db = self.db;
-                }
-                Ok(self.worker.backend(&node))
-            }
-            Err(text) => {
-                let mut out = BytesMut::new();
-                resp::error(&mut out, text);
-                Err(out.freeze())
-            }
+        let resolver = TenantResolver {
+            worker: &self.worker,
+            tenant: &tenant,
         };
+        let route = ResolvedRoute::new(&tenant.route, self.db, &resolver);
         tenant.metrics.connections.fetch_add(1, Ordering::Relaxed);
         self.info.set_tenant(&tenant.name);
         self.tenant = Some(TenantView {
             tenant,
             generation,
-            backend,
+            route,
         });
     }
 
@@ -499,11 +500,27 @@ impl Session {
     }
 }
 
+/// Resolves a tenant's route with the worker's backends.
+struct TenantResolver<'a> {
+    worker: &'a Worker,
+    tenant: &'a Tenant,
+}
+
+impl Resolver for TenantResolver<'_> {
+    fn backend(&self, node: &NodeSpec) -> Rc<Backend> {
+        self.worker.backend(node)
+    }
+
+    fn detached(&self, resource: &str) -> Rc<DetachedWrites> {
+        self.worker.detached(self.tenant, resource)
+    }
+}
+
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run.
 fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
     let upper = || spec.name.replace('|', " ").to_uppercase();
-    if spec.has(flags::BLOCKING)
-        || spec.has(flags::PUBSUB)
+    if spec.has(flag::BLOCKING)
+        || spec.has(flag::PUBSUB)
         || matches!(
             spec.name,
             "multi"
@@ -523,7 +540,7 @@ fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
             upper()
         ));
     }
-    if spec.has(flags::ADMIN) && !allow_admin && !matches!(spec.name, "config|get") {
+    if spec.has(flag::ADMIN) && !allow_admin && !matches!(spec.name, "config|get") {
         return Some(format!(
             "ERR {} is an admin command; this tenant may not run it (allow_admin)",
             upper()

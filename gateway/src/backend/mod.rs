@@ -6,7 +6,7 @@
 
 mod connection;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
@@ -18,10 +18,10 @@ pub use connection::{BackendConnection, ConnectionSettings, NodeSpec, Status};
 use crate::metrics::Metrics;
 use crate::reply::ReplyHandle;
 
-/// A backend node as one worker sees it: a few pipelined connections used in turn.
+/// A backend node as one worker sees it: a few pipelined connections. Each client sticks to one of them, so
+/// that its commands reach the node in the order it sent them.
 pub struct Backend {
     connections: Vec<BackendConnection>,
-    next: Cell<usize>,
 }
 
 impl Backend {
@@ -36,14 +36,18 @@ impl Backend {
             connections: (0..count.max(1))
                 .map(|_| BackendConnection::open(node.clone(), settings, Arc::clone(&metrics)))
                 .collect(),
-            next: Cell::new(0),
         }
     }
 
-    pub fn send(&self, raw: Bytes, reply: ReplyHandle) {
-        let i = self.next.get();
-        self.next.set((i + 1) % self.connections.len());
-        self.connections[i].send(raw, reply);
+    /// Sends on the connection `affinity` picks (a client id: the same client always gets the same one).
+    pub fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
+        let connection = &self.connections[affinity % self.connections.len()];
+        connection.send(raw, reply);
+    }
+
+    /// Whether the node is usable: not every connection is down.
+    pub fn is_healthy(&self) -> bool {
+        self.connections.iter().any(|c| c.status() != Status::Down)
     }
 
     /// How many of this node's connections are up.

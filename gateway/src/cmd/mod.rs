@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-pub mod flags {
+pub mod flag {
+    pub const NONDETERMINISTIC: u32 = 32;
     pub const WRITE: u32 = 1;
     pub const READONLY: u32 = 2;
     pub const ADMIN: u32 = 4;
@@ -20,6 +21,11 @@ impl CommandSpec {
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
     }
+
+    pub fn key_indices(&self, args: &[Bytes], out: &mut Vec<usize>) -> Result<(), CommandError> {
+        out.extend((1..args.len()).take(1));
+        Ok(())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -32,17 +38,17 @@ static TABLE: &[CommandSpec] = &[
     CommandSpec {
         name: "get",
         arity: 2,
-        flags: flags::READONLY,
+        flags: flag::READONLY,
     },
     CommandSpec {
         name: "set",
         arity: -3,
-        flags: flags::WRITE,
+        flags: flag::WRITE,
     },
     CommandSpec {
         name: "incr",
         arity: 2,
-        flags: flags::WRITE,
+        flags: flag::WRITE,
     },
     CommandSpec {
         name: "ping",

@@ -6,12 +6,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use switchyard_schemas::{
-    ResourceKind, ResourceUrl, RouteTable, RoutesFile, TenantLimits, ValidationErrors,
-};
+use switchyard_schemas::{RoutesFile, TenantLimits, ValidationErrors};
 
-use crate::backend::NodeSpec;
 use crate::metrics::TenantMetrics;
+
+mod dispatch;
+mod merge;
+mod plan;
+
+pub use dispatch::{CROSSSLOT, Dispatch, ResolvedRoute, Resolver};
+pub use plan::{ResourcePlan, RoutePlan, TargetPlan};
 
 /// Everything the gateway serves at one moment.
 pub struct Snapshot {
@@ -28,7 +32,7 @@ pub struct Tenant {
     pub name: String,
     pub allow_admin: bool,
     pub limits: TenantLimits,
-    pub primary: Result<NodeSpec, String>,
+    pub route: RoutePlan,
     pub metrics: TenantMetrics,
 }
 
@@ -69,7 +73,7 @@ impl Snapshot {
             for password in &config.passwords {
                 snapshot.by_password.insert(password.clone(), index);
             }
-            let primary = primary_node(&config.route, &resolve);
+            let route = RoutePlan::new(&config.route, &resolve);
             // Counters survive a reload so that /metrics never goes backwards.
             let metrics = previous
                 .tenant_by_name(&config.name)
@@ -79,7 +83,7 @@ impl Snapshot {
                 name: config.name.clone(),
                 allow_admin: config.allow_admin,
                 limits: config.limits.clone(),
-                primary,
+                route,
                 metrics,
             }));
         }
@@ -110,39 +114,6 @@ impl Snapshot {
         match tenant {
             Some(name) if name != found.name.as_bytes() => None,
             _ => Some(found),
-        }
-    }
-}
-
-/// The node a route sends commands to, or why this build cannot serve it yet.
-fn primary_node(route: &RouteTable, resolve: &dyn Fn(&str) -> String) -> Result<NodeSpec, String> {
-    let target = match route {
-        RouteTable::Single { target } => target,
-        RouteTable::Sharded { .. } => {
-            return Err("ERR sharded routes are not supported by this gateway version".to_string());
-        }
-    };
-    let reference = target
-        .write_resources()
-        .first()
-        .ok_or("ERR route has no write resource")?;
-    let url = ResourceUrl::parse(&resolve(reference))
-        .map_err(|e| format!("ERR bad resource URL: {e}"))?;
-    match url.kind {
-        ResourceKind::Standalone { node, db } if !url.tls => Ok(NodeSpec {
-            addr: node.to_string(),
-            username: url.auth.as_ref().and_then(|a| a.username.clone()),
-            password: url.auth.map(|a| a.password),
-            db,
-        }),
-        ResourceKind::Standalone { .. } => Err(
-            "ERR TLS backends (rediss://) are not supported by this gateway version".to_string(),
-        ),
-        ResourceKind::Sentinel { .. } => Err(
-            "ERR redis-sentinel resources are not supported by this gateway version".to_string(),
-        ),
-        ResourceKind::Cluster { .. } => {
-            Err("ERR redis-cluster resources are not supported by this gateway version".to_string())
         }
     }
 }

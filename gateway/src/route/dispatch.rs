@@ -1,0 +1,374 @@
+//! Sending one command along a tenant's route: to the key's shard, to the read or the write set, double-written
+//! to every write resource, or split by shard and merged back for multi-key commands.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use switchyard_schemas::{AckMode, ReadPolicy};
+
+use super::merge::{Group, Merge, combiner};
+use super::{RoutePlan, TargetPlan};
+use crate::backend::Backend;
+use crate::cmd::{CommandSpec, flag};
+use crate::reply::{DetachedWrites, ReplyHandle, ReplyQueue};
+use crate::resp::{self, Request};
+
+pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// A route as one worker serves it: every resource resolved to that worker's backend.
+pub struct ResolvedRoute {
+    shards: Vec<ResolvedTarget>,
+    no_backend: Bytes,
+}
+
+struct ResolvedTarget {
+    read: Vec<Endpoint>,
+    read_policy: ReadPolicy,
+    write: Vec<Endpoint>,
+    ack: AckMode,
+}
+
+/// One resource of a target: its backend, or the error reply its commands get.
+struct Endpoint {
+    backend: Result<Rc<Backend>, Bytes>,
+    /// For double-write secondaries: where background writes are tracked.
+    detached: Option<Rc<DetachedWrites>>,
+}
+
+impl Endpoint {
+    fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
+        match &self.backend {
+            Ok(backend) => backend.send(raw, reply, affinity),
+            Err(error) => reply.deliver(error.clone()),
+        }
+    }
+
+    fn healthy(&self) -> bool {
+        self.backend.as_ref().is_ok_and(|b| b.is_healthy())
+    }
+}
+
+/// What resolving needs from the worker and the tenant.
+pub trait Resolver {
+    /// The worker's backend for a node.
+    fn backend(&self, node: &crate::backend::NodeSpec) -> Rc<Backend>;
+    /// Tracking for background writes to a double-write secondary.
+    fn detached(&self, resource: &str) -> Rc<DetachedWrites>;
+}
+
+impl ResolvedRoute {
+    /// Resolves `plan` for database `db` (0 = the resources' own databases).
+    pub fn new(plan: &RoutePlan, db: u32, resolver: &dyn Resolver) -> ResolvedRoute {
+        let endpoint = |resource: &super::ResourcePlan, secondary: bool| Endpoint {
+            backend: match &resource.node {
+                Ok(node) => {
+                    let mut node = node.clone();
+                    if db != 0 {
+                        node.db = db;
+                    }
+                    Ok(resolver.backend(&node))
+                }
+                Err(text) => Err(error_reply(text)),
+            },
+            detached: secondary.then(|| resolver.detached(&resource.name)),
+        };
+        let target = |t: &TargetPlan| ResolvedTarget {
+            read: t.read.iter().map(|r| endpoint(r, false)).collect(),
+            read_policy: t.read_policy,
+            write: t
+                .write
+                .iter()
+                .enumerate()
+                .map(|(i, r)| endpoint(r, i > 0))
+                .collect(),
+            ack: t.ack,
+        };
+        ResolvedRoute {
+            shards: plan.shards.iter().map(target).collect(),
+            no_backend: error_reply("ERR the route has no backend"),
+        }
+    }
+
+    /// The first shard's read backend, for the commands answered from one backend (INFO's keyspace).
+    pub fn first_read(&self) -> Result<&Rc<Backend>, &Bytes> {
+        match self.shards.first().and_then(|shard| shard.read.first()) {
+            Some(endpoint) => endpoint.backend.as_ref(),
+            None => Err(&self.no_backend),
+        }
+    }
+}
+
+/// Everything one command's dispatch needs from its session.
+pub struct Dispatch<'a> {
+    pub plan: &'a RoutePlan,
+    pub route: &'a ResolvedRoute,
+    pub replies: &'a Rc<ReplyQueue>,
+    /// Keeps a client's commands on one backend connection, so they stay in order.
+    pub affinity: usize,
+    pub random: &'a Cell<u64>,
+    /// Reused between commands to avoid an allocation per command.
+    pub keys: &'a mut Vec<usize>,
+}
+
+/// How a command that touches several shards is split.
+fn split_kind(name: &str) -> Option<(Merge, usize)> {
+    // (how replies merge, arguments per key)
+    match name {
+        "mget" => Some((
+            Merge::Mget {
+                positions: Vec::new(),
+            },
+            1,
+        )),
+        "mset" => Some((Merge::AllOk, 2)),
+        "del" | "unlink" | "exists" | "touch" => Some((Merge::Sum, 1)),
+        _ => None,
+    }
+}
+
+/// Keyless commands that concern every shard.
+fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
+    // (how replies merge, whether it goes to the write sets)
+    match name {
+        "dbsize" => Some((Merge::Sum, false)),
+        "keys" => Some((Merge::Concat, false)),
+        "flushall" | "flushdb" | "script|flush" | "script|load" | "function|flush"
+        | "function|load" | "function|delete" | "function|restore" | "config|set"
+        | "config|resetstat" => Some((Merge::First, true)),
+        _ => None,
+    }
+}
+
+impl Dispatch<'_> {
+    /// Sends `request`; its reply (or an error reply) lands in the session's queue. Returns an error text for
+    /// commands the route cannot serve as asked (CROSSSLOT, refused double-writes).
+    pub fn forward(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) -> Result<(), String> {
+        let args = request.args();
+        let write = !spec.has(flag::READONLY);
+        self.keys.clear();
+        if self.route.shards.len() > 1 && spec.key_indices(args, self.keys).is_err() {
+            self.keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
+        }
+        let shard = if self.route.shards.len() == 1 {
+            0
+        } else if self.keys.is_empty() {
+            if let Some((merge, write)) = fan_out_kind(spec.name) {
+                let parts = (0..self.route.shards.len())
+                    .map(|shard| (shard, request.raw().clone()))
+                    .collect();
+                return self.send_parts(spec, parts, write, merge, started);
+            }
+            0
+        } else {
+            let first = self.plan.shard_of(&args[self.keys[0]]);
+            match self.keys[1..]
+                .iter()
+                .all(|&k| self.plan.shard_of(&args[k]) == first)
+            {
+                true => first,
+                false => return self.split(spec, request, write, started),
+            }
+        };
+        let target = &self.route.shards[shard];
+        if !write {
+            let endpoint = self.pick_read(target);
+            endpoint.send(
+                request.raw().clone(),
+                self.replies.reserve(started),
+                self.affinity,
+            );
+            return Ok(());
+        }
+        self.check_double_write(spec, target)?;
+        let parts = self.write_parts(target);
+        let handles = if parts == 1 {
+            vec![self.replies.reserve(started)]
+        } else {
+            let group = Group {
+                parts: 0..parts,
+                ack: target.ack,
+            };
+            self.replies
+                .reserve_parts(started, parts, combiner(vec![group], Merge::Only))
+        };
+        self.send_write(spec, target, request.raw(), handles);
+        Ok(())
+    }
+
+    /// A multi-key command whose keys live on several shards: one sub-command per shard, merged back.
+    fn split(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        write: bool,
+        started: Instant,
+    ) -> Result<(), String> {
+        let args = request.args();
+        let Some((mut merge, per_key)) = split_kind(spec.name) else {
+            return Err(CROSSSLOT.to_string());
+        };
+        // Keys by shard, in the client's order; for MGET, where each key's value will be in its shard's reply.
+        let mut by_shard: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut positions = Vec::with_capacity(self.keys.len());
+        for &key in self.keys.iter() {
+            let shard = self.plan.shard_of(&args[key]);
+            let group = match by_shard.iter().position(|(s, _)| *s == shard) {
+                Some(group) => group,
+                None => {
+                    by_shard.push((shard, Vec::new()));
+                    by_shard.len() - 1
+                }
+            };
+            positions.push((group, by_shard[group].1.len()));
+            by_shard[group].1.push(key);
+        }
+        if let Merge::Mget { positions: p } = &mut merge {
+            *p = positions;
+        }
+        let parts = by_shard
+            .iter()
+            .map(|(shard, keys)| {
+                let mut sub: Vec<&[u8]> = Vec::with_capacity(1 + keys.len() * per_key);
+                sub.push(&args[0]);
+                for &key in keys {
+                    sub.extend(args[key..].iter().take(per_key).map(|a| &a[..]));
+                }
+                let mut raw = BytesMut::new();
+                resp::command(&mut raw, &sub);
+                (*shard, raw.freeze())
+            })
+            .collect();
+        self.send_parts(spec, parts, write, merge, started)
+    }
+
+    /// Sends one sub-command per shard and gathers the replies into one slot.
+    fn send_parts(
+        &mut self,
+        spec: &'static CommandSpec,
+        parts: Vec<(usize, Bytes)>,
+        write: bool,
+        merge: Merge,
+        started: Instant,
+    ) -> Result<(), String> {
+        let mut groups = Vec::with_capacity(parts.len());
+        let mut total = 0;
+        for (shard, _) in &parts {
+            let target = &self.route.shards[*shard];
+            let count = if write {
+                self.check_double_write(spec, target)?;
+                self.write_parts(target)
+            } else {
+                1
+            };
+            groups.push(Group {
+                parts: total..total + count,
+                ack: target.ack,
+            });
+            total += count;
+        }
+        let mut handles = self
+            .replies
+            .reserve_parts(started, total, combiner(groups, merge))
+            .into_iter();
+        for (shard, raw) in parts {
+            let target = &self.route.shards[shard];
+            if write {
+                let taken: Vec<ReplyHandle> =
+                    handles.by_ref().take(self.write_parts(target)).collect();
+                self.send_write(spec, target, &raw, taken);
+            } else if let Some(handle) = handles.next() {
+                self.pick_read(target).send(raw, handle, self.affinity);
+            }
+        }
+        Ok(())
+    }
+
+    /// How many replies a write to `target` waits for: the primary's only, or every copy's.
+    fn write_parts(&self, target: &ResolvedTarget) -> usize {
+        match target.ack {
+            AckMode::Primary => 1,
+            AckMode::All | AckMode::AllCheckError => target.write.len(),
+        }
+    }
+
+    /// Writes to the primary, then to each secondary in order. `handles` holds the primary's handle and, unless
+    /// the ack mode is `primary`, one for each secondary; otherwise secondaries complete in the background.
+    fn send_write(
+        &self,
+        spec: &'static CommandSpec,
+        target: &ResolvedTarget,
+        raw: &Bytes,
+        handles: Vec<ReplyHandle>,
+    ) {
+        let mut handles = handles.into_iter();
+        for endpoint in &target.write {
+            let handle = match (handles.next(), &endpoint.detached) {
+                (Some(handle), _) => handle,
+                (None, Some(detached)) => match detached.admit(spec.name) {
+                    Some(handle) => handle,
+                    None => continue,
+                },
+                (None, None) => continue,
+            };
+            endpoint.send(raw.clone(), handle, self.affinity);
+        }
+    }
+
+    /// Writes whose effect is random would make double-written copies diverge.
+    fn check_double_write(
+        &self,
+        spec: &CommandSpec,
+        target: &ResolvedTarget,
+    ) -> Result<(), String> {
+        if target.write.len() > 1 && spec.has(flag::NONDETERMINISTIC) {
+            let name = spec.name.replace('|', " ").to_uppercase();
+            return Err(format!(
+                "ERR {name} is refused on a double-written route: its effect is random and the copies would diverge"
+            ));
+        }
+        Ok(())
+    }
+
+    fn pick_read<'t>(&self, target: &'t ResolvedTarget) -> &'t Endpoint {
+        let read = &target.read;
+        match target.read_policy {
+            ReadPolicy::Primary => &read[0],
+            ReadPolicy::Ordered => read.iter().find(|e| e.healthy()).unwrap_or(&read[0]),
+            ReadPolicy::Random => {
+                let healthy = read.iter().filter(|e| e.healthy()).count();
+                let pick = self.next_random() as usize;
+                if healthy == 0 {
+                    &read[pick % read.len()]
+                } else {
+                    read.iter()
+                        .filter(|e| e.healthy())
+                        .nth(pick % healthy)
+                        .unwrap_or(&read[0])
+                }
+            }
+        }
+    }
+
+    /// xorshift64: cheap, and good enough to spread reads.
+    fn next_random(&self) -> u64 {
+        let mut x = self.random.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random.set(x);
+        x
+    }
+}
+
+fn error_reply(text: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    resp::error(&mut out, text);
+    out.freeze()
+}

@@ -1,0 +1,395 @@
+//! Route tables end to end: sharding checked on the backends themselves, multi-key split and merge, CROSSSLOT,
+//! double-write with each ack mode, read failover.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_schemas::placement::Placement;
+use switchyard_schemas::{HashSpec, RouteTable};
+use switchyard_tests::{Gateway, RawClient, RedisServer};
+
+fn tenant(route: Value) -> Value {
+    json!({"tenants": [{"name": "t", "passwords": [], "route": route}]})
+}
+
+fn sharded(backends: &[RedisServer], hash: Value) -> Value {
+    let buckets = hash["buckets"].as_u64();
+    let shards: Vec<Value> = backends
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let mut shard = json!({"name": format!("s{i}"), "target": b.url()});
+            if let Some(n) = buckets {
+                let per = n / backends.len() as u64;
+                let last = if i + 1 == backends.len() {
+                    n - 1
+                } else {
+                    per * (i as u64 + 1) - 1
+                };
+                shard["buckets"] = json!([format!("{}-{}", per * i as u64, last)]);
+            }
+            shard
+        })
+        .collect();
+    json!({"type": "sharded", "hash": hash, "shards": shards})
+}
+
+fn placement(route: &Value) -> Placement {
+    match serde_json::from_value::<RouteTable>(route.clone()).unwrap() {
+        RouteTable::Sharded { hash, shards } => Placement::new(&hash, &shards),
+        RouteTable::Single { .. } => Placement::new(&HashSpec::Ring, &[]),
+    }
+}
+
+fn keys_on(backend: &RedisServer) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut backend.client())
+        .unwrap()
+}
+
+fn start_n(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_land_on_the_shard_placement_says() {
+    for (n, hash) in [
+        (3, json!({"algorithm": "ring"})),
+        (4, json!({"algorithm": "ring"})),
+        (3, json!({"algorithm": "crc16", "buckets": 16384})),
+        (4, json!({"algorithm": "camellia", "buckets": 64})),
+    ] {
+        let backends = start_n(n);
+        let route = sharded(&backends, hash.clone());
+        let gateway = Gateway::start(&tenant(route.clone()));
+        let mut con = gateway.client(None).await;
+        let keys: Vec<String> = (0..10_000).map(|i| format!("key:{i}")).collect();
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("SET").arg(key).arg(key).ignore();
+        }
+        let () = pipe.query_async(&mut con).await.unwrap();
+        let placement = placement(&route);
+        for (i, backend) in backends.iter().enumerate() {
+            let stored = keys_on(backend);
+            let expected = keys
+                .iter()
+                .filter(|k| placement.shard_of(k.as_bytes()) == i)
+                .count();
+            assert_eq!(stored.len(), expected, "{hash}: shard {i}");
+            assert!(
+                stored.iter().all(|k| placement.shard_of(k.as_bytes()) == i),
+                "{hash}: a key on the wrong shard"
+            );
+            let even = keys.len() / n;
+            assert!(
+                stored.len().abs_diff(even) * 10 <= even,
+                "{hash}: shard {i} holds {} of {}",
+                stored.len(),
+                keys.len()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_key_commands_split_and_merge_in_key_order() {
+    let backends = start_n(3);
+    let gateway = Gateway::start(&tenant(sharded(&backends, json!({"algorithm": "ring"}))));
+    let mut con = gateway.client(None).await;
+    let keys: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+    let mut mset = redis::cmd("MSET");
+    for key in &keys {
+        mset.arg(key).arg(format!("v-{key}"));
+    }
+    mset.arg("k5").arg("last-wins");
+    let () = mset.query_async(&mut con).await.unwrap();
+    assert!(
+        backends.iter().all(|b| !keys_on(b).is_empty()),
+        "the keys spread over every shard"
+    );
+
+    let mut asked: Vec<String> = keys.clone();
+    asked.extend(["k7".to_string(), "missing".to_string(), "k7".to_string()]);
+    let values: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&asked)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    for (key, value) in asked.iter().zip(&values) {
+        let expected = match key.as_str() {
+            "missing" => None,
+            "k5" => Some("last-wins".to_string()),
+            _ => Some(format!("v-{key}")),
+        };
+        assert_eq!(value, &expected, "{key}");
+    }
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&asked)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(exists, 102, "EXISTS counts duplicates, as Redis does");
+    let touched: i64 = redis::cmd("TOUCH")
+        .arg(&keys[..10])
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(touched, 10);
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&asked)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 100, "DEL counts each deleted key once");
+    let dbsize: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
+    assert_eq!(dbsize, 0);
+}
+
+#[test]
+fn keys_that_must_be_together_get_crossslot() {
+    let backends = start_n(3);
+    let route = sharded(&backends, json!({"algorithm": "crc16", "buckets": 16384}));
+    let placement = placement(&route);
+    let gateway = Gateway::start(&tenant(route));
+    // Two keys on different shards, and two with one hash tag.
+    let a = "a";
+    let b = (0..)
+        .map(|i| format!("b{i}"))
+        .find(|k| placement.shard_of(k.as_bytes()) != placement.shard_of(a.as_bytes()))
+        .unwrap();
+    let mut client = RawClient::connect(gateway.port());
+    let crossslot = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+    client.roundtrip(format!("SET {a} 1\r\n").as_bytes(), b"+OK\r\n");
+    client.roundtrip(format!("RENAME {a} {b}\r\n").as_bytes(), crossslot);
+    client.roundtrip(format!("MSETNX {a} 1 {b} 2\r\n").as_bytes(), crossslot);
+    client.roundtrip(format!("SMOVE {a} {b} m\r\n").as_bytes(), crossslot);
+    client.roundtrip(b"SET {user1}.a 1\r\n", b"+OK\r\n");
+    client.roundtrip(b"RENAME {user1}.a {user1}.b\r\n", b"+OK\r\n");
+    client.roundtrip(b"MSETNX {user1}.c 1 {user1}.d 2\r\n", b":1\r\n");
+    client.roundtrip(b"PING\r\n", b"+PONG\r\n");
+}
+
+fn double_write(primary: &RedisServer, secondary: &RedisServer, ack: &str) -> Value {
+    json!({"type": "single", "target": {"write": {"resources": [primary.url(), secondary.url()], "ack": ack}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn double_write_leaves_identical_copies() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let gateway = Gateway::start(&tenant(double_write(&primary, &secondary, "primary")));
+    let url = gateway.url(None);
+    let mut tasks = Vec::new();
+    for client in 0..20 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut con = redis::Client::open(url)
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            for i in 0..500 {
+                let key = format!("c{client}:k{}", i % 50);
+                let _: redis::Value = match i % 5 {
+                    0 => {
+                        redis::cmd("SET")
+                            .arg(&key)
+                            .arg(i)
+                            .query_async(&mut con)
+                            .await
+                    }
+                    1 => {
+                        redis::cmd("INCR")
+                            .arg(format!("c{client}:counter"))
+                            .query_async(&mut con)
+                            .await
+                    }
+                    2 => {
+                        redis::cmd("RPUSH")
+                            .arg(format!("c{client}:list"))
+                            .arg(i)
+                            .query_async(&mut con)
+                            .await
+                    }
+                    3 => {
+                        redis::cmd("HSET")
+                            .arg(format!("c{client}:hash"))
+                            .arg(&key)
+                            .arg(i)
+                            .query_async(&mut con)
+                            .await
+                    }
+                    _ => redis::cmd("DEL").arg(&key).query_async(&mut con).await,
+                }
+                .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let dump = |server: &RedisServer| -> HashMap<String, Vec<u8>> {
+        let mut con = server.client();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        keys.into_iter()
+            .map(|k| {
+                let value: Vec<u8> = redis::cmd("DUMP").arg(&k).query(&mut con).unwrap();
+                (k, value)
+            })
+            .collect()
+    };
+    // Secondaries complete in the background: give them a moment to catch up.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while dump(&primary) != dump(&secondary) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (a, b) = (dump(&primary), dump(&secondary));
+    assert!(a.len() > 100, "the workload wrote data ({} keys)", a.len());
+    assert!(a == b, "primary and secondary differ");
+}
+
+#[test]
+fn a_secondary_that_is_down_never_fails_primary_ack_writes() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let gateway = Gateway::start(&tenant(double_write(&primary, &secondary, "primary")));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"SET before 1\r\n", b"+OK\r\n");
+    let resource = format!("127.0.0.1:{}/0", secondary.port());
+    drop(secondary);
+    for i in 0..20 {
+        client.roundtrip(format!("SET k{i} v\r\n").as_bytes(), b"+OK\r\n");
+    }
+    let (_, metrics) = gateway.admin_get("/metrics");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("switchyard_double_write_failures_total") && l.contains(&resource))
+        .unwrap_or_else(|| panic!("no failure counter for {resource}:\n{metrics}"));
+    let failures: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(failures >= 20, "{line}");
+    assert!(gateway.log().contains("double-write to a secondary failed"));
+    assert!(
+        !gateway.log().contains("k19"),
+        "values and keys stay out of the log"
+    );
+}
+
+#[test]
+fn ack_all_check_error_reports_a_failed_secondary() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let gateway = Gateway::start(&tenant(double_write(
+        &primary,
+        &secondary,
+        "all_check_error",
+    )));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    let port = secondary.port();
+    drop(secondary);
+    client.send(b"SET k w\r\n");
+    let line = String::from_utf8(client.read_line()).unwrap();
+    assert!(
+        line.starts_with(&format!("-ERR backend 127.0.0.1:{port} ")),
+        "{line}"
+    );
+    // The primary took the write all the same.
+    let value: String = redis::cmd("GET")
+        .arg("k")
+        .query(&mut primary.client())
+        .unwrap();
+    assert_eq!(value, "w");
+}
+
+#[test]
+fn random_writes_are_refused_under_double_write() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let gateway = Gateway::start(&tenant(double_write(&primary, &secondary, "all")));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"SADD s a b c\r\n", b":3\r\n");
+    client.roundtrip(
+        b"SPOP s\r\n",
+        b"-ERR SPOP is refused on a double-written route: its effect is random and the copies would diverge\r\n",
+    );
+    client.roundtrip(b"SCARD s\r\n", b":3\r\n");
+}
+
+#[test]
+fn ordered_reads_fail_over_when_the_first_read_resource_dies() {
+    let writer = RedisServer::start();
+    let replica_a = RedisServer::start();
+    let replica_b = RedisServer::start();
+    for (server, value) in [(&writer, "w"), (&replica_a, "a"), (&replica_b, "b")] {
+        let () = redis::cmd("SET")
+            .arg("who")
+            .arg(value)
+            .query(&mut server.client())
+            .unwrap();
+    }
+    let route = json!({"type": "single", "target": {
+        "read": {"resources": [replica_a.url(), replica_b.url()], "policy": "ordered"},
+        "write": {"resources": [writer.url()]}}});
+    let gateway = Gateway::start(&tenant(route));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"GET who\r\n", b"$1\r\na\r\n");
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("k")
+        .query(&mut writer.client())
+        .unwrap();
+    assert_eq!(exists, 1, "writes go to the write set");
+    drop(replica_a);
+    // The first read after the death may fail (it was in flight); after that, reads move to the next resource.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        client.send(b"GET who\r\n");
+        if client.read_line() == b"$1\r\n" {
+            client.expect(b"b\r\n");
+            break;
+        }
+        assert!(Instant::now() < deadline, "reads did not fail over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn explain_prints_the_placement_the_data_path_uses() {
+    let backends = start_n(3);
+    let route = sharded(&backends, json!({"algorithm": "ring"}));
+    let placement = placement(&route);
+    let dir = std::env::temp_dir().join(format!("switchyard-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("routes.json");
+    std::fs::write(&file, tenant(route).to_string()).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let output = std::process::Command::new(
+        exe.parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("switchyard-gateway"),
+    )
+    .args(["explain", "--routes"])
+    .arg(&file)
+    .args(["--tenant", "t", "alpha", "beta", "{tag}x"])
+    .output()
+    .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    for (line, key) in text.lines().zip(["alpha", "beta", "{tag}x"]) {
+        let shard = placement.shard_of(key.as_bytes());
+        assert!(
+            line.starts_with(&format!("{key}\tshard=s{shard}\t")),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("127.0.0.1:{}/0", backends[shard].port())),
+            "{line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -25,7 +25,8 @@ pub fn reply(args: &[Bytes], out: &mut BytesMut) {
             for name in names {
                 match spec::lookup_by_name(name) {
                     Some(spec) => out.put_slice(spec.info),
-                    None => out.put_slice(b"*-1\r\n"),
+                    // `addReplyNull`: a null bulk string in RESP2.
+                    None => out.put_slice(b"$-1\r\n"),
                 }
             }
         }
@@ -273,7 +274,7 @@ mod tests {
         );
         assert!(
             run(&["command", "info", "nosuch", "GET"])
-                .starts_with("*2\r\n*-1\r\n*10\r\n$3\r\nget\r\n")
+                .starts_with("*2\r\n$-1\r\n*10\r\n$3\r\nget\r\n")
         );
         assert!(
             run(&["command", "docs", "nosuch", "GET"]).starts_with("*2\r\n$3\r\nget\r\n*10\r\n")

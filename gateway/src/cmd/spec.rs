@@ -251,8 +251,12 @@ pub enum CommandError {
         container: &'static str,
         subcommand: Bytes,
     },
-    /// `name` is the full name: `get`, `config|get`.
-    #[error("ERR wrong number of arguments for '{name}' command")]
+    /// `name` is the full name: `get`, `config|get`. Redis reports a rejected EXEC as an aborted transaction,
+    /// even outside MULTI (`rejectCommand` -> `execCommandAbort`), hence its different prefix.
+    #[error(
+        "{}wrong number of arguments for '{name}' command",
+        if *name == "exec" { "EXECABORT Transaction discarded because of: " } else { "ERR " }
+    )]
     WrongArity { name: &'static str },
     /// The command takes keys but none can be found in these arguments (a malformed `numkeys`, `XREAD` without
     /// `STREAMS`, ...). This is `COMMAND GETKEYS`' text; the command itself would fail in Redis with its own,

@@ -424,36 +424,21 @@ pub fn commands() -> &'static [CommandSpec] {
     COMMANDS
 }
 
-/// Receives the keys found, so one extraction serves both `key_indices` (positions only) and
-/// `COMMAND GETKEYSANDFLAGS` (positions and flags). Redis discards keys found so far when a spec turns out
-/// invalid, hence `truncate`.
-trait KeySink {
-    fn push(&mut self, index: usize, flags: u16);
-    fn len(&self) -> usize;
-    fn truncate(&mut self, len: usize);
+/// A key found, as the caller wants it: one extraction serves both `key_indices` (positions only) and
+/// `COMMAND GETKEYSANDFLAGS` (positions and flags).
+trait FoundKey {
+    fn new(index: usize, flags: u16) -> Self;
 }
 
-impl KeySink for Vec<usize> {
-    fn push(&mut self, index: usize, _flags: u16) {
-        Vec::push(self, index);
-    }
-    fn len(&self) -> usize {
-        Vec::len(self)
-    }
-    fn truncate(&mut self, len: usize) {
-        Vec::truncate(self, len);
+impl FoundKey for usize {
+    fn new(index: usize, _flags: u16) -> usize {
+        index
     }
 }
 
-impl KeySink for Vec<(usize, u16)> {
-    fn push(&mut self, index: usize, flags: u16) {
-        Vec::push(self, (index, flags));
-    }
-    fn len(&self) -> usize {
-        Vec::len(self)
-    }
-    fn truncate(&mut self, len: usize) {
-        Vec::truncate(self, len);
+impl FoundKey for (usize, u16) {
+    fn new(index: usize, flags: u16) -> (usize, u16) {
+        (index, flags)
     }
 }
 
@@ -504,7 +489,7 @@ impl CommandSpec {
     }
 
     /// db.c `getKeysFromCommandWithSpecs`, plus `COMMAND GETKEYS`' "no keys found" check.
-    fn find_keys(&self, args: &[Bytes], out: &mut impl KeySink) -> Result<(), CommandError> {
+    fn find_keys<K: FoundKey>(&self, args: &[Bytes], out: &mut Vec<K>) -> Result<(), CommandError> {
         let any_real_spec = self
             .key_specs
             .iter()
@@ -515,17 +500,17 @@ impl CommandSpec {
             .any(|spec| spec.flags & key_flag::VARIABLE_FLAGS != 0);
         let from_specs = any_real_spec && !variable_flags && self.keys_from_specs(args, out);
         if !from_specs {
-            out.truncate(0);
+            out.clear();
             keys_from_proc(self.keys_proc, args, out);
         }
-        if out.len() == 0 && self.takes_keys() && !self.has(flag::NO_MANDATORY_KEYS) {
+        if out.is_empty() && self.takes_keys() && !self.has(flag::NO_MANDATORY_KEYS) {
             return Err(CommandError::InvalidKeyArguments);
         }
         Ok(())
     }
 
     /// db.c `getKeysUsingKeySpecs`; false where Redis returns -1 (an invalid or incomplete spec).
-    fn keys_from_specs(&self, args: &[Bytes], out: &mut impl KeySink) -> bool {
+    fn keys_from_specs<K: FoundKey>(&self, args: &[Bytes], out: &mut Vec<K>) -> bool {
         // Redis computes in C `int`; argument counts never come near i32::MAX (the decoder caps them far lower),
         // and the wrapping arithmetic below keeps absurd `numkeys` values from panicking the way C would wrap.
         let argc = i32::try_from(args.len()).unwrap_or(i32::MAX);
@@ -590,7 +575,7 @@ impl CommandSpec {
             // `first..=last` is within the arguments here; a zero step would loop forever in Redis, never here.
             let mut i = first;
             while i <= last {
-                out.push(i as usize, spec.flags);
+                out.push(K::new(i as usize, spec.flags));
                 i = i.saturating_add(step.max(1));
             }
             if spec.flags & key_flag::INCOMPLETE != 0 {
@@ -632,13 +617,13 @@ fn is(arg: &[u8], word: &str) -> bool {
 }
 
 /// db.c's `getkeys_proc`s. Each pushes the keys Redis' function returns, with the flags it reports.
-fn keys_from_proc(proc: KeysProc, args: &[Bytes], out: &mut impl KeySink) {
+fn keys_from_proc<K: FoundKey>(proc: KeysProc, args: &[Bytes], out: &mut Vec<K>) {
     let argc = args.len();
     let arg = |i: usize| args.get(i).map_or(&[][..], |a| &a[..]);
     // Redis' procs rely on the arity check; this keeps every index inside `args` even without it.
     let mut push = |index: usize, flags: u16| {
         if index < argc {
-            out.push(index, flags);
+            out.push(K::new(index, flags));
         }
     };
     match proc {
@@ -1139,6 +1124,28 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Any request gets a spec or a one-line error reply, never a panic or a reply broken by user bytes.
+        #[test]
+        fn lookup_never_panics_and_errors_stay_one_line(
+            words in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..40),
+            prefix in proptest::sample::select(vec!["", "config", "CLIENT", "get", "xinfo"]),
+        ) {
+            let mut all: Vec<Bytes> = Vec::new();
+            if !prefix.is_empty() {
+                all.push(Bytes::from_static(prefix.as_bytes()));
+            }
+            all.extend(words.into_iter().map(Bytes::from));
+            if let Err(error) = lookup(&all) {
+                let mut reply = BytesMut::new();
+                error.write_reply(&mut reply);
+                prop_assert!(reply.starts_with(b"-") && reply.ends_with(b"\r\n"));
+                let body = &reply[1..reply.len() - 2];
+                prop_assert!(!body.contains(&b'\r') && !body.contains(&b'\n'));
+                // Name and arguments are each capped at 128 bytes, plus quotes and a little over for the last.
+                prop_assert!(reply.len() < 128 * 2 + 100, "{} bytes", reply.len());
+            }
+        }
+
         /// Whatever the arguments, extraction never panics and only ever points inside them.
         #[test]
         fn key_extraction_never_panics(

@@ -235,44 +235,46 @@ pub enum KeysProc {
 }
 
 /// Why a request cannot be served as the command table describes it. `Display` is Redis' exact error text
-/// without the leading `-` and the CRLF; `write_reply` writes the exact bytes even for non-UTF-8 arguments.
+/// without the leading `-` and the CRLF (lossily decoded where a client sent non-UTF-8 bytes); `write_reply`
+/// writes the exact bytes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommandError {
-    /// `args` is already rendered the way Redis does: `'a' 'b' `, truncated, NUL-cut, CR/LF blanked.
-    #[error(
-        "ERR unknown command '{}', with args beginning with: {}",
-        lossy(name),
-        lossy(args)
-    )]
+    /// `ERR unknown command 'name', with args beginning with: 'a' 'b' `. Both fields are already rendered the way
+    /// Redis does it: cut at NUL, truncated, CR/LF blanked.
+    #[error("{}", self.text())]
     UnknownCommand { name: Bytes, args: Bytes },
-    /// `subcommand` is already truncated to 128 bytes, NUL-cut, CR/LF blanked.
-    #[error("ERR unknown subcommand '{}'. Try {} HELP.", lossy(subcommand), container.to_ascii_uppercase())]
+    /// `ERR unknown subcommand 'x'. Try CONFIG HELP.`; `subcommand` is already rendered like `UnknownCommand`'s.
+    #[error("{}", self.text())]
     UnknownSubcommand {
         container: &'static str,
         subcommand: Bytes,
     },
-    /// `name` is the full name: `get`, `config|get`. Redis reports a rejected EXEC as an aborted transaction,
-    /// even outside MULTI (`rejectCommand` -> `execCommandAbort`), hence its different prefix.
-    #[error(
-        "{}wrong number of arguments for '{name}' command",
-        if *name == "exec" { "EXECABORT Transaction discarded because of: " } else { "ERR " }
-    )]
+    /// `ERR wrong number of arguments for 'config|get' command`, with the full name. Redis reports a rejected EXEC
+    /// as an aborted transaction, even outside MULTI (`rejectCommand` -> `execCommandAbort`).
+    #[error("{}", self.text())]
     WrongArity { name: &'static str },
     /// The command takes keys but none can be found in these arguments (a malformed `numkeys`, `XREAD` without
     /// `STREAMS`, ...). This is `COMMAND GETKEYS`' text; the command itself would fail in Redis with its own,
     /// more specific error, and since no key is touched the session may forward it to any backend to get it.
-    #[error("ERR Invalid arguments specified for command")]
+    #[error("{}", self.text())]
     InvalidKeyArguments,
-}
-
-fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(bytes)
 }
 
 impl CommandError {
     /// Writes the error reply, `-<text>\r\n`, byte-identical to Redis'.
     pub fn write_reply(&self, out: &mut BytesMut) {
         out.put_u8(b'-');
+        self.write_text(out);
+        out.put_slice(b"\r\n");
+    }
+
+    fn text(&self) -> String {
+        let mut text = BytesMut::new();
+        self.write_text(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    fn write_text(&self, out: &mut BytesMut) {
         match self {
             CommandError::UnknownCommand { name, args } => {
                 out.put_slice(b"ERR unknown command '");
@@ -287,17 +289,23 @@ impl CommandError {
                 out.put_slice(b"ERR unknown subcommand '");
                 out.put_slice(subcommand);
                 out.put_slice(b"'. Try ");
-                for byte in container.bytes() {
-                    out.put_u8(byte.to_ascii_uppercase());
-                }
+                out.extend(container.bytes().map(|b| b.to_ascii_uppercase()));
                 out.put_slice(b" HELP.");
             }
-            // Their texts are ASCII (command names are), so Display is exact.
-            CommandError::WrongArity { .. } | CommandError::InvalidKeyArguments => {
-                out.put_slice(self.to_string().as_bytes());
+            CommandError::WrongArity { name } => {
+                out.put_slice(if *name == "exec" {
+                    &b"EXECABORT Transaction discarded because of: "[..]
+                } else {
+                    b"ERR "
+                });
+                out.put_slice(b"wrong number of arguments for '");
+                out.put_slice(name.as_bytes());
+                out.put_slice(b"' command");
+            }
+            CommandError::InvalidKeyArguments => {
+                out.put_slice(b"ERR Invalid arguments specified for command");
             }
         }
-        out.put_slice(b"\r\n");
     }
 
     fn unknown_command(args: &[Bytes]) -> CommandError {

@@ -1,5 +1,10 @@
 //! Redis commands as the gateway knows them: the command table generated from redis-server (`table`), lookup,
 //! arity and key extraction over it (`spec`), and the commands the gateway answers itself (`command`, ...).
+//!
+//! Per request the session calls `lookup(&args)` (no allocation): an error is answered with
+//! `CommandError::write_reply` and the connection keeps serving, as Redis does. The spec's `flags` say how to
+//! route (`flag::WRITE`, `flag::BLOCKING`, `flag::PUBSUB`, `flag::NO_KEYS`, ...), and `key_indices` says which
+//! arguments are keys, exactly as `COMMAND GETKEYS` would.
 
 pub mod command;
 pub mod spec;

@@ -309,31 +309,31 @@ impl CommandError {
     }
 
     fn unknown_command(args: &[Bytes]) -> CommandError {
-        // networking.c: the name and each argument through `%.128s` / `%.*s` (C strings: cut at NUL), arguments
-        // added while the list is shorter than 128 bytes, each cut to what is left of those 128.
-        const LIMIT: usize = 128;
-        let name = args.first().map_or(&[][..], |name| c_str(name));
-        let mut rendered = Vec::new();
+        // Arguments are added while the list is shorter than the limit, each cut to what is left of it.
+        let mut rendered = BytesMut::new();
         for arg in args.iter().skip(1) {
-            if rendered.len() >= LIMIT {
+            if rendered.len() >= QUOTE_LIMIT {
                 break;
             }
-            let arg = c_str(arg);
-            let room = LIMIT - rendered.len();
-            rendered.push(b'\'');
-            rendered.extend_from_slice(&arg[..arg.len().min(room)]);
-            rendered.extend_from_slice(b"' ");
+            let room = QUOTE_LIMIT - rendered.len();
+            rendered.put_u8(b'\'');
+            rendered.put_slice(&quoted(arg, room));
+            rendered.put_slice(b"' ");
         }
         CommandError::UnknownCommand {
-            name: blank_newlines(&name[..name.len().min(LIMIT)]),
-            args: blank_newlines(&rendered),
+            name: quoted(args.first().map_or(&[][..], |name| name), QUOTE_LIMIT),
+            args: rendered.freeze(),
         }
     }
 }
 
-/// Redis maps CR and LF in error texts to spaces so that user bytes cannot break the protocol.
-fn blank_newlines(bytes: &[u8]) -> Bytes {
-    bytes
+/// Redis quotes client bytes in its errors with `%.128s` (or `%.*s`): a C string, so cut at the first NUL, then
+/// at `limit` bytes; CR and LF become spaces afterwards so that they cannot break the protocol.
+const QUOTE_LIMIT: usize = 128;
+
+fn quoted(bytes: &[u8], limit: usize) -> Bytes {
+    let bytes = c_str(bytes);
+    bytes[..bytes.len().min(limit)]
         .iter()
         .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
         .collect::<Vec<u8>>()
@@ -388,13 +388,10 @@ pub fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
         // `resolve` fails with a known first argument only for a container given an unknown subcommand.
         let container = args.first().and_then(|name| find(COMMANDS, 0, name));
         return Err(match (container, args.get(1)) {
-            (Some(container), Some(sub)) => {
-                let sub = c_str(sub);
-                CommandError::UnknownSubcommand {
-                    container: container.name,
-                    subcommand: blank_newlines(&sub[..sub.len().min(128)]),
-                }
-            }
+            (Some(container), Some(sub)) => CommandError::UnknownSubcommand {
+                container: container.name,
+                subcommand: quoted(sub, QUOTE_LIMIT),
+            },
             _ => CommandError::unknown_command(args),
         });
     };
@@ -547,7 +544,11 @@ impl CommandSpec {
                     } else if limit == 0 {
                         argc.wrapping_add(lastkey)
                     } else {
-                        first.wrapping_add((argc.wrapping_sub(first) / limit).wrapping_add(lastkey))
+                        first.wrapping_add(
+                            argc.wrapping_sub(first)
+                                .wrapping_div(limit)
+                                .wrapping_add(lastkey),
+                        )
                     };
                     (first, last, keystep)
                 }

@@ -481,6 +481,10 @@ fn full_listings_match_as_sets() {
 /// Invocations with every special key shape, written by hand.
 const SHAPES: &[&[&str]] = &[
     &["get", "k"],
+    &["GET", "k"],
+    &["Object", "ENCODING", "k"],
+    &["XREAD", "Count", "1", "streams", "a", "0"],
+    &["ZUNIONSTORE", "d", "1", "a"],
     &["set", "k", "v"],
     &["set", "k", "v", "GET"],
     &["set", "k", "v", "EX", "10", "get"],

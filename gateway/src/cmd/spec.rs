@@ -166,9 +166,10 @@ pub struct CommandSpec {
     pub subcommands: &'static [CommandSpec],
     /// The key finder Redis uses where the key specs cannot say.
     pub keys_proc: KeysProc,
-    /// The raw RESP2 `COMMAND INFO` entry.
+    /// The raw RESP2 `COMMAND INFO` entry. A container's subcommands are sorted by name: Redis lists them in a
+    /// per-process random order, so no fixed order could match every server.
     pub info: &'static [u8],
-    /// The raw RESP2 name + docs pair of a `COMMAND DOCS` reply.
+    /// The raw RESP2 name + docs pair of a `COMMAND DOCS` reply, subcommands sorted likewise.
     pub docs: &'static [u8],
 }
 

@@ -476,9 +476,10 @@ impl CommandSpec {
     }
 
     /// Replaces `out` with the indices into `args` (`args[0]` is the command name) of every key, in the order
-    /// `COMMAND GETKEYS` lists them. The arity must have been checked (`lookup` does). Never panics, whatever the
-    /// arguments. Ok with no keys for commands without keys, or whose keys are optional (`EVAL s 0`);
-    /// `InvalidKeyArguments` when the command needs keys but none can be found (see there).
+    /// `COMMAND GETKEYS` lists them (for arguments that passed `lookup`'s arity check; without it the answer may
+    /// differ from Redis', but every index is still inside `args`). Never panics, whatever the arguments. Ok with
+    /// no keys for commands without keys, or whose keys are optional (`EVAL s 0`); `InvalidKeyArguments` when the
+    /// command needs keys but none can be found (see there). `out` is reused, so the hot path does not allocate.
     pub fn key_indices(&self, args: &[Bytes], out: &mut Vec<usize>) -> Result<(), CommandError> {
         out.clear();
         self.find_keys(args, out)

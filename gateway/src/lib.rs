@@ -17,5 +17,5 @@ mod session;
 
 pub use server::{Config, explain, run};
 
-/// The Redis version the gateway presents itself as (INFO, HELLO): the command set it implements.
-pub const REDIS_VERSION: &str = "7.0.15";
+/// The Redis version the gateway presents itself as (INFO, HELLO): the one its command table came from.
+pub use cmd::REDIS_VERSION;

@@ -168,7 +168,13 @@ impl Session {
         let started = Instant::now();
         let spec = match cmd::lookup(request.args()) {
             Ok(spec) => spec,
-            Err(e) => return self.local_error(started, &e.to_string()),
+            Err(e) => {
+                // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
+                if let Some(view) = &self.tenant {
+                    view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                return self.local_reply(started, |out| e.write_reply(out));
+            }
         };
         self.refresh_tenant();
         let Some(view) = &self.tenant else {
@@ -540,7 +546,21 @@ fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
             upper()
         ));
     }
-    if spec.has(flag::ADMIN) && !allow_admin && !matches!(spec.name, "config|get") {
+    let dangerous = (spec.has(flag::ADMIN) && spec.name != "config|get")
+        || matches!(
+            spec.name,
+            "flushall"
+                | "flushdb"
+                | "keys"
+                | "swapdb"
+                | "script|flush"
+                | "script|kill"
+                | "function|flush"
+                | "function|kill"
+                | "function|delete"
+                | "function|restore"
+        );
+    if dangerous && !allow_admin {
         return Some(format!(
             "ERR {} is an admin command; this tenant may not run it (allow_admin)",
             upper()

@@ -80,4 +80,72 @@ impl RawClient {
             Err(e) => panic!("expected the connection to be closed, got {e}"),
         }
     }
+
+    /// Sends `args` as one RESP multibulk request.
+    pub fn send_command(&mut self, args: &[&[u8]]) {
+        let mut request = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            request.extend_from_slice(arg);
+            request.extend_from_slice(b"\r\n");
+        }
+        self.send(&request);
+    }
+
+    /// Sends `args` and returns the raw bytes of the one reply.
+    pub fn request(&mut self, args: &[&[u8]]) -> Vec<u8> {
+        self.send_command(args);
+        self.read_reply()
+    }
+
+    /// Reads one line, CRLF included. Byte by byte, so nothing after the line is consumed.
+    pub fn read_reply_line(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            self.stream.read_exact(&mut byte).unwrap_or_else(|e| {
+                panic!(
+                    "reading a reply line: {e}; got {:?}",
+                    String::from_utf8_lossy(&line)
+                )
+            });
+            line.push(byte[0]);
+        }
+        line
+    }
+
+    /// Reads the raw bytes of one complete RESP2 or RESP3 reply (aggregates included).
+    pub fn read_reply(&mut self) -> Vec<u8> {
+        let mut reply = Vec::new();
+        self.read_reply_into(&mut reply);
+        reply
+    }
+
+    fn read_reply_into(&mut self, reply: &mut Vec<u8>) {
+        let line = self.read_reply_line();
+        reply.extend_from_slice(&line);
+        let length = || -> i64 {
+            std::str::from_utf8(&line[1..line.len() - 2])
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("bad length line {:?}", String::from_utf8_lossy(&line)))
+        };
+        let elements = match line[0] {
+            b'$' | b'!' | b'=' => {
+                let len = length();
+                if len >= 0 {
+                    let mut body = vec![0u8; len as usize + 2];
+                    self.stream.read_exact(&mut body).expect("read bulk body");
+                    reply.extend_from_slice(&body);
+                }
+                0
+            }
+            b'*' | b'~' | b'>' => length().max(0),
+            b'%' | b'|' => 2 * length().max(0),
+            _ => 0,
+        };
+        for _ in 0..elements {
+            self.read_reply_into(reply);
+        }
+    }
 }

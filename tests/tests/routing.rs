@@ -83,6 +83,10 @@ async fn keys_land_on_the_shard_placement_says() {
                 stored.iter().all(|k| placement.shard_of(k.as_bytes()) == i),
                 "{hash}: a key on the wrong shard"
             );
+            // camellia's hash is Java's String.hashCode: compatible, not evenly spread, so only placement counts.
+            if hash["algorithm"] == "camellia" {
+                continue;
+            }
             let even = keys.len() / n;
             assert!(
                 stored.len().abs_diff(even) * 10 <= even,

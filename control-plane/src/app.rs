@@ -61,7 +61,15 @@ impl AppState {
         actor: &Actor,
         record: AuditRecord,
     ) -> ApiResult<i64> {
+        let (action, object) = (record.action, record.object.clone());
         let revision = change.commit(actor, record).await?;
+        tracing::info!(
+            action,
+            object,
+            revision,
+            actor = actor.0,
+            "change committed"
+        );
         self.revisions.observe(revision);
         Ok(revision)
     }

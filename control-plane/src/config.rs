@@ -40,7 +40,7 @@ pub struct Config {
     /// A gateway not heard from for this many seconds no longer counts as live.
     #[arg(long, default_value_t = 30)]
     pub gateway_ttl_secs: u64,
-    /// Database connections in the pool (one more is held by the revision listener).
+    /// Database connections in the pool (one of them is held by the revision listener).
     #[arg(long, default_value_t = 10)]
     pub max_db_connections: u32,
 }

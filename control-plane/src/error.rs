@@ -82,13 +82,24 @@ impl ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
-        let constraint = match &error {
-            sqlx::Error::Database(db) => db.constraint().map(str::to_string),
-            _ => None,
+        let (constraint, code) = match &error {
+            sqlx::Error::Database(db) => (
+                db.constraint().map(str::to_string),
+                db.code().map(|c| c.into_owned()),
+            ),
+            _ => (None, None),
         };
-        match constraint.as_deref().and_then(constraint_error) {
-            Some(mapped) => mapped,
-            None => ApiError::Internal(error.into()),
+        if let Some(mapped) = constraint.as_deref().and_then(constraint_error) {
+            return mapped;
+        }
+        match code.as_deref() {
+            // Deadlock or serialization failure: nothing was changed, and trying again will do.
+            Some("40P01" | "40001") => ApiError::Conflict {
+                code: "concurrent_change",
+                message: "a concurrent change got in the way; nothing was changed, retry"
+                    .to_string(),
+            },
+            _ => ApiError::Internal(error.into()),
         }
     }
 }
@@ -115,6 +126,14 @@ fn constraint_error(name: &str) -> Option<ApiError> {
             "credential_exists",
             "this password is already in use (or was used and revoked); choose another",
         ),
+        // Only reachable if two changes to one tenant's route slip past the tenant lock.
+        "route_versions_pkey" => conflict(
+            "concurrent_change",
+            "another change to this route was made at the same time; retry",
+        ),
+        "credentials_tenant_id_fkey" | "route_versions_tenant_id_fkey" => {
+            ApiError::not_found("the tenant was deleted meanwhile")
+        }
         "route_resource_refs_resource_id_fkey" => conflict(
             "resource_in_use",
             "a tenant's current route uses this resource; change those routes first",

@@ -37,6 +37,7 @@ pub struct Operation {
     response: Option<SchemaFn>,
     content_type: &'static str,
     errors: Vec<u16>,
+    bodiless: Vec<u16>,
     params: Vec<(&'static str, &'static str, &'static str)>,
 }
 
@@ -61,6 +62,7 @@ impl Operation {
             response: None,
             content_type: "application/json",
             errors: Vec::new(),
+            bodiless: Vec::new(),
             params: Vec::new(),
         }
     }
@@ -95,6 +97,12 @@ impl Operation {
         self
     }
 
+    /// Another answer without a body (e.g. 304).
+    pub fn also(mut self, status: u16) -> Operation {
+        self.bodiless.push(status);
+        self
+    }
+
     pub fn query(mut self, name: &'static str, description: &'static str) -> Operation {
         self.params.push(("query", name, description));
         self
@@ -126,6 +134,9 @@ impl Operation {
             success["content"] = body;
         }
         responses.insert(self.status.to_string(), success);
+        for status in &self.bodiless {
+            responses.insert(status.to_string(), json!({"description": reason(*status)}));
+        }
         let mut errors = self.errors.clone();
         if self.access != Access::Public {
             errors.push(401);

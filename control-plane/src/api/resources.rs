@@ -11,6 +11,7 @@ use switchyard_schemas::api::{
 
 use crate::app::AppState;
 use crate::auth::{Access, Actor};
+use crate::db::resources::Lock;
 use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
@@ -142,8 +143,10 @@ async fn update(
         .ok_or_else(|| no_resource(&name))?;
     let mut details = Vec::new();
     for (tenant, route) in db::routes::current_using(change.conn(), row.id).await? {
-        let mut urls =
-            db::resources::urls_locked(change.conn(), &references::names(&route.0)).await?;
+        // Each reference is checked on its own, so the other resources need no lock (locking them could
+        // deadlock two updates of resources that share a route).
+        let names = references::names(&route.0);
+        let mut urls = db::resources::urls(change.conn(), &names, Lock::None).await?;
         urls.insert(name.clone(), update.url.clone());
         if let Err(errors) = route.0.validate(&|n| urls.get(n).cloned()) {
             details.extend(errors.0.into_iter().map(|e| ErrorDetail {

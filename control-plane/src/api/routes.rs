@@ -16,6 +16,7 @@ use switchyard_schemas::api::{
 
 use crate::app::AppState;
 use crate::auth::{Access, Actor};
+use crate::db::resources::Lock;
 use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
@@ -192,7 +193,7 @@ impl NewVersion<'_> {
             return Err(ApiError::PreconditionFailed { current });
         }
         let names = references::names(&self.route);
-        let urls = db::resources::urls_locked(change.conn(), &names).await?;
+        let urls = db::resources::urls(change.conn(), &names, Lock::Share).await?;
         self.route
             .validate(&|name| urls.get(name).cloned())
             .map_err(|errors| ApiError::invalid_route(self.error_prefix, errors))?;

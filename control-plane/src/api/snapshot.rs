@@ -29,7 +29,8 @@ pub fn operations() -> Vec<Operation> {
             .query("after", "The revision the caller has: answer when the current one differs (else 304).")
             .query("wait", "How long to wait for a change when at `after`: `30s`, `500ms`, `1m` or seconds; default 0.")
             .header("If-None-Match", "The revision the caller has, when `after` is not given.")
-            .errors(&[304, 400]),
+            .also(304)
+            .errors(&[400]),
     ]
 }
 

@@ -103,16 +103,25 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// The URLs of the named resources that exist, share-locked so they cannot change or vanish before commit.
-pub async fn urls_locked(
+/// Whether [`urls`] locks the rows it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Share-locked until commit: they cannot change or vanish while the caller's route is stored.
+    Share,
+    None,
+}
+
+/// The URLs of the named resources that exist.
+pub async fn urls(
     conn: &mut PgConnection,
     names: &[String],
+    lock: Lock,
 ) -> sqlx::Result<HashMap<String, String>> {
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT name, url FROM resources WHERE name = ANY($1) FOR SHARE")
-            .bind(names)
-            .fetch_all(conn)
-            .await?;
+    let sql = match lock {
+        Lock::Share => "SELECT name, url FROM resources WHERE name = ANY($1) FOR SHARE",
+        Lock::None => "SELECT name, url FROM resources WHERE name = ANY($1)",
+    };
+    let rows: Vec<(String, String)> = sqlx::query_as(sql).bind(names).fetch_all(conn).await?;
     Ok(rows.into_iter().collect())
 }
 

@@ -143,7 +143,7 @@ def report(directory, reps):
 
     print("\n== Summary (medians; ops/s, p50/p99 in ms)")
     header = (
-        f"{'workload':<9} {'direct':>9} {'gateway':>9} {'twemproxy':>9}  {'gw/dir':>6} {'gw/twem':>7}"
+        f"{'workload':<9} {'direct':>10} {'gateway':>10} {'twemproxy':>10}  {'gw/dir':>6} {'gw/twem':>7}"
         f"  {'p50 dir/gw/twem':>20}  {'p99 dir/gw/twem':>20}  targets"
     )
     print(header)
@@ -161,7 +161,7 @@ def report(directory, reps):
         p50 = "/".join(fmt_ms(x[1]) for x in (d, g, t))
         p99 = "/".join(fmt_ms(x[2]) for x in (d, g, t))
         print(
-            f"{label:<9} {ops['direct']:>9} {ops['gateway']:>9} {ops['twemproxy']:>9}  {fmt_ratio(vs_direct):>6}"
+            f"{label:<9} {ops['direct']:>10} {ops['gateway']:>10} {ops['twemproxy']:>10}  {fmt_ratio(vs_direct):>6}"
             f" {fmt_ratio(vs_twem):>7}  {p50:>20}  {p99:>20}  {' '.join(verdicts)}"
         )
 

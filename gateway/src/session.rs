@@ -207,15 +207,15 @@ impl Session {
             };
         };
         view.tenant.metrics.commands.add(spec.name);
-        if let Some(interval) = view.tenant.ops_interval {
-            if !view.tenant.metrics.rate.admit(started, interval) {
-                view.tenant
-                    .metrics
-                    .rate_limited
-                    .fetch_add(1, Ordering::Relaxed);
-                let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
-                return self.local_error(started, &text);
-            }
+        if let Some(interval) = view.tenant.ops_interval
+            && !view.tenant.metrics.rate.admit(started, interval)
+        {
+            view.tenant
+                .metrics
+                .rate_limited
+                .fetch_add(1, Ordering::Relaxed);
+            let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
+            return self.local_error(started, &text);
         }
         if self.local_command(spec, &request, started) {
             return;
@@ -314,11 +314,11 @@ impl Session {
             .tenant
             .as_ref()
             .is_some_and(|v| Arc::ptr_eq(&v.tenant, found));
-        if let Some(max) = found.limits.max_connections {
-            if !already_here && found.metrics.connections.load(Ordering::Relaxed) >= i64::from(max)
-            {
-                return AuthOutcome::TooManyClients;
-            }
+        if let Some(max) = found.limits.max_connections
+            && !already_here
+            && found.metrics.connections.load(Ordering::Relaxed) >= i64::from(max)
+        {
+            return AuthOutcome::TooManyClients;
         }
         self.leave_tenant();
         self.enter_tenant(Arc::clone(found), Some(digest));

@@ -6,6 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use sqlx::PgPool;
+use tokio::sync::watch;
 
 use crate::api;
 use crate::auth::{self, Access, Actor, Tokens};
@@ -39,6 +40,9 @@ pub struct AppState {
     pub revisions: RevisionWatch,
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
+    /// Set when the process is shutting down, so waiting long-polls answer at once instead of holding the
+    /// graceful shutdown for up to `max_wait`.
+    stopping: Arc<watch::Sender<bool>>,
 }
 
 impl AppState {
@@ -51,7 +55,17 @@ impl AppState {
             revisions,
             metrics: Arc::default(),
             settings: Arc::new(settings),
+            stopping: Arc::new(watch::channel(false).0),
         })
+    }
+
+    /// Tells waiting long-polls to answer now.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once.

@@ -61,8 +61,13 @@ pub async fn run(
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "control plane listening");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
+    let app = router(state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down");
+            state.stop();
+        })
         .await
         .context("serving")
 }

@@ -63,11 +63,11 @@ pub fn operations() -> Vec<Operation> {
             get(history),
         )
         .reply::<RouteVersionPage>(200)
-        .query(
+        .query_integer(
             "before",
             "Only versions below this one (the previous page's next_before).",
         )
-        .query("limit", "At most this many (default 50, at most 500).")
+        .query_integer("limit", "At most this many (default 50, at most 500).")
         .errors(&[400, 404]),
         Operation::new(
             "getRouteVersion",

@@ -26,7 +26,7 @@ pub fn operations() -> Vec<Operation> {
     vec![
         Operation::new("getSnapshot", Method::GET, "/v1/snapshot", "Everything gateways serve; long-polls for a change", Access::Gateway, get(snapshot))
             .reply::<Snapshot>(200)
-            .query("after", "The revision the caller has: answer when the current one differs (else 304).")
+            .query_integer("after", "The revision the caller has: answer when the current one differs (else 304).")
             .query("wait", "How long to wait for a change when at `after`: `30s`, `500ms`, `1m` or seconds; default 0.")
             .header("If-None-Match", "The revision the caller has, when `after` is not given.")
             .also(304)
@@ -97,6 +97,7 @@ async fn snapshot(
     if let Some(after) = after {
         // Subscribe before reading, so a change committed in between still wakes us.
         let mut latest = state.revisions.subscribe();
+        let mut stopping = state.stopping();
         let current = db::revision::current(&state.pool).await?;
         state.revisions.observe(current);
         if current == after {
@@ -105,8 +106,13 @@ async fn snapshot(
                 .long_polls_waiting
                 .fetch_add(1, Ordering::Relaxed);
             let _waiting = Waiting(&state);
-            let changed = tokio::time::timeout(wait, latest.wait_for(|r| *r != after)).await;
-            if !matches!(changed, Ok(Ok(_))) {
+            let changed = tokio::select! {
+                changed = tokio::time::timeout(wait, latest.wait_for(|r| *r != after)) => {
+                    matches!(changed, Ok(Ok(_)))
+                }
+                _ = stopping.wait_for(|stop| *stop) => false,
+            };
+            if !changed {
                 return Ok((StatusCode::NOT_MODIFIED, etag(after)).into_response());
             }
         }

@@ -205,3 +205,37 @@ async fn long_poll_wakes_within_100ms_of_a_change_on_another_replica(pool: PgPoo
         );
     }
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn shutdown_answers_waiting_polls_at_once(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let revision = api.revision().await;
+    let poll = {
+        let api = Api {
+            router: api.router.clone(),
+            state: api.state.clone(),
+        };
+        tokio::spawn(async move {
+            api.gateway(
+                "GET",
+                &format!("/v1/snapshot?after={revision}&wait=20s"),
+                None,
+            )
+            .await
+        })
+    };
+    while api
+        .state
+        .metrics
+        .long_polls_waiting
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stopped = Instant::now();
+    api.state.stop();
+    let reply = poll.await.unwrap();
+    assert_eq!(reply.status, 304);
+    assert!(stopped.elapsed() < Duration::from_secs(1));
+}

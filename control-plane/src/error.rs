@@ -177,12 +177,9 @@ impl IntoResponse for ApiError {
             details,
         };
         let mut response = (status, Json(body)).into_response();
-        if let ApiError::PreconditionFailed { current } = self
-            && let Ok(etag) = format!("\"{current}\"").parse()
-        {
-            response
-                .headers_mut()
-                .insert(axum::http::header::ETAG, etag);
+        if let ApiError::PreconditionFailed { current } = self {
+            let (name, value) = crate::extract::etag(current);
+            response.headers_mut().insert(name, value);
         }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

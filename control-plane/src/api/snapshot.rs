@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -19,7 +19,7 @@ use crate::app::AppState;
 use crate::auth::Access;
 use crate::db;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::ApiQuery;
+use crate::extract::{ApiQuery, etag, if_none_match};
 use crate::openapi::Operation;
 
 pub fn operations() -> Vec<Operation> {
@@ -57,18 +57,6 @@ pub fn parse_wait(text: &str) -> Option<Duration> {
     }
 }
 
-fn revision_from_etag(headers: &HeaderMap) -> Option<i64> {
-    let text = headers.get(header::IF_NONE_MATCH)?.to_str().ok()?.trim();
-    let text = text.strip_prefix("W/").unwrap_or(text);
-    text.trim_matches('"').parse().ok()
-}
-
-fn etag(revision: i64) -> [(header::HeaderName, HeaderValue); 1] {
-    let value = HeaderValue::from_str(&format!("\"{revision}\""))
-        .unwrap_or(HeaderValue::from_static("\"0\""));
-    [(header::ETAG, value)]
-}
-
 /// Counts a waiting poll for the metrics, also when the client goes away mid-wait.
 struct Waiting<'a>(&'a AppState);
 
@@ -93,7 +81,7 @@ async fn snapshot(
         })?,
     }
     .min(state.settings.max_wait);
-    let after = query.after.or_else(|| revision_from_etag(&headers));
+    let after = query.after.or_else(|| if_none_match(&headers));
     if let Some(after) = after {
         // Subscribe before reading, so a change committed in between still wakes us.
         let mut latest = state.revisions.subscribe();
@@ -113,7 +101,7 @@ async fn snapshot(
                 _ = stopping.wait_for(|stop| *stop) => false,
             };
             if !changed {
-                return Ok((StatusCode::NOT_MODIFIED, etag(after)).into_response());
+                return Ok((StatusCode::NOT_MODIFIED, [etag(after)]).into_response());
             }
         }
     }
@@ -122,7 +110,7 @@ async fn snapshot(
         .metrics
         .snapshots_served
         .fetch_add(1, Ordering::Relaxed);
-    Ok((etag(snapshot.revision), Json(snapshot)).into_response())
+    Ok(([etag(snapshot.revision)], Json(snapshot)).into_response())
 }
 
 #[cfg(test)]

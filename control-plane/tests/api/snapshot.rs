@@ -199,6 +199,7 @@ async fn long_poll_wakes_within_100ms_of_a_change_on_another_replica(pool: PgPoo
         assert_eq!(reply.status, 200, "{}", reply.body);
         assert_eq!(parse(&reply.body).revision, revision + 1);
         let latency = answered.saturating_duration_since(committed);
+        eprintln!("round {round}: the poll woke {latency:?} after the change committed");
         assert!(
             latency < Duration::from_millis(100),
             "woke {latency:?} after the change"

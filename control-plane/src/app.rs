@@ -14,6 +14,7 @@ use crate::db::{AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::{self, Metrics};
 use crate::revision::RevisionWatch;
+use crate::snapshot_cache::SnapshotCache;
 
 /// Tunables that are not credentials.
 #[derive(Debug, Clone)]
@@ -40,6 +41,7 @@ pub struct AppState {
     pub revisions: RevisionWatch,
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
+    pub snapshots: Arc<SnapshotCache>,
     /// Set when the process is shutting down, so waiting long-polls answer at once instead of holding the
     /// graceful shutdown for up to `max_wait`.
     stopping: Arc<watch::Sender<bool>>,
@@ -55,6 +57,7 @@ impl AppState {
             revisions,
             metrics: Arc::default(),
             settings: Arc::new(settings),
+            snapshots: Arc::default(),
             stopping: Arc::new(watch::channel(false).0),
         })
     }

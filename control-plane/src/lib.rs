@@ -17,6 +17,7 @@ pub mod redact;
 pub mod references;
 pub mod revision;
 pub mod route_schema;
+pub mod snapshot_cache;
 
 use std::future::Future;
 

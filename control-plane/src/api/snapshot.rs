@@ -7,9 +7,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -82,13 +81,13 @@ async fn snapshot(
     }
     .min(state.settings.max_wait);
     let after = query.after.or_else(|| if_none_match(&headers));
-    if let Some(after) = after {
-        // Subscribe before reading, so a change committed in between still wakes us.
-        let mut latest = state.revisions.subscribe();
-        let mut stopping = state.stopping();
-        let current = db::revision::current(&state.pool).await?;
-        state.revisions.observe(current);
-        if current == after {
+    // Subscribe before reading, so a change committed in between still wakes us.
+    let mut latest = state.revisions.subscribe();
+    let mut stopping = state.stopping();
+    let current = db::revision::current(&state.pool).await?;
+    state.revisions.observe(current);
+    let at_least = match after {
+        Some(after) if after == current => {
             state
                 .metrics
                 .long_polls_waiting
@@ -103,14 +102,23 @@ async fn snapshot(
             if !changed {
                 return Ok((StatusCode::NOT_MODIFIED, [etag(after)]).into_response());
             }
+            *latest.borrow()
         }
-    }
-    let snapshot = db::snapshot::load(&state.pool).await?;
+        _ => current,
+    };
+    let snapshot = state
+        .snapshots
+        .get(&state.pool, &state.metrics, at_least)
+        .await?;
     state
         .metrics
         .snapshots_served
         .fetch_add(1, Ordering::Relaxed);
-    Ok(([etag(snapshot.revision)], Json(snapshot)).into_response())
+    let json = (
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(([etag(snapshot.revision), json], snapshot.body).into_response())
 }
 
 #[cfg(test)]

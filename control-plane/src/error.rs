@@ -42,7 +42,12 @@ impl ApiError {
     pub fn invalid(path: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         ApiError::Unprocessable {
-            message: format!("{path}: {message}"),
+            // "" is the pointer to the whole body.
+            message: if path.is_empty() {
+                message.clone()
+            } else {
+                format!("{path}: {message}")
+            },
             details: vec![ErrorDetail {
                 path: path.to_string(),
                 message,

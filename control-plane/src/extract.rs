@@ -47,17 +47,34 @@ where
         let path = json_pointer(error.path());
         let inner = error.into_inner();
         if inner.is_data() {
-            // serde's message ends with " at line L column C", which means nothing once we give a path.
-            let message = inner.to_string();
-            let message = match message.rfind(" at line ") {
-                Some(cut) => message[..cut].to_string(),
-                None => message,
-            };
-            ApiError::invalid(&path, message)
+            ApiError::invalid(&path, data_error_message(&inner.to_string()))
         } else {
             not_json(&inner)
         }
     })
+}
+
+/// serde's message without the offending value (it may be a password typed into the wrong field) and without
+/// " at line L column C", which means nothing once the path is given.
+fn data_error_message(message: &str) -> String {
+    let message = match message.rfind(" at line ") {
+        Some(cut) => &message[..cut],
+        None => message,
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some(expected) = rest.find(", expected")
+        {
+            // `string "value"`, `integer `5``: the kind comes before the quoted value.
+            let kind = rest[..expected]
+                .split(['"', '`'])
+                .next()
+                .unwrap_or_default()
+                .trim_end();
+            return format!("{prefix}{kind}{}", &rest[expected..]);
+        }
+    }
+    message.to_string()
 }
 
 fn not_json(error: &serde_json::Error) -> ApiError {
@@ -188,6 +205,26 @@ mod tests {
     }
 
     #[test]
+    fn data_errors_do_not_echo_values() {
+        assert_eq!(
+            data_error_message("invalid type: string \"hunter2\", expected u32 at line 1 column 9"),
+            "invalid type: string, expected u32"
+        );
+        assert_eq!(
+            data_error_message("invalid type: integer `1234`, expected a string"),
+            "invalid type: integer, expected a string"
+        );
+        assert_eq!(
+            data_error_message("invalid type: map, expected a string"),
+            "invalid type: map, expected a string"
+        );
+        assert_eq!(
+            data_error_message("missing field `name`"),
+            "missing field `name`"
+        );
+    }
+
+    #[test]
     fn body_errors_name_the_field() {
         assert_eq!(details("{").0, 400);
         assert_eq!(details(r#"{"name":"a"} x"#).0, 400);
@@ -196,9 +233,7 @@ mod tests {
             details(r#"{"name":"a","limits":{"max_connections":"x"}}"#),
             (
                 422,
-                vec![
-                    "/limits/max_connections: invalid type: string \"x\", expected u32".to_string()
-                ]
+                vec!["/limits/max_connections: invalid type: string, expected u32".to_string()]
             )
         );
         assert_eq!(

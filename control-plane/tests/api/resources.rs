@@ -164,4 +164,17 @@ async fn a_resource_in_use_cannot_be_deleted_or_broken(pool: PgPool) {
         api.admin("DELETE", "/v1/resources/main", None).await.status,
         204
     );
+
+    // Deleting the tenant whose route used a resource frees it too.
+    api.create_resource("second", "redis://127.0.0.1:6381")
+        .await;
+    assert_eq!(api.put_route("acme", single("second")).await.status, 200);
+    let in_use = api.admin("DELETE", "/v1/resources/second", None).await;
+    assert_eq!(in_use.status, 409);
+    assert_eq!(
+        api.admin("DELETE", "/v1/tenants/acme", None).await.status,
+        204
+    );
+    let freed = api.admin("DELETE", "/v1/resources/second", None).await;
+    assert_eq!(freed.status, 204);
 }

@@ -112,6 +112,16 @@ async fn rejects_bad_names_and_urls_without_leaking_passwords(pool: PgPool) {
         .await;
     assert_eq!(bad_update.status, 422);
 
+    // Putting what is already there is not a change.
+    let same = api
+        .admin(
+            "PUT",
+            "/v1/resources/main",
+            Some(json!({"url": "redis://127.0.0.1:6379"})),
+        )
+        .await;
+    assert_eq!(same.status, 200);
+
     assert_eq!(api.revision().await, revision);
 }
 

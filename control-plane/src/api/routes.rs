@@ -4,7 +4,7 @@
 //! gets a 412 instead of silently overwriting the winner.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Extension, Json};
@@ -19,7 +19,7 @@ use crate::auth::{Access, Actor};
 use crate::db::resources::Lock;
 use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
+use crate::extract::{ApiPath, ApiQuery, JsonBody, etag, from_value, if_match};
 use crate::openapi::Operation;
 use crate::references;
 use crate::route_schema;
@@ -63,11 +63,11 @@ pub fn operations() -> Vec<Operation> {
             get(history),
         )
         .reply::<RouteVersionPage>(200)
-        .query(
+        .query_integer(
             "before",
             "Only versions below this one (the previous page's next_before).",
         )
-        .query("limit", "At most this many (default 50, at most 500).")
+        .query_integer("limit", "At most this many (default 50, at most 500).")
         .errors(&[400, 404]),
         Operation::new(
             "getRouteVersion",
@@ -95,11 +95,7 @@ pub fn operations() -> Vec<Operation> {
 }
 
 fn with_etag(version: i64, body: impl IntoResponse) -> Response {
-    let mut response = body.into_response();
-    if let Ok(etag) = HeaderValue::from_str(&format!("\"{version}\"")) {
-        response.headers_mut().insert(header::ETAG, etag);
-    }
-    response
+    ([etag(version)], body).into_response()
 }
 
 async fn current(

@@ -279,58 +279,26 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
         }
         let mut arg = Vec::new();
         match line[i] {
-            b'"' => {
+            quote @ (b'"' | b'\'') => {
                 i += 1;
                 loop {
-                    match line.get(i..) {
-                        Some([b'\\', b'x', h, l, ..])
-                            if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() =>
-                        {
-                            arg.push(hex(*h) << 4 | hex(*l));
-                            i += 4;
-                        }
-                        Some([b'\\', c, ..]) => {
-                            arg.push(match c {
-                                b'n' => b'\n',
-                                b'r' => b'\r',
-                                b't' => b'\t',
-                                b'b' => 0x08,
-                                b'a' => 0x07,
-                                other => *other,
-                            });
-                            i += 2;
-                        }
-                        Some([b'"', rest @ ..]) => {
-                            closing_quote(rest)?;
-                            i += 1;
-                            break;
-                        }
-                        Some([c, ..]) => {
-                            arg.push(*c);
-                            i += 1;
-                        }
-                        _ => return Err(ProtocolError::UnbalancedQuotes),
+                    let rest = line.get(i..).unwrap_or_default();
+                    if let Some((byte, used)) = escape(quote, rest) {
+                        arg.push(byte);
+                        i += used;
+                        continue;
                     }
-                }
-            }
-            b'\'' => {
-                i += 1;
-                loop {
-                    match line.get(i..) {
-                        Some([b'\\', b'\'', ..]) => {
-                            arg.push(b'\'');
-                            i += 2;
-                        }
-                        Some([b'\'', rest @ ..]) => {
-                            closing_quote(rest)?;
+                    match rest {
+                        [c, after @ ..] if *c == quote => {
+                            closing_quote(after)?;
                             i += 1;
                             break;
                         }
-                        Some([c, ..]) => {
+                        [c, ..] => {
                             arg.push(*c);
                             i += 1;
                         }
-                        _ => return Err(ProtocolError::UnbalancedQuotes),
+                        [] => return Err(ProtocolError::UnbalancedQuotes),
                     }
                 }
             }
@@ -342,6 +310,29 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
             }
         }
         args.push(arg);
+    }
+}
+
+/// An escape sequence at the start of `rest` inside a quoted argument: the byte it stands for and its length.
+/// Double quotes know `\xHH` and C escapes; single quotes only `\'`.
+fn escape(quote: u8, rest: &[u8]) -> Option<(u8, usize)> {
+    match (quote, rest) {
+        (b'"', [b'\\', b'x', h, l, ..]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
+            Some((hex(*h) << 4 | hex(*l), 4))
+        }
+        (b'"', [b'\\', c, ..]) => {
+            let byte = match c {
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'b' => 0x08,
+                b'a' => 0x07,
+                other => *other,
+            };
+            Some((byte, 2))
+        }
+        (b'\'', [b'\\', b'\'', ..]) => Some((b'\'', 2)),
+        _ => None,
     }
 }
 

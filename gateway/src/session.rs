@@ -112,7 +112,13 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
 impl Session {
     async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
-        let mut decoder = RequestDecoder::new(gateway.config.limits);
+        let limits = gateway.config.limits;
+        let mut authenticated = self.tenant.is_some();
+        let mut decoder = RequestDecoder::new(if authenticated {
+            limits
+        } else {
+            limits.unauthenticated()
+        });
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
         let mut shutdown = self.worker.shutdown.clone();
@@ -135,6 +141,10 @@ impl Session {
                         match decoder.decode(&mut input) {
                             Ok(Some(request)) => {
                                 self.dispatch(request);
+                                if self.tenant.is_some() != authenticated {
+                                    authenticated = self.tenant.is_some();
+                                    decoder.set_limits(if authenticated { limits } else { limits.unauthenticated() });
+                                }
                                 if self.closing {
                                     break;
                                 }

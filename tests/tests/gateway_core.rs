@@ -407,3 +407,25 @@ fn wait_for(mut condition: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn clients_without_auth_get_redis_unauthenticated_limits() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut client = RawClient::connect(gateway.port());
+    client.send(b"*11\r\n");
+    client.expect(b"-ERR Protocol error: unauthenticated multibulk length\r\n");
+    client.expect_closed();
+    let mut client = RawClient::connect(gateway.port());
+    client.send(b"*2\r\n$3\r\nGET\r\n$20000\r\n");
+    client.expect(b"-ERR Protocol error: unauthenticated bulk length\r\n");
+    client.expect_closed();
+    // Once authenticated, the normal limits apply, even within one pipeline.
+    let mut client = RawClient::connect(gateway.port());
+    let mut pipeline =
+        format!("AUTH {PASSWORD}\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20000\r\n").into_bytes();
+    pipeline.extend(std::iter::repeat_n(b'v', 20000));
+    pipeline.extend_from_slice(b"\r\nSTRLEN k\r\n");
+    client.send(&pipeline);
+    client.expect(b"+OK\r\n+OK\r\n:20000\r\n");
+}

@@ -501,10 +501,13 @@ impl Session {
     fn info(&mut self, started: Instant, args: &[Bytes]) {
         let local = crate::cmd::info::render(&self.worker.gateway, args);
         let keyspace_wanted = crate::cmd::info::wants_keyspace(args);
+        let base_db = self.tenant.as_ref().map_or(0, |v| v.tenant.route.base_db());
+        let own_db = (base_db != 0).then_some(base_db);
         match self.tenant.as_ref().map(|v| v.route.first_read()) {
             Some(Ok(backend)) if keyspace_wanted => {
-                let transform =
-                    Box::new(move |reply: Bytes| crate::cmd::info::with_keyspace(&local, &reply));
+                let transform = Box::new(move |reply: Bytes| {
+                    crate::cmd::info::with_keyspace(&local, &reply, own_db)
+                });
                 let request = Request::from_args(vec![
                     Bytes::from_static(b"INFO"),
                     Bytes::from_static(b"keyspace"),
@@ -516,7 +519,7 @@ impl Session {
                 );
             }
             _ => {
-                let text = crate::cmd::info::with_keyspace(&local, b"");
+                let text = crate::cmd::info::with_keyspace(&local, b"", own_db);
                 self.replies.push_ready(text, started);
             }
         }

@@ -11,5 +11,5 @@ mod resp;
 
 pub use control_plane::ControlPlane;
 pub use ports::allocate_port;
-pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder};
+pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, connect};
 pub use resp::RawClient;

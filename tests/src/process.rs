@@ -308,11 +308,7 @@ impl Gateway {
     }
 
     pub async fn client(&self, password: Option<&str>) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url(password))
-            .expect("gateway url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect to gateway")
+        connect(&self.url(password)).await
     }
 
     /// Replaces the routes file and sends SIGHUP.
@@ -371,6 +367,15 @@ impl Gateway {
             .unwrap_or_default();
         (status, body)
     }
+}
+
+/// An async `redis` crate connection to `url` (panics if it cannot connect: for tests).
+pub async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("redis url")
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
 }
 
 /// Where a workspace binary is: `env_var`, or the target directory this test binary lives in.

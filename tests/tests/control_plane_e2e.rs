@@ -200,11 +200,7 @@ async fn gateways_keep_serving_without_the_control_plane() {
     wait_until(async || get_via(&stack.gateways[0], &secret, "k").await.is_ok()).await;
 
     stack.cp.stop();
-    let mut con = redis::Client::open(stack.gateways[0].url(Some(&secret)))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut con = switchyard_tests::connect(&stack.gateways[0].url(Some(&secret))).await;
     let () = redis::cmd("SET")
         .arg("k")
         .arg("still")
@@ -341,11 +337,7 @@ async fn fifty_tenants_never_see_each_others_data() {
             let url = stack.gateways[c % 2].url(Some(secret));
             let name = name.clone();
             tasks.push(tokio::spawn(async move {
-                let mut con = redis::Client::open(url)
-                    .unwrap()
-                    .get_multiplexed_async_connection()
-                    .await
-                    .unwrap();
+                let mut con = switchyard_tests::connect(&url).await;
                 for i in 0..10 {
                     let owner: String = redis::cmd("GET")
                         .arg("owner")

@@ -218,8 +218,7 @@ async fn two_hundred_clients_incr_to_the_exact_total() {
     for _ in 0..200 {
         let url = url.clone();
         tasks.push(tokio::spawn(async move {
-            let client = redis::Client::open(url).unwrap();
-            let mut con = client.get_multiplexed_async_connection().await.unwrap();
+            let mut con = switchyard_tests::connect(&url).await;
             for _ in 0..1000 {
                 let _: i64 = redis::cmd("INCR")
                     .arg("total")

@@ -190,11 +190,7 @@ async fn double_write_leaves_identical_copies() {
     for client in 0..20 {
         let url = url.clone();
         tasks.push(tokio::spawn(async move {
-            let mut con = redis::Client::open(url)
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap();
+            let mut con = switchyard_tests::connect(&url).await;
             for i in 0..500 {
                 let key = format!("c{client}:k{}", i % 50);
                 let _: redis::Value = match i % 5 {

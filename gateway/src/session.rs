@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::backend::{Backend, NodeSpec};
+use crate::backend::{ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
@@ -513,8 +513,8 @@ struct TenantResolver<'a> {
 }
 
 impl Resolver for TenantResolver<'_> {
-    fn backend(&self, node: &NodeSpec) -> Rc<Backend> {
-        self.worker.backend(node)
+    fn upstream(&self, spec: &ResourceSpec) -> Upstream {
+        self.worker.upstream(spec)
     }
 
     fn detached(&self, resource: &str) -> Rc<DetachedWrites> {

@@ -7,7 +7,9 @@
 mod ports;
 mod process;
 mod resp;
+mod topology;
 
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder};
 pub use resp::RawClient;
+pub use topology::{ClusterNode, RedisCluster, SentinelGroup, wait_for};

@@ -11,10 +11,10 @@ use crate::allocate_port;
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A private scratch directory, removed on drop.
-struct ScratchDir(PathBuf);
+pub(crate) struct ScratchDir(pub(crate) PathBuf);
 
 impl ScratchDir {
-    fn new(label: &str, port: u16) -> ScratchDir {
+    pub(crate) fn new(label: &str, port: u16) -> ScratchDir {
         let dir =
             std::env::temp_dir().join(format!("switchyard-{label}-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -30,12 +30,12 @@ impl Drop for ScratchDir {
 }
 
 /// A child process killed (SIGKILL, by pid) and reaped on drop.
-struct Process {
+pub(crate) struct Process {
     child: Child,
 }
 
 impl Process {
-    fn spawn(command: &mut Command, log: &Path) -> Process {
+    pub(crate) fn spawn(command: &mut Command, log: &Path) -> Process {
         let log = std::fs::File::create(log).expect("create log file");
         let child = command
             .stdin(Stdio::null())
@@ -71,7 +71,7 @@ impl Drop for Process {
 }
 
 /// Sends PING until the server at `port` answers anything (`+PONG`, or `-NOAUTH` when it wants a password).
-fn wait_until_answering(port: u16, process: &mut Process, log: &Path) {
+pub(crate) fn wait_until_answering(port: u16, process: &mut Process, log: &Path) {
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {
         if let Some(status) = process.has_exited() {

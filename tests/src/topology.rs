@@ -2,6 +2,7 @@
 //! `redis-cli --cluster create`) and a sentinel group (a master, replicas and `redis-server --sentinel`
 //! processes). Everything runs on allocated loopback ports, readiness is polled, and processes die with the guard.
 
+use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -267,6 +268,16 @@ impl SentinelGroup {
             let replica = Self::data_node(allocate_port(), &password, &user, Some(master_port));
             data.push((replica.port(), Some(replica)));
         }
+        // Sentinels read a replica's link state when they first see it, then only every 10 s: start them once
+        // the replicas are in sync, so that they report them as usable at once.
+        for (port, _) in &data[1..] {
+            wait_for("a replica in sync", READY_TIMEOUT, || {
+                redis::cmd("INFO")
+                    .arg("replication")
+                    .query::<String>(&mut connect(*port, None, Some(&password)))
+                    .is_ok_and(|info| info.contains("master_link_status:up"))
+            });
+        }
         let master_name = "mymaster".to_string();
         let sentinels = (0..sentinels)
             .map(|_| {
@@ -310,7 +321,7 @@ impl SentinelGroup {
             || {
                 group.sentinel_ports().iter().all(|&port| {
                     let mut client = group.sentinel_client(port);
-                    let replicas: Vec<redis::Value> = redis::cmd("SENTINEL")
+                    let replicas: Vec<HashMap<String, String>> = redis::cmd("SENTINEL")
                         .arg("replicas")
                         .arg(&group.master_name)
                         .query(&mut client)
@@ -320,7 +331,11 @@ impl SentinelGroup {
                         .arg(&group.master_name)
                         .query(&mut client)
                         .unwrap_or_default();
-                    replicas.len() == group.data.len() - 1 && others.len() == expected_sentinels
+                    let linked = replicas
+                        .iter()
+                        .filter(|r| r.get("master-link-status").is_some_and(|s| s == "ok"))
+                        .count();
+                    linked == group.data.len() - 1 && others.len() == expected_sentinels
                 })
             },
         );

@@ -1,9 +1,14 @@
 //! A sentinel-managed master (and its replicas) as one upstream.
 //!
-//! One watcher task per resource and worker holds a `+switch-master` subscription on one sentinel (the next one
-//! when it fails) and asks that sentinel for the master (`SENTINEL get-master-addr-by-name`) and, for `-slaves`
-//! resources, the replicas (`SENTINEL replicas`) on every (re)connect, on every switch, and periodically. Traffic
-//! moves to a new master as soon as a switch is announced.
+//! One watcher task per resource and worker holds a subscription on one sentinel (the next one when it fails) and
+//! asks that sentinel for the master (`SENTINEL get-master-addr-by-name`) and, for `-slaves` resources, the
+//! replicas (`SENTINEL replicas`) on every (re)connect, on every announced change, and periodically.
+//!
+//! Two announcements move traffic: `+switch-master`, and `+failover-state-reconf-slaves`. The leader of a
+//! failover publishes `+switch-master` only once every other replica has resynchronised from the new master
+//! (seconds later, up to the failover timeout), while it answers `get-master-addr-by-name` with the promoted
+//! replica from the moment the promotion is confirmed, which is when it enters the reconf-slaves state: asking
+//! then follows a failover as early as any sentinel client can.
 //!
 //! The master's connections check `ROLE` on every (re)connect ([`NodeRole::Master`]): a node that reports
 //! `slave`, such as an old master restarted and turned into a replica before the gateway heard of the switch,
@@ -269,7 +274,11 @@ async fn watch(
         let watched = async {
             let mut subscription = DirectConnection::open(&node, timeout).await?;
             subscription
-                .call(&[b"SUBSCRIBE", b"+switch-master"])
+                .call(&[
+                    b"SUBSCRIBE",
+                    b"+switch-master",
+                    b"+failover-state-reconf-slaves",
+                ])
                 .await?;
             lookup(&backend, &spec, &node, timeout).await?;
             failures = 0;
@@ -280,14 +289,16 @@ async fn watch(
                     None => return Ok(()),
                 };
                 tokio::select! {
-                    message = subscription.read() => {
-                        if let Some(addr) = switched_to(&message?, &spec.master_name) {
+                    message = subscription.read() => match announcement(&message?, &spec.master_name) {
+                        Some(Announcement::Switched(addr)) => {
                             if let Some(b) = backend.upgrade() {
                                 b.set_master(&addr);
                             }
                             lookup(&backend, &spec, &node, timeout).await?;
                         }
-                    }
+                        Some(Announcement::Promoted) => lookup(&backend, &spec, &node, timeout).await?,
+                        None => {}
+                    },
                     () = tokio::time::sleep(period) => lookup(&backend, &spec, &node, timeout).await?,
                     () = signal.wake.notified() => {
                         if signal.closed.get() {
@@ -384,18 +395,29 @@ fn healthy_replicas(reply: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The new master's address, when `message` announces a switch of `master_name`:
-/// `["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]`.
-fn switched_to(message: &Value, master_name: &str) -> Option<String> {
+/// A sentinel announcement about the watched master.
+#[derive(Debug, PartialEq, Eq)]
+enum Announcement {
+    /// `+switch-master <name> <old ip> <old port> <new ip> <new port>`: the new master's address.
+    Switched(String),
+    /// `+failover-state-reconf-slaves master <name> <ip> <port>`: a replica was promoted; ask for it.
+    Promoted,
+}
+
+/// What a pushed `["message", channel, payload]` says about `master_name`, if anything.
+fn announcement(message: &Value, master_name: &str) -> Option<Announcement> {
     let fields = message.array()?;
-    if fields.first()?.text()? != "message" || fields.get(1)?.text()? != "+switch-master" {
+    if fields.first()?.text()? != "message" {
         return None;
     }
     let words: Vec<&str> = fields.get(2)?.text()?.split(' ').collect();
-    match words.as_slice() {
-        [name, _, _, ip, port] if *name == master_name => {
+    match (fields.get(1)?.text()?, words.as_slice()) {
+        ("+switch-master", [name, _, _, ip, port]) if *name == master_name => {
             let port: u16 = port.parse().ok()?;
-            Some(format!("{ip}:{port}"))
+            Some(Announcement::Switched(format!("{ip}:{port}")))
+        }
+        ("+failover-state-reconf-slaves", ["master", name, ..]) if *name == master_name => {
+            Some(Announcement::Promoted)
         }
         _ => None,
     }
@@ -410,17 +432,27 @@ mod tests {
     }
 
     #[test]
-    fn reads_switch_messages_for_its_master_only() {
-        let message = value(
+    fn reads_announcements_for_its_master_only() {
+        let switch = value(
             b"*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$38\r\nmymaster 127.0.0.1 6379 127.0.0.1 6380\r\n",
         );
         assert_eq!(
-            switched_to(&message, "mymaster"),
-            Some("127.0.0.1:6380".into())
+            announcement(&switch, "mymaster"),
+            Some(Announcement::Switched("127.0.0.1:6380".into()))
         );
-        assert_eq!(switched_to(&message, "other"), None);
+        assert_eq!(announcement(&switch, "other"), None);
+        let promoted = value(
+            b"*3\r\n$7\r\nmessage\r\n$29\r\n+failover-state-reconf-slaves\r\n$31\r\nmaster mymaster 127.0.0.1 6379\r\n",
+        );
         assert_eq!(
-            switched_to(&value(b"*1\r\n$7\r\nmessage\r\n"), "mymaster"),
+            announcement(&promoted, "mymaster"),
+            Some(Announcement::Promoted)
+        );
+        assert_eq!(announcement(&promoted, "mymaste"), None);
+        let confirmation = value(b"*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:2\r\n");
+        assert_eq!(announcement(&confirmation, "mymaster"), None);
+        assert_eq!(
+            announcement(&value(b"*1\r\n$7\r\nmessage\r\n"), "mymaster"),
             None
         );
     }

@@ -194,3 +194,64 @@ async fn follows_a_failover_spreads_replica_reads_and_never_writes_to_a_demoted_
     );
     eprintln!("{last} writes during the failover, {errors} failed");
 }
+
+/// The window camellia users hit: the master dies and comes back as a replica before the sentinels notice, so
+/// they still name it. Its connections check `ROLE` on connect, so the gateway refuses to write there (a clear
+/// error) instead of sending writes to a replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_that_came_back_as_a_replica_gets_no_writes() {
+    let mut group = SentinelGroup::start(1, 3);
+    let master = group.master_port();
+    let replica = group
+        .data_ports()
+        .into_iter()
+        .find(|&p| p != master)
+        .unwrap();
+    let gateway = Gateway::start(&tenant(json!(group.url())));
+    let mut client = gateway.client(None).await;
+    let () = redis::cmd("SET")
+        .arg("before")
+        .arg(1)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+
+    // Promote the replica behind the sentinels' back and bring the old master back as its replica at once.
+    let () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut group.client(replica))
+        .unwrap();
+    group.kill(master);
+    group.restart_as_replica(master, replica);
+    let sentinels_say: u16 = group.master_port();
+    assert_eq!(sentinels_say, master, "the sentinels have not noticed");
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let refusal = loop {
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg("after")
+            .arg(1)
+            .query_async(&mut client)
+            .await;
+        match set {
+            Err(e) if e.to_string().contains("not a master") => break e.to_string(),
+            other => assert!(
+                Instant::now() < deadline,
+                "no ROLE refusal within 5 s: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("write refused: {refusal}");
+    let writers = gateway_writers(&group, master);
+    assert!(
+        writers.is_empty(),
+        "gateway writes on the replica: {writers:?}"
+    );
+    let after: Option<i64> = redis::cmd("GET")
+        .arg("after")
+        .query(&mut group.client(master))
+        .unwrap();
+    assert_eq!(after, None);
+}

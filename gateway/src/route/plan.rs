@@ -85,6 +85,12 @@ impl RoutePlan {
             .filter_map(|resource| resource.spec.as_ref().ok())
     }
 
+    /// Whether some resource is a Redis Cluster, where only database 0 exists.
+    pub fn has_cluster(&self) -> bool {
+        self.resources()
+            .any(|spec| matches!(spec, ResourceSpec::Cluster(_)))
+    }
+
     /// The database of the first write resource (what `SELECT 0` means for this tenant).
     pub fn base_db(&self) -> u32 {
         self.shards

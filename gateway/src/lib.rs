@@ -15,7 +15,8 @@ pub mod route;
 pub mod server;
 mod session;
 
-pub use server::{Config, explain, run};
+pub use route::sync::ControlPlaneConfig;
+pub use server::{Config, RouteSource, explain, run};
 
 /// The Redis version the gateway presents itself as (INFO, HELLO): the one its command table came from.
 pub use cmd::REDIS_VERSION;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use switchyard_gateway::resp::Limits;
+use switchyard_gateway::{ControlPlaneConfig, RouteSource};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -45,9 +46,22 @@ struct Args {
     /// Address of the admin HTTP port (/healthz, /readyz, /metrics).
     #[arg(long, env = "SWITCHYARD_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
-    /// The routes file (JSON): tenants, passwords and routes. Reloaded on SIGHUP.
-    #[arg(long, env = "SWITCHYARD_ROUTES")]
+    /// The routes file (JSON): tenants, passwords and routes. Reloaded on SIGHUP. Exactly one of --routes and
+    /// --control-plane.
+    #[arg(long, env = "SWITCHYARD_ROUTES", conflicts_with = "control_plane")]
     routes: Option<PathBuf>,
+    /// The control plane's base URL (e.g. http://127.0.0.1:8080): routes come from its snapshots.
+    #[arg(long, env = "SWITCHYARD_CONTROL_PLANE")]
+    control_plane: Option<String>,
+    /// The token gateways present to the control plane.
+    #[arg(long, env = "SWITCHYARD_GATEWAY_TOKEN", requires = "control_plane")]
+    gateway_token: Option<String>,
+    /// Where to keep the last applied snapshot, to start from while the control plane is down.
+    #[arg(long, env = "SWITCHYARD_CACHE_FILE", requires = "control_plane")]
+    cache_file: Option<PathBuf>,
+    /// This gateway's id in heartbeats (default: host name and listen port).
+    #[arg(long, env = "SWITCHYARD_GATEWAY_ID")]
+    gateway_id: Option<String>,
     /// Worker threads, each owning its clients and backend connections.
     #[arg(long, env = "SWITCHYARD_WORKERS", default_value_t = 1)]
     workers: usize,
@@ -91,8 +105,19 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let args = cli.serve;
-    let Some(routes) = args.routes else {
-        anyhow::bail!("--routes (or SWITCHYARD_ROUTES) is required: the routes file to serve");
+    let source = match (args.routes, args.control_plane) {
+        (Some(routes), None) => RouteSource::File(routes),
+        (None, Some(url)) => RouteSource::ControlPlane(ControlPlaneConfig {
+            url,
+            token: args.gateway_token.unwrap_or_default(),
+            cache_file: args.cache_file,
+            gateway_id: args
+                .gateway_id
+                .unwrap_or_else(|| default_gateway_id(args.listen)),
+        }),
+        _ => anyhow::bail!(
+            "give exactly one of --routes (a routes file) and --control-plane (a URL)"
+        ),
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -103,7 +128,7 @@ fn main() -> anyhow::Result<()> {
     let config = switchyard_gateway::Config {
         listen: args.listen,
         admin_listen: args.admin_listen,
-        routes,
+        source,
         workers: args.workers,
         backend_connections: args.backend_connections,
         connect_timeout: Duration::from_millis(args.connect_timeout_ms),
@@ -135,4 +160,14 @@ async fn shutdown_signal() {
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
     }
+}
+
+/// The host name and the listen port: stable across restarts, distinct for gateways sharing a host.
+fn default_gateway_id(listen: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "gateway".to_string());
+    format!("{host}:{}", listen.port())
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Gateway-wide counters.
 #[derive(Default)]
@@ -14,6 +14,7 @@ pub struct Metrics {
     pub connections_total: AtomicU64,
     pub connections_rejected: AtomicU64,
     pub protocol_errors: AtomicU64,
+    pub snapshots_rejected: AtomicU64,
     backends: Mutex<BTreeMap<String, Arc<BackendMetrics>>>,
 }
 
@@ -67,6 +68,13 @@ impl Metrics {
             "counter",
             self.protocol_errors.load(Ordering::Relaxed) as i64,
         );
+        gauge(
+            &mut out,
+            "switchyard_snapshots_rejected_total",
+            "Control-plane snapshots rejected as invalid.",
+            "counter",
+            self.snapshots_rejected.load(Ordering::Relaxed) as i64,
+        );
 
         out.push_str("# HELP switchyard_backend_connections_up Backend connections currently up.\n# TYPE switchyard_backend_connections_up gauge\n");
         let backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
@@ -119,6 +127,15 @@ impl Metrics {
                 );
             }
         }
+        out.push_str("# HELP switchyard_rate_limited_total Commands refused by the tenant's ops/s limit.\n# TYPE switchyard_rate_limited_total counter\n");
+        for tenant in tenants {
+            let _ = writeln!(
+                out,
+                "switchyard_rate_limited_total{{tenant=\"{}\"}} {}",
+                tenant.name,
+                tenant.metrics.rate_limited.load(Ordering::Relaxed)
+            );
+        }
         out.push_str("# HELP switchyard_tenant_connections Open client connections by tenant.\n# TYPE switchyard_tenant_connections gauge\n");
         for tenant in tenants {
             let _ = writeln!(
@@ -147,6 +164,8 @@ pub struct TenantCounters {
     pub connections: AtomicI64,
     pub latency: Histogram,
     double_write_failures: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+    pub rate: RateLimiter,
+    pub rate_limited: AtomicU64,
 }
 
 impl TenantCounters {
@@ -228,6 +247,44 @@ impl CommandCounters {
                 out,
                 "{metric}{{tenant=\"{tenant}\",command=\"{name}\"}} {count}"
             );
+        }
+    }
+}
+
+/// A per-gateway ops/s limit, as GCRA over one atomic: each admitted command pushes a "theoretical arrival time"
+/// forward by one interval; a command is refused when that time runs more than one second ahead of now (so
+/// bursts of up to one second's allowance pass). No lock, one compare-and-swap per command.
+#[derive(Default)]
+pub struct RateLimiter {
+    /// Nanoseconds since `epoch()`.
+    arrival: AtomicU64,
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl RateLimiter {
+    pub fn admit(&self, now: Instant, interval: Duration) -> bool {
+        let now = now.saturating_duration_since(epoch()).as_nanos() as u64;
+        let interval = interval.as_nanos() as u64;
+        let burst = 1_000_000_000u64;
+        let mut current = self.arrival.load(Ordering::Relaxed);
+        loop {
+            let next = current.max(now) + interval;
+            if next > now + burst {
+                return false;
+            }
+            match self.arrival.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
         }
     }
 }

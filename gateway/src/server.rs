@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +25,7 @@ use crate::clients::Clients;
 use crate::metrics::Metrics;
 use crate::reply::DetachedWrites;
 use crate::resp::Limits;
+use crate::route::sync::{ControlPlaneConfig, Sync};
 use crate::route::{Snapshot, Tenant};
 use crate::session;
 
@@ -33,7 +34,8 @@ use crate::session;
 pub struct Config {
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
-    pub routes: PathBuf,
+    /// Where tenants and routes come from.
+    pub source: RouteSource,
     pub workers: usize,
     pub backend_connections: usize,
     pub connect_timeout: Duration,
@@ -41,6 +43,15 @@ pub struct Config {
     pub max_clients: usize,
     pub shutdown_grace: Duration,
     pub limits: Limits,
+}
+
+/// Where a gateway's tenants and routes come from.
+#[derive(Debug, Clone)]
+pub enum RouteSource {
+    /// A local routes file, reloaded on SIGHUP.
+    File(PathBuf),
+    /// The control plane's snapshots, long-polled.
+    ControlPlane(ControlPlaneConfig),
 }
 
 /// State shared by every worker.
@@ -54,6 +65,8 @@ pub struct Gateway {
     next_client_id: AtomicU64,
     pub started: Instant,
     ready: AtomicBool,
+    /// Tells sessions a new snapshot was published (carrying its generation).
+    changes: watch::Sender<u64>,
 }
 
 impl Gateway {
@@ -78,17 +91,40 @@ impl Gateway {
         self.snapshot.store(Arc::new(snapshot));
         self.generation.store(generation, Ordering::Release);
         self.ready.store(true, Ordering::Release);
+        self.changes.send_replace(generation);
+    }
+
+    /// A receiver that wakes when a new snapshot is published.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Reads, validates and builds the routes file; the current snapshot keeps serving on any error.
-    fn load_routes(&self) -> anyhow::Result<()> {
-        let text = std::fs::read_to_string(&self.config.routes)
-            .with_context(|| format!("cannot read routes file {}", self.config.routes.display()))?;
+    fn load_routes(&self, path: &Path) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read routes file {}", path.display()))?;
         let file: RoutesFile = serde_json::from_str(&text)
-            .with_context(|| format!("invalid routes file {}", self.config.routes.display()))?;
+            .with_context(|| format!("invalid routes file {}", path.display()))?;
         let current = self.snapshot();
         let snapshot = Snapshot::from_routes_file(&file, current.generation + 1, &current)
-            .with_context(|| format!("invalid routes file {}", self.config.routes.display()))?;
+            .with_context(|| format!("invalid routes file {}", path.display()))?;
+        self.publish(snapshot);
+        Ok(())
+    }
+
+    /// Validates and builds a control-plane snapshot (its JSON as received) and swaps it in; the current one keeps
+    /// serving on any error.
+    pub fn apply_control_plane(&self, body: &[u8]) -> anyhow::Result<()> {
+        let parsed: switchyard_schemas::Snapshot = serde_json::from_slice(body)
+            .context("the snapshot is not valid JSON of the expected shape")?;
+        let current = self.snapshot();
+        let snapshot = Snapshot::from_control_plane(&parsed, current.generation + 1, &current)
+            .context("the snapshot breaks the route-table rules")?;
+        tracing::info!(
+            revision = parsed.revision,
+            tenants = parsed.tenants.len(),
+            "snapshot applied"
+        );
         self.publish(snapshot);
         Ok(())
     }
@@ -169,8 +205,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         next_client_id: AtomicU64::new(1),
         started: Instant::now(),
         ready: AtomicBool::new(false),
+        changes: watch::channel(0).0,
     });
-    gateway.load_routes()?;
+    match &config.source {
+        RouteSource::File(path) => gateway.load_routes(path)?,
+        RouteSource::ControlPlane(control_plane) => {
+            let sync = Arc::new(Sync::new(control_plane.clone())?);
+            sync.bootstrap(&gateway).await;
+            tokio::spawn(sync.run(Arc::clone(&gateway)));
+        }
+    }
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -205,9 +249,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            _ = hangup.recv() => match gateway.load_routes() {
-                Ok(()) => tracing::info!(generation = gateway.generation(), "routes reloaded"),
-                Err(e) => tracing::error!("routes not reloaded, the previous routes keep serving: {e:#}"),
+            _ = hangup.recv() => match &config.source {
+                RouteSource::File(path) => match gateway.load_routes(path) {
+                    Ok(()) => tracing::info!(generation = gateway.generation(), "routes reloaded"),
+                    Err(e) => tracing::error!("routes not reloaded, the previous routes keep serving: {e:#}"),
+                },
+                RouteSource::ControlPlane(_) => tracing::info!("SIGHUP ignored: routes come from the control plane"),
             },
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {

@@ -36,6 +36,15 @@ struct TenantView {
     generation: u64,
     /// The tenant's route on this worker, for the session's database.
     route: ResolvedRoute,
+    /// Digest of the credential the client authenticated with (none for the tenant without passwords): when a
+    /// snapshot no longer has it, the connection is closed.
+    credential: Option<String>,
+}
+
+enum AuthOutcome {
+    Ok,
+    WrongPassword,
+    TooManyClients,
 }
 
 pub(crate) struct Session {
@@ -90,7 +99,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
     };
     if let Some(tenant) = gateway.snapshot().open_tenant() {
-        session.enter_tenant(Arc::clone(tenant));
+        session.enter_tenant(Arc::clone(tenant), None);
     }
     if let Err(e) = session.run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
@@ -107,6 +116,7 @@ impl Session {
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
         let mut shutdown = self.worker.shutdown.clone();
+        let mut changes = gateway.subscribe();
         loop {
             let reading = !self.closing && self.replies.len() < MAX_PENDING;
             let wanted = decoder.bytes_wanted(input.len());
@@ -143,6 +153,8 @@ impl Session {
                 _ = shutdown.changed(), if !self.closing => {
                     self.closing = true;
                 }
+                // A revoked credential or a removed tenant closes idle connections too, not only busy ones.
+                _ = changes.changed(), if !self.closing => self.refresh_tenant(),
             }
             let tenant_metrics = self.tenant.as_ref().map(|view| view.tenant.metrics.clone());
             self.replies.drain_ready(&mut output, |started| {
@@ -176,7 +188,16 @@ impl Session {
                 return self.local_reply(started, |out| e.write_reply(out));
             }
         };
+        if self.worker.gateway.generation() == 0 && spec.name != "quit" {
+            return self.local_error(
+                started,
+                "ERR the gateway has no routes yet (waiting for the control plane)",
+            );
+        }
         self.refresh_tenant();
+        if self.closing {
+            return; // the credential was revoked or the tenant removed: the connection closes unanswered
+        }
         let Some(view) = &self.tenant else {
             return match spec.name {
                 "auth" => self.auth(started, request.args()),
@@ -186,6 +207,16 @@ impl Session {
             };
         };
         view.tenant.metrics.commands.add(spec.name);
+        if let Some(interval) = view.tenant.ops_interval {
+            if !view.tenant.metrics.rate.admit(started, interval) {
+                view.tenant
+                    .metrics
+                    .rate_limited
+                    .fetch_add(1, Ordering::Relaxed);
+                let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
+                return self.local_error(started, &text);
+            }
+        }
         if self.local_command(spec, &request, started) {
             return;
         }
@@ -268,22 +299,38 @@ impl Session {
             [_, tenant, password] => (Some(&tenant[..]).filter(|t| *t != b"default"), password),
             _ => return self.local_error(started, "ERR syntax error"),
         };
-        if self.try_auth(tenant, password) {
-            self.local_reply(started, |out| resp::simple(out, b"OK"));
-        } else {
-            self.local_error(started, &self.auth_failure());
+        match self.try_auth(tenant, password) {
+            AuthOutcome::Ok => self.local_reply(started, |out| resp::simple(out, b"OK")),
+            failure => self.auth_failed(started, failure),
         }
     }
 
-    fn try_auth(&mut self, tenant: Option<&[u8]>, password: &[u8]) -> bool {
+    fn try_auth(&mut self, tenant: Option<&[u8]>, password: &[u8]) -> AuthOutcome {
         let snapshot = self.worker.gateway.snapshot();
-        match snapshot.authenticate(tenant, password) {
-            Some(found) => {
-                self.leave_tenant();
-                self.enter_tenant(Arc::clone(found));
-                true
+        let Some((found, digest)) = snapshot.authenticate(tenant, password) else {
+            return AuthOutcome::WrongPassword;
+        };
+        let already_here = self
+            .tenant
+            .as_ref()
+            .is_some_and(|v| Arc::ptr_eq(&v.tenant, found));
+        if let Some(max) = found.limits.max_connections {
+            if !already_here && found.metrics.connections.load(Ordering::Relaxed) >= i64::from(max)
+            {
+                return AuthOutcome::TooManyClients;
             }
-            None => false,
+        }
+        self.leave_tenant();
+        self.enter_tenant(Arc::clone(found), Some(digest));
+        AuthOutcome::Ok
+    }
+
+    fn auth_failed(&mut self, started: Instant, outcome: AuthOutcome) {
+        if let AuthOutcome::TooManyClients = outcome {
+            self.local_error(started, "ERR max number of clients reached");
+            self.closing = true;
+        } else {
+            self.local_error(started, &self.auth_failure());
         }
     }
 
@@ -324,8 +371,9 @@ impl Session {
             match (&option[..], args.len() - i - 1) {
                 (b"auth", 2..) => {
                     let tenant = Some(&args[i + 1][..]).filter(|t| *t != b"default");
-                    if !self.try_auth(tenant, &args[i + 2]) {
-                        return self.local_error(started, &self.auth_failure());
+                    match self.try_auth(tenant, &args[i + 2]) {
+                        AuthOutcome::Ok => {}
+                        failure => return self.auth_failed(started, failure),
                     }
                     i += 3;
                 }
@@ -386,7 +434,7 @@ impl Session {
         self.db = index as u32;
         self.info.db.store(self.db, Ordering::Relaxed);
         if let Some(view) = self.tenant.take() {
-            self.enter_tenant(view.tenant);
+            self.enter_tenant(view.tenant, view.credential);
         }
         self.local_reply(started, |out| resp::simple(out, b"OK"));
     }
@@ -476,15 +524,25 @@ impl Session {
             return;
         }
         let snapshot = self.worker.gateway.snapshot();
-        let current = snapshot.tenant_by_name(&view.tenant.name).cloned();
+        let credential = view.credential.clone();
+        let current = snapshot
+            .tenant_by_name(&view.tenant.name)
+            .filter(|tenant| match &credential {
+                Some(digest) => tenant.credentials.contains(digest),
+                None => tenant.credentials.is_empty(),
+            })
+            .cloned();
         self.leave_tenant();
         match current {
-            Some(tenant) => self.enter_tenant(tenant),
-            None => self.closing = true,
+            Some(tenant) => self.enter_tenant(tenant, credential),
+            None => {
+                tracing::info!(client = %self.info.addr, "closing a connection whose tenant or credential was removed");
+                self.closing = true;
+            }
         }
     }
 
-    fn enter_tenant(&mut self, tenant: Arc<Tenant>) {
+    fn enter_tenant(&mut self, tenant: Arc<Tenant>, credential: Option<String>) {
         let generation = self.worker.gateway.generation();
         let resolver = TenantResolver {
             worker: &self.worker,
@@ -497,6 +555,7 @@ impl Session {
             tenant,
             generation,
             route,
+            credential,
         });
     }
 

@@ -3,16 +3,19 @@
 //! A [`Snapshot`] is built off to the side from a routes file (or, later, a control-plane snapshot), fully
 //! validated, then published with one `ArcSwap` store; sessions pick it up at their next command.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use switchyard_schemas::{RoutesFile, TenantLimits, ValidationErrors};
+use switchyard_schemas::{
+    RouteTable, RoutesFile, TenantLimits, ValidationErrors, credential_digest,
+};
 
 use crate::metrics::TenantMetrics;
 
 mod dispatch;
 mod merge;
 mod plan;
+pub mod sync;
 
 pub use dispatch::{CROSSSLOT, Dispatch, ResolvedRoute, Resolver};
 pub use plan::{ResourcePlan, RoutePlan, TargetPlan};
@@ -21,8 +24,11 @@ pub use plan::{ResourcePlan, RoutePlan, TargetPlan};
 pub struct Snapshot {
     /// Increases with every published snapshot; sessions compare it to notice a change.
     pub generation: u64,
+    /// The control plane's revision this snapshot reflects (none for a routes file).
+    pub revision: Option<i64>,
     tenants: Vec<Arc<Tenant>>,
-    by_password: HashMap<String, usize>,
+    /// Credential digest -> tenant index.
+    by_digest: HashMap<String, usize>,
     /// The tenant clients get without AUTH, if one has no passwords.
     open_tenant: Option<usize>,
 }
@@ -33,7 +39,20 @@ pub struct Tenant {
     pub allow_admin: bool,
     pub limits: TenantLimits,
     pub route: RoutePlan,
+    /// Digests of the credentials that select this tenant.
+    pub credentials: HashSet<String>,
     pub metrics: TenantMetrics,
+    /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
+    pub ops_interval: Option<std::time::Duration>,
+}
+
+/// A tenant as either source describes it, before it is compiled.
+struct TenantSource<'a> {
+    name: &'a str,
+    allow_admin: bool,
+    limits: &'a TenantLimits,
+    digests: Vec<String>,
+    route: &'a RouteTable,
 }
 
 impl Snapshot {
@@ -41,8 +60,9 @@ impl Snapshot {
     pub fn empty() -> Snapshot {
         Snapshot {
             generation: 0,
+            revision: None,
             tenants: Vec::new(),
-            by_password: HashMap::new(),
+            by_digest: HashMap::new(),
             open_tenant: None,
         }
     }
@@ -60,34 +80,110 @@ impl Snapshot {
                 .cloned()
                 .unwrap_or_else(|| reference.to_string())
         };
+        let sources = file.tenants.iter().map(|tenant| TenantSource {
+            name: &tenant.name,
+            allow_admin: tenant.allow_admin,
+            limits: &tenant.limits,
+            digests: tenant
+                .passwords
+                .iter()
+                .map(|p| credential_digest(p))
+                .collect(),
+            route: &tenant.route,
+        });
+        Ok(Snapshot::build(
+            sources, None, generation, previous, &resolve,
+        ))
+    }
+
+    /// Builds a snapshot from the control plane's, after checking every route as the control plane did: a
+    /// gateway never serves a table it would not accept itself. Disabled tenants are left out (their clients
+    /// cannot authenticate, and open connections are closed).
+    pub fn from_control_plane(
+        snapshot: &switchyard_schemas::Snapshot,
+        generation: u64,
+        previous: &Snapshot,
+    ) -> Result<Snapshot, ValidationErrors> {
+        let mut errors = Vec::new();
+        for (i, tenant) in snapshot.tenants.iter().enumerate() {
+            if let Err(e) = tenant.route.validate(&|_| None) {
+                errors.extend(e.0.into_iter().map(|mut e| {
+                    e.path = format!("/tenants/{i}/route{}", e.path);
+                    e
+                }));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(ValidationErrors(errors));
+        }
+        let sources = snapshot
+            .tenants
+            .iter()
+            .filter(|t| !t.disabled)
+            .map(|tenant| TenantSource {
+                name: &tenant.name,
+                allow_admin: tenant.allow_admin,
+                limits: &tenant.limits,
+                digests: tenant
+                    .credentials
+                    .iter()
+                    .map(|c| c.digest.clone())
+                    .collect(),
+                route: &tenant.route,
+            });
+        let identity = |reference: &str| reference.to_string();
+        Ok(Snapshot::build(
+            sources,
+            Some(snapshot.revision),
+            generation,
+            previous,
+            &identity,
+        ))
+    }
+
+    fn build<'a>(
+        sources: impl Iterator<Item = TenantSource<'a>>,
+        revision: Option<i64>,
+        generation: u64,
+        previous: &Snapshot,
+        resolve: &dyn Fn(&str) -> String,
+    ) -> Snapshot {
         let mut snapshot = Snapshot {
             generation,
-            tenants: Vec::with_capacity(file.tenants.len()),
-            by_password: HashMap::new(),
+            revision,
+            tenants: Vec::new(),
+            by_digest: HashMap::new(),
             open_tenant: None,
         };
-        for (index, config) in file.tenants.iter().enumerate() {
-            if config.passwords.is_empty() {
+        for source in sources {
+            let index = snapshot.tenants.len();
+            if source.digests.is_empty() {
                 snapshot.open_tenant = Some(index);
             }
-            for password in &config.passwords {
-                snapshot.by_password.insert(password.clone(), index);
+            for digest in &source.digests {
+                snapshot.by_digest.insert(digest.clone(), index);
             }
-            let route = RoutePlan::new(&config.route, &resolve);
             // Counters survive a reload so that /metrics never goes backwards.
             let metrics = previous
-                .tenant_by_name(&config.name)
+                .tenant_by_name(source.name)
                 .map(|t| t.metrics.clone())
                 .unwrap_or_default();
+            let ops_interval = source
+                .limits
+                .max_ops_per_sec
+                .filter(|&n| n > 0)
+                .map(|n| std::time::Duration::from_secs(1) / n);
             snapshot.tenants.push(Arc::new(Tenant {
-                name: config.name.clone(),
-                allow_admin: config.allow_admin,
-                limits: config.limits.clone(),
-                route,
+                name: source.name.to_string(),
+                allow_admin: source.allow_admin,
+                limits: source.limits.clone(),
+                route: RoutePlan::new(source.route, resolve),
+                credentials: source.digests.into_iter().collect(),
                 metrics,
+                ops_interval,
             }));
         }
-        Ok(snapshot)
+        snapshot
     }
 
     pub fn tenants(&self) -> &[Arc<Tenant>] {
@@ -107,13 +203,19 @@ impl Snapshot {
         self.open_tenant.map(|i| &self.tenants[i])
     }
 
-    /// The tenant a password selects; with a tenant name (`AUTH tenant password`), only that tenant's.
-    pub fn authenticate(&self, tenant: Option<&[u8]>, password: &[u8]) -> Option<&Arc<Tenant>> {
+    /// The tenant a password selects, and the digest that matched; with a tenant name
+    /// (`AUTH tenant password`), only that tenant's.
+    pub fn authenticate(
+        &self,
+        tenant: Option<&[u8]>,
+        password: &[u8],
+    ) -> Option<(&Arc<Tenant>, String)> {
         let password = std::str::from_utf8(password).ok()?;
-        let found = &self.tenants[*self.by_password.get(password)?];
+        let digest = credential_digest(password);
+        let found = &self.tenants[*self.by_digest.get(&digest)?];
         match tenant {
             Some(name) if name != found.name.as_bytes() => None,
-            _ => Some(found),
+            _ => Some((found, digest)),
         }
     }
 }

@@ -1,0 +1,83 @@
+//! `GET /v1/audit`: the change log, filtered by tenant and time.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::Method;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use switchyard_schemas::api::{AuditEntry, AuditPage};
+
+use crate::app::AppState;
+use crate::auth::Access;
+use crate::db;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiQuery;
+use crate::openapi::Operation;
+
+const DEFAULT_LIMIT: i64 = 100;
+const MAX_LIMIT: i64 = 1000;
+
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::new(
+            "listAudit",
+            Method::GET,
+            "/v1/audit",
+            "Changes, newest first",
+            Access::Admin,
+            get(list),
+        )
+        .reply::<AuditPage>(200)
+        .query("tenant", "Only changes to this tenant.")
+        .query("since", "Only changes at or after this RFC 3339 time.")
+        .query("before", "Only entries with a smaller id (paging).")
+        .query("limit", "At most this many (default 100, at most 1000).")
+        .errors(&[400]),
+    ]
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    tenant: Option<String>,
+    since: Option<String>,
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<AuditQuery>,
+) -> ApiResult<Json<AuditPage>> {
+    let since = query
+        .since
+        .as_deref()
+        .map(|text| {
+            DateTime::parse_from_rfc3339(text)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| {
+                    ApiError::BadRequest(
+                        "since must be an RFC 3339 time, like 2026-01-31T12:00:00Z".into(),
+                    )
+                })
+        })
+        .transpose()?;
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_LIMIT}"
+        )));
+    }
+    let rows = db::audit::list(
+        &state.pool,
+        query.tenant.as_deref(),
+        since,
+        query.before,
+        limit,
+    )
+    .await?;
+    Ok(Json(AuditPage {
+        entries: rows.into_iter().map(AuditEntry::from).collect(),
+    }))
+}

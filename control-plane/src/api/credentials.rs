@@ -1,0 +1,154 @@
+//! `/v1/tenants/{tenant}/credentials`: issue or import, list and revoke a tenant's credentials.
+//!
+//! A secret exists in clear only in the response that issues it; what is stored, logged, audited and shipped to
+//! gateways is its digest.
+
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::routing::{delete, get, post};
+use axum::{Extension, Json};
+use switchyard_schemas::api::{Credential, CredentialCreate, CredentialIssued, CredentialList};
+use switchyard_schemas::credential_digest;
+
+use crate::app::AppState;
+use crate::auth::{Access, Actor};
+use crate::db::{self, AuditRecord, Change};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, JsonBody};
+use crate::openapi::Operation;
+
+/// Imported passwords shorter than this are refused: a single unsalted hash is only safe for long secrets.
+pub const MIN_IMPORTED_LEN: usize = 16;
+
+/// Issued secrets start with this, so they are recognisable in a config file or a leak scanner.
+pub const SECRET_PREFIX: &str = "sy_";
+
+pub fn operations() -> Vec<Operation> {
+    let path = "/v1/tenants/{tenant}/credentials";
+    vec![
+        Operation::new(
+            "createCredential",
+            Method::POST,
+            path,
+            "Issue a secret (shown once) or import a password",
+            Access::Admin,
+            post(create),
+        )
+        .request::<CredentialCreate>()
+        .reply::<CredentialIssued>(201)
+        .errors(&[404, 409]),
+        Operation::new(
+            "listCredentials",
+            Method::GET,
+            path,
+            "List a tenant's credentials (never their secrets)",
+            Access::Admin,
+            get(list),
+        )
+        .reply::<CredentialList>(200)
+        .errors(&[404]),
+        Operation::new(
+            "revokeCredential",
+            Method::DELETE,
+            "/v1/tenants/{tenant}/credentials/{id}",
+            "Revoke a credential",
+            Access::Admin,
+            delete(revoke),
+        )
+        .reply_empty(204)
+        .errors(&[400, 404]),
+    ]
+}
+
+/// 256 random bits, hex-encoded after the prefix.
+fn issue_secret() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("no randomness for a secret: {e}")))?;
+    let mut secret = String::from(SECRET_PREFIX);
+    for byte in bytes {
+        secret.push_str(&format!("{byte:02x}"));
+    }
+    Ok(secret)
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(tenant): ApiPath<String>,
+    JsonBody(request): JsonBody<CredentialCreate>,
+) -> ApiResult<(StatusCode, Json<CredentialIssued>)> {
+    let (secret, imported) = match request.password {
+        Some(password) if password.chars().count() < MIN_IMPORTED_LEN => {
+            return Err(ApiError::invalid(
+                "/password",
+                format!("an imported password must be at least {MIN_IMPORTED_LEN} characters"),
+            ));
+        }
+        Some(password) => (password, true),
+        None => (issue_secret()?, false),
+    };
+    let mut change = Change::begin(&state.pool).await?;
+    let row = super::tenant(change.conn(), &tenant).await?;
+    let credential: Credential = db::credentials::insert(
+        change.conn(),
+        row.id,
+        &credential_digest(&secret),
+        &request.description,
+        imported,
+    )
+    .await?
+    .into();
+    let record = AuditRecord::new(
+        "credential.create",
+        Some(&tenant),
+        format!("tenants/{tenant}/credentials/{}", credential.id),
+        None::<&Credential>,
+        Some(&credential),
+    );
+    state.commit(change, &actor, record).await?;
+    let issued = CredentialIssued {
+        credential,
+        secret: (!imported).then_some(secret),
+    };
+    Ok((StatusCode::CREATED, Json(issued)))
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+) -> ApiResult<Json<CredentialList>> {
+    let row = super::tenant(&state.pool, &tenant).await?;
+    let credentials = db::credentials::list(&state.pool, row.id).await?;
+    Ok(Json(CredentialList {
+        credentials: credentials.into_iter().map(Credential::from).collect(),
+    }))
+}
+
+async fn revoke(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath((tenant, id)): ApiPath<(String, i64)>,
+) -> ApiResult<StatusCode> {
+    let mut change = Change::begin(&state.pool).await?;
+    let row = super::tenant(change.conn(), &tenant).await?;
+    let revoked: Credential = db::credentials::revoke(change.conn(), row.id, id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("tenant '{tenant}' has no active credential {id}"))
+        })?
+        .into();
+    let before = Credential {
+        revoked_at: None,
+        ..revoked.clone()
+    };
+    let record = AuditRecord::new(
+        "credential.revoke",
+        Some(&tenant),
+        format!("tenants/{tenant}/credentials/{id}"),
+        Some(&before),
+        Some(&revoked),
+    );
+    state.commit(change, &actor, record).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

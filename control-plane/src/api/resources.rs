@@ -1,0 +1,211 @@
+//! `/v1/resources`: named backend definitions that routes refer to by name.
+
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::routing::{delete, get, post, put};
+use axum::{Extension, Json};
+use switchyard_schemas::ResourceUrl;
+use switchyard_schemas::api::{
+    ErrorDetail, Resource, ResourceCreate, ResourceList, ResourceUpdate,
+};
+
+use crate::app::AppState;
+use crate::auth::{Access, Actor};
+use crate::db::resources::Lock;
+use crate::db::{self, AuditRecord, Change};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, JsonBody};
+use crate::openapi::Operation;
+use crate::references;
+
+pub fn operations() -> Vec<Operation> {
+    let path = "/v1/resources/{name}";
+    vec![
+        Operation::new(
+            "createResource",
+            Method::POST,
+            "/v1/resources",
+            "Register a resource",
+            Access::Admin,
+            post(create),
+        )
+        .request::<ResourceCreate>()
+        .reply::<Resource>(201)
+        .errors(&[409]),
+        Operation::new(
+            "listResources",
+            Method::GET,
+            "/v1/resources",
+            "List resources",
+            Access::Admin,
+            get(list),
+        )
+        .reply::<ResourceList>(200),
+        Operation::new(
+            "getResource",
+            Method::GET,
+            path,
+            "Show a resource",
+            Access::Admin,
+            get(show),
+        )
+        .reply::<Resource>(200)
+        .errors(&[404]),
+        Operation::new(
+            "putResource",
+            Method::PUT,
+            path,
+            "Change a resource's URL or description",
+            Access::Admin,
+            put(update),
+        )
+        .request::<ResourceUpdate>()
+        .reply::<Resource>(200)
+        .errors(&[404]),
+        Operation::new(
+            "deleteResource",
+            Method::DELETE,
+            path,
+            "Delete a resource no current route uses",
+            Access::Admin,
+            delete(remove),
+        )
+        .reply_empty(204)
+        .errors(&[404, 409]),
+    ]
+}
+
+fn object(name: &str) -> String {
+    format!("resources/{name}")
+}
+
+fn no_resource(name: &str) -> ApiError {
+    ApiError::not_found(format!("no resource named '{name}'"))
+}
+
+/// Errors never echo the URL: it may hold a password.
+fn check_url(url: &str) -> ApiResult<()> {
+    ResourceUrl::parse(url)
+        .map(drop)
+        .map_err(|e| ApiError::invalid("/url", e.to_string()))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    JsonBody(new): JsonBody<ResourceCreate>,
+) -> ApiResult<(StatusCode, Json<Resource>)> {
+    check_url(&new.url)?;
+    let mut change = Change::begin(&state.pool).await?;
+    let resource = db::resources::insert(change.conn(), &new.name, &new.url, &new.description)
+        .await?
+        .to_api();
+    let record = AuditRecord::new(
+        "resource.create",
+        None,
+        object(&resource.name),
+        None::<&Resource>,
+        Some(&resource),
+    );
+    state.commit(change, &actor, record).await?;
+    Ok((StatusCode::CREATED, Json(resource)))
+}
+
+async fn list(State(state): State<AppState>) -> ApiResult<Json<ResourceList>> {
+    let resources = db::resources::list(&state.pool).await?;
+    Ok(Json(ResourceList {
+        resources: resources.iter().map(|r| r.to_api()).collect(),
+    }))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<Resource>> {
+    let row = db::resources::get(&state.pool, &name)
+        .await?
+        .ok_or_else(|| no_resource(&name))?;
+    Ok(Json(row.to_api()))
+}
+
+/// A new URL must keep every current route that uses the resource valid (e.g. a `-slaves` URL cannot replace
+/// a resource that a route writes to).
+async fn update(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(name): ApiPath<String>,
+    JsonBody(update): JsonBody<ResourceUpdate>,
+) -> ApiResult<Json<Resource>> {
+    check_url(&update.url)?;
+    let mut change = Change::begin(&state.pool).await?;
+    let row = db::resources::get_for_update(change.conn(), &name)
+        .await?
+        .ok_or_else(|| no_resource(&name))?;
+    let mut details = Vec::new();
+    for (tenant, route) in db::routes::current_using(change.conn(), row.id).await? {
+        // Each reference is checked on its own, so the other resources need no lock (locking them could
+        // deadlock two updates of resources that share a route).
+        let names = references::names(&route.0);
+        let mut urls = db::resources::urls(change.conn(), &names, Lock::None).await?;
+        urls.insert(name.clone(), update.url.clone());
+        if let Err(errors) = route.0.validate(&|n| urls.get(n).cloned()) {
+            details.extend(errors.0.into_iter().map(|e| ErrorDetail {
+                path: "/url".to_string(),
+                message: format!(
+                    "breaks tenant '{tenant}' route at {}: {}",
+                    e.path, e.message
+                ),
+            }));
+        }
+    }
+    if !details.is_empty() {
+        return Err(ApiError::Unprocessable {
+            message: "the new URL would make routes that use this resource invalid".to_string(),
+            details,
+        });
+    }
+    let before = row.to_api();
+    let after = db::resources::update(change.conn(), row.id, &update.url, &update.description)
+        .await?
+        .to_api();
+    let record = AuditRecord::new(
+        "resource.update",
+        None,
+        object(&name),
+        Some(&before),
+        Some(&after),
+    );
+    state.commit(change, &actor, record).await?;
+    Ok(Json(after))
+}
+
+async fn remove(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let mut change = Change::begin(&state.pool).await?;
+    let row = db::resources::get_for_update(change.conn(), &name)
+        .await?
+        .ok_or_else(|| no_resource(&name))?;
+    // The database refuses too (a restricting foreign key); checking first lets the answer name the tenants.
+    if !row.used_by.is_empty() {
+        return Err(ApiError::Conflict {
+            code: "resource_in_use",
+            message: format!(
+                "the current route of tenant(s) {} uses this resource; change those routes first",
+                row.used_by.join(", ")
+            ),
+        });
+    }
+    db::resources::delete(change.conn(), row.id).await?;
+    let record = AuditRecord::new(
+        "resource.delete",
+        None,
+        object(&name),
+        Some(&row.to_api()),
+        None::<&Resource>,
+    );
+    state.commit(change, &actor, record).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

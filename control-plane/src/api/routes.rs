@@ -1,0 +1,277 @@
+//! `/v1/tenants/{tenant}/route`: the current route table, its immutable history, changes and rollbacks.
+//!
+//! A change locks the tenant row, so changes to one tenant are serialized; with `If-Match` the loser of a race
+//! gets a 412 instead of silently overwriting the winner.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use switchyard_schemas::RouteTable;
+use switchyard_schemas::api::{
+    RouteChange, RoutePut, RouteRollback, RouteVersion, RouteVersionPage, RouteVersionSummary,
+};
+
+use crate::app::AppState;
+use crate::auth::{Access, Actor};
+use crate::db::resources::Lock;
+use crate::db::{self, AuditRecord, Change};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
+use crate::openapi::Operation;
+use crate::references;
+use crate::route_schema;
+
+const DEFAULT_PAGE: i64 = 50;
+const MAX_PAGE: i64 = 500;
+
+pub fn operations() -> Vec<Operation> {
+    let path = "/v1/tenants/{tenant}/route";
+    let if_match =
+        "Only if the current version is this one (`3` or `\"3\"`; `0`: no route yet); else 412.";
+    vec![
+        Operation::new(
+            "getRoute",
+            Method::GET,
+            path,
+            "The current route table (ETag: its version)",
+            Access::Admin,
+            get(current),
+        )
+        .reply::<RouteVersion>(200)
+        .errors(&[404]),
+        Operation::new(
+            "putRoute",
+            Method::PUT,
+            path,
+            "Set the route table: a new version",
+            Access::Admin,
+            put(replace),
+        )
+        .request::<RoutePut>()
+        .reply::<RouteChange>(200)
+        .header("If-Match", if_match)
+        .errors(&[404, 412]),
+        Operation::new(
+            "listRouteVersions",
+            Method::GET,
+            "/v1/tenants/{tenant}/route/versions",
+            "Route history, newest first",
+            Access::Admin,
+            get(history),
+        )
+        .reply::<RouteVersionPage>(200)
+        .query(
+            "before",
+            "Only versions below this one (the previous page's next_before).",
+        )
+        .query("limit", "At most this many (default 50, at most 500).")
+        .errors(&[400, 404]),
+        Operation::new(
+            "getRouteVersion",
+            Method::GET,
+            "/v1/tenants/{tenant}/route/versions/{version}",
+            "One version of the route table",
+            Access::Admin,
+            get(version),
+        )
+        .reply::<RouteVersion>(200)
+        .errors(&[400, 404]),
+        Operation::new(
+            "rollbackRoute",
+            Method::POST,
+            "/v1/tenants/{tenant}/route/rollback",
+            "Make a new version equal to an earlier one",
+            Access::Admin,
+            post(rollback),
+        )
+        .request::<RouteRollback>()
+        .reply::<RouteChange>(200)
+        .header("If-Match", if_match)
+        .errors(&[404, 412]),
+    ]
+}
+
+fn with_etag(version: i64, body: impl IntoResponse) -> Response {
+    let mut response = body.into_response();
+    if let Ok(etag) = HeaderValue::from_str(&format!("\"{version}\"")) {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}
+
+async fn current(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+) -> ApiResult<Response> {
+    let row = super::tenant(&state.pool, &tenant).await?;
+    let current: RouteVersion = db::routes::get(&state.pool, row.id, None)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
+        .into();
+    Ok(with_etag(current.version, Json(current)))
+}
+
+async fn replace(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(tenant): ApiPath<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<serde_json::Value>,
+) -> ApiResult<Response> {
+    if let Some(route) = body.get("route") {
+        route_schema::check(route, "/route")?;
+    }
+    let body: RoutePut = from_value(body)?;
+    let change = NewVersion {
+        tenant: &tenant,
+        expected: if_match(&headers)?,
+        route: body.route,
+        comment: body.comment,
+        action: "route.put",
+        error_prefix: "/route",
+    };
+    change.apply(&state, &actor).await
+}
+
+async fn rollback(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(tenant): ApiPath<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<RouteRollback>,
+) -> ApiResult<Response> {
+    let expected = if_match(&headers)?;
+    let row = super::tenant(&state.pool, &tenant).await?;
+    // Versions are immutable, so reading this one outside the change's transaction is safe.
+    let target = db::routes::get(&state.pool, row.id, Some(body.version))
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "tenant '{tenant}' has no route version {}",
+                body.version
+            ))
+        })?;
+    let change = NewVersion {
+        tenant: &tenant,
+        expected,
+        route: target.route.0,
+        comment: body
+            .comment
+            .unwrap_or_else(|| format!("rollback to version {}", body.version)),
+        action: "route.rollback",
+        // The old table may no longer validate (a resource it named was deleted since): say where, in it.
+        error_prefix: "",
+    };
+    change.apply(&state, &actor).await
+}
+
+/// A change that appends a version to a tenant's route history.
+struct NewVersion<'a> {
+    tenant: &'a str,
+    expected: Option<i64>,
+    route: RouteTable,
+    comment: String,
+    action: &'static str,
+    error_prefix: &'static str,
+}
+
+impl NewVersion<'_> {
+    async fn apply(self, state: &AppState, actor: &Actor) -> ApiResult<Response> {
+        let mut change = Change::begin(&state.pool).await?;
+        let tenant = super::tenant_for_update(change.conn(), self.tenant).await?;
+        // Read after taking the lock (a new statement sees what the previous lock holder committed).
+        let previous: Option<RouteVersion> = db::routes::get(change.conn(), tenant.id, None)
+            .await?
+            .map(Into::into);
+        let current = previous.as_ref().map_or(0, |p| p.version);
+        if let Some(expected) = self.expected
+            && expected != current
+        {
+            return Err(ApiError::PreconditionFailed { current });
+        }
+        let names = references::names(&self.route);
+        let urls = db::resources::urls(change.conn(), &names, Lock::Share).await?;
+        self.route
+            .validate(&|name| urls.get(name).cloned())
+            .map_err(|errors| ApiError::invalid_route(self.error_prefix, errors))?;
+        let created: RouteVersion = db::routes::insert(
+            change.conn(),
+            tenant.id,
+            current + 1,
+            &self.route,
+            &self.comment,
+            &actor.0,
+        )
+        .await?
+        .into();
+        db::routes::replace_references(change.conn(), tenant.id, &names).await?;
+        let record = AuditRecord::new(
+            self.action,
+            Some(self.tenant),
+            format!("tenants/{}/route", self.tenant),
+            previous.as_ref(),
+            Some(&created),
+        );
+        let revision = state.commit(change, actor, record).await?;
+        let version = created.version;
+        Ok(with_etag(
+            version,
+            Json(RouteChange {
+                revision,
+                version: created,
+            }),
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    before: Option<i64>,
+    limit: Option<i64>,
+}
+
+async fn history(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<RouteVersionPage>> {
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_PAGE}"
+        )));
+    }
+    let row = super::tenant(&state.pool, &tenant).await?;
+    let versions: Vec<RouteVersionSummary> =
+        db::routes::page(&state.pool, row.id, query.before, limit)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect();
+    let next_before = match versions.last() {
+        Some(last) if versions.len() as i64 == limit && last.version > 1 => Some(last.version),
+        _ => None,
+    };
+    Ok(Json(RouteVersionPage {
+        versions,
+        next_before,
+    }))
+}
+
+async fn version(
+    State(state): State<AppState>,
+    ApiPath((tenant, version)): ApiPath<(String, i64)>,
+) -> ApiResult<Response> {
+    let row = super::tenant(&state.pool, &tenant).await?;
+    let found: RouteVersion = db::routes::get(&state.pool, row.id, Some(version))
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("tenant '{tenant}' has no route version {version}"))
+        })?
+        .into();
+    Ok(with_etag(found.version, Json(found)))
+}

@@ -1,0 +1,160 @@
+//! `/v1/tenants`: create, list, show, patch and delete tenants.
+
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::routing::{delete, get, patch, post};
+use axum::{Extension, Json};
+use switchyard_schemas::api::{Tenant, TenantCreate, TenantList, TenantPatch};
+
+use crate::app::AppState;
+use crate::auth::{Access, Actor};
+use crate::db::{self, AuditRecord, Change};
+use crate::error::ApiResult;
+use crate::extract::{ApiPath, JsonBody};
+use crate::openapi::Operation;
+
+pub fn operations() -> Vec<Operation> {
+    let path = "/v1/tenants/{tenant}";
+    vec![
+        Operation::new(
+            "createTenant",
+            Method::POST,
+            "/v1/tenants",
+            "Create a tenant",
+            Access::Admin,
+            post(create),
+        )
+        .request::<TenantCreate>()
+        .reply::<Tenant>(201)
+        .errors(&[409]),
+        Operation::new(
+            "listTenants",
+            Method::GET,
+            "/v1/tenants",
+            "List tenants",
+            Access::Admin,
+            get(list),
+        )
+        .reply::<TenantList>(200),
+        Operation::new(
+            "getTenant",
+            Method::GET,
+            path,
+            "Show a tenant",
+            Access::Admin,
+            get(show),
+        )
+        .reply::<Tenant>(200)
+        .errors(&[404]),
+        Operation::new(
+            "patchTenant",
+            Method::PATCH,
+            path,
+            "Change a tenant's description, disabled, allow_admin or limits",
+            Access::Admin,
+            patch(update),
+        )
+        .request::<TenantPatch>()
+        .reply::<Tenant>(200)
+        .errors(&[404]),
+        Operation::new(
+            "deleteTenant",
+            Method::DELETE,
+            path,
+            "Delete a tenant with its credentials and route history",
+            Access::Admin,
+            delete(remove),
+        )
+        .reply_empty(204)
+        .errors(&[404]),
+    ]
+}
+
+fn object(name: &str) -> String {
+    format!("tenants/{name}")
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    JsonBody(new): JsonBody<TenantCreate>,
+) -> ApiResult<(StatusCode, Json<Tenant>)> {
+    let mut change = Change::begin(&state.pool).await?;
+    let tenant = db::tenants::insert(change.conn(), &new).await?.to_api();
+    let record = AuditRecord::new(
+        "tenant.create",
+        Some(&tenant.name),
+        object(&tenant.name),
+        None::<&Tenant>,
+        Some(&tenant),
+    );
+    state.commit(change, &actor, record).await?;
+    Ok((StatusCode::CREATED, Json(tenant)))
+}
+
+async fn list(State(state): State<AppState>) -> ApiResult<Json<TenantList>> {
+    let tenants = db::tenants::list(&state.pool).await?;
+    Ok(Json(TenantList {
+        tenants: tenants.iter().map(|t| t.to_api()).collect(),
+    }))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<Tenant>> {
+    Ok(Json(super::tenant(&state.pool, &name).await?.to_api()))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(name): ApiPath<String>,
+    JsonBody(patch): JsonBody<TenantPatch>,
+) -> ApiResult<Json<Tenant>> {
+    let mut change = Change::begin(&state.pool).await?;
+    let mut row = super::tenant_for_update(change.conn(), &name).await?;
+    let before = row.to_api();
+    if let Some(description) = patch.description {
+        row.description = description;
+    }
+    if let Some(disabled) = patch.disabled {
+        row.disabled = disabled;
+    }
+    if let Some(allow_admin) = patch.allow_admin {
+        row.allow_admin = allow_admin;
+    }
+    if let Some(limits) = patch.limits {
+        row.max_connections = limits.max_connections.map(i64::from);
+        row.max_ops_per_sec = limits.max_ops_per_sec.map(i64::from);
+    }
+    let after = db::tenants::update(change.conn(), &row).await?.to_api();
+    let record = AuditRecord::new(
+        "tenant.update",
+        Some(&name),
+        object(&name),
+        Some(&before),
+        Some(&after),
+    );
+    state.commit(change, &actor, record).await?;
+    Ok(Json(after))
+}
+
+async fn remove(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let mut change = Change::begin(&state.pool).await?;
+    let row = super::tenant_for_update(change.conn(), &name).await?;
+    db::tenants::delete(change.conn(), row.id).await?;
+    let record = AuditRecord::new(
+        "tenant.delete",
+        Some(&name),
+        object(&name),
+        Some(&row.to_api()),
+        None::<&Tenant>,
+    );
+    state.commit(change, &actor, record).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

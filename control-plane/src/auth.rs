@@ -1,0 +1,117 @@
+//! Bearer-token access control: admin tokens for the management API, gateway tokens for what gateways call.
+//!
+//! Tokens are kept only as digests and compared by digest, so the comparison leaks nothing useful through timing
+//! and a heap dump holds no token. The actor recorded in the audit log is derived from the token's digest.
+
+use std::collections::HashMap;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::Response;
+use switchyard_schemas::credential_digest;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// Who made a change, as the audit log and route history name them: `admin:<first 8 hex of the token digest>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor(pub String);
+
+/// Which callers an endpoint admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    Admin,
+    /// Gateways; admins are admitted too, to inspect what gateways see.
+    Gateway,
+}
+
+/// The configured tokens, by digest.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    admin: HashMap<String, Actor>,
+    gateway: HashMap<String, Actor>,
+}
+
+/// Shorter tokens are refused at start: they could be guessed.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+impl Tokens {
+    pub fn new(admin: &[String], gateway: &[String]) -> anyhow::Result<Tokens> {
+        let index = |tokens: &[String], role: &str| {
+            tokens
+                .iter()
+                .map(|token| {
+                    anyhow::ensure!(
+                        token.len() >= MIN_TOKEN_LEN,
+                        "every {role} token must be at least {MIN_TOKEN_LEN} characters"
+                    );
+                    let digest = credential_digest(token);
+                    let actor = Actor(format!("{role}:{}", &digest[..8]));
+                    Ok((digest, actor))
+                })
+                .collect::<anyhow::Result<HashMap<_, _>>>()
+        };
+        let tokens = Tokens {
+            admin: index(admin, "admin")?,
+            gateway: index(gateway, "gateway")?,
+        };
+        anyhow::ensure!(
+            !tokens.admin.is_empty(),
+            "at least one admin token is required (--admin-token or SWITCHYARD_ADMIN_TOKEN)"
+        );
+        Ok(tokens)
+    }
+
+    fn admit(&self, access: Access, bearer: Option<&str>) -> Option<Actor> {
+        let digest = credential_digest(bearer?);
+        let admin = self.admin.get(&digest);
+        match access {
+            Access::Public => Some(Actor("anonymous".to_string())),
+            Access::Admin => admin.cloned(),
+            Access::Gateway => admin.or_else(|| self.gateway.get(&digest)).cloned(),
+        }
+    }
+}
+
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request.headers().get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// Middleware admitting only callers with an admin token; the handler finds the [`Actor`] in the extensions.
+pub async fn require_admin(
+    state: State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    require(Access::Admin, state, request, next).await
+}
+
+/// Middleware admitting gateway (and admin) tokens.
+pub async fn require_gateway(
+    state: State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    require(Access::Gateway, state, request, next).await
+}
+
+async fn require(
+    access: Access,
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let actor = state
+        .tokens
+        .admit(access, bearer(&request))
+        .ok_or(ApiError::Unauthorized)?;
+    request.extensions_mut().insert(actor);
+    Ok(next.run(request).await)
+}

@@ -1,0 +1,63 @@
+//! Command line and environment configuration.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::app::Settings;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "switchyard-control-plane", version, about)]
+pub struct Config {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Address to serve the REST API on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Postgres URL, e.g. postgres://user:password@host:5432/switchyard.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Admin bearer tokens (repeat the flag, or separate with commas); at least one, 16+ characters each.
+    #[arg(
+        long = "admin-token",
+        env = "SWITCHYARD_ADMIN_TOKEN",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub admin_tokens: Vec<String>,
+    /// Gateway bearer tokens (repeat the flag, or separate with commas), 16+ characters each.
+    #[arg(
+        long = "gateway-token",
+        env = "SWITCHYARD_GATEWAY_TOKEN",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub gateway_tokens: Vec<String>,
+    /// The longest a snapshot long-poll waits, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub max_wait_secs: u64,
+    /// A gateway not heard from for this many seconds no longer counts as live.
+    #[arg(long, default_value_t = 30)]
+    pub gateway_ttl_secs: u64,
+    /// Database connections in the pool (one of them is held by the revision listener).
+    #[arg(long, default_value_t = 10)]
+    pub max_db_connections: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Serve the API (the default).
+    Serve,
+    /// Apply pending migrations and exit.
+    Migrate,
+}
+
+impl Config {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            max_wait: Duration::from_secs(self.max_wait_secs),
+            gateway_ttl: Duration::from_secs(self.gateway_ttl_secs),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The audit log.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{FromRow, PgConnection, PgPool};
+use switchyard_schemas::api::AuditEntry;
+
+use super::{AuditRecord, timestamp};
+use crate::auth::Actor;
+
+#[derive(FromRow)]
+pub struct AuditRow {
+    id: i64,
+    revision: i64,
+    at: DateTime<Utc>,
+    actor: String,
+    action: String,
+    tenant: Option<String>,
+    object: String,
+    before: Option<Value>,
+    after: Option<Value>,
+}
+
+impl From<AuditRow> for AuditEntry {
+    fn from(row: AuditRow) -> AuditEntry {
+        AuditEntry {
+            id: row.id,
+            revision: row.revision,
+            at: timestamp(row.at),
+            actor: row.actor,
+            action: row.action,
+            tenant: row.tenant,
+            object: row.object,
+            before: row.before,
+            after: row.after,
+        }
+    }
+}
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    revision: i64,
+    actor: &Actor,
+    record: &AuditRecord,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (revision, actor, action, tenant, object, before, after)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(revision)
+    .bind(&actor.0)
+    .bind(record.action)
+    .bind(&record.tenant)
+    .bind(&record.object)
+    .bind(&record.before)
+    .bind(&record.after)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Newest first.
+pub async fn list(
+    pool: &PgPool,
+    tenant: Option<&str>,
+    since: Option<DateTime<Utc>>,
+    before_id: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<AuditRow>> {
+    sqlx::query_as(
+        "SELECT id, revision, at, actor, action, tenant, object, before, after FROM audit_log
+         WHERE ($1::text IS NULL OR tenant = $1)
+           AND ($2::timestamptz IS NULL OR at >= $2)
+           AND ($3::bigint IS NULL OR id < $3)
+         ORDER BY id DESC LIMIT $4",
+    )
+    .bind(tenant)
+    .bind(since)
+    .bind(before_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,74 @@
+//! Tenant credentials: digests only.
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use switchyard_schemas::api::Credential;
+
+use super::timestamp;
+
+#[derive(FromRow)]
+pub struct CredentialRow {
+    pub id: i64,
+    pub description: String,
+    pub imported: bool,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl From<CredentialRow> for Credential {
+    fn from(row: CredentialRow) -> Credential {
+        Credential {
+            id: row.id,
+            description: row.description,
+            imported: row.imported,
+            created_at: timestamp(row.created_at),
+            revoked_at: row.revoked_at.map(timestamp),
+        }
+    }
+}
+
+const COLUMNS: &str = "id, description, imported, created_at, revoked_at";
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    tenant_id: i64,
+    digest: &str,
+    description: &str,
+    imported: bool,
+) -> sqlx::Result<CredentialRow> {
+    sqlx::query_as(&format!(
+        "INSERT INTO credentials (tenant_id, digest, description, imported) VALUES ($1, $2, $3, $4)
+         RETURNING {COLUMNS}"
+    ))
+    .bind(tenant_id)
+    .bind(digest)
+    .bind(description)
+    .bind(imported)
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<CredentialRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM credentials WHERE tenant_id = $1 ORDER BY id"
+    ))
+    .bind(tenant_id)
+    .fetch_all(db)
+    .await
+}
+
+/// Revokes an active credential; `None` when there is no such active credential.
+pub async fn revoke(
+    conn: &mut PgConnection,
+    tenant_id: i64,
+    id: i64,
+) -> sqlx::Result<Option<CredentialRow>> {
+    sqlx::query_as(&format!(
+        "UPDATE credentials SET revoked_at = now()
+         WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(tenant_id)
+    .fetch_optional(conn)
+    .await
+}

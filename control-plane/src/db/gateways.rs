@@ -1,0 +1,57 @@
+//! Gateways as their heartbeats report them.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgExecutor};
+use switchyard_schemas::api::{Gateway, Heartbeat};
+
+use super::timestamp;
+
+#[derive(FromRow)]
+pub struct GatewayRow {
+    id: String,
+    address: String,
+    revision: i64,
+    last_seen: DateTime<Utc>,
+    live: bool,
+}
+
+impl GatewayRow {
+    pub fn to_api(&self, current_revision: i64) -> Gateway {
+        Gateway {
+            id: self.id.clone(),
+            address: self.address.clone(),
+            revision: self.revision,
+            last_seen: timestamp(self.last_seen),
+            live: self.live,
+            up_to_date: self.revision >= current_revision,
+        }
+    }
+}
+
+pub async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO gateways (id, address, revision) VALUES ($1, $2, $3)
+         ON CONFLICT (id) DO UPDATE
+         SET address = EXCLUDED.address, revision = EXCLUDED.revision, last_seen = now()",
+    )
+    .bind(&heartbeat.id)
+    .bind(&heartbeat.address)
+    .bind(heartbeat.revision)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Every gateway ever heard of; `live` when heard from within `window`.
+pub async fn list(db: impl PgExecutor<'_>, window: Duration) -> sqlx::Result<Vec<GatewayRow>> {
+    sqlx::query_as(
+        "SELECT id, address, revision, last_seen,
+                last_seen > now() - make_interval(secs => $1) AS live
+         FROM gateways ORDER BY id",
+    )
+    .bind(window.as_secs_f64())
+    .fetch_all(db)
+    .await
+}

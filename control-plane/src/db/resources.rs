@@ -1,0 +1,140 @@
+//! Registered resources, and which tenants' current routes refer to them.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use switchyard_schemas::api::Resource;
+
+use super::timestamp;
+
+#[derive(FromRow)]
+pub struct ResourceRow {
+    pub id: i64,
+    pub name: String,
+    pub url: String,
+    pub description: String,
+    pub used_by: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ResourceRow {
+    pub fn to_api(&self) -> Resource {
+        Resource {
+            name: self.name.clone(),
+            url: self.url.clone(),
+            description: self.description.clone(),
+            used_by: self.used_by.clone(),
+            created_at: timestamp(self.created_at),
+            updated_at: timestamp(self.updated_at),
+        }
+    }
+}
+
+const SELECT: &str = "SELECT r.id, r.name, r.url, r.description, r.created_at, r.updated_at,
+        ARRAY(SELECT t.name FROM route_resource_refs x JOIN tenants t ON t.id = x.tenant_id
+              WHERE x.resource_id = r.id ORDER BY t.name) AS used_by
+    FROM resources r";
+
+pub async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<ResourceRow>> {
+    sqlx::query_as(&format!("{SELECT} ORDER BY r.name"))
+        .fetch_all(db)
+        .await
+}
+
+pub async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<ResourceRow>> {
+    sqlx::query_as(&format!("{SELECT} WHERE r.name = $1"))
+        .bind(name)
+        .fetch_optional(db)
+        .await
+}
+
+pub async fn get_for_update(
+    conn: &mut PgConnection,
+    name: &str,
+) -> sqlx::Result<Option<ResourceRow>> {
+    sqlx::query_as(&format!("{SELECT} WHERE r.name = $1 FOR UPDATE OF r"))
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+}
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    name: &str,
+    url: &str,
+    description: &str,
+) -> sqlx::Result<ResourceRow> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO resources (name, url, description) VALUES ($1, $2, $3) RETURNING id",
+    )
+    .bind(name)
+    .bind(url)
+    .bind(description)
+    .fetch_one(&mut *conn)
+    .await?;
+    by_id(conn, id).await
+}
+
+pub async fn update(
+    conn: &mut PgConnection,
+    id: i64,
+    url: &str,
+    description: &str,
+) -> sqlx::Result<ResourceRow> {
+    sqlx::query(
+        "UPDATE resources SET url = $2, description = $3, updated_at = now() WHERE id = $1",
+    )
+    .bind(id)
+    .bind(url)
+    .bind(description)
+    .execute(&mut *conn)
+    .await?;
+    by_id(conn, id).await
+}
+
+/// Fails with `route_resource_refs_resource_id_fkey` while a current route refers to the resource.
+pub async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM resources WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Whether [`urls`] locks the rows it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Share-locked until commit: they cannot change or vanish while the caller's route is stored.
+    Share,
+    None,
+}
+
+/// The URLs of the named resources that exist.
+pub async fn urls(
+    conn: &mut PgConnection,
+    names: &[String],
+    lock: Lock,
+) -> sqlx::Result<HashMap<String, String>> {
+    let sql = match lock {
+        Lock::Share => "SELECT name, url FROM resources WHERE name = ANY($1) FOR SHARE",
+        Lock::None => "SELECT name, url FROM resources WHERE name = ANY($1)",
+    };
+    let rows: Vec<(String, String)> = sqlx::query_as(sql).bind(names).fetch_all(conn).await?;
+    Ok(rows.into_iter().collect())
+}
+
+pub async fn all_urls(db: impl PgExecutor<'_>) -> sqlx::Result<HashMap<String, String>> {
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, url FROM resources")
+        .fetch_all(db)
+        .await?;
+    Ok(rows.into_iter().collect())
+}
+
+async fn by_id(conn: &mut PgConnection, id: i64) -> sqlx::Result<ResourceRow> {
+    sqlx::query_as(&format!("{SELECT} WHERE r.id = $1"))
+        .bind(id)
+        .fetch_one(conn)
+        .await
+}

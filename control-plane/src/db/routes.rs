@@ -1,0 +1,144 @@
+//! Route versions (immutable history) and the resource references of each tenant's current route.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use switchyard_schemas::RouteTable;
+use switchyard_schemas::api::{RouteVersion, RouteVersionSummary};
+
+use super::timestamp;
+
+#[derive(FromRow)]
+pub struct RouteVersionRow {
+    pub version: i64,
+    pub route: Json<RouteTable>,
+    pub comment: String,
+    pub author: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<RouteVersionRow> for RouteVersion {
+    fn from(row: RouteVersionRow) -> RouteVersion {
+        RouteVersion {
+            version: row.version,
+            route: row.route.0,
+            comment: row.comment,
+            author: row.author,
+            created_at: timestamp(row.created_at),
+        }
+    }
+}
+
+#[derive(FromRow)]
+pub struct SummaryRow {
+    version: i64,
+    comment: String,
+    author: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<SummaryRow> for RouteVersionSummary {
+    fn from(row: SummaryRow) -> RouteVersionSummary {
+        RouteVersionSummary {
+            version: row.version,
+            comment: row.comment,
+            author: row.author,
+            created_at: timestamp(row.created_at),
+        }
+    }
+}
+
+/// One version, or the current one when `version` is `None`.
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    tenant_id: i64,
+    version: Option<i64>,
+) -> sqlx::Result<Option<RouteVersionRow>> {
+    sqlx::query_as(
+        "SELECT version, route, comment, author, created_at FROM route_versions
+         WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version = $2)
+         ORDER BY version DESC LIMIT 1",
+    )
+    .bind(tenant_id)
+    .bind(version)
+    .fetch_optional(db)
+    .await
+}
+
+/// Newest first, versions below `before`.
+pub async fn page(
+    db: impl PgExecutor<'_>,
+    tenant_id: i64,
+    before: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<SummaryRow>> {
+    sqlx::query_as(
+        "SELECT version, comment, author, created_at FROM route_versions
+         WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version < $2)
+         ORDER BY version DESC LIMIT $3",
+    )
+    .bind(tenant_id)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    tenant_id: i64,
+    version: i64,
+    route: &RouteTable,
+    comment: &str,
+    author: &str,
+) -> sqlx::Result<RouteVersionRow> {
+    sqlx::query_as(
+        "INSERT INTO route_versions (tenant_id, version, route, comment, author)
+         VALUES ($1, $2, $3, $4, $5) RETURNING version, route, comment, author, created_at",
+    )
+    .bind(tenant_id)
+    .bind(version)
+    .bind(Json(route))
+    .bind(comment)
+    .bind(author)
+    .fetch_one(conn)
+    .await
+}
+
+/// Records which resources the tenant's current route uses (what keeps them from being deleted).
+pub async fn replace_references(
+    conn: &mut PgConnection,
+    tenant_id: i64,
+    names: &[String],
+) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM route_resource_refs WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO route_resource_refs (tenant_id, resource_id)
+         SELECT $1, id FROM resources WHERE name = ANY($2)",
+    )
+    .bind(tenant_id)
+    .bind(names)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The current routes that refer to a resource, by tenant name.
+pub async fn current_using(
+    conn: &mut PgConnection,
+    resource_id: i64,
+) -> sqlx::Result<Vec<(String, Json<RouteTable>)>> {
+    sqlx::query_as(
+        "SELECT t.name, rv.route FROM route_resource_refs x
+         JOIN tenants t ON t.id = x.tenant_id
+         JOIN LATERAL (SELECT route FROM route_versions r WHERE r.tenant_id = t.id
+                       ORDER BY version DESC LIMIT 1) rv ON true
+         WHERE x.resource_id = $1 ORDER BY t.name",
+    )
+    .bind(resource_id)
+    .fetch_all(conn)
+    .await
+}

@@ -1,0 +1,79 @@
+//! Reading the whole snapshot gateways are served, consistently at one revision.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgPool};
+use switchyard_schemas::{RouteTable, Snapshot, SnapshotCredential, SnapshotTenant};
+
+use super::{resources, revision, tenants};
+use crate::references;
+
+#[derive(FromRow)]
+struct ServedTenant {
+    id: i64,
+    name: String,
+    disabled: bool,
+    allow_admin: bool,
+    max_connections: Option<i64>,
+    max_ops_per_sec: Option<i64>,
+    route_version: i64,
+    route: Json<RouteTable>,
+}
+
+/// Reads in one repeatable-read transaction, so the revision and the content always agree.
+pub async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let revision = revision::current(&mut *tx).await?;
+    let served: Vec<ServedTenant> = sqlx::query_as(
+        "SELECT t.id, t.name, t.disabled, t.allow_admin, t.max_connections, t.max_ops_per_sec,
+                rv.version AS route_version, rv.route
+         FROM tenants t
+         JOIN LATERAL (SELECT version, route FROM route_versions r WHERE r.tenant_id = t.id
+                       ORDER BY version DESC LIMIT 1) rv ON true
+         ORDER BY t.name",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let credentials: Vec<(i64, i64, String)> = sqlx::query_as(
+        "SELECT tenant_id, id, digest FROM credentials WHERE revoked_at IS NULL ORDER BY id",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let urls = resources::all_urls(&mut *tx).await?;
+    tx.commit().await?;
+
+    let mut by_tenant: HashMap<i64, Vec<SnapshotCredential>> = HashMap::new();
+    for (tenant_id, id, digest) in credentials {
+        by_tenant
+            .entry(tenant_id)
+            .or_default()
+            .push(SnapshotCredential { id, digest });
+    }
+    let tenants = served
+        .into_iter()
+        .map(|t| {
+            let mut route = t.route.0;
+            // The reference table's foreign keys make this unreachable; if it ever happens, serving no snapshot
+            // (gateways keep their last good one) beats serving a tenant a half-resolved route.
+            references::inline(&mut route, &urls).map_err(|name| {
+                anyhow::anyhow!("tenant '{}' refers to unknown resource '{name}'", t.name)
+            })?;
+            Ok(SnapshotTenant {
+                limits: tenants::limits(t.max_connections, t.max_ops_per_sec),
+                credentials: by_tenant.remove(&t.id).unwrap_or_default(),
+                name: t.name,
+                disabled: t.disabled,
+                allow_admin: t.allow_admin,
+                route,
+                route_version: t.route_version,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()
+        .context("building the snapshot")?;
+    Ok(Snapshot { revision, tenants })
+}

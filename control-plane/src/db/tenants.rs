@@ -1,0 +1,128 @@
+//! Tenants.
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use switchyard_schemas::TenantLimits;
+use switchyard_schemas::api::{Tenant, TenantCreate};
+
+use super::timestamp;
+
+#[derive(FromRow)]
+pub struct TenantRow {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub disabled: bool,
+    pub allow_admin: bool,
+    pub max_connections: Option<i64>,
+    pub max_ops_per_sec: Option<i64>,
+    pub route_version: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl TenantRow {
+    pub fn limits(&self) -> TenantLimits {
+        limits(self.max_connections, self.max_ops_per_sec)
+    }
+
+    pub fn to_api(&self) -> Tenant {
+        Tenant {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            disabled: self.disabled,
+            allow_admin: self.allow_admin,
+            limits: self.limits(),
+            route_version: self.route_version,
+            created_at: timestamp(self.created_at),
+            updated_at: timestamp(self.updated_at),
+        }
+    }
+}
+
+/// The database keeps limits as bigint (an API u32 does not fit an integer); the CHECKs keep them in range.
+pub fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>) -> TenantLimits {
+    TenantLimits {
+        max_connections: max_connections.and_then(|v| u32::try_from(v).ok()),
+        max_ops_per_sec: max_ops_per_sec.and_then(|v| u32::try_from(v).ok()),
+    }
+}
+
+const SELECT: &str =
+    "SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+        t.max_ops_per_sec, t.created_at, t.updated_at,
+        (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS route_version
+    FROM tenants t";
+
+pub async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<TenantRow>> {
+    sqlx::query_as(&format!("{SELECT} ORDER BY t.name"))
+        .fetch_all(db)
+        .await
+}
+
+pub async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<TenantRow>> {
+    sqlx::query_as(&format!("{SELECT} WHERE t.name = $1"))
+        .bind(name)
+        .fetch_optional(db)
+        .await
+}
+
+/// The tenant, locked until the transaction ends: changes to one tenant (and its route) are serialized here.
+pub async fn get_for_update(
+    conn: &mut PgConnection,
+    name: &str,
+) -> sqlx::Result<Option<TenantRow>> {
+    sqlx::query_as(&format!("{SELECT} WHERE t.name = $1 FOR UPDATE OF t"))
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+}
+
+pub async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> sqlx::Result<TenantRow> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec)
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+    )
+    .bind(&new.name)
+    .bind(&new.description)
+    .bind(new.disabled)
+    .bind(new.allow_admin)
+    .bind(new.limits.max_connections.map(i64::from))
+    .bind(new.limits.max_ops_per_sec.map(i64::from))
+    .fetch_one(&mut *conn)
+    .await?;
+    by_id(conn, id).await
+}
+
+/// Writes every editable field of `tenant` back.
+pub async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> sqlx::Result<TenantRow> {
+    sqlx::query(
+        "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
+             max_ops_per_sec = $6, updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(tenant.id)
+    .bind(&tenant.description)
+    .bind(tenant.disabled)
+    .bind(tenant.allow_admin)
+    .bind(tenant.max_connections)
+    .bind(tenant.max_ops_per_sec)
+    .execute(&mut *conn)
+    .await?;
+    by_id(conn, tenant.id).await
+}
+
+pub async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM tenants WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+async fn by_id(conn: &mut PgConnection, id: i64) -> sqlx::Result<TenantRow> {
+    sqlx::query_as(&format!("{SELECT} WHERE t.id = $1"))
+        .bind(id)
+        .fetch_one(conn)
+        .await
+}

@@ -1,0 +1,195 @@
+//! `ApiError`: every way a request can fail, and how each one is answered (status, JSON body).
+//!
+//! Database constraint violations are mapped by constraint name, so the database stays the authority on what is
+//! unique, referenced or well-formed, and a request that loses a race still gets a 409/422 instead of a 500.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use switchyard_schemas::ValidationErrors;
+use switchyard_schemas::api::{ErrorBody, ErrorDetail};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("a valid admin or gateway bearer token is required")]
+    Unauthorized,
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    #[error("the route is at version {current}, not the version given in If-Match")]
+    PreconditionFailed { current: i64 },
+    #[error("{message}")]
+    Unprocessable {
+        message: String,
+        details: Vec<ErrorDetail>,
+    },
+    /// Anything the client could not have caused. The cause is logged, never sent.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn not_found(what: impl Into<String>) -> Self {
+        ApiError::NotFound(what.into())
+    }
+
+    /// A 422 about one field.
+    pub fn invalid(path: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        ApiError::Unprocessable {
+            message: format!("{path}: {message}"),
+            details: vec![ErrorDetail {
+                path: path.to_string(),
+                message,
+            }],
+        }
+    }
+
+    /// A 422 listing every broken rule of a route table, with paths under `prefix`.
+    pub fn invalid_route(prefix: &str, errors: ValidationErrors) -> Self {
+        ApiError::Unprocessable {
+            message: "the route table is invalid".to_string(),
+            details: errors
+                .0
+                .into_iter()
+                .map(|e| ErrorDetail {
+                    path: format!("{prefix}{}", e.path),
+                    message: e.message,
+                })
+                .collect(),
+        }
+    }
+
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::PreconditionFailed { .. } => {
+                (StatusCode::PRECONDITION_FAILED, "precondition_failed")
+            }
+            ApiError::Unprocessable { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        let (constraint, code) = match &error {
+            sqlx::Error::Database(db) => (
+                db.constraint().map(str::to_string),
+                db.code().map(|c| c.into_owned()),
+            ),
+            _ => (None, None),
+        };
+        if let Some(mapped) = constraint.as_deref().and_then(constraint_error) {
+            return mapped;
+        }
+        match code.as_deref() {
+            // Deadlock or serialization failure: nothing was changed, and trying again will do.
+            Some("40P01" | "40001") => ApiError::Conflict {
+                code: "concurrent_change",
+                message: "a concurrent change got in the way; nothing was changed, retry"
+                    .to_string(),
+            },
+            _ => ApiError::Internal(error.into()),
+        }
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(error: anyhow::Error) -> Self {
+        ApiError::Internal(error)
+    }
+}
+
+/// What a violated constraint means to the client. Names are those of `migrations/`.
+fn constraint_error(name: &str) -> Option<ApiError> {
+    let conflict = |code, message: &str| ApiError::Conflict {
+        code,
+        message: message.to_string(),
+    };
+    Some(match name {
+        "tenants_name_key" => conflict("tenant_exists", "a tenant with this name already exists"),
+        "resources_name_key" => conflict(
+            "resource_exists",
+            "a resource with this name already exists",
+        ),
+        "credentials_digest_key" => conflict(
+            "credential_exists",
+            "this password is already in use (or was used and revoked); choose another",
+        ),
+        // Only reachable if two changes to one tenant's route slip past the tenant lock.
+        "route_versions_pkey" => conflict(
+            "concurrent_change",
+            "another change to this route was made at the same time; retry",
+        ),
+        "credentials_tenant_id_fkey" | "route_versions_tenant_id_fkey" => {
+            ApiError::not_found("the tenant was deleted meanwhile")
+        }
+        "route_resource_refs_resource_id_fkey" => conflict(
+            "resource_in_use",
+            "a tenant's current route uses this resource; change those routes first",
+        ),
+        "tenants_name_format" => ApiError::invalid(
+            "/name",
+            "1 to 64 of A-Z a-z 0-9 _ . -, starting with a letter or digit",
+        ),
+        "resources_name_format" => ApiError::invalid(
+            "/name",
+            "1 to 128 of A-Z a-z 0-9 _ . -, starting with a letter or digit",
+        ),
+        "tenants_max_connections_positive" => {
+            ApiError::invalid("/limits/max_connections", "must be greater than 0")
+        }
+        "tenants_max_ops_per_sec_positive" => {
+            ApiError::invalid("/limits/max_ops_per_sec", "must be greater than 0")
+        }
+        "gateways_id_format" => ApiError::invalid("/id", "must be 1 to 200 characters"),
+        "gateways_address_length" => {
+            ApiError::invalid("/address", "must be at most 200 characters")
+        }
+        "gateways_revision_not_negative" => ApiError::invalid("/revision", "must not be negative"),
+        _ => return None,
+    })
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(error = format!("{cause:#}"), "request failed");
+        }
+        let details = match &self {
+            ApiError::Unprocessable { details, .. } => details.clone(),
+            _ => Vec::new(),
+        };
+        let body = ErrorBody {
+            error: code.to_string(),
+            message: self.to_string(),
+            details,
+        };
+        let mut response = (status, Json(body)).into_response();
+        if let ApiError::PreconditionFailed { current } = self
+            && let Ok(etag) = format!("\"{current}\"").parse()
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::ETAG, etag);
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}

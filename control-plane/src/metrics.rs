@@ -1,0 +1,70 @@
+//! Prometheus text metrics of the control plane: responses by status class, waiting long-polls, revision.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::app::AppState;
+
+#[derive(Default)]
+pub struct Metrics {
+    /// Indexed by status / 100 (1xx to 5xx).
+    responses: [AtomicU64; 6],
+    pub long_polls_waiting: AtomicI64,
+    pub snapshots_served: AtomicU64,
+}
+
+impl Metrics {
+    pub fn render(&self, revision: i64) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP switchyard_cp_responses_total HTTP responses by status class.\n");
+        out.push_str("# TYPE switchyard_cp_responses_total counter\n");
+        for (class, count) in self.responses.iter().enumerate().skip(1) {
+            let _ = writeln!(
+                out,
+                "switchyard_cp_responses_total{{class=\"{class}xx\"}} {}",
+                count.load(Ordering::Relaxed)
+            );
+        }
+        let gauges = [
+            (
+                "switchyard_cp_revision",
+                "gauge",
+                "The latest global revision this process knows of.",
+                revision,
+            ),
+            (
+                "switchyard_cp_long_polls_waiting",
+                "gauge",
+                "Snapshot long-polls waiting for a change.",
+                self.long_polls_waiting.load(Ordering::Relaxed),
+            ),
+            (
+                "switchyard_cp_snapshots_served_total",
+                "counter",
+                "Snapshots sent to gateways.",
+                i64::try_from(self.snapshots_served.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+            ),
+        ];
+        for (name, kind, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
+        out
+    }
+}
+
+/// Middleware counting every response.
+pub async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let class = usize::from(response.status().as_u16() / 100);
+    if let Some(counter) = state.metrics.responses.get(class) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    response
+}

@@ -1,0 +1,218 @@
+//! The endpoint table and the OpenAPI 3.1 document generated from it.
+//!
+//! Each `api/` file lists its endpoints as [`Operation`]s: handler, access, and the Rust types of the bodies.
+//! The router is built from the same list, so the document cannot name an endpoint that is not served or miss
+//! one that is. Body schemas come from the `schemars::JsonSchema` types of `switchyard-schemas` (the same ones
+//! the committed JSON Schema files are generated from), so there is one description of each payload.
+
+use std::collections::BTreeMap;
+
+use axum::http::Method;
+use axum::routing::MethodRouter;
+use schemars::JsonSchema;
+use schemars::r#gen::{SchemaGenerator, SchemaSettings};
+use schemars::schema::Schema;
+use serde_json::{Map, Value, json};
+use switchyard_schemas::api::ErrorBody;
+
+use crate::app::AppState;
+use crate::auth::Access;
+
+type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// One endpoint: how it is served and how it is documented.
+pub struct Operation {
+    pub id: &'static str,
+    pub method: Method,
+    pub path: &'static str,
+    pub summary: &'static str,
+    pub access: Access,
+    pub handler: MethodRouter<AppState>,
+    request: Option<SchemaFn>,
+    status: u16,
+    response: Option<SchemaFn>,
+    content_type: &'static str,
+    errors: Vec<u16>,
+    bodiless: Vec<u16>,
+    params: Vec<(&'static str, &'static str, &'static str)>,
+}
+
+impl Operation {
+    pub fn new(
+        id: &'static str,
+        method: Method,
+        path: &'static str,
+        summary: &'static str,
+        access: Access,
+        handler: MethodRouter<AppState>,
+    ) -> Operation {
+        Operation {
+            id,
+            method,
+            path,
+            summary,
+            access,
+            handler,
+            request: None,
+            status: 200,
+            response: None,
+            content_type: "application/json",
+            errors: Vec::new(),
+            bodiless: Vec::new(),
+            params: Vec::new(),
+        }
+    }
+
+    /// A JSON request body of type `T` (bad JSON is a 400, a bad shape a 422).
+    pub fn request<T: JsonSchema>(mut self) -> Operation {
+        self.request = Some(schema::<T>);
+        self.errors(&[400, 422])
+    }
+
+    /// The success status and its JSON body of type `T`.
+    pub fn reply<T: JsonSchema>(mut self, status: u16) -> Operation {
+        self.status = status;
+        self.response = Some(schema::<T>);
+        self
+    }
+
+    /// A success status without a body.
+    pub fn reply_empty(mut self, status: u16) -> Operation {
+        self.status = status;
+        self
+    }
+
+    /// A success body that is not JSON.
+    pub fn reply_text(mut self, content_type: &'static str) -> Operation {
+        self.content_type = content_type;
+        self
+    }
+
+    pub fn errors(mut self, statuses: &[u16]) -> Operation {
+        self.errors.extend_from_slice(statuses);
+        self
+    }
+
+    /// Another answer without a body (e.g. 304).
+    pub fn also(mut self, status: u16) -> Operation {
+        self.bodiless.push(status);
+        self
+    }
+
+    pub fn query(mut self, name: &'static str, description: &'static str) -> Operation {
+        self.params.push(("query", name, description));
+        self
+    }
+
+    pub fn header(mut self, name: &'static str, description: &'static str) -> Operation {
+        self.params.push(("header", name, description));
+        self
+    }
+
+    fn document(&self, generator: &mut SchemaGenerator) -> Value {
+        let mut parameters: Vec<Value> = path_parameters(self.path)
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        parameters.extend(self.params.iter().map(|(place, name, description)| {
+            json!({"name": name, "in": place, "description": description, "schema": {"type": "string"}})
+        }));
+        let mut responses = Map::new();
+        let content = |schema: Option<Schema>, content_type: &str| match schema {
+            Some(schema) => json!({content_type: {"schema": schema}}),
+            None if content_type != "application/json" => {
+                json!({content_type: {"schema": {"type": "string"}}})
+            }
+            None => Value::Null,
+        };
+        let mut success = json!({"description": reason(self.status)});
+        let body = content(self.response.map(|f| f(generator)), self.content_type);
+        if !body.is_null() {
+            success["content"] = body;
+        }
+        responses.insert(self.status.to_string(), success);
+        for status in &self.bodiless {
+            responses.insert(status.to_string(), json!({"description": reason(*status)}));
+        }
+        let mut errors = self.errors.clone();
+        if self.access != Access::Public {
+            errors.push(401);
+        }
+        errors.sort_unstable();
+        errors.dedup();
+        let error_schema = schema::<ErrorBody>(generator);
+        for status in errors {
+            responses.insert(
+                status.to_string(),
+                json!({"description": reason(status),
+                       "content": {"application/json": {"schema": error_schema}}}),
+            );
+        }
+        let mut operation = json!({
+            "operationId": self.id,
+            "summary": self.summary,
+            "parameters": parameters,
+            "responses": responses,
+        });
+        match self.access {
+            Access::Public => operation["security"] = json!([]),
+            Access::Admin => operation["security"] = json!([{"admin": []}]),
+            Access::Gateway => operation["security"] = json!([{"gateway": []}, {"admin": []}]),
+        }
+        if let Some(request) = self.request {
+            operation["requestBody"] = json!({
+                "required": true,
+                "content": {"application/json": {"schema": request(generator)}},
+            });
+        }
+        operation
+    }
+}
+
+fn path_parameters(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/')
+        .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+}
+
+fn reason(status: u16) -> &'static str {
+    axum::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("")
+}
+
+/// The OpenAPI 3.1 document of `operations`.
+pub fn document(operations: &[Operation]) -> Value {
+    let mut settings = SchemaSettings::draft07();
+    settings.definitions_path = "#/components/schemas/".to_string();
+    settings.meta_schema = None;
+    let mut generator = settings.into_generator();
+    let mut paths: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
+    for operation in operations {
+        let documented = operation.document(&mut generator);
+        paths
+            .entry(operation.path)
+            .or_default()
+            .insert(operation.method.as_str().to_lowercase(), documented);
+    }
+    let schemas: BTreeMap<String, Schema> = generator.take_definitions().into_iter().collect();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Switchyard control plane",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Tenants, credentials, resources and versioned route tables for Switchyard gateways.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "admin": {"type": "http", "scheme": "bearer", "description": "An admin token (--admin-token)."},
+                "gateway": {"type": "http", "scheme": "bearer", "description": "A gateway token (--gateway-token)."},
+            },
+        },
+    })
+}

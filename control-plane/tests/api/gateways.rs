@@ -1,0 +1,77 @@
+//! `/v1/gateways`
+
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::common::Api;
+
+#[sqlx::test(migrations = "../migrations")]
+async fn heartbeats_show_convergence(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+
+    let empty = api.admin("GET", "/v1/gateways", None).await;
+    assert_eq!(
+        empty.body,
+        json!({"revision": revision, "converged": true, "gateways": []})
+    );
+
+    for (id, seen) in [("gw-1", revision), ("gw-2", revision - 1)] {
+        let ack = api
+            .gateway(
+                "POST",
+                "/v1/gateways/heartbeat",
+                Some(json!({"id": id, "address": "127.0.0.1:6380", "revision": seen})),
+            )
+            .await;
+        assert_eq!(ack.status, 200, "{}", ack.body);
+        assert_eq!(ack.body, json!({"revision": revision}));
+    }
+    let fleet = api.admin("GET", "/v1/gateways", None).await;
+    assert_eq!(fleet.status, 200);
+    assert_eq!(fleet.body["converged"], false);
+    assert_eq!(fleet.body["gateways"][0]["id"], "gw-1");
+    assert_eq!(fleet.body["gateways"][0]["live"], true);
+    assert_eq!(fleet.body["gateways"][0]["up_to_date"], true);
+    assert_eq!(fleet.body["gateways"][1]["up_to_date"], false);
+
+    api.gateway(
+        "POST",
+        "/v1/gateways/heartbeat",
+        Some(json!({"id": "gw-2", "revision": revision})),
+    )
+    .await;
+    let fleet = api.admin("GET", "/v1/gateways", None).await;
+    assert_eq!(fleet.body["converged"], true);
+
+    // A gateway that stopped reporting no longer holds convergence back.
+    sqlx::query(
+        "UPDATE gateways SET last_seen = now() - interval '1 hour', revision = 0 WHERE id = 'gw-1'",
+    )
+    .execute(&api.state.pool)
+    .await
+    .unwrap();
+    let fleet = api.admin("GET", "/v1/gateways", None).await;
+    assert_eq!(fleet.body["gateways"][0]["live"], false);
+    assert_eq!(fleet.body["converged"], true);
+
+    assert_eq!(api.revision().await, revision, "heartbeats are not changes");
+
+    let bad = api
+        .gateway(
+            "POST",
+            "/v1/gateways/heartbeat",
+            Some(json!({"id": "", "revision": 1})),
+        )
+        .await;
+    assert_eq!(bad.status, 422);
+    let missing = api
+        .gateway(
+            "POST",
+            "/v1/gateways/heartbeat",
+            Some(json!({"id": "gw-3"})),
+        )
+        .await;
+    assert_eq!(missing.status, 422);
+}

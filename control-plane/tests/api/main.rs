@@ -1,0 +1,14 @@
+//! The control plane's REST API end to end: the real router over a real Postgres database (a fresh one per
+//! test, made by `#[sqlx::test]` from `DATABASE_URL`).
+
+mod access;
+mod audit;
+mod common;
+mod credentials;
+mod gateways;
+mod migrations;
+mod resources;
+mod routes;
+mod snapshot;
+mod system;
+mod tenants;

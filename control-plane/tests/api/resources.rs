@@ -1,0 +1,167 @@
+//! `/v1/resources`
+
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::common::{Api, details, single};
+
+#[sqlx::test(migrations = "../migrations")]
+async fn create_show_update_delete(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let created = api
+        .admin(
+            "POST",
+            "/v1/resources",
+            Some(
+                json!({"name": "main", "url": "redis://127.0.0.1:6379", "description": "primary"}),
+            ),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["used_by"], json!([]));
+    let shown = api.admin("GET", "/v1/resources/main", None).await;
+    assert_eq!(shown.body, created.body);
+    assert_eq!(
+        api.admin("GET", "/v1/resources/none", None).await.status,
+        404
+    );
+
+    let updated = api
+        .admin(
+            "PUT",
+            "/v1/resources/main",
+            Some(json!({"url": "redis-cluster://127.0.0.1:7000,127.0.0.1:7001"})),
+        )
+        .await;
+    assert_eq!(updated.status, 200, "{}", updated.body);
+    assert_eq!(
+        updated.body["url"],
+        "redis-cluster://127.0.0.1:7000,127.0.0.1:7001"
+    );
+    let missing = api
+        .admin(
+            "PUT",
+            "/v1/resources/none",
+            Some(json!({"url": "redis://127.0.0.1:1"})),
+        )
+        .await;
+    assert_eq!(missing.status, 404);
+
+    let listed = api.admin("GET", "/v1/resources", None).await;
+    assert_eq!(listed.body["resources"].as_array().unwrap().len(), 1);
+
+    assert_eq!(
+        api.admin("DELETE", "/v1/resources/main", None).await.status,
+        204
+    );
+    assert_eq!(
+        api.admin("DELETE", "/v1/resources/main", None).await.status,
+        404
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn rejects_bad_names_and_urls_without_leaking_passwords(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_resource("main", "redis://127.0.0.1:6379").await;
+    let revision = api.revision().await;
+
+    let duplicate = api
+        .admin(
+            "POST",
+            "/v1/resources",
+            Some(json!({"name": "main", "url": "redis://127.0.0.1:1"})),
+        )
+        .await;
+    assert_eq!(
+        (duplicate.status, duplicate.error()),
+        (409, "resource_exists")
+    );
+
+    let url_name = api
+        .admin(
+            "POST",
+            "/v1/resources",
+            Some(json!({"name": "redis://x", "url": "redis://127.0.0.1:1"})),
+        )
+        .await;
+    assert_eq!(url_name.status, 422);
+    assert!(details(&url_name)[0].starts_with("/name: "));
+
+    let bad_url = api
+        .admin(
+            "POST",
+            "/v1/resources",
+            Some(json!({"name": "b", "url": "redis://hunter2hunter2@127.0.0.1:notaport"})),
+        )
+        .await;
+    assert_eq!(bad_url.status, 422);
+    assert!(details(&bad_url)[0].starts_with("/url: bad host"));
+    assert!(
+        !bad_url.body.to_string().contains("hunter2"),
+        "{}",
+        bad_url.body
+    );
+
+    let bad_update = api
+        .admin(
+            "PUT",
+            "/v1/resources/main",
+            Some(json!({"url": "http://127.0.0.1"})),
+        )
+        .await;
+    assert_eq!(bad_update.status, 422);
+
+    assert_eq!(api.revision().await, revision);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_resource_in_use_cannot_be_deleted_or_broken(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_resource("main", "redis://127.0.0.1:6379").await;
+    api.create_tenant("acme").await;
+    assert_eq!(api.put_route("acme", single("main")).await.status, 200);
+    let shown = api.admin("GET", "/v1/resources/main", None).await;
+    assert_eq!(shown.body["used_by"], json!(["acme"]));
+    let revision = api.revision().await;
+
+    let in_use = api.admin("DELETE", "/v1/resources/main", None).await;
+    assert_eq!((in_use.status, in_use.error()), (409, "resource_in_use"));
+    assert!(in_use.body["message"].as_str().unwrap().contains("acme"));
+
+    // The database itself refuses, not only the handler.
+    let direct = sqlx::query("DELETE FROM resources WHERE name = 'main'")
+        .execute(&api.state.pool)
+        .await
+        .unwrap_err();
+    let constraint = direct.as_database_error().and_then(|e| e.constraint());
+    assert_eq!(constraint, Some("route_resource_refs_resource_id_fkey"));
+
+    // A route writes to it, so it cannot become a read-only replica resource.
+    let broken = api
+        .admin(
+            "PUT",
+            "/v1/resources/main",
+            Some(json!({"url": "redis-cluster-slaves://127.0.0.1:7000"})),
+        )
+        .await;
+    assert_eq!(broken.status, 422, "{}", broken.body);
+    assert!(
+        details(&broken)[0].contains("tenant 'acme'"),
+        "{:?}",
+        details(&broken)
+    );
+    assert_eq!(api.revision().await, revision);
+
+    // Once no current route uses it (history does not count), it can go.
+    assert_eq!(
+        api.put_route("acme", single("redis://127.0.0.1:6380"))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        api.admin("DELETE", "/v1/resources/main", None).await.status,
+        204
+    );
+}

@@ -1,0 +1,237 @@
+//! `/v1/tenants/{tenant}/route`
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::common::{Api, details, single};
+
+#[sqlx::test(migrations = "../migrations")]
+async fn versions_history_and_rollback(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    api.create_resource("main", "redis://127.0.0.1:6379").await;
+    let none = api.admin("GET", "/v1/tenants/acme/route", None).await;
+    assert_eq!(none.status, 404);
+
+    let revision = api.revision().await;
+    let first = api.put_route("acme", single("main")).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["version"], 1);
+    assert_eq!(first.body["revision"], revision + 1);
+    assert!(first.body["author"].as_str().unwrap().starts_with("admin:"));
+    assert_eq!(first.header("etag"), Some("\"1\""));
+
+    let current = api.admin("GET", "/v1/tenants/acme/route", None).await;
+    assert_eq!(current.status, 200);
+    assert_eq!(current.header("etag"), Some("\"1\""));
+    assert_eq!(current.body["route"], single("main"));
+    assert_eq!(current.body["comment"], "test");
+    assert!(current.body["created_at"].is_string());
+
+    let sharded = json!({"type": "sharded", "hash": {"algorithm": "crc16", "buckets": 2}, "shards": [
+        {"name": "a", "target": "main", "buckets": ["0"]},
+        {"name": "b", "target": "redis://127.0.0.1:6380", "buckets": ["1"]}]});
+    let second = api
+        .admin_with(
+            "PUT",
+            "/v1/tenants/acme/route",
+            &[("if-match", "\"1\"")],
+            Some(json!({"route": sharded})),
+        )
+        .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.body["version"], 2);
+    let tenant = api.admin("GET", "/v1/tenants/acme", None).await;
+    assert_eq!(tenant.body["route_version"], 2);
+
+    let one = api
+        .admin("GET", "/v1/tenants/acme/route/versions/1", None)
+        .await;
+    assert_eq!(one.body["route"], single("main"));
+    assert_eq!(
+        api.admin("GET", "/v1/tenants/acme/route/versions/9", None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        api.admin("GET", "/v1/tenants/acme/route/versions/x", None)
+            .await
+            .status,
+        400
+    );
+
+    let rolled = api
+        .admin(
+            "POST",
+            "/v1/tenants/acme/route/rollback",
+            Some(json!({"version": 1})),
+        )
+        .await;
+    assert_eq!(rolled.status, 200, "{}", rolled.body);
+    assert_eq!(rolled.body["version"], 3);
+    assert_eq!(rolled.body["route"], single("main"));
+    assert_eq!(rolled.body["comment"], "rollback to version 1");
+    let missing = api
+        .admin(
+            "POST",
+            "/v1/tenants/acme/route/rollback",
+            Some(json!({"version": 7})),
+        )
+        .await;
+    assert_eq!(missing.status, 404);
+
+    let page = api
+        .admin("GET", "/v1/tenants/acme/route/versions?limit=2", None)
+        .await;
+    let versions: Vec<i64> = page.body["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(versions, vec![3, 2]);
+    assert_eq!(page.body["next_before"], 2);
+    let rest = api
+        .admin(
+            "GET",
+            "/v1/tenants/acme/route/versions?limit=2&before=2",
+            None,
+        )
+        .await;
+    assert_eq!(rest.body["versions"][0]["version"], 1);
+    assert_eq!(rest.body["next_before"], Value::Null);
+    assert_eq!(
+        api.admin("GET", "/v1/tenants/acme/route/versions?limit=0", None)
+            .await
+            .status,
+        400
+    );
+
+    // Versions are immutable in the database too.
+    let update = sqlx::query("UPDATE route_versions SET comment = 'x'")
+        .execute(&api.state.pool)
+        .await;
+    assert!(update.is_err());
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn invalid_tables_are_422_with_pointers(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+
+    let semantic = api
+        .put_route(
+            "acme",
+            json!({"type": "sharded", "hash": {"algorithm": "camellia", "buckets": 2}, "shards": [
+                {"name": "a", "target": "nowhere", "buckets": ["0"]},
+                {"name": "a", "target": "redis://127.0.0.1:1", "buckets": ["1"]}]}),
+        )
+        .await;
+    assert_eq!(semantic.status, 422, "{}", semantic.body);
+    assert_eq!(
+        details(&semantic),
+        vec![
+            "/route/shards/0/target: unknown resource 'nowhere'",
+            "/route/shards/1/name: duplicate shard name 'a'",
+        ]
+    );
+
+    let schema = api
+        .put_route(
+            "acme",
+            json!({"type": "sharded", "shards": [{"name": "a", "target": "m", "weight": -1}]}),
+        )
+        .await;
+    assert_eq!(schema.status, 422);
+    let lines = details(&schema);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("/route/shards/0/weight: "),
+        "{lines:?}"
+    );
+
+    let unknown_type = api.put_route("acme", json!({"type": "mirrored"})).await;
+    assert_eq!(unknown_type.status, 422);
+    assert!(details(&unknown_type)[0].starts_with("/route"));
+
+    let no_route = api
+        .admin(
+            "PUT",
+            "/v1/tenants/acme/route",
+            Some(json!({"comment": "x"})),
+        )
+        .await;
+    assert_eq!(no_route.status, 422);
+    assert_eq!(details(&no_route), vec![": missing field `route`"]);
+
+    let not_json = api
+        .request(
+            "PUT",
+            "/v1/tenants/acme/route",
+            Some(crate::common::ADMIN),
+            &[],
+            Some("[".into()),
+        )
+        .await;
+    assert_eq!(not_json.status, 400);
+
+    let no_tenant = api.put_route("nobody", single("redis://127.0.0.1:1")).await;
+    assert_eq!(no_tenant.status, 404);
+
+    let bad_if_match = api
+        .admin_with(
+            "PUT",
+            "/v1/tenants/acme/route",
+            &[("if-match", "soon")],
+            Some(json!({"route": single("redis://127.0.0.1:1")})),
+        )
+        .await;
+    assert_eq!(bad_if_match.status, 400);
+
+    assert_eq!(
+        api.revision().await,
+        revision,
+        "a rejected change moved the revision"
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn if_match_lets_exactly_one_of_two_racing_admins_win(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    assert_eq!(
+        api.put_route("acme", single("redis://127.0.0.1:1"))
+            .await
+            .status,
+        200
+    );
+    let stale = api
+        .admin_with(
+            "PUT",
+            "/v1/tenants/acme/route",
+            &[("if-match", "0")],
+            Some(json!({"route": single("redis://127.0.0.1:2")})),
+        )
+        .await;
+    assert_eq!((stale.status, stale.error()), (412, "precondition_failed"));
+    assert_eq!(stale.header("etag"), Some("\"1\""));
+
+    for round in 0..5 {
+        let version = (round + 1).to_string();
+        let body = |port: u16| Some(json!({"route": single(&format!("redis://127.0.0.1:{port}"))}));
+        let revision = api.revision().await;
+        let headers = [("if-match", version.as_str())];
+        let (a, b) = tokio::join!(
+            api.admin_with("PUT", "/v1/tenants/acme/route", &headers, body(10)),
+            api.admin_with("PUT", "/v1/tenants/acme/route", &headers, body(20)),
+        );
+        let mut statuses = [a.status, b.status];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 412], "{} / {}", a.body, b.body);
+        assert_eq!(api.revision().await, revision + 1);
+    }
+    let current = api.admin("GET", "/v1/tenants/acme/route", None).await;
+    assert_eq!(current.body["version"], 6);
+}

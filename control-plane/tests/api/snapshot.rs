@@ -1,0 +1,207 @@
+//! `GET /v1/snapshot`: content, conditional answers and long-poll across replicas.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sqlx::PgPool;
+use switchyard_schemas::{Snapshot, credential_digest};
+
+use crate::common::{Api, single};
+
+fn parse(body: &serde_json::Value) -> Snapshot {
+    serde_json::from_value(body.clone()).expect("a snapshot")
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn carries_what_gateways_serve(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_resource("main", "redis://:pw@127.0.0.1:6379/2")
+        .await;
+    api.create_tenant("acme").await;
+    api.create_tenant("routeless").await;
+    let (id, secret) = api.issue_credential("acme").await;
+    let (revoked, revoked_secret) = api.issue_credential("acme").await;
+    api.admin(
+        "PATCH",
+        "/v1/tenants/acme",
+        Some(json!({"limits": {"max_connections": 7}})),
+    )
+    .await;
+    let route = json!({"type": "single", "target": {"read": {"resources": ["main", "redis://127.0.0.1:6380"]},
+                                                   "write": {"resources": ["main"]}}});
+    assert_eq!(api.put_route("acme", route).await.status, 200);
+
+    let reply = api.gateway("GET", "/v1/snapshot", None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let snapshot = parse(&reply.body);
+    assert_eq!(snapshot.revision, api.revision().await);
+    assert_eq!(
+        reply.header("etag"),
+        Some(format!("\"{}\"", snapshot.revision).as_str())
+    );
+    assert_eq!(
+        snapshot.tenants.len(),
+        1,
+        "a tenant without a route is left out"
+    );
+    let acme = &snapshot.tenants[0];
+    assert_eq!(acme.name, "acme");
+    assert_eq!(acme.route_version, 1);
+    assert_eq!(acme.limits.max_connections, Some(7));
+    let digests: Vec<_> = acme
+        .credentials
+        .iter()
+        .map(|c| (c.id, c.digest.clone()))
+        .collect();
+    assert_eq!(
+        digests,
+        vec![
+            (id, credential_digest(&secret)),
+            (revoked, credential_digest(&revoked_secret))
+        ]
+    );
+    assert!(!reply.body.to_string().contains(&secret), "no clear secret");
+    assert_eq!(
+        serde_json::to_value(&acme.route).unwrap(),
+        json!({"type": "single", "target": {
+            "read": {"resources": ["redis://:pw@127.0.0.1:6379/2", "redis://127.0.0.1:6380"], "policy": "primary"},
+            "write": {"resources": ["redis://:pw@127.0.0.1:6379/2"], "ack": "primary"}}}),
+        "names are replaced by their URLs"
+    );
+
+    // Revoking removes the digest from the next snapshot.
+    let path = format!("/v1/tenants/acme/credentials/{revoked}");
+    assert_eq!(api.admin("DELETE", &path, None).await.status, 204);
+    let next = parse(&api.gateway("GET", "/v1/snapshot", None).await.body);
+    assert_eq!(next.revision, snapshot.revision + 1);
+    let digests: Vec<_> = next.tenants[0].credentials.iter().map(|c| c.id).collect();
+    assert_eq!(digests, vec![id]);
+
+    // A resource's new URL reaches the snapshot.
+    api.admin(
+        "PUT",
+        "/v1/resources/main",
+        Some(json!({"url": "redis://127.0.0.1:7777"})),
+    )
+    .await;
+    let after_update = api.gateway("GET", "/v1/snapshot", None).await;
+    assert!(
+        after_update
+            .body
+            .to_string()
+            .contains("redis://127.0.0.1:7777")
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn answers_conditionally(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+
+    let stale = api
+        .gateway("GET", &format!("/v1/snapshot?after={}", revision - 1), None)
+        .await;
+    assert_eq!(stale.status, 200);
+
+    let started = Instant::now();
+    let current = api
+        .gateway("GET", &format!("/v1/snapshot?after={revision}"), None)
+        .await;
+    assert_eq!(current.status, 304);
+    assert_eq!(
+        current.header("etag"),
+        Some(format!("\"{revision}\"").as_str())
+    );
+    let waited = api
+        .gateway(
+            "GET",
+            &format!("/v1/snapshot?after={revision}&wait=300ms"),
+            None,
+        )
+        .await;
+    assert_eq!(waited.status, 304);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    let etag = format!("\"{revision}\"");
+    let by_etag = api
+        .request(
+            "GET",
+            "/v1/snapshot",
+            Some(crate::common::GATEWAY),
+            &[("if-none-match", &etag)],
+            None,
+        )
+        .await;
+    assert_eq!(by_etag.status, 304);
+
+    for bad in ["wait=forever", "after=x", "colour=red"] {
+        let reply = api
+            .gateway("GET", &format!("/v1/snapshot?{bad}"), None)
+            .await;
+        assert_eq!((reply.status, reply.error()), (400, "bad_request"), "{bad}");
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn long_poll_wakes_within_100ms_of_a_change_on_another_replica(pool: PgPool) {
+    let waiter = Api::new(pool.clone()).await;
+    let writer = Api::replica(&pool).await;
+    writer.create_tenant("acme").await;
+    assert_eq!(
+        writer
+            .put_route("acme", single("redis://127.0.0.1:6379"))
+            .await
+            .status,
+        200
+    );
+
+    for round in 0..3 {
+        let revision = waiter.revision().await;
+        let poll = {
+            let router = waiter.router.clone();
+            let state = waiter.state.clone();
+            tokio::spawn(async move {
+                let api = Api { router, state };
+                let reply = api
+                    .gateway(
+                        "GET",
+                        &format!("/v1/snapshot?after={revision}&wait=20s"),
+                        None,
+                    )
+                    .await;
+                (reply, Instant::now())
+            })
+        };
+        // Make the change only once the poll is really waiting.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while waiter
+            .state
+            .metrics
+            .long_polls_waiting
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 0
+        {
+            assert!(Instant::now() < deadline, "the poll never started waiting");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let description = format!("round {round}");
+        let changed = writer
+            .admin(
+                "PATCH",
+                "/v1/tenants/acme",
+                Some(json!({"description": description})),
+            )
+            .await;
+        let committed = Instant::now();
+        assert_eq!(changed.status, 200);
+        let (reply, answered) = poll.await.unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(parse(&reply.body).revision, revision + 1);
+        let latency = answered.saturating_duration_since(committed);
+        assert!(
+            latency < Duration::from_millis(100),
+            "woke {latency:?} after the change"
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! `/healthz`, `/metrics`, `/openapi.json`
+
+use sqlx::PgPool;
+
+use crate::common::Api;
+
+#[sqlx::test(migrations = "../migrations")]
+async fn health_metrics_and_openapi(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let health = api.request("GET", "/healthz", None, &[], None).await;
+    assert_eq!(health.status, 200);
+    assert_eq!(health.body["status"], "ok");
+    assert_eq!(health.body["revision"], 1);
+
+    let metrics = api.request("GET", "/metrics", None, &[], None).await;
+    assert_eq!(metrics.status, 200);
+    let text = metrics.body.as_str().unwrap();
+    assert!(text.contains("switchyard_cp_revision 1"), "{text}");
+    assert!(
+        text.contains("switchyard_cp_responses_total{class=\"2xx\"}"),
+        "{text}"
+    );
+
+    let openapi = api.request("GET", "/openapi.json", None, &[], None).await;
+    assert_eq!(openapi.status, 200);
+    assert_eq!(openapi.body["openapi"], "3.1.0");
+    assert_eq!(
+        openapi.body,
+        switchyard_control_plane::openapi::document(&switchyard_control_plane::api::operations())
+    );
+}

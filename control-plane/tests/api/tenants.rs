@@ -1,0 +1,141 @@
+//! `/v1/tenants`
+
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::common::{Api, details};
+
+#[sqlx::test(migrations = "../migrations")]
+async fn create_show_list_patch_delete(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let created = api
+        .admin(
+            "POST",
+            "/v1/tenants",
+            Some(json!({"name": "acme", "description": "Acme Corp", "limits": {"max_connections": 100}})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["name"], "acme");
+    assert_eq!(created.body["disabled"], false);
+    assert_eq!(created.body["limits"], json!({"max_connections": 100}));
+    assert_eq!(created.body["route_version"], json!(null));
+
+    let shown = api.admin("GET", "/v1/tenants/acme", None).await;
+    assert_eq!(shown.status, 200);
+    assert_eq!(shown.body, created.body);
+
+    api.create_tenant("beta").await;
+    let listed = api.admin("GET", "/v1/tenants", None).await;
+    let names: Vec<_> = listed.body["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, vec!["acme", "beta"]);
+
+    let patched = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/acme",
+            Some(
+                json!({"disabled": true, "allow_admin": true, "limits": {"max_ops_per_sec": 5000}}),
+            ),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.body["disabled"], true);
+    assert_eq!(patched.body["allow_admin"], true);
+    assert_eq!(patched.body["description"], "Acme Corp");
+    // limits are replaced as a whole.
+    assert_eq!(patched.body["limits"], json!({"max_ops_per_sec": 5000}));
+
+    assert_eq!(
+        api.admin("DELETE", "/v1/tenants/acme", None).await.status,
+        204
+    );
+    assert_eq!(api.admin("GET", "/v1/tenants/acme", None).await.status, 404);
+    assert_eq!(
+        api.admin("DELETE", "/v1/tenants/acme", None).await.status,
+        404
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn rejects_bad_input_without_changing_anything(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+
+    let duplicate = api
+        .admin("POST", "/v1/tenants", Some(json!({"name": "acme"})))
+        .await;
+    assert_eq!(
+        (duplicate.status, duplicate.error()),
+        (409, "tenant_exists")
+    );
+
+    let bad_name = api
+        .admin("POST", "/v1/tenants", Some(json!({"name": "no spaces"})))
+        .await;
+    assert_eq!(bad_name.status, 422);
+    assert_eq!(details(&bad_name).len(), 1);
+    assert!(details(&bad_name)[0].starts_with("/name: "));
+
+    let unknown_field = api
+        .admin(
+            "POST",
+            "/v1/tenants",
+            Some(json!({"name": "x", "colour": "red"})),
+        )
+        .await;
+    assert_eq!(unknown_field.status, 422);
+    assert!(details(&unknown_field)[0].starts_with("/colour: unknown field"));
+
+    let wrong_type = api
+        .admin("POST", "/v1/tenants", Some(json!({"name": 5})))
+        .await;
+    assert_eq!(wrong_type.status, 422);
+    assert!(details(&wrong_type)[0].starts_with("/name: invalid type"));
+
+    let not_json = api
+        .request(
+            "POST",
+            "/v1/tenants",
+            Some(crate::common::ADMIN),
+            &[],
+            Some("{nope".into()),
+        )
+        .await;
+    assert_eq!((not_json.status, not_json.error()), (400, "bad_request"));
+    assert_eq!(not_json.body["details"], json!([]));
+
+    let zero_limit = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/acme",
+            Some(json!({"limits": {"max_connections": 0}})),
+        )
+        .await;
+    assert_eq!(zero_limit.status, 422);
+    assert_eq!(
+        details(&zero_limit),
+        vec!["/limits/max_connections: must be greater than 0"]
+    );
+
+    let missing = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/nobody",
+            Some(json!({"disabled": true})),
+        )
+        .await;
+    assert_eq!((missing.status, missing.error()), (404, "not_found"));
+
+    assert_eq!(
+        api.revision().await,
+        revision,
+        "a rejected change moved the revision"
+    );
+}

@@ -1,0 +1,199 @@
+//! Following the control plane: long-poll its snapshot, validate and swap it in, keep the last good one on disk,
+//! and report the revision served in heartbeats.
+//!
+//! The control plane being down never stops traffic: the gateway keeps serving the snapshot it has (or, after a
+//! restart, the one in its cache file) and keeps retrying with backoff.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use switchyard_schemas::api::Heartbeat;
+use tokio::sync::Notify;
+
+use crate::server::Gateway;
+
+/// Where and how to reach the control plane.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneConfig {
+    /// Base URL, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    pub token: String,
+    /// The last applied snapshot, for starting while the control plane is unreachable.
+    pub cache_file: Option<PathBuf>,
+    /// This gateway's id in heartbeats.
+    pub gateway_id: String,
+}
+
+/// How long one long-poll waits at the control plane for a change.
+const POLL_WAIT: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+
+pub struct Sync {
+    config: ControlPlaneConfig,
+    client: reqwest::Client,
+    /// Rung after each applied snapshot so the heartbeat reports it at once.
+    applied: Notify,
+}
+
+enum Poll {
+    Changed(bytes::Bytes),
+    Unchanged,
+}
+
+impl Sync {
+    pub fn new(config: ControlPlaneConfig) -> anyhow::Result<Sync> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Sync {
+            config,
+            client,
+            applied: Notify::new(),
+        })
+    }
+
+    /// The first snapshot: from the control plane if it answers quickly, else from the cache file. Without
+    /// either the gateway starts not ready and keeps trying in [`Sync::run`].
+    pub async fn bootstrap(&self, gateway: &Gateway) {
+        match tokio::time::timeout(Duration::from_secs(3), self.poll(None, Duration::ZERO)).await {
+            Ok(Ok(Poll::Changed(body))) => match self.apply(gateway, &body) {
+                Ok(()) => return,
+                Err(e) => tracing::error!("the control plane's snapshot was rejected: {e:#}"),
+            },
+            Ok(Ok(Poll::Unchanged)) => {}
+            Ok(Err(e)) => tracing::warn!("control plane unreachable at start: {e:#}"),
+            Err(_) => tracing::warn!("control plane did not answer within 3 s at start"),
+        }
+        let Some(cache) = &self.config.cache_file else {
+            return tracing::warn!("no cache file: not ready until the control plane answers");
+        };
+        match std::fs::read(cache) {
+            Ok(body) => match gateway.apply_control_plane(&body) {
+                Ok(()) => {
+                    tracing::info!(cache = %cache.display(), "serving the cached snapshot until the control plane answers")
+                }
+                Err(e) => {
+                    tracing::error!(cache = %cache.display(), "the cached snapshot is unusable: {e:#}")
+                }
+            },
+            Err(e) => {
+                tracing::warn!(cache = %cache.display(), "no cached snapshot ({e}): not ready until the control plane answers")
+            }
+        }
+    }
+
+    /// Long-polls forever, applying every new snapshot.
+    pub async fn run(self: Arc<Self>, gateway: Arc<Gateway>) {
+        tokio::spawn(Arc::clone(&self).heartbeats(Arc::clone(&gateway)));
+        let mut backoff = Duration::from_millis(100);
+        // After a rejected snapshot, wait for the next revision rather than fetching the same one again.
+        let mut rejected: Option<i64> = None;
+        loop {
+            let after = rejected.max(gateway.snapshot().revision);
+            match self.poll(after, POLL_WAIT).await {
+                Ok(Poll::Unchanged) => backoff = Duration::from_millis(100),
+                Ok(Poll::Changed(body)) => {
+                    backoff = Duration::from_millis(100);
+                    if let Err(e) = self.apply(&gateway, &body) {
+                        gateway
+                            .metrics
+                            .snapshots_rejected
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::error!("snapshot rejected, the previous one keeps serving: {e:#}");
+                        rejected = revision_of(&body);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("control plane poll failed, retrying in {backoff:?}: {e:#}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    async fn poll(&self, after: Option<i64>, wait: Duration) -> anyhow::Result<Poll> {
+        let mut url = format!(
+            "{}/v1/snapshot?wait={}ms",
+            self.config.url.trim_end_matches('/'),
+            wait.as_millis()
+        );
+        if let Some(after) = after {
+            url.push_str(&format!("&after={after}"));
+        }
+        let response = self
+            .client
+            .get(&url)
+            .bearer_auth(&self.config.token)
+            .timeout(wait + Duration::from_secs(10))
+            .send()
+            .await
+            .context("GET /v1/snapshot")?;
+        match response.status() {
+            reqwest::StatusCode::NOT_MODIFIED => Ok(Poll::Unchanged),
+            status if status.is_success() => Ok(Poll::Changed(
+                response.bytes().await.context("reading the snapshot")?,
+            )),
+            status => anyhow::bail!("GET /v1/snapshot answered {status}"),
+        }
+    }
+
+    /// Validates and swaps in a snapshot, then keeps it as the last good one on disk.
+    fn apply(&self, gateway: &Gateway, body: &[u8]) -> anyhow::Result<()> {
+        gateway.apply_control_plane(body)?;
+        self.applied.notify_one();
+        if let Some(cache) = &self.config.cache_file {
+            if let Err(e) = write_atomically(cache, body) {
+                tracing::warn!(cache = %cache.display(), "cannot write the snapshot cache: {e:#}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn heartbeats(self: Arc<Self>, gateway: Arc<Gateway>) {
+        let url = format!(
+            "{}/v1/gateways/heartbeat",
+            self.config.url.trim_end_matches('/')
+        );
+        loop {
+            let beat = Heartbeat {
+                id: self.config.gateway_id.clone(),
+                address: gateway.config.listen.to_string(),
+                revision: gateway.snapshot().revision.unwrap_or(0),
+            };
+            let sent = self
+                .client
+                .post(&url)
+                .bearer_auth(&self.config.token)
+                .json(&beat)
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await;
+            if let Err(e) = sent.and_then(reqwest::Response::error_for_status) {
+                tracing::debug!("heartbeat failed: {e}");
+            }
+            let _ = tokio::time::timeout(HEARTBEAT_INTERVAL, self.applied.notified()).await;
+        }
+    }
+}
+
+fn revision_of(body: &[u8]) -> Option<i64> {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()?
+        .get("revision")?
+        .as_i64()
+}
+
+/// Writes `body` to a temporary file next to `path`, then renames it over `path`: a crash never leaves a
+/// half-written cache.
+fn write_atomically(path: &Path, body: &[u8]) -> anyhow::Result<()> {
+    let temp = path.with_extension("tmp");
+    std::fs::write(&temp, body).with_context(|| format!("write {}", temp.display()))?;
+    std::fs::rename(&temp, path)
+        .with_context(|| format!("rename {} to {}", temp.display(), path.display()))?;
+    Ok(())
+}

@@ -174,6 +174,21 @@ impl ClusterBackend {
         }
     }
 
+    /// The master owning `slot` (the first seed while the map does not know), for the commands that will need a
+    /// dedicated connection to the right node (blocking commands, transactions, subscriptions).
+    pub fn master_of(&self, slot: u16) -> NodeSpec {
+        let map = self.map.borrow();
+        let addr = map
+            .owner
+            .get(usize::from(slot))
+            .and_then(|&index| map.shards.get(usize::from(index)))
+            .map_or_else(
+                || self.spec.seeds.first().cloned().unwrap_or_default(),
+                |shard| shard.addr.clone(),
+            );
+        self.spec.node(&addr, NodeRole::Any)
+    }
+
     fn route(
         &self,
         slot: Option<u16>,

@@ -166,6 +166,15 @@ impl SentinelBackend {
         }
     }
 
+    /// The current master, for the commands that will need a dedicated connection to it (blocking commands,
+    /// transactions, subscriptions); `None` until a sentinel has named it.
+    pub fn master(&self) -> Option<NodeSpec> {
+        match &*self.master.borrow() {
+            Master::Known { addr, .. } => Some(self.spec.data_node(addr, NodeRole::Master)),
+            _ => None,
+        }
+    }
+
     fn pick_read(&self) -> Option<Rc<Backend>> {
         let reads = self.reads.borrow();
         let count = reads.len();
@@ -175,10 +184,6 @@ impl SentinelBackend {
             .map(|i| &reads[(start + i) % count])
             .find(|b| b.is_healthy())
             .cloned()
-    }
-
-    fn master_healthy(&self) -> bool {
-        self.is_healthy()
     }
 
     /// Moves traffic to the master at `addr` (and releases requests that waited for the first answer).
@@ -284,7 +289,7 @@ async fn watch(
             failures = 0;
             loop {
                 let period = match backend.upgrade() {
-                    Some(b) if b.master_healthy() => LOOKUP_PERIOD,
+                    Some(b) if b.is_healthy() => LOOKUP_PERIOD,
                     Some(_) => LOOKUP_PERIOD_UNHEALTHY,
                     None => return Ok(()),
                 };

@@ -447,7 +447,7 @@ mod tests {
         );
         assert_eq!(announcement(&switch, "other"), None);
         let promoted = value(
-            b"*3\r\n$7\r\nmessage\r\n$29\r\n+failover-state-reconf-slaves\r\n$31\r\nmaster mymaster 127.0.0.1 6379\r\n",
+            b"*3\r\n$7\r\nmessage\r\n$29\r\n+failover-state-reconf-slaves\r\n$30\r\nmaster mymaster 127.0.0.1 6379\r\n",
         );
         assert_eq!(
             announcement(&promoted, "mymaster"),

@@ -45,12 +45,25 @@ pub struct ClusterNode {
 /// A Redis Cluster of `redis-server --cluster-enabled yes` processes.
 pub struct RedisCluster {
     nodes: Vec<(u16, Option<RedisServer>)>,
+    /// The default user's password: replication, `redis-cli` and the tests' own checks use it.
     password: Option<String>,
+    /// An ACL user for the gateway: the URLs use it when set.
+    user: Option<(String, String)>,
 }
 
 impl RedisCluster {
     /// `masters` masters with `replicas` replicas each, all slots assigned, every node agreeing.
     pub fn start(masters: usize, replicas: usize, password: Option<&str>) -> RedisCluster {
+        Self::start_with_user(masters, replicas, password, None)
+    }
+
+    /// Like [`RedisCluster::start`], with an ACL user `(name, password)` on every node, which the URLs use.
+    pub fn start_with_user(
+        masters: usize,
+        replicas: usize,
+        password: Option<&str>,
+        user: Option<(&str, &str)>,
+    ) -> RedisCluster {
         let count = masters * (1 + replicas);
         let nodes: Vec<(u16, Option<RedisServer>)> = (0..count)
             .map(|_| {
@@ -67,6 +80,14 @@ impl RedisCluster {
                 if let Some(password) = password {
                     builder = builder.password(password).arg("--masterauth").arg(password);
                 }
+                if let Some((name, secret)) = user {
+                    builder = builder
+                        .arg("--user")
+                        .arg(name)
+                        .arg("on")
+                        .arg(&format!(">{secret}"));
+                    builder = builder.arg("~*").arg("&*").arg("+@all");
+                }
                 let server = builder.start();
                 (server.port(), Some(server))
             })
@@ -74,6 +95,7 @@ impl RedisCluster {
         let cluster = RedisCluster {
             nodes,
             password: password.map(str::to_string),
+            user: user.map(|(name, secret)| (name.to_string(), secret.to_string())),
         };
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
         args.extend(cluster.nodes.iter().map(|(p, _)| format!("127.0.0.1:{p}")));
@@ -147,11 +169,11 @@ impl RedisCluster {
             .iter()
             .map(|(p, _)| format!("127.0.0.1:{p}"))
             .collect();
-        let auth = self
-            .password
-            .as_ref()
-            .map(|p| format!("{p}@"))
-            .unwrap_or_default();
+        let auth = match (&self.user, &self.password) {
+            (Some((name, secret)), _) => format!("{name}:{secret}@"),
+            (None, Some(password)) => format!("{password}@"),
+            (None, None) => String::new(),
+        };
         format!("{auth}{}", seeds.join(","))
     }
 

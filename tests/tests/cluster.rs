@@ -1,5 +1,6 @@
 //! Redis Cluster behind the gateway, with real processes: keys on their owning nodes, multi-key commands split by
-//! slot, replica reads, live resharding under load, and a master failover. The cluster nodes require a password.
+//! slot, replica reads, live resharding under load, and a master failover. The cluster nodes require a password
+//! (and the gateway reaches them as an ACL user in the first test).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,7 +36,9 @@ fn command_calls(cluster: &RedisCluster, port: u16, command: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas_serve_reads() {
-    let cluster = RedisCluster::start(3, 1, Some(PASSWORD));
+    // The gateway authenticates as an ACL user; replication and the checks below use the default user.
+    let cluster =
+        RedisCluster::start_with_user(3, 1, Some(PASSWORD), Some(("gateway", "gw-secret")));
     let gateway = Gateway::start(&tenant(json!(cluster.url())));
     let mut client = gateway.client(None).await;
 
@@ -61,6 +64,13 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
         seen += keys.len();
     }
     assert_eq!(seen, 10_000);
+    for master in cluster.masters() {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut cluster.client(master.port))
+            .unwrap();
+        assert!(clients.contains("user=gateway"), "{clients}");
+    }
     let size: i64 = redis::cmd("DBSIZE").query_async(&mut client).await.unwrap();
     assert_eq!(size, 10_000, "DBSIZE sums every master");
 

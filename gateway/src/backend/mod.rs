@@ -21,6 +21,8 @@ pub use cluster::{ClusterBackend, ClusterSpec};
 pub use connection::{BackendConnection, ConnectionSettings, NodeRole, NodeSpec, Status};
 pub use sentinel::{SentinelBackend, SentinelSpec};
 
+use switchyard_schemas::ReplicaMode;
+
 use crate::metrics::Metrics;
 use crate::reply::{Combine, ReplyHandle};
 
@@ -29,7 +31,8 @@ use crate::reply::{Combine, ReplyHandle};
 pub enum ResourceSpec {
     Node(NodeSpec),
     Cluster(ClusterSpec),
-    Sentinel(SentinelSpec),
+    /// A sentinel set, and for `-slaves` resources how reads use its replicas.
+    Sentinel(SentinelSpec, Option<ReplicaMode>),
 }
 
 impl ResourceSpec {
@@ -39,7 +42,7 @@ impl ResourceSpec {
         match &mut spec {
             _ if db == 0 => {}
             ResourceSpec::Node(node) => node.db = db,
-            ResourceSpec::Sentinel(sentinel) => sentinel.db = db,
+            ResourceSpec::Sentinel(sentinel, _) => sentinel.db = db,
             // Exactly what a cluster node says to SELECT.
             ResourceSpec::Cluster(_) => {
                 return Err("ERR SELECT is not allowed in cluster mode".into());
@@ -52,7 +55,7 @@ impl ResourceSpec {
     pub fn db(&self) -> u32 {
         match self {
             ResourceSpec::Node(node) => node.db,
-            ResourceSpec::Sentinel(sentinel) => sentinel.db,
+            ResourceSpec::Sentinel(sentinel, _) => sentinel.db,
             ResourceSpec::Cluster(_) => 0,
         }
     }
@@ -75,7 +78,8 @@ pub enum Keyspace<'a> {
 pub enum Upstream {
     Node(Rc<Backend>),
     Cluster(Rc<ClusterBackend>),
-    Sentinel(Rc<SentinelBackend>),
+    /// A sentinel set's master, or with a read mode (`-slaves` resources) its replicas.
+    Sentinel(Rc<SentinelBackend>, Option<ReplicaMode>),
 }
 
 impl Upstream {
@@ -89,7 +93,7 @@ impl Upstream {
         match self {
             Upstream::Node(backend) => backend.send(raw, reply, affinity),
             Upstream::Cluster(cluster) => cluster.send(raw, keyspace, reply, affinity),
-            Upstream::Sentinel(sentinel) => sentinel.send(raw, reply, affinity),
+            Upstream::Sentinel(sentinel, reads) => sentinel.send(raw, reply, affinity, *reads),
         }
     }
 
@@ -97,7 +101,7 @@ impl Upstream {
         match self {
             Upstream::Node(backend) => backend.is_healthy(),
             Upstream::Cluster(cluster) => cluster.is_healthy(),
-            Upstream::Sentinel(sentinel) => sentinel.is_healthy(),
+            Upstream::Sentinel(sentinel, _) => sentinel.is_healthy(),
         }
     }
 
@@ -182,10 +186,14 @@ impl BackendPool {
                     ClusterBackend::open(cluster.clone(), self)
                 }))
             }
-            ResourceSpec::Sentinel(sentinel) => {
-                Upstream::Sentinel(shared(&self.sentinels, sentinel, || {
+            ResourceSpec::Sentinel(sentinel, reads) => {
+                let backend = shared(&self.sentinels, sentinel, || {
                     SentinelBackend::open(sentinel.clone(), self)
-                }))
+                });
+                if reads.is_some() {
+                    backend.want_replicas();
+                }
+                Upstream::Sentinel(backend, *reads)
             }
         }
     }

@@ -1,8 +1,10 @@
 //! A sentinel-managed master (and its replicas) as one upstream.
 //!
-//! One watcher task per resource and worker holds a subscription on one sentinel (the next one when it fails) and
-//! asks that sentinel for the master (`SENTINEL get-master-addr-by-name`) and, for `-slaves` resources, the
-//! replicas (`SENTINEL replicas`) on every (re)connect, on every announced change, and periodically.
+//! One watcher task per sentinel set (sentinels, master name, credentials, db) and worker holds a subscription on one sentinel (the next one when it fails) and
+//! asks that sentinel for the master (`SENTINEL get-master-addr-by-name`) and, once a `-slaves` resource reads
+//! from the set, the replicas (`SENTINEL replicas`) on every (re)connect, on every announced change, and
+//! periodically. The `redis-sentinel://` and `redis-sentinel-slaves://` resources of one set share it: an
+//! [`Upstream::Sentinel`](super::Upstream) carries the read mode, the backend the view.
 //!
 //! Two announcements move traffic: `+switch-master`, and `+failover-state-reconf-slaves`. The leader of a
 //! failover publishes `+switch-master` only once every other replica has resynchronised from the new master
@@ -35,7 +37,7 @@ const LOOKUP_PERIOD_UNHEALTHY: Duration = Duration::from_millis(500);
 /// Requests held while the first lookup is under way (a route's first clients); beyond this they fail.
 const MAX_WAITING: usize = 16 * 1024;
 
-/// How to reach a sentinel-managed master.
+/// How to reach a sentinel-managed master: a sentinel set.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct SentinelSpec {
     /// `host:port` of each sentinel.
@@ -47,7 +49,6 @@ pub struct SentinelSpec {
     pub username: Option<String>,
     pub password: Option<String>,
     pub db: u32,
-    pub replicas: Option<ReplicaMode>,
 }
 
 impl std::fmt::Debug for SentinelSpec {
@@ -57,7 +58,6 @@ impl std::fmt::Debug for SentinelSpec {
             .field("sentinels", &self.sentinels)
             .field("master_name", &self.master_name)
             .field("db", &self.db)
-            .field("replicas", &self.replicas)
             .finish_non_exhaustive()
     }
 }
@@ -89,8 +89,10 @@ pub struct SentinelBackend {
     spec: SentinelSpec,
     pool: Rc<BackendPool>,
     master: RefCell<Master>,
-    /// Healthy-looking replicas (and the master with `withMaster=true`) for `-slaves` resources.
-    reads: RefCell<Vec<Rc<Backend>>>,
+    /// Healthy-looking replicas, for `-slaves` resources.
+    replicas: RefCell<Vec<Rc<Backend>>>,
+    /// Set once a `-slaves` resource uses this set: only then are replicas looked up and connected to.
+    replicas_wanted: Cell<bool>,
     next_read: Cell<usize>,
     signal: Rc<WatchSignal>,
 }
@@ -122,7 +124,8 @@ impl SentinelBackend {
             spec: spec.clone(),
             pool: Rc::clone(pool),
             master: RefCell::new(Master::Unknown(Vec::new())),
-            reads: RefCell::new(Vec::new()),
+            replicas: RefCell::new(Vec::new()),
+            replicas_wanted: Cell::new(false),
             next_read: Cell::new(0),
             signal: Rc::clone(&signal),
         });
@@ -137,9 +140,23 @@ impl SentinelBackend {
         backend
     }
 
-    pub fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
-        if self.spec.replicas.is_some()
-            && let Some(read) = self.pick_read()
+    /// Starts looking up replicas (for a `-slaves` resource of this set).
+    pub(super) fn want_replicas(&self) {
+        if !self.replicas_wanted.replace(true) {
+            self.signal.wake.notify_one();
+        }
+    }
+
+    /// Sends to the master, or with `reads` (a `-slaves` resource) to a replica.
+    pub fn send(
+        &self,
+        raw: Bytes,
+        reply: ReplyHandle,
+        affinity: usize,
+        reads: Option<ReplicaMode>,
+    ) {
+        if let Some(mode) = reads
+            && let Some(read) = self.pick_read(mode)
         {
             return read.send(raw, reply, affinity);
         }
@@ -175,13 +192,18 @@ impl SentinelBackend {
         }
     }
 
-    fn pick_read(&self) -> Option<Rc<Backend>> {
-        let reads = self.reads.borrow();
-        let count = reads.len();
+    /// Round robin over the healthy replicas (and the master with `withMaster=true`); `None` sends to the master.
+    fn pick_read(&self, mode: ReplicaMode) -> Option<Rc<Backend>> {
+        let replicas = self.replicas.borrow();
+        let master = match &*self.master.borrow() {
+            Master::Known { backend, .. } if mode.with_master => Some(Rc::clone(backend)),
+            _ => None,
+        };
+        let count = replicas.len() + usize::from(master.is_some());
         let start = self.next_read.get();
         self.next_read.set(start.wrapping_add(1));
         (0..count)
-            .map(|i| &reads[(start + i) % count])
+            .filter_map(|i| replicas.get((start + i) % count).or(master.as_ref()))
             .find(|b| b.is_healthy())
             .cloned()
     }
@@ -228,20 +250,10 @@ impl SentinelBackend {
     }
 
     fn set_replicas(&self, replicas: &[String]) {
-        let mode = self
-            .spec
-            .replicas
-            .unwrap_or(ReplicaMode { with_master: false });
-        let mut reads: Vec<Rc<Backend>> = replicas
+        *self.replicas.borrow_mut() = replicas
             .iter()
             .map(|addr| self.pool.get(&self.spec.data_node(addr, NodeRole::Any)))
             .collect();
-        if mode.with_master
-            && let Master::Known { backend, .. } = &*self.master.borrow()
-        {
-            reads.push(Rc::clone(backend));
-        }
-        *self.reads.borrow_mut() = reads;
     }
 }
 
@@ -309,6 +321,7 @@ async fn watch(
                         if signal.closed.get() {
                             return Ok(());
                         }
+                        lookup(&backend, &spec, &node, timeout).await?;
                     }
                 }
             }
@@ -330,7 +343,8 @@ async fn watch(
     }
 }
 
-/// Asks a sentinel for the master (and the replicas for `-slaves` resources) and applies the answer.
+/// Asks a sentinel for the master (and the replicas, when a `-slaves` resource wants them) and applies the
+/// answer.
 async fn lookup(
     backend: &Weak<SentinelBackend>,
     spec: &SentinelSpec,
@@ -348,16 +362,17 @@ async fn lookup(
             spec.master_name
         ))
     })?;
-    let replicas = match spec.replicas {
-        Some(_) => {
+    let wanted = backend.upgrade().is_some_and(|b| b.replicas_wanted.get());
+    let replicas = match wanted {
+        true => {
             let reply = connection.call(&[b"SENTINEL", b"replicas", name]).await?;
-            healthy_replicas(&reply)
+            Some(healthy_replicas(&reply))
         }
-        None => Vec::new(),
+        false => None,
     };
     if let Some(backend) = backend.upgrade() {
         backend.set_master(&master);
-        if spec.replicas.is_some() {
+        if let Some(replicas) = replicas {
             backend.set_replicas(&replicas);
         }
     }

@@ -166,16 +166,20 @@ impl ResourcePlan {
                         db,
                         sentinel_auth,
                         replicas,
-                    } => ResourceSpec::Sentinel(SentinelSpec {
-                        sentinels: sentinels.iter().map(ToString::to_string).collect(),
-                        master_name,
-                        sentinel_username: sentinel_auth.as_ref().and_then(|a| a.username.clone()),
-                        sentinel_password: sentinel_auth.map(|a| a.password),
-                        username,
-                        password,
-                        db,
+                    } => ResourceSpec::Sentinel(
+                        SentinelSpec {
+                            sentinels: sentinels.iter().map(ToString::to_string).collect(),
+                            master_name,
+                            sentinel_username: sentinel_auth
+                                .as_ref()
+                                .and_then(|a| a.username.clone()),
+                            sentinel_password: sentinel_auth.map(|a| a.password),
+                            username,
+                            password,
+                            db,
+                        },
                         replicas,
-                    }),
+                    ),
                 })
             }
         };

@@ -415,6 +415,7 @@ impl Redirector for ClusterBackend {
         };
         match kind {
             ClusterError::Moved { slot: moved, addr } => {
+                tracing::debug!(slot = moved, %addr, "cluster: MOVED");
                 self.moved(moved, addr);
                 self.schedule_refresh();
                 let backend = self.node_at(addr);
@@ -425,6 +426,7 @@ impl Redirector for ClusterBackend {
                 );
             }
             ClusterError::Ask { addr } => {
+                tracing::debug!(?slot, %addr, "cluster: ASK");
                 // ASKING and the request go out back to back on the same connection, as the protocol requires.
                 let backend = self.node_at(addr);
                 backend.send(asking(), ReplyHandle::discard(), affinity);
@@ -463,6 +465,7 @@ fn error_reply(text: &str) -> Bytes {
 /// refreshes, so a cluster no route uses any more is freed.
 async fn refresh_loop(cluster: Weak<ClusterBackend>, signal: Rc<RefreshSignal>, timeout: Duration) {
     let mut last: Option<Instant> = None;
+    let mut failing = false;
     loop {
         if let Some(last) = last {
             tokio::select! {
@@ -484,10 +487,18 @@ async fn refresh_loop(cluster: Weak<ClusterBackend>, signal: Rc<RefreshSignal>, 
         };
         match fetch_slots(&candidates, &spec, timeout).await {
             Ok(ranges) => match cluster.upgrade() {
-                Some(cluster) => cluster.install(ranges),
+                Some(cluster) => {
+                    cluster.install(ranges);
+                    failing = false;
+                }
                 None => return,
             },
-            Err(e) => tracing::warn!(seeds = ?spec.seeds, "cannot read the cluster slot map: {e}"),
+            // Failed requests ask for refreshes every 200 ms during an outage: warn once per outage.
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(seeds = ?spec.seeds, "cannot read the cluster slot map: {e}");
+            }
+            Err(e) => tracing::debug!(seeds = ?spec.seeds, "cannot read the cluster slot map: {e}"),
         }
     }
 }

@@ -257,6 +257,27 @@ impl RedisCluster {
         owners
     }
 
+    /// How many replicas `CLUSTER SLOTS` lists, as the node at `port` answers it. Redis leaves out replicas whose
+    /// replication offset it has not yet learned (a fresh replica), so clients see them only some time later.
+    pub fn replicas_in_slots(&self, port: u16) -> usize {
+        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut self.client(port))
+            .unwrap_or_default();
+        let mut replicas: Vec<String> = Vec::new();
+        for range in slots {
+            if let redis::Value::Array(fields) = range {
+                for node in fields.iter().skip(3) {
+                    let listed = format!("{node:?}");
+                    if !replicas.contains(&listed) {
+                        replicas.push(listed);
+                    }
+                }
+            }
+        }
+        replicas.len()
+    }
+
     /// Kills a node (SIGKILL).
     pub fn kill(&mut self, port: u16) {
         for (p, server) in &mut self.nodes {

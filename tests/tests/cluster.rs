@@ -148,6 +148,17 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
                 == 10_000
         },
     );
+    // Clients learn about replicas from CLUSTER SLOTS, which lists a replica once its offset has spread.
+    switchyard_tests::wait_for(
+        "CLUSTER SLOTS to list every replica",
+        Duration::from_secs(10),
+        || {
+            cluster
+                .live_ports()
+                .iter()
+                .all(|&port| cluster.replicas_in_slots(port) == 3)
+        },
+    );
     let split = json!({"read": {"resources": [cluster.slaves_url(false)]},
                        "write": {"resources": [cluster.url()]}});
     let reads = Gateway::start(&tenant(split));
@@ -176,7 +187,12 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
         .iter()
         .map(|m| command_calls(&cluster, m.port, "get"))
         .sum();
-    assert_eq!((on_replicas, on_masters), (2_000, 0));
+    assert_eq!(
+        (on_replicas, on_masters),
+        (2_000, 0),
+        "reads on (replicas, masters); gateway log:\n{}",
+        reads.log()
+    );
     let () = redis::cmd("SET")
         .arg("written")
         .arg("through the write set")

@@ -369,3 +369,63 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
     let checked = verify(&gateway, &loads).await;
     assert!(checked > 0);
 }
+
+/// A fake cluster node that claims every slot and answers every command with a redirect to itself (`MOVED` or
+/// `ASK`), answering `ASKING` with `+OK`: a redirect loop the gateway must cut short.
+fn redirect_loop_node(kind: &'static str) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                let mut read_line = |line: &mut String| {
+                    line.clear();
+                    matches!(reader.read_line(line), Ok(n) if n > 0)
+                };
+                // Requests are multibulk arrays: `*N`, then N times `$len` and the argument.
+                while read_line(&mut line) {
+                    let count: usize = line.trim_start_matches('*').trim().parse().unwrap_or(0);
+                    let mut args = Vec::new();
+                    for _ in 0..count * 2 {
+                        if !read_line(&mut line) {
+                            return;
+                        }
+                        args.push(line.trim().to_ascii_uppercase());
+                    }
+                    let name = args.get(1).cloned().unwrap_or_default();
+                    let reply = match name.as_str() {
+                        "CLUSTER" => format!(
+                            "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n"
+                        ),
+                        "ASKING" => "+OK\r\n".to_string(),
+                        _ => format!("-{kind} 866 127.0.0.1:{port}\r\n"),
+                    };
+                    if writer.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_redirect_loop_ends_in_a_clear_error_and_raw_redirects_never_reach_the_client() {
+    for kind in ["MOVED", "ASK"] {
+        let port = redirect_loop_node(kind);
+        let gateway = Gateway::start(&tenant(json!(format!("redis-cluster://127.0.0.1:{port}"))));
+        let mut client = RawClient::connect(gateway.port());
+        client.roundtrip(
+            b"GET k\r\n",
+            format!("-ERR too many cluster redirects (last: {kind} 866 127.0.0.1:{port})\r\n")
+                .as_bytes(),
+        );
+        client.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    }
+}

@@ -1,5 +1,6 @@
 //! Redis Cluster behind the gateway, with real processes: keys on their owning nodes, multi-key commands split by
-//! slot, replica reads, live resharding under load, and a master failover. The cluster nodes require a password
+//! slot, replica reads, a double-write from a standalone Redis onto a cluster, live resharding under load, a master
+//! failover, and a redirect loop cut short. The cluster nodes require a password
 //! (and the gateway reaches them as an ACL user in the first test).
 
 use std::collections::HashMap;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchyard_schemas::placement::{crc16, hash_tag};
-use switchyard_tests::{Gateway, RawClient, RedisCluster};
+use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer};
 
 const PASSWORD: &str = "cluster-secret";
 
@@ -199,6 +200,40 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
         .query_async(&mut reader)
         .await
         .unwrap();
+
+    // A double-write from a standalone Redis onto the cluster (a migration): both get every key, and a split
+    // multi-key write reaches each slot's owner.
+    let standalone = RedisServer::start();
+    let migration =
+        json!({"write": {"resources": [standalone.url(), cluster.url()], "ack": "all"}});
+    let both = Gateway::start(&tenant(migration));
+    let mut writer = both.client(None).await;
+    let keys: Vec<String> = (0..20).map(|i| format!("dw:{i}")).collect();
+    let mut mset = redis::cmd("MSET");
+    for key in &keys {
+        mset.arg(key).arg(key);
+    }
+    let () = mset.query_async(&mut writer).await.unwrap();
+    let owners = cluster.slot_owners();
+    for key in &keys {
+        let on_standalone: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query(&mut standalone.client())
+            .unwrap();
+        let on_cluster: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query(&mut cluster.client(owners[slot(key)]))
+            .unwrap();
+        assert_eq!(
+            (on_standalone.as_deref(), on_cluster.as_deref()),
+            (Some(key.as_str()), Some(key.as_str()))
+        );
+    }
+    let mut raw = RawClient::connect(both.port());
+    raw.roundtrip(
+        b"RENAME dw:1 dw:2\r\n",
+        b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+    );
 }
 
 /// What one load client saw.

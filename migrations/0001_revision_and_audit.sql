@@ -22,3 +22,12 @@ CREATE TABLE audit_log (
 );
 CREATE INDEX audit_log_tenant_at ON audit_log (tenant, at);
 CREATE INDEX audit_log_at ON audit_log (at);
+
+-- History is append-only: rows may be deleted (retention, cascades) but never rewritten.
+CREATE FUNCTION forbid_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME USING ERRCODE = 'restrict_violation';
+END;
+$$;
+CREATE TRIGGER audit_log_immutable BEFORE UPDATE ON audit_log
+    FOR EACH ROW EXECUTE FUNCTION forbid_update();

@@ -23,13 +23,8 @@ CREATE TABLE route_versions (
     PRIMARY KEY (tenant_id, version)
 );
 
-CREATE FUNCTION route_versions_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'route versions are immutable' USING ERRCODE = 'restrict_violation';
-END;
-$$;
 CREATE TRIGGER route_versions_immutable BEFORE UPDATE ON route_versions
-    FOR EACH ROW EXECUTE FUNCTION route_versions_immutable();
+    FOR EACH ROW EXECUTE FUNCTION forbid_update();
 
 -- Which registered resources each tenant's CURRENT route refers to. The restricting foreign key is what makes
 -- "a resource in use cannot be deleted" a database rule rather than a check a racing request could slip past.

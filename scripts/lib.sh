@@ -1,6 +1,19 @@
 # Shared shell helpers for scripts/: installing and starting what Switchyard needs on a Debian machine.
 
-# Installs Debian packages that are missing (needs root, as on CI and the dev machines).
+# Installs the Debian package of each missing command, given as command:package (needs root, as on CI and the
+# dev machines).
+ensure_commands() {
+  local missing=()
+  local pair
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    ensure_packages "${missing[@]}"
+  fi
+}
+
+# Installs Debian packages that are missing.
 ensure_packages() {
   local missing=()
   local pkg
@@ -20,7 +33,8 @@ ensure_postgres() {
   if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
     return 0
   fi
-  ensure_packages postgresql postgresql-client
+  ensure_commands psql:postgresql-client
+  [ -d /etc/postgresql ] && ls /etc/postgresql/*/main >/dev/null 2>&1 || ensure_packages postgresql
   local version
   version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
   if [ -n "$version" ]; then

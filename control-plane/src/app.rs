@@ -6,6 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use sqlx::PgPool;
+use tokio::sync::watch;
 
 use crate::api;
 use crate::auth::{self, Access, Actor, Tokens};
@@ -13,6 +14,7 @@ use crate::db::{AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::{self, Metrics};
 use crate::revision::RevisionWatch;
+use crate::snapshot_cache::SnapshotCache;
 
 /// Tunables that are not credentials.
 #[derive(Debug, Clone)]
@@ -39,6 +41,10 @@ pub struct AppState {
     pub revisions: RevisionWatch,
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
+    pub snapshots: Arc<SnapshotCache>,
+    /// Set when the process is shutting down, so waiting long-polls answer at once instead of holding the
+    /// graceful shutdown for up to `max_wait`.
+    stopping: Arc<watch::Sender<bool>>,
 }
 
 impl AppState {
@@ -51,7 +57,18 @@ impl AppState {
             revisions,
             metrics: Arc::default(),
             settings: Arc::new(settings),
+            snapshots: Arc::default(),
+            stopping: Arc::new(watch::channel(false).0),
         })
+    }
+
+    /// Tells waiting long-polls to answer now.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once.

@@ -115,3 +115,38 @@ async fn require(
     request.extensions_mut().insert(actor);
     Ok(next.run(request).await)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(admin: &[&str], gateway: &[&str]) -> anyhow::Result<Tokens> {
+        let owned = |list: &[&str]| list.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        Tokens::new(&owned(admin), &owned(gateway))
+    }
+
+    #[test]
+    fn tokens_are_long_and_admins_required() {
+        assert!(tokens(&[], &["gateway-token-0123456"]).is_err());
+        assert!(tokens(&["short"], &[]).is_err());
+        assert!(tokens(&["admin-token-0123456"], &["short"]).is_err());
+        let tokens = tokens(&["admin-token-0123456", "other-admin-token-01"], &[]).unwrap();
+        let one = tokens
+            .admit(Access::Admin, Some("admin-token-0123456"))
+            .unwrap();
+        let two = tokens
+            .admit(Access::Admin, Some("other-admin-token-01"))
+            .unwrap();
+        assert!(one.0.starts_with("admin:") && one.0.len() == 14);
+        assert_ne!(one, two, "each admin token is its own actor");
+        assert_eq!(
+            tokens.admit(Access::Gateway, Some("admin-token-0123456")),
+            Some(one)
+        );
+        assert_eq!(
+            tokens.admit(Access::Admin, Some("admin-token-012345")),
+            None
+        );
+        assert_eq!(tokens.admit(Access::Admin, None), None);
+    }
+}

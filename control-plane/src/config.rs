@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand};
 
 use crate::app::Settings;
 
-#[derive(Debug, Clone, Parser)]
+/// No `Debug`: it holds the tokens and the database URL (with its password), which must never reach a log.
+#[derive(Clone, Parser)]
 #[command(name = "switchyard-control-plane", version, about)]
 pub struct Config {
     #[command(subcommand)]

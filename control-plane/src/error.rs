@@ -42,7 +42,12 @@ impl ApiError {
     pub fn invalid(path: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         ApiError::Unprocessable {
-            message: format!("{path}: {message}"),
+            // "" is the pointer to the whole body.
+            message: if path.is_empty() {
+                message.clone()
+            } else {
+                format!("{path}: {message}")
+            },
             details: vec![ErrorDetail {
                 path: path.to_string(),
                 message,
@@ -177,12 +182,9 @@ impl IntoResponse for ApiError {
             details,
         };
         let mut response = (status, Json(body)).into_response();
-        if let ApiError::PreconditionFailed { current } = self
-            && let Ok(etag) = format!("\"{current}\"").parse()
-        {
-            response
-                .headers_mut()
-                .insert(axum::http::header::ETAG, etag);
+        if let ApiError::PreconditionFailed { current } = self {
+            let (name, value) = crate::extract::etag(current);
+            response.headers_mut().insert(name, value);
         }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

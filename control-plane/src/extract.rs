@@ -1,11 +1,12 @@
 //! Request extractors whose failures are `ApiError`s: JSON bodies (with the JSON pointer of a bad field), query
-//! strings, path parameters and `If-Match`.
+//! strings, path parameters, and the numeric entity tags of conditional requests (`If-Match`,
+//! `If-None-Match`, `ETag`).
 
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -46,17 +47,34 @@ where
         let path = json_pointer(error.path());
         let inner = error.into_inner();
         if inner.is_data() {
-            // serde's message ends with " at line L column C", which means nothing once we give a path.
-            let message = inner.to_string();
-            let message = match message.rfind(" at line ") {
-                Some(cut) => message[..cut].to_string(),
-                None => message,
-            };
-            ApiError::invalid(&path, message)
+            ApiError::invalid(&path, data_error_message(&inner.to_string()))
         } else {
             not_json(&inner)
         }
     })
+}
+
+/// serde's message without the offending value (it may be a password typed into the wrong field) and without
+/// " at line L column C", which means nothing once the path is given.
+fn data_error_message(message: &str) -> String {
+    let message = match message.rfind(" at line ") {
+        Some(cut) => &message[..cut],
+        None => message,
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some(expected) = rest.find(", expected")
+        {
+            // `string "value"`, `integer `5``: the kind comes before the quoted value.
+            let kind = rest[..expected]
+                .split(['"', '`'])
+                .next()
+                .unwrap_or_default()
+                .trim_end();
+            return format!("{prefix}{kind}{}", &rest[expected..]);
+        }
+    }
+    message.to_string()
 }
 
 fn not_json(error: &serde_json::Error) -> ApiError {
@@ -110,24 +128,39 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
 /// The version an `If-Match` header expects: `3`, `"3"` or `W/"3"`; `*` (any) and no header are `None`.
 /// `0` means "the tenant has no route yet".
 pub fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
-    let Some(value) = headers.get(axum::http::header::IF_MATCH) else {
+    let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
-    let bad = || ApiError::BadRequest("If-Match must be a route version, like 3 or \"3\"".into());
-    let text = value.to_str().map_err(|_| bad())?.trim();
+    let text = value.to_str().unwrap_or("").trim();
     if text == "*" {
         return Ok(None);
     }
+    tag_number(text).map(Some).ok_or_else(|| {
+        ApiError::BadRequest("If-Match must be a route version, like 3 or \"3\"".into())
+    })
+}
+
+/// The revision an `If-None-Match` header names, if it names one.
+pub fn if_none_match(headers: &HeaderMap) -> Option<i64> {
+    tag_number(headers.get(header::IF_NONE_MATCH)?.to_str().ok()?.trim())
+}
+
+/// Our entity tags are numbers (route versions, revisions); clients may send them bare, quoted or weak.
+fn tag_number(text: &str) -> Option<i64> {
     let text = text.strip_prefix("W/").unwrap_or(text);
     let text = text
         .strip_prefix('"')
         .and_then(|t| t.strip_suffix('"'))
         .unwrap_or(text);
-    text.parse::<i64>()
-        .ok()
-        .filter(|v| *v >= 0)
-        .map(Some)
-        .ok_or_else(bad)
+    text.parse::<i64>().ok().filter(|n| *n >= 0)
+}
+
+/// The `ETag` header for a route version or a revision.
+pub fn etag(number: i64) -> (HeaderName, HeaderValue) {
+    // Digits in quotes are always a valid header value.
+    let value =
+        HeaderValue::try_from(format!("\"{number}\"")).unwrap_or(HeaderValue::from_static("\"\""));
+    (header::ETAG, value)
 }
 
 #[cfg(test)]
@@ -137,7 +170,7 @@ mod tests {
 
     fn headers(value: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        headers.insert(axum::http::header::IF_MATCH, value.parse().unwrap());
+        headers.insert(header::IF_MATCH, value.parse().unwrap());
         headers
     }
 
@@ -150,6 +183,10 @@ mod tests {
         assert_eq!(if_match(&headers("*")).unwrap(), None);
         assert!(if_match(&headers("x")).is_err());
         assert!(if_match(&headers("-1")).is_err());
+        let mut none_match = HeaderMap::new();
+        none_match.insert(header::IF_NONE_MATCH, "W/\"7\"".parse().unwrap());
+        assert_eq!(if_none_match(&none_match), Some(7));
+        assert_eq!(etag(12).1, "\"12\"");
     }
 
     fn details(json: &str) -> (u16, Vec<String>) {
@@ -168,6 +205,26 @@ mod tests {
     }
 
     #[test]
+    fn data_errors_do_not_echo_values() {
+        assert_eq!(
+            data_error_message("invalid type: string \"hunter2\", expected u32 at line 1 column 9"),
+            "invalid type: string, expected u32"
+        );
+        assert_eq!(
+            data_error_message("invalid type: integer `1234`, expected a string"),
+            "invalid type: integer, expected a string"
+        );
+        assert_eq!(
+            data_error_message("invalid type: map, expected a string"),
+            "invalid type: map, expected a string"
+        );
+        assert_eq!(
+            data_error_message("missing field `name`"),
+            "missing field `name`"
+        );
+    }
+
+    #[test]
     fn body_errors_name_the_field() {
         assert_eq!(details("{").0, 400);
         assert_eq!(details(r#"{"name":"a"} x"#).0, 400);
@@ -176,9 +233,7 @@ mod tests {
             details(r#"{"name":"a","limits":{"max_connections":"x"}}"#),
             (
                 422,
-                vec![
-                    "/limits/max_connections: invalid type: string \"x\", expected u32".to_string()
-                ]
+                vec!["/limits/max_connections: invalid type: string, expected u32".to_string()]
             )
         );
         assert_eq!(

@@ -2,7 +2,7 @@
 //! REST API, with the snapshot gateways long-poll.
 //!
 //! The process is stateless over Postgres: any number of replicas may serve the same database. `run` is what the
-//! binary calls and what end-to-end tests can call too.
+//! binary calls; `serve` is the same on a given pool and listener, for tests.
 
 pub mod api;
 pub mod app;
@@ -17,6 +17,7 @@ pub mod redact;
 pub mod references;
 pub mod revision;
 pub mod route_schema;
+pub mod snapshot_cache;
 
 use std::future::Future;
 
@@ -46,23 +47,39 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     MIGRATOR.run(pool).await.context("running migrations")
 }
 
-/// Migrates, then serves the API on `config.listen` until `shutdown` completes.
+/// Connects, migrates, then serves the API on `config.listen` until `shutdown` completes.
 pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let tokens = Tokens::new(&config.admin_tokens, &config.gateway_tokens)?;
     let pool = connect(&config).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    serve(pool, listener, &config, shutdown).await
+}
+
+/// Migrates `pool`'s database, then serves the API on `listener` until `shutdown` completes. Waiting long-polls
+/// are answered (304) as soon as shutdown starts, so they do not hold it up.
+pub async fn serve(
+    pool: PgPool,
+    listener: tokio::net::TcpListener,
+    config: &Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let tokens = Tokens::new(&config.admin_tokens, &config.gateway_tokens)?;
     migrate(&pool).await?;
     let state = AppState::new(pool, tokens, config.settings())
         .await
         .context("starting the revision listener")?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "control plane listening");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
+    let app = router(state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down");
+            state.stop();
+        })
         .await
         .context("serving")
 }

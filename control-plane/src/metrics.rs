@@ -1,4 +1,4 @@
-//! Prometheus text metrics of the control plane: responses by status class, waiting long-polls, revision.
+//! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -15,6 +15,8 @@ pub struct Metrics {
     responses: [AtomicU64; 6],
     pub long_polls_waiting: AtomicI64,
     pub snapshots_served: AtomicU64,
+    /// Snapshots read from the database (the rest were shared from the cache).
+    pub snapshots_loaded: AtomicU64,
 }
 
 impl Metrics {
@@ -46,7 +48,13 @@ impl Metrics {
                 "switchyard_cp_snapshots_served_total",
                 "counter",
                 "Snapshots sent to gateways.",
-                i64::try_from(self.snapshots_served.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+                counter(&self.snapshots_served),
+            ),
+            (
+                "switchyard_cp_snapshots_loaded_total",
+                "counter",
+                "Snapshots read from the database; the others were shared.",
+                counter(&self.snapshots_loaded),
             ),
         ];
         for (name, kind, help, value) in gauges {
@@ -57,6 +65,10 @@ impl Metrics {
         }
         out
     }
+}
+
+fn counter(value: &AtomicU64) -> i64 {
+    i64::try_from(value.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
 }
 
 /// Middleware counting every response.

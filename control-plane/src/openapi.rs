@@ -24,6 +24,13 @@ fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<T>()
 }
 
+struct Parameter {
+    place: &'static str,
+    name: &'static str,
+    description: &'static str,
+    kind: &'static str,
+}
+
 /// One endpoint: how it is served and how it is documented.
 pub struct Operation {
     pub id: &'static str,
@@ -38,7 +45,7 @@ pub struct Operation {
     content_type: &'static str,
     errors: Vec<u16>,
     bodiless: Vec<u16>,
-    params: Vec<(&'static str, &'static str, &'static str)>,
+    params: Vec<Parameter>,
 }
 
 impl Operation {
@@ -103,13 +110,31 @@ impl Operation {
         self
     }
 
-    pub fn query(mut self, name: &'static str, description: &'static str) -> Operation {
-        self.params.push(("query", name, description));
-        self
+    pub fn query(self, name: &'static str, description: &'static str) -> Operation {
+        self.parameter("query", name, description, "string")
     }
 
-    pub fn header(mut self, name: &'static str, description: &'static str) -> Operation {
-        self.params.push(("header", name, description));
+    pub fn query_integer(self, name: &'static str, description: &'static str) -> Operation {
+        self.parameter("query", name, description, "integer")
+    }
+
+    pub fn header(self, name: &'static str, description: &'static str) -> Operation {
+        self.parameter("header", name, description, "string")
+    }
+
+    fn parameter(
+        mut self,
+        place: &'static str,
+        name: &'static str,
+        description: &'static str,
+        kind: &'static str,
+    ) -> Operation {
+        self.params.push(Parameter {
+            place,
+            name,
+            description,
+            kind,
+        });
         self
     }
 
@@ -117,8 +142,8 @@ impl Operation {
         let mut parameters: Vec<Value> = path_parameters(self.path)
             .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
             .collect();
-        parameters.extend(self.params.iter().map(|(place, name, description)| {
-            json!({"name": name, "in": place, "description": description, "schema": {"type": "string"}})
+        parameters.extend(self.params.iter().map(|p| {
+            json!({"name": p.name, "in": p.place, "description": p.description, "schema": {"type": p.kind}})
         }));
         let mut responses = Map::new();
         let content = |schema: Option<Schema>, content_type: &str| match schema {

@@ -139,6 +139,7 @@ fn main() -> anyhow::Result<()> {
             max_bulk_len: args.max_bulk_len,
             max_args: args.max_args,
             max_inline_len: args.max_inline_len,
+            unauthenticated: false,
         },
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

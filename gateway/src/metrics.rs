@@ -34,122 +34,157 @@ impl Metrics {
     /// The Prometheus text exposition of everything, tenants included.
     pub fn render(&self, tenants: &[Arc<crate::route::Tenant>]) -> String {
         let mut out = String::new();
-        let gauge = |out: &mut String, name: &str, help: &str, kind: &str, value: i64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        };
-        gauge(
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as i64;
+        let global = |value: i64| [(String::new(), value)];
+        family(
             &mut out,
             "switchyard_client_connections",
             "Open client connections.",
             "gauge",
-            self.connections_open.load(Ordering::Relaxed),
+            global(self.connections_open.load(Ordering::Relaxed)),
         );
-        gauge(
+        family(
             &mut out,
             "switchyard_client_connections_total",
             "Client connections accepted.",
             "counter",
-            self.connections_total.load(Ordering::Relaxed) as i64,
+            global(load(&self.connections_total)),
         );
-        gauge(
+        family(
             &mut out,
             "switchyard_client_connections_rejected_total",
             "Client connections refused by a limit.",
             "counter",
-            self.connections_rejected.load(Ordering::Relaxed) as i64,
+            global(load(&self.connections_rejected)),
         );
-        gauge(
+        family(
             &mut out,
             "switchyard_protocol_errors_total",
             "Client connections closed for a protocol error.",
             "counter",
-            self.protocol_errors.load(Ordering::Relaxed) as i64,
+            global(load(&self.protocol_errors)),
         );
-        gauge(
+        family(
             &mut out,
             "switchyard_snapshots_rejected_total",
             "Control-plane snapshots rejected as invalid.",
             "counter",
-            self.snapshots_rejected.load(Ordering::Relaxed) as i64,
+            global(load(&self.snapshots_rejected)),
         );
 
-        out.push_str("# HELP switchyard_backend_connections_up Backend connections currently up.\n# TYPE switchyard_backend_connections_up gauge\n");
         let backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
-        for (addr, backend) in backends.iter() {
-            let _ = writeln!(
-                out,
-                "switchyard_backend_connections_up{{backend=\"{addr}\"}} {}",
-                backend.connections_up.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP switchyard_backend_failures_total Backend connections lost or refused.\n# TYPE switchyard_backend_failures_total counter\n");
-        for (addr, backend) in backends.iter() {
-            let _ = writeln!(
-                out,
-                "switchyard_backend_failures_total{{backend=\"{addr}\"}} {}",
-                backend.failures.load(Ordering::Relaxed)
-            );
-        }
+        let per_backend = |value: &dyn Fn(&BackendMetrics) -> i64| {
+            backends
+                .iter()
+                .map(|(addr, b)| (format!("backend=\"{addr}\""), value(b)))
+                .collect::<Vec<_>>()
+        };
+        family(
+            &mut out,
+            "switchyard_backend_connections_up",
+            "Backend connections currently up.",
+            "gauge",
+            per_backend(&|b| b.connections_up.load(Ordering::Relaxed)),
+        );
+        family(
+            &mut out,
+            "switchyard_backend_failures_total",
+            "Backend connections lost or refused.",
+            "counter",
+            per_backend(&|b| load(&b.failures)),
+        );
         drop(backends);
 
-        out.push_str("# HELP switchyard_commands_total Commands by tenant and command.\n# TYPE switchyard_commands_total counter\n");
-        for tenant in tenants {
-            tenant
-                .metrics
+        let per_tenant = |value: &dyn Fn(&TenantCounters) -> i64| {
+            tenants
+                .iter()
+                .map(|t| (format!("tenant=\"{}\"", t.name), value(&t.metrics)))
+                .collect::<Vec<_>>()
+        };
+        let commands = tenants.iter().flat_map(|t| {
+            t.metrics
                 .commands
-                .render(&mut out, "switchyard_commands_total", &tenant.name);
-        }
-        out.push_str("# HELP switchyard_command_errors_total Error replies by tenant.\n# TYPE switchyard_command_errors_total counter\n");
-        for tenant in tenants {
-            let _ = writeln!(
-                out,
-                "switchyard_command_errors_total{{tenant=\"{}\"}} {}",
-                tenant.name,
-                tenant.metrics.errors.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP switchyard_double_write_failures_total Writes to a double-write secondary that failed or were dropped.\n# TYPE switchyard_double_write_failures_total counter\n");
-        for tenant in tenants {
-            let counters = tenant
-                .metrics
-                .double_write_failures
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            for (resource, count) in counters.iter() {
-                let _ = writeln!(
-                    out,
-                    "switchyard_double_write_failures_total{{tenant=\"{}\",resource=\"{resource}\"}} {}",
-                    tenant.name,
-                    count.load(Ordering::Relaxed)
-                );
-            }
-        }
-        out.push_str("# HELP switchyard_rate_limited_total Commands refused by the tenant's ops/s limit.\n# TYPE switchyard_rate_limited_total counter\n");
-        for tenant in tenants {
-            let _ = writeln!(
-                out,
-                "switchyard_rate_limited_total{{tenant=\"{}\"}} {}",
-                tenant.name,
-                tenant.metrics.rate_limited.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP switchyard_tenant_connections Open client connections by tenant.\n# TYPE switchyard_tenant_connections gauge\n");
-        for tenant in tenants {
-            let _ = writeln!(
-                out,
-                "switchyard_tenant_connections{{tenant=\"{}\"}} {}",
-                tenant.name,
-                tenant.metrics.connections.load(Ordering::Relaxed)
-            );
-        }
+                .counts()
+                .map(|(command, n)| (format!("tenant=\"{}\",command=\"{command}\"", t.name), n))
+        });
+        family(
+            &mut out,
+            "switchyard_commands_total",
+            "Commands by tenant and command.",
+            "counter",
+            commands,
+        );
+        family(
+            &mut out,
+            "switchyard_command_errors_total",
+            "Error replies by tenant.",
+            "counter",
+            per_tenant(&|m| load(&m.errors)),
+        );
+        let double_writes: Vec<(String, i64)> = tenants
+            .iter()
+            .flat_map(|t| {
+                let counters = t
+                    .metrics
+                    .double_write_failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                counters
+                    .iter()
+                    .map(|(resource, n)| {
+                        (
+                            format!("tenant=\"{}\",resource=\"{resource}\"", t.name),
+                            load(n),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        family(
+            &mut out,
+            "switchyard_double_write_failures_total",
+            "Writes to a double-write secondary that failed or were dropped.",
+            "counter",
+            double_writes,
+        );
+        family(
+            &mut out,
+            "switchyard_rate_limited_total",
+            "Commands refused by the tenant's ops/s limit.",
+            "counter",
+            per_tenant(&|m| load(&m.rate_limited)),
+        );
+        family(
+            &mut out,
+            "switchyard_tenant_connections",
+            "Open client connections by tenant.",
+            "gauge",
+            per_tenant(&|m| m.connections.load(Ordering::Relaxed)),
+        );
         out.push_str("# HELP switchyard_command_duration_seconds Time from reading a command to its reply being ready.\n# TYPE switchyard_command_duration_seconds histogram\n");
         for tenant in tenants {
             tenant.metrics.latency.render(&mut out, &tenant.name);
         }
         out
+    }
+}
+
+/// Writes one metric family: its HELP and TYPE lines, then a sample per (labels, value); empty labels write a
+/// bare sample.
+fn family(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: &str,
+    samples: impl IntoIterator<Item = (String, i64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
     }
 }
 
@@ -234,20 +269,16 @@ impl CommandCounters {
         }
     }
 
-    fn render(&self, out: &mut String, metric: &str, tenant: &str) {
-        let mut rows: Vec<(&str, u64)> = self
+    /// (command, count) for every command counted so far, sorted by name.
+    fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
+        let mut rows: Vec<(&'static str, i64)> = self
             .names
             .iter()
             .zip(self.counts.iter())
-            .filter_map(|(name, count)| Some((*name.get()?, count.load(Ordering::Relaxed))))
+            .filter_map(|(name, count)| Some((*name.get()?, count.load(Ordering::Relaxed) as i64)))
             .collect();
         rows.sort_unstable();
-        for (name, count) in rows {
-            let _ = writeln!(
-                out,
-                "{metric}{{tenant=\"{tenant}\",command=\"{name}\"}} {count}"
-            );
-        }
+        rows.into_iter()
     }
 }
 

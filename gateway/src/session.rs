@@ -112,7 +112,13 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
 impl Session {
     async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
-        let mut decoder = RequestDecoder::new(gateway.config.limits);
+        let limits = gateway.config.limits;
+        let mut authenticated = self.tenant.is_some();
+        let mut decoder = RequestDecoder::new(if authenticated {
+            limits
+        } else {
+            limits.unauthenticated()
+        });
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
         let mut shutdown = self.worker.shutdown.clone();
@@ -135,6 +141,10 @@ impl Session {
                         match decoder.decode(&mut input) {
                             Ok(Some(request)) => {
                                 self.dispatch(request);
+                                if self.tenant.is_some() != authenticated {
+                                    authenticated = self.tenant.is_some();
+                                    decoder.set_limits(if authenticated { limits } else { limits.unauthenticated() });
+                                }
                                 if self.closing {
                                     break;
                                 }
@@ -207,15 +217,15 @@ impl Session {
             };
         };
         view.tenant.metrics.commands.add(spec.name);
-        if let Some(interval) = view.tenant.ops_interval {
-            if !view.tenant.metrics.rate.admit(started, interval) {
-                view.tenant
-                    .metrics
-                    .rate_limited
-                    .fetch_add(1, Ordering::Relaxed);
-                let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
-                return self.local_error(started, &text);
-            }
+        if let Some(interval) = view.tenant.ops_interval
+            && !view.tenant.metrics.rate.admit(started, interval)
+        {
+            view.tenant
+                .metrics
+                .rate_limited
+                .fetch_add(1, Ordering::Relaxed);
+            let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
+            return self.local_error(started, &text);
         }
         if self.local_command(spec, &request, started) {
             return;
@@ -314,11 +324,11 @@ impl Session {
             .tenant
             .as_ref()
             .is_some_and(|v| Arc::ptr_eq(&v.tenant, found));
-        if let Some(max) = found.limits.max_connections {
-            if !already_here && found.metrics.connections.load(Ordering::Relaxed) >= i64::from(max)
-            {
-                return AuthOutcome::TooManyClients;
-            }
+        if let Some(max) = found.limits.max_connections
+            && !already_here
+            && found.metrics.connections.load(Ordering::Relaxed) >= i64::from(max)
+        {
+            return AuthOutcome::TooManyClients;
         }
         self.leave_tenant();
         self.enter_tenant(Arc::clone(found), Some(digest));
@@ -495,10 +505,13 @@ impl Session {
     fn info(&mut self, started: Instant, args: &[Bytes]) {
         let local = crate::cmd::info::render(&self.worker.gateway, args);
         let keyspace_wanted = crate::cmd::info::wants_keyspace(args);
+        let base_db = self.tenant.as_ref().map_or(0, |v| v.tenant.route.base_db());
+        let own_db = (base_db != 0).then_some(base_db);
         match self.tenant.as_ref().map(|v| v.route.first_read()) {
             Some(Ok(backend)) if keyspace_wanted => {
-                let transform =
-                    Box::new(move |reply: Bytes| crate::cmd::info::with_keyspace(&local, &reply));
+                let transform = Box::new(move |reply: Bytes| {
+                    crate::cmd::info::with_keyspace(&local, &reply, own_db)
+                });
                 let request = Request::from_args(vec![
                     Bytes::from_static(b"INFO"),
                     Bytes::from_static(b"keyspace"),
@@ -510,7 +523,7 @@ impl Session {
                 );
             }
             _ => {
-                let text = crate::cmd::info::with_keyspace(&local, b"");
+                let text = crate::cmd::info::with_keyspace(&local, b"", own_db);
                 self.replies.push_ready(text, started);
             }
         }

@@ -175,6 +175,22 @@ pub struct RouteVersion {
     pub created_at: String,
 }
 
+/// `GET .../route/explain?key=K`: where a key goes under the current route, computed by the placement code the
+/// gateways use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RouteExplanation {
+    pub key: String,
+    pub version: i64,
+    /// The shard's name; `null` for a single-target route.
+    pub shard: Option<String>,
+    /// Read resources (names or URLs without passwords), in policy order.
+    pub read: Vec<String>,
+    pub read_policy: crate::ReadPolicy,
+    /// Write resources: the primary first, then double-write secondaries.
+    pub write: Vec<String>,
+    pub ack: crate::AckMode,
+}
+
 /// The answer to a route change: the new version and the global revision that carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RouteChange {

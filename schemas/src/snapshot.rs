@@ -1,4 +1,7 @@
 //! The snapshot a gateway pulls from the control plane: everything it needs to serve, at one revision.
+//!
+//! Unknown fields are ignored (unlike in request bodies), so a control plane may add fields without breaking
+//! gateways that do not know them yet.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -9,7 +12,6 @@ use crate::{RouteTable, TenantLimits};
 ///
 /// Tenants without a route yet are left out: a gateway could not serve them anyway.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Snapshot {
     /// The control plane's global revision this snapshot reflects; ask for `after` it to wait for the next.
     pub revision: i64,
@@ -17,7 +19,6 @@ pub struct Snapshot {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SnapshotTenant {
     pub name: String,
     /// A disabled tenant's clients are refused at `AUTH`.
@@ -34,7 +35,6 @@ pub struct SnapshotTenant {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SnapshotCredential {
     pub id: i64,
     /// [`credential_digest`](crate::credential_digest) of the secret.

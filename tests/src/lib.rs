@@ -4,11 +4,13 @@
 //! The gateway binary is taken from `SWITCHYARD_GATEWAY_BIN`, or else from the cargo target directory this test
 //! runs from (`scripts/test` builds it before running the tests).
 
+mod control_plane;
 mod ports;
 mod process;
 mod resp;
 mod topology;
 
+pub use control_plane::ControlPlane;
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder};
 pub use resp::RawClient;

@@ -50,7 +50,7 @@ impl Process {
         self.child.id()
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([format!("-{signal}"), self.pid().to_string()])
             .status()
@@ -205,7 +205,7 @@ impl RedisServer {
 pub struct Gateway {
     port: u16,
     admin_port: u16,
-    routes: PathBuf,
+    routes: Option<PathBuf>,
     log: PathBuf,
     process: Process,
     _dir: ScratchDir,
@@ -214,6 +214,7 @@ pub struct Gateway {
 #[derive(Default)]
 pub struct GatewayBuilder {
     args: Vec<String>,
+    port: Option<u16>,
 }
 
 impl GatewayBuilder {
@@ -223,27 +224,56 @@ impl GatewayBuilder {
         self
     }
 
+    /// Listens on `port` (to restart a gateway where its clients expect it).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Serves a routes file with these contents.
     pub fn start(self, routes: &serde_json::Value) -> Gateway {
-        let port = allocate_port();
+        self.spawn(|dir, command| {
+            let path = dir.join("routes.json");
+            std::fs::write(&path, routes.to_string()).expect("write routes file");
+            command.arg("--routes").arg(&path);
+            Some(path)
+        })
+    }
+
+    /// Follows a control plane, keeping its snapshot cache in `cache_file`.
+    pub fn start_with_control_plane(
+        self,
+        control_plane: &crate::ControlPlane,
+        cache_file: &Path,
+    ) -> Gateway {
+        self.spawn(|_, command| {
+            command
+                .args(["--control-plane", &control_plane.url()])
+                .args(["--gateway-token", control_plane.gateway_token()])
+                .arg("--cache-file")
+                .arg(cache_file);
+            None
+        })
+    }
+
+    fn spawn(self, source: impl FnOnce(&Path, &mut Command) -> Option<PathBuf>) -> Gateway {
+        let port = self.port.unwrap_or_else(allocate_port);
         let admin_port = allocate_port();
         let dir = ScratchDir::new("gateway", port);
-        let routes_path = dir.0.join("routes.json");
-        std::fs::write(&routes_path, routes.to_string()).expect("write routes file");
         let log = dir.0.join("gateway.log");
-        let mut command = Command::new(gateway_binary());
+        let mut command = Command::new(binary("switchyard-gateway", "SWITCHYARD_GATEWAY_BIN"));
         command
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
-            .arg("--routes")
-            .arg(&routes_path)
-            .args(&self.args)
             .env("RUST_LOG", "info");
+        let routes = source(&dir.0, &mut command);
+        command.args(&self.args);
         let mut process = Process::spawn(&mut command, &log);
         wait_until_answering(port, &mut process, &log);
         Gateway {
             port,
             admin_port,
-            routes: routes_path,
+            routes,
             log,
             process,
             _dir: dir,
@@ -287,7 +317,11 @@ impl Gateway {
 
     /// Replaces the routes file and sends SIGHUP.
     pub fn reload(&self, routes: &serde_json::Value) {
-        std::fs::write(&self.routes, routes.to_string()).expect("rewrite routes file");
+        let path = self
+            .routes
+            .as_ref()
+            .expect("a gateway started with a routes file");
+        std::fs::write(path, routes.to_string()).expect("rewrite routes file");
         self.process.signal("HUP");
     }
 
@@ -339,18 +373,18 @@ impl Gateway {
     }
 }
 
-/// Where the gateway binary is: `SWITCHYARD_GATEWAY_BIN`, or the target directory this test binary lives in.
-fn gateway_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SWITCHYARD_GATEWAY_BIN") {
+/// Where a workspace binary is: `env_var`, or the target directory this test binary lives in.
+pub(crate) fn binary(name: &str, env_var: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env_var) {
         return PathBuf::from(path);
     }
     let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test binary> -> target/<profile>/switchyard-gateway
+    // target/<profile>/deps/<test binary> -> target/<profile>/<name>
     let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let binary = profile_dir.join("switchyard-gateway");
+    let binary = profile_dir.join(name);
     assert!(
         binary.exists(),
-        "{} does not exist: build it first (scripts/test does: cargo build -p switchyard-gateway)",
+        "{} does not exist: build it first (scripts/test does: cargo build --workspace --bins)",
         binary.display()
     );
     binary

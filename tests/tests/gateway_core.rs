@@ -407,3 +407,58 @@ fn wait_for(mut condition: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn clients_without_auth_get_redis_unauthenticated_limits() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut client = RawClient::connect(gateway.port());
+    client.send(b"*11\r\n");
+    client.expect(b"-ERR Protocol error: unauthenticated multibulk length\r\n");
+    client.expect_closed();
+    let mut client = RawClient::connect(gateway.port());
+    client.send(b"*2\r\n$3\r\nGET\r\n$20000\r\n");
+    client.expect(b"-ERR Protocol error: unauthenticated bulk length\r\n");
+    client.expect_closed();
+    // Once authenticated, the normal limits apply, even within one pipeline.
+    let mut client = RawClient::connect(gateway.port());
+    let mut pipeline =
+        format!("AUTH {PASSWORD}\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20000\r\n").into_bytes();
+    pipeline.extend(std::iter::repeat_n(b'v', 20000));
+    pipeline.extend_from_slice(b"\r\nSTRLEN k\r\n");
+    client.send(&pipeline);
+    client.expect(b"+OK\r\n+OK\r\n:20000\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_shows_the_tenants_own_keyspace_only() {
+    let backend = RedisServer::start();
+    let () = redis::cmd("SET")
+        .arg("someone-else")
+        .arg(1)
+        .query(&mut backend.client())
+        .unwrap();
+    let route = json!({"tenants": [{"name": "demo", "passwords": [], "route": {"type": "single", "target": format!("{}/3", backend.url())}}]});
+    let gateway = Gateway::start(&route);
+    let mut con = gateway.client(None).await;
+    let () = redis::cmd("MSET")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let info: String = redis::cmd("INFO").query_async(&mut con).await.unwrap();
+    for field in [
+        "redis_version:7.0.15",
+        "redis_mode:standalone",
+        "arch_bits:64",
+        "cluster_enabled:0",
+        "connected_clients:1",
+    ] {
+        assert!(info.contains(field), "{field} missing from:\n{info}");
+    }
+    let keyspace = info.split("# Keyspace\r\n").nth(1).unwrap_or_default();
+    assert_eq!(keyspace, "db0:keys=2,expires=0,avg_ttl=0\r\n", "{info}");
+}

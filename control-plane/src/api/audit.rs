@@ -31,8 +31,8 @@ pub fn operations() -> Vec<Operation> {
         .reply::<AuditPage>(200)
         .query("tenant", "Only changes to this tenant.")
         .query("since", "Only changes at or after this RFC 3339 time.")
-        .query("before", "Only entries with a smaller id (paging).")
-        .query("limit", "At most this many (default 100, at most 1000).")
+        .query_integer("before", "Only entries with a smaller id (paging).")
+        .query_integer("limit", "At most this many (default 100, at most 1000).")
         .errors(&[400]),
     ]
 }

@@ -141,6 +141,9 @@ async fn update(
     let row = db::resources::get_for_update(change.conn(), &name)
         .await?
         .ok_or_else(|| no_resource(&name))?;
+    if row.url == update.url && row.description == update.description {
+        return Ok(Json(row.to_api()));
+    }
     let mut details = Vec::new();
     for (tenant, route) in db::routes::current_using(change.conn(), row.id).await? {
         // Each reference is checked on its own, so the other resources need no lock (locking them could

@@ -4,22 +4,25 @@
 //! gets a 412 instead of silently overwriting the winner.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{
-    RouteChange, RoutePut, RouteRollback, RouteVersion, RouteVersionPage, RouteVersionSummary,
+    RouteChange, RouteExplanation, RoutePut, RouteRollback, RouteVersion, RouteVersionPage,
+    RouteVersionSummary,
 };
+use switchyard_schemas::placement::Placement;
+use switchyard_schemas::{AckMode, ReadPolicy, Target};
 
 use crate::app::AppState;
 use crate::auth::{Access, Actor};
 use crate::db::resources::Lock;
 use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
+use crate::extract::{ApiPath, ApiQuery, JsonBody, etag, from_value, if_match};
 use crate::openapi::Operation;
 use crate::references;
 use crate::route_schema;
@@ -63,11 +66,11 @@ pub fn operations() -> Vec<Operation> {
             get(history),
         )
         .reply::<RouteVersionPage>(200)
-        .query(
+        .query_integer(
             "before",
             "Only versions below this one (the previous page's next_before).",
         )
-        .query("limit", "At most this many (default 50, at most 500).")
+        .query_integer("limit", "At most this many (default 50, at most 500).")
         .errors(&[400, 404]),
         Operation::new(
             "getRouteVersion",
@@ -78,6 +81,17 @@ pub fn operations() -> Vec<Operation> {
             get(version),
         )
         .reply::<RouteVersion>(200)
+        .errors(&[400, 404]),
+        Operation::new(
+            "explainRoute",
+            Method::GET,
+            "/v1/tenants/{tenant}/route/explain",
+            "Where a key goes under the current route: shard, read and write resources",
+            Access::Admin,
+            get(explain),
+        )
+        .reply::<RouteExplanation>(200)
+        .query("key", "The key to place (required).")
         .errors(&[400, 404]),
         Operation::new(
             "rollbackRoute",
@@ -95,11 +109,7 @@ pub fn operations() -> Vec<Operation> {
 }
 
 fn with_etag(version: i64, body: impl IntoResponse) -> Response {
-    let mut response = body.into_response();
-    if let Ok(etag) = HeaderValue::from_str(&format!("\"{version}\"")) {
-        response.headers_mut().insert(header::ETAG, etag);
-    }
-    response
+    ([etag(version)], body).into_response()
 }
 
 async fn current(
@@ -112,6 +122,55 @@ async fn current(
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
         .into();
     Ok(with_etag(current.version, Json(current)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExplainQuery {
+    key: Option<String>,
+}
+
+/// Uses `switchyard_schemas::placement`, the gateways' own placement code, so the answer is where the data is.
+async fn explain(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ExplainQuery>,
+) -> ApiResult<Json<RouteExplanation>> {
+    let key = query
+        .key
+        .ok_or_else(|| ApiError::BadRequest("the key query parameter is required".into()))?;
+    let row = super::tenant(&state.pool, &tenant).await?;
+    let current: RouteVersion = db::routes::get(&state.pool, row.id, None)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
+        .into();
+    let (shard, target) = match &current.route {
+        RouteTable::Single { target } => (None, target),
+        RouteTable::Sharded { hash, shards } => {
+            let index = Placement::new(hash, shards).shard_of(key.as_bytes());
+            let shard = shards
+                .get(index)
+                .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no shards")))?;
+            (Some(shard.name.clone()), &shard.target)
+        }
+    };
+    let shown = |resources: &[String]| resources.iter().map(|r| crate::redact::url(r)).collect();
+    let (read_policy, ack) = match target {
+        Target::Resource(_) => (ReadPolicy::Primary, AckMode::Primary),
+        Target::Split { read, write } => (
+            read.as_ref().map_or(ReadPolicy::Primary, |r| r.policy),
+            write.ack,
+        ),
+    };
+    Ok(Json(RouteExplanation {
+        key,
+        version: current.version,
+        shard,
+        read: shown(target.read_resources()),
+        read_policy,
+        write: shown(target.write_resources()),
+        ack,
+    }))
 }
 
 async fn replace(

@@ -7,7 +7,6 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -19,14 +18,14 @@ use crate::app::AppState;
 use crate::auth::Access;
 use crate::db;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::ApiQuery;
+use crate::extract::{ApiQuery, etag, if_none_match};
 use crate::openapi::Operation;
 
 pub fn operations() -> Vec<Operation> {
     vec![
         Operation::new("getSnapshot", Method::GET, "/v1/snapshot", "Everything gateways serve; long-polls for a change", Access::Gateway, get(snapshot))
             .reply::<Snapshot>(200)
-            .query("after", "The revision the caller has: answer when the current one differs (else 304).")
+            .query_integer("after", "The revision the caller has: answer when the current one differs (else 304).")
             .query("wait", "How long to wait for a change when at `after`: `30s`, `500ms`, `1m` or seconds; default 0.")
             .header("If-None-Match", "The revision the caller has, when `after` is not given.")
             .also(304)
@@ -57,18 +56,6 @@ pub fn parse_wait(text: &str) -> Option<Duration> {
     }
 }
 
-fn revision_from_etag(headers: &HeaderMap) -> Option<i64> {
-    let text = headers.get(header::IF_NONE_MATCH)?.to_str().ok()?.trim();
-    let text = text.strip_prefix("W/").unwrap_or(text);
-    text.trim_matches('"').parse().ok()
-}
-
-fn etag(revision: i64) -> [(header::HeaderName, HeaderValue); 1] {
-    let value = HeaderValue::from_str(&format!("\"{revision}\""))
-        .unwrap_or(HeaderValue::from_static("\"0\""));
-    [(header::ETAG, value)]
-}
-
 /// Counts a waiting poll for the metrics, also when the client goes away mid-wait.
 struct Waiting<'a>(&'a AppState);
 
@@ -93,30 +80,45 @@ async fn snapshot(
         })?,
     }
     .min(state.settings.max_wait);
-    let after = query.after.or_else(|| revision_from_etag(&headers));
-    if let Some(after) = after {
-        // Subscribe before reading, so a change committed in between still wakes us.
-        let mut latest = state.revisions.subscribe();
-        let current = db::revision::current(&state.pool).await?;
-        state.revisions.observe(current);
-        if current == after {
+    let after = query.after.or_else(|| if_none_match(&headers));
+    // Subscribe before reading, so a change committed in between still wakes us.
+    let mut latest = state.revisions.subscribe();
+    let mut stopping = state.stopping();
+    let current = db::revision::current(&state.pool).await?;
+    state.revisions.observe(current);
+    let at_least = match after {
+        Some(after) if after == current => {
             state
                 .metrics
                 .long_polls_waiting
                 .fetch_add(1, Ordering::Relaxed);
             let _waiting = Waiting(&state);
-            let changed = tokio::time::timeout(wait, latest.wait_for(|r| *r != after)).await;
-            if !matches!(changed, Ok(Ok(_))) {
-                return Ok((StatusCode::NOT_MODIFIED, etag(after)).into_response());
+            let changed = tokio::select! {
+                changed = tokio::time::timeout(wait, latest.wait_for(|r| *r != after)) => {
+                    matches!(changed, Ok(Ok(_)))
+                }
+                _ = stopping.wait_for(|stop| *stop) => false,
+            };
+            if !changed {
+                return Ok((StatusCode::NOT_MODIFIED, [etag(after)]).into_response());
             }
+            *latest.borrow()
         }
-    }
-    let snapshot = db::snapshot::load(&state.pool).await?;
+        _ => current,
+    };
+    let snapshot = state
+        .snapshots
+        .get(&state.pool, &state.metrics, at_least)
+        .await?;
     state
         .metrics
         .snapshots_served
         .fetch_add(1, Ordering::Relaxed);
-    Ok((etag(snapshot.revision), Json(snapshot)).into_response())
+    let json = (
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(([etag(snapshot.revision), json], snapshot.body).into_response())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use switchyard_schemas::api::{Tenant, TenantCreate, TenantList, TenantPatch};
 
 use crate::app::AppState;
 use crate::auth::{Access, Actor};
+use crate::db::tenants::TenantRow;
 use crate::db::{self, AuditRecord, Change};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, JsonBody};
@@ -115,6 +116,16 @@ async fn update(
     let mut change = Change::begin(&state.pool).await?;
     let mut row = super::tenant_for_update(change.conn(), &name).await?;
     let before = row.to_api();
+    let editable = |t: &TenantRow| {
+        (
+            t.description.clone(),
+            t.disabled,
+            t.allow_admin,
+            t.max_connections,
+            t.max_ops_per_sec,
+        )
+    };
+    let unchanged = editable(&row);
     if let Some(description) = patch.description {
         row.description = description;
     }
@@ -127,6 +138,10 @@ async fn update(
     if let Some(limits) = patch.limits {
         row.max_connections = limits.max_connections.map(i64::from);
         row.max_ops_per_sec = limits.max_ops_per_sec.map(i64::from);
+    }
+    // A patch that changes nothing is not a change: no revision, no audit entry.
+    if editable(&row) == unchanged {
+        return Ok(Json(before));
     }
     let after = db::tenants::update(change.conn(), &row).await?.to_api();
     let record = AuditRecord::new(

@@ -135,6 +135,12 @@ async fn every_change_is_recorded_once_without_secrets(pool: PgPool) {
         expected.len() - 2
     );
 
+    // The log is append-only in the database too.
+    let rewrite = sqlx::query("UPDATE audit_log SET actor = 'someone else'")
+        .execute(&api.state.pool)
+        .await;
+    assert!(rewrite.is_err());
+
     for bad in ["since=yesterday", "limit=0", "limit=5000"] {
         let reply = api.admin("GET", &format!("/v1/audit?{bad}"), None).await;
         assert_eq!(reply.status, 400, "{bad}");

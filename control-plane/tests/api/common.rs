@@ -14,6 +14,7 @@ pub const ADMIN: &str = "admin-token-for-tests-0001";
 pub const GATEWAY: &str = "gateway-token-for-tests-01";
 
 /// One control-plane instance: what one replica process would be.
+#[derive(Clone)]
 pub struct Api {
     pub router: Router,
     pub state: AppState,

@@ -9,6 +9,7 @@ mod gateways;
 mod migrations;
 mod resources;
 mod routes;
+mod server;
 mod snapshot;
 mod system;
 mod tenants;

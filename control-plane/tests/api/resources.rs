@@ -112,6 +112,16 @@ async fn rejects_bad_names_and_urls_without_leaking_passwords(pool: PgPool) {
         .await;
     assert_eq!(bad_update.status, 422);
 
+    // Putting what is already there is not a change.
+    let same = api
+        .admin(
+            "PUT",
+            "/v1/resources/main",
+            Some(json!({"url": "redis://127.0.0.1:6379"})),
+        )
+        .await;
+    assert_eq!(same.status, 200);
+
     assert_eq!(api.revision().await, revision);
 }
 
@@ -164,4 +174,17 @@ async fn a_resource_in_use_cannot_be_deleted_or_broken(pool: PgPool) {
         api.admin("DELETE", "/v1/resources/main", None).await.status,
         204
     );
+
+    // Deleting the tenant whose route used a resource frees it too.
+    api.create_resource("second", "redis://127.0.0.1:6381")
+        .await;
+    assert_eq!(api.put_route("acme", single("second")).await.status, 200);
+    let in_use = api.admin("DELETE", "/v1/resources/second", None).await;
+    assert_eq!(in_use.status, 409);
+    assert_eq!(
+        api.admin("DELETE", "/v1/tenants/acme", None).await.status,
+        204
+    );
+    let freed = api.admin("DELETE", "/v1/resources/second", None).await;
+    assert_eq!(freed.status, 204);
 }

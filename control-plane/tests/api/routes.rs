@@ -235,3 +235,61 @@ async fn if_match_lets_exactly_one_of_two_racing_admins_win(pool: PgPool) {
     let current = api.admin("GET", "/v1/tenants/acme/route", None).await;
     assert_eq!(current.body["version"], 6);
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn explain_places_keys_like_the_gateways(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    api.create_resource("main", "redis://127.0.0.1:6379").await;
+    let missing = api
+        .admin("GET", "/v1/tenants/acme/route/explain?key=k", None)
+        .await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+
+    let sharded = json!({"type": "sharded", "hash": {"algorithm": "crc16", "buckets": 16384}, "shards": [
+        {"name": "a", "target": "main", "buckets": ["0-8191"]},
+        {"name": "b", "target": {"read": {"resources": ["redis://:pw@127.0.0.1:6381"], "policy": "ordered"},
+                                  "write": {"resources": ["redis://127.0.0.1:6380", "main"], "ack": "all"}},
+         "buckets": ["8192-16383"]}]});
+    assert_eq!(api.put_route("acme", sharded.clone()).await.status, 200);
+    let placement = match serde_json::from_value::<switchyard_schemas::RouteTable>(sharded).unwrap()
+    {
+        switchyard_schemas::RouteTable::Sharded { hash, shards } => {
+            switchyard_schemas::placement::Placement::new(&hash, &shards)
+        }
+        switchyard_schemas::RouteTable::Single { .. } => unreachable!(),
+    };
+    for key in ["foo", "bar", "{user1}.x", "user1"] {
+        let answer = api
+            .admin(
+                "GET",
+                &format!(
+                    "/v1/tenants/acme/route/explain?key={}",
+                    key.replace('{', "%7B").replace('}', "%7D")
+                ),
+                None,
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let shard = ["a", "b"][placement.shard_of(key.as_bytes())];
+        assert_eq!(answer.body["shard"], shard, "{key}");
+        assert_eq!(answer.body["key"], key);
+        if shard == "b" {
+            assert_eq!(
+                answer.body["read"],
+                json!(["redis://:***@127.0.0.1:6381"]),
+                "passwords never shown"
+            );
+            assert_eq!(
+                answer.body["write"],
+                json!(["redis://127.0.0.1:6380", "main"])
+            );
+            assert_eq!(answer.body["ack"], "all");
+            assert_eq!(answer.body["read_policy"], "ordered");
+        }
+    }
+    let no_key = api
+        .admin("GET", "/v1/tenants/acme/route/explain", None)
+        .await;
+    assert_eq!(no_key.status, 400, "{}", no_key.body);
+}

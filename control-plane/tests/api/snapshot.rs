@@ -6,10 +6,36 @@ use serde_json::json;
 use sqlx::PgPool;
 use switchyard_schemas::{Snapshot, credential_digest};
 
-use crate::common::{Api, single};
+use std::sync::atomic::Ordering;
+
+use crate::common::{Api, Reply, single};
 
 fn parse(body: &serde_json::Value) -> Snapshot {
     serde_json::from_value(body.clone()).expect("a snapshot")
+}
+
+/// A long-poll for anything after `revision`, answered with the time it was answered.
+fn poll(api: &Api, revision: i64) -> tokio::task::JoinHandle<(Reply, Instant)> {
+    let api = api.clone();
+    tokio::spawn(async move {
+        let reply = api
+            .gateway(
+                "GET",
+                &format!("/v1/snapshot?after={revision}&wait=20s"),
+                None,
+            )
+            .await;
+        (reply, Instant::now())
+    })
+}
+
+/// Returns once `count` polls wait on `api`.
+async fn until_waiting(api: &Api, count: i64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while api.state.metrics.long_polls_waiting.load(Ordering::Relaxed) < count {
+        assert!(Instant::now() < deadline, "the polls never started waiting");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -158,33 +184,9 @@ async fn long_poll_wakes_within_100ms_of_a_change_on_another_replica(pool: PgPoo
 
     for round in 0..3 {
         let revision = waiter.revision().await;
-        let poll = {
-            let router = waiter.router.clone();
-            let state = waiter.state.clone();
-            tokio::spawn(async move {
-                let api = Api { router, state };
-                let reply = api
-                    .gateway(
-                        "GET",
-                        &format!("/v1/snapshot?after={revision}&wait=20s"),
-                        None,
-                    )
-                    .await;
-                (reply, Instant::now())
-            })
-        };
+        let poll = poll(&waiter, revision);
         // Make the change only once the poll is really waiting.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while waiter
-            .state
-            .metrics
-            .long_polls_waiting
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == 0
-        {
-            assert!(Instant::now() < deadline, "the poll never started waiting");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until_waiting(&waiter, 1).await;
         let description = format!("round {round}");
         let changed = writer
             .admin(
@@ -199,9 +201,43 @@ async fn long_poll_wakes_within_100ms_of_a_change_on_another_replica(pool: PgPoo
         assert_eq!(reply.status, 200, "{}", reply.body);
         assert_eq!(parse(&reply.body).revision, revision + 1);
         let latency = answered.saturating_duration_since(committed);
+        eprintln!("round {round}: the poll woke {latency:?} after the change committed");
         assert!(
             latency < Duration::from_millis(100),
             "woke {latency:?} after the change"
         );
     }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn shutdown_answers_waiting_polls_at_once(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let revision = api.revision().await;
+    let poll = poll(&api, revision);
+    until_waiting(&api, 1).await;
+    let stopped = Instant::now();
+    api.state.stop();
+    let (reply, _) = poll.await.unwrap();
+    assert_eq!(reply.status, 304);
+    assert!(stopped.elapsed() < Duration::from_secs(1));
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn polls_woken_together_share_one_snapshot_read(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+    let polls: Vec<_> = (0..4).map(|_| poll(&api, revision)).collect();
+    until_waiting(&api, 4).await;
+    let loaded = api.state.metrics.snapshots_loaded.load(Ordering::Relaxed);
+    api.admin("PATCH", "/v1/tenants/acme", Some(json!({"disabled": true})))
+        .await;
+    for poll in polls {
+        let (reply, _) = poll.await.unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!(parse(&reply.body).revision, revision + 1);
+        assert!(parse(&reply.body).tenants.is_empty());
+    }
+    let loads = api.state.metrics.snapshots_loaded.load(Ordering::Relaxed) - loaded;
+    assert_eq!(loads, 1, "one database read for four polls");
 }

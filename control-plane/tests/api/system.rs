@@ -29,4 +29,11 @@ async fn health_metrics_and_openapi(pool: PgPool) {
         openapi.body,
         switchyard_control_plane::openapi::document(&switchyard_control_plane::api::operations())
     );
+
+    // Without a database the service says so instead of pretending.
+    // Calling close() marks the pool closed at once; awaiting it would wait for the LISTEN connection forever.
+    drop(api.state.pool.close());
+    let down = api.request("GET", "/healthz", None, &[], None).await;
+    assert_eq!(down.status, 503);
+    assert_eq!(down.body["status"], "database unavailable");
 }

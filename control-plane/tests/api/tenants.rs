@@ -124,6 +124,24 @@ async fn rejects_bad_input_without_changing_anything(pool: PgPool) {
         vec!["/limits/max_connections: must be greater than 0"]
     );
 
+    // Changing nothing is not a change.
+    let same = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/acme",
+            Some(json!({"disabled": false})),
+        )
+        .await;
+    assert_eq!(same.status, 200);
+    assert_eq!(
+        api.admin("PATCH", "/v1/tenants/acme", Some(json!({})))
+            .await
+            .status,
+        200
+    );
+    let same_url = api.admin("GET", "/v1/tenants/acme", None).await;
+    assert_eq!(same.body, same_url.body);
+
     let missing = api
         .admin(
             "PATCH",

@@ -343,12 +343,14 @@ async fn pipeline(
     let timer = tokio::time::sleep_until(far_future);
     tokio::pin!(timer);
     let mut timer_deadline = far_future;
+    // Swapped with the shared queue, so neither is reallocated batch after batch.
+    let mut batch: VecDeque<Pending> = VecDeque::new();
     loop {
         // Everything queued since the last write goes out in one write.
-        let queued = std::mem::take(&mut *shared.queue.borrow_mut());
-        if !queued.is_empty() {
+        std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
+        if !batch.is_empty() {
             let deadline = Instant::now() + timeout;
-            for pending in queued {
+            for pending in batch.drain(..) {
                 write_buf.extend_from_slice(&pending.raw);
                 in_flight.push_back(InFlight {
                     reply: pending.reply,

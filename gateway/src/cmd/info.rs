@@ -74,14 +74,21 @@ pub fn render(gateway: &Gateway, args: &[Bytes]) -> String {
 }
 
 /// Appends the keyspace section of a backend's `INFO keyspace` reply (a bulk string) to the local sections.
-/// An error or anything unexpected from the backend leaves the section empty rather than failing INFO.
-pub fn with_keyspace(local: &str, backend_reply: &[u8]) -> Bytes {
+/// A tenant that owns one database of a shared Redis (`own_db`) sees only that one, as its `db0`; the others
+/// belong to other tenants. An error or anything unexpected from the backend leaves the section empty rather
+/// than failing INFO.
+pub fn with_keyspace(local: &str, backend_reply: &[u8], own_db: Option<u32>) -> Bytes {
+    let own = own_db.map(|db| format!("db{db}:"));
     let keyspace = bulk_body(backend_reply)
         .map(|body| {
             String::from_utf8_lossy(body)
                 .split("\r\n")
-                .filter(|line| line.starts_with("db"))
-                .map(|line| format!("{line}\r\n"))
+                .filter_map(|line| match &own {
+                    None => line.starts_with("db").then(|| format!("{line}\r\n")),
+                    Some(prefix) => line
+                        .strip_prefix(prefix.as_str())
+                        .map(|stats| format!("db0:{stats}\r\n")),
+                })
                 .collect::<String>()
         })
         .unwrap_or_default();

@@ -13,6 +13,42 @@ pub struct Limits {
     pub max_args: usize,
     /// Longest inline command line (and longest `*`/`$` header line).
     pub max_inline_len: usize,
+    /// Before AUTH, Redis accepts at most 10 arguments of at most 16 KB each, so that a client without a password
+    /// cannot make the server buffer large requests. The gateway does the same.
+    pub unauthenticated: bool,
+}
+
+impl Limits {
+    const UNAUTHENTICATED_ARGS: u64 = 10;
+    const UNAUTHENTICATED_BULK: u64 = 16384;
+
+    /// These limits with Redis' stricter bounds for a client that has not authenticated yet.
+    pub fn unauthenticated(self) -> Limits {
+        Limits {
+            unauthenticated: true,
+            ..self
+        }
+    }
+
+    fn check_args(&self, count: u64) -> Result<(), ProtocolError> {
+        if count > self.max_args as u64 {
+            Err(ProtocolError::InvalidMultibulkLength)
+        } else if self.unauthenticated && count > Self::UNAUTHENTICATED_ARGS {
+            Err(ProtocolError::UnauthenticatedMultibulkLength)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn check_bulk(&self, len: i64) -> Result<(), ProtocolError> {
+        if len < 0 || len as u64 > self.max_bulk_len as u64 {
+            Err(ProtocolError::InvalidBulkLength)
+        } else if self.unauthenticated && len as u64 > Self::UNAUTHENTICATED_BULK {
+            Err(ProtocolError::UnauthenticatedBulkLength)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 impl Default for Limits {
@@ -21,6 +57,7 @@ impl Default for Limits {
             max_bulk_len: 512 * 1024 * 1024,
             max_args: 1024 * 1024,
             max_inline_len: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -88,6 +125,11 @@ impl RequestDecoder {
         }
     }
 
+    /// Changes the limits (at AUTH: a client that authenticated gets the normal ones).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// How many more bytes the frame being decoded needs, when known: lets the reader grow its buffer once for
     /// a large value instead of in many small steps.
     pub fn bytes_wanted(&self, buffered: usize) -> usize {
@@ -126,10 +168,10 @@ impl RequestDecoder {
                         let _ = buf.split_to(pos);
                         continue;
                     }
-                    count if count as u64 > self.limits.max_args as u64 => {
-                        return Err(ProtocolError::InvalidMultibulkLength);
+                    count => {
+                        self.limits.check_args(count as u64)?;
+                        count as usize
                     }
-                    count => count as usize,
                 };
                 self.progress = Some(Progress {
                     pos,
@@ -167,9 +209,7 @@ impl RequestDecoder {
                     else {
                         return Ok(None);
                     };
-                    if len < 0 || len as u64 > limits.max_bulk_len as u64 {
-                        return Err(ProtocolError::InvalidBulkLength);
-                    }
+                    limits.check_bulk(len)?;
                     progress.pos = next;
                     progress.bulk_len = Some(len as usize);
                     len as usize
@@ -251,9 +291,7 @@ impl RequestDecoder {
         if args.is_empty() {
             return Ok(Inline::Empty);
         }
-        if args.len() > self.limits.max_args {
-            return Err(ProtocolError::InvalidMultibulkLength);
-        }
+        self.limits.check_args(args.len() as u64)?;
         Ok(Inline::Request(Request::from_args(
             args.into_iter().map(Bytes::from).collect(),
         )))
@@ -279,58 +317,26 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
         }
         let mut arg = Vec::new();
         match line[i] {
-            b'"' => {
+            quote @ (b'"' | b'\'') => {
                 i += 1;
                 loop {
-                    match line.get(i..) {
-                        Some([b'\\', b'x', h, l, ..])
-                            if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() =>
-                        {
-                            arg.push(hex(*h) << 4 | hex(*l));
-                            i += 4;
-                        }
-                        Some([b'\\', c, ..]) => {
-                            arg.push(match c {
-                                b'n' => b'\n',
-                                b'r' => b'\r',
-                                b't' => b'\t',
-                                b'b' => 0x08,
-                                b'a' => 0x07,
-                                other => *other,
-                            });
-                            i += 2;
-                        }
-                        Some([b'"', rest @ ..]) => {
-                            closing_quote(rest)?;
-                            i += 1;
-                            break;
-                        }
-                        Some([c, ..]) => {
-                            arg.push(*c);
-                            i += 1;
-                        }
-                        _ => return Err(ProtocolError::UnbalancedQuotes),
+                    let rest = line.get(i..).unwrap_or_default();
+                    if let Some((byte, used)) = escape(quote, rest) {
+                        arg.push(byte);
+                        i += used;
+                        continue;
                     }
-                }
-            }
-            b'\'' => {
-                i += 1;
-                loop {
-                    match line.get(i..) {
-                        Some([b'\\', b'\'', ..]) => {
-                            arg.push(b'\'');
-                            i += 2;
-                        }
-                        Some([b'\'', rest @ ..]) => {
-                            closing_quote(rest)?;
+                    match rest {
+                        [c, after @ ..] if *c == quote => {
+                            closing_quote(after)?;
                             i += 1;
                             break;
                         }
-                        Some([c, ..]) => {
+                        [c, ..] => {
                             arg.push(*c);
                             i += 1;
                         }
-                        _ => return Err(ProtocolError::UnbalancedQuotes),
+                        [] => return Err(ProtocolError::UnbalancedQuotes),
                     }
                 }
             }
@@ -342,6 +348,29 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
             }
         }
         args.push(arg);
+    }
+}
+
+/// An escape sequence at the start of `rest` inside a quoted argument: the byte it stands for and its length.
+/// Double quotes know `\xHH` and C escapes; single quotes only `\'`.
+fn escape(quote: u8, rest: &[u8]) -> Option<(u8, usize)> {
+    match (quote, rest) {
+        (b'"', [b'\\', b'x', h, l, ..]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
+            Some((hex(*h) << 4 | hex(*l), 4))
+        }
+        (b'"', [b'\\', c, ..]) => {
+            let byte = match c {
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'b' => 0x08,
+                b'a' => 0x07,
+                other => *other,
+            };
+            Some((byte, 2))
+        }
+        (b'\'', [b'\\', b'\'', ..]) => Some((b'\'', 2)),
+        _ => None,
     }
 }
 
@@ -417,6 +446,7 @@ mod tests {
             max_bulk_len: 10,
             max_args: 3,
             max_inline_len: 16,
+            unauthenticated: false,
         };
         let cases: &[(&[u8], &str)] = &[
             (b"*x\r\n", "Protocol error: invalid multibulk length"),
@@ -461,6 +491,30 @@ mod tests {
                 String::from_utf8_lossy(input)
             );
         }
+    }
+
+    #[test]
+    fn unauthenticated_clients_get_redis_stricter_limits() {
+        let strict = Limits::default().unauthenticated();
+        let err = |input: &[u8]| {
+            decode_all(&mut RequestDecoder::new(strict), input)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(b"*11\r\n"),
+            "Protocol error: unauthenticated multibulk length"
+        );
+        assert_eq!(
+            err(b"*1\r\n$16385\r\n"),
+            "Protocol error: unauthenticated bulk length"
+        );
+        let ok = decode_all(
+            &mut RequestDecoder::new(strict),
+            b"*2\r\n$4\r\nAUTH\r\n$1\r\np\r\n",
+        )
+        .unwrap();
+        assert_eq!(ok.len(), 1);
     }
 
     #[test]
@@ -513,7 +567,7 @@ mod tests {
 
         #[test]
         fn garbage_never_panics(input in prop::collection::vec(any::<u8>(), 0..300), cut in 0usize..300) {
-            let mut decoder = RequestDecoder::new(Limits { max_bulk_len: 64, max_args: 8, max_inline_len: 32 });
+            let mut decoder = RequestDecoder::new(Limits { max_bulk_len: 64, max_args: 8, max_inline_len: 32, unauthenticated: false });
             let cut = cut.min(input.len());
             let mut buf = BytesMut::from(&input[..cut]);
             while let Ok(Some(_)) = decoder.decode(&mut buf) {}

@@ -9,6 +9,10 @@ pub enum ProtocolError {
     InvalidBulkLength,
     #[error("Protocol error: expected '$', got '{}'", char::from(*.0))]
     ExpectedDollar(u8),
+    #[error("Protocol error: unauthenticated multibulk length")]
+    UnauthenticatedMultibulkLength,
+    #[error("Protocol error: unauthenticated bulk length")]
+    UnauthenticatedBulkLength,
     #[error("Protocol error: too big mbulk count string")]
     TooBigMultibulkCount,
     #[error("Protocol error: too big bulk count string")]

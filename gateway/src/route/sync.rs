@@ -146,10 +146,10 @@ impl Sync {
     fn apply(&self, gateway: &Gateway, body: &[u8]) -> anyhow::Result<()> {
         gateway.apply_control_plane(body)?;
         self.applied.notify_one();
-        if let Some(cache) = &self.config.cache_file {
-            if let Err(e) = write_atomically(cache, body) {
-                tracing::warn!(cache = %cache.display(), "cannot write the snapshot cache: {e:#}");
-            }
+        if let Some(cache) = &self.config.cache_file
+            && let Err(e) = write_atomically(cache, body)
+        {
+            tracing::warn!(cache = %cache.display(), "cannot write the snapshot cache: {e:#}");
         }
         Ok(())
     }

@@ -1,0 +1,392 @@
+//! The whole product: a real control plane on Postgres feeding two real gateways in front of real Redis servers.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_tests::{ControlPlane, Gateway, RawClient, RedisServer};
+
+async fn create_tenant(cp: &ControlPlane, name: &str, route: Value) -> String {
+    cp.expect("POST", "/v1/tenants", Some(json!({"name": name})), 201)
+        .await;
+    let secret = issue_secret(cp, name).await;
+    cp.expect(
+        "PUT",
+        &format!("/v1/tenants/{name}/route"),
+        Some(json!({"route": route, "comment": "e2e"})),
+        200,
+    )
+    .await;
+    secret
+}
+
+async fn issue_secret(cp: &ControlPlane, tenant: &str) -> String {
+    let credential = cp
+        .expect(
+            "POST",
+            &format!("/v1/tenants/{tenant}/credentials"),
+            Some(json!({})),
+            201,
+        )
+        .await;
+    credential["secret"]
+        .as_str()
+        .expect("secret in the response")
+        .to_string()
+}
+
+fn single(server: &RedisServer) -> Value {
+    json!({"type": "single", "target": server.url()})
+}
+
+struct Stack {
+    cp: ControlPlane,
+    gateways: Vec<Gateway>,
+    caches: Vec<std::path::PathBuf>,
+}
+
+fn start_stack(gateways: usize) -> Stack {
+    let cp = ControlPlane::start();
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let caches: Vec<_> = (0..gateways)
+        .map(|_| {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::env::temp_dir().join(format!("switchyard-cache-{}-{n}.json", std::process::id()))
+        })
+        .collect();
+    let gateways = caches
+        .iter()
+        .map(|cache| Gateway::builder().start_with_control_plane(&cp, cache))
+        .collect();
+    Stack {
+        cp,
+        gateways,
+        caches,
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for cache in &self.caches {
+            let _ = std::fs::remove_file(cache);
+        }
+    }
+}
+
+/// Waits until every gateway reports `revision` (or later) to the control plane; returns how long it took.
+async fn converged(cp: &ControlPlane, gateways: usize, revision: i64) -> Duration {
+    let started = Instant::now();
+    loop {
+        let fleet = cp.expect("GET", "/v1/gateways", None, 200).await;
+        let done = fleet["gateways"].as_array().map_or(0, |all| {
+            all.iter()
+                .filter(|g| g["revision"].as_i64().unwrap_or(0) >= revision)
+                .count()
+        });
+        if done >= gateways {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "gateways did not reach revision {revision}: {fleet}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn wait_until(mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "condition not met within 10 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn get_via(gateway: &Gateway, secret: &str, key: &str) -> redis::RedisResult<Option<String>> {
+    let mut con = redis::Client::open(gateway.url(Some(secret)))?
+        .get_multiplexed_async_connection()
+        .await?;
+    redis::cmd("GET").arg(key).query_async(&mut con).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_changes_reach_every_gateway_without_reconnects() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let stack = start_stack(2);
+    let cp = &stack.cp;
+    let secret = create_tenant(cp, "acme", single(&old)).await;
+    let revision = cp.expect("GET", "/v1/tenants/acme/route", None, 200).await;
+    assert!(revision["version"].as_i64() == Some(1), "{revision}");
+
+    // Both gateways serve the tenant; the clients stay connected through every change below.
+    let mut clients = Vec::new();
+    for gateway in &stack.gateways {
+        let mut client = RawClient::connect(gateway.port());
+        wait_until(async || {
+            client.send(format!("AUTH acme {secret}\r\n").as_bytes());
+            client.read_line() == b"+OK\r\n"
+        })
+        .await;
+        client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+        client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+        clients.push(client);
+    }
+
+    // Single -> double-write: both gateways apply it, and writes land in both backends.
+    let double = json!({"type": "single", "target": {"write": {"resources": [old.url(), new.url()], "ack": "all"}}});
+    let mut trials = Vec::new();
+    for trial in 0..20 {
+        let route = if trial % 2 == 0 {
+            double.clone()
+        } else {
+            single(&old)
+        };
+        let body = cp
+            .expect(
+                "PUT",
+                "/v1/tenants/acme/route",
+                Some(json!({"route": route})),
+                200,
+            )
+            .await;
+        // Timed from the PUT returning to every gateway reporting the new revision.
+        let revision = body["revision"].as_i64().expect("revision");
+        trials.push(converged(cp, 2, revision).await);
+        if trial % 2 == 0 {
+            for (i, client) in clients.iter_mut().enumerate() {
+                client.roundtrip(format!("SET trial{trial}-{i} x\r\n").as_bytes(), b"+OK\r\n");
+                let copied: Option<String> = redis::cmd("GET")
+                    .arg(format!("trial{trial}-{i}"))
+                    .query(&mut new.client())
+                    .unwrap();
+                assert_eq!(
+                    copied.as_deref(),
+                    Some("x"),
+                    "gateway {i} double-wrote after convergence"
+                );
+            }
+        }
+    }
+    trials.sort();
+    let p99 = trials[trials.len() - 1];
+    println!(
+        "route propagation over 20 changes: median {:?}, max {:?}",
+        trials[10], p99
+    );
+    assert!(p99 < Duration::from_secs(2), "propagation took {p99:?}");
+    let fleet = cp.expect("GET", "/v1/gateways", None, 200).await;
+    assert_eq!(fleet["converged"], json!(true), "{fleet}");
+
+    // An invalid route is refused by the control plane and never reaches a gateway.
+    let invalid = json!({"type": "sharded", "shards": [{"name": "a", "target": "redis://127.0.0.1:1"}, {"name": "a", "target": "redis://127.0.0.1:2"}]});
+    let (status, body) = cp
+        .call(
+            "PUT",
+            "/v1/tenants/acme/route",
+            Some(json!({"route": invalid})),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    for client in &mut clients {
+        client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateways_keep_serving_without_the_control_plane() {
+    let backend = RedisServer::start();
+    let mut stack = start_stack(1);
+    let secret = create_tenant(&stack.cp, "acme", single(&backend)).await;
+    wait_until(async || get_via(&stack.gateways[0], &secret, "k").await.is_ok()).await;
+
+    stack.cp.stop();
+    let mut con = redis::Client::open(stack.gateways[0].url(Some(&secret)))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("still")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+
+    // A gateway restarted while the control plane is down serves from its cache file.
+    let port = stack.gateways[0].port();
+    let cache = stack.caches[0].clone();
+    stack.gateways.clear();
+    let restarted = Gateway::builder()
+        .port(port)
+        .start_with_control_plane(&stack.cp, &cache);
+    assert_eq!(
+        get_via(&restarted, &secret, "k").await.unwrap().as_deref(),
+        Some("still")
+    );
+    assert!(
+        restarted.log().contains("serving the cached snapshot"),
+        "{}",
+        restarted.log()
+    );
+    assert_eq!(restarted.admin_get("/readyz").0, 200);
+
+    // Without a cache, it starts not ready and says so to clients.
+    let bare_cache =
+        std::env::temp_dir().join(format!("switchyard-no-cache-{}", std::process::id()));
+    let _ = std::fs::remove_file(&bare_cache);
+    let bare = Gateway::builder().start_with_control_plane(&stack.cp, &bare_cache);
+    assert_eq!(bare.admin_get("/readyz").0, 503);
+    let mut client = RawClient::connect(bare.port());
+    client.roundtrip(
+        b"PING\r\n",
+        b"-ERR the gateway has no routes yet (waiting for the control plane)\r\n",
+    );
+
+    // When the control plane is back, the bare gateway catches up.
+    stack.cp.restart();
+    wait_until(async || {
+        get_via(&bare, &secret, "k").await.ok().flatten().as_deref() == Some("still")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_and_disabling_close_exactly_the_right_connections() {
+    let backend = RedisServer::start();
+    let stack = start_stack(1);
+    let cp = &stack.cp;
+    let gateway = &stack.gateways[0];
+    let first = create_tenant(cp, "acme", single(&backend)).await;
+    let second = issue_secret(cp, "acme").await;
+    let other = create_tenant(cp, "globex", single(&backend)).await;
+    let connect = async |tenant: &str, secret: &str| {
+        let mut client = RawClient::connect(gateway.port());
+        wait_until(async || {
+            client.send(format!("AUTH {tenant} {secret}\r\n").as_bytes());
+            client.read_line() == b"+OK\r\n"
+        })
+        .await;
+        client
+    };
+    let mut acme_first = connect("acme", &first).await;
+    let mut acme_second = connect("acme", &second).await;
+    let mut globex = connect("globex", &other).await;
+
+    let credentials = cp
+        .expect("GET", "/v1/tenants/acme/credentials", None, 200)
+        .await;
+    let first_id = credentials["credentials"][0]["id"]
+        .as_i64()
+        .expect("credential id");
+    let revoked = Instant::now();
+    cp.expect(
+        "DELETE",
+        &format!("/v1/tenants/acme/credentials/{first_id}"),
+        None,
+        204,
+    )
+    .await;
+    acme_first.expect_closed();
+    assert!(
+        revoked.elapsed() < Duration::from_secs(1),
+        "closed after {:?}",
+        revoked.elapsed()
+    );
+    acme_second.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    globex.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    let mut retry = RawClient::connect(gateway.port());
+    retry.roundtrip(
+        format!("AUTH acme {first}\r\n").as_bytes(),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+
+    cp.expect(
+        "PATCH",
+        "/v1/tenants/acme",
+        Some(json!({"disabled": true})),
+        200,
+    )
+    .await;
+    acme_second.expect_closed();
+    globex.roundtrip(b"PING\r\n", b"+PONG\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_tenants_never_see_each_others_data() {
+    let backends: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let stack = start_stack(2);
+    let mut secrets = Vec::new();
+    for t in 0..50 {
+        let backend = &backends[t % 5];
+        let db = t / 5;
+        let route = json!({"type": "single", "target": format!("{}/{db}", backend.url())});
+        let name = format!("tenant{t}");
+        secrets.push((name.clone(), create_tenant(&stack.cp, &name, route).await));
+        let mut direct = backend.client();
+        let () = redis::cmd("SELECT").arg(db).query(&mut direct).unwrap();
+        let () = redis::cmd("SET")
+            .arg("owner")
+            .arg(&name)
+            .query(&mut direct)
+            .unwrap();
+    }
+    let last = stack.cp.expect("GET", "/v1/gateways", None, 200).await["revision"]
+        .as_i64()
+        .unwrap();
+    converged(&stack.cp, 2, last).await;
+
+    let mut tasks = Vec::new();
+    for (t, (name, secret)) in secrets.iter().enumerate() {
+        for c in 0..20 {
+            let url = stack.gateways[c % 2].url(Some(secret));
+            let name = name.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut con = redis::Client::open(url)
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap();
+                for i in 0..10 {
+                    let owner: String = redis::cmd("GET")
+                        .arg("owner")
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        owner, name,
+                        "tenant {t} client {c} read another tenant's data"
+                    );
+                    let () = redis::cmd("SET")
+                        .arg(format!("c{c}"))
+                        .arg(i)
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    let listed: String = redis::cmd("CLIENT")
+                        .arg("LIST")
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    assert!(
+                        listed.lines().all(|l| l.contains(&format!("user={name} "))),
+                        "CLIENT LIST shows other tenants"
+                    );
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for (t, backend) in backends.iter().enumerate() {
+        for db in 0..10 {
+            let mut direct = backend.client();
+            let () = redis::cmd("SELECT").arg(db).query(&mut direct).unwrap();
+            let size: i64 = redis::cmd("DBSIZE").query(&mut direct).unwrap();
+            assert_eq!(
+                size, 21,
+                "backend {t} db {db}: the owner key and 20 client keys"
+            );
+        }
+    }
+}

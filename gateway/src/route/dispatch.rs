@@ -253,41 +253,52 @@ impl Dispatch<'_> {
         let Some((mut merge, per_key)) = split_kind(spec.name) else {
             return Err(CROSSSLOT.to_string());
         };
-        // Keys by place, in the client's order; for MGET, where each key's value will be in its group's reply.
-        let mut groups: Vec<(Place, Vec<usize>)> = Vec::new();
+        // Groups of keys by place, in order of first appearance; for each key (in the client's order) its group
+        // and its index there, which is also where MGET finds its value in the group's reply.
+        let mut places: Vec<Place> = Vec::new();
         let mut positions = Vec::with_capacity(self.keys.len());
+        let mut sizes: Vec<usize> = Vec::new();
         for &key in self.keys.iter() {
             let place = self.locate(&args[key]);
-            let group = match groups.iter().position(|(p, _)| *p == place) {
+            let group = match places.iter().position(|p| *p == place) {
                 Some(group) => group,
                 None => {
-                    groups.push((place, Vec::new()));
-                    groups.len() - 1
+                    places.push(place);
+                    sizes.push(0);
+                    places.len() - 1
                 }
             };
-            positions.push((group, groups[group].1.len()));
-            groups[group].1.push(key);
+            positions.push((group, sizes[group]));
+            sizes[group] += 1;
         }
-        if let Merge::Mget { positions: p } = &mut merge {
-            *p = positions;
-        }
-        let parts = groups
+        // Every sub-command is encoded into one buffer and split off it: one allocation for all of them.
+        let mut buf = BytesMut::with_capacity(request.raw().len() + places.len() * 32 + 16);
+        let parts = places
             .iter()
-            .map(|((shard, slot), keys)| {
-                let mut sub: Vec<&[u8]> = Vec::with_capacity(1 + keys.len() * per_key);
-                sub.push(&args[0]);
-                for &key in keys {
-                    sub.extend(args[key..].iter().take(per_key).map(|a| &a[..]));
+            .enumerate()
+            .map(|(group, &(shard, slot))| {
+                let keys = || {
+                    self.keys
+                        .iter()
+                        .zip(&positions)
+                        .filter(move |(_, (g, _))| *g == group)
+                        .flat_map(|(&key, _)| args[key..].iter().take(per_key))
+                };
+                resp::array_header(&mut buf, 1 + keys().count());
+                resp::bulk(&mut buf, &args[0]);
+                for arg in keys() {
+                    resp::bulk(&mut buf, arg);
                 }
-                let mut raw = BytesMut::new();
-                resp::command(&mut raw, &sub);
                 Part {
-                    shard: *shard,
-                    slot: *slot,
-                    raw: raw.freeze(),
+                    shard,
+                    slot,
+                    raw: buf.split().freeze(),
                 }
             })
             .collect();
+        if let Merge::Mget { positions: p } = &mut merge {
+            *p = positions;
+        }
         self.send_parts(spec, parts, write, merge, None, started)
     }
 

@@ -379,3 +379,63 @@ impl DetachedWrites {
         tracing::warn!(tenant = %self.tenant, resource = %self.resource, command, reason, "double-write to a secondary failed");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(queue: &ReplyQueue) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        queue.drain_ready(&mut out, |_| {});
+        out.to_vec()
+    }
+
+    /// Answers every error it sees with a fixed reply, counting the calls.
+    struct Rewrite(Cell<usize>);
+
+    impl Redirector for Rewrite {
+        fn on_error(&self, _reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
+            self.0.set(self.0.get() + 1);
+            handle.deliver(Bytes::from(format!("+resent {}\r\n", redirect.attempts)));
+        }
+    }
+
+    #[test]
+    fn only_error_replies_go_through_the_redirector() {
+        let queue = Rc::new(ReplyQueue::default());
+        let redirector = Rc::new(Rewrite(Cell::new(0)));
+        let redirect = || Redirect {
+            via: Rc::clone(&redirector) as Rc<dyn Redirector>,
+            raw: Bytes::from_static(b"*1\r\n$3\r\nGET\r\n"),
+            attempts: 2,
+            affinity: 0,
+            slot: Some(1),
+        };
+        let now = Instant::now();
+        queue
+            .reserve(now)
+            .with_redirect(redirect())
+            .deliver(Bytes::from_static(b"-MOVED 1 h:1\r\n"));
+        queue
+            .reserve(now)
+            .with_redirect(redirect())
+            .deliver(Bytes::from_static(b"+OK\r\n"));
+        assert_eq!(ready(&queue), b"+resent 2\r\n+OK\r\n");
+        assert_eq!(redirector.0.get(), 1);
+    }
+
+    #[test]
+    fn a_split_handle_delivers_once_every_part_has_answered() {
+        let queue = Rc::new(ReplyQueue::default());
+        let combine: Combine = Box::new(|parts: Vec<Bytes>| Bytes::from(parts.concat()));
+        let mut parts = queue.reserve(Instant::now()).split(3, combine);
+        let last = parts.pop().unwrap();
+        for (i, part) in parts.into_iter().enumerate() {
+            part.deliver(Bytes::from(format!(":{i}\r\n")));
+            assert!(ready(&queue).is_empty());
+        }
+        last.deliver(Bytes::from_static(b":2\r\n"));
+        assert_eq!(ready(&queue), b":0\r\n:1\r\n:2\r\n");
+        ReplyHandle::discard().deliver(Bytes::from_static(b"+OK\r\n"));
+    }
+}

@@ -166,10 +166,10 @@ impl Session {
                 // A revoked credential or a removed tenant closes idle connections too, not only busy ones.
                 _ = changes.changed(), if !self.closing => self.refresh_tenant(),
             }
-            let tenant_metrics = self.tenant.as_ref().map(|view| view.tenant.metrics.clone());
+            let latency = self.tenant.as_ref().map(|view| &view.tenant.metrics.latency);
             self.replies.drain_ready(&mut output, |started| {
-                if let Some(metrics) = &tenant_metrics {
-                    metrics.latency.observe(started.elapsed());
+                if let Some(latency) = latency {
+                    latency.observe(started.elapsed());
                 }
             });
             if !output.is_empty() {

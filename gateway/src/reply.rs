@@ -4,6 +4,9 @@
 //! A client connection and the backend connections serving it run on the same worker thread, so the queue is
 //! shared by `Rc` and filled in place: no channel and no allocation per request. Requests served by several
 //! backends (split multi-key commands, double-writes that wait for every copy) gather their parts in one slot.
+//!
+//! A handle may carry a [`Redirect`]: requests to a Redis Cluster do, so that a `MOVED`/`ASK` answer goes back to
+//! the cluster backend (which resends the request) instead of to the client. Only error replies are looked at.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -55,7 +58,13 @@ enum Slot {
 }
 
 /// Where a backend delivers the reply to one request (or to one part of it).
-pub enum ReplyHandle {
+pub struct ReplyHandle {
+    to: Destination,
+    /// Set for requests a backend may have to resend (Redis Cluster redirects): error replies go there first.
+    redirect: Option<Redirect>,
+}
+
+enum Destination {
     Slot {
         queue: Rc<ReplyQueue>,
         seq: u64,
@@ -66,6 +75,37 @@ pub enum ReplyHandle {
         writes: Rc<DetachedWrites>,
         command: &'static str,
     },
+    /// One part of a reply that a backend itself assembles from several nodes (a cluster fan-out).
+    Part { gather: Rc<Gather>, index: usize },
+    /// A reply nobody needs (the `+OK` of an `ASKING` sent ahead of a redirected request).
+    Discard,
+}
+
+/// What a redirecting backend needs to resend a request: the request itself and how often it was redirected.
+/// Cloning `raw` and `via` bumps reference counts; nothing is allocated per request.
+pub struct Redirect {
+    pub via: Rc<dyn Redirector>,
+    pub raw: Bytes,
+    /// Redirects followed so far.
+    pub attempts: u8,
+    /// The client's connection affinity, so a resent request keeps riding one connection per node.
+    pub affinity: usize,
+    /// The request's hash slot, for a cluster (`None`: keyless).
+    pub slot: Option<u16>,
+}
+
+/// A backend that wants to see the error replies to its requests before the client does.
+pub trait Redirector {
+    /// Handles an error reply to a request sent with `redirect`: resends it (delivering to `handle` later), or
+    /// delivers `reply` (or another error) to `handle`.
+    fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect);
+}
+
+/// The parts of a reply a backend gathers itself; the combined reply goes to `whole`.
+struct Gather {
+    parts: RefCell<Vec<Option<Bytes>>>,
+    missing: Cell<usize>,
+    whole: RefCell<Option<(ReplyHandle, Combine)>>,
 }
 
 impl ReplyQueue {
@@ -99,14 +139,16 @@ impl ReplyQueue {
             },
             0,
         );
-        let ReplyHandle::Slot { seq, .. } = first else {
+        let Destination::Slot { seq, .. } = first.to else {
             return Vec::new();
         };
         std::iter::once(first)
-            .chain((1..parts).map(|part| ReplyHandle::Slot {
-                queue: Rc::clone(self),
-                seq,
-                part,
+            .chain((1..parts).map(|part| {
+                ReplyHandle::new(Destination::Slot {
+                    queue: Rc::clone(self),
+                    seq,
+                    part,
+                })
             }))
             .collect()
     }
@@ -115,11 +157,11 @@ impl ReplyQueue {
         let mut inner = self.inner.borrow_mut();
         let seq = inner.base + inner.slots.len() as u64;
         inner.slots.push_back(slot);
-        ReplyHandle::Slot {
+        ReplyHandle::new(Destination::Slot {
             queue: Rc::clone(self),
             seq,
             part,
-        }
+        })
     }
 
     /// Queues a reply the gateway produced itself, behind every earlier request.
@@ -209,10 +251,82 @@ impl ReplyQueue {
 }
 
 impl ReplyHandle {
+    fn new(to: Destination) -> ReplyHandle {
+        ReplyHandle { to, redirect: None }
+    }
+
+    /// A handle whose reply is dropped.
+    pub fn discard() -> ReplyHandle {
+        ReplyHandle::new(Destination::Discard)
+    }
+
+    /// The same destination, with error replies going through `redirect.via` first.
+    pub fn with_redirect(self, redirect: Redirect) -> ReplyHandle {
+        ReplyHandle {
+            to: self.to,
+            redirect: Some(redirect),
+        }
+    }
+
+    /// Splits this handle into `parts` handles; once each has its reply, `combine` makes the one reply this
+    /// handle delivers. Allocates: for the rare requests a backend fans out itself.
+    pub fn split(self, parts: usize, combine: Combine) -> Vec<ReplyHandle> {
+        if parts == 0 {
+            self.deliver(combine(Vec::new()));
+            return Vec::new();
+        }
+        let gather = Rc::new(Gather {
+            parts: RefCell::new(vec![None; parts]),
+            missing: Cell::new(parts),
+            whole: RefCell::new(Some((self, combine))),
+        });
+        (0..parts)
+            .map(|index| {
+                ReplyHandle::new(Destination::Part {
+                    gather: Rc::clone(&gather),
+                    index,
+                })
+            })
+            .collect()
+    }
+
     pub fn deliver(self, reply: Bytes) {
-        match self {
-            ReplyHandle::Slot { queue, seq, part } => queue.fill(seq, part, reply),
-            ReplyHandle::Detached { writes, command } => writes.finish(command, &reply),
+        // The redirect check costs one byte comparison on the success path.
+        if let (Some(redirect), Some(b'-')) = (self.redirect, reply.first()) {
+            let via = Rc::clone(&redirect.via);
+            return via.on_error(reply, ReplyHandle::new(self.to), redirect);
+        }
+        match self.to {
+            Destination::Slot { queue, seq, part } => queue.fill(seq, part, reply),
+            Destination::Detached { writes, command } => writes.finish(command, &reply),
+            Destination::Part { gather, index } => gather.fill(index, reply),
+            Destination::Discard => {}
+        }
+    }
+}
+
+impl Gather {
+    fn fill(&self, index: usize, reply: Bytes) {
+        {
+            let mut parts = self.parts.borrow_mut();
+            match parts.get_mut(index) {
+                Some(entry @ None) => *entry = Some(reply),
+                _ => return,
+            }
+        }
+        self.missing.set(self.missing.get() - 1);
+        if self.missing.get() > 0 {
+            return;
+        }
+        let replies = self
+            .parts
+            .borrow_mut()
+            .iter_mut()
+            .map(|p| p.take().unwrap_or_default())
+            .collect();
+        let whole = self.whole.borrow_mut().take();
+        if let Some((whole, combine)) = whole {
+            whole.deliver(combine(replies));
         }
     }
 }
@@ -246,10 +360,10 @@ impl DetachedWrites {
             return None;
         }
         self.in_flight.set(self.in_flight.get() + 1);
-        Some(ReplyHandle::Detached {
+        Some(ReplyHandle::new(Destination::Detached {
             writes: Rc::clone(self),
             command,
-        })
+        }))
     }
 
     fn finish(&self, command: &'static str, reply: &[u8]) {
@@ -263,5 +377,65 @@ impl DetachedWrites {
     fn fail(&self, command: &'static str, reason: &str) {
         self.failures.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(tenant = %self.tenant, resource = %self.resource, command, reason, "double-write to a secondary failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(queue: &ReplyQueue) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        queue.drain_ready(&mut out, |_| {});
+        out.to_vec()
+    }
+
+    /// Answers every error it sees with a fixed reply, counting the calls.
+    struct Rewrite(Cell<usize>);
+
+    impl Redirector for Rewrite {
+        fn on_error(&self, _reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
+            self.0.set(self.0.get() + 1);
+            handle.deliver(Bytes::from(format!("+resent {}\r\n", redirect.attempts)));
+        }
+    }
+
+    #[test]
+    fn only_error_replies_go_through_the_redirector() {
+        let queue = Rc::new(ReplyQueue::default());
+        let redirector = Rc::new(Rewrite(Cell::new(0)));
+        let redirect = || Redirect {
+            via: Rc::clone(&redirector) as Rc<dyn Redirector>,
+            raw: Bytes::from_static(b"*1\r\n$3\r\nGET\r\n"),
+            attempts: 2,
+            affinity: 0,
+            slot: Some(1),
+        };
+        let now = Instant::now();
+        queue
+            .reserve(now)
+            .with_redirect(redirect())
+            .deliver(Bytes::from_static(b"-MOVED 1 h:1\r\n"));
+        queue
+            .reserve(now)
+            .with_redirect(redirect())
+            .deliver(Bytes::from_static(b"+OK\r\n"));
+        assert_eq!(ready(&queue), b"+resent 2\r\n+OK\r\n");
+        assert_eq!(redirector.0.get(), 1);
+    }
+
+    #[test]
+    fn a_split_handle_delivers_once_every_part_has_answered() {
+        let queue = Rc::new(ReplyQueue::default());
+        let combine: Combine = Box::new(|parts: Vec<Bytes>| Bytes::from(parts.concat()));
+        let mut parts = queue.reserve(Instant::now()).split(3, combine);
+        let last = parts.pop().unwrap();
+        for (i, part) in parts.into_iter().enumerate() {
+            part.deliver(Bytes::from(format!(":{i}\r\n")));
+            assert!(ready(&queue).is_empty());
+        }
+        last.deliver(Bytes::from_static(b":2\r\n"));
+        assert_eq!(ready(&queue), b":0\r\n:1\r\n:2\r\n");
+        ReplyHandle::discard().deliver(Bytes::from_static(b"+OK\r\n"));
     }
 }

@@ -20,7 +20,7 @@ use switchyard_schemas::RoutesFile;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use crate::backend::{Backend, BackendPool, ConnectionSettings, NodeSpec};
+use crate::backend::{BackendPool, ConnectionSettings, ResourceSpec, Upstream};
 use crate::clients::Clients;
 use crate::metrics::Metrics;
 use crate::reply::DetachedWrites;
@@ -154,30 +154,31 @@ pub fn explain(
 /// The per-worker context every session of that worker shares.
 pub struct Worker {
     pub gateway: Arc<Gateway>,
-    pool: BackendPool,
-    /// Backends of the current snapshot's routes, held open even while no client uses them, so that a new
-    /// client never waits for a backend connect. Replaced (and the dropped ones drained) on a route change.
-    pinned: RefCell<(u64, Vec<Rc<Backend>>)>,
+    pool: Rc<BackendPool>,
+    /// Upstreams of the current snapshot's routes, held open even while no client uses them, so that a new
+    /// client never waits for a backend connect (or a cluster's first slot map). Replaced (and the dropped ones
+    /// drained) on a route change.
+    pinned: RefCell<(u64, Vec<Upstream>)>,
     /// Background double-write tracking, per tenant and secondary resource.
     detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
     pub shutdown: watch::Receiver<bool>,
 }
 
 impl Worker {
-    /// The backend for `node`, shared by every session of this worker.
-    pub fn backend(&self, node: &NodeSpec) -> Rc<Backend> {
+    /// The upstream for a resource, shared by every session of this worker.
+    pub fn upstream(&self, spec: &ResourceSpec) -> Upstream {
         let generation = self.gateway.generation();
         if self.pinned.borrow().0 != generation {
             let snapshot = self.gateway.snapshot();
-            let backends = snapshot
+            let upstreams = snapshot
                 .tenants()
                 .iter()
-                .flat_map(|tenant| tenant.route.nodes())
-                .map(|node| self.pool.get(node))
+                .flat_map(|tenant| tenant.route.resources())
+                .map(|spec| self.pool.upstream(spec))
                 .collect();
-            *self.pinned.borrow_mut() = (generation, backends);
+            *self.pinned.borrow_mut() = (generation, upstreams);
         }
-        self.pool.get(node)
+        self.pool.upstream(spec)
     }
 
     /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`.
@@ -307,11 +308,11 @@ fn run_worker(
     let worker = Rc::new(Worker {
         pinned: RefCell::new((0, Vec::new())),
         detached: RefCell::new(HashMap::new()),
-        pool: BackendPool::new(
+        pool: Rc::new(BackendPool::new(
             settings,
             gateway.config.backend_connections,
             Arc::clone(&gateway.metrics),
-        ),
+        )),
         gateway,
         shutdown,
     });

@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::backend::{Backend, NodeSpec};
+use crate::backend::{ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
@@ -435,7 +435,11 @@ impl Session {
         let Some(index) = resp::parse_int(index) else {
             return self.local_error(started, "ERR value is not an integer or out of range");
         };
-        let base_db = self.tenant.as_ref().map_or(0, |v| v.tenant.route.base_db());
+        let route = self.tenant.as_ref().map(|v| &v.tenant.route);
+        if index != 0 && route.is_some_and(|r| r.has_cluster()) {
+            return self.local_error(started, "ERR SELECT is not allowed in cluster mode");
+        }
+        let base_db = route.map_or(0, |r| r.base_db());
         let allowed = if base_db == 0 { 0..16 } else { 0..1 };
         if !allowed.contains(&index) {
             return self.local_error(started, "ERR DB index is out of range");
@@ -588,8 +592,8 @@ struct TenantResolver<'a> {
 }
 
 impl Resolver for TenantResolver<'_> {
-    fn backend(&self, node: &NodeSpec) -> Rc<Backend> {
-        self.worker.backend(node)
+    fn upstream(&self, spec: &ResourceSpec) -> Upstream {
+        self.worker.upstream(spec)
     }
 
     fn detached(&self, resource: &str) -> Rc<DetachedWrites> {

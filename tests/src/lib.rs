@@ -8,8 +8,10 @@ mod control_plane;
 mod ports;
 mod process;
 mod resp;
+mod topology;
 
 pub use control_plane::ControlPlane;
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, connect};
 pub use resp::RawClient;
+pub use topology::{ClusterNode, RedisCluster, SentinelGroup, wait_for};

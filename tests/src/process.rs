@@ -71,7 +71,7 @@ impl Drop for Process {
 }
 
 /// Sends PING until the server at `port` answers anything (`+PONG`, or `-NOAUTH` when it wants a password).
-fn wait_until_answering(port: u16, process: &mut Process, log: &Path) {
+pub(crate) fn wait_until_answering(port: u16, process: &mut Process, log: &Path) {
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {
         if let Some(status) = process.has_exited() {

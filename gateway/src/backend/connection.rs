@@ -30,6 +30,21 @@ pub struct NodeSpec {
     pub username: Option<String>,
     pub password: Option<String>,
     pub db: u32,
+    /// What the connect handshake checks or sets beyond AUTH and SELECT.
+    pub role: NodeRole,
+}
+
+/// The role a node is used in, as far as the connect handshake is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NodeRole {
+    /// Whatever the node is (standalone resources, cluster masters: a cluster redirects misplaced writes).
+    #[default]
+    Any,
+    /// A sentinel-managed master: `ROLE` must say `master`, so that a demoted master that came back as a replica
+    /// never gets a write. A node that fails the check is down until it passes it.
+    Master,
+    /// A cluster replica serving reads: `READONLY` on connect.
+    ClusterReplica,
 }
 
 impl std::fmt::Debug for NodeSpec {
@@ -39,6 +54,7 @@ impl std::fmt::Debug for NodeSpec {
             .field("addr", &self.addr)
             .field("username", &self.username)
             .field("db", &self.db)
+            .field("role", &self.role)
             .finish_non_exhaustive()
     }
 }
@@ -219,12 +235,12 @@ async fn run(shared: Rc<Shared>) {
     }
 }
 
-/// Connects and runs the handshake: AUTH and SELECT, each of which must answer `+OK`.
-async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
+/// Connects and runs the handshake: AUTH, SELECT and READONLY must answer `+OK`, ROLE must say `master`.
+pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
     let mut stream = TcpStream::connect(&node.addr).await?;
     stream.set_nodelay(true)?;
     let mut handshake = BytesMut::new();
-    let mut expected = 0;
+    let mut expected: Vec<&'static [u8]> = Vec::new();
     if let Some(password) = &node.password {
         match &node.username {
             Some(user) => resp::command(
@@ -233,31 +249,42 @@ async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
             ),
             None => resp::command(&mut handshake, &[&b"AUTH"[..], password.as_bytes()]),
         }
-        expected += 1;
+        expected.push(b"+OK\r\n");
     }
     if node.db != 0 {
         resp::command(
             &mut handshake,
             &[&b"SELECT"[..], node.db.to_string().as_bytes()],
         );
-        expected += 1;
+        expected.push(b"+OK\r\n");
     }
-    if expected == 0 {
+    match node.role {
+        NodeRole::Any => {}
+        NodeRole::ClusterReplica => {
+            resp::command(&mut handshake, &[&b"READONLY"[..]]);
+            expected.push(b"+OK\r\n");
+        }
+        NodeRole::Master => {
+            resp::command(&mut handshake, &[&b"ROLE"[..]]);
+            expected.push(ROLE_MASTER);
+        }
+    }
+    if expected.is_empty() {
         return Ok(stream);
     }
     stream.write_all(&handshake).await?;
     let mut buf = BytesMut::with_capacity(256);
     let mut scanner = ReplyScanner::default();
-    while expected > 0 {
+    let mut expected = expected.into_iter();
+    let mut wanted = expected.next();
+    while let Some(prefix) = wanted {
         match scanner.scan(&buf) {
             Ok(Some(len)) => {
                 let reply = buf.split_to(len);
-                if &reply[..] != b"+OK\r\n" {
-                    let text = String::from_utf8_lossy(&reply[..]);
-                    let text = text.trim_start_matches(['-', '+']).trim_end();
-                    return Err(io::Error::other(format!("handshake failed: {text}")));
+                if !reply.starts_with(prefix) {
+                    return Err(io::Error::other(handshake_failure(prefix, &reply)));
                 }
-                expected -= 1;
+                wanted = expected.next();
             }
             Ok(None) => {
                 if stream.read_buf(&mut buf).await? == 0 {
@@ -268,6 +295,24 @@ async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
         }
     }
     Ok(stream)
+}
+
+/// How a master's `ROLE` reply starts.
+const ROLE_MASTER: &[u8] = b"*3\r\n$6\r\nmaster\r\n";
+
+fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
+    if expected == ROLE_MASTER {
+        // `*5\r\n$5\r\nslave\r\n...`: name the role the node reports.
+        let role = reply
+            .split(|&b| b == b'\n')
+            .nth(2)
+            .map(|line| String::from_utf8_lossy(line).trim_end().to_string())
+            .unwrap_or_default();
+        return format!("handshake failed: the node is not a master (ROLE {role})");
+    }
+    let text = String::from_utf8_lossy(reply);
+    let text = text.trim_start_matches(['-', '+']).trim_end();
+    format!("handshake failed: {text}")
 }
 
 /// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone

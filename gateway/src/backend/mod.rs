@@ -2,9 +2,13 @@
 //!
 //! Each worker thread owns its backend connections (no cross-thread hand-off on the data path); the
 //! [`BackendPool`] of a worker hands out one shared [`Backend`] per node, created on first use and closed when no
-//! route of the current snapshot refers to it any more.
+//! route of the current snapshot refers to it any more. A route's resource is an [`Upstream`]: one node, a Redis
+//! Cluster ([`cluster`]) or a sentinel-managed master ([`sentinel`]); the last two use the pool's node backends.
 
+pub mod cluster;
 mod connection;
+mod direct;
+pub mod sentinel;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -13,10 +17,98 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use connection::{BackendConnection, ConnectionSettings, NodeSpec, Status};
+pub use cluster::{ClusterBackend, ClusterSpec};
+pub use connection::{BackendConnection, ConnectionSettings, NodeRole, NodeSpec, Status};
+pub use sentinel::{SentinelBackend, SentinelSpec};
+
+use switchyard_schemas::ReplicaMode;
 
 use crate::metrics::Metrics;
-use crate::reply::ReplyHandle;
+use crate::reply::{Combine, ReplyHandle};
+
+/// A route's resource, compiled: what a worker opens its [`Upstream`] from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ResourceSpec {
+    Node(NodeSpec),
+    Cluster(ClusterSpec),
+    /// A sentinel set, and for `-slaves` resources how reads use its replicas.
+    Sentinel(SentinelSpec, Option<ReplicaMode>),
+}
+
+impl ResourceSpec {
+    /// The resource as seen by a client that selected database `db` (0: the resource's own database).
+    pub fn with_db(&self, db: u32) -> Result<ResourceSpec, String> {
+        let mut spec = self.clone();
+        match &mut spec {
+            _ if db == 0 => {}
+            ResourceSpec::Node(node) => node.db = db,
+            ResourceSpec::Sentinel(sentinel, _) => sentinel.db = db,
+            // Exactly what a cluster node says to SELECT.
+            ResourceSpec::Cluster(_) => {
+                return Err("ERR SELECT is not allowed in cluster mode".into());
+            }
+        }
+        Ok(spec)
+    }
+
+    /// The database clients get by default.
+    pub fn db(&self) -> u32 {
+        match self {
+            ResourceSpec::Node(node) => node.db,
+            ResourceSpec::Sentinel(sentinel, _) => sentinel.db,
+            ResourceSpec::Cluster(_) => 0,
+        }
+    }
+}
+
+/// Which part of a resource's keyspace a request concerns; only a cluster tells them apart.
+#[derive(Clone, Copy)]
+pub enum Keyspace<'a> {
+    /// A keyless command: any one node (for a cluster, deterministically the first master).
+    Any,
+    /// A command whose keys all hash to this cluster slot.
+    Slot(u16),
+    /// A keyless command that concerns every node (DBSIZE, KEYS, FLUSHALL): a cluster sends it to every master
+    /// and makes one reply with the combiner for that many parts.
+    Every(&'a dyn Fn(usize) -> Combine),
+}
+
+/// One resource as a worker serves it.
+#[derive(Clone)]
+pub enum Upstream {
+    Node(Rc<Backend>),
+    Cluster(Rc<ClusterBackend>),
+    /// A sentinel set's master, or with a read mode (`-slaves` resources) its replicas.
+    Sentinel(Rc<SentinelBackend>, Option<ReplicaMode>),
+}
+
+impl Upstream {
+    /// Sends a keyless request (see [`Upstream::send_to`]).
+    pub fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
+        self.send_to(raw, Keyspace::Any, reply, affinity);
+    }
+
+    /// Sends a request; `affinity` (a client id) keeps one client's requests on one connection per node.
+    pub fn send_to(&self, raw: Bytes, keyspace: Keyspace<'_>, reply: ReplyHandle, affinity: usize) {
+        match self {
+            Upstream::Node(backend) => backend.send(raw, reply, affinity),
+            Upstream::Cluster(cluster) => cluster.send(raw, keyspace, reply, affinity),
+            Upstream::Sentinel(sentinel, reads) => sentinel.send(raw, reply, affinity, *reads),
+        }
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        match self {
+            Upstream::Node(backend) => backend.is_healthy(),
+            Upstream::Cluster(cluster) => cluster.is_healthy(),
+            Upstream::Sentinel(sentinel, _) => sentinel.is_healthy(),
+        }
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Upstream::Cluster(_))
+    }
+}
 
 /// A backend node as one worker sees it: a few pipelined connections. Each client sticks to one of them, so
 /// that its commands reach the node in the order it sent them.
@@ -59,12 +151,14 @@ impl Backend {
     }
 }
 
-/// One worker's backends, by node.
+/// One worker's backends, by node, and its clusters and sentinel resources.
 pub struct BackendPool {
     settings: ConnectionSettings,
     connections_per_node: usize,
     metrics: Arc<Metrics>,
     nodes: RefCell<HashMap<NodeSpec, Weak<Backend>>>,
+    clusters: RefCell<HashMap<ClusterSpec, Weak<ClusterBackend>>>,
+    sentinels: RefCell<HashMap<SentinelSpec, Weak<SentinelBackend>>>,
 }
 
 impl BackendPool {
@@ -78,24 +172,42 @@ impl BackendPool {
             connections_per_node,
             metrics,
             nodes: RefCell::new(HashMap::new()),
+            clusters: RefCell::new(HashMap::new()),
+            sentinels: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The shared upstream for a resource, opening it if no one holds it.
+    pub fn upstream(self: &Rc<Self>, spec: &ResourceSpec) -> Upstream {
+        match spec {
+            ResourceSpec::Node(node) => Upstream::Node(self.get(node)),
+            ResourceSpec::Cluster(cluster) => {
+                Upstream::Cluster(shared(&self.clusters, cluster, || {
+                    ClusterBackend::open(cluster.clone(), self)
+                }))
+            }
+            ResourceSpec::Sentinel(sentinel, reads) => {
+                let backend = shared(&self.sentinels, sentinel, || {
+                    SentinelBackend::open(sentinel.clone(), self)
+                });
+                if reads.is_some() {
+                    backend.want_replicas();
+                }
+                Upstream::Sentinel(backend, *reads)
+            }
         }
     }
 
     /// The shared backend for `node`, opening it if no one holds it.
     pub fn get(&self, node: &NodeSpec) -> Rc<Backend> {
-        let mut nodes = self.nodes.borrow_mut();
-        if let Some(backend) = nodes.get(node).and_then(Weak::upgrade) {
-            return backend;
-        }
-        nodes.retain(|_, backend| backend.strong_count() > 0);
-        let backend = Rc::new(Backend::open(
-            node,
-            self.settings,
-            self.connections_per_node,
-            &self.metrics,
-        ));
-        nodes.insert(node.clone(), Rc::downgrade(&backend));
-        backend
+        shared(&self.nodes, node, || {
+            Rc::new(Backend::open(
+                node,
+                self.settings,
+                self.connections_per_node,
+                &self.metrics,
+            ))
+        })
     }
 
     /// (address, connections up, connections) for every node in use.
@@ -113,4 +225,21 @@ impl BackendPool {
             })
             .collect()
     }
+}
+
+/// The value `cache` holds for `key` while someone uses it, or a new one.
+fn shared<K: std::hash::Hash + Eq + Clone, V>(
+    cache: &RefCell<HashMap<K, Weak<V>>>,
+    key: &K,
+    open: impl FnOnce() -> Rc<V>,
+) -> Rc<V> {
+    if let Some(value) = cache.borrow().get(key).and_then(Weak::upgrade) {
+        return value;
+    }
+    // Opened with the cache released: opening takes node backends from the pool.
+    let value = open();
+    let mut cache = cache.borrow_mut();
+    cache.retain(|_, value| value.strong_count() > 0);
+    cache.insert(key.clone(), Rc::downgrade(&value));
+    value
 }

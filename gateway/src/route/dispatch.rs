@@ -1,5 +1,9 @@
 //! Sending one command along a tenant's route: to the key's shard, to the read or the write set, double-written
 //! to every write resource, or split by shard and merged back for multi-key commands.
+//!
+//! Against a Redis Cluster resource, a command also carries its keys' hash slot, and a multi-key command is split
+//! by (shard, slot): keys sharing a slot travel together as one sub-command, and the sub-commands for one node
+//! are queued back to back, so they leave in one write.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -8,18 +12,21 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use switchyard_schemas::{AckMode, ReadPolicy};
 
-use super::merge::{Group, Merge, combiner};
+use super::merge::{Group, Merge, combiner, one_each};
 use super::{RoutePlan, TargetPlan};
-use crate::backend::Backend;
+use crate::backend::cluster::slot_of;
+use crate::backend::{Keyspace, ResourceSpec, Upstream};
 use crate::cmd::{CommandSpec, flag};
-use crate::reply::{DetachedWrites, ReplyHandle, ReplyQueue};
+use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue};
 use crate::resp::{self, Request};
 
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
-/// A route as one worker serves it: every resource resolved to that worker's backend.
+/// A route as one worker serves it: every resource resolved to that worker's upstream.
 pub struct ResolvedRoute {
     shards: Vec<ResolvedTarget>,
+    /// Whether any target has a cluster resource (then keys are looked at even on a single-target route).
+    clustered: bool,
     no_backend: Bytes,
 }
 
@@ -28,32 +35,38 @@ struct ResolvedTarget {
     read_policy: ReadPolicy,
     write: Vec<Endpoint>,
     ack: AckMode,
+    /// Whether a command's keys must share a hash slot here (some resource is a cluster).
+    clustered: bool,
 }
 
-/// One resource of a target: its backend, or the error reply its commands get.
+/// One resource of a target: its upstream, or the error reply its commands get.
 struct Endpoint {
-    backend: Result<Rc<Backend>, Bytes>,
+    upstream: Result<Upstream, Bytes>,
     /// For double-write secondaries: where background writes are tracked.
     detached: Option<Rc<DetachedWrites>>,
 }
 
 impl Endpoint {
-    fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
-        match &self.backend {
-            Ok(backend) => backend.send(raw, reply, affinity),
+    fn send(&self, raw: Bytes, keyspace: Keyspace<'_>, reply: ReplyHandle, affinity: usize) {
+        match &self.upstream {
+            Ok(upstream) => upstream.send_to(raw, keyspace, reply, affinity),
             Err(error) => reply.deliver(error.clone()),
         }
     }
 
     fn healthy(&self) -> bool {
-        self.backend.as_ref().is_ok_and(|b| b.is_healthy())
+        self.upstream.as_ref().is_ok_and(Upstream::is_healthy)
+    }
+
+    fn is_cluster(&self) -> bool {
+        self.upstream.as_ref().is_ok_and(Upstream::is_cluster)
     }
 }
 
 /// What resolving needs from the worker and the tenant.
 pub trait Resolver {
-    /// The worker's backend for a node.
-    fn backend(&self, node: &crate::backend::NodeSpec) -> Rc<Backend>;
+    /// The worker's upstream for a resource.
+    fn upstream(&self, spec: &ResourceSpec) -> Upstream;
     /// Tracking for background writes to a double-write secondary.
     fn detached(&self, resource: &str) -> Rc<DetachedWrites>;
 }
@@ -62,39 +75,43 @@ impl ResolvedRoute {
     /// Resolves `plan` for database `db` (0 = the resources' own databases).
     pub fn new(plan: &RoutePlan, db: u32, resolver: &dyn Resolver) -> ResolvedRoute {
         let endpoint = |resource: &super::ResourcePlan, secondary: bool| Endpoint {
-            backend: match &resource.node {
-                Ok(node) => {
-                    let mut node = node.clone();
-                    if db != 0 {
-                        node.db = db;
-                    }
-                    Ok(resolver.backend(&node))
-                }
+            upstream: match &resource.spec {
+                Ok(spec) => spec
+                    .with_db(db)
+                    .map(|spec| resolver.upstream(&spec))
+                    .map_err(|text| error_reply(&text)),
                 Err(text) => Err(error_reply(text)),
             },
             detached: secondary.then(|| resolver.detached(&resource.name)),
         };
-        let target = |t: &TargetPlan| ResolvedTarget {
-            read: t.read.iter().map(|r| endpoint(r, false)).collect(),
-            read_policy: t.read_policy,
-            write: t
+        let target = |t: &TargetPlan| {
+            let read: Vec<Endpoint> = t.read.iter().map(|r| endpoint(r, false)).collect();
+            let write: Vec<Endpoint> = t
                 .write
                 .iter()
                 .enumerate()
                 .map(|(i, r)| endpoint(r, i > 0))
-                .collect(),
-            ack: t.ack,
+                .collect();
+            ResolvedTarget {
+                clustered: read.iter().chain(write.iter()).any(Endpoint::is_cluster),
+                read,
+                read_policy: t.read_policy,
+                write,
+                ack: t.ack,
+            }
         };
+        let shards: Vec<ResolvedTarget> = plan.shards.iter().map(target).collect();
         ResolvedRoute {
-            shards: plan.shards.iter().map(target).collect(),
+            clustered: shards.iter().any(|t| t.clustered),
+            shards,
             no_backend: error_reply("ERR the route has no backend"),
         }
     }
 
-    /// The first shard's read backend, for the commands answered from one backend (INFO's keyspace).
-    pub fn first_read(&self) -> Result<&Rc<Backend>, &Bytes> {
+    /// The first shard's read upstream, for the commands answered from one backend (INFO's keyspace).
+    pub fn first_read(&self) -> Result<&Upstream, &Bytes> {
         match self.shards.first().and_then(|shard| shard.read.first()) {
-            Some(endpoint) => endpoint.backend.as_ref(),
+            Some(endpoint) => endpoint.upstream.as_ref(),
             None => Err(&self.no_backend),
         }
     }
@@ -141,6 +158,17 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
     }
 }
 
+/// Where a key goes: its shard, and its hash slot when that shard's target has a cluster resource.
+type Place = (usize, Option<u16>);
+
+/// One sub-command of a split or fanned-out command: where it goes and its bytes.
+struct Part {
+    shard: usize,
+    /// The hash slot of its keys, when the shard's target has a cluster resource.
+    slot: Option<u16>,
+    raw: Bytes,
+}
+
 impl Dispatch<'_> {
     /// Sends `request`; its reply (or an error reply) lands in the session's queue. Returns an error text for
     /// commands the route cannot serve as asked (CROSSSLOT, refused double-writes).
@@ -152,35 +180,38 @@ impl Dispatch<'_> {
     ) -> Result<(), String> {
         let args = request.args();
         let write = !spec.has(flag::READONLY);
+        let sharded = self.route.shards.len() > 1;
         self.keys.clear();
-        if self.route.shards.len() > 1 && spec.key_indices(args, self.keys).is_err() {
+        if (sharded || self.route.clustered) && spec.key_indices(args, self.keys).is_err() {
             self.keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
         }
-        let shard = if self.route.shards.len() == 1 {
-            0
-        } else if self.keys.is_empty() {
-            if let Some((merge, write)) = fan_out_kind(spec.name) {
-                let parts = (0..self.route.shards.len())
-                    .map(|shard| (shard, request.raw().clone()))
-                    .collect();
-                return self.send_parts(spec, parts, write, merge, started);
+        let (shard, slot) = match self.keys.first() {
+            None => {
+                if let Some((merge, write)) = fan_out_kind(spec.name)
+                    && (sharded || self.route.clustered)
+                {
+                    return self.fan_out(spec, request, write, merge, started);
+                }
+                (0, None)
             }
-            0
-        } else {
-            let first = self.plan.shard_of(&args[self.keys[0]]);
-            match self.keys[1..]
-                .iter()
-                .all(|&k| self.plan.shard_of(&args[k]) == first)
-            {
-                true => first,
-                false => return self.split(spec, request, write, started),
+            Some(&first) => {
+                let place = self.locate(&args[first]);
+                if self.keys[1..]
+                    .iter()
+                    .any(|&k| self.locate(&args[k]) != place)
+                {
+                    return self.split(spec, request, write, started);
+                }
+                place
             }
         };
+        let keyspace = slot.map_or(Keyspace::Any, Keyspace::Slot);
         let target = &self.route.shards[shard];
         if !write {
             let endpoint = self.pick_read(target);
             endpoint.send(
                 request.raw().clone(),
+                keyspace,
                 self.replies.reserve(started),
                 self.affinity,
             );
@@ -198,11 +229,19 @@ impl Dispatch<'_> {
             self.replies
                 .reserve_parts(started, parts, combiner(vec![group], Merge::Only))
         };
-        self.send_write(spec, target, request.raw(), handles);
+        self.send_write(spec, target, request.raw(), keyspace, handles);
         Ok(())
     }
 
-    /// A multi-key command whose keys live on several shards: one sub-command per shard, merged back.
+    /// The shard of a key, and its hash slot when that shard's target has a cluster resource.
+    fn locate(&self, key: &[u8]) -> Place {
+        let shard = self.plan.shard_of(key);
+        let clustered = self.route.shards.get(shard).is_some_and(|t| t.clustered);
+        (shard, clustered.then(|| slot_of(key)))
+    }
+
+    /// A multi-key command whose keys live on several shards (or cluster slots): one sub-command per shard and
+    /// slot, merged back.
     fn split(
         &mut self,
         spec: &'static CommandSpec,
@@ -214,53 +253,93 @@ impl Dispatch<'_> {
         let Some((mut merge, per_key)) = split_kind(spec.name) else {
             return Err(CROSSSLOT.to_string());
         };
-        // Keys by shard, in the client's order; for MGET, where each key's value will be in its shard's reply.
-        let mut by_shard: Vec<(usize, Vec<usize>)> = Vec::new();
+        // Groups of keys by place, in order of first appearance; for each key (in the client's order) its group
+        // and its index there, which is also where MGET finds its value in the group's reply.
+        let mut places: Vec<Place> = Vec::new();
         let mut positions = Vec::with_capacity(self.keys.len());
+        let mut sizes: Vec<usize> = Vec::new();
         for &key in self.keys.iter() {
-            let shard = self.plan.shard_of(&args[key]);
-            let group = match by_shard.iter().position(|(s, _)| *s == shard) {
+            let place = self.locate(&args[key]);
+            let group = match places.iter().position(|p| *p == place) {
                 Some(group) => group,
                 None => {
-                    by_shard.push((shard, Vec::new()));
-                    by_shard.len() - 1
+                    places.push(place);
+                    sizes.push(0);
+                    places.len() - 1
                 }
             };
-            positions.push((group, by_shard[group].1.len()));
-            by_shard[group].1.push(key);
+            positions.push((group, sizes[group]));
+            sizes[group] += 1;
         }
+        // Every sub-command is encoded into one buffer and split off it: one allocation for all of them.
+        let mut buf = BytesMut::with_capacity(request.raw().len() + places.len() * 32 + 16);
+        let parts = places
+            .iter()
+            .enumerate()
+            .map(|(group, &(shard, slot))| {
+                let keys = || {
+                    self.keys
+                        .iter()
+                        .zip(&positions)
+                        .filter(move |(_, (g, _))| *g == group)
+                        .flat_map(|(&key, _)| args[key..].iter().take(per_key))
+                };
+                resp::array_header(&mut buf, 1 + keys().count());
+                resp::bulk(&mut buf, &args[0]);
+                for arg in keys() {
+                    resp::bulk(&mut buf, arg);
+                }
+                Part {
+                    shard,
+                    slot,
+                    raw: buf.split().freeze(),
+                }
+            })
+            .collect();
         if let Merge::Mget { positions: p } = &mut merge {
             *p = positions;
         }
-        let parts = by_shard
-            .iter()
-            .map(|(shard, keys)| {
-                let mut sub: Vec<&[u8]> = Vec::with_capacity(1 + keys.len() * per_key);
-                sub.push(&args[0]);
-                for &key in keys {
-                    sub.extend(args[key..].iter().take(per_key).map(|a| &a[..]));
-                }
-                let mut raw = BytesMut::new();
-                resp::command(&mut raw, &sub);
-                (*shard, raw.freeze())
-            })
-            .collect();
-        self.send_parts(spec, parts, write, merge, started)
+        self.send_parts(spec, parts, write, merge, None, started)
     }
 
-    /// Sends one sub-command per shard and gathers the replies into one slot.
-    fn send_parts(
+    /// A keyless command that concerns every shard, and every master of a cluster resource.
+    fn fan_out(
         &mut self,
         spec: &'static CommandSpec,
-        parts: Vec<(usize, Bytes)>,
+        request: &Request,
         write: bool,
         merge: Merge,
         started: Instant,
     ) -> Result<(), String> {
+        let parts = (0..self.route.shards.len())
+            .map(|shard| Part {
+                shard,
+                slot: None,
+                raw: request.raw().clone(),
+            })
+            .collect();
+        let per_resource = {
+            let merge = merge.clone();
+            move |parts: usize| -> Combine { combiner(one_each(parts), merge.clone()) }
+        };
+        self.send_parts(spec, parts, write, merge, Some(&per_resource), started)
+    }
+
+    /// Sends the parts of a command and gathers their replies into one slot. `every` is set for fan-outs: a
+    /// cluster resource then sends its part to every master and combines their replies with it.
+    fn send_parts(
+        &mut self,
+        spec: &'static CommandSpec,
+        parts: Vec<Part>,
+        write: bool,
+        merge: Merge,
+        every: Option<&dyn Fn(usize) -> Combine>,
+        started: Instant,
+    ) -> Result<(), String> {
         let mut groups = Vec::with_capacity(parts.len());
         let mut total = 0;
-        for (shard, _) in &parts {
-            let target = &self.route.shards[*shard];
+        for part in &parts {
+            let target = &self.route.shards[part.shard];
             let count = if write {
                 self.check_double_write(spec, target)?;
                 self.write_parts(target)
@@ -277,14 +356,20 @@ impl Dispatch<'_> {
             .replies
             .reserve_parts(started, total, combiner(groups, merge))
             .into_iter();
-        for (shard, raw) in parts {
-            let target = &self.route.shards[shard];
+        for part in parts {
+            let target = &self.route.shards[part.shard];
+            let keyspace = match (every, part.slot) {
+                (Some(every), _) => Keyspace::Every(every),
+                (None, Some(slot)) => Keyspace::Slot(slot),
+                (None, None) => Keyspace::Any,
+            };
             if write {
                 let taken: Vec<ReplyHandle> =
                     handles.by_ref().take(self.write_parts(target)).collect();
-                self.send_write(spec, target, &raw, taken);
+                self.send_write(spec, target, &part.raw, keyspace, taken);
             } else if let Some(handle) = handles.next() {
-                self.pick_read(target).send(raw, handle, self.affinity);
+                self.pick_read(target)
+                    .send(part.raw, keyspace, handle, self.affinity);
             }
         }
         Ok(())
@@ -305,6 +390,7 @@ impl Dispatch<'_> {
         spec: &'static CommandSpec,
         target: &ResolvedTarget,
         raw: &Bytes,
+        keyspace: Keyspace<'_>,
         handles: Vec<ReplyHandle>,
     ) {
         let mut handles = handles.into_iter();
@@ -317,7 +403,7 @@ impl Dispatch<'_> {
                 },
                 (None, None) => continue,
             };
-            endpoint.send(raw.clone(), handle, self.affinity);
+            endpoint.send(raw.clone(), keyspace, handle, self.affinity);
         }
     }
 

@@ -17,6 +17,7 @@ pub struct Group {
 }
 
 /// How the shards' replies become the client's reply.
+#[derive(Clone)]
 pub enum Merge {
     /// One shard: its reply.
     Only,
@@ -30,6 +31,16 @@ pub enum Merge {
     First,
     /// KEYS: every shard's elements, one array.
     Concat,
+}
+
+/// One group per part, each a single reply (shards without double-writes, the masters of a cluster fan-out).
+pub fn one_each(parts: usize) -> Vec<Group> {
+    (0..parts)
+        .map(|i| Group {
+            parts: i..i + 1,
+            ack: AckMode::Primary,
+        })
+        .collect()
 }
 
 pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
@@ -129,15 +140,6 @@ mod tests {
 
     fn combine(groups: Vec<Group>, merge: Merge, parts: &[&[u8]]) -> Bytes {
         combiner(groups, merge)(parts.iter().map(|p| Bytes::copy_from_slice(p)).collect())
-    }
-
-    fn one_each(n: usize) -> Vec<Group> {
-        (0..n)
-            .map(|i| Group {
-                parts: i..i + 1,
-                ack: AckMode::Primary,
-            })
-            .collect()
     }
 
     #[test]

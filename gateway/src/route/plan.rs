@@ -1,10 +1,11 @@
-//! A tenant's route table, compiled for the data path: placement built once, every resource parsed into the
-//! node the gateway connects to (or the error its commands get when this version cannot serve it).
+//! A tenant's route table, compiled for the data path: placement built once, every resource parsed into what the
+//! gateway connects to (a node, a cluster, a sentinel-managed master), or the error its commands get when this
+//! version cannot serve it.
 
 use switchyard_schemas::placement::Placement;
 use switchyard_schemas::{AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTable, Target};
 
-use crate::backend::NodeSpec;
+use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec};
 
 pub struct RoutePlan {
     /// `None` for a single target (no hashing at all).
@@ -22,10 +23,10 @@ pub struct TargetPlan {
     pub ack: AckMode,
 }
 
-/// One resource: its display form (the URL without credentials) and the node to use.
+/// One resource: its display form (the URL without credentials) and what to connect to.
 pub struct ResourcePlan {
     pub name: String,
-    pub node: Result<NodeSpec, String>,
+    pub spec: Result<ResourceSpec, String>,
 }
 
 impl RoutePlan {
@@ -76,12 +77,18 @@ impl RoutePlan {
         }
     }
 
-    /// Every node any shard may use.
-    pub fn nodes(&self) -> impl Iterator<Item = &NodeSpec> {
+    /// Every resource any shard may use.
+    pub fn resources(&self) -> impl Iterator<Item = &ResourceSpec> {
         self.shards
             .iter()
             .flat_map(|shard| shard.read.iter().chain(shard.write.iter()))
-            .filter_map(|resource| resource.node.as_ref().ok())
+            .filter_map(|resource| resource.spec.as_ref().ok())
+    }
+
+    /// Whether some resource is a Redis Cluster, where only database 0 exists.
+    pub fn has_cluster(&self) -> bool {
+        self.resources()
+            .any(|spec| matches!(spec, ResourceSpec::Cluster(_)))
     }
 
     /// The database of the first write resource (what `SELECT 0` means for this tenant).
@@ -89,8 +96,8 @@ impl RoutePlan {
         self.shards
             .first()
             .and_then(|shard| shard.write.first())
-            .and_then(|resource| resource.node.as_ref().ok())
-            .map_or(0, |node| node.db)
+            .and_then(|resource| resource.spec.as_ref().ok())
+            .map_or(0, ResourceSpec::db)
     }
 }
 
@@ -128,30 +135,55 @@ impl ResourcePlan {
             }) => format!("{node}/{db}"),
             _ => url.rsplit('@').next().unwrap_or(url).to_string(),
         };
-        let node = match parsed {
+        let spec = match parsed {
             Err(e) => Err(format!("ERR bad resource URL: {e}")),
-            Ok(url) => match url.kind {
-                ResourceKind::Standalone { node, db } if !url.tls => Ok(NodeSpec {
-                    addr: node.to_string(),
-                    username: url.auth.as_ref().and_then(|a| a.username.clone()),
-                    password: url.auth.map(|a| a.password),
-                    db,
-                }),
-                ResourceKind::Standalone { .. } => Err(
-                    "ERR TLS backends (rediss://) are not supported by this gateway version"
-                        .to_string(),
-                ),
-                ResourceKind::Sentinel { .. } => Err(
-                    "ERR redis-sentinel resources are not supported by this gateway version"
-                        .to_string(),
-                ),
-                ResourceKind::Cluster { .. } => Err(
-                    "ERR redis-cluster resources are not supported by this gateway version"
-                        .to_string(),
-                ),
-            },
+            Ok(url) if url.tls => Err(
+                "ERR TLS backends (rediss://) are not supported by this gateway version"
+                    .to_string(),
+            ),
+            Ok(url) => {
+                let username = url.auth.as_ref().and_then(|a| a.username.clone());
+                let password = url.auth.map(|a| a.password);
+                Ok(match url.kind {
+                    ResourceKind::Standalone { node, db } => ResourceSpec::Node(NodeSpec {
+                        addr: node.to_string(),
+                        username,
+                        password,
+                        db,
+                        role: NodeRole::Any,
+                    }),
+                    ResourceKind::Cluster { seeds, replicas } => {
+                        ResourceSpec::Cluster(ClusterSpec {
+                            seeds: seeds.iter().map(ToString::to_string).collect(),
+                            username,
+                            password,
+                            replicas,
+                        })
+                    }
+                    ResourceKind::Sentinel {
+                        sentinels,
+                        master_name,
+                        db,
+                        sentinel_auth,
+                        replicas,
+                    } => ResourceSpec::Sentinel(
+                        SentinelSpec {
+                            sentinels: sentinels.iter().map(ToString::to_string).collect(),
+                            master_name,
+                            sentinel_username: sentinel_auth
+                                .as_ref()
+                                .and_then(|a| a.username.clone()),
+                            sentinel_password: sentinel_auth.map(|a| a.password),
+                            username,
+                            password,
+                            db,
+                        },
+                        replicas,
+                    ),
+                })
+            }
         };
-        ResourcePlan { name, node }
+        ResourcePlan { name, spec }
     }
 }
 

@@ -1,0 +1,496 @@
+//! Redis Cluster behind the gateway, with real processes: keys on their owning nodes, multi-key commands split by
+//! slot, replica reads, a double-write from a standalone Redis onto a cluster, live resharding under load, a master
+//! failover, and a redirect loop cut short. The cluster nodes require a password
+//! (and the gateway reaches them as an ACL user in the first test).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_schemas::placement::{crc16, hash_tag};
+use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer};
+
+const PASSWORD: &str = "cluster-secret";
+
+fn tenant(route: Value) -> Value {
+    json!({"tenants": [{"name": "t", "passwords": [], "route": {"type": "single", "target": route}}]})
+}
+
+fn slot(key: &str) -> usize {
+    usize::from(crc16(hash_tag(key.as_bytes())) % 16384)
+}
+
+fn command_calls(cluster: &RedisCluster, port: u16, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut cluster.client(port))
+        .unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas_serve_reads() {
+    // The gateway authenticates as an ACL user; replication and the checks below use the default user.
+    let cluster =
+        RedisCluster::start_with_user(3, 1, Some(PASSWORD), Some(("gateway", "gw-secret")));
+    let gateway = Gateway::start(&tenant(json!(cluster.url())));
+    let mut client = gateway.client(None).await;
+
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.set(format!("key:{i}"), i).ignore();
+    }
+    let () = pipe.query_async(&mut client).await.unwrap();
+
+    // Every key is on the master that owns its slot, with its value.
+    let owners = cluster.slot_owners();
+    let mut seen = 0;
+    for master in cluster.masters() {
+        let mut node = cluster.client(master.port);
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut node).unwrap();
+        for key in &keys {
+            assert_eq!(owners[slot(key)], master.port, "{key} on the wrong node");
+        }
+        for key in keys.iter().step_by(50) {
+            let value: String = redis::cmd("GET").arg(key).query(&mut node).unwrap();
+            assert_eq!(Some(value.as_str()), key.strip_prefix("key:"));
+        }
+        seen += keys.len();
+    }
+    assert_eq!(seen, 10_000);
+    for master in cluster.masters() {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut cluster.client(master.port))
+            .unwrap();
+        assert!(clients.contains("user=gateway"), "{clients}");
+    }
+    let size: i64 = redis::cmd("DBSIZE").query_async(&mut client).await.unwrap();
+    assert_eq!(size, 10_000, "DBSIZE sums every master");
+
+    // MSET/MGET/DEL/EXISTS over 30 slots, keys sharing a hash tag travelling together.
+    let keys: Vec<String> = (0..28)
+        .map(|i| format!("multi:{i}"))
+        .chain(["{tag}a".to_string(), "{tag}b".to_string()])
+        .collect();
+    let mut mset = redis::cmd("MSET");
+    for key in &keys {
+        mset.arg(key).arg(format!("v-{key}"));
+    }
+    let () = mset.query_async(&mut client).await.unwrap();
+    let mut wanted: Vec<String> = keys.clone();
+    wanted.insert(5, "multi:missing".to_string());
+    let values: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&wanted)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    let expected: Vec<Option<String>> = wanted
+        .iter()
+        .map(|k| (k != "multi:missing").then(|| format!("v-{k}")))
+        .collect();
+    assert_eq!(values, expected, "MGET answers in key order");
+    for key in &keys {
+        let value: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query(&mut cluster.client(owners[slot(key)]))
+            .unwrap();
+        assert_eq!(value, Some(format!("v-{key}")));
+    }
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&wanted)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    assert_eq!(exists, 30);
+
+    // Same-slot multi-key commands pass through; cross-slot ones that cannot be split are refused like Redis does.
+    let mut raw = RawClient::connect(gateway.port());
+    raw.roundtrip(
+        b"SUNIONSTORE {tag}dst {tag}a {tag}b\r\n",
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    );
+    raw.roundtrip(
+        b"SUNION multi:1 multi:2\r\n",
+        b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+    );
+    raw.roundtrip(b"RENAME {tag}a {tag}c\r\n", b"+OK\r\n");
+    raw.roundtrip(b"GET {tag}c\r\n", b"$8\r\nv-{tag}a\r\n");
+
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&wanted)
+        .arg("{tag}c")
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 30);
+
+    // Reads through a -slaves resource land on replicas (once replication has caught up).
+    switchyard_tests::wait_for(
+        "replicas to hold every key",
+        Duration::from_secs(10),
+        || {
+            cluster
+                .replicas()
+                .iter()
+                .map(|r| {
+                    redis::cmd("DBSIZE")
+                        .query::<usize>(&mut cluster.client(r.port))
+                        .unwrap_or(0)
+                })
+                .sum::<usize>()
+                == 10_000
+        },
+    );
+    // Clients learn about replicas from CLUSTER SLOTS, which lists a replica once its offset has spread.
+    switchyard_tests::wait_for(
+        "CLUSTER SLOTS to list every replica",
+        Duration::from_secs(10),
+        || {
+            cluster
+                .live_ports()
+                .iter()
+                .all(|&port| cluster.replicas_in_slots(port) == 3)
+        },
+    );
+    let split = json!({"read": {"resources": [cluster.slaves_url(false)]},
+                       "write": {"resources": [cluster.url()]}});
+    let reads = Gateway::start(&tenant(split));
+    let mut reader = reads.client(None).await;
+    for port in cluster.live_ports() {
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut cluster.client(port))
+            .unwrap();
+    }
+    for i in (0..10_000).step_by(5) {
+        let value: i64 = redis::cmd("GET")
+            .arg(format!("key:{i}"))
+            .query_async(&mut reader)
+            .await
+            .unwrap();
+        assert_eq!(value, i);
+    }
+    let on_replicas: u64 = cluster
+        .replicas()
+        .iter()
+        .map(|r| command_calls(&cluster, r.port, "get"))
+        .sum();
+    let on_masters: u64 = cluster
+        .masters()
+        .iter()
+        .map(|m| command_calls(&cluster, m.port, "get"))
+        .sum();
+    assert_eq!(
+        (on_replicas, on_masters),
+        (2_000, 0),
+        "reads on (replicas, masters); gateway log:\n{}",
+        reads.log()
+    );
+    let () = redis::cmd("SET")
+        .arg("written")
+        .arg("through the write set")
+        .query_async(&mut reader)
+        .await
+        .unwrap();
+
+    // A double-write from a standalone Redis onto the cluster (a migration): both get every key, and a split
+    // multi-key write reaches each slot's owner.
+    let standalone = RedisServer::start();
+    let migration =
+        json!({"write": {"resources": [standalone.url(), cluster.url()], "ack": "all"}});
+    let both = Gateway::start(&tenant(migration));
+    let mut writer = both.client(None).await;
+    let keys: Vec<String> = (0..20).map(|i| format!("dw:{i}")).collect();
+    let mut mset = redis::cmd("MSET");
+    for key in &keys {
+        mset.arg(key).arg(key);
+    }
+    let () = mset.query_async(&mut writer).await.unwrap();
+    let owners = cluster.slot_owners();
+    for key in &keys {
+        let on_standalone: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query(&mut standalone.client())
+            .unwrap();
+        let on_cluster: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query(&mut cluster.client(owners[slot(key)]))
+            .unwrap();
+        assert_eq!(
+            (on_standalone.as_deref(), on_cluster.as_deref()),
+            (Some(key.as_str()), Some(key.as_str()))
+        );
+    }
+    let mut raw = RawClient::connect(both.port());
+    raw.roundtrip(
+        b"RENAME dw:1 dw:2\r\n",
+        b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+    );
+}
+
+/// What one load client saw.
+#[derive(Default)]
+struct Load {
+    /// The last acknowledged value of every key it wrote.
+    acknowledged: HashMap<String, u64>,
+    errors: Vec<String>,
+}
+
+/// A client writing and reading its own keys until `stop`: SET then GET (checked), and every tenth round an MGET
+/// over several slots.
+async fn load(gateway_port: u16, client: usize, keys: usize, stop: Arc<AtomicBool>) -> Load {
+    let mut connection = redis::Client::open(format!("redis://127.0.0.1:{gateway_port}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut load = Load::default();
+    let mut round: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        round += 1;
+        let key = format!("load:{client}:{}", round as usize % keys);
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(&key)
+            .arg(round)
+            .query_async(&mut connection)
+            .await;
+        match set {
+            Ok(()) => {
+                load.acknowledged.insert(key.clone(), round);
+            }
+            Err(e) => {
+                load.errors.push(format!("SET {key}: {e}"));
+                continue;
+            }
+        }
+        match redis::cmd("GET")
+            .arg(&key)
+            .query_async::<Option<u64>>(&mut connection)
+            .await
+        {
+            Ok(Some(value)) if value == round => {}
+            Ok(other) => load
+                .errors
+                .push(format!("GET {key}: {other:?}, wanted {round}")),
+            Err(e) => load.errors.push(format!("GET {key}: {e}")),
+        }
+        if round.is_multiple_of(10) {
+            let several: Vec<String> = (0..8).map(|i| format!("load:{client}:{i}")).collect();
+            if let Err(e) = redis::cmd("MGET")
+                .arg(&several)
+                .query_async::<Vec<Option<u64>>>(&mut connection)
+                .await
+            {
+                load.errors.push(format!("MGET: {e}"));
+            }
+        }
+    }
+    load
+}
+
+/// Checks through the gateway that every acknowledged write is readable with its value.
+async fn verify(gateway: &Gateway, loads: &[Load]) -> usize {
+    let mut client = gateway.client(None).await;
+    let mut checked = 0;
+    for load in loads {
+        for (key, value) in &load.acknowledged {
+            let stored: Option<u64> = redis::cmd("GET")
+                .arg(key)
+                .query_async(&mut client)
+                .await
+                .unwrap();
+            assert_eq!(stored, Some(*value), "acknowledged write of {key} lost");
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_resharding_and_a_master_failover_lose_nothing() {
+    let mut cluster = RedisCluster::start(3, 1, Some(PASSWORD));
+    let gateway = Gateway::start(&tenant(json!(cluster.url())));
+
+    // Resharding under load: 20 clients, zero errors, nothing lost.
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..20)
+        .map(|c| tokio::spawn(load(gateway.port(), c, 200, Arc::clone(&stop))))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let masters = cluster.masters();
+    let (from, to) = (masters[0].clone(), masters[1].clone());
+    let started = Instant::now();
+    let reshard = {
+        let args: Vec<String> = [
+            "--cluster",
+            "reshard",
+            &format!("127.0.0.1:{}", from.port),
+            "--cluster-from",
+            &from.id,
+            "--cluster-to",
+            &to.id,
+            "--cluster-slots",
+            "1500",
+            "--cluster-yes",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        cluster.redis_cli(&args)
+    };
+    assert!(
+        reshard.status.success(),
+        "reshard failed: {}",
+        String::from_utf8_lossy(&reshard.stdout)
+    );
+    let resharding = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut loads = Vec::new();
+    for client in clients {
+        loads.push(client.await.unwrap());
+    }
+    let errors: Vec<&String> = loads.iter().flat_map(|l| &l.errors).collect();
+    assert!(
+        errors.is_empty(),
+        "{} client errors, first: {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let owners = cluster.slot_owners();
+    let moved = owners.iter().filter(|&&o| o == to.port).count();
+    assert!(
+        moved >= 5461 + 1500 - 1,
+        "slots were resharded ({moved} on the target)"
+    );
+    let checked = verify(&gateway, &loads).await;
+    eprintln!("resharding of 1500 slots took {resharding:?} under load; {checked} writes verified");
+
+    // Master failover: a quiet period so the replicas have every write, then kill a master under load.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let victim = cluster.slot_owners()[slot("load:0:0")];
+    cluster.kill(victim);
+    let killed = Instant::now();
+    let mut after = gateway.client(None).await;
+    let failed_slot = slot("load:0:0");
+    // Serving again: a write to a slot the killed master owned succeeds. Meanwhile, note when the cluster itself
+    // has a new master for that slot: the gateway's errors must end soon after.
+    let mut promoted = None;
+    let recovered = loop {
+        if promoted.is_none() && cluster.slot_owners()[failed_slot] != victim {
+            promoted = Some(killed.elapsed());
+        }
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg("load:0:0")
+            .arg("after")
+            .query_async(&mut after)
+            .await;
+        if set.is_ok() {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "no failover within 20 s: {set:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let promoted = promoted.unwrap_or(recovered);
+    eprintln!(
+        "cluster promoted a replica {promoted:?} after the kill; the gateway served the slot again {recovered:?} after"
+    );
+    assert!(
+        recovered.saturating_sub(promoted) < Duration::from_secs(2),
+        "the gateway kept failing {:?} after the promotion",
+        recovered - promoted
+    );
+    // From then on, every slot is served.
+    for i in 0..300 {
+        let key = format!("after:{i}");
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(i)
+            .query_async(&mut after)
+            .await
+            .unwrap();
+        let value: i64 = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut after)
+            .await
+            .unwrap();
+        assert_eq!(value, i);
+    }
+    // Every write acknowledged before the quiet period survived (load:0:0 was just overwritten).
+    for load in &mut loads {
+        load.acknowledged.remove("load:0:0");
+    }
+    let checked = verify(&gateway, &loads).await;
+    assert!(checked > 0);
+}
+
+/// A fake cluster node that claims every slot and answers every command with a redirect to itself (`MOVED` or
+/// `ASK`), answering `ASKING` with `+OK`: a redirect loop the gateway must cut short.
+fn redirect_loop_node(kind: &'static str) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                let mut read_line = |line: &mut String| {
+                    line.clear();
+                    matches!(reader.read_line(line), Ok(n) if n > 0)
+                };
+                // Requests are multibulk arrays: `*N`, then N times `$len` and the argument.
+                while read_line(&mut line) {
+                    let count: usize = line.trim_start_matches('*').trim().parse().unwrap_or(0);
+                    let mut args = Vec::new();
+                    for _ in 0..count * 2 {
+                        if !read_line(&mut line) {
+                            return;
+                        }
+                        args.push(line.trim().to_ascii_uppercase());
+                    }
+                    let name = args.get(1).cloned().unwrap_or_default();
+                    let reply = match name.as_str() {
+                        "CLUSTER" => format!(
+                            "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n"
+                        ),
+                        "ASKING" => "+OK\r\n".to_string(),
+                        _ => format!("-{kind} 866 127.0.0.1:{port}\r\n"),
+                    };
+                    if writer.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_redirect_loop_ends_in_a_clear_error_and_raw_redirects_never_reach_the_client() {
+    for kind in ["MOVED", "ASK"] {
+        let port = redirect_loop_node(kind);
+        let gateway = Gateway::start(&tenant(json!(format!("redis-cluster://127.0.0.1:{port}"))));
+        let mut client = RawClient::connect(gateway.port());
+        client.roundtrip(
+            b"GET k\r\n",
+            format!("-ERR too many cluster redirects (last: {kind} 866 127.0.0.1:{port})\r\n")
+                .as_bytes(),
+        );
+        client.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    }
+}

@@ -2,11 +2,15 @@
 """Helpers for scripts/bench (Python 3 standard library only).
 
   bench.py free-ports BASE COUNT      print COUNT ports from BASE up that can be bound on 127.0.0.1 now
-  bench.py report DIR REPS            summarise the redis-benchmark --csv files scripts/bench left in DIR
+  bench.py plan SCENARIO              print the scenario's workload ids (line 1) and endpoint ids (line 2)
+  bench.py report DIR REPS SCENARIO...
+                                      summarise the redis-benchmark --csv files scripts/bench left in
+                                      DIR/SCENARIO/ for each scenario
   bench.py idle-rss PID PORT COUNT    open COUNT idle client connections to PORT, print PID's RSS cost
+  bench.py metric PORT NAME           print the samples of metric NAME from the admin port's /metrics
 
-The shell script owns processes and the run order; this file owns the arithmetic and the sockets, which are
-clumsy in bash.
+The shell script owns processes, commands and the run order; this file owns what each scenario measures and
+compares (SCENARIOS), the arithmetic and the sockets, which are clumsy in bash.
 """
 
 import csv
@@ -16,22 +20,91 @@ import socket
 import statistics
 import sys
 import time
+import urllib.request
+from typing import NamedTuple
 
-# Workloads in run order: (id, label). The ids name the result files; scripts/bench defines the commands.
-WORKLOADS = [
-    ("set", "SET"),
-    ("get", "GET"),
-    ("mset30", "MSET30"),
-    ("mget30", "MGET30"),
-    ("get_p30", "GET -P30"),
-]
-ENDPOINTS = [("direct", "direct"), ("gateway", "gateway"), ("twemproxy", "twemproxy")]
+# Workload ids name the result files; scripts/bench defines the commands.
+WORKLOAD_LABELS = {"set": "SET", "get": "GET", "mset30": "MSET30", "mget30": "MGET30", "get_p30": "GET -P30"}
 
 # Targets from issue 2: gateway/direct at least this; gateway/twemproxy at least this.
 TARGET_VS_DIRECT = {"set": 0.90, "get": 0.90, "mset30": 0.80, "mget30": 0.80, "get_p30": 0.70}
 # What issue 2 measured for twemproxy/direct on this kind of machine, to tell a slow peer from a slow machine.
-TWEMPROXY_REFERENCE = {"set": 0.87, "get": 0.79, "mset30": 0.54, "mget30": 0.56, "get_p30": 0.19}
+TWEMPROXY_REFERENCE = {"set": "0.87", "get": "0.79", "mset30": "0.54", "mget30": "0.56", "get_p30": "0.19"}
 TARGET_VS_TWEMPROXY = {"set": 0.95, "get": 0.95, "mset30": 1.3, "mget30": 1.3, "get_p30": 3.0}
+
+
+class Comparison(NamedTuple):
+    """num/den ops/s (medians), with a minimum per workload."""
+
+    num: str
+    den: str
+    minimum: dict
+    short: str  # names the verdict in the summary
+    cost: bool = False  # a target of the form "num costs at most 1 - minimum of den's ops/s"
+
+
+class Peer(NamedTuple):
+    """The peer proxy's own ratio to direct Redis, printed beside a reference to tell a slow peer from a busy machine."""
+
+    peer: str
+    direct: str
+    reference: dict
+    source: str
+
+
+class Scenario(NamedTuple):
+    title: str
+    workloads: list
+    endpoints: list  # (id, what it is); scripts/bench starts an endpoint per id
+    comparisons: list
+    peer: Peer = None
+    p99: tuple = None  # (a, b): a's p99 must be no worse than b's
+
+
+SCENARIOS = {
+    "standalone": Scenario(
+        "standalone: one Redis behind each proxy (targets of issue 2)",
+        ["set", "get", "mset30", "mget30", "get_p30"],
+        [
+            ("direct", "redis-server itself"),
+            ("gateway", "the gateway, single route to that Redis"),
+            ("twemproxy", "twemproxy, one pool with that one server"),
+        ],
+        [
+            Comparison("gateway", "direct", TARGET_VS_DIRECT, "dir"),
+            Comparison("gateway", "twemproxy", TARGET_VS_TWEMPROXY, "twem"),
+        ],
+        Peer("twemproxy", "direct", TWEMPROXY_REFERENCE, "issue 2's reference on 2 cores"),
+        ("gateway", "twemproxy"),
+    ),
+    "sharded": Scenario(
+        "sharded: 3 standalone Redis shards behind each proxy (targets of issue 3)",
+        ["mset30", "mget30"],
+        [
+            ("direct", "one redis-server used directly: the standalone scenario's, not one of the shards"),
+            ("gw-shard3", "the gateway, sharded route, ring hash over the 3 shards"),
+            ("twem-shard3", "twemproxy, ketama distribution, fnv1a_64 hash over the same 3 shards"),
+        ],
+        [
+            Comparison("gw-shard3", "direct", {"mset30": 0.60, "mget30": 0.60}, "dir"),
+            Comparison("gw-shard3", "twem-shard3", {"mset30": 1.3, "mget30": 1.3}, "twem"),
+        ],
+        Peer("twem-shard3", "direct", {"mset30": "0.44-0.45", "mget30": "0.44-0.45"}, "issue 3's reference"),
+    ),
+    "double-write": Scenario(
+        "double-write: SET through the gateway, written to one backend or to two (targets of issue 3)",
+        ["set"],
+        [
+            ("gateway", "the gateway, single route to one Redis (A): single-write"),
+            ("gw-dw-primary", "the gateway, write resources [A, B], ack primary"),
+            ("gw-dw-all", "the gateway, write resources [A, B], ack all"),
+        ],
+        [
+            Comparison("gw-dw-primary", "gateway", {"set": 0.85}, "primary", cost=True),
+            Comparison("gw-dw-all", "gateway", {"set": 0.75}, "all", cost=True),
+        ],
+    ),
+}
 
 
 def free_ports(base, count):
@@ -88,13 +161,12 @@ def median_or_none(values):
     return statistics.median(values) if values else None
 
 
-def report(directory, reps):
-    summary = {}
-    failures = []
-    for wid, label in WORKLOADS:
-        print(f"\n== {label}")
-        runs = {}
-        for eid, _ in ENDPOINTS:
+def load_runs(directory, scenario, reps, failures):
+    """{workload: {endpoint: [per-rep result or None]}}; endpoints with only .skipped files get an empty list."""
+    runs = {}
+    for wid in scenario.workloads:
+        runs[wid] = {}
+        for eid, _ in scenario.endpoints:
             per_rep = []
             for rep in range(1, reps + 1):
                 base = os.path.join(directory, f"{wid}.{eid}.{rep}")
@@ -102,68 +174,115 @@ def report(directory, reps):
                     continue
                 result = read_run(base + ".csv")
                 if result is None:
-                    failures.append((f"{label} {eid} rep {rep}", base))
+                    failures.append((f"{WORKLOAD_LABELS[wid]} {eid} rep {rep}", base))
                 per_rep.append(result)
-            runs[eid] = per_rep
+            runs[wid][eid] = per_rep
+    return runs
 
-        print(f"   {'endpoint':<10} {'ops/s':>10} {'p50 ms':>8} {'p99 ms':>8}   ops/s per rep")
-        medians = {}
-        for eid, name in ENDPOINTS:
-            ok = [r for r in runs[eid] if r is not None]
-            if not runs[eid]:
-                medians[eid] = (None, None, None)
-                print(f"   {name:<10} {'n/a':>10} {'n/a':>8} {'n/a':>8}   (not run)")
-                continue
-            m = tuple(median_or_none([r[i] for r in ok]) for i in range(3))
-            medians[eid] = m
-            reps_text = " ".join("FAILED" if r is None else f"{r[0]:,.0f}" for r in runs[eid])
-            print(f"   {name:<10} {fmt_ops(m[0]):>10} {fmt_ms(m[1]):>8} {fmt_ms(m[2]):>8}   {reps_text}")
 
-        # Ratio of medians is the headline; the median of same-rep ratios is shown beside it because runs of
-        # one rep are adjacent in time and so share the machine's noise.
-        for other, target_table in (("direct", TARGET_VS_DIRECT), ("twemproxy", TARGET_VS_TWEMPROXY)):
-            headline = ratio(medians["gateway"][0], medians[other][0])
-            paired = [
-                g[0] / o[0]
-                for g, o in zip(runs["gateway"], runs[other])
-                if g is not None and o is not None and o[0]
-            ]
-            detail = ""
-            if paired:
-                detail = (
-                    f"  (same-rep ratios: median {statistics.median(paired):.2f},"
-                    f" range {min(paired):.2f}-{max(paired):.2f})"
-                )
-            print(f"   gateway/{other:<9} {fmt_ratio(headline)}  target >= {target_table[wid]:.2f}{detail}")
-        peer = ratio(medians["twemproxy"][0], medians["direct"][0])
-        if peer is not None:
-            print(f"   twemproxy/direct  {peer:.2f}  (issue 2's reference on 2 cores: {TWEMPROXY_REFERENCE[wid]:.2f})")
-        failed = {eid: sum(r is None for r in runs[eid]) for eid, _ in ENDPOINTS}
-        summary[wid] = (label, medians, failed)
+def describe_ratio(c, wid, value):
+    """The ratio and its target, as a cost of den's ops/s when the target is one."""
+    if c.cost:
+        cost = "n/a" if value is None else f"{(1 - value) * 100:.1f}%"
+        return f"{fmt_ratio(value)}  cost {cost}, target <= {(1 - c.minimum[wid]) * 100:.0f}%"
+    return f"{fmt_ratio(value)}  target >= {c.minimum[wid]:.2f}"
 
-    print("\n== Summary (medians; ops/s, p50/p99 in ms)")
+
+def report_workload(scenario, wid, runs):
+    """Prints one workload's block; returns the endpoints' medians (ops/s, p50, p99)."""
+    print(f"\n== {WORKLOAD_LABELS[wid]}")
+    width = max(len(eid) for eid, _ in scenario.endpoints)
+    print(f"   {'endpoint':<{width}} {'ops/s':>10} {'p50 ms':>8} {'p99 ms':>8}   ops/s per rep")
+    medians = {}
+    for eid, _ in scenario.endpoints:
+        ok = [r for r in runs[eid] if r is not None]
+        if not runs[eid]:
+            medians[eid] = (None, None, None)
+            print(f"   {eid:<{width}} {'n/a':>10} {'n/a':>8} {'n/a':>8}   (not run)")
+            continue
+        m = tuple(median_or_none([r[i] for r in ok]) for i in range(3))
+        medians[eid] = m
+        reps_text = " ".join("FAILED" if r is None else f"{r[0]:,.0f}" for r in runs[eid])
+        print(f"   {eid:<{width}} {fmt_ops(m[0]):>10} {fmt_ms(m[1]):>8} {fmt_ms(m[2]):>8}   {reps_text}")
+
+    # Ratio of medians is the headline; the median of same-rep ratios is shown beside it because runs of one rep
+    # are adjacent in time and so share the machine's noise.
+    name_width = max(len(f"{c.num}/{c.den}") for c in scenario.comparisons)
+    for c in scenario.comparisons:
+        headline = ratio(medians[c.num][0], medians[c.den][0])
+        paired = [
+            n[0] / d[0] for n, d in zip(runs[c.num], runs[c.den]) if n is not None and d is not None and d[0]
+        ]
+        detail = ""
+        if paired:
+            detail = (
+                f"  (same-rep ratios: median {statistics.median(paired):.2f},"
+                f" range {min(paired):.2f}-{max(paired):.2f})"
+            )
+        print(f"   {c.num + '/' + c.den:<{name_width}}  {describe_ratio(c, wid, headline)}{detail}")
+    if scenario.peer is not None:
+        p = scenario.peer
+        value = ratio(medians[p.peer][0], medians[p.direct][0])
+        if value is not None:
+            print(f"   {p.peer}/{p.direct}  {value:.2f}  ({p.source}: {p.reference[wid]})")
+    return medians
+
+
+def report_summary(scenario, summary):
+    ids = [eid for eid, _ in scenario.endpoints]
+    col = max(10, *(len(eid) for eid in ids))
+    ratio_names = [f"{c.num}/{c.den}" for c in scenario.comparisons]
+    lat = "/".join(ids)
+    lat_width = max(20, len(lat) + 4)
     header = (
-        f"{'workload':<9} {'direct':>10} {'gateway':>10} {'twemproxy':>10}  {'gw/dir':>6} {'gw/twem':>7}"
-        f"  {'p50 dir/gw/twem':>20}  {'p99 dir/gw/twem':>20}  targets"
+        f"{'workload':<9} "
+        + " ".join(f"{eid:>{col}}" for eid in ids)
+        + "  "
+        + " ".join(f"{name:>{max(6, len(name))}}" for name in ratio_names)
+        + f"  {'p50 ' + lat:>{lat_width}}  {'p99 ' + lat:>{lat_width}}  targets"
     )
+    print(f"\n== Summary, {scenario.title.split(':')[0]} (medians; ops/s, p50/p99 in ms)")
     print(header)
     print("-" * len(header))
-    for wid, (label, m, failed) in summary.items():
-        d, g, t = m["direct"], m["gateway"], m["twemproxy"]
-        ops = {eid: "FAILED" if failed[eid] and m[eid][0] is None else fmt_ops(m[eid][0]) for eid in m}
-        vs_direct = ratio(g[0], d[0])
-        vs_twem = ratio(g[0], t[0])
-        verdicts = [verdict(vs_direct, TARGET_VS_DIRECT[wid], "dir")]
-        verdicts.append(verdict(vs_twem, TARGET_VS_TWEMPROXY[wid], "twem"))
-        if g[2] is not None and t[2] is not None:
-            verdicts.append("p99 ok" if g[2] <= t[2] else "p99 MISS")
+    for wid, (medians, failed) in summary.items():
+        ops = [
+            "FAILED" if failed[eid] and medians[eid][0] is None else fmt_ops(medians[eid][0]) for eid in ids
+        ]
+        ratios, verdicts = [], []
+        for c, name in zip(scenario.comparisons, ratio_names):
+            value = ratio(medians[c.num][0], medians[c.den][0])
+            ratios.append(f"{fmt_ratio(value):>{max(6, len(name))}}")
+            verdicts.append(verdict(value, c.minimum[wid], c.short + (" cost" if c.cost else "")))
+        if scenario.p99 is not None:
+            a, b = (medians[eid][2] for eid in scenario.p99)
+            if a is not None and b is not None:
+                verdicts.append("p99 ok" if a <= b else "p99 MISS")
         verdicts += [f"{eid}: {n} run{'s' if n > 1 else ''} FAILED" for eid, n in failed.items() if n]
-        p50 = "/".join(fmt_ms(x[1]) for x in (d, g, t))
-        p99 = "/".join(fmt_ms(x[2]) for x in (d, g, t))
+        p50 = "/".join(fmt_ms(medians[eid][1]) for eid in ids)
+        p99 = "/".join(fmt_ms(medians[eid][2]) for eid in ids)
         print(
-            f"{label:<9} {ops['direct']:>10} {ops['gateway']:>10} {ops['twemproxy']:>10}  {fmt_ratio(vs_direct):>6}"
-            f" {fmt_ratio(vs_twem):>7}  {p50:>20}  {p99:>20}  {' '.join(verdicts)}"
+            f"{WORKLOAD_LABELS[wid]:<9} "
+            + " ".join(f"{o:>{col}}" for o in ops)
+            + "  "
+            + " ".join(ratios)
+            + f"  {p50:>{lat_width}}  {p99:>{lat_width}}  {' '.join(verdicts)}"
         )
+
+
+def report(directory, reps, scenario_ids):
+    failures = []
+    for sid in scenario_ids:
+        scenario = SCENARIOS[sid]
+        print(f"\n=== {scenario.title}")
+        for eid, what in scenario.endpoints:
+            print(f"   {eid}: {what}")
+        runs = load_runs(os.path.join(directory, sid), scenario, reps, failures)
+        summary = {}
+        for wid in scenario.workloads:
+            medians = report_workload(scenario, wid, runs[wid])
+            failed = {eid: sum(r is None for r in runs[wid][eid]) for eid, _ in scenario.endpoints}
+            summary[wid] = (medians, failed)
+        report_summary(scenario, summary)
 
     if failures:
         print("\nFAILED runs (redis-benchmark's first line of errors):")
@@ -234,14 +353,32 @@ def idle_rss(pid, port, count):
     )
 
 
+def plan(sid):
+    scenario = SCENARIOS[sid]
+    print(" ".join(scenario.workloads))
+    print(" ".join(eid for eid, _ in scenario.endpoints))
+
+
+def metric(port, name):
+    """Prints NAME's samples, or says there are none (a counter with no labels yet has none)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples = [line for line in text.splitlines() if line.startswith(name) and not line.startswith("#")]
+    print("\n".join(samples) if samples else f"{name}: no samples (nothing counted)")
+
+
 def main():
     args = sys.argv[1:]
     if len(args) == 3 and args[0] == "free-ports":
         free_ports(int(args[1]), int(args[2]))
-    elif len(args) == 3 and args[0] == "report":
-        report(args[1], int(args[2]))
+    elif len(args) == 2 and args[0] == "plan" and args[1] in SCENARIOS:
+        plan(args[1])
+    elif len(args) >= 4 and args[0] == "report" and all(s in SCENARIOS for s in args[3:]):
+        report(args[1], int(args[2]), args[3:])
     elif len(args) == 4 and args[0] == "idle-rss":
         idle_rss(int(args[1]), int(args[2]), int(args[3]))
+    elif len(args) == 3 and args[0] == "metric":
+        metric(int(args[1]), args[2])
     else:
         sys.exit(__doc__)
 

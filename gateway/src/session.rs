@@ -137,10 +137,12 @@ impl Session {
                     if read? == 0 {
                         return Ok(()); // the client hung up; replies still pending have no one to go to
                     }
+                    // One clock read per batch: per command it shows in profiles of pipelined clients.
+                    let now = Instant::now();
                     loop {
                         match decoder.decode(&mut input) {
                             Ok(Some(request)) => {
-                                self.dispatch(request);
+                                self.dispatch(request, now);
                                 if self.tenant.is_some() != authenticated {
                                     authenticated = self.tenant.is_some();
                                     decoder.set_limits(if authenticated { limits } else { limits.unauthenticated() });
@@ -153,7 +155,7 @@ impl Session {
                             Err(e) => {
                                 gateway.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
                                 tracing::debug!(client = %addr, "protocol error: {e}");
-                                self.local_error(Instant::now(), &format!("ERR {e}"));
+                                self.local_error(now, &format!("ERR {e}"));
                                 self.closing = true;
                                 break;
                             }
@@ -170,9 +172,10 @@ impl Session {
                 .tenant
                 .as_ref()
                 .map(|view| &view.tenant.metrics.latency);
+            let now = Instant::now();
             self.replies.drain_ready(&mut output, |started| {
                 if let Some(latency) = latency {
-                    latency.observe(started.elapsed());
+                    latency.observe(now.saturating_duration_since(started));
                 }
             });
             if !output.is_empty() {
@@ -189,8 +192,7 @@ impl Session {
         }
     }
 
-    fn dispatch(&mut self, request: Request) {
-        let started = Instant::now();
+    fn dispatch(&mut self, request: Request, started: Instant) {
         let spec = match cmd::lookup(request.args()) {
             Ok(spec) => spec,
             Err(e) => {

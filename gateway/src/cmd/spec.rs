@@ -349,6 +349,15 @@ fn c_str(bytes: &[u8]) -> &[u8] {
         .map_or(bytes, |nul| &bytes[..nul])
 }
 
+/// The top-level commands by lowercase name, built once.
+static TOP_LEVEL: std::sync::LazyLock<fnv::FnvHashMap<&'static [u8], &'static CommandSpec>> =
+    std::sync::LazyLock::new(|| {
+        COMMANDS
+            .iter()
+            .map(|spec| (spec.name.as_bytes(), spec))
+            .collect()
+    });
+
 /// Longer than any command or subcommand name, so a longer name is simply unknown.
 const MAX_NAME: usize = 32;
 
@@ -367,6 +376,10 @@ fn find(
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
     let lower = &*lower;
+    if prefix_len == 0 && std::ptr::eq(table, COMMANDS) {
+        // Every request looks up its command here: a hash lookup beats ~8 out-of-line comparisons.
+        return TOP_LEVEL.get(lower).copied();
+    }
     table
         .binary_search_by(|spec| {
             spec.name

@@ -382,3 +382,47 @@ async fn fifty_tenants_never_see_each_others_data() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_limits_from_the_control_plane_are_enforced() {
+    let backend = RedisServer::start();
+    let stack = start_stack(1);
+    let cp = &stack.cp;
+    let gateway = &stack.gateways[0];
+    let secret = create_tenant(cp, "acme", single(&backend)).await;
+    let other = create_tenant(cp, "globex", single(&backend)).await;
+    let limits = json!({"limits": {"max_connections": 2, "max_ops_per_sec": 50}});
+    let revision = cp.expect("PATCH", "/v1/tenants/acme", Some(limits), 200).await;
+    let last = cp.expect("GET", "/v1/gateways", None, 200).await["revision"].as_i64().unwrap();
+    converged(cp, 1, last.max(revision["revision"].as_i64().unwrap_or(0))).await;
+
+    let auth = format!("AUTH acme {secret}\r\n");
+    let mut first = RawClient::connect(gateway.port());
+    first.roundtrip(auth.as_bytes(), b"+OK\r\n");
+    let mut second = RawClient::connect(gateway.port());
+    second.roundtrip(auth.as_bytes(), b"+OK\r\n");
+    let mut third = RawClient::connect(gateway.port());
+    third.roundtrip(auth.as_bytes(), b"-ERR max number of clients reached\r\n");
+    third.expect_closed();
+    // Another tenant is not counted against acme's limit.
+    let mut globex = RawClient::connect(gateway.port());
+    globex.roundtrip(format!("AUTH globex {other}\r\n").as_bytes(), b"+OK\r\n");
+
+    // 50 ops/s with a one-second burst: a pipeline of 200 commands is cut off after about 50.
+    first.send(&b"PING\r\n".repeat(200));
+    let mut refused = 0;
+    for _ in 0..200 {
+        match first.read_line().as_slice() {
+            b"+PONG\r\n" => {}
+            b"-ERR tenant 'acme' rate limit exceeded\r\n" => refused += 1,
+            other => panic!("unexpected reply {:?}", String::from_utf8_lossy(other)),
+        }
+    }
+    assert!((100..=160).contains(&refused), "{refused} of 200 refused");
+    globex.send(&b"PING\r\n".repeat(200));
+    for _ in 0..200 {
+        globex.expect(b"+PONG\r\n");
+    }
+    let (_, metrics) = gateway.admin_get("/metrics");
+    assert!(metrics.contains(&format!("switchyard_rate_limited_total{{tenant=\"acme\"}} {refused}")), "{metrics}");
+}

@@ -28,7 +28,9 @@ pub struct Snapshot {
     pub revision: Option<i64>,
     tenants: Vec<Arc<Tenant>>,
     /// Credential digest -> tenant index.
-    by_digest: HashMap<String, usize>,
+    /// Credentials by the first 8 bytes of their digest: (full digest, tenant index). The map finds the candidate;
+    /// the full digest is then compared in constant time.
+    by_digest: HashMap<u64, Vec<(String, usize)>>,
     /// The tenant clients get without AUTH, if one has no passwords.
     open_tenant: Option<usize>,
 }
@@ -161,7 +163,11 @@ impl Snapshot {
                 snapshot.open_tenant = Some(index);
             }
             for digest in &source.digests {
-                snapshot.by_digest.insert(digest.clone(), index);
+                snapshot
+                    .by_digest
+                    .entry(digest_prefix(digest))
+                    .or_default()
+                    .push((digest.clone(), index));
             }
             // Counters survive a reload so that /metrics never goes backwards.
             let metrics = previous
@@ -212,10 +218,24 @@ impl Snapshot {
     ) -> Option<(&Arc<Tenant>, String)> {
         let password = std::str::from_utf8(password).ok()?;
         let digest = credential_digest(password);
-        let found = &self.tenants[*self.by_digest.get(&digest)?];
+        let candidates = self.by_digest.get(&digest_prefix(&digest))?;
+        let (_, index) = candidates
+            .iter()
+            .find(|(known, _)| constant_time_eq(known.as_bytes(), digest.as_bytes()))?;
+        let found = self.tenants.get(*index)?;
         match tenant {
             Some(name) if name != found.name.as_bytes() => None,
             _ => Some((found, digest)),
         }
     }
+}
+
+/// The map key of a digest: its first 16 hex digits (a digest that is not hex gets key 0 and still works).
+fn digest_prefix(digest: &str) -> u64 {
+    digest.get(..16).and_then(|hex| u64::from_str_radix(hex, 16).ok()).unwrap_or(0)
+}
+
+/// Equality whose time depends only on the length, not on where the bytes differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

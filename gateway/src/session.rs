@@ -17,7 +17,7 @@ use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
 use crate::resp::{self, Request, RequestDecoder};
-use crate::route::{Dispatch, ResolvedRoute, Resolver, Tenant};
+use crate::route::{Dispatch, Place, ResolvedRoute, Resolver, Tenant};
 use crate::server::Worker;
 
 /// Requests a client may have waiting for replies before the gateway stops reading from it.
@@ -55,8 +55,9 @@ pub(crate) struct Session {
     replies: Rc<ReplyQueue>,
     /// Set by QUIT or a protocol error: answer what was read, then close.
     closing: bool,
-    /// Key positions of the current command (reused: no allocation per command).
+    /// Key positions of the current command, and where each goes (reused: no allocation per command).
     keys: Vec<usize>,
+    places: Vec<Place>,
     /// State of the random read-resource choice.
     random: Cell<u64>,
 }
@@ -96,6 +97,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         replies: Rc::new(ReplyQueue::default()),
         closing: false,
         keys: Vec::with_capacity(8),
+        places: Vec::with_capacity(8),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
     };
     if let Some(tenant) = gateway.snapshot().open_tenant() {
@@ -246,6 +248,7 @@ impl Session {
             affinity: self.info.id as usize,
             random: &self.random,
             keys: &mut self.keys,
+            places: &mut self.places,
         };
         if let Err(text) = dispatch.forward(spec, &request, started) {
             self.local_error(started, &text);

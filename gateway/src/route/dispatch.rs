@@ -127,6 +127,8 @@ pub struct Dispatch<'a> {
     pub random: &'a Cell<u64>,
     /// Reused between commands to avoid an allocation per command.
     pub keys: &'a mut Vec<usize>,
+    /// Where each of `keys` goes, computed once per command (hashing is the costly part of a split).
+    pub places: &'a mut Vec<Place>,
 }
 
 /// How a command that touches several shards is split.
@@ -159,7 +161,7 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
 }
 
 /// Where a key goes: its shard, and its hash slot when that shard's target has a cluster resource.
-type Place = (usize, Option<u16>);
+pub type Place = (usize, Option<u16>);
 
 /// One sub-command of a split or fanned-out command: where it goes and its bytes.
 struct Part {
@@ -194,15 +196,17 @@ impl Dispatch<'_> {
                 }
                 (0, None)
             }
-            Some(&first) => {
-                let place = self.locate(&args[first]);
-                if self.keys[1..]
-                    .iter()
-                    .any(|&k| self.locate(&args[k]) != place)
-                {
+            Some(_) => {
+                self.places.clear();
+                for &key in self.keys.iter() {
+                    let place = self.locate(&args[key]);
+                    self.places.push(place);
+                }
+                let first = self.places[0];
+                if self.places[1..].iter().any(|&place| place != first) {
                     return self.split(spec, request, write, started);
                 }
-                place
+                first
             }
         };
         let keyspace = slot.map_or(Keyspace::Any, Keyspace::Slot);
@@ -258,8 +262,7 @@ impl Dispatch<'_> {
         let mut places: Vec<Place> = Vec::new();
         let mut positions = Vec::with_capacity(self.keys.len());
         let mut sizes: Vec<usize> = Vec::new();
-        for &key in self.keys.iter() {
-            let place = self.locate(&args[key]);
+        for &place in self.places.iter() {
             let group = match places.iter().position(|p| *p == place) {
                 Some(group) => group,
                 None => {

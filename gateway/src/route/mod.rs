@@ -17,7 +17,7 @@ mod merge;
 mod plan;
 pub mod sync;
 
-pub use dispatch::{CROSSSLOT, Dispatch, ResolvedRoute, Resolver};
+pub use dispatch::{CROSSSLOT, Dispatch, Place, ResolvedRoute, Resolver};
 pub use plan::{ResourcePlan, RoutePlan, TargetPlan};
 
 /// Everything the gateway serves at one moment.
@@ -232,7 +232,10 @@ impl Snapshot {
 
 /// The map key of a digest: its first 16 hex digits (a digest that is not hex gets key 0 and still works).
 fn digest_prefix(digest: &str) -> u64 {
-    digest.get(..16).and_then(|hex| u64::from_str_radix(hex, 16).ok()).unwrap_or(0)
+    digest
+        .get(..16)
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .unwrap_or(0)
 }
 
 /// Equality whose time depends only on the length, not on where the bytes differ.

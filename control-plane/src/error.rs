@@ -161,6 +161,9 @@ fn constraint_error(name: &str) -> Option<ApiError> {
         "gateways_address_length" => {
             ApiError::invalid("/address", "must be at most 200 characters")
         }
+        "gateways_version_length" => {
+            ApiError::invalid("/version", "must be at most 100 characters")
+        }
         "gateways_revision_not_negative" => ApiError::invalid("/revision", "must not be negative"),
         _ => return None,
     })

@@ -226,6 +226,9 @@ pub struct Heartbeat {
     pub address: String,
     /// The snapshot revision the gateway serves.
     pub revision: i64,
+    /// The gateway's build version (at most 100 characters).
+    #[serde(default)]
+    pub version: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -239,6 +242,8 @@ pub struct Gateway {
     pub id: String,
     pub address: String,
     pub revision: i64,
+    /// Its build version, as its last heartbeat said.
+    pub version: String,
     pub last_seen: String,
     /// Heard from within the liveness window.
     pub live: bool,

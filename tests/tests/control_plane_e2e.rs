@@ -176,6 +176,11 @@ async fn rest_changes_reach_every_gateway_without_reconnects() {
     assert!(p99 < Duration::from_secs(2), "propagation took {p99:?}");
     let fleet = cp.expect("GET", "/v1/gateways", None, 200).await;
     assert_eq!(fleet["converged"], json!(true), "{fleet}");
+    assert_eq!(
+        fleet["gateways"][0]["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{fleet}"
+    );
 
     // An invalid route is refused by the control plane and never reaches a gateway.
     let invalid = json!({"type": "sharded", "shards": [{"name": "a", "target": "redis://127.0.0.1:1"}, {"name": "a", "target": "redis://127.0.0.1:2"}]});
@@ -392,8 +397,12 @@ async fn tenant_limits_from_the_control_plane_are_enforced() {
     let secret = create_tenant(cp, "acme", single(&backend)).await;
     let other = create_tenant(cp, "globex", single(&backend)).await;
     let limits = json!({"limits": {"max_connections": 2, "max_ops_per_sec": 50}});
-    let revision = cp.expect("PATCH", "/v1/tenants/acme", Some(limits), 200).await;
-    let last = cp.expect("GET", "/v1/gateways", None, 200).await["revision"].as_i64().unwrap();
+    let revision = cp
+        .expect("PATCH", "/v1/tenants/acme", Some(limits), 200)
+        .await;
+    let last = cp.expect("GET", "/v1/gateways", None, 200).await["revision"]
+        .as_i64()
+        .unwrap();
     converged(cp, 1, last.max(revision["revision"].as_i64().unwrap_or(0))).await;
 
     let auth = format!("AUTH acme {secret}\r\n");
@@ -424,5 +433,10 @@ async fn tenant_limits_from_the_control_plane_are_enforced() {
         globex.expect(b"+PONG\r\n");
     }
     let (_, metrics) = gateway.admin_get("/metrics");
-    assert!(metrics.contains(&format!("switchyard_rate_limited_total{{tenant=\"acme\"}} {refused}")), "{metrics}");
+    assert!(
+        metrics.contains(&format!(
+            "switchyard_rate_limited_total{{tenant=\"acme\"}} {refused}"
+        )),
+        "{metrics}"
+    );
 }

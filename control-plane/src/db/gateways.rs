@@ -13,6 +13,7 @@ pub struct GatewayRow {
     id: String,
     address: String,
     revision: i64,
+    version: String,
     last_seen: DateTime<Utc>,
     live: bool,
 }
@@ -23,6 +24,7 @@ impl GatewayRow {
             id: self.id.clone(),
             address: self.address.clone(),
             revision: self.revision,
+            version: self.version.clone(),
             last_seen: timestamp(self.last_seen),
             live: self.live,
             up_to_date: self.revision >= current_revision,
@@ -32,13 +34,15 @@ impl GatewayRow {
 
 pub async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Result<()> {
     sqlx::query(
-        "INSERT INTO gateways (id, address, revision) VALUES ($1, $2, $3)
+        "INSERT INTO gateways (id, address, revision, version) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE
-         SET address = EXCLUDED.address, revision = EXCLUDED.revision, last_seen = now()",
+         SET address = EXCLUDED.address, revision = EXCLUDED.revision, version = EXCLUDED.version,
+             last_seen = now()",
     )
     .bind(&heartbeat.id)
     .bind(&heartbeat.address)
     .bind(heartbeat.revision)
+    .bind(&heartbeat.version)
     .execute(db)
     .await?;
     Ok(())
@@ -47,7 +51,7 @@ pub async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Res
 /// Every gateway ever heard of; `live` when heard from within `window`.
 pub async fn list(db: impl PgExecutor<'_>, window: Duration) -> sqlx::Result<Vec<GatewayRow>> {
     sqlx::query_as(
-        "SELECT id, address, revision, last_seen,
+        "SELECT id, address, revision, version, last_seen,
                 last_seen > now() - make_interval(secs => $1) AS live
          FROM gateways ORDER BY id",
     )

@@ -22,7 +22,7 @@ async fn heartbeats_show_convergence(pool: PgPool) {
             .gateway(
                 "POST",
                 "/v1/gateways/heartbeat",
-                Some(json!({"id": id, "address": "127.0.0.1:6380", "revision": seen})),
+                Some(json!({"id": id, "address": "127.0.0.1:6380", "revision": seen, "version": "0.1.0"})),
             )
             .await;
         assert_eq!(ack.status, 200, "{}", ack.body);
@@ -34,6 +34,7 @@ async fn heartbeats_show_convergence(pool: PgPool) {
     assert_eq!(fleet.body["gateways"][0]["id"], "gw-1");
     assert_eq!(fleet.body["gateways"][0]["live"], true);
     assert_eq!(fleet.body["gateways"][0]["up_to_date"], true);
+    assert_eq!(fleet.body["gateways"][0]["version"], "0.1.0");
     assert_eq!(fleet.body["gateways"][1]["up_to_date"], false);
 
     api.gateway(

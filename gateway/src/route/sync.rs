@@ -164,6 +164,7 @@ impl Sync {
                 id: self.config.gateway_id.clone(),
                 address: gateway.config.listen.to_string(),
                 revision: gateway.snapshot().revision.unwrap_or(0),
+                version: env!("CARGO_PKG_VERSION").to_string(),
             };
             let sent = self
                 .client

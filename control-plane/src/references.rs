@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use switchyard_schemas::{RouteTable, Target};
+use switchyard_schemas::{RouteTable, SplitTarget, Target};
 
 pub fn is_name(reference: &str) -> bool {
     !reference.contains("://")
@@ -20,7 +20,7 @@ fn targets(route: &RouteTable) -> Vec<&Target> {
 fn references_mut(target: &mut Target) -> Vec<&mut String> {
     match target {
         Target::Resource(reference) => vec![reference],
-        Target::Split { read, write } => write
+        Target::Split(SplitTarget { read, write }) => write
             .resources
             .iter_mut()
             .chain(read.iter_mut().flat_map(|r| r.resources.iter_mut()))

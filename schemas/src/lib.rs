@@ -21,7 +21,9 @@ pub mod validate;
 pub use credential::credential_digest;
 
 pub use resource::{Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError};
-pub use route::{AckMode, HashSpec, ReadPolicy, ReadSet, RouteTable, Shard, Target, WriteSet};
+pub use route::{
+    AckMode, HashSpec, ReadPolicy, ReadSet, RouteTable, Shard, SplitTarget, Target, WriteSet,
+};
 pub use routes_file::{RoutesFile, TenantConfig, TenantLimits};
 pub use snapshot::{Snapshot, SnapshotCredential, SnapshotTenant};
 pub use validate::{ValidationError, ValidationErrors};

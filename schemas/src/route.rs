@@ -76,12 +76,18 @@ fn default_weight() -> u32 {
 pub enum Target {
     /// One resource (a URL, or the name of a registered resource) serves reads and writes.
     Resource(String),
-    Split {
-        /// Defaults to the write primary.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        read: Option<ReadSet>,
-        write: WriteSet,
-    },
+    Split(SplitTarget),
+}
+
+/// Separate read and write sets. Unknown fields are refused, so a misspelt `"raed"` is an error, not a read set
+/// silently left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SplitTarget {
+    /// Defaults to the write primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<ReadSet>,
+    pub write: WriteSet,
 }
 
 impl Target {
@@ -89,16 +95,34 @@ impl Target {
     pub fn write_resources(&self) -> &[String] {
         match self {
             Target::Resource(url) => std::slice::from_ref(url),
-            Target::Split { write, .. } => &write.resources,
+            Target::Split(split) => &split.write.resources,
+        }
+    }
+
+    /// How reads choose among the read resources.
+    pub fn read_policy(&self) -> ReadPolicy {
+        match self {
+            Target::Split(SplitTarget {
+                read: Some(read), ..
+            }) => read.policy,
+            _ => ReadPolicy::Primary,
+        }
+    }
+
+    /// When a write is answered.
+    pub fn ack(&self) -> AckMode {
+        match self {
+            Target::Split(split) => split.write.ack,
+            Target::Resource(_) => AckMode::Primary,
         }
     }
 
     /// The resources reads may go to (the write primary when no read set is given).
     pub fn read_resources(&self) -> &[String] {
         match self {
-            Target::Split {
+            Target::Split(SplitTarget {
                 read: Some(read), ..
-            } => &read.resources,
+            }) => &read.resources,
             _ => {
                 let writes = self.write_resources();
                 &writes[..writes.len().min(1)]

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
-use crate::{ResourceUrl, RouteTable, RoutesFile, Target};
+use crate::{ResourceUrl, RouteTable, RoutesFile, SplitTarget, Target};
 
 /// One broken rule, at `path` (a JSON pointer into the document that was checked).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,7 @@ impl Checker<'_> {
     fn target(&mut self, path: &str, target: &Target) {
         match target {
             Target::Resource(url) => self.resource(path, url, true),
-            Target::Split { read, write } => {
+            Target::Split(SplitTarget { read, write }) => {
                 if write.resources.is_empty() {
                     self.fail(
                         &format!("{path}/write/resources"),
@@ -331,6 +331,14 @@ mod tests {
             ),
             vec!["/shards/0/buckets: the ring algorithm has no buckets"]
         );
+    }
+
+    #[test]
+    fn a_misspelt_target_field_is_refused() {
+        let misspelt = r#"{"type":"single","target":{"raed":{"resources":["redis://h:1"]},"write":{"resources":["redis://h:2"]}}}"#;
+        assert!(serde_json::from_str::<RouteTable>(misspelt).is_err());
+        let right = misspelt.replace("raed", "read");
+        assert!(serde_json::from_str::<RouteTable>(&right).is_ok());
     }
 
     #[test]

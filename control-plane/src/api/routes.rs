@@ -15,7 +15,6 @@ use switchyard_schemas::api::{
     RouteVersionSummary,
 };
 use switchyard_schemas::placement::Placement;
-use switchyard_schemas::{AckMode, ReadPolicy, Target};
 
 use crate::app::AppState;
 use crate::auth::{Access, Actor};
@@ -155,21 +154,14 @@ async fn explain(
         }
     };
     let shown = |resources: &[String]| resources.iter().map(|r| crate::redact::url(r)).collect();
-    let (read_policy, ack) = match target {
-        Target::Resource(_) => (ReadPolicy::Primary, AckMode::Primary),
-        Target::Split { read, write } => (
-            read.as_ref().map_or(ReadPolicy::Primary, |r| r.policy),
-            write.ack,
-        ),
-    };
     Ok(Json(RouteExplanation {
         key,
         version: current.version,
         shard,
         read: shown(target.read_resources()),
-        read_policy,
+        read_policy: target.read_policy(),
         write: shown(target.write_resources()),
-        ack,
+        ack: target.ack(),
     }))
 }
 

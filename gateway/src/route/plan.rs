@@ -109,13 +109,7 @@ impl TargetPlan {
                 .map(|r| ResourcePlan::new(&resolve(r)))
                 .collect()
         };
-        let (read_policy, ack) = match target {
-            Target::Resource(_) => (ReadPolicy::Primary, AckMode::Primary),
-            Target::Split { read, write } => (
-                read.as_ref().map_or(ReadPolicy::Primary, |r| r.policy),
-                write.ack,
-            ),
-        };
+        let (read_policy, ack) = (target.read_policy(), target.ack());
         TargetPlan {
             read: plan(target.read_resources()),
             read_policy,

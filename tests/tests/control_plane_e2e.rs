@@ -440,3 +440,36 @@ async fn tenant_limits_from_the_control_plane_are_enforced() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_that_breaks_the_rules_is_never_served() {
+    let mut stack = start_stack(0);
+    stack.cp.stop();
+    // A cached snapshot whose route has two shards with one name: the gateway checks it as the control plane would.
+    let invalid = json!({"revision": 7, "tenants": [{"name": "acme", "disabled": false, "allow_admin": false,
+        "limits": {}, "credentials": [{"id": 1, "digest": "00"}], "route_version": 1,
+        "route": {"type": "sharded", "shards": [{"name": "a", "target": "redis://127.0.0.1:1"},
+                                                {"name": "a", "target": "redis://127.0.0.1:2"}]}}]});
+    let cache = std::env::temp_dir().join(format!(
+        "switchyard-invalid-cache-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&cache, invalid.to_string()).unwrap();
+    let gateway = Gateway::builder().start_with_control_plane(&stack.cp, &cache);
+    assert_eq!(
+        gateway.admin_get("/readyz").0,
+        503,
+        "an invalid snapshot must not make the gateway ready"
+    );
+    assert!(
+        gateway.log().contains("the cached snapshot is unusable"),
+        "{}",
+        gateway.log()
+    );
+    assert!(
+        gateway.log().contains("/tenants/0/route/shards/1/name"),
+        "{}",
+        gateway.log()
+    );
+    let _ = std::fs::remove_file(&cache);
+}

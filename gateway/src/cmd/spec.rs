@@ -578,7 +578,7 @@ impl CommandSpec {
                     let numkeys = usize::try_from(first.wrapping_add(keynumidx))
                         .ok()
                         .and_then(|i| args.get(i))
-                        .and_then(|arg| string2ll(arg))
+                        .and_then(|arg| crate::resp::parse_int(arg))
                         .filter(|&n| n >= 0);
                     let Some(numkeys) = numkeys else {
                         return false;
@@ -804,32 +804,6 @@ fn keys_from_proc<K: FoundKey>(proc: KeysProc, args: &[Bytes], out: &mut Vec<K>)
             );
         }
     }
-}
-
-/// Redis' strict `string2ll`: an optional `-`, no leading zeros or spaces, no `+`, fits in an i64.
-fn string2ll(bytes: &[u8]) -> Option<i64> {
-    let (negative, digits) = match bytes {
-        [b'0'] => return Some(0),
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, bytes),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut value: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        let d = i64::from(d - b'0');
-        value = if negative {
-            value.checked_mul(10)?.checked_sub(d)?
-        } else {
-            value.checked_mul(10)?.checked_add(d)?
-        };
-    }
-    Some(value)
 }
 
 /// glibc's `atoi`: `(int) strtol(s, NULL, 10)`: leading whitespace and a sign, digits up to the first other byte,
@@ -1126,8 +1100,8 @@ mod tests {
 
     #[test]
     fn number_parsers_match_c() {
-        assert_eq!(string2ll(b"12"), Some(12));
-        assert_eq!(string2ll(b"-3"), Some(-3));
+        assert_eq!(crate::resp::parse_int(b"12"), Some(12));
+        assert_eq!(crate::resp::parse_int(b"-3"), Some(-3));
         for bad in [
             &b""[..],
             b"01",
@@ -1138,7 +1112,7 @@ mod tests {
             b"1a",
             b"99999999999999999999",
         ] {
-            assert_eq!(string2ll(bad), None, "{bad:?}");
+            assert_eq!(crate::resp::parse_int(bad), None, "{bad:?}");
         }
         assert_eq!(atoi(b" 12abc"), 12);
         assert_eq!(atoi(b"-7"), -7);

@@ -14,28 +14,30 @@ pub use encode::*;
 pub use error::ProtocolError;
 pub use scanner::ReplyScanner;
 
-/// Parses a RESP integer line the way Redis' `string2ll` does: optional `-`, digits, no `+`, no spaces, no
-/// leading zeros.
-pub(crate) fn parse_int(digits: &[u8]) -> Option<i64> {
-    let (negative, digits) = match digits {
+/// Parses an integer the way Redis' `string2ll` does: optional `-`, digits, no `+`, no spaces, no leading zeros
+/// (so `-0` is refused), the whole `i64` range.
+pub fn parse_int(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes {
+        [b'0'] => return Some(0),
         [b'-', rest @ ..] => (true, rest),
-        _ => (false, digits),
+        _ => (false, bytes),
     };
-    if digits.is_empty() || digits.len() > 19 || (digits[0] == b'0' && digits.len() > 1) {
-        return None;
+    match digits.first() {
+        Some(b'1'..=b'9') => {}
+        _ => return None,
     }
     let mut value: i64 = 0;
     for &d in digits {
         if !d.is_ascii_digit() {
             return None;
         }
-        value = value.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
-    }
-    if negative {
-        if value == 0 {
-            return None;
-        }
-        value = -value;
+        let d = i64::from(d - b'0');
+        // Accumulating towards the sign reaches i64::MIN, whose magnitude does not fit in an i64.
+        value = if negative {
+            value.checked_mul(10)?.checked_sub(d)?
+        } else {
+            value.checked_mul(10)?.checked_add(d)?
+        };
     }
     Some(value)
 }
@@ -49,6 +51,7 @@ mod tests {
         assert_eq!(parse_int(b"0"), Some(0));
         assert_eq!(parse_int(b"-12"), Some(-12));
         assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
         for bad in [
             &b""[..],
             b"-",

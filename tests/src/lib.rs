@@ -5,12 +5,14 @@
 //! runs from (`scripts/test` builds it before running the tests).
 
 mod control_plane;
+mod helpers;
 mod ports;
 mod process;
 mod resp;
 mod topology;
 
 pub use control_plane::ControlPlane;
+pub use helpers::{command_calls, open_single_tenant, open_tenant};
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, connect};
 pub use resp::RawClient;

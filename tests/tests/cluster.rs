@@ -8,31 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use switchyard_schemas::placement::{crc16, hash_tag};
 use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer};
 
 const PASSWORD: &str = "cluster-secret";
 
-fn tenant(route: Value) -> Value {
-    json!({"tenants": [{"name": "t", "passwords": [], "route": {"type": "single", "target": route}}]})
-}
-
 fn slot(key: &str) -> usize {
     usize::from(crc16(hash_tag(key.as_bytes())) % 16384)
-}
-
-fn command_calls(cluster: &RedisCluster, port: u16, command: &str) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut cluster.client(port))
-        .unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,7 +23,7 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
     // The gateway authenticates as an ACL user; replication and the checks below use the default user.
     let cluster =
         RedisCluster::start_with_user(3, 1, Some(PASSWORD), Some(("gateway", "gw-secret")));
-    let gateway = Gateway::start(&tenant(json!(cluster.url())));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
     let mut client = gateway.client(None).await;
 
     let mut pipe = redis::pipe();
@@ -162,7 +145,7 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
     );
     let split = json!({"read": {"resources": [cluster.slaves_url(false)]},
                        "write": {"resources": [cluster.url()]}});
-    let reads = Gateway::start(&tenant(split));
+    let reads = Gateway::start(&switchyard_tests::open_single_tenant(split));
     let mut reader = reads.client(None).await;
     for port in cluster.live_ports() {
         let () = redis::cmd("CONFIG")
@@ -181,12 +164,12 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
     let on_replicas: u64 = cluster
         .replicas()
         .iter()
-        .map(|r| command_calls(&cluster, r.port, "get"))
+        .map(|r| switchyard_tests::command_calls(&mut cluster.client(r.port), "get"))
         .sum();
     let on_masters: u64 = cluster
         .masters()
         .iter()
-        .map(|m| command_calls(&cluster, m.port, "get"))
+        .map(|m| switchyard_tests::command_calls(&mut cluster.client(m.port), "get"))
         .sum();
     assert_eq!(
         (on_replicas, on_masters),
@@ -206,7 +189,7 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
     let standalone = RedisServer::start();
     let migration =
         json!({"write": {"resources": [standalone.url(), cluster.url()], "ack": "all"}});
-    let both = Gateway::start(&tenant(migration));
+    let both = Gateway::start(&switchyard_tests::open_single_tenant(migration));
     let mut writer = both.client(None).await;
     let keys: Vec<String> = (0..20).map(|i| format!("dw:{i}")).collect();
     let mut mset = redis::cmd("MSET");
@@ -317,7 +300,7 @@ async fn verify(gateway: &Gateway, loads: &[Load]) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_resharding_and_a_master_failover_lose_nothing() {
     let mut cluster = RedisCluster::start(3, 1, Some(PASSWORD));
-    let gateway = Gateway::start(&tenant(json!(cluster.url())));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
 
     // Resharding under load: 20 clients, zero errors, nothing lost.
     let stop = Arc::new(AtomicBool::new(false));
@@ -484,7 +467,9 @@ fn redirect_loop_node(kind: &'static str) -> u16 {
 fn a_redirect_loop_ends_in_a_clear_error_and_raw_redirects_never_reach_the_client() {
     for kind in ["MOVED", "ASK"] {
         let port = redirect_loop_node(kind);
-        let gateway = Gateway::start(&tenant(json!(format!("redis-cluster://127.0.0.1:{port}"))));
+        let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(format!(
+            "redis-cluster://127.0.0.1:{port}"
+        ))));
         let mut client = RawClient::connect(gateway.port());
         client.roundtrip(
             b"GET k\r\n",

@@ -7,11 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use switchyard_schemas::placement::Placement;
 use switchyard_schemas::{HashSpec, RouteTable};
-use switchyard_tests::{Gateway, RawClient, RedisServer};
-
-fn tenant(route: Value) -> Value {
-    json!({"tenants": [{"name": "t", "passwords": [], "route": route}]})
-}
+use switchyard_tests::{Gateway, RawClient, RedisServer, open_tenant};
 
 fn sharded(backends: &[RedisServer], hash: Value) -> Value {
     let buckets = hash["buckets"].as_u64();
@@ -63,7 +59,7 @@ async fn keys_land_on_the_shard_placement_says() {
     ] {
         let backends = start_n(n);
         let route = sharded(&backends, hash.clone());
-        let gateway = Gateway::start(&tenant(route.clone()));
+        let gateway = Gateway::start(&open_tenant(route.clone()));
         let mut con = gateway.client(None).await;
         let keys: Vec<String> = (0..10_000).map(|i| format!("key:{i}")).collect();
         let mut pipe = redis::pipe();
@@ -101,7 +97,10 @@ async fn keys_land_on_the_shard_placement_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_key_commands_split_and_merge_in_key_order() {
     let backends = start_n(3);
-    let gateway = Gateway::start(&tenant(sharded(&backends, json!({"algorithm": "ring"}))));
+    let gateway = Gateway::start(&open_tenant(sharded(
+        &backends,
+        json!({"algorithm": "ring"}),
+    )));
     let mut con = gateway.client(None).await;
     let keys: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
     let mut mset = redis::cmd("MSET");
@@ -157,7 +156,7 @@ fn keys_that_must_be_together_get_crossslot() {
     let backends = start_n(3);
     let route = sharded(&backends, json!({"algorithm": "crc16", "buckets": 16384}));
     let placement = placement(&route);
-    let gateway = Gateway::start(&tenant(route));
+    let gateway = Gateway::start(&open_tenant(route));
     // Two keys on different shards, and two with one hash tag.
     let a = "a";
     let b = (0..)
@@ -184,7 +183,7 @@ fn double_write(primary: &RedisServer, secondary: &RedisServer, ack: &str) -> Va
 async fn double_write_leaves_identical_copies() {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
-    let gateway = Gateway::start(&tenant(double_write(&primary, &secondary, "primary")));
+    let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "primary")));
     let url = gateway.url(None);
     let mut tasks = Vec::new();
     for client in 0..20 {
@@ -255,7 +254,7 @@ async fn double_write_leaves_identical_copies() {
 fn a_secondary_that_is_down_never_fails_primary_ack_writes() {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
-    let gateway = Gateway::start(&tenant(double_write(&primary, &secondary, "primary")));
+    let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "primary")));
     let mut client = RawClient::connect(gateway.port());
     client.roundtrip(b"SET before 1\r\n", b"+OK\r\n");
     let resource = format!("127.0.0.1:{}/0", secondary.port());
@@ -281,7 +280,7 @@ fn a_secondary_that_is_down_never_fails_primary_ack_writes() {
 fn ack_all_check_error_reports_a_failed_secondary() {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
-    let gateway = Gateway::start(&tenant(double_write(
+    let gateway = Gateway::start(&open_tenant(double_write(
         &primary,
         &secondary,
         "all_check_error",
@@ -308,7 +307,7 @@ fn ack_all_check_error_reports_a_failed_secondary() {
 fn random_writes_are_refused_under_double_write() {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
-    let gateway = Gateway::start(&tenant(double_write(&primary, &secondary, "all")));
+    let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "all")));
     let mut client = RawClient::connect(gateway.port());
     client.roundtrip(b"SADD s a b c\r\n", b":3\r\n");
     client.roundtrip(
@@ -333,7 +332,7 @@ fn ordered_reads_fail_over_when_the_first_read_resource_dies() {
     let route = json!({"type": "single", "target": {
         "read": {"resources": [replica_a.url(), replica_b.url()], "policy": "ordered"},
         "write": {"resources": [writer.url()]}}});
-    let gateway = Gateway::start(&tenant(route));
+    let gateway = Gateway::start(&open_tenant(route));
     let mut client = RawClient::connect(gateway.port());
     client.roundtrip(b"GET who\r\n", b"$1\r\na\r\n");
     client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
@@ -364,7 +363,7 @@ fn explain_prints_the_placement_the_data_path_uses() {
     let dir = std::env::temp_dir().join(format!("switchyard-explain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("routes.json");
-    std::fs::write(&file, tenant(route).to_string()).unwrap();
+    std::fs::write(&file, open_tenant(route).to_string()).unwrap();
     let exe = std::env::current_exe().unwrap();
     let output = std::process::Command::new(
         exe.parent()

@@ -7,25 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use switchyard_tests::{Gateway, SentinelGroup, wait_for};
-
-fn tenant(route: Value) -> Value {
-    json!({"tenants": [{"name": "t", "passwords": [], "route": {"type": "single", "target": route}}]})
-}
-
-fn command_calls(group: &SentinelGroup, port: u16, command: &str) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut group.client(port))
-        .unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
 
 /// Gateway clients (not the replication link) on a node whose last command was a write.
 fn gateway_writers(group: &SentinelGroup, port: u16) -> Vec<String> {
@@ -50,7 +33,7 @@ async fn follows_a_failover_spreads_replica_reads_and_never_writes_to_a_demoted_
     let old_master = group.master_port();
     let route = json!({"read": {"resources": [group.slaves_url(false)]},
                        "write": {"resources": [group.url()]}});
-    let gateway = Gateway::start(&tenant(route));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(route));
     let mut client = gateway.client(None).await;
 
     // Writes reach the master; reads spread over both replicas and never touch the master.
@@ -91,14 +74,17 @@ async fn follows_a_failover_spreads_replica_reads_and_never_writes_to_a_demoted_
     }
     let reads: Vec<u64> = replicas
         .iter()
-        .map(|&p| command_calls(&group, p, "get"))
+        .map(|&p| switchyard_tests::command_calls(&mut group.client(p), "get"))
         .collect();
     assert_eq!(reads.iter().sum::<u64>(), 100, "{reads:?}");
     assert!(
         reads.iter().all(|&r| r >= 25),
         "reads spread over the replicas: {reads:?}"
     );
-    assert_eq!(command_calls(&group, old_master, "get"), 0);
+    assert_eq!(
+        switchyard_tests::command_calls(&mut group.client(old_master), "get"),
+        0
+    );
 
     // SENTINEL FAILOVER under write load.
     let stop = Arc::new(AtomicBool::new(false));
@@ -207,7 +193,7 @@ async fn a_master_that_came_back_as_a_replica_gets_no_writes() {
         .into_iter()
         .find(|&p| p != master)
         .unwrap();
-    let gateway = Gateway::start(&tenant(json!(group.url())));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(group.url())));
     let mut client = gateway.client(None).await;
     let () = redis::cmd("SET")
         .arg("before")

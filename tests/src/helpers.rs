@@ -1,0 +1,27 @@
+//! Small helpers the end-to-end tests share.
+
+use serde_json::{Value, json};
+
+/// A routes file with one tenant `t`, reachable without a password, served by `route` (a route table).
+pub fn open_tenant(route: Value) -> Value {
+    json!({"tenants": [{"name": "t", "passwords": [], "route": route}]})
+}
+
+/// A routes file with one tenant `t`, reachable without a password, whose single target is `target`.
+pub fn open_single_tenant(target: Value) -> Value {
+    open_tenant(json!({"type": "single", "target": target}))
+}
+
+/// How many times `command` ran on the server behind `con`, from `INFO commandstats`.
+pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO commandstats");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}

@@ -27,23 +27,21 @@ ensure_packages() {
   fi
 }
 
-# Makes sure a Postgres answers on 127.0.0.1:5432 and exports DATABASE_URL for it (unless already set).
+# Makes sure a Postgres answers on 127.0.0.1:5432 and exports DATABASE_URL for it (unless already set). When none
+# answers: with a folder argument, initialises a private one there (trust auth, loopback only); without, starts
+# (installing it if needed) the machine's Debian cluster.
 ensure_postgres() {
   export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
   if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
     return 0
   fi
   ensure_commands psql:postgresql-client
-  [ -d /etc/postgresql ] && ls /etc/postgresql/*/main >/dev/null 2>&1 || ensure_packages postgresql
-  local version
-  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
-  if [ -n "$version" ]; then
-    # Trust local TCP connections, as the test suite and quickstart connect without a password.
-    local hba="/etc/postgresql/$version/main/pg_hba.conf"
-    if ! grep -q "^host all all 127.0.0.1/32 trust" "$hba"; then
-      sed -i '1i host all all 127.0.0.1/32 trust' "$hba"
-    fi
-    pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null || pg_ctlcluster "$version" main start || true
+  if [ -n "${1:-}" ]; then
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ensure_packages postgresql
+    start_private_postgres "$1" 5432
+  else
+    [ -d /etc/postgresql ] && ls /etc/postgresql/*/main >/dev/null 2>&1 || ensure_packages postgresql
+    start_debian_postgres
   fi
   local i
   for i in $(seq 1 50); do
@@ -52,4 +50,43 @@ ensure_postgres() {
   done
   echo "Postgres does not answer on 127.0.0.1:5432" >&2
   return 1
+}
+
+start_debian_postgres() {
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$version" ] || return 0
+  # Trust local TCP connections, as the test suite and quickstart connect without a password.
+  local hba="/etc/postgresql/$version/main/pg_hba.conf"
+  if ! grep -q "^host all all 127.0.0.1/32 trust" "$hba"; then
+    sed -i '1i host all all 127.0.0.1/32 trust' "$hba"
+  fi
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null || pg_ctlcluster "$version" main start || true
+}
+
+# start_private_postgres DIR PORT: a Postgres of our own in DIR (initialised on first use), on 127.0.0.1:PORT with
+# trust auth for the user postgres. Postgres refuses to run as root, so as root it runs as the postgres user.
+start_private_postgres() {
+  local dir=$1 port=$2 bin
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  local -a as_owner=()
+  if [ "$(id -u)" = 0 ]; then
+    as_owner=(runuser -u postgres --)
+    mkdir -p "$dir" && chown postgres: "$dir" && chmod 700 "$dir"
+    if ! "${as_owner[@]}" test -w "$dir"; then
+      # The checkout is somewhere the postgres user cannot enter (a home directory): use a folder it can.
+      dir=/var/tmp/switchyard-postgres
+      echo "the postgres user cannot reach $1; keeping Postgres's files in $dir instead" >&2
+      mkdir -p "$dir" && chown postgres: "$dir" && chmod 700 "$dir"
+    fi
+  else
+    mkdir -p "$dir"
+  fi
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    "${as_owner[@]}" "$bin/initdb" -D "$dir" -A trust -U postgres >"$dir.initdb.log" 2>&1
+  fi
+  "${as_owner[@]}" "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w \
+    -o "-p $port -c listen_addresses=127.0.0.1 -k /tmp" start >/dev/null
+  # For the caller's cleanup: what stops it again.
+  private_postgres_stop=("${as_owner[@]}" "$bin/pg_ctl" -D "$dir" -m fast stop)
 }

@@ -392,3 +392,50 @@ fn explain_prints_the_placement_the_data_path_uses() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_visits_every_shard_and_returns_each_key_once() {
+    let backends = start_n(4);
+    let gateway = Gateway::start(&open_tenant(sharded(
+        &backends,
+        json!({"algorithm": "ring"}),
+    )));
+    let mut con = gateway.client(None).await;
+    let mut mset = redis::cmd("MSET");
+    for i in 0..1000 {
+        mset.arg(format!("item:{i}")).arg(i);
+    }
+    mset.arg("other").arg(1);
+    let () = mset.query_async(&mut con).await.unwrap();
+    assert!(
+        backends.iter().all(|b| !keys_on(b).is_empty()),
+        "the keys spread over every shard"
+    );
+
+    let mut seen = Vec::new();
+    let mut cursor: u64 = 0;
+    let mut calls = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("item:*")
+            .arg("COUNT")
+            .arg(50)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        seen.extend(keys);
+        calls += 1;
+        assert!(calls < 1000, "SCAN never finished");
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let unique: std::collections::HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), 1000, "every item key, and only those");
+    assert_eq!(seen.len(), 1000, "each key exactly once");
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"SCAN notanumber\r\n", b"-ERR invalid cursor\r\n");
+}

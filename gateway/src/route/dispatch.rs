@@ -188,6 +188,7 @@ impl Dispatch<'_> {
             self.keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
         }
         let (shard, slot) = match self.keys.first() {
+            None if sharded && spec.name == "scan" => return self.scan(request, started),
             None => {
                 if let Some((merge, write)) = fan_out_kind(spec.name)
                     && (sharded || self.route.clustered)
@@ -234,6 +235,32 @@ impl Dispatch<'_> {
                 .reserve_parts(started, parts, combiner(vec![group], Merge::Only))
         };
         self.send_write(spec, target, request.raw(), keyspace, handles);
+        Ok(())
+    }
+
+    /// SCAN over a sharded route: one shard at a time, with the shard encoded in the cursor (see
+    /// `merge::scan_reply`), so a client's usual loop visits every shard.
+    fn scan(&mut self, request: &Request, started: Instant) -> Result<(), String> {
+        let args = request.args();
+        let shards = self.route.shards.len() as u64;
+        let Some(cursor) = args
+            .get(1)
+            .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok())
+        else {
+            return Err("ERR invalid cursor".to_string());
+        };
+        let shard = cursor % shards;
+        let mut sub: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        let backend_cursor = (cursor / shards).to_string();
+        sub[1] = backend_cursor.as_bytes();
+        let mut raw = BytesMut::new();
+        resp::command(&mut raw, &sub);
+        let transform =
+            Box::new(move |reply: Bytes| super::merge::scan_reply(&reply, shard, shards));
+        let target = &self.route.shards[shard as usize];
+        let handle = self.replies.reserve_with(started, Some(transform));
+        self.pick_read(target)
+            .send(raw.freeze(), Keyspace::Any, handle, self.affinity);
         Ok(())
     }
 

@@ -499,8 +499,8 @@ impl Session {
                 }
                 self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
             }
-            other => {
-                let name = other.replace('|', " ").to_uppercase();
+            _ => {
+                let name = spec.display_name();
                 self.local_error(
                     started,
                     &format!("ERR {name} is not supported by the gateway"),
@@ -608,7 +608,6 @@ impl Resolver for TenantResolver<'_> {
 
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run.
 fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
-    let upper = || spec.name.replace('|', " ").to_uppercase();
     if spec.has(flag::BLOCKING)
         || spec.has(flag::PUBSUB)
         || matches!(
@@ -627,7 +626,7 @@ fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
     {
         return Some(format!(
             "ERR {} is not supported by the gateway yet",
-            upper()
+            spec.display_name()
         ));
     }
     let dangerous = (spec.has(flag::ADMIN) && spec.name != "config|get")
@@ -647,7 +646,7 @@ fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
     if dangerous && !allow_admin {
         return Some(format!(
             "ERR {} is an admin command; this tenant may not run it (allow_admin)",
-            upper()
+            spec.display_name()
         ));
     }
     None

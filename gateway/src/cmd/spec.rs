@@ -463,6 +463,11 @@ impl FoundKey for (usize, u16) {
 
 impl CommandSpec {
     /// Whether every bit of `flag` (`flag::*`) is set.
+    /// The name as people write it in error messages: `CONFIG SET` for `config|set`.
+    pub fn display_name(&self) -> String {
+        self.name.replace('|', " ").to_uppercase()
+    }
+
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag == flag
     }

@@ -444,7 +444,7 @@ impl Dispatch<'_> {
         target: &ResolvedTarget,
     ) -> Result<(), String> {
         if target.write.len() > 1 && spec.has(flag::NONDETERMINISTIC) {
-            let name = spec.name.replace('|', " ").to_uppercase();
+            let name = spec.display_name();
             return Err(format!(
                 "ERR {name} is refused on a double-written route: its effect is random and the copies would diverge"
             ));

@@ -4,6 +4,7 @@
 //! The gateway binary is taken from `SWITCHYARD_GATEWAY_BIN`, or else from the cargo target directory this test
 //! runs from (`scripts/test` builds it before running the tests).
 
+pub mod compare;
 mod control_plane;
 mod helpers;
 mod ports;

@@ -10,13 +10,6 @@ pub fn is_name(reference: &str) -> bool {
     !reference.contains("://")
 }
 
-fn targets(route: &RouteTable) -> Vec<&Target> {
-    match route {
-        RouteTable::Single { target } => vec![target],
-        RouteTable::Sharded { shards, .. } => shards.iter().map(|s| &s.target).collect(),
-    }
-}
-
 fn references_mut(target: &mut Target) -> Vec<&mut String> {
     match target {
         Target::Resource(reference) => vec![reference],
@@ -30,7 +23,8 @@ fn references_mut(target: &mut Target) -> Vec<&mut String> {
 
 /// Every resource name the table refers to, sorted and without repeats.
 pub fn names(route: &RouteTable) -> Vec<String> {
-    targets(route)
+    route
+        .targets()
         .into_iter()
         .flat_map(|t| t.write_resources().iter().chain(t.read_resources()))
         .filter(|r| is_name(r))
@@ -42,11 +36,7 @@ pub fn names(route: &RouteTable) -> Vec<String> {
 
 /// Replaces every resource name by its URL; `Err` names the first reference `urls` does not know.
 pub fn inline(route: &mut RouteTable, urls: &HashMap<String, String>) -> Result<(), String> {
-    let targets: Vec<&mut Target> = match route {
-        RouteTable::Single { target } => vec![target],
-        RouteTable::Sharded { shards, .. } => shards.iter_mut().map(|s| &mut s.target).collect(),
-    };
-    for target in targets {
+    for target in route.targets_mut() {
         for reference in references_mut(target) {
             if is_name(reference) {
                 *reference = urls

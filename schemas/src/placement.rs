@@ -9,7 +9,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use consistent_hash_ring::{Ring, RingBuilder};
 
 use crate::validate::parse_bucket_range;
-use crate::{HashSpec, Shard};
+use crate::{HashSpec, RouteTable, Shard, Target};
 
 /// Virtual nodes per unit of shard weight on the ring.
 pub const VNODES_PER_WEIGHT: usize = 160;
@@ -134,6 +134,40 @@ impl Placement {
                     .get(bucket as usize)
                     .map_or(0, |&owner| owner as usize)
             }
+        }
+    }
+}
+
+/// A route table with its placement built once: which target serves a key. A double-write table is placed by
+/// its primary (where reads go).
+pub struct TablePlacement<'a> {
+    route: &'a RouteTable,
+    placement: Option<Placement>,
+}
+
+impl<'a> TablePlacement<'a> {
+    pub fn new(route: &'a RouteTable) -> TablePlacement<'a> {
+        match route {
+            RouteTable::DoubleWrite { primary, .. } => TablePlacement::new(primary),
+            RouteTable::Single { .. } => TablePlacement {
+                route,
+                placement: None,
+            },
+            RouteTable::Sharded { hash, shards } => TablePlacement {
+                route,
+                placement: Some(Placement::new(hash, shards)),
+            },
+        }
+    }
+
+    /// The shard (none for a single table) and the target that serve `key`; `None` when there are no shards.
+    pub fn target_of(&self, key: &[u8]) -> Option<(Option<&'a str>, &'a Target)> {
+        match (self.route, &self.placement) {
+            (RouteTable::Sharded { shards, .. }, Some(placement)) => shards
+                .get(placement.shard_of(key))
+                .map(|shard| (Some(shard.name.as_str()), &shard.target)),
+            (RouteTable::Single { target }, _) => Some((None, target)),
+            _ => None,
         }
     }
 }

@@ -15,6 +15,58 @@ pub enum RouteTable {
         hash: HashSpec,
         shards: Vec<Shard>,
     },
+    /// Two tables written together while a tenant moves between deployments (the migration workflow): each
+    /// write goes to the key's place in `primary` first, then to its place in `secondary` (placed by the
+    /// secondary's own sharding), as a double-written target would; reads are served by `primary` only.
+    DoubleWrite {
+        primary: Box<RouteTable>,
+        secondary: Box<RouteTable>,
+        /// When a write is answered; the write sets' own `ack` inside the two tables is not used.
+        #[serde(default)]
+        ack: AckMode,
+    },
+}
+
+impl RouteTable {
+    /// The tables that place keys: this one, or the primary and the secondary of a double-write table.
+    pub fn parts(&self) -> Vec<&RouteTable> {
+        match self {
+            RouteTable::DoubleWrite {
+                primary, secondary, ..
+            } => vec![primary, secondary],
+            _ => vec![self],
+        }
+    }
+
+    /// Every target of the table, the secondary's included.
+    pub fn targets(&self) -> Vec<&Target> {
+        match self {
+            RouteTable::Single { target } => vec![target],
+            RouteTable::Sharded { shards, .. } => shards.iter().map(|s| &s.target).collect(),
+            RouteTable::DoubleWrite {
+                primary, secondary, ..
+            } => [primary, secondary]
+                .into_iter()
+                .flat_map(|t| t.targets())
+                .collect(),
+        }
+    }
+
+    /// Every target of the table, mutably (to inline resource names).
+    pub fn targets_mut(&mut self) -> Vec<&mut Target> {
+        match self {
+            RouteTable::Single { target } => vec![target],
+            RouteTable::Sharded { shards, .. } => {
+                shards.iter_mut().map(|s| &mut s.target).collect()
+            }
+            RouteTable::DoubleWrite {
+                primary, secondary, ..
+            } => [primary, secondary]
+                .into_iter()
+                .flat_map(|t| t.targets_mut())
+                .collect(),
+        }
+    }
 }
 
 /// How a sharded table maps a key to a shard.

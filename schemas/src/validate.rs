@@ -104,6 +104,19 @@ impl Checker<'_> {
         let (hash, shards) = match route {
             RouteTable::Single { target } => return self.target(&format!("{path}/target"), target),
             RouteTable::Sharded { hash, shards } => (hash, shards),
+            RouteTable::DoubleWrite {
+                primary, secondary, ..
+            } => {
+                for (name, table) in [("primary", primary), ("secondary", secondary)] {
+                    let inner = format!("{path}/{name}");
+                    if matches!(**table, RouteTable::DoubleWrite { .. }) {
+                        self.fail(&inner, "a double_write table cannot contain another");
+                    } else {
+                        self.route(&inner, table);
+                    }
+                }
+                return;
+            }
         };
         if shards.is_empty() {
             self.fail(&format!("{path}/shards"), "at least one shard is required");

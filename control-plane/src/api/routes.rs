@@ -14,7 +14,7 @@ use switchyard_schemas::api::{
     RouteChange, RouteExplanation, RoutePut, RouteRollback, RouteVersion, RouteVersionPage,
     RouteVersionSummary,
 };
-use switchyard_schemas::placement::Placement;
+use switchyard_schemas::placement::TablePlacement;
 
 use crate::app::AppState;
 use crate::auth::{Access, Actor};
@@ -143,16 +143,10 @@ async fn explain(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
         .into();
-    let (shard, target) = match &current.route {
-        RouteTable::Single { target } => (None, target),
-        RouteTable::Sharded { hash, shards } => {
-            let index = Placement::new(hash, shards).shard_of(key.as_bytes());
-            let shard = shards
-                .get(index)
-                .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no shards")))?;
-            (Some(shard.name.clone()), &shard.target)
-        }
-    };
+    let (shard, target) = TablePlacement::new(&current.route)
+        .target_of(key.as_bytes())
+        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no shards")))?;
+    let shard = shard.map(str::to_string);
     let shown = |resources: &[String]| resources.iter().map(|r| crate::redact::url(r)).collect();
     Ok(Json(RouteExplanation {
         key,

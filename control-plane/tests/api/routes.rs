@@ -257,7 +257,7 @@ async fn explain_places_keys_like_the_gateways(pool: PgPool) {
         switchyard_schemas::RouteTable::Sharded { hash, shards } => {
             switchyard_schemas::placement::Placement::new(&hash, &shards)
         }
-        switchyard_schemas::RouteTable::Single { .. } => unreachable!(),
+        _ => unreachable!(),
     };
     for key in ["foo", "bar", "{user1}.x", "user1"] {
         let answer = api

@@ -242,7 +242,8 @@ impl Dispatch<'_> {
     /// `merge::scan_reply`), so a client's usual loop visits every shard.
     fn scan(&mut self, request: &Request, started: Instant) -> Result<(), String> {
         let args = request.args();
-        let shards = self.route.shards.len() as u64;
+        let visited = self.plan.fan_out(false);
+        let shards = visited.len() as u64;
         let Some(cursor) = args
             .get(1)
             .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok())
@@ -257,7 +258,7 @@ impl Dispatch<'_> {
         resp::command(&mut raw, &sub);
         let transform =
             Box::new(move |reply: Bytes| super::merge::scan_reply(&reply, shard, shards));
-        let target = &self.route.shards[shard as usize];
+        let target = &self.route.shards[visited[shard as usize]];
         let handle = self.replies.reserve_with(started, Some(transform));
         self.pick_read(target)
             .send(raw.freeze(), Keyspace::Any, handle, self.affinity);
@@ -341,7 +342,10 @@ impl Dispatch<'_> {
         merge: Merge,
         started: Instant,
     ) -> Result<(), String> {
-        let parts = (0..self.route.shards.len())
+        let parts = self
+            .plan
+            .fan_out(write)
+            .into_iter()
             .map(|shard| Part {
                 shard,
                 slot: None,

@@ -10,6 +10,10 @@ use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec
 pub struct RoutePlan {
     /// `None` for a single target (no hashing at all).
     pub placement: Option<Placement>,
+    /// A double-write table's secondary placement and shard count. Its shards are then every (primary shard,
+    /// secondary shard) pair, `primary × count + secondary`, each a target that writes the primary's write set
+    /// and then the secondary's: the data path double-writes exactly as it does for one target.
+    paired: Option<(Option<Placement>, usize)>,
     pub shards: Vec<TargetPlan>,
     /// Shard names, for `explain` and errors.
     pub shard_names: Vec<String>,
@@ -24,6 +28,7 @@ pub struct TargetPlan {
 }
 
 /// One resource: its display form (the URL without credentials) and what to connect to.
+#[derive(Clone)]
 pub struct ResourcePlan {
     pub name: String,
     pub spec: Result<ResourceSpec, String>,
@@ -36,6 +41,7 @@ impl RoutePlan {
             RouteTable::Single { target } => RoutePlan {
                 placement: None,
                 shards: vec![TargetPlan::new(target, resolve)],
+                paired: None,
                 shard_names: vec!["single".to_string()],
             },
             RouteTable::Sharded { hash, shards } => RoutePlan {
@@ -44,14 +50,65 @@ impl RoutePlan {
                     .iter()
                     .map(|s| TargetPlan::new(&s.target, resolve))
                     .collect(),
+                paired: None,
                 shard_names: shards.iter().map(|s| s.name.clone()).collect(),
             },
+            RouteTable::DoubleWrite {
+                primary,
+                secondary,
+                ack,
+            } => {
+                let (primary, secondary) = (
+                    RoutePlan::new(primary, resolve),
+                    RoutePlan::new(secondary, resolve),
+                );
+                let mut shards = Vec::new();
+                let mut shard_names = Vec::new();
+                for (p, p_name) in primary.shards.iter().zip(&primary.shard_names) {
+                    for (s, s_name) in secondary.shards.iter().zip(&secondary.shard_names) {
+                        shards.push(TargetPlan {
+                            read: p.read.clone(),
+                            read_policy: p.read_policy,
+                            write: p.write.iter().chain(&s.write).cloned().collect(),
+                            ack: *ack,
+                        });
+                        shard_names.push(format!("{p_name}+{s_name}"));
+                    }
+                }
+                RoutePlan {
+                    placement: primary.placement,
+                    paired: Some((secondary.placement, secondary.shards.len())),
+                    shards,
+                    shard_names,
+                }
+            }
         }
     }
 
     /// The shard that owns `key`.
     pub fn shard_of(&self, key: &[u8]) -> usize {
-        self.placement.as_ref().map_or(0, |p| p.shard_of(key))
+        let primary = self.placement.as_ref().map_or(0, |p| p.shard_of(key));
+        match &self.paired {
+            None => primary,
+            Some((placement, count)) => {
+                primary * count + placement.as_ref().map_or(0, |p| p.shard_of(key))
+            }
+        }
+    }
+
+    /// The shards a keyless command visits, each primary shard once (for reads: DBSIZE, KEYS, SCAN) or, for
+    /// writes (FLUSHDB), every primary and every secondary shard at least once.
+    pub fn fan_out(&self, write: bool) -> Vec<usize> {
+        let Some((_, count)) = self.paired else {
+            return (0..self.shards.len()).collect();
+        };
+        let primaries = self.shards.len() / count.max(1);
+        if !write {
+            return (0..primaries).map(|p| p * count).collect();
+        }
+        (0..primaries.max(count))
+            .map(|k| (k % primaries) * count + k % count)
+            .collect()
     }
 
     /// Where `key` goes, for people: shard, read resources (with policy), write resources (with ack mode).
@@ -187,4 +244,46 @@ fn serde_name(value: &impl serde::Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(json: &str) -> RouteTable {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// A double-write table places each key by both tables' own sharding, and its pair writes the primary's
+    /// resource first, then the secondary's.
+    #[test]
+    fn double_write_pairs_both_placements() {
+        let three = r#"{"type":"sharded","shards":[{"name":"a","target":"redis://127.0.0.1:1"},
+            {"name":"b","target":"redis://127.0.0.1:2"},{"name":"c","target":"redis://127.0.0.1:3"}]}"#;
+        let old = r#"{"type":"single","target":"redis://127.0.0.1:9"}"#;
+        let route = table(&format!(
+            r#"{{"type":"double_write","primary":{old},"secondary":{three},"ack":"all"}}"#
+        ));
+        let identity = |r: &str| r.to_string();
+        let plan = RoutePlan::new(&route, &identity);
+        let secondary = RoutePlan::new(&table(three), &identity);
+        assert_eq!(plan.shards.len(), 3);
+        for key in ["a", "b", "user:1", "{x}y", "zzz"] {
+            let pair = &plan.shards[plan.shard_of(key.as_bytes())];
+            let placed = &secondary.shards[secondary.shard_of(key.as_bytes())];
+            let names: Vec<&str> = pair.write.iter().map(|r| r.name.as_str()).collect();
+            assert_eq!(names, ["127.0.0.1:9/0", placed.write[0].name.as_str()]);
+            assert_eq!(pair.read[0].name, "127.0.0.1:9/0");
+            assert_eq!(pair.ack, AckMode::All);
+        }
+        // Reads visit the one primary shard once; writes reach every secondary shard.
+        assert_eq!(plan.fan_out(false), [0]);
+        assert_eq!(plan.fan_out(true), [0, 1, 2]);
+        let swapped = table(&format!(
+            r#"{{"type":"double_write","primary":{three},"secondary":{old}}}"#
+        ));
+        let swapped = RoutePlan::new(&swapped, &identity);
+        assert_eq!(swapped.fan_out(false), [0, 1, 2]);
+        assert_eq!(swapped.fan_out(true), [0, 1, 2]);
+    }
 }

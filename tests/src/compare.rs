@@ -119,14 +119,14 @@ impl Comparison {
         &self.backends
     }
 
-    /// Both replies to `args`: (reference, gateway).
-    pub fn both(&mut self, args: &[&str]) -> (Vec<u8>, Vec<u8>) {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    /// Both replies to `args` (strings or bytes): (reference, gateway).
+    pub fn both<A: AsRef<[u8]> + fmt::Debug>(&mut self, args: &[A]) -> (Vec<u8>, Vec<u8>) {
+        let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
         (self.reference.request(&args), self.gateway.request(&args))
     }
 
     /// Asserts that the gateway answers `args` exactly as Redis does; returns the reply.
-    pub fn same(&mut self, args: &[&str]) -> Vec<u8> {
+    pub fn same<A: AsRef<[u8]> + fmt::Debug>(&mut self, args: &[A]) -> Vec<u8> {
         let (reference, gateway) = self.both(args);
         assert_eq!(
             show(&gateway),

@@ -153,6 +153,8 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
     match name {
         "dbsize" => Some((Merge::Sum, false)),
         "keys" => Some((Merge::Concat, false)),
+        // Where SCRIPT LOAD went: every write resource.
+        "script|exists" => Some((Merge::AllOf, true)),
         "flushall" | "flushdb" | "script|flush" | "script|load" | "function|flush"
         | "function|load" | "function|delete" | "function|restore" | "config|set"
         | "config|resetstat" => Some((Merge::First, true)),

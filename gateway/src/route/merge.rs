@@ -31,6 +31,9 @@ pub enum Merge {
     First,
     /// KEYS: every shard's elements, one array.
     Concat,
+    /// SCRIPT EXISTS: arrays of 0/1, element by element; 1 only where every backend said 1 (a script is usable
+    /// only if EVALSHA finds it wherever a key may land).
+    AllOf,
 }
 
 /// One group per part, each a single reply (shards without double-writes, the masters of a cluster fan-out).
@@ -88,6 +91,27 @@ fn merge_replies(replies: Vec<Bytes>, merge: &Merge) -> Option<Bytes> {
             resp::array_header(&mut out, arrays.iter().map(Vec::len).sum());
             for element in arrays.iter().flatten() {
                 out.extend_from_slice(element);
+            }
+        }
+        Merge::AllOf => {
+            let mut all: Option<Vec<i64>> = None;
+            for reply in &replies {
+                let flags = array_elements(reply)?
+                    .iter()
+                    .map(|e| integer(e))
+                    .collect::<Option<Vec<i64>>>()?;
+                all = Some(match all {
+                    None => flags,
+                    Some(all) if all.len() == flags.len() => {
+                        all.iter().zip(&flags).map(|(a, b)| (*a).min(*b)).collect()
+                    }
+                    Some(_) => return None,
+                });
+            }
+            let all = all?;
+            resp::array_header(&mut out, all.len());
+            for flag in all {
+                resp::integer(&mut out, flag);
             }
         }
         Merge::Mget { positions } => {
@@ -220,6 +244,14 @@ mod tests {
                 &[b"*1\r\n$1\r\na\r\n", b"*2\r\n$1\r\nb\r\n$1\r\nc\r\n"]
             )[..],
             b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+        );
+        assert_eq!(
+            &combine(
+                one_each(2),
+                Merge::AllOf,
+                &[b"*3\r\n:1\r\n:1\r\n:0\r\n", b"*3\r\n:0\r\n:1\r\n:0\r\n"]
+            )[..],
+            b"*3\r\n:0\r\n:1\r\n:0\r\n"
         );
         assert_eq!(
             &combine(one_each(2), Merge::Sum, &[b":1\r\n", b"+what\r\n"])[..],

@@ -1,0 +1,165 @@
+//! Scripts and functions through the gateway, compared with a plain redis-server (see
+//! `switchyard_tests::compare`): EVAL/EVALSHA/FCALL routed by their declared keys, SCRIPT LOAD and FUNCTION LOAD
+//! sent to every shard and every cluster master so that EVALSHA and FCALL work wherever a key lands, SCRIPT
+//! EXISTS true only where the script exists everywhere, and CROSSSLOT for keys that would need two backends.
+
+use switchyard_tests::compare::{Backends, Comparison, Topology, each_topology};
+
+const SCRIPT: &str = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])";
+/// SHA1 of `SCRIPT`, as Redis prints it.
+const SHA: &str = "18d788194860a281b19910d462b1e96dabf3c984";
+const LIBRARY: &str = "#!lua name=lib\nredis.register_function('put', function(keys, args) \
+    redis.call('SET', keys[1], args[1]) return args[1] end)\n\
+    redis.register_function{function_name='peek', callback=function(keys) return redis.call('GET', keys[1]) end, \
+    flags={'no-writes'}}";
+const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+const WHY_CROSSSLOT: &str =
+    "docs/commands.md#scripts-and-functions: a script's keys must live on one shard or slot";
+
+/// Every node that holds data behind the gateway (shards, or cluster masters), as raw clients.
+fn data_nodes(c: &Comparison) -> Vec<switchyard_tests::RawClient> {
+    let ports: Vec<u16> = match c.backends() {
+        Backends::Servers(servers) => servers.iter().map(|s| s.port()).collect(),
+        Backends::Cluster(cluster) => cluster.masters().iter().map(|m| m.port).collect(),
+    };
+    ports
+        .into_iter()
+        .map(switchyard_tests::RawClient::connect)
+        .collect()
+}
+
+#[test]
+fn script_load_then_evalsha_works_on_keys_of_every_shard() {
+    each_topology(|c| {
+        c.all_same(&[
+            &["EVALSHA", SHA, "1", "k"],
+            &[
+                "SCRIPT",
+                "EXISTS",
+                SHA,
+                "0000000000000000000000000000000000000000",
+            ],
+            &["SCRIPT", "LOAD", SCRIPT],
+            &[
+                "SCRIPT",
+                "EXISTS",
+                SHA,
+                "0000000000000000000000000000000000000000",
+            ],
+        ]);
+        let keys: Vec<String> = (0..60).map(|i| format!("script:{i}")).collect();
+        for key in &keys {
+            c.same(&["EVALSHA", SHA, "1", key, key]);
+            c.same(&["EVALSHA_RO", SHA, "1", key, key]);
+            c.same(&["EVAL", SCRIPT, "1", key, "again"]);
+            c.same(&["EVAL_RO", "return redis.call('GET', KEYS[1])", "1", key]);
+        }
+        // The keys really are spread: every data node got some of them, and each node runs the script itself.
+        for mut node in data_nodes(c) {
+            let size = node.request(&[b"DBSIZE"]);
+            assert_ne!(size, b":0\r\n", "[{}] a node got no key", c.topology());
+            let exists = node.request(&[b"SCRIPT", b"EXISTS", SHA.as_bytes()]);
+            assert_eq!(
+                exists,
+                b"*1\r\n:1\r\n",
+                "[{}] the script is on every node",
+                c.topology()
+            );
+        }
+        c.all_same(&[
+            &["EVAL", "return {KEYS[1], ARGV[1]}", "1", "{t}a", "x"],
+            &[
+                "EVAL",
+                "return redis.call('MGET', KEYS[1], KEYS[2])",
+                "2",
+                "{t}a",
+                "{t}b",
+            ],
+            &["EVAL", "return 1", "0"],
+            &["EVAL", "return ARGV[1]", "0", "only-args"],
+            &["EVAL", "return 1", "5", "a"],
+            &["EVAL", "return 1", "-1"],
+            &["EVAL", "syntax error here", "0"],
+            &["EVAL", "return redis.call('NOSUCH')", "0"],
+            &["EVALSHA", "nothex", "0"],
+            &["SCRIPT", "FLUSH"],
+            &["SCRIPT", "EXISTS", SHA],
+            &["EVALSHA", SHA, "1", "k", "v"],
+        ]);
+        let many: Vec<String> = (0..20).map(|i| format!("spread:{i}")).collect();
+        let mut eval = vec!["EVAL", "return 1", "20"];
+        eval.extend(many.iter().map(String::as_str));
+        if c.topology() == Topology::Single {
+            c.same(&eval);
+        } else {
+            c.differs(&eval, CROSSSLOT, WHY_CROSSSLOT);
+        }
+    });
+}
+
+#[test]
+fn functions_are_loaded_everywhere_and_called_by_key() {
+    each_topology(|c| {
+        c.all_same(&[
+            &["FCALL", "put", "1", "f:a", "1"],
+            &["FUNCTION", "LOAD", LIBRARY],
+            &["FUNCTION", "LOAD", LIBRARY],
+            &["FUNCTION", "LOAD", "REPLACE", LIBRARY],
+        ]);
+        for i in 0..40 {
+            let key = format!("f:{i}");
+            c.same(&["FCALL", "put", "1", &key, &i.to_string()]);
+            c.same(&["FCALL_RO", "peek", "1", &key]);
+        }
+        c.all_same(&[
+            &["FCALL_RO", "put", "1", "f:1", "x"],
+            &["FCALL", "nosuch", "0"],
+            &["FUNCTION", "DELETE", "lib"],
+            &["FUNCTION", "DELETE", "lib"],
+            &["FCALL_RO", "peek", "1", "f:1"],
+            &["FUNCTION", "LOAD", LIBRARY],
+            &["FUNCTION", "FLUSH"],
+            &["FUNCTION", "LIST"],
+        ]);
+        // DUMP from one node, RESTORE everywhere.
+        c.same(&["FUNCTION", "LOAD", LIBRARY]);
+        let (_, dump) = c.both(&["FUNCTION", "DUMP"]);
+        let body = dump
+            .splitn(2, |&b| b == b'\n')
+            .nth(1)
+            .and_then(|rest| rest.strip_suffix(b"\r\n"))
+            .expect("a bulk FUNCTION DUMP reply")
+            .to_vec();
+        c.same(&["FUNCTION", "FLUSH"]);
+        c.same(&[&b"FUNCTION"[..], b"RESTORE", &body]);
+        for i in 0..20 {
+            c.same(&["FCALL_RO", "peek", "1", &format!("f:{i}")]);
+        }
+    });
+}
+
+#[test]
+fn script_exists_is_true_only_when_every_node_has_the_script() {
+    for topology in [Topology::Sharded, Topology::Cluster] {
+        let c = Comparison::start(topology);
+        // Loaded behind the gateway's back on every node but one: whichever it is, the script does not exist.
+        let mut nodes = data_nodes(&c);
+        let mut client = switchyard_tests::RawClient::connect(c.gateway().port());
+        for missing in 0..nodes.len() {
+            assert_eq!(client.request(&[b"SCRIPT", b"FLUSH"]), b"+OK\r\n");
+            for (i, node) in nodes.iter_mut().enumerate().filter(|(i, _)| *i != missing) {
+                let loaded = node.request(&[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()]);
+                assert_eq!(loaded, format!("$40\r\n{SHA}\r\n").as_bytes(), "node {i}");
+            }
+            let exists = client.request(&[b"SCRIPT", b"EXISTS", SHA.as_bytes()]);
+            assert_eq!(
+                exists, b"*1\r\n:0\r\n",
+                "[{topology}] missing on node {missing}"
+            );
+        }
+        let loaded = client.request(&[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()]);
+        assert_eq!(loaded, format!("$40\r\n{SHA}\r\n").as_bytes());
+        let exists = client.request(&[b"SCRIPT", b"EXISTS", SHA.as_bytes(), b"ff"]);
+        assert_eq!(exists, b"*2\r\n:1\r\n:0\r\n", "[{topology}]");
+    }
+}

@@ -14,6 +14,7 @@ pub mod resp;
 pub mod route;
 pub mod server;
 mod session;
+pub mod signal;
 
 pub use route::sync::ControlPlaneConfig;
 pub use server::{Config, RouteSource, explain, run};

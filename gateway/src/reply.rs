@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::Notify;
+
+use crate::signal::LocalSignal;
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
 /// itself, such as INFO). Boxed, but only those commands pay for it.
@@ -30,7 +31,7 @@ pub type Combine = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 pub struct ReplyQueue {
     inner: RefCell<Slots>,
     /// Wakes the client task when the oldest slot becomes ready.
-    ready: Notify,
+    ready: LocalSignal,
 }
 
 #[derive(Default)]
@@ -244,7 +245,7 @@ impl ReplyQueue {
         if let Some((reply, started)) = finished {
             *slot = Slot::Ready { reply, started };
             if index == 0 {
-                self.ready.notify_one();
+                self.ready.notify();
             }
         }
     }

@@ -11,6 +11,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::backend::{ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
@@ -111,6 +112,12 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
 }
 
+/// Waits for the next change on `receiver` (or for its sender to go), and hands the receiver back.
+async fn changed<T>(mut receiver: watch::Receiver<T>) -> watch::Receiver<T> {
+    let _ = receiver.changed().await;
+    receiver
+}
+
 impl Session {
     async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
@@ -123,8 +130,10 @@ impl Session {
         });
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
-        let mut shutdown = self.worker.shutdown.clone();
-        let mut changes = gateway.subscribe();
+        // Both waits live as long as the session: made anew per request, they would register and unregister
+        // with their channel each time, under its lock.
+        let mut shutdown = std::pin::pin!(changed(self.worker.shutdown.clone()));
+        let mut changes = std::pin::pin!(changed(gateway.subscribe()));
         loop {
             let reading = !self.closing && self.replies.len() < MAX_PENDING;
             let wanted = decoder.bytes_wanted(input.len());
@@ -164,11 +173,14 @@ impl Session {
                         }
                     }
                 }
-                _ = shutdown.changed(), if !self.closing => {
+                _ = &mut shutdown, if !self.closing => {
                     self.closing = true;
                 }
                 // A revoked credential or a removed tenant closes idle connections too, not only busy ones.
-                _ = changes.changed(), if !self.closing => self.refresh_tenant(),
+                receiver = &mut changes, if !self.closing => {
+                    changes.set(changed(receiver));
+                    self.refresh_tenant();
+                }
             }
             let latency = self
                 .tenant

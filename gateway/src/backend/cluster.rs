@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use switchyard_schemas::ReplicaMode;
-use tokio::sync::Notify;
 
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
 use crate::reply::{Redirect, Redirector, ReplyHandle};
 use crate::resp;
+use crate::signal::LocalSignal;
 
 /// Redis Cluster's number of hash slots.
 pub const SLOTS: usize = 16384;
@@ -99,7 +99,7 @@ struct Shard {
 }
 
 struct RefreshSignal {
-    wake: Notify,
+    wake: LocalSignal,
     closed: Cell<bool>,
 }
 
@@ -118,7 +118,7 @@ impl ClusterBackend {
         let seed_addr = spec.seeds.first().cloned().unwrap_or_default();
         let seed = pool.get(&spec.node(&seed_addr, NodeRole::Any));
         let refresh = Rc::new(RefreshSignal {
-            wake: Notify::new(),
+            wake: LocalSignal::default(),
             closed: Cell::new(false),
         });
         let cluster = Rc::new_cyclic(|me| ClusterBackend {
@@ -266,7 +266,7 @@ impl ClusterBackend {
     }
 
     fn schedule_refresh(&self) {
-        self.refresh.wake.notify_one();
+        self.refresh.wake.notify();
     }
 
     /// Where to ask for the slot map: the seeds, then every node the current map knows.
@@ -341,7 +341,7 @@ impl ClusterBackend {
 impl Drop for ClusterBackend {
     fn drop(&mut self) {
         self.refresh.closed.set(true);
-        self.refresh.wake.notify_one();
+        self.refresh.wake.notify();
     }
 }
 

@@ -15,12 +15,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, ReplyScanner};
+use crate::signal::LocalSignal;
 
 /// How to reach and set up one backend node.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -88,7 +88,7 @@ struct Shared {
     node: NodeSpec,
     settings: ConnectionSettings,
     queue: RefCell<VecDeque<Pending>>,
-    wake: Notify,
+    wake: LocalSignal,
     status: Cell<Status>,
     /// Why the node is down, for the error replies sent while it is.
     down_reason: RefCell<String>,
@@ -113,7 +113,7 @@ impl BackendConnection {
             node,
             settings,
             queue: RefCell::new(VecDeque::new()),
-            wake: Notify::new(),
+            wake: LocalSignal::default(),
             status: Cell::new(Status::Connecting),
             down_reason: RefCell::new(String::new()),
             closed: Cell::new(false),
@@ -141,14 +141,14 @@ impl BackendConnection {
             .queue
             .borrow_mut()
             .push_back(Pending { raw, reply });
-        self.shared.wake.notify_one();
+        self.shared.wake.notify();
     }
 }
 
 impl Drop for BackendConnection {
     fn drop(&mut self) {
         self.shared.closed.set(true);
-        self.shared.wake.notify_one();
+        self.shared.wake.notify();
     }
 }
 
@@ -366,10 +366,14 @@ async fn pipeline(
         if shared.closed.get() && in_flight.is_empty() && shared.queue.borrow().is_empty() {
             return Ok(());
         }
-        let oldest = in_flight.front().map_or(far_future, |r| r.deadline);
-        if oldest != timer_deadline {
-            timer.as_mut().reset(oldest);
-            timer_deadline = oldest;
+        // The timer is armed for the oldest request when the connection has none armed, and otherwise left
+        // alone until it fires: resetting it per batch costs a trip through the timer wheel. Deadlines only grow
+        // along the queue, so an armed timer never fires later than the oldest request's deadline.
+        if timer_deadline == far_future
+            && let Some(oldest) = in_flight.front()
+        {
+            timer.as_mut().reset(oldest.deadline);
+            timer_deadline = oldest.deadline;
         }
         if read_buf.capacity() - read_buf.len() < 4096 {
             read_buf.reserve(read_buf.len().max(16 * 1024));
@@ -397,7 +401,16 @@ async fn pipeline(
             }
             () = shared.wake.notified() => {}
             () = &mut timer => {
-                return Err(format!("timed out after {} ms", timeout.as_millis()));
+                match in_flight.front() {
+                    Some(oldest) if oldest.deadline <= timer_deadline => {
+                        return Err(format!("timed out after {} ms", timeout.as_millis()));
+                    }
+                    // The request the timer was armed for has its reply; re-arm for the oldest one left.
+                    oldest => {
+                        timer_deadline = oldest.map_or(far_future, |r| r.deadline);
+                        timer.as_mut().reset(timer_deadline);
+                    }
+                }
             }
         }
     }

@@ -23,12 +23,12 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use switchyard_schemas::ReplicaMode;
-use tokio::sync::Notify;
 
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, NodeRole, NodeSpec};
 use crate::reply::ReplyHandle;
 use crate::resp;
+use crate::signal::LocalSignal;
 
 /// How often the master (and replica list) is re-read while the master is healthy, and while it is not.
 const LOOKUP_PERIOD: Duration = Duration::from_secs(5);
@@ -109,7 +109,7 @@ enum Master {
 }
 
 struct WatchSignal {
-    wake: Notify,
+    wake: LocalSignal,
     closed: Cell<bool>,
 }
 
@@ -117,7 +117,7 @@ impl SentinelBackend {
     /// Opens the resource and starts its watcher on the current worker.
     pub(super) fn open(spec: SentinelSpec, pool: &Rc<BackendPool>) -> Rc<SentinelBackend> {
         let signal = Rc::new(WatchSignal {
-            wake: Notify::new(),
+            wake: LocalSignal::default(),
             closed: Cell::new(false),
         });
         let backend = Rc::new(SentinelBackend {
@@ -143,7 +143,7 @@ impl SentinelBackend {
     /// Starts looking up replicas (for a `-slaves` resource of this set).
     pub(super) fn want_replicas(&self) {
         if !self.replicas_wanted.replace(true) {
-            self.signal.wake.notify_one();
+            self.signal.wake.notify();
         }
     }
 
@@ -260,7 +260,7 @@ impl SentinelBackend {
 impl Drop for SentinelBackend {
     fn drop(&mut self) {
         self.signal.closed.set(true);
-        self.signal.wake.notify_one();
+        self.signal.wake.notify();
     }
 }
 

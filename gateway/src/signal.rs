@@ -1,0 +1,75 @@
+//! A wake-up signal between tasks of one worker thread.
+//!
+//! `tokio::sync::Notify` is built for threads: every wait registers in a mutex-guarded list, and every wake takes
+//! the lock. The gateway's hot paths (a backend reply waking its client's task, a request waking its backend
+//! connection's task) stay on one thread, so a flag and one stored waker do the same job without atomics beyond
+//! the waker's own reference count.
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::task::{Poll, Waker};
+
+/// One task waits, any code on the same thread signals. Like `Notify::notify_one`, a signal sent while nobody
+/// waits is kept (one, not counted) and ends the next wait at once.
+#[derive(Default)]
+pub struct LocalSignal {
+    signalled: Cell<bool>,
+    waiter: Cell<Option<Waker>>,
+}
+
+impl LocalSignal {
+    /// Wakes the waiting task, or lets its next wait end at once.
+    pub fn notify(&self) {
+        self.signalled.set(true);
+        if let Some(waker) = self.waiter.take() {
+            waker.wake();
+        }
+    }
+
+    /// Waits for a signal sent since the last wait ended. Dropping the wait early is fine: at worst the task is
+    /// woken once for nothing.
+    pub async fn notified(&self) {
+        poll_fn(|cx| {
+            if self.signalled.replace(false) {
+                return Poll::Ready(());
+            }
+            let waker = match self.waiter.take() {
+                Some(waker) if waker.will_wake(cx.waker()) => waker,
+                _ => cx.waker().clone(),
+            };
+            self.waiter.set(Some(waker));
+            Poll::Pending
+        })
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_signal_wakes_the_waiter_and_one_sent_early_is_kept() {
+        let signal = Rc::new(LocalSignal::default());
+        signal.notify();
+        signal.notify();
+        signal.notified().await; // kept: ends at once
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let waiter = tokio::task::spawn_local({
+                    let signal = Rc::clone(&signal);
+                    async move { signal.notified().await }
+                });
+                tokio::task::yield_now().await;
+                assert!(!waiter.is_finished(), "the second notify was not counted");
+                signal.notify();
+                tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+                    .await
+                    .expect("woken")
+                    .expect("no panic");
+            })
+            .await;
+    }
+}

@@ -77,6 +77,14 @@ struct Args {
     /// Most client connections at once.
     #[arg(long, env = "SWITCHYARD_MAX_CLIENTS", default_value_t = 10_000)]
     max_clients: usize,
+    /// Most dedicated backend connections (blocking commands, transactions, subscriptions) one tenant's clients
+    /// may hold at once.
+    #[arg(
+        long,
+        env = "SWITCHYARD_MAX_DEDICATED_CONNECTIONS",
+        default_value_t = 2048
+    )]
+    max_dedicated_connections: usize,
     /// On SIGTERM, how long clients get to finish their commands in flight, in milliseconds.
     #[arg(long, env = "SWITCHYARD_SHUTDOWN_GRACE_MS", default_value_t = 5000)]
     shutdown_grace_ms: u64,
@@ -134,6 +142,7 @@ fn main() -> anyhow::Result<()> {
         connect_timeout: Duration::from_millis(args.connect_timeout_ms),
         command_timeout: Duration::from_millis(args.command_timeout_ms),
         max_clients: args.max_clients,
+        max_dedicated_connections: args.max_dedicated_connections,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         limits: Limits {
             max_bulk_len: args.max_bulk_len,

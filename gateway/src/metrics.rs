@@ -161,6 +161,13 @@ impl Metrics {
             "gauge",
             per_tenant(&|m| m.connections.load(Ordering::Relaxed)),
         );
+        family(
+            &mut out,
+            "switchyard_tenant_dedicated_connections",
+            "Dedicated backend connections (blocking commands, transactions, subscriptions) by tenant.",
+            "gauge",
+            per_tenant(&|m| m.dedicated.load(Ordering::Relaxed)),
+        );
         out.push_str("# HELP switchyard_command_duration_seconds Time from reading a command to its reply being ready.\n# TYPE switchyard_command_duration_seconds histogram\n");
         for tenant in tenants {
             tenant.metrics.latency.render(&mut out, &tenant.name);
@@ -201,6 +208,9 @@ pub struct TenantCounters {
     double_write_failures: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
     pub rate: RateLimiter,
     pub rate_limited: AtomicU64,
+    /// Dedicated backend connections held by the tenant's clients (blocking commands, transactions,
+    /// subscriptions), on every worker.
+    pub dedicated: AtomicI64,
 }
 
 impl TenantCounters {

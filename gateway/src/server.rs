@@ -41,6 +41,9 @@ pub struct Config {
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
     pub max_clients: usize,
+    /// Most dedicated backend connections (blocking commands, transactions, subscriptions) one tenant's clients
+    /// may hold at once, per gateway.
+    pub max_dedicated_connections: usize,
     pub shutdown_grace: Duration,
     pub limits: Limits,
 }

@@ -21,8 +21,14 @@ use crate::resp::{self, Request, RequestDecoder};
 use crate::route::{Dispatch, Place, ResolvedRoute, Resolver, Tenant};
 use crate::server::Worker;
 
+mod stateful;
+
 /// Requests a client may have waiting for replies before the gateway stops reading from it.
 const MAX_PENDING: usize = 16 * 1024;
+
+/// Input a client may send while a request of it is parked (see `stateful`): reading goes on, so that a client
+/// that hangs up while blocked is noticed, but only this far.
+const MAX_PARKED_INPUT: usize = 64 * 1024;
 
 /// Initial size of a client's input and output buffers: small, so that idle connections cost little; they grow
 /// geometrically for pipelines and large values.
@@ -61,6 +67,8 @@ pub(crate) struct Session {
     places: Vec<Place>,
     /// State of the random read-resource choice.
     random: Cell<u64>,
+    /// Dedicated connections and the state they serve (blocking commands, transactions, subscriptions).
+    stateful: stateful::Stateful,
 }
 
 pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
@@ -100,6 +108,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
+        stateful: stateful::Stateful::default(),
     };
     if let Some(tenant) = gateway.snapshot().open_tenant() {
         session.enter_tenant(Arc::clone(tenant), None);
@@ -122,8 +131,7 @@ impl Session {
     async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
         let limits = gateway.config.limits;
-        let mut authenticated = self.tenant.is_some();
-        let mut decoder = RequestDecoder::new(if authenticated {
+        let mut decoder = RequestDecoder::new(if self.tenant.is_some() {
             limits
         } else {
             limits.unauthenticated()
@@ -135,7 +143,9 @@ impl Session {
         let mut shutdown = std::pin::pin!(changed(self.worker.shutdown.clone()));
         let mut changes = std::pin::pin!(changed(gateway.subscribe()));
         loop {
-            let reading = !self.closing && self.replies.len() < MAX_PENDING;
+            let reading = !self.closing
+                && self.replies.len() < MAX_PENDING
+                && (self.stateful.parked.is_none() || input.len() < MAX_PARKED_INPUT);
             let wanted = decoder.bytes_wanted(input.len());
             if input.capacity() - input.len() < 1024 || wanted > input.capacity() - input.len() {
                 // Grow geometrically, and never by more than the client has already sent.
@@ -148,29 +158,8 @@ impl Session {
                     if read? == 0 {
                         return Ok(()); // the client hung up; replies still pending have no one to go to
                     }
-                    // One clock read per batch: per command it shows in profiles of pipelined clients.
-                    let now = Instant::now();
-                    loop {
-                        match decoder.decode(&mut input) {
-                            Ok(Some(request)) => {
-                                self.dispatch(request, now);
-                                if self.tenant.is_some() != authenticated {
-                                    authenticated = self.tenant.is_some();
-                                    decoder.set_limits(if authenticated { limits } else { limits.unauthenticated() });
-                                }
-                                if self.closing {
-                                    break;
-                                }
-                            }
-                            Ok(None) => break,
-                            Err(e) => {
-                                gateway.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                                tracing::debug!(client = %addr, "protocol error: {e}");
-                                self.local_error(now, &format!("ERR {e}"));
-                                self.closing = true;
-                                break;
-                            }
-                        }
+                    if self.stateful.parked.is_none() {
+                        self.decode(&mut decoder, &mut input, addr);
                     }
                 }
                 _ = &mut shutdown, if !self.closing => {
@@ -182,26 +171,77 @@ impl Session {
                     self.refresh_tenant();
                 }
             }
-            let latency = self
-                .tenant
-                .as_ref()
-                .map(|view| &view.tenant.metrics.latency);
-            let now = Instant::now();
-            self.replies.drain_ready(&mut output, |started| {
-                if let Some(latency) = latency {
-                    latency.observe(now.saturating_duration_since(started));
+            loop {
+                let latency = self
+                    .tenant
+                    .as_ref()
+                    .map(|view| &view.tenant.metrics.latency);
+                let now = Instant::now();
+                self.replies.drain_ready(&mut output, |started| {
+                    if let Some(latency) = latency {
+                        latency.observe(now.saturating_duration_since(started));
+                    }
+                });
+                if !output.is_empty() {
+                    stream.write_all(&output).await?;
+                    output.clear();
+                    if output.capacity() > 1024 * 1024 {
+                        output = BytesMut::with_capacity(BUFFER_SIZE); // give back what a huge reply took
+                    }
                 }
-            });
-            if !output.is_empty() {
-                stream.write_all(&output).await?;
-                output.clear();
-                if output.capacity() > 1024 * 1024 {
-                    output = BytesMut::with_capacity(BUFFER_SIZE); // give back what a huge reply took
+                if !self.replies.is_empty() {
+                    break;
+                }
+                if self.closing {
+                    let _ = stream.shutdown().await;
+                    return Ok(());
+                }
+                // Every reply is written: a parked request goes now, then what was read after it.
+                self.settle();
+                let Some(request) = self.stateful.parked.take() else {
+                    break;
+                };
+                self.dispatch(request, Instant::now());
+                if self.stateful.parked.is_none() && !self.closing {
+                    self.decode(&mut decoder, &mut input, addr);
                 }
             }
-            if self.closing && self.replies.is_empty() {
-                let _ = stream.shutdown().await;
-                return Ok(());
+        }
+    }
+
+    /// Dispatches every complete request in `input`, until one is parked or the connection is closing.
+    fn decode(&mut self, decoder: &mut RequestDecoder, input: &mut BytesMut, addr: SocketAddr) {
+        let gateway = Arc::clone(&self.worker.gateway);
+        let limits = gateway.config.limits;
+        // One clock read per batch: per command it shows in profiles of pipelined clients.
+        let now = Instant::now();
+        loop {
+            match decoder.decode(input) {
+                Ok(Some(request)) => {
+                    let authenticated = self.tenant.is_some();
+                    self.dispatch(request, now);
+                    if self.tenant.is_some() != authenticated {
+                        decoder.set_limits(if authenticated {
+                            limits.unauthenticated()
+                        } else {
+                            limits
+                        });
+                    }
+                    if self.closing || self.stateful.parked.is_some() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    gateway
+                        .metrics
+                        .protocol_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(client = %addr, "protocol error: {e}");
+                    self.local_error(now, &format!("ERR {e}"));
+                    self.closing = true;
+                    break;
+                }
             }
         }
     }
@@ -235,6 +275,10 @@ impl Session {
                 _ => self.local_error(started, NOAUTH),
             };
         };
+        if self.must_park(spec, request.args()) {
+            self.stateful.parked = Some(request);
+            return;
+        }
         view.tenant.metrics.commands.add(spec.name);
         if let Some(interval) = view.tenant.ops_interval
             && !view.tenant.metrics.rate.admit(started, interval)
@@ -246,7 +290,9 @@ impl Session {
             let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
             return self.local_error(started, &text);
         }
-        if self.local_command(spec, &request, started) {
+        if self.stateful_command(spec, &request, started)
+            || self.local_command(spec, &request, started)
+        {
             return;
         }
         let Some(view) = &self.tenant else { return };
@@ -620,8 +666,7 @@ impl Resolver for TenantResolver<'_> {
 
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run.
 fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
-    if spec.has(flag::BLOCKING)
-        || spec.has(flag::PUBSUB)
+    if spec.has(flag::PUBSUB)
         || matches!(
             spec.name,
             "multi"

@@ -102,8 +102,8 @@ fn unknown_commands_and_wrong_arity_keep_the_connection() {
         b"-ERR wrong number of arguments for 'get' command\r\n",
     );
     client.roundtrip(
-        b"BLPOP q 0\r\n",
-        b"-ERR BLPOP is not supported by the gateway yet\r\n",
+        b"MONITOR\r\n",
+        b"-ERR MONITOR is not supported by the gateway yet\r\n",
     );
     client.roundtrip(
         b"FLUSHALL\r\n",

@@ -169,14 +169,14 @@ impl Shared {
     }
 }
 
-fn error_reply(text: &str) -> Bytes {
+pub(super) fn error_reply(text: &str) -> Bytes {
     let mut out = BytesMut::new();
     resp::error(&mut out, text);
     out.freeze()
 }
 
 /// A short, lowercase reason for an I/O failure, as it appears in error replies.
-fn describe(error: &io::Error) -> String {
+pub(super) fn describe(error: &io::Error) -> String {
     match error.kind() {
         io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
         io::ErrorKind::ConnectionReset => "connection reset".to_string(),

@@ -7,6 +7,7 @@
 
 pub mod cluster;
 mod connection;
+pub mod dedicated;
 mod direct;
 pub mod sentinel;
 
@@ -108,11 +109,29 @@ impl Upstream {
     pub fn is_cluster(&self) -> bool {
         matches!(self, Upstream::Cluster(_))
     }
+
+    /// The node a dedicated connection for `slot` (`None`: keyless) goes to: the node itself, the sentinel
+    /// set's master (replica modes aside: blocking commands, transactions and subscriptions want the master), or
+    /// the cluster master owning the slot (slot 0's for keyless commands).
+    pub fn dedicated_node(&self, slot: Option<u16>) -> Result<NodeSpec, String> {
+        match self {
+            Upstream::Node(backend) => Ok(backend.node.clone()),
+            Upstream::Cluster(cluster) => Ok(cluster.master_of(slot.unwrap_or(0))),
+            Upstream::Sentinel(sentinel, _) => sentinel.master().ok_or_else(|| {
+                format!(
+                    "ERR sentinel master {} not known yet",
+                    sentinel.master_name()
+                )
+            }),
+        }
+    }
 }
 
 /// A backend node as one worker sees it: a few pipelined connections. Each client sticks to one of them, so
 /// that its commands reach the node in the order it sent them.
 pub struct Backend {
+    /// The node and its handshake, for the dedicated connections opened next to the shared ones.
+    node: NodeSpec,
     connections: Vec<BackendConnection>,
 }
 
@@ -125,6 +144,7 @@ impl Backend {
     ) -> Backend {
         let metrics = metrics.backend(&node.addr);
         Backend {
+            node: node.clone(),
             connections: (0..count.max(1))
                 .map(|_| BackendConnection::open(node.clone(), settings, Arc::clone(&metrics)))
                 .collect(),

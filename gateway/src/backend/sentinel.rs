@@ -192,6 +192,10 @@ impl SentinelBackend {
         }
     }
 
+    pub fn master_name(&self) -> &str {
+        &self.spec.master_name
+    }
+
     /// Round robin over the healthy replicas (and the master with `withMaster=true`); `None` sends to the master.
     fn pick_read(&self, mode: ReplicaMode) -> Option<Rc<Backend>> {
         let replicas = self.replicas.borrow();

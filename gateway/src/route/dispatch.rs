@@ -108,6 +108,62 @@ impl ResolvedRoute {
         }
     }
 
+    /// The shard of a key, and its hash slot when that shard's target has a cluster resource.
+    pub fn locate(&self, plan: &RoutePlan, key: &[u8]) -> Place {
+        let shard = plan.shard_of(key);
+        let clustered = self.shards.get(shard).is_some_and(|t| t.clustered);
+        (shard, clustered.then(|| slot_of(key)))
+    }
+
+    /// The one place of every key of a command served on a dedicated connection: `None` for a keyless
+    /// command, CROSSSLOT when the keys disagree.
+    pub fn place_of(
+        &self,
+        plan: &RoutePlan,
+        spec: &CommandSpec,
+        args: &[Bytes],
+        keys: &mut Vec<usize>,
+    ) -> Result<Option<Place>, String> {
+        if spec.key_indices(args, keys).is_err() {
+            keys.clear(); // malformed key arguments: the backend returns Redis' own error for them
+        }
+        let mut place = None;
+        for &key in keys.iter() {
+            let here = self.locate(plan, &args[key]);
+            if place.is_some_and(|first| first != here) {
+                return Err(CROSSSLOT.to_string());
+            }
+            place = Some(here);
+        }
+        Ok(place)
+    }
+
+    /// The primary write resource of a shard: where dedicated connections go.
+    pub fn primary(&self, shard: usize) -> Result<&Upstream, &Bytes> {
+        match self.shards.get(shard).and_then(|s| s.write.first()) {
+            Some(endpoint) => endpoint.upstream.as_ref(),
+            None => Err(&self.no_backend),
+        }
+    }
+
+    /// Whether a shard's writes go to more than one resource.
+    pub fn double_written(&self, shard: usize) -> bool {
+        self.shards.get(shard).is_some_and(|s| s.write.len() > 1)
+    }
+
+    /// The double-write secondaries of a shard, with their background-write tracking.
+    pub fn secondaries(&self, shard: usize) -> Vec<(Upstream, Rc<DetachedWrites>)> {
+        let Some(target) = self.shards.get(shard) else {
+            return Vec::new();
+        };
+        target
+            .write
+            .iter()
+            .skip(1)
+            .filter_map(|e| Some((e.upstream.clone().ok()?, Rc::clone(e.detached.as_ref()?))))
+            .collect()
+    }
+
     /// The first shard's read upstream, for the commands answered from one backend (INFO's keyspace).
     pub fn first_read(&self) -> Result<&Upstream, &Bytes> {
         match self.shards.first().and_then(|shard| shard.read.first()) {
@@ -267,11 +323,8 @@ impl Dispatch<'_> {
         Ok(())
     }
 
-    /// The shard of a key, and its hash slot when that shard's target has a cluster resource.
     fn locate(&self, key: &[u8]) -> Place {
-        let shard = self.plan.shard_of(key);
-        let clustered = self.route.shards.get(shard).is_some_and(|t| t.clustered);
-        (shard, clustered.then(|| slot_of(key)))
+        self.route.locate(self.plan, key)
     }
 
     /// A multi-key command whose keys live on several shards (or cluster slots): one sub-command per shard and

@@ -1,0 +1,322 @@
+//! Dedicated backend connections: one client's own connection to one node, for what cannot ride the shared,
+//! pipelined connections: blocking commands, transactions (WATCH ... EXEC) and subscriptions.
+//!
+//! A dedicated connection runs the shared connections' connect handshake (AUTH, SELECT, ROLE for sentinel
+//! masters) and belongs to one session. Dropping the [`Dedicated`] handle closes the socket at once, even while a
+//! command is blocked on it, so the node forgets the client as soon as the client leaves. Replies are matched to
+//! requests in FIFO order as on a shared connection; blocking commands get no deadline (the client's own timeout
+//! is the node's business, and 0 means forever), every other request the command timeout. With a push queue
+//! (subscribed clients), the pub/sub messages the node sends on its own go to that queue as they arrive.
+//!
+//! Every connection holds a [`Lease`] on its tenant's budget of dedicated connections.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::connection::{self, ConnectionSettings, NodeSpec, describe, error_reply};
+use crate::metrics::TenantMetrics;
+use crate::reply::{ReplyHandle, ReplyQueue};
+use crate::resp::ReplyScanner;
+
+/// Messages a subscriber may have waiting in its reply queue before the gateway stops reading from the node
+/// (which then applies its own `client-output-buffer-limit pubsub` to the slow subscriber).
+const MAX_PUSH_BACKLOG: usize = 64 * 1024;
+
+/// One of a tenant's dedicated connections; given back when dropped.
+pub struct Lease {
+    metrics: TenantMetrics,
+}
+
+impl Lease {
+    /// Takes one of the tenant's `max` dedicated connections, or `None` when all are in use.
+    pub fn acquire(metrics: &TenantMetrics, max: usize) -> Option<Lease> {
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let taken = metrics.dedicated.fetch_add(1, Ordering::AcqRel);
+        if taken >= max {
+            metrics.dedicated.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Lease {
+            metrics: metrics.clone(),
+        })
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.metrics.dedicated.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long a request may wait for its reply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The command timeout.
+    Bounded,
+    /// As long as the node takes: a blocking command.
+    Unbounded,
+}
+
+struct Outgoing {
+    raw: Bytes,
+    /// One handle per reply the request produces, in order.
+    replies: Vec<ReplyHandle>,
+    wait: Wait,
+}
+
+struct InFlight {
+    reply: ReplyHandle,
+    deadline: Option<Instant>,
+}
+
+struct Inner {
+    addr: String,
+    queue: RefCell<VecDeque<Outgoing>>,
+    wake: Notify,
+    closed: Cell<bool>,
+    /// Set once the connection failed: a subscriber whose messages stopped coming is told by being disconnected.
+    failed: Cell<bool>,
+    /// Where pub/sub messages go (subscribed clients only).
+    pushes: Option<Rc<ReplyQueue>>,
+}
+
+/// A session's own connection to one node.
+pub struct Dedicated {
+    inner: Rc<Inner>,
+    _lease: Lease,
+}
+
+impl Dedicated {
+    /// Starts connecting to `node` on the current worker; requests sent meanwhile wait for the handshake.
+    pub fn open(
+        node: NodeSpec,
+        settings: ConnectionSettings,
+        lease: Lease,
+        pushes: Option<Rc<ReplyQueue>>,
+    ) -> Dedicated {
+        let inner = Rc::new(Inner {
+            addr: node.addr.clone(),
+            queue: RefCell::new(VecDeque::new()),
+            wake: Notify::new(),
+            closed: Cell::new(false),
+            failed: Cell::new(false),
+            pushes,
+        });
+        tokio::task::spawn_local(run(Rc::clone(&inner), node, settings));
+        Dedicated {
+            inner,
+            _lease: lease,
+        }
+    }
+
+    /// The node's `host:port`.
+    pub fn addr(&self) -> &str {
+        &self.inner.addr
+    }
+
+    /// Sends a request whose replies, one per handle and in order, go to `replies`.
+    pub fn send(&self, raw: Bytes, replies: Vec<ReplyHandle>, wait: Wait) {
+        if self.inner.failed.get() {
+            let error = self.inner.unavailable("connection lost");
+            return replies.into_iter().for_each(|r| r.deliver(error.clone()));
+        }
+        self.inner
+            .queue
+            .borrow_mut()
+            .push_back(Outgoing { raw, replies, wait });
+        self.inner.wake.notify_one();
+    }
+
+    /// Whether the connection failed (its requests got error replies).
+    pub fn failed(&self) -> bool {
+        self.inner.failed.get()
+    }
+}
+
+impl Drop for Dedicated {
+    fn drop(&mut self) {
+        self.inner.closed.set(true);
+        self.inner.wake.notify_one();
+    }
+}
+
+impl Inner {
+    fn unavailable(&self, reason: &str) -> Bytes {
+        error_reply(&format!("ERR backend {} unavailable: {reason}", self.addr))
+    }
+
+    /// Fails everything sent and queued, and everything sent later.
+    fn fail(&self, reason: &str, in_flight: &mut VecDeque<InFlight>) {
+        let released = self.closed.get();
+        if !released {
+            tracing::warn!(backend = %self.addr, %reason, "dedicated backend connection lost");
+        }
+        self.failed.set(true);
+        let error = self.unavailable(reason);
+        let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
+        let replies = in_flight
+            .drain(..)
+            .map(|f| f.reply)
+            .chain(queued.into_iter().flat_map(|o| o.replies));
+        for reply in replies {
+            reply.deliver(error.clone());
+        }
+        if let Some(pushes) = self.pushes.as_ref().filter(|_| !released) {
+            // Wakes the session, which sees the failure.
+            pushes.reserve(std::time::Instant::now()).deliver(error);
+        }
+    }
+}
+
+async fn run(inner: Rc<Inner>, node: NodeSpec, settings: ConnectionSettings) {
+    let mut in_flight = VecDeque::new();
+    let connect = tokio::time::timeout(settings.connect_timeout, connection::connect(&node));
+    let stream = tokio::select! {
+        connected = connect => match connected {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return inner.fail(&describe(&e), &mut in_flight),
+            Err(_) => return inner.fail("connect timed out", &mut in_flight),
+        },
+        () = closed(&inner) => return,
+    };
+    tracing::debug!(backend = %inner.addr, "dedicated connection up");
+    let result = serve(&inner, stream, settings.command_timeout, &mut in_flight).await;
+    match result {
+        Ok(()) => inner.fail("connection closed", &mut in_flight),
+        Err(reason) => inner.fail(&reason, &mut in_flight),
+    }
+}
+
+/// Resolves once the handle is dropped.
+async fn closed(inner: &Inner) {
+    while !inner.closed.get() {
+        inner.wake.notified().await;
+    }
+}
+
+/// Whether a frame is a pub/sub message (`message`, `pmessage`, `smessage`) rather than a reply.
+fn is_message(frame: &[u8]) -> bool {
+    frame.starts_with(b"*3\r\n$7\r\nmessage\r\n")
+        || frame.starts_with(b"*4\r\n$8\r\npmessage\r\n")
+        || frame.starts_with(b"*3\r\n$8\r\nsmessage\r\n")
+}
+
+/// Writes requests and matches replies until the handle is dropped (`Ok`) or the connection fails.
+async fn serve(
+    inner: &Inner,
+    mut stream: TcpStream,
+    timeout: Duration,
+    in_flight: &mut VecDeque<InFlight>,
+) -> Result<(), String> {
+    let (mut reader, mut writer) = stream.split();
+    let mut read_buf = BytesMut::with_capacity(4096);
+    let mut write_buf = BytesMut::new();
+    let mut scanner = ReplyScanner::default();
+    loop {
+        if inner.closed.get() {
+            return Ok(());
+        }
+        let batch: Vec<Outgoing> = inner.queue.borrow_mut().drain(..).collect();
+        if !batch.is_empty() {
+            let now = Instant::now();
+            for outgoing in batch {
+                write_buf.extend_from_slice(&outgoing.raw);
+                let deadline = (outgoing.wait == Wait::Bounded).then(|| now + timeout);
+                in_flight.extend(
+                    outgoing
+                        .replies
+                        .into_iter()
+                        .map(|reply| InFlight { reply, deadline }),
+                );
+            }
+            writer
+                .write_all(&write_buf)
+                .await
+                .map_err(|e| format!("connection lost: {}", describe(&e)))?;
+            write_buf.clear();
+        }
+        let deadline = in_flight.iter().filter_map(|f| f.deadline).min();
+        let backlogged = inner
+            .pushes
+            .as_ref()
+            .is_some_and(|p| p.len() > MAX_PUSH_BACKLOG);
+        if read_buf.capacity() - read_buf.len() < 1024 {
+            read_buf.reserve(read_buf.len().max(4096));
+        }
+        tokio::select! {
+            read = reader.read_buf(&mut read_buf), if !backlogged => {
+                match read {
+                    Ok(0) => return Err("connection closed by the backend".to_string()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("connection lost: {}", describe(&e))),
+                }
+                while let Some(len) = scanner.scan(&read_buf).map_err(|e| format!("protocol error: {e}"))? {
+                    let frame = read_buf.split_to(len).freeze();
+                    match &inner.pushes {
+                        Some(pushes) if is_message(&frame) => {
+                            pushes.reserve(std::time::Instant::now()).deliver(frame);
+                        }
+                        _ => match in_flight.pop_front() {
+                            Some(request) => request.reply.deliver(frame),
+                            None => return Err("protocol error: reply without a request".to_string()),
+                        },
+                    }
+                }
+            }
+            // Polled only while the subscriber's queue is too long: a pause, then a look at the queue again.
+            () = tokio::time::sleep(Duration::from_millis(1)), if backlogged => {}
+            () = inner.wake.notified() => {}
+            () = sleep_until(deadline) => {
+                return Err(format!("timed out after {} ms", timeout.as_millis()));
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tells_messages_from_replies() {
+        assert!(is_message(
+            b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n"
+        ));
+        assert!(is_message(
+            b"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$1\r\nx\r\n"
+        ));
+        assert!(is_message(
+            b"*3\r\n$8\r\nsmessage\r\n$2\r\nch\r\n$1\r\nx\r\n"
+        ));
+        assert!(!is_message(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"));
+        assert!(!is_message(b"-ERR x\r\n"));
+    }
+
+    #[test]
+    fn a_lease_is_refused_beyond_the_limit_and_given_back_on_drop() {
+        let metrics = TenantMetrics::default();
+        let first = Lease::acquire(&metrics, 2);
+        let second = Lease::acquire(&metrics, 2);
+        assert!(first.is_some() && second.is_some());
+        assert!(Lease::acquire(&metrics, 2).is_none());
+        drop(first);
+        assert!(Lease::acquire(&metrics, 2).is_some());
+        assert_eq!(metrics.dedicated.load(Ordering::Relaxed), 1);
+    }
+}

@@ -1,0 +1,192 @@
+//! The commands a session serves on a dedicated backend connection instead of the shared, pipelined ones:
+//! blocking commands (here), transactions (`transaction`) and subscriptions (`pubsub`).
+//!
+//! Ordering: a client's commands reach Redis in the order it sent them, although a dedicated connection and the
+//! shared ones are different sockets. A command that opens or uses a dedicated connection waits ("parks") until
+//! every earlier reply has been written, and nothing read after it is dispatched before its own reply has been
+//! written: exactly what a blocked client sees from Redis, which does not run a blocked client's next command
+//! either. A blocking command's connection is released once its reply is written; the client's timeout is left
+//! to Redis (0 = forever), and no gateway timeout cuts it.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use super::Session;
+use crate::backend::ConnectionSettings;
+use crate::backend::dedicated::{Dedicated, Lease, Wait};
+use crate::cmd::{CommandSpec, flag};
+use crate::resp::{self, Request};
+use crate::route::Place;
+
+/// What a session holds beyond the shared connections.
+#[derive(Default)]
+pub(super) struct Stateful {
+    /// A request that waits until every earlier reply has been written.
+    pub(super) parked: Option<Request>,
+    /// Set after a command served on a dedicated connection: nothing more is dispatched before its reply is
+    /// written.
+    barrier: bool,
+    /// The connection of a blocking command in flight.
+    blocked: Option<Dedicated>,
+}
+
+/// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
+pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
+    match spec.name {
+        "wait" => true,
+        "xread" | "xreadgroup" => args
+            .iter()
+            .skip(1)
+            .take_while(|a| !a.eq_ignore_ascii_case(b"streams"))
+            .any(|a| a.eq_ignore_ascii_case(b"block")),
+        _ => spec.has(flag::BLOCKING),
+    }
+}
+
+impl Session {
+    /// Whether `request` must wait for every earlier reply to be written before it is dispatched.
+    pub(super) fn must_park(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
+        !self.replies.is_empty() && (self.stateful.barrier || is_blocking(spec, args))
+    }
+
+    /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
+    pub(super) fn settle(&mut self) {
+        self.stateful.barrier = false;
+        self.stateful.blocked = None;
+    }
+
+    /// Serves the commands that need a dedicated connection. Returns false for every other command.
+    pub(super) fn stateful_command(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) -> bool {
+        if is_blocking(spec, request.args()) {
+            self.blocking(spec, request, started);
+            return true;
+        }
+        false
+    }
+
+    /// A blocking command, on its own connection to the node of its keys (keyless `WAIT`: the first shard).
+    fn blocking(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
+        let place = match self.place_of(spec, request.args()) {
+            Ok(place) => place.unwrap_or((0, None)),
+            Err(text) => return self.local_error(started, &text),
+        };
+        let double_written = self
+            .tenant
+            .as_ref()
+            .is_some_and(|v| v.route.double_written(place.0));
+        if double_written && !spec.has(flag::READONLY) {
+            let name = spec.display_name();
+            return self.local_error(
+                started,
+                &format!(
+                    "ERR {name} is refused on a double-written route: what a blocking command takes depends on when it runs, so the copies would diverge"
+                ),
+            );
+        }
+        match self.open_dedicated(place, false) {
+            Ok(connection) => {
+                let reply = self.replies.reserve(started);
+                connection.send(request.raw().clone(), vec![reply], Wait::Unbounded);
+                self.stateful.blocked = Some(connection);
+                self.stateful.barrier = true;
+            }
+            Err(reply) => self.local_error_reply(started, reply),
+        }
+    }
+
+    /// Where every key of a command goes (CROSSSLOT when they disagree; `None` when it has none).
+    pub(super) fn place_of(
+        &mut self,
+        spec: &CommandSpec,
+        args: &[Bytes],
+    ) -> Result<Option<Place>, String> {
+        match &self.tenant {
+            Some(view) => view
+                .route
+                .place_of(&view.tenant.route, spec, args, &mut self.keys),
+            None => Ok(None),
+        }
+    }
+
+    /// Opens a dedicated connection to the primary of `place` (for a cluster, the master of its slot), within
+    /// the tenant's limit. `pushes`: the connection delivers pub/sub messages to the reply queue. An error is
+    /// returned as the reply the client gets.
+    pub(super) fn open_dedicated(&self, place: Place, pushes: bool) -> Result<Dedicated, Bytes> {
+        let Some(view) = &self.tenant else {
+            return Err(error_reply("ERR no tenant"));
+        };
+        let (shard, slot) = place;
+        let upstream = view.route.primary(shard).map_err(Bytes::clone)?;
+        let node = upstream.dedicated_node(slot).map_err(|e| error_reply(&e))?;
+        let config = &self.worker.gateway.config;
+        let max = config.max_dedicated_connections;
+        let Some(lease) = Lease::acquire(&view.tenant.metrics, max) else {
+            return Err(error_reply(&format!(
+                "ERR tenant '{}' holds its maximum of {max} dedicated backend connections (blocking commands, transactions, subscriptions); try again later",
+                view.tenant.name
+            )));
+        };
+        let settings = ConnectionSettings {
+            connect_timeout: config.connect_timeout,
+            command_timeout: config.command_timeout,
+        };
+        let pushes = pushes.then(|| Rc::clone(&self.replies));
+        Ok(Dedicated::open(node, settings, lease, pushes))
+    }
+
+    /// Queues an error reply made elsewhere, counting it as the tenant's error.
+    pub(super) fn local_error_reply(&self, started: Instant, reply: Bytes) {
+        if let Some(view) = &self.tenant {
+            view.tenant
+                .metrics
+                .errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.replies.push_ready(reply, started);
+    }
+}
+
+pub(super) fn error_reply(text: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    resp::error(&mut out, text);
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocking(args: &[&str]) -> bool {
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+        let spec = crate::cmd::lookup(&args).unwrap();
+        is_blocking(spec, &args)
+    }
+
+    #[test]
+    fn tells_blocking_commands() {
+        assert!(blocking(&["BLPOP", "a", "0"]));
+        assert!(blocking(&["bzpopmin", "a", "1.5"]));
+        assert!(blocking(&["WAIT", "1", "0"]));
+        assert!(blocking(&[
+            "XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"
+        ]));
+        assert!(!blocking(&["XREAD", "STREAMS", "block", "0"]));
+        assert!(!blocking(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "STREAMS",
+            "s",
+            ">"
+        ]));
+        assert!(!blocking(&["LPOP", "a"]));
+    }
+}

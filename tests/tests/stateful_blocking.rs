@@ -1,0 +1,241 @@
+//! Blocking commands end to end: each blocked client on its own backend connection, released by pushes,
+//! timeouts honoured and never cut by the gateway's command timeout, a killed client's backend connection freed,
+//! routing by key (CROSSSLOT), refusal on double-written routes, the per-tenant limit.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use switchyard_tests::{
+    Gateway, RawClient, RedisServer, connect, open_single_tenant, open_tenant, wait_for,
+};
+
+/// How many clients the backend reports as blocked.
+fn blocked_clients(backend: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut backend.client())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The backend's `CLIENT LIST` lines whose last command was `command`.
+fn clients_running(backend: &RedisServer, command: &str) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut backend.client())
+        .unwrap();
+    list.lines()
+        .filter(|l| {
+            l.ends_with(&format!("cmd={command}")) || l.contains(&format!(" cmd={command} "))
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_blocked_clients_are_all_released_by_pushes() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&open_single_tenant(json!(backend.url())));
+    let url = gateway.url(None);
+    let mut waiters = Vec::new();
+    for i in 0..1000 {
+        let mut con = connect(&url).await;
+        let key = format!("queue{}", i % 10);
+        waiters.push(tokio::spawn(async move {
+            let popped: (String, String) = redis::cmd("BLPOP")
+                .arg(&key)
+                .arg(0)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            popped
+        }));
+    }
+    wait_for(
+        "1000 clients blocked on the backend",
+        Duration::from_secs(60),
+        || blocked_clients(&backend) == 1000,
+    );
+    let mut pusher = connect(&url).await;
+    for i in 0..1000 {
+        let _: i64 = redis::cmd("LPUSH")
+            .arg(format!("queue{}", i % 10))
+            .arg(format!("v{i}"))
+            .query_async(&mut pusher)
+            .await
+            .unwrap();
+    }
+    let mut got = HashSet::new();
+    for waiter in waiters {
+        let (key, value) = tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("every blocked client is released")
+            .unwrap();
+        let i: usize = value[1..].parse().unwrap();
+        assert_eq!(key, format!("queue{}", i % 10));
+        got.insert(value);
+    }
+    assert_eq!(got.len(), 1000, "each pushed value popped exactly once");
+    wait_for(
+        "dedicated connections released",
+        Duration::from_secs(30),
+        || clients_running(&backend, "blpop") == 0,
+    );
+}
+
+#[test]
+fn a_client_killed_while_blocked_frees_its_backend_connection() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&open_single_tenant(json!(backend.url())));
+    let mut client = RawClient::connect(gateway.port());
+    client.send_command(&[b"BLPOP", b"nothing", b"0"]);
+    wait_for(
+        "the client blocked on the backend",
+        Duration::from_secs(20),
+        || clients_running(&backend, "blpop") == 1,
+    );
+    drop(client);
+    wait_for(
+        "its backend connection closed",
+        Duration::from_secs(20),
+        || clients_running(&backend, "blpop") == 0,
+    );
+    assert_eq!(blocked_clients(&backend), 0);
+}
+
+#[test]
+fn client_timeouts_are_honoured_and_not_cut_by_the_command_timeout() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--command-timeout-ms")
+        .arg("300")
+        .start(&open_single_tenant(json!(backend.url())));
+    let mut client = RawClient::connect(gateway.port());
+    let started = Instant::now();
+    assert_eq!(client.request(&[b"BLPOP", b"empty", b"1"]), b"*-1\r\n");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900),
+        "the client's 1 s timeout, not the gateway's 300 ms: {waited:?}"
+    );
+    assert_eq!(
+        client.request(&[b"BZPOPMIN", b"zempty", b"0.5"]),
+        b"*-1\r\n"
+    );
+
+    // Timeout 0 waits for as long as it takes.
+    client.send_command(&[b"BRPOP", b"later", b"0"]);
+    std::thread::sleep(Duration::from_millis(1200));
+    let mut other = backend.client();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("later")
+        .arg("x")
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(client.read_reply(), b"*2\r\n$5\r\nlater\r\n$1\r\nx\r\n");
+
+    // A pipeline runs in order, as on Redis: the push before the pop is seen by it, and the command after the
+    // pop waits for it.
+    client.send(
+        b"*3\r\n$5\r\nRPUSH\r\n$1\r\nq\r\n$1\r\na\r\n*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n\
+          *3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$3\r\n0.3\r\n*2\r\n$4\r\nLLEN\r\n$1\r\nq\r\n",
+    );
+    client.expect(b":1\r\n*2\r\n$1\r\nq\r\n$1\r\na\r\n*-1\r\n:0\r\n");
+
+    // XREAD with BLOCK blocks; without it, it does not.
+    let _: String = redis::cmd("XADD")
+        .arg("s")
+        .arg("1-1")
+        .arg("f")
+        .arg("v")
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(
+        client.request(&[b"XREAD", b"BLOCK", b"200", b"STREAMS", b"s", b"$"]),
+        b"*-1\r\n"
+    );
+    assert_eq!(
+        client.request(&[b"XREAD", b"COUNT", b"1", b"STREAMS", b"s", b"0"]),
+        b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+    );
+    assert_eq!(client.request(&[b"WAIT", b"0", b"100"]), b":0\r\n");
+}
+
+#[test]
+fn blocking_commands_route_by_key_and_are_refused_where_they_cannot_work() {
+    let backends: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
+    let sharded = json!({"type": "sharded", "hash": {"algorithm": "crc16", "buckets": 16384}, "shards": [
+        {"name": "a", "target": backends[0].url(), "buckets": ["0-8191"]},
+        {"name": "b", "target": backends[1].url(), "buckets": ["8192-16383"]},
+    ]});
+    let gateway = Gateway::start(&open_tenant(sharded));
+    let mut client = RawClient::connect(gateway.port());
+    // "a" hashes to slot 15495 (shard b), "b" to 3300 (shard a).
+    assert_eq!(
+        client.request(&[b"BLPOP", b"a", b"b", b"1"]),
+        b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    );
+    let mut on_b = backends[1].client();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("a")
+        .arg("1")
+        .query(&mut on_b)
+        .unwrap();
+    assert_eq!(
+        client.request(&[b"BLPOP", b"a", b"{a}x", b"1"]),
+        b"*2\r\n$1\r\na\r\n$1\r\n1\r\n"
+    );
+
+    let (primary, secondary) = (RedisServer::start(), RedisServer::start());
+    let double =
+        json!({"write": {"resources": [primary.url(), secondary.url()], "ack": "primary"}});
+    let gateway = Gateway::start(&open_single_tenant(double));
+    let mut client = RawClient::connect(gateway.port());
+    let refused = client.request(&[b"BLPOP", b"q", b"1"]);
+    assert!(
+        refused.starts_with(b"-ERR BLPOP is refused on a double-written route"),
+        "{}",
+        String::from_utf8_lossy(&refused)
+    );
+    // A blocking read is not a write: it runs on the primary.
+    assert_eq!(
+        client.request(&[b"XREAD", b"BLOCK", b"100", b"STREAMS", b"s", b"$"]),
+        b"*-1\r\n"
+    );
+}
+
+#[test]
+fn dedicated_connections_are_bounded_per_tenant() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--max-dedicated-connections")
+        .arg("2")
+        .start(&open_single_tenant(json!(backend.url())));
+    let mut blocked: Vec<RawClient> = (0..2)
+        .map(|_| {
+            let mut client = RawClient::connect(gateway.port());
+            client.send_command(&[b"BLPOP", b"q", b"0"]);
+            client
+        })
+        .collect();
+    wait_for("two clients blocked", Duration::from_secs(20), || {
+        blocked_clients(&backend) == 2
+    });
+    let mut third = RawClient::connect(gateway.port());
+    let refused = third.request(&[b"BLPOP", b"q", b"0"]);
+    assert!(
+        refused
+            .starts_with(b"-ERR tenant 't' holds its maximum of 2 dedicated backend connections"),
+        "{}",
+        String::from_utf8_lossy(&refused)
+    );
+    // Other commands still work, and a freed connection can be taken again.
+    assert_eq!(third.request(&[b"RPUSH", b"q", b"x"]), b":1\r\n");
+    let released = blocked.remove(0);
+    let mut released = released;
+    assert_eq!(released.read_reply(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(third.request(&[b"BLPOP", b"q", b"0.2"]), b"*-1\r\n");
+}

@@ -227,3 +227,57 @@ fn the_harness_reports_a_difference() {
     direct.request(args);
     c.same(&["GET", "k"]);
 }
+
+/// SCAN visits every shard and every cluster master: each key exactly once when nothing changes, with MATCH,
+/// COUNT and TYPE honoured; KEYS, DBSIZE and RANDOMKEY see every node too.
+#[test]
+fn keyspace_wide_commands_see_every_shard_and_master() {
+    each_topology(|c| {
+        c.same(&["RANDOMKEY"]);
+        if c.topology() == Topology::Single {
+            c.same(&["SCAN", "0"]);
+        } else {
+            // Each node in turn: the first one's end hands over to the second (cursor 1), even when empty.
+            c.differs(
+                &["SCAN", "0"],
+                b"*2\r\n$1\r\n1\r\n*0\r\n",
+                "docs/commands.md#keyspace-wide-commands: the cursor encodes the node",
+            );
+        }
+        for i in 0..300 {
+            let key = format!("item:{i}");
+            match i % 3 {
+                0 => c.same(&["SET", &key, "v"]),
+                1 => c.same(&["HSET", &key, "f", "v"]),
+                _ => c.same(&["RPUSH", &key, "v"]),
+            };
+        }
+        c.same(&["SET", "other", "1"]);
+        c.same(&["DBSIZE"]);
+        c.scan_same(&[]);
+        c.scan_same(&["COUNT", "7"]);
+        c.scan_same(&["MATCH", "item:1*", "COUNT", "1000"]);
+        c.scan_same(&["TYPE", "hash"]);
+        c.scan_same(&["MATCH", "*:2?", "TYPE", "list", "COUNT", "3"]);
+        c.unordered(&["KEYS", "item:2*"]);
+        c.unordered(&["KEYS", "*"]);
+        for _ in 0..20 {
+            let (_, key) = c.both(&["RANDOMKEY"]);
+            assert!(key.starts_with(b"$"), "[{}] {key:?}", c.topology());
+            let name = String::from_utf8_lossy(&key[key.len().min(4)..]).into_owned();
+            assert!(
+                name.starts_with("item:") || name.starts_with("other"),
+                "[{}] RANDOMKEY gave {name}",
+                c.topology()
+            );
+        }
+        c.all_same(&[
+            &["SCAN", "notanumber"],
+            &["SCAN", "0", "COUNT", "0"],
+            &["SCAN", "0", "BADOPT", "x"],
+            &["FLUSHALL"],
+            &["DBSIZE"],
+            &["RANDOMKEY"],
+        ]);
+    });
+}

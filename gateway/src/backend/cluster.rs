@@ -149,6 +149,15 @@ impl ClusterBackend {
         match keyspace {
             Keyspace::Slot(slot) => self.route(Some(slot), raw, reply, affinity, 0),
             Keyspace::Any => self.route(None, raw, reply, affinity, 0),
+            Keyspace::Node(index) => {
+                let node = {
+                    let map = self.map.borrow();
+                    map.shards
+                        .get(index)
+                        .map_or_else(|| Rc::clone(&self.seed), |shard| self.read_node(shard))
+                };
+                node.send(raw, reply, affinity);
+            }
             Keyspace::Every(combine) => {
                 let masters: Vec<Rc<Backend>> = {
                     let map = self.map.borrow();
@@ -172,6 +181,11 @@ impl ClusterBackend {
             true => self.seed.is_healthy(),
             false => map.shards.iter().any(|s| s.master.is_healthy()),
         }
+    }
+
+    /// How many masters serve slots (1 while the map is unknown: the seed stands for them all).
+    pub fn masters(&self) -> usize {
+        self.map.borrow().shards.len().max(1)
     }
 
     /// The master owning `slot` (the first seed while the map does not know), for the commands that will need a
@@ -218,9 +232,14 @@ impl ClusterBackend {
             Some(slot) => map.owner.get(usize::from(slot)).copied(),
             None => Some(0),
         };
-        let Some(shard) = index.and_then(|i| map.shards.get(usize::from(i))) else {
-            return Rc::clone(&self.seed);
-        };
+        match index.and_then(|i| map.shards.get(usize::from(i))) {
+            Some(shard) => self.read_node(shard),
+            None => Rc::clone(&self.seed),
+        }
+    }
+
+    /// The node that serves a shard's reads: its master, or one of its read nodes for `-slaves` resources.
+    fn read_node(&self, shard: &Shard) -> Rc<Backend> {
         if shard.reads.is_empty() {
             return Rc::clone(&shard.master);
         }

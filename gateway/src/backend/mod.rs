@@ -72,6 +72,9 @@ pub enum Keyspace<'a> {
     /// A keyless command that concerns every node (DBSIZE, KEYS, FLUSHALL): a cluster sends it to every master
     /// and makes one reply with the combiner for that many parts.
     Every(&'a dyn Fn(usize) -> Combine),
+    /// A keyless command for one node of a resource that iterates its nodes (SCAN): a cluster's `n`th master
+    /// (by slot order, see [`Upstream::nodes`]); the one node of other resources.
+    Node(usize),
 }
 
 /// One resource as a worker serves it.
@@ -123,6 +126,15 @@ impl Upstream {
                     sentinel.master_name()
                 )
             }),
+        }
+    }
+
+    /// How many nodes hold a part of the resource's keyspace: a cluster's masters (1 while its slot map is
+    /// unknown), 1 for anything else. [`Keyspace::Node`] numbers them from 0.
+    pub fn nodes(&self) -> usize {
+        match self {
+            Upstream::Cluster(cluster) => cluster.masters(),
+            Upstream::Node(_) | Upstream::Sentinel(..) => 1,
         }
     }
 }

@@ -61,6 +61,11 @@ impl Endpoint {
     fn is_cluster(&self) -> bool {
         self.upstream.as_ref().is_ok_and(Upstream::is_cluster)
     }
+
+    /// How many nodes share the resource's keyspace (a cluster's masters), for SCAN.
+    fn nodes(&self) -> usize {
+        self.upstream.as_ref().map_or(1, Upstream::nodes)
+    }
 }
 
 /// What resolving needs from the worker and the tenant.
@@ -209,6 +214,7 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
     match name {
         "dbsize" => Some((Merge::Sum, false)),
         "keys" => Some((Merge::Concat, false)),
+        "randomkey" => Some((Merge::Random(0), false)),
         // Where SCRIPT LOAD went: every write resource.
         "script|exists" => Some((Merge::AllOf, true)),
         "flushall" | "flushdb" | "script|flush" | "script|load" | "function|flush"
@@ -246,7 +252,9 @@ impl Dispatch<'_> {
             self.keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
         }
         let (shard, slot) = match self.keys.first() {
-            None if sharded && spec.name == "scan" => return self.scan(request, started),
+            None if (sharded || self.route.clustered) && spec.name == "scan" => {
+                return self.scan(request, started);
+            }
             None => {
                 if let Some((merge, write)) = fan_out_kind(spec.name)
                     && (sharded || self.route.clustered)
@@ -296,30 +304,46 @@ impl Dispatch<'_> {
         Ok(())
     }
 
-    /// SCAN over a sharded route: one shard at a time, with the shard encoded in the cursor (see
-    /// `merge::scan_reply`), so a client's usual loop visits every shard.
+    /// SCAN over a sharded or clustered route: one node at a time (each shard, and each master of a cluster),
+    /// with the node's position encoded in the cursor (see `merge::scan_reply`), so a client's usual loop visits
+    /// every node.
     fn scan(&mut self, request: &Request, started: Instant) -> Result<(), String> {
         let args = request.args();
-        let visited = self.plan.fan_out(false);
-        let shards = visited.len() as u64;
+        // Every node in a fixed order: (shard, node of that shard's resource).
+        let nodes: Vec<(usize, usize)> = self
+            .plan
+            .fan_out(false)
+            .into_iter()
+            .flat_map(|shard| {
+                let count = self.route.shards[shard]
+                    .read
+                    .first()
+                    .map_or(1, Endpoint::nodes);
+                (0..count).map(move |node| (shard, node))
+            })
+            .collect();
+        let positions = nodes.len() as u64;
         let Some(cursor) = args
             .get(1)
             .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok())
         else {
             return Err("ERR invalid cursor".to_string());
         };
-        let shard = cursor % shards;
+        let position = cursor % positions;
+        let Some(&(shard, node)) = nodes.get(position as usize) else {
+            return Err("ERR invalid cursor".to_string());
+        };
         let mut sub: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-        let backend_cursor = (cursor / shards).to_string();
+        let backend_cursor = (cursor / positions).to_string();
         sub[1] = backend_cursor.as_bytes();
         let mut raw = BytesMut::new();
         resp::command(&mut raw, &sub);
         let transform =
-            Box::new(move |reply: Bytes| super::merge::scan_reply(&reply, shard, shards));
-        let target = &self.route.shards[visited[shard as usize]];
+            Box::new(move |reply: Bytes| super::merge::scan_reply(&reply, position, positions));
+        let target = &self.route.shards[shard];
         let handle = self.replies.reserve_with(started, Some(transform));
         self.pick_read(target)
-            .send(raw.freeze(), Keyspace::Any, handle, self.affinity);
+            .send(raw.freeze(), Keyspace::Node(node), handle, self.affinity);
         Ok(())
     }
 
@@ -394,9 +418,12 @@ impl Dispatch<'_> {
         spec: &'static CommandSpec,
         request: &Request,
         write: bool,
-        merge: Merge,
+        mut merge: Merge,
         started: Instant,
     ) -> Result<(), String> {
+        if let Merge::Random(pick) = &mut merge {
+            *pick = self.next_random();
+        }
         let parts = self
             .plan
             .fan_out(write)

@@ -31,6 +31,8 @@ pub enum Merge {
     First,
     /// KEYS: every shard's elements, one array.
     Concat,
+    /// RANDOMKEY: one of the non-nil replies (the `n`th, modulo their number), nil when every node is empty.
+    Random(u64),
     /// SCRIPT EXISTS: arrays of 0/1, element by element; 1 only where every backend said 1 (a script is usable
     /// only if EVALSHA finds it wherever a key may land).
     AllOf,
@@ -92,6 +94,13 @@ fn merge_replies(replies: Vec<Bytes>, merge: &Merge) -> Option<Bytes> {
             for element in arrays.iter().flatten() {
                 out.extend_from_slice(element);
             }
+        }
+        Merge::Random(pick) => {
+            let keys: Vec<&Bytes> = replies.iter().filter(|r| &r[..] != b"$-1\r\n").collect();
+            return match keys.len() {
+                0 => replies.into_iter().next(),
+                n => keys.get((*pick % n as u64) as usize).map(|r| (*r).clone()),
+            };
         }
         Merge::AllOf => {
             let mut all: Option<Vec<i64>> = None;
@@ -158,9 +167,10 @@ pub(super) fn array_elements(reply: &Bytes) -> Option<Vec<Bytes>> {
     Some(elements)
 }
 
-/// Rewrites a shard's `SCAN` reply (`[cursor, [keys...]]`) for a client iterating every shard: the cursor the
-/// client gets encodes the shard (`backend cursor × shards + shard`), and a finished shard hands over to the next
-/// one at cursor 0, so a client sees one iteration over the whole keyspace.
+/// Rewrites a node's `SCAN` reply (`[cursor, [keys...]]`) for a client iterating every node of a route (each
+/// shard, each master of a cluster): the cursor the client gets encodes the node's position (`backend cursor ×
+/// nodes + position`), and a finished node hands over to the next one at cursor 0, so a client sees one iteration
+/// over the whole keyspace.
 pub fn scan_reply(reply: &Bytes, shard: u64, shards: u64) -> Bytes {
     if is_error(reply) {
         return reply.clone();
@@ -252,6 +262,18 @@ mod tests {
                 &[b"*3\r\n:1\r\n:1\r\n:0\r\n", b"*3\r\n:0\r\n:1\r\n:0\r\n"]
             )[..],
             b"*3\r\n:0\r\n:1\r\n:0\r\n"
+        );
+        assert_eq!(
+            &combine(
+                one_each(3),
+                Merge::Random(7),
+                &[b"$-1\r\n", b"$1\r\na\r\n", b"$-1\r\n"]
+            )[..],
+            b"$1\r\na\r\n"
+        );
+        assert_eq!(
+            &combine(one_each(2), Merge::Random(7), &[b"$-1\r\n", b"$-1\r\n"])[..],
+            b"$-1\r\n"
         );
         assert_eq!(
             &combine(one_each(2), Merge::Sum, &[b":1\r\n", b"+what\r\n"])[..],

@@ -18,7 +18,7 @@ use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
 use crate::resp::{self, Request, RequestDecoder};
-use crate::route::{Dispatch, Place, ResolvedRoute, Resolver, Tenant};
+use crate::route::{Dispatch, Place, ResolvedRoute, Resolver, RoutePlan, Tenant};
 use crate::server::Worker;
 
 mod stateful;
@@ -299,6 +299,9 @@ impl Session {
         if let Some(refusal) = refusal(spec, view.tenant.allow_admin) {
             return self.local_error(started, &refusal);
         }
+        if let Some(refusal) = database_refusal(spec, &view.tenant.route) {
+            return self.local_error(started, &refusal);
+        }
         let mut dispatch = Dispatch {
             plan: &view.tenant.route,
             route: &view.route,
@@ -432,6 +435,9 @@ impl Session {
                         "NOPROTO sorry, this protocol version is not supported.",
                     );
                 }
+                Some(_) => {
+                    return self.local_error(started, "NOPROTO unsupported protocol version");
+                }
                 _ => {
                     return self.local_error(
                         started,
@@ -492,25 +498,24 @@ impl Session {
         });
     }
 
-    /// `SELECT n`. A tenant whose resource names db 0 may use any of the backend's 16 databases; one whose
-    /// resource names another db owns only that one (SELECT 0), so tenants sharing a Redis stay apart.
+    /// `SELECT n`, within the databases the route offers (see `RoutePlan::databases`).
     fn select(&mut self, started: Instant, index: &[u8]) {
         let Some(index) = resp::parse_int(index) else {
             return self.local_error(started, "ERR value is not an integer or out of range");
         };
         let route = self.tenant.as_ref().map(|v| &v.tenant.route);
-        if index != 0 && route.is_some_and(|r| r.has_cluster()) {
-            return self.local_error(started, "ERR SELECT is not allowed in cluster mode");
-        }
-        let base_db = route.map_or(0, |r| r.base_db());
-        let allowed = if base_db == 0 { 0..16 } else { 0..1 };
-        if !allowed.contains(&index) {
+        if !route.map_or(0..16, |r| r.databases()).contains(&index) {
             return self.local_error(started, "ERR DB index is out of range");
         }
         self.db = index as u32;
         self.info.db.store(self.db, Ordering::Relaxed);
-        if let Some(view) = self.tenant.take() {
-            self.enter_tenant(view.tenant, view.credential);
+        if let Some((tenant, credential)) = self
+            .tenant
+            .as_ref()
+            .map(|v| (Arc::clone(&v.tenant), v.credential.clone()))
+        {
+            self.leave_tenant();
+            self.enter_tenant(tenant, credential);
         }
         self.local_reply(started, |out| resp::simple(out, b"OK"));
     }
@@ -557,11 +562,24 @@ impl Session {
                 }
                 self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
             }
+            // Tracking is never on: Redis' answers for a client that does not track.
+            "client|getredir" => self.local_reply(started, |out| resp::integer(out, -1)),
+            "client|trackinginfo" => self.local_reply(started, |out| {
+                resp::array_header(out, 6);
+                resp::bulk(out, b"flags");
+                resp::array_header(out, 1);
+                resp::simple(out, b"off");
+                resp::bulk(out, b"redirect");
+                resp::integer(out, -1);
+                resp::bulk(out, b"prefixes");
+                resp::array_header(out, 0);
+            }),
             _ => {
                 let name = spec.display_name();
+                let why = client_refusal(spec.name);
                 self.local_error(
                     started,
-                    &format!("ERR {name} is not supported by the gateway"),
+                    &format!("ERR {name} is not supported by the gateway{why}"),
                 )
             }
         }
@@ -662,6 +680,45 @@ impl Resolver for TenantResolver<'_> {
     fn detached(&self, resource: &str) -> Rc<DetachedWrites> {
         self.worker.detached(self.tenant, resource)
     }
+}
+
+/// Why a CLIENT subcommand is refused, for its error text.
+fn client_refusal(name: &str) -> &'static str {
+    match name {
+        "client|tracking" | "client|caching" => {
+            ": invalidation messages would need RESP3 push frames or a redirect connection"
+        }
+        "client|pause" | "client|unpause" => {
+            ": it would pause the backend for every tenant and every gateway"
+        }
+        "client|no-evict" | "client|reply" => {
+            ": backend connections are shared by many clients, so per-client settings cannot reach them"
+        }
+        "client|unblock" => {
+            ": blocked clients are released by their own timeout or by disconnecting"
+        }
+        _ => "",
+    }
+}
+
+/// MOVE and SWAPDB name the backend's databases: they are refused unless the route is one shard whose client
+/// may use all of them (a Redis Cluster answers them itself, with its own error).
+fn database_refusal(spec: &CommandSpec, route: &RoutePlan) -> Option<String> {
+    if !matches!(spec.name, "move" | "swapdb") {
+        return None;
+    }
+    let name = spec.display_name();
+    if route.shards.len() > 1 {
+        return Some(format!(
+            "ERR {name} is not supported on a route with several shards: databases are per backend"
+        ));
+    }
+    if route.databases().end == 1 && !route.has_cluster() {
+        return Some(format!(
+            "ERR {name} is not supported for a tenant that owns one database of its backend"
+        ));
+    }
+    None
 }
 
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run.

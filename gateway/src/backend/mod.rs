@@ -44,10 +44,8 @@ impl ResourceSpec {
             _ if db == 0 => {}
             ResourceSpec::Node(node) => node.db = db,
             ResourceSpec::Sentinel(sentinel, _) => sentinel.db = db,
-            // Exactly what a cluster node says to SELECT.
-            ResourceSpec::Cluster(_) => {
-                return Err("ERR SELECT is not allowed in cluster mode".into());
-            }
+            // SELECT refuses this before (see `RoutePlan::databases`).
+            ResourceSpec::Cluster(_) => return Err("ERR DB index is out of range".into()),
         }
         Ok(spec)
     }

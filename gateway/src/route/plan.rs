@@ -148,6 +148,17 @@ impl RoutePlan {
             .any(|spec| matches!(spec, ResourceSpec::Cluster(_)))
     }
 
+    /// The databases a client may SELECT. A tenant whose resource names db 0 may use any of the backend's 16
+    /// databases; one whose resource names another db owns only that one (SELECT 0), so tenants sharing a Redis
+    /// stay apart; a Redis Cluster has only db 0.
+    pub fn databases(&self) -> std::ops::Range<i64> {
+        if self.has_cluster() || self.base_db() != 0 {
+            0..1
+        } else {
+            0..16
+        }
+    }
+
     /// The database of the first write resource (what `SELECT 0` means for this tenant).
     pub fn base_db(&self) -> u32 {
         self.shards

@@ -1,0 +1,136 @@
+//! Connection-level commands through the gateway compared with a plain redis-server (see
+//! `switchyard_tests::compare`): SELECT with a database per connection, MOVE and SWAPDB where the route allows
+//! them, HELLO and RESP3, CLIENT TRACKING.
+
+use serde_json::json;
+use switchyard_tests::compare::{Topology, each_topology};
+use switchyard_tests::{Gateway, RawClient, RedisServer};
+
+const OUT_OF_RANGE: &[u8] = b"-ERR DB index is out of range\r\n";
+
+#[test]
+fn select_gives_each_connection_its_database() {
+    each_topology(|c| {
+        c.all_same(&[
+            &["SET", "k", "zero"],
+            &["SELECT", "0"],
+            &["SELECT", "16"],
+            &["SELECT", "-1"],
+            &["SELECT", "x"],
+            &["SELECT"],
+            &["GET", "k"],
+        ]);
+        if c.topology() == Topology::Cluster {
+            let why = "docs/commands.md#databases: a Redis Cluster has only database 0";
+            c.differs(&["SELECT", "1"], OUT_OF_RANGE, why);
+            c.same(&["SELECT", "0"]); // the reference did switch
+            c.same(&["GET", "k"]);
+            // A cluster node answers these itself, as it does for any client.
+            let why = "docs/commands.md#databases: Redis Cluster's own reply";
+            c.differs(
+                &["MOVE", "k", "1"],
+                b"-ERR MOVE is not allowed in cluster mode\r\n",
+                why,
+            );
+            c.differs(
+                &["SWAPDB", "0", "1"],
+                b"-ERR SWAPDB is not allowed in cluster mode\r\n",
+                why,
+            );
+            return;
+        }
+        c.all_same(&[
+            &["SELECT", "1"],
+            &["GET", "k"],
+            &["SET", "k", "one"],
+            &["MSET", "{k}a", "1", "{k}b", "2"],
+            &["DBSIZE"],
+            &["SELECT", "15"],
+            &["DBSIZE"],
+            &["SELECT", "1"],
+            &["GET", "k"],
+            &["SELECT", "0"],
+            &["GET", "k"],
+            &["DBSIZE"],
+        ]);
+        c.scan_same(&[]);
+        let why = "docs/commands.md#databases: databases are per backend";
+        let refused = |name: &str| {
+            format!(
+                "-ERR {name} is not supported on a route with several shards: databases are per backend\r\n"
+            )
+        };
+        for (args, name) in [
+            (&["MOVE", "k", "2"][..], "MOVE"),
+            (&["SWAPDB", "0", "1"][..], "SWAPDB"),
+        ] {
+            if c.topology() == Topology::Sharded {
+                c.differs(args, refused(name).as_bytes(), why);
+            } else {
+                c.same(args);
+            }
+        }
+        if c.topology() == Topology::Single {
+            c.all_same(&[
+                &["GET", "k"],
+                &["SELECT", "1"],
+                &["GET", "k"],
+                &["SELECT", "2"],
+                &["GET", "k"],
+                &["MOVE", "k", "2"],
+                &["MOVE", "nope", "3"],
+            ]);
+        }
+    });
+}
+
+#[test]
+fn a_tenant_that_owns_one_database_selects_only_it() {
+    let backend = RedisServer::start();
+    let target = json!(format!("{}/5", backend.url()));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(target));
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    client.roundtrip(b"SELECT 0\r\n", b"+OK\r\n");
+    client.roundtrip(b"SELECT 1\r\n", OUT_OF_RANGE);
+    client.roundtrip(
+        b"MOVE k 0\r\n",
+        b"-ERR MOVE is not supported for a tenant that owns one database of its backend\r\n",
+    );
+    client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+    let mut direct = RawClient::connect(backend.port());
+    direct.roundtrip(b"SELECT 5\r\n", b"+OK\r\n");
+    direct.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+}
+
+#[test]
+fn hello_speaks_resp2_only_and_tracking_is_refused() {
+    each_topology(|c| {
+        c.all_same(&[
+            &["HELLO", "4"],
+            &["HELLO", "1"],
+            &["HELLO", "x"],
+            &["HELLO", "2", "BADOPT"],
+            &["PING"],
+        ]);
+        let why = "docs/commands.md#protocol: the gateway speaks RESP2 only";
+        c.differs(
+            &["HELLO", "3"],
+            b"-NOPROTO sorry, this protocol version is not supported.\r\n",
+            why,
+        );
+        // The reference switched to RESP3: back to RESP2 on both sides.
+        let (_, hello) = c.both(&["HELLO", "2"]);
+        assert!(
+            hello.starts_with(b"*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+            "{hello:?}"
+        );
+        c.differs(
+            &["CLIENT", "TRACKING", "on"],
+            b"-ERR CLIENT TRACKING is not supported by the gateway: invalidation messages would need RESP3 push frames or a redirect connection\r\n",
+            "docs/commands.md#client",
+        );
+        // The connection is still open and still RESP2.
+        c.same(&["GET", "nope"]);
+    });
+}

@@ -22,6 +22,7 @@ use crate::route::{Dispatch, Place, ResolvedRoute, Resolver, RoutePlan, Tenant};
 use crate::server::Worker;
 
 mod stateful;
+mod transaction;
 
 /// Requests a client may have waiting for replies before the gateway stops reading from it.
 const MAX_PENDING: usize = 16 * 1024;
@@ -250,6 +251,7 @@ impl Session {
         let spec = match cmd::lookup(request.args()) {
             Ok(spec) => spec,
             Err(e) => {
+                self.fail_transaction();
                 // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
                 if let Some(view) = &self.tenant {
                     view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
@@ -507,7 +509,16 @@ impl Session {
         if !route.map_or(0..16, |r| r.databases()).contains(&index) {
             return self.local_error(started, "ERR DB index is out of range");
         }
-        self.db = index as u32;
+        self.set_db(index as u32);
+        self.local_reply(started, |out| resp::simple(out, b"OK"));
+    }
+
+    /// Switches the session to database `db`, re-resolving its route there.
+    fn set_db(&mut self, db: u32) {
+        if db == self.db {
+            return;
+        }
+        self.db = db;
         self.info.db.store(self.db, Ordering::Relaxed);
         if let Some((tenant, credential)) = self
             .tenant
@@ -517,7 +528,6 @@ impl Session {
             self.leave_tenant();
             self.enter_tenant(tenant, credential);
         }
-        self.local_reply(started, |out| resp::simple(out, b"OK"));
     }
 
     fn set_name(&self, name: &[u8]) -> Result<(), &'static str> {
@@ -724,19 +734,7 @@ fn database_refusal(spec: &CommandSpec, route: &RoutePlan) -> Option<String> {
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run.
 fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
     if spec.has(flag::PUBSUB)
-        || matches!(
-            spec.name,
-            "multi"
-                | "exec"
-                | "discard"
-                | "watch"
-                | "unwatch"
-                | "monitor"
-                | "reset"
-                | "readonly"
-                | "readwrite"
-                | "asking"
-        )
+        || matches!(spec.name, "monitor" | "readonly" | "readwrite" | "asking")
     {
         return Some(format!(
             "ERR {} is not supported by the gateway yet",

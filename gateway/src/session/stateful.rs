@@ -14,6 +14,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
+use super::transaction::{Transaction, Watching};
 use crate::backend::ConnectionSettings;
 use crate::backend::dedicated::{Dedicated, Lease, Wait};
 use crate::cmd::{CommandSpec, flag};
@@ -27,9 +28,13 @@ pub(super) struct Stateful {
     pub(super) parked: Option<Request>,
     /// Set after a command served on a dedicated connection: nothing more is dispatched before its reply is
     /// written.
-    barrier: bool,
-    /// The connection of a blocking command in flight.
-    blocked: Option<Dedicated>,
+    pub(super) barrier: bool,
+    /// The connection of a blocking command or an `EXEC` in flight, released once its reply is written.
+    pub(super) held: Option<Dedicated>,
+    /// The commands queued since `MULTI`.
+    pub(super) transaction: Option<Transaction>,
+    /// The connection holding `WATCH`ed keys.
+    pub(super) watching: Option<Watching>,
 }
 
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
@@ -48,13 +53,21 @@ pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
 impl Session {
     /// Whether `request` must wait for every earlier reply to be written before it is dispatched.
     pub(super) fn must_park(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
-        !self.replies.is_empty() && (self.stateful.barrier || is_blocking(spec, args))
+        if self.replies.is_empty() {
+            return false;
+        }
+        let ordered = match self.stateful.transaction {
+            // Inside a transaction commands are only queued; EXEC runs them.
+            Some(_) => matches!(spec.name, "exec" | "reset"),
+            None => matches!(spec.name, "watch" | "reset") || is_blocking(spec, args),
+        };
+        self.stateful.barrier || ordered
     }
 
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
     pub(super) fn settle(&mut self) {
         self.stateful.barrier = false;
-        self.stateful.blocked = None;
+        self.stateful.held = None;
     }
 
     /// Serves the commands that need a dedicated connection. Returns false for every other command.
@@ -64,6 +77,13 @@ impl Session {
         request: &Request,
         started: Instant,
     ) -> bool {
+        if self.transaction_command(spec, request, started) {
+            return true;
+        }
+        if spec.name == "reset" {
+            self.reset(started);
+            return true;
+        }
         if is_blocking(spec, request.args()) {
             self.blocking(spec, request, started);
             return true;
@@ -94,7 +114,7 @@ impl Session {
             Ok(connection) => {
                 let reply = self.replies.reserve(started);
                 connection.send(request.raw().clone(), vec![reply], Wait::Unbounded);
-                self.stateful.blocked = Some(connection);
+                self.stateful.held = Some(connection);
                 self.stateful.barrier = true;
             }
             Err(reply) => self.local_error_reply(started, reply),

@@ -1,0 +1,251 @@
+//! Transactions: `MULTI`/`EXEC`/`DISCARD`/`WATCH`/`UNWATCH`.
+//!
+//! Commands queued after `MULTI` are held in the gateway, each answered `+QUEUED` once the checks Redis makes at
+//! queue time have passed (unknown command and arity, commands refused here, keys on another shard or slot than
+//! the transaction's: `-CROSSSLOT`); a failed check answers Redis' error and marks the transaction failed, so
+//! `EXEC` answers `-EXECABORT`, as Redis does. The first key decides where the transaction runs, so a transaction
+//! whose first commands are keyless still finds its shard. `EXEC` sends `MULTI`, the queued commands and `EXEC`
+//! in one write on a dedicated connection to that shard's primary (for a cluster, the slot's master), and the
+//! client gets `EXEC`'s reply. `WATCH` opens that connection early, at the watched keys' place, and the
+//! transaction must then stay there.
+//!
+//! Under double-write the transaction runs on the primary; once its `EXEC` succeeded, its write commands are sent
+//! to each secondary in order, in the background, as other double-writes with ack `primary` are.
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use super::Session;
+use crate::backend::Keyspace;
+use crate::backend::dedicated::{Dedicated, Wait};
+use crate::cmd::{CommandSpec, acl, flag};
+use crate::reply::{ReplyHandle, Transform};
+use crate::resp::{self, Request};
+use crate::route::{CROSSSLOT, Place};
+
+const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+/// The commands queued since `MULTI`.
+#[derive(Default)]
+pub(super) struct Transaction {
+    queued: Vec<(&'static CommandSpec, Bytes)>,
+    /// Where the transaction runs: the place of its first key (or of the watched keys).
+    place: Option<Place>,
+    /// A command was refused at queue time: `EXEC` answers `EXECABORT`.
+    failed: bool,
+}
+
+/// The connection holding the client's `WATCH`es, and where the watched keys live.
+pub(super) struct Watching {
+    connection: Dedicated,
+    place: Place,
+}
+
+/// Connection commands (which the gateway answers itself) and subscriptions would act on the backend's
+/// connection inside a transaction, not on the client's: refused there, except those that mean the same.
+fn gateway_state_in_multi(spec: &CommandSpec) -> bool {
+    let connection = spec.acl_categories & acl::CONNECTION != 0;
+    let subscription =
+        spec.has(flag::PUBSUB) && !spec.name.contains("publish") && spec.name != "pubsub";
+    (connection || subscription) && !matches!(spec.name, "ping" | "echo")
+}
+
+impl Session {
+    /// Serves the transaction commands, and every command while a transaction is open. Returns false for the
+    /// commands that are served as usual (those outside a transaction, and `QUIT`).
+    pub(super) fn transaction_command(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) -> bool {
+        if self.stateful.transaction.is_some() {
+            match spec.name {
+                "exec" => self.exec(started),
+                "discard" => {
+                    self.stateful.transaction = None;
+                    self.stateful.watching = None;
+                    self.local_ok(started);
+                }
+                "multi" => self.local_error(started, "ERR MULTI calls can not be nested"),
+                "watch" => self.local_error(started, "ERR WATCH inside MULTI is not allowed"),
+                "quit" | "reset" => return false,
+                _ => self.queue(spec, request, started),
+            }
+            return true;
+        }
+        match spec.name {
+            "multi" => {
+                self.stateful.transaction = Some(Transaction {
+                    place: self.stateful.watching.as_ref().map(|w| w.place),
+                    ..Transaction::default()
+                });
+                self.local_ok(started);
+            }
+            "exec" => self.local_error(started, "ERR EXEC without MULTI"),
+            "discard" => self.local_error(started, "ERR DISCARD without MULTI"),
+            "watch" => self.watch(spec, request, started),
+            "unwatch" => {
+                self.stateful.watching = None;
+                self.local_ok(started);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Marks the open transaction (if any) failed: a command was refused at queue time.
+    pub(super) fn fail_transaction(&mut self) {
+        if let Some(transaction) = &mut self.stateful.transaction {
+            transaction.failed = true;
+        }
+    }
+
+    fn local_ok(&self, started: Instant) {
+        self.local_reply(started, |out| resp::simple(out, b"OK"));
+    }
+
+    /// A command after `MULTI`: checked as Redis checks it at queue time, then held until `EXEC`.
+    fn queue(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
+        if let Err(text) = self.queueable(spec, request) {
+            self.fail_transaction();
+            return self.local_error(started, &text);
+        }
+        if let Some(transaction) = &mut self.stateful.transaction {
+            transaction.queued.push((spec, request.raw().clone()));
+        }
+        self.local_reply(started, |out| resp::simple(out, b"QUEUED"));
+    }
+
+    /// Why a command cannot join the transaction, in Redis' words where Redis has them.
+    fn queueable(&mut self, spec: &'static CommandSpec, request: &Request) -> Result<(), String> {
+        let allow_admin = self.tenant.as_ref().is_some_and(|v| v.tenant.allow_admin);
+        if let Some(refusal) = super::refusal(spec, allow_admin) {
+            return Err(refusal);
+        }
+        if spec.has(flag::NO_MULTI) {
+            return Err("ERR Command not allowed inside a transaction".to_string());
+        }
+        if gateway_state_in_multi(spec) {
+            let name = spec.display_name();
+            return Err(format!(
+                "ERR {name} inside MULTI is not supported by the gateway"
+            ));
+        }
+        let Some(place) = self.place_of(spec, request.args())? else {
+            return Ok(());
+        };
+        let Some(transaction) = &mut self.stateful.transaction else {
+            return Ok(());
+        };
+        match transaction.place {
+            None => transaction.place = Some(place),
+            Some(first) if first != place => return Err(CROSSSLOT.to_string()),
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// `WATCH key...`: on the dedicated connection of the watched keys' place (opened by the first WATCH).
+    fn watch(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
+        let place = match self.place_of(spec, request.args()) {
+            Ok(place) => place.unwrap_or((0, None)),
+            Err(text) => return self.local_error(started, &text),
+        };
+        let watching = match self.stateful.watching.take() {
+            Some(watching) if watching.place != place => {
+                self.stateful.watching = Some(watching);
+                return self.local_error(started, CROSSSLOT);
+            }
+            Some(watching) => watching,
+            None => match self.open_dedicated(place, false) {
+                Ok(connection) => Watching { connection, place },
+                Err(reply) => return self.local_error_reply(started, reply),
+            },
+        };
+        let reply = self.replies.reserve(started);
+        watching
+            .connection
+            .send(request.raw().clone(), vec![reply], Wait::Bounded);
+        self.stateful.watching = Some(watching);
+        self.stateful.barrier = true;
+    }
+
+    /// `EXEC`: the queued commands between `MULTI` and `EXEC` in one write, on the watching connection or a new
+    /// one at the transaction's place.
+    fn exec(&mut self, started: Instant) {
+        let Some(transaction) = self.stateful.transaction.take() else {
+            return;
+        };
+        let watching = self.stateful.watching.take();
+        if transaction.failed {
+            return self.local_error(started, EXECABORT);
+        }
+        let place = transaction.place.unwrap_or((0, None));
+        let connection = match watching {
+            Some(watching) => watching.connection,
+            None => match self.open_dedicated(place, false) {
+                Ok(connection) => connection,
+                Err(reply) => return self.local_error_reply(started, reply),
+            },
+        };
+        let mut raw = BytesMut::new();
+        resp::command(&mut raw, &[b"MULTI"]);
+        for (_, command) in &transaction.queued {
+            raw.extend_from_slice(command);
+        }
+        resp::command(&mut raw, &[b"EXEC"]);
+        // MULTI's +OK and the +QUEUED replies were given already; only EXEC's reply goes to the client.
+        let mut replies: Vec<ReplyHandle> = (0..=transaction.queued.len())
+            .map(|_| ReplyHandle::discard())
+            .collect();
+        let replicate = self.replicate_after_exec(place, &transaction.queued);
+        replies.push(self.replies.reserve_with(started, replicate));
+        connection.send(raw.freeze(), replies, Wait::Bounded);
+        self.stateful.held = Some(connection);
+        self.stateful.barrier = true;
+    }
+
+    /// Under double-write: what sends the transaction's writes to the secondaries once `EXEC` succeeded.
+    fn replicate_after_exec(
+        &self,
+        place: Place,
+        queued: &[(&'static CommandSpec, Bytes)],
+    ) -> Option<Transform> {
+        let view = self.tenant.as_ref()?;
+        let secondaries = view.route.secondaries(place.0);
+        if secondaries.is_empty() {
+            return None;
+        }
+        let writes: Vec<(&'static str, Bytes)> = queued
+            .iter()
+            .filter(|(spec, _)| !spec.has(flag::READONLY))
+            .map(|(spec, raw)| (spec.name, raw.clone()))
+            .collect();
+        let (slot, affinity) = (place.1, self.info.id as usize);
+        Some(Box::new(move |reply: Bytes| {
+            // An array is a transaction that ran; `*-1` one that WATCH aborted, an error one that never ran.
+            if reply.starts_with(b"*") && !reply.starts_with(b"*-1") {
+                let keyspace = slot.map_or(Keyspace::Any, Keyspace::Slot);
+                for (upstream, detached) in &secondaries {
+                    for (name, raw) in &writes {
+                        if let Some(handle) = detached.admit(name) {
+                            upstream.send_to(raw.clone(), keyspace, handle, affinity);
+                        }
+                    }
+                }
+            }
+            reply
+        }))
+    }
+
+    /// `RESET`: leaves every state (transaction, watches, subscriptions), back to database 0.
+    pub(super) fn reset(&mut self, started: Instant) {
+        self.stateful.transaction = None;
+        self.stateful.watching = None;
+        self.set_db(0);
+        self.replies
+            .push_ready(Bytes::from_static(b"+RESET\r\n"), started);
+    }
+}

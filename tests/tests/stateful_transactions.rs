@@ -1,0 +1,225 @@
+//! Transactions end to end: replies compared byte for byte with a plain redis-server over a single shard, a ring
+//! of three and a Redis Cluster (errors included); WATCH conflicts; CROSSSLOT inside a transaction; double-write.
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard_tests::compare::{Topology, each_topology};
+use switchyard_tests::{Gateway, RawClient, RedisServer, open_tenant, wait_for};
+
+#[test]
+fn transactions_answer_as_redis_does() {
+    each_topology(|c| {
+        c.all_same(&[
+            &["MULTI"],
+            &["SET", "{t}a", "1"],
+            &["INCR", "{t}a"],
+            &["LPUSH", "{t}l", "x", "y"],
+            &["GET", "{t}a"],
+            &["PING"],
+            &["ECHO", "hi"],
+            &["EXEC"],
+            &["GET", "{t}a"],
+            // An empty transaction, and one whose only commands are keyless.
+            &["MULTI"],
+            &["EXEC"],
+            &["MULTI"],
+            &["PING", "x"],
+            &["EXEC"],
+            // A command failing at run time fails alone, inside EXEC's reply.
+            &["MULTI"],
+            &["SET", "{t}s", "abc"],
+            &["INCR", "{t}s"],
+            &["GET", "{t}s"],
+            &["EXEC"],
+            // DISCARD throws the queue away.
+            &["MULTI"],
+            &["SET", "{t}a", "discarded"],
+            &["DISCARD"],
+            &["GET", "{t}a"],
+            // The errors Redis gives outside and inside a transaction.
+            &["EXEC"],
+            &["DISCARD"],
+            &["MULTI"],
+            &["MULTI"],
+            &["WATCH", "{t}a"],
+            &["SET", "{t}a", "2"],
+            &["EXEC"],
+            &["GET", "{t}a"],
+            // Refused at queue time: the transaction is aborted.
+            &["MULTI"],
+            &["SET", "{t}a", "3"],
+            &["NOSUCHCOMMAND", "x"],
+            &["EXEC"],
+            &["MULTI"],
+            &["GET"],
+            &["SET", "{t}a", "4"],
+            &["EXEC"],
+            &["MULTI"],
+            &["SET", "{t}a", "5"],
+            &["WATCH", "{t}a"],
+            &["EXEC"],
+            &["GET", "{t}a"],
+            // WATCH without a conflict, UNWATCH.
+            &["WATCH", "{t}a", "{t}b"],
+            &["MULTI"],
+            &["SET", "{t}b", "1"],
+            &["EXEC"],
+            &["WATCH", "{t}a"],
+            &["UNWATCH"],
+            &["UNWATCH"],
+            &["MULTI"],
+            &["GET", "{t}b"],
+            &["EXEC"],
+            &["WATCH", "{t}a"],
+            &["DEL", "{t}b"],
+            &["GET", "{t}a"],
+            &["MULTI"],
+            &["EXISTS", "{t}b"],
+            &["EXEC"],
+        ]);
+        // A whole transaction in one pipeline, with the commands around it in order.
+        c.pipeline_same(&[
+            &["SET", "{p}n", "1"],
+            &["MULTI"],
+            &["INCR", "{p}n"],
+            &["INCRBY", "{p}n", "10"],
+            &["EXEC"],
+            &["GET", "{p}n"],
+            &["WATCH", "{p}n"],
+            &["MULTI"],
+            &["DECR", "{p}n"],
+            &["EXEC"],
+            &["GET", "{p}n"],
+        ]);
+        // Keys of another shard or slot inside a transaction: CROSSSLOT, and the transaction fails, as on a
+        // Redis Cluster ("a" and "b" are on different slots and, on the ring, different shards).
+        let crossslot = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+        let split = c.topology() != Topology::Single;
+        c.same(&["MULTI"]);
+        c.same(&["SET", "a", "1"]);
+        if split {
+            let why =
+                "docs/stateful.md#transactions: keys of one transaction share a shard and slot";
+            c.differs(&["SET", "b", "1"], crossslot, why);
+            c.differs(
+                &["EXEC"],
+                b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+                why,
+            );
+            c.differs(&["WATCH", "a", "b"], crossslot, why);
+        } else {
+            c.same(&["SET", "b", "1"]);
+            c.same(&["EXEC"]);
+            c.same(&["WATCH", "a", "b"]);
+        }
+        c.same(&["UNWATCH"]);
+    });
+}
+
+#[test]
+fn a_watch_conflict_aborts_exec() {
+    each_topology(|c| {
+        let gateway_port = c.gateway().port();
+        c.same(&["SET", "{w}k", "1"]);
+        c.same(&["WATCH", "{w}k"]);
+        // Another client of the gateway changes the key.
+        let mut other = RawClient::connect(gateway_port);
+        assert_eq!(other.request(&[b"SET", b"{w}k", b"2"]), b"+OK\r\n");
+        let (_, gateway) = c.both(&["MULTI"]);
+        assert_eq!(gateway, b"+OK\r\n");
+        c.both(&["SET", "{w}k", "3"]);
+        let (_, exec) = c.both(&["EXEC"]);
+        assert_eq!(exec, b"*-1\r\n", "[{}] EXEC after a conflict", c.topology());
+        assert_eq!(other.request(&[b"GET", b"{w}k"]), b"$1\r\n2\r\n");
+        // The next transaction, without a conflict, runs.
+        c.both(&["WATCH", "{w}k"]);
+        c.both(&["MULTI"]);
+        c.both(&["SET", "{w}k", "4"]);
+        let (_, exec) = c.both(&["EXEC"]);
+        assert_eq!(exec, b"*1\r\n+OK\r\n");
+    });
+}
+
+/// How many clients the backend has.
+fn backend_clients(backend: &RedisServer) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut backend.client())
+        .unwrap();
+    list.lines().count()
+}
+
+#[test]
+fn a_transaction_on_a_double_written_route_reaches_the_secondaries_after_exec() {
+    let (primary, secondary) = (RedisServer::start(), RedisServer::start());
+    let route = json!({"type": "single", "target": {
+        "write": {"resources": [primary.url(), secondary.url()], "ack": "primary"}}});
+    let gateway = Gateway::start(&open_tenant(route));
+    let mut client = RawClient::connect(gateway.port());
+    let idle = backend_clients(&primary);
+    client.send(
+        b"MULTI\r\nSET a 1\r\nRPUSH l x y\r\nGET a\r\nINCR a\r\nEXEC\r\nMULTI\r\nSET b 1\r\nDISCARD\r\n",
+    );
+    client.expect(
+        b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*4\r\n+OK\r\n:2\r\n$1\r\n1\r\n:2\r\n",
+    );
+    client.expect(b"+OK\r\n+QUEUED\r\n+OK\r\n");
+    let mut on_secondary = secondary.client();
+    wait_for(
+        "the writes on the secondary",
+        Duration::from_secs(20),
+        || {
+            redis::cmd("GET")
+                .arg("a")
+                .query::<Option<String>>(&mut on_secondary)
+                .unwrap()
+                .as_deref()
+                == Some("2")
+        },
+    );
+    let list: Vec<String> = redis::cmd("LRANGE")
+        .arg("l")
+        .arg(0)
+        .arg(-1)
+        .query(&mut on_secondary)
+        .unwrap();
+    assert_eq!(list, ["x", "y"]);
+    let discarded: Option<String> = redis::cmd("GET").arg("b").query(&mut on_secondary).unwrap();
+    assert_eq!(discarded, None);
+
+    // An aborted transaction reaches no secondary either.
+    client.send(b"WATCH a\r\n");
+    client.expect(b"+OK\r\n");
+    let _: () = redis::cmd("SET")
+        .arg("a")
+        .arg("changed")
+        .query(&mut primary.client())
+        .unwrap();
+    client.send(b"MULTI\r\nSET c 1\r\nEXEC\r\nSET marker 1\r\n");
+    client.expect(b"+OK\r\n+QUEUED\r\n*-1\r\n+OK\r\n");
+    wait_for(
+        "the marker on the secondary",
+        Duration::from_secs(20),
+        || {
+            redis::cmd("EXISTS")
+                .arg("marker")
+                .query::<i64>(&mut on_secondary)
+                .unwrap()
+                == 1
+        },
+    );
+    assert_eq!(
+        redis::cmd("EXISTS")
+            .arg("c")
+            .query::<i64>(&mut on_secondary)
+            .unwrap(),
+        0
+    );
+    // Every dedicated connection is gone once the transactions are over.
+    wait_for(
+        "dedicated connections released",
+        Duration::from_secs(20),
+        || backend_clients(&primary) == idle,
+    );
+}

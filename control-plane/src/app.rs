@@ -42,6 +42,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub settings: Arc<Settings>,
     pub snapshots: Arc<SnapshotCache>,
+    /// Wakes the migration worker when a step starts a background task.
+    pub migrations: Arc<crate::migration::Wakeup>,
     /// Set when the process is shutting down, so waiting long-polls answer at once instead of holding the
     /// graceful shutdown for up to `max_wait`.
     stopping: Arc<watch::Sender<bool>>,
@@ -58,6 +60,7 @@ impl AppState {
             metrics: Arc::default(),
             settings: Arc::new(settings),
             snapshots: Arc::default(),
+            migrations: Arc::default(),
             stopping: Arc::new(watch::channel(false).0),
         })
     }

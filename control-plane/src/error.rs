@@ -136,7 +136,13 @@ fn constraint_error(name: &str) -> Option<ApiError> {
             "concurrent_change",
             "another change to this route was made at the same time; retry",
         ),
-        "credentials_tenant_id_fkey" | "route_versions_tenant_id_fkey" => {
+        "tenant_migrations_one_active" => conflict(
+            "migration_active",
+            "the tenant already has an active migration; finish or abort it first",
+        ),
+        "credentials_tenant_id_fkey"
+        | "route_versions_tenant_id_fkey"
+        | "tenant_migrations_tenant_id_fkey" => {
             ApiError::not_found("the tenant was deleted meanwhile")
         }
         "route_resource_refs_resource_id_fkey" => conflict(

@@ -12,6 +12,7 @@ pub mod db;
 pub mod error;
 pub mod extract;
 pub mod metrics;
+pub mod migration;
 pub mod openapi;
 pub mod redact;
 pub mod references;
@@ -73,6 +74,7 @@ pub async fn serve(
         .await
         .context("starting the revision listener")?;
     tracing::info!(address = %listener.local_addr()?, "control plane listening");
+    tokio::spawn(migration::worker(state.clone()));
     let app = router(state.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -289,3 +289,199 @@ pub struct Health {
     pub status: String,
     pub revision: i64,
 }
+
+/// Where a migration moves a tenant: a whole route table (to re-shard) or one target (a resource or a split
+/// target), which becomes a `single` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum MigrationDestination {
+    Table(RouteTable),
+    Target(crate::Target),
+}
+
+impl MigrationDestination {
+    pub fn into_table(self) -> RouteTable {
+        match self {
+            MigrationDestination::Table(table) => table,
+            MigrationDestination::Target(target) => RouteTable::Single { target },
+        }
+    }
+}
+
+/// `POST /v1/tenants/{tenant}/migrations`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigrationCreate {
+    pub to: MigrationDestination,
+    /// When a double-written command is answered during the migration (`primary` or `all`).
+    #[serde(default)]
+    pub ack: crate::AckMode,
+    #[serde(default)]
+    pub limits: MigrationLimits,
+}
+
+/// How hard the background copy and check may press on the deployments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigrationLimits {
+    /// Keys read from the old deployment per second, by backfill and verify (0: unlimited).
+    #[serde(default = "default_keys_per_sec")]
+    pub keys_per_sec: u64,
+    /// Bytes of DUMP payload moved per second (0: unlimited).
+    #[serde(default)]
+    pub bytes_per_sec: u64,
+    /// Keys per SCAN page (and per pipelined batch).
+    #[serde(default = "default_batch")]
+    pub batch: u64,
+    /// Verify treats TTLs that differ by at most this many milliseconds as equal.
+    #[serde(default = "default_ttl_tolerance")]
+    pub ttl_tolerance_ms: u64,
+}
+
+impl Default for MigrationLimits {
+    fn default() -> MigrationLimits {
+        MigrationLimits {
+            keys_per_sec: default_keys_per_sec(),
+            bytes_per_sec: 0,
+            batch: default_batch(),
+            ttl_tolerance_ms: default_ttl_tolerance(),
+        }
+    }
+}
+
+fn default_keys_per_sec() -> u64 {
+    20_000
+}
+
+fn default_batch() -> u64 {
+    200
+}
+
+fn default_ttl_tolerance() -> u64 {
+    2_000
+}
+
+/// A migration's place in its workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MigrationState {
+    /// Writes go to old (primary) and new (secondary); reads stay on old.
+    DoubleWrite,
+    /// The backfill task copies the keys that existed before double-write.
+    Backfilling,
+    Backfilled,
+    /// The verify task compares every key and repairs differences from old.
+    Verifying,
+    Verified,
+    /// Reads go to new; writes go to new (primary) and old (secondary), so a rollback loses nothing.
+    CutOver,
+    /// The route is the new one only.
+    Finished,
+    /// Back on the old route; nothing was deleted anywhere.
+    Aborted,
+}
+
+impl MigrationState {
+    /// The name used in the API, the database and the audit log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationState::DoubleWrite => "double_write",
+            MigrationState::Backfilling => "backfilling",
+            MigrationState::Backfilled => "backfilled",
+            MigrationState::Verifying => "verifying",
+            MigrationState::Verified => "verified",
+            MigrationState::CutOver => "cut_over",
+            MigrationState::Finished => "finished",
+            MigrationState::Aborted => "aborted",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<MigrationState> {
+        [
+            MigrationState::DoubleWrite,
+            MigrationState::Backfilling,
+            MigrationState::Backfilled,
+            MigrationState::Verifying,
+            MigrationState::Verified,
+            MigrationState::CutOver,
+            MigrationState::Finished,
+            MigrationState::Aborted,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+
+    /// Finished and aborted migrations are history; anything else blocks a second migration of the tenant.
+    pub fn is_active(self) -> bool {
+        !matches!(self, MigrationState::Finished | MigrationState::Aborted)
+    }
+}
+
+/// The counters of one background task (backfill or verify).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskProgress {
+    /// Keys SCAN returned so far.
+    pub scanned: u64,
+    /// Backfill: keys restored on the new deployment.
+    pub copied: u64,
+    /// Backfill: keys already there (written through double-write: BUSYKEY) or gone before they were read.
+    pub skipped: u64,
+    /// Keys that could not be copied or checked (see the logs).
+    pub failed: u64,
+    /// Verify: keys equal on both sides (type, value digest, TTL within tolerance).
+    pub matched: u64,
+    /// Verify: keys re-copied from old because new differed or lacked them.
+    pub repaired: u64,
+    /// Verify: keys deleted from new because old no longer has them.
+    pub removed: u64,
+    /// Verify: keys still different after every re-check (written continuously); verify again later.
+    pub unresolved: u64,
+    /// Keys the deployments held when the task started (DBSIZE): what `remaining` counts down from.
+    pub estimated_total: u64,
+    pub remaining: u64,
+    /// Keys per second over the task so far.
+    pub keys_per_sec: f64,
+    /// Seconds left at the current rate.
+    pub eta_secs: Option<u64>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MigrationProgress {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<TaskProgress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<TaskProgress>,
+}
+
+/// `GET /v1/tenants/{tenant}/migrations/{id}`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Migration {
+    pub id: i64,
+    pub tenant: String,
+    pub state: MigrationState,
+    /// The route before the migration (restored by `abort`).
+    pub from: RouteTable,
+    /// The route after `finish`.
+    pub to: RouteTable,
+    pub ack: crate::AckMode,
+    pub limits: MigrationLimits,
+    /// The revision of the migration's latest route change; the next step waits until every live gateway
+    /// serves it.
+    pub route_revision: i64,
+    /// Every live gateway serves `route_revision`.
+    pub converged: bool,
+    pub progress: MigrationProgress,
+    /// Why the last background task stopped, if it failed.
+    pub error: Option<String>,
+    pub author: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// `GET /v1/tenants/{tenant}/migrations`, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MigrationList {
+    pub migrations: Vec<Migration>,
+}

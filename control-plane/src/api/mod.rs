@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod credentials;
 pub mod gateways;
+pub mod migrations;
 pub mod resources;
 pub mod routes;
 pub mod snapshot;
@@ -22,6 +23,7 @@ pub fn operations() -> Vec<Operation> {
         credentials::operations(),
         resources::operations(),
         routes::operations(),
+        migrations::operations(),
         snapshot::operations(),
         gateways::operations(),
         audit::operations(),

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Extension, Json};
 use serde::Deserialize;
+use sqlx::PgConnection;
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{
     RouteChange, RouteExplanation, RoutePut, RouteRollback, RouteVersion, RouteVersionPage,
@@ -214,21 +215,26 @@ async fn rollback(
 }
 
 /// A change that appends a version to a tenant's route history.
-struct NewVersion<'a> {
-    tenant: &'a str,
-    expected: Option<i64>,
-    route: RouteTable,
-    comment: String,
-    action: &'static str,
-    error_prefix: &'static str,
+pub(crate) struct NewVersion<'a> {
+    pub tenant: &'a str,
+    pub expected: Option<i64>,
+    pub route: RouteTable,
+    pub comment: String,
+    pub action: &'static str,
+    pub error_prefix: &'static str,
 }
 
 impl NewVersion<'_> {
-    async fn apply(self, state: &AppState, actor: &Actor) -> ApiResult<Response> {
-        let mut change = Change::begin(&state.pool).await?;
-        let tenant = super::tenant_for_update(change.conn(), self.tenant).await?;
+    /// Validates the table and appends it as the tenant's next version (the caller holds the tenant's row
+    /// lock); returns the previous version and the new one.
+    pub(crate) async fn append(
+        &self,
+        conn: &mut PgConnection,
+        tenant_id: i64,
+        author: &Actor,
+    ) -> ApiResult<(Option<RouteVersion>, RouteVersion)> {
         // Read after taking the lock (a new statement sees what the previous lock holder committed).
-        let previous: Option<RouteVersion> = db::routes::get(change.conn(), tenant.id, None)
+        let previous: Option<RouteVersion> = db::routes::get(&mut *conn, tenant_id, None)
             .await?
             .map(Into::into);
         let current = previous.as_ref().map_or(0, |p| p.version);
@@ -238,21 +244,38 @@ impl NewVersion<'_> {
             return Err(ApiError::PreconditionFailed { current });
         }
         let names = references::names(&self.route);
-        let urls = db::resources::urls(change.conn(), &names, Lock::Share).await?;
+        let urls = db::resources::urls(&mut *conn, &names, Lock::Share).await?;
         self.route
             .validate(&|name| urls.get(name).cloned())
             .map_err(|errors| ApiError::invalid_route(self.error_prefix, errors))?;
         let created: RouteVersion = db::routes::insert(
-            change.conn(),
-            tenant.id,
+            &mut *conn,
+            tenant_id,
             current + 1,
             &self.route,
             &self.comment,
-            &actor.0,
+            &author.0,
         )
         .await?
         .into();
-        db::routes::replace_references(change.conn(), tenant.id, &names).await?;
+        db::routes::replace_references(conn, tenant_id, &names).await?;
+        Ok((previous, created))
+    }
+
+    async fn apply(self, state: &AppState, actor: &Actor) -> ApiResult<Response> {
+        let mut change = Change::begin(&state.pool).await?;
+        let tenant = super::tenant_for_update(change.conn(), self.tenant).await?;
+        // A migration owns the route until it is finished or aborted.
+        if let Some(id) = db::migrations::active(change.conn(), tenant.id).await? {
+            return Err(ApiError::Conflict {
+                code: "migration_active",
+                message: format!(
+                    "migration {id} of tenant '{}' is active; finish or abort it before changing the route",
+                    self.tenant
+                ),
+            });
+        }
+        let (previous, created) = self.append(change.conn(), tenant.id, actor).await?;
         let record = AuditRecord::new(
             self.action,
             Some(self.tenant),

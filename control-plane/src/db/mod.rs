@@ -6,6 +6,7 @@
 pub mod audit;
 pub mod credentials;
 pub mod gateways;
+pub mod migrations;
 pub mod resources;
 pub mod revision;
 pub mod routes;
@@ -59,12 +60,15 @@ impl AuditRecord {
 /// One change in progress.
 pub struct Change {
     tx: Transaction<'static, Postgres>,
+    /// Taken early by [`Change::revision`] when the change must record it.
+    revision: Option<i64>,
 }
 
 impl Change {
     pub async fn begin(pool: &PgPool) -> sqlx::Result<Change> {
         Ok(Change {
             tx: pool.begin().await?,
+            revision: None,
         })
     }
 
@@ -72,10 +76,21 @@ impl Change {
         &mut self.tx
     }
 
+    /// The revision this change will commit as (bumped now, so the change can store it; the row lock then
+    /// orders concurrent changes until commit).
+    pub async fn revision(&mut self) -> sqlx::Result<i64> {
+        if let Some(revision) = self.revision {
+            return Ok(revision);
+        }
+        let revision = revision::bump(&mut self.tx).await?;
+        self.revision = Some(revision);
+        Ok(revision)
+    }
+
     /// Bumps the revision, records the change and commits; returns the new revision. The NOTIFY is delivered
     /// to listeners only at commit, so no poll can wake to a revision it cannot read yet.
     pub async fn commit(mut self, actor: &Actor, record: AuditRecord) -> sqlx::Result<i64> {
-        let revision = revision::bump(&mut self.tx).await?;
+        let revision = self.revision().await?;
         audit::insert(&mut self.tx, revision, actor, &record).await?;
         revision::notify(&mut self.tx, revision).await?;
         self.tx.commit().await?;

@@ -1,0 +1,364 @@
+//! `/v1/tenants/{tenant}/migrations`: moving a tenant to another deployment while it serves traffic.
+//!
+//! Each step is one explicit transition, in one transaction with its route change (a new route version and
+//! revision) and its audit entry. A step that needs the previous one to have completed answers 409 until it has;
+//! so does a step that follows a route change which some live gateway does not serve yet. The background tasks
+//! (backfill, verify) are in [`crate::migration`].
+
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::routing::{get, post};
+use axum::{Extension, Json};
+use switchyard_schemas::api::{Migration, MigrationCreate, MigrationList, MigrationState};
+use switchyard_schemas::{AckMode, RouteTable};
+
+use super::routes::NewVersion;
+use crate::app::AppState;
+use crate::auth::{Access, Actor};
+use crate::db::migrations::{MigrationRow, NewMigration};
+use crate::db::{self, AuditRecord, Change};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, JsonBody, from_value};
+use crate::openapi::Operation;
+use crate::route_schema;
+
+pub fn operations() -> Vec<Operation> {
+    let path = "/v1/tenants/{tenant}/migrations";
+    vec![
+        Operation::new(
+            "createMigration",
+            Method::POST,
+            path,
+            "Start migrating a tenant: writes go to old (primary) and new (secondary), reads stay on old",
+            Access::Admin,
+            post(create),
+        )
+        .request::<MigrationCreate>()
+        .reply::<Migration>(201)
+        .errors(&[404, 409]),
+        Operation::new(
+            "listMigrations",
+            Method::GET,
+            path,
+            "The tenant's migrations, newest first",
+            Access::Admin,
+            get(list),
+        )
+        .reply::<MigrationList>(200)
+        .errors(&[404]),
+        Operation::new(
+            "getMigration",
+            Method::GET,
+            "/v1/tenants/{tenant}/migrations/{id}",
+            "A migration: its state and the progress of its background tasks",
+            Access::Admin,
+            get(show),
+        )
+        .reply::<Migration>(200)
+        .errors(&[400, 404]),
+        Operation::new(
+            "migrationStep",
+            Method::POST,
+            "/v1/tenants/{tenant}/migrations/{id}/{action}",
+            "Take a step: backfill, verify, cutover, finish or abort",
+            Access::Admin,
+            post(step),
+        )
+        .reply::<Migration>(200)
+        .errors(&[400, 404, 409]),
+    ]
+}
+
+fn object(tenant: &str, id: i64) -> String {
+    format!("tenants/{tenant}/migrations/{id}")
+}
+
+fn conflict(code: &'static str, message: String) -> ApiError {
+    ApiError::Conflict { code, message }
+}
+
+/// Whether every live gateway serves `revision` (true when no gateway is live).
+async fn converged(state: &AppState, revision: i64) -> ApiResult<bool> {
+    let gateways = db::gateways::list(&state.pool, state.settings.gateway_ttl).await?;
+    Ok(gateways
+        .iter()
+        .map(|g| g.to_api(revision))
+        .filter(|g| g.live)
+        .all(|g| g.up_to_date))
+}
+
+async fn answer(state: &AppState, row: &MigrationRow) -> ApiResult<Migration> {
+    Ok(row.to_api(converged(state, row.route_revision).await?))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath(tenant): ApiPath<String>,
+    JsonBody(body): JsonBody<serde_json::Value>,
+) -> ApiResult<(StatusCode, Json<Migration>)> {
+    // A table is checked against the route-table schema for precise paths; a target is left to serde.
+    if let Some(to) = body.get("to").filter(|to| to.get("type").is_some()) {
+        route_schema::check(to, "/to")?;
+    }
+    let body: MigrationCreate = from_value(body)?;
+    let destination = body.to.into_table();
+    if matches!(destination, RouteTable::DoubleWrite { .. }) {
+        return Err(ApiError::invalid(
+            "/to/type",
+            "a migration moves to a single or sharded table, not a double_write one",
+        ));
+    }
+    if body.ack == AckMode::AllCheckError {
+        return Err(ApiError::invalid(
+            "/ack",
+            "a migration acknowledges writes after the primary or after all copies (primary or all)",
+        ));
+    }
+    if body.limits.batch == 0 {
+        return Err(ApiError::invalid("/limits/batch", "must be at least 1"));
+    }
+    let mut change = Change::begin(&state.pool).await?;
+    let row = super::tenant_for_update(change.conn(), &tenant).await?;
+    if let Some(id) = db::migrations::active(change.conn(), row.id).await? {
+        return Err(conflict(
+            "migration_active",
+            format!(
+                "migration {id} of tenant '{tenant}' is still active; finish or abort it first"
+            ),
+        ));
+    }
+    let source = db::routes::get(change.conn(), row.id, None)
+        .await?
+        .ok_or_else(|| {
+            conflict(
+                "no_route",
+                format!("tenant '{tenant}' has no route to migrate from"),
+            )
+        })?
+        .route
+        .0;
+    if matches!(source, RouteTable::DoubleWrite { .. }) {
+        return Err(conflict(
+            "route_double_write",
+            "the current route is a double_write table; set a single or sharded one first".into(),
+        ));
+    }
+    // The destination is validated as the route it becomes at `finish`.
+    let names = crate::references::names(&destination);
+    let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::Share).await?;
+    destination
+        .validate(&|name| urls.get(name).cloned())
+        .map_err(|errors| ApiError::invalid_route("/to", errors))?;
+    let id = db::migrations::insert(
+        change.conn(),
+        NewMigration {
+            tenant_id: row.id,
+            source: &source,
+            destination: &destination,
+            ack: body.ack,
+            limits: &body.limits,
+            author: &actor.0,
+        },
+    )
+    .await?;
+    let route = RouteTable::DoubleWrite {
+        primary: Box::new(source),
+        secondary: Box::new(destination),
+        ack: body.ack,
+    };
+    let created = transition(
+        &state,
+        change,
+        &actor,
+        Transition {
+            tenant: &tenant,
+            tenant_id: row.id,
+            id,
+            from: None,
+            to: MigrationState::DoubleWrite,
+            route: Some(route),
+            action: "migration.create",
+        },
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+) -> ApiResult<Json<MigrationList>> {
+    let row = super::tenant(&state.pool, &tenant).await?;
+    let mut migrations = Vec::new();
+    for migration in db::migrations::list(&state.pool, row.id).await? {
+        migrations.push(answer(&state, &migration).await?);
+    }
+    Ok(Json(MigrationList { migrations }))
+}
+
+async fn find(state: &AppState, tenant: &str, id: i64) -> ApiResult<MigrationRow> {
+    let row = super::tenant(&state.pool, tenant).await?;
+    db::migrations::get(&state.pool, row.id, id, false)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no migration {id}")))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    ApiPath((tenant, id)): ApiPath<(String, i64)>,
+) -> ApiResult<Json<Migration>> {
+    let row = find(&state, &tenant, id).await?;
+    Ok(Json(answer(&state, &row).await?))
+}
+
+async fn step(
+    State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
+    ApiPath((tenant, id, action)): ApiPath<(String, i64, String)>,
+) -> ApiResult<Json<Migration>> {
+    let mut change = Change::begin(&state.pool).await?;
+    let tenant_row = super::tenant_for_update(change.conn(), &tenant).await?;
+    let row = db::migrations::get(change.conn(), tenant_row.id, id, true)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no migration {id}")))?;
+    let current = row.state();
+    use MigrationState as S;
+    // (states the step starts from, the state it reaches, the route it installs, whether gateways must serve
+    // the migration's latest route first)
+    let (from, to, route, needs_convergence): (&[S], S, Option<RouteTable>, bool) =
+        match action.as_str() {
+            "backfill" => (&[S::DoubleWrite], S::Backfilling, None, true),
+            "verify" => (&[S::Backfilled, S::Verified], S::Verifying, None, false),
+            "cutover" => (
+                &[S::Verified],
+                S::CutOver,
+                Some(RouteTable::DoubleWrite {
+                    primary: Box::new(row.destination.0.clone()),
+                    secondary: Box::new(row.source.0.clone()),
+                    ack: row.ack.0,
+                }),
+                false,
+            ),
+            "finish" => (
+                &[S::CutOver],
+                S::Finished,
+                Some(row.destination.0.clone()),
+                true,
+            ),
+            "abort" | "rollback" => (
+                &[
+                    S::DoubleWrite,
+                    S::Backfilling,
+                    S::Backfilled,
+                    S::Verifying,
+                    S::Verified,
+                    S::CutOver,
+                ],
+                S::Aborted,
+                Some(row.source.0.clone()),
+                false,
+            ),
+            other => {
+                return Err(ApiError::not_found(format!(
+                    "no migration action '{other}' (backfill, verify, cutover, finish, abort)"
+                )));
+            }
+        };
+    if !from.contains(&current) {
+        let needed: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
+        return Err(conflict(
+            "migration_state",
+            format!(
+                "migration {id} is {}; '{action}' needs it to be {}",
+                current.as_str(),
+                needed.join(" or ")
+            ),
+        ));
+    }
+    if needs_convergence && !converged(&state, row.route_revision).await? {
+        return Err(conflict(
+            "gateways_not_converged",
+            format!(
+                "not every live gateway serves revision {} yet (see GET /v1/gateways); retry when they do",
+                row.route_revision
+            ),
+        ));
+    }
+    let action = match to {
+        S::Backfilling => "migration.backfill",
+        S::Verifying => "migration.verify",
+        S::CutOver => "migration.cutover",
+        S::Finished => "migration.finish",
+        _ => "migration.abort",
+    };
+    let answer = transition(
+        &state,
+        change,
+        &actor,
+        Transition {
+            tenant: &tenant,
+            tenant_id: tenant_row.id,
+            id,
+            from: Some(current),
+            to,
+            route,
+            action,
+        },
+    )
+    .await?;
+    if matches!(to, S::Backfilling | S::Verifying) {
+        state.migrations.wake();
+    }
+    Ok(Json(answer))
+}
+
+/// One state change of a migration, with the route version it installs.
+struct Transition<'a> {
+    tenant: &'a str,
+    tenant_id: i64,
+    id: i64,
+    from: Option<MigrationState>,
+    to: MigrationState,
+    route: Option<RouteTable>,
+    action: &'static str,
+}
+
+/// Applies `t` inside `change` (the tenant and migration rows are locked) and commits it with its audit entry.
+async fn transition(
+    state: &AppState,
+    mut change: Change,
+    actor: &Actor,
+    t: Transition<'_>,
+) -> ApiResult<Migration> {
+    let mut route_version = None;
+    let mut route_revision = None;
+    if let Some(route) = t.route {
+        let version = NewVersion {
+            tenant: t.tenant,
+            expected: None,
+            route,
+            comment: format!("migration {}: {}", t.id, t.to.as_str()),
+            action: t.action,
+            error_prefix: "",
+        };
+        let (_, created) = version.append(change.conn(), t.tenant_id, actor).await?;
+        route_version = Some(created.version);
+        route_revision = Some(change.revision().await?);
+    }
+    db::migrations::set_state(change.conn(), t.id, t.to, route_revision).await?;
+    let row = db::migrations::get(change.conn(), t.tenant_id, t.id, false)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no migration {}", t.id)))?;
+    let record = AuditRecord::new(
+        t.action,
+        Some(t.tenant),
+        object(t.tenant, t.id),
+        t.from
+            .map(|from| serde_json::json!({"state": from.as_str()}))
+            .as_ref(),
+        Some(&serde_json::json!({"state": t.to.as_str(), "route_version": route_version})),
+    );
+    state.commit(change, actor, record).await?;
+    answer(state, &row).await
+}

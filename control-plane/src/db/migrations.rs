@@ -1,0 +1,188 @@
+//! Tenant migrations: their state, the two routes, and the background tasks' progress and cursor.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use switchyard_schemas::api::{Migration, MigrationLimits, MigrationProgress, MigrationState};
+use switchyard_schemas::{AckMode, RouteTable};
+
+use super::timestamp;
+
+#[derive(FromRow, Clone)]
+pub struct MigrationRow {
+    pub id: i64,
+    pub tenant_id: i64,
+    pub tenant: String,
+    pub state: String,
+    pub source: Json<RouteTable>,
+    pub destination: Json<RouteTable>,
+    pub ack: Json<AckMode>,
+    pub limits: Json<MigrationLimits>,
+    pub route_revision: i64,
+    pub progress: Json<MigrationProgress>,
+    pub task_cursor: Option<Value>,
+    pub error: Option<String>,
+    pub author: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl MigrationRow {
+    /// The state; a name the table's CHECK admits always parses, so the fallback is never taken.
+    pub fn state(&self) -> MigrationState {
+        MigrationState::parse(&self.state).unwrap_or(MigrationState::Aborted)
+    }
+
+    pub fn to_api(&self, converged: bool) -> Migration {
+        Migration {
+            id: self.id,
+            tenant: self.tenant.clone(),
+            state: self.state(),
+            from: self.source.0.clone(),
+            to: self.destination.0.clone(),
+            ack: self.ack.0,
+            limits: self.limits.0.clone(),
+            route_revision: self.route_revision,
+            converged,
+            progress: self.progress.0.clone(),
+            error: self.error.clone(),
+            author: self.author.clone(),
+            created_at: timestamp(self.created_at),
+            updated_at: timestamp(self.updated_at),
+        }
+    }
+}
+
+const COLUMNS: &str = "m.id, m.tenant_id, t.name AS tenant, m.state, m.source, m.destination,
+    to_jsonb(m.ack) AS ack, m.limits, m.route_revision, m.progress, m.task_cursor, m.error, m.author,
+    m.created_at, m.updated_at";
+
+pub struct NewMigration<'a> {
+    pub tenant_id: i64,
+    pub source: &'a RouteTable,
+    pub destination: &'a RouteTable,
+    pub ack: AckMode,
+    pub limits: &'a MigrationLimits,
+    pub author: &'a str,
+}
+
+/// Inserts in state `double_write`; `route_revision` is set by [`set_state`] in the same transaction.
+pub async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> sqlx::Result<i64> {
+    let ack = serde_json::to_value(new.ack).unwrap_or_default();
+    sqlx::query_scalar(
+        "INSERT INTO tenant_migrations (tenant_id, state, source, destination, ack, limits, route_revision, author)
+         VALUES ($1, 'double_write', $2, $3, $4 #>> '{}', $5, 0, $6) RETURNING id",
+    )
+    .bind(new.tenant_id)
+    .bind(Json(new.source))
+    .bind(Json(new.destination))
+    .bind(ack)
+    .bind(Json(new.limits))
+    .bind(new.author)
+    .fetch_one(conn)
+    .await
+}
+
+/// One migration of a tenant; `lock` holds its row for the rest of the transaction.
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    tenant_id: i64,
+    id: i64,
+    lock: bool,
+) -> sqlx::Result<Option<MigrationRow>> {
+    let lock = if lock { "FOR UPDATE OF m" } else { "" };
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 AND m.id = $2 {lock}"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+/// A migration by id alone (for the workers).
+pub async fn by_id(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<MigrationRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id WHERE m.id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+/// The tenant's migrations, newest first.
+pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<MigrationRow>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 ORDER BY m.id DESC"
+    ))
+    .bind(tenant_id)
+    .fetch_all(db)
+    .await
+}
+
+/// The tenant's active migration, if any.
+pub async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar(
+        "SELECT id FROM tenant_migrations
+         WHERE tenant_id = $1 AND state NOT IN ('finished', 'aborted')",
+    )
+    .bind(tenant_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// Migrations whose background task (backfill or verify) should be running.
+pub async fn with_task(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar(
+        "SELECT id FROM tenant_migrations WHERE state IN ('backfilling', 'verifying') ORDER BY id",
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Moves to `state`; a route change also records its revision. A new task starts from no cursor.
+pub async fn set_state(
+    conn: &mut PgConnection,
+    id: i64,
+    state: MigrationState,
+    route_revision: Option<i64>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE tenant_migrations SET state = $2, route_revision = COALESCE($3, route_revision),
+             task_cursor = NULL, error = NULL, updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(state.as_str())
+    .bind(route_revision)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Saves a task's counters and cursor, only while the migration is still in the task's state (an abort in the
+/// meantime wins). Returns whether it still is.
+pub async fn save_progress(
+    db: impl PgExecutor<'_>,
+    id: i64,
+    state: MigrationState,
+    progress: &MigrationProgress,
+    cursor: Option<&Value>,
+    error: Option<&str>,
+) -> sqlx::Result<bool> {
+    let updated = sqlx::query(
+        "UPDATE tenant_migrations SET progress = $3, task_cursor = $4, error = $5, updated_at = now()
+         WHERE id = $1 AND state = $2",
+    )
+    .bind(id)
+    .bind(state.as_str())
+    .bind(Json(progress))
+    .bind(cursor)
+    .bind(error)
+    .execute(db)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}

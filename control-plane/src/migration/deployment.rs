@@ -1,0 +1,241 @@
+//! The Redis deployments a migration reads and writes, reached the way the gateway reaches them: a key goes to
+//! the target its route table's placement picks (`switchyard_schemas::placement`), and within a Redis Cluster to
+//! the master owning its hash slot (CRC16 of its hash tag).
+
+use std::collections::HashMap;
+
+use anyhow::{Context, anyhow, bail};
+use redis::aio::MultiplexedConnection;
+use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, Value};
+use switchyard_schemas::placement::{TablePlacement, crc16, hash_tag};
+use switchyard_schemas::{Credentials, Node, ResourceKind, ResourceUrl, RouteTable};
+
+const SLOTS: usize = 16384;
+
+/// One Redis server, connected.
+#[derive(Clone)]
+pub struct Server {
+    /// `host:port`, for logs and errors.
+    pub addr: String,
+    pub conn: MultiplexedConnection,
+}
+
+/// A resource of a route: one server, or a cluster's masters with the slot map.
+pub enum Resource {
+    Server(Server),
+    Cluster {
+        masters: Vec<Server>,
+        /// Index into `masters` of each slot's owner.
+        owners: Vec<usize>,
+    },
+}
+
+async fn connect(node: &Node, auth: Option<&Credentials>, db: u32) -> anyhow::Result<Server> {
+    let info = ConnectionInfo {
+        addr: ConnectionAddr::Tcp(node.host.clone(), node.port),
+        redis: RedisConnectionInfo {
+            db: i64::from(db),
+            username: auth.and_then(|a| a.username.clone()),
+            password: auth.map(|a| a.password.clone()),
+            ..RedisConnectionInfo::default()
+        },
+    };
+    let client = redis::Client::open(info)?;
+    let conn = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .map_err(|_| anyhow!("connecting to {node}: timed out"))?
+    .with_context(|| format!("connecting to {node}"))?;
+    Ok(Server {
+        addr: node.to_string(),
+        conn,
+    })
+}
+
+impl Resource {
+    /// Connects to the resource at `url` (its masters, for a cluster; the current master, for sentinel).
+    pub async fn connect(url: &str) -> anyhow::Result<Resource> {
+        let parsed = ResourceUrl::parse(url).map_err(|e| anyhow!("bad resource URL: {e}"))?;
+        if parsed.tls {
+            bail!("TLS resources (rediss://) are not supported");
+        }
+        let auth = parsed.auth.as_ref();
+        match &parsed.kind {
+            ResourceKind::Standalone { node, db } => {
+                Ok(Resource::Server(connect(node, auth, *db).await?))
+            }
+            ResourceKind::Sentinel {
+                sentinels,
+                master_name,
+                db,
+                sentinel_auth,
+                ..
+            } => {
+                let mut last = anyhow!("no sentinel given");
+                for sentinel in sentinels {
+                    let found = async {
+                        let mut server = connect(sentinel, sentinel_auth.as_ref(), 0).await?;
+                        let (host, port): (String, u16) = redis::cmd("SENTINEL")
+                            .arg("get-master-addr-by-name")
+                            .arg(master_name)
+                            .query_async(&mut server.conn)
+                            .await?;
+                        connect(&Node { host, port }, auth, *db).await
+                    };
+                    match found.await {
+                        Ok(server) => return Ok(Resource::Server(server)),
+                        Err(e) => last = e,
+                    }
+                }
+                Err(last)
+            }
+            ResourceKind::Cluster { seeds, .. } => {
+                let mut last = anyhow!("no seed given");
+                for seed in seeds {
+                    match Resource::cluster(seed, auth).await {
+                        Ok(cluster) => return Ok(cluster),
+                        Err(e) => last = e,
+                    }
+                }
+                Err(last)
+            }
+        }
+    }
+
+    /// The cluster's masters and slot map, as `seed` sees them.
+    async fn cluster(seed: &Node, auth: Option<&Credentials>) -> anyhow::Result<Resource> {
+        let mut server = connect(seed, auth, 0).await?;
+        let ranges: Vec<Vec<Value>> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut server.conn)
+            .await
+            .with_context(|| format!("CLUSTER SLOTS on {seed}"))?;
+        let mut masters: Vec<Server> = Vec::new();
+        let mut by_addr: HashMap<String, usize> = HashMap::new();
+        let mut owners = vec![usize::MAX; SLOTS];
+        for range in ranges {
+            let (first, last, master) = match range.as_slice() {
+                [first, last, master, ..] => (first, last, master),
+                _ => bail!("unexpected CLUSTER SLOTS reply from {seed}"),
+            };
+            let first: usize = redis::from_redis_value(first)?;
+            let last: usize = redis::from_redis_value(last)?;
+            let (host, port): (String, u16) = match master {
+                Value::Array(parts) if parts.len() >= 2 => (
+                    redis::from_redis_value(&parts[0])?,
+                    redis::from_redis_value(&parts[1])?,
+                ),
+                _ => bail!("unexpected CLUSTER SLOTS reply from {seed}"),
+            };
+            // An empty host means "the node you asked".
+            let host = if host.is_empty() {
+                seed.host.clone()
+            } else {
+                host
+            };
+            let node = Node { host, port };
+            let index = match by_addr.get(&node.to_string()) {
+                Some(&index) => index,
+                None => {
+                    masters.push(connect(&node, auth, 0).await?);
+                    by_addr.insert(node.to_string(), masters.len() - 1);
+                    masters.len() - 1
+                }
+            };
+            if first > last || last >= SLOTS {
+                bail!("bad slot range {first}-{last} from {seed}");
+            }
+            owners[first..=last].fill(index);
+        }
+        if let Some(slot) = owners.iter().position(|&o| o == usize::MAX) {
+            bail!("slot {slot} has no master (the cluster at {seed} is not healthy)");
+        }
+        Ok(Resource::Cluster { masters, owners })
+    }
+
+    /// The servers holding the resource's data, each once.
+    pub fn masters(&self) -> Vec<Server> {
+        match self {
+            Resource::Server(server) => vec![server.clone()],
+            Resource::Cluster { masters, .. } => masters.clone(),
+        }
+    }
+
+    /// The server that holds `key`.
+    pub fn server_for(&self, key: &[u8]) -> &Server {
+        match self {
+            Resource::Server(server) => server,
+            Resource::Cluster { masters, owners } => {
+                let slot = usize::from(crc16(hash_tag(key))) % SLOTS;
+                &masters[owners[slot]]
+            }
+        }
+    }
+}
+
+/// One side of a migration: a route table, with every resource it writes to connected.
+pub struct Side {
+    route: RouteTable,
+    /// Connected resources by URL.
+    resources: HashMap<String, Resource>,
+}
+
+impl Side {
+    /// Connects to every write resource of `route` (names already inlined to URLs).
+    pub async fn connect(route: RouteTable) -> anyhow::Result<Side> {
+        let mut resources = HashMap::new();
+        for target in route.targets() {
+            for url in target.write_resources() {
+                if !resources.contains_key(url) {
+                    let resource = Resource::connect(url)
+                        .await
+                        .with_context(|| format!("resource {}", crate::redact::url(url)))?;
+                    resources.insert(url.clone(), resource);
+                }
+            }
+        }
+        Ok(Side { route, resources })
+    }
+
+    pub fn placement(&self) -> TablePlacement<'_> {
+        TablePlacement::new(&self.route)
+    }
+
+    /// Every server that holds data of this side: the masters of each target's primary write resource, in a
+    /// stable order (a persisted cursor names a server by its position here).
+    pub fn servers(&self) -> Vec<Server> {
+        let mut seen = std::collections::HashSet::new();
+        let mut servers = Vec::new();
+        for target in self.route.targets() {
+            let Some(resource) = target
+                .write_resources()
+                .first()
+                .and_then(|url| self.resources.get(url))
+            else {
+                continue;
+            };
+            for server in resource.masters() {
+                if seen.insert(server.addr.clone()) {
+                    servers.push(server);
+                }
+            }
+        }
+        servers
+    }
+
+    /// Where `key` lives: every write resource of its target, the primary first (a target that double-writes
+    /// keeps its copies in step), each narrowed to the server holding the key.
+    pub fn servers_for(&self, placement: &TablePlacement<'_>, key: &[u8]) -> Vec<Server> {
+        let Some((_, target)) = placement.target_of(key) else {
+            return Vec::new();
+        };
+        target
+            .write_resources()
+            .iter()
+            .filter_map(|url| self.resources.get(url))
+            .map(|resource| resource.server_for(key).clone())
+            .collect()
+    }
+}

@@ -1,0 +1,112 @@
+//! The background side of tenant migrations: the backfill and verify tasks, run by whichever control-plane
+//! replica takes the migration's Postgres advisory lock first, so each migration has at most one task running
+//! across replicas. A task persists its counters and SCAN cursor as it goes; after a crash or restart the next
+//! holder of the lock resumes from the last saved cursor.
+
+pub mod deployment;
+mod task;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::{Notify, watch};
+
+use crate::app::AppState;
+use crate::db;
+
+/// Advisory-lock class of migration tasks (the second key is the migration id).
+const LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
+
+/// How often the worker looks for work it was not told about (tasks of other replicas that died).
+const POLL: Duration = Duration::from_secs(2);
+
+/// Wakes the worker when a transition starts a task.
+#[derive(Default)]
+pub struct Wakeup(Notify);
+
+impl Wakeup {
+    pub fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Runs the tasks of migrations in `backfilling` or `verifying` until the process stops.
+pub async fn worker(state: AppState) {
+    let running: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    let mut stopping = state.stopping();
+    loop {
+        match db::migrations::with_task(&state.pool).await {
+            Ok(ids) => {
+                for id in ids {
+                    let fresh = running.lock().is_ok_and(|mut r| r.insert(id));
+                    if !fresh {
+                        continue;
+                    }
+                    let (state, running, stopping) =
+                        (state.clone(), Arc::clone(&running), state.stopping());
+                    tokio::spawn(async move {
+                        if let Err(e) = locked(&state.pool, id, stopping).await {
+                            tracing::warn!(
+                                migration = id,
+                                error = format!("{e:#}"),
+                                "migration task stopped"
+                            );
+                        }
+                        if let Ok(mut r) = running.lock() {
+                            r.remove(&id);
+                        }
+                        state.migrations.wake();
+                    });
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "looking for migration tasks"),
+        }
+        tokio::select! {
+            _ = state.migrations.0.notified() => {}
+            _ = tokio::time::sleep(POLL) => {}
+            _ = stopping.changed() => return,
+        }
+        if *stopping.borrow() {
+            return;
+        }
+    }
+}
+
+/// Runs migration `id`'s task if this process gets its advisory lock (held on one connection for the task's
+/// life; Postgres releases it if the process dies).
+async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let mut conn = pool.acquire().await?;
+    let key = i32::try_from(id)?;
+    let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
+        .bind(LOCK_CLASS)
+        .bind(key)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !got {
+        return Ok(()); // another replica runs it
+    }
+    let result = task::run(pool, id, stopping).await;
+    if let Err(e) = &result {
+        // Shown in GET .../migrations/{id}; the task is retried at the next poll.
+        let message = format!("{e:#}");
+        if let Ok(Some(row)) = db::migrations::by_id(pool, id).await {
+            let _ = db::migrations::save_progress(
+                pool,
+                id,
+                row.state(),
+                &row.progress.0,
+                row.task_cursor.as_ref(),
+                Some(&message),
+            )
+            .await;
+        }
+    }
+    sqlx::query("SELECT pg_advisory_unlock($1, $2)")
+        .bind(LOCK_CLASS)
+        .bind(key)
+        .execute(&mut *conn)
+        .await?;
+    result
+}

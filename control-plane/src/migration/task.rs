@@ -1,0 +1,598 @@
+//! Backfill and verify: a rate-limited SCAN over every server of a side, one batch at a time, with the counters
+//! and the cursor saved after each batch (at most twice a second) so a restart resumes where the task stood.
+//!
+//! Backfill copies with DUMP + PTTL and RESTORE without REPLACE: a key already written through double-write
+//! answers BUSYKEY and keeps its newer value. Verify compares old and new key by key (DUMP payload, or a
+//! type-specific digest when payload encodings differ; TTL within tolerance), then repairs from old, which is
+//! authoritative until cutover, and re-checks each repaired key until it is stable: a write racing the repair,
+//! or a delete racing the backfill's copy, is seen and settled instead of leaving the sides apart.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use redis::{Pipeline, Value};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use switchyard_schemas::api::{MigrationLimits, MigrationState, TaskProgress};
+use tokio::sync::watch;
+
+use super::deployment::{Server, Side};
+use crate::auth::Actor;
+use crate::db::{self, AuditRecord, Change, timestamp};
+use crate::references;
+
+/// Where a task resumes: the phase (verify has two), the server within it, and its SCAN cursor.
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
+struct Cursor {
+    phase: usize,
+    server: usize,
+    scan: u64,
+}
+
+/// Verify re-checks a differing key this many times (repairing in between) before calling it unresolved.
+const SETTLE_ROUNDS: usize = 5;
+/// Lets in-flight double-writes land before a difference is believed.
+const SETTLE_DELAY: Duration = Duration::from_millis(200);
+const SAVE_EVERY: Duration = Duration::from_millis(500);
+
+/// Runs migration `id`'s task (its advisory lock is held by the caller) to the end, or until it is aborted or
+/// the process stops.
+pub async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let Some(row) = db::migrations::by_id(pool, id).await? else {
+        return Ok(());
+    };
+    let state = row.state();
+    if !matches!(
+        state,
+        MigrationState::Backfilling | MigrationState::Verifying
+    ) {
+        return Ok(());
+    }
+    let urls = db::resources::all_urls(pool).await?;
+    let (mut source, mut destination) = (row.source.0.clone(), row.destination.0.clone());
+    for route in [&mut source, &mut destination] {
+        references::inline(route, &urls).map_err(|name| {
+            anyhow::anyhow!("the route names resource '{name}', which no longer exists")
+        })?;
+    }
+    let old = Side::connect(source).await.context("old deployment")?;
+    let new = Side::connect(destination).await.context("new deployment")?;
+    let mut progress = row.progress.0.clone();
+    let cursor: Option<Cursor> = row
+        .task_cursor
+        .as_ref()
+        .and_then(|c| serde_json::from_value(c.clone()).ok());
+    let phases: Vec<Vec<Server>> = match state {
+        MigrationState::Backfilling => vec![old.servers()],
+        _ => vec![old.servers(), new.servers()],
+    };
+    let mut counters = match (&cursor, state) {
+        (Some(_), MigrationState::Backfilling) => progress.backfill.clone().unwrap_or_default(),
+        (Some(_), _) => progress.verify.clone().unwrap_or_default(),
+        (None, _) => {
+            let mut total = 0;
+            for server in phases.iter().flatten() {
+                let mut conn = server.conn.clone();
+                let size: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await?;
+                total += size;
+            }
+            TaskProgress {
+                estimated_total: total,
+                remaining: total,
+                started_at: Some(timestamp(chrono::Utc::now())),
+                ..TaskProgress::default()
+            }
+        }
+    };
+    let mut task = Task {
+        old,
+        new,
+        limits: row.limits.0.clone(),
+        started: Instant::now(),
+        keys: 0,
+        bytes: 0,
+    };
+    let mut cursor = cursor.unwrap_or_default();
+    let mut saved = Instant::now();
+    let store = |progress: &mut switchyard_schemas::api::MigrationProgress,
+                 counters: &TaskProgress| {
+        match state {
+            MigrationState::Backfilling => progress.backfill = Some(counters.clone()),
+            _ => progress.verify = Some(counters.clone()),
+        }
+    };
+    while let Some(servers) = phases.get(cursor.phase) {
+        let Some(server) = servers.get(cursor.server) else {
+            cursor = Cursor {
+                phase: cursor.phase + 1,
+                ..Cursor::default()
+            };
+            continue;
+        };
+        let mut conn = server.conn.clone();
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor.scan)
+            .arg("COUNT")
+            .arg(task.limits.batch.max(1))
+            .query_async(&mut conn)
+            .await
+            .with_context(|| format!("SCAN on {}", server.addr))?;
+        counters.scanned += keys.len() as u64;
+        match (state, cursor.phase) {
+            (MigrationState::Backfilling, _) => task.backfill(server, &keys, &mut counters).await?,
+            (_, 0) => task.verify_old(server, &keys, &mut counters).await?,
+            _ => task.verify_new(server, &keys, &mut counters).await?,
+        }
+        cursor = match next {
+            0 => Cursor {
+                server: cursor.server + 1,
+                scan: 0,
+                ..cursor
+            },
+            scan => Cursor { scan, ..cursor },
+        };
+        task.account(keys.len(), &mut counters);
+        if saved.elapsed() >= SAVE_EVERY {
+            store(&mut progress, &counters);
+            let cursor = serde_json::to_value(cursor)?;
+            if !db::migrations::save_progress(pool, id, state, &progress, Some(&cursor), None)
+                .await?
+            {
+                return Ok(()); // aborted meanwhile
+            }
+            saved = Instant::now();
+        }
+        if *stopping.borrow() {
+            return Ok(()); // the last saved cursor is where the next run resumes
+        }
+        task.throttle().await;
+    }
+    counters.remaining = 0;
+    counters.eta_secs = Some(0);
+    counters.finished_at = Some(timestamp(chrono::Utc::now()));
+    store(&mut progress, &counters);
+    finish(pool, id, state, &progress).await
+}
+
+/// Saves the final counters and moves to the task's done state, with an audit entry.
+async fn finish(
+    pool: &PgPool,
+    id: i64,
+    state: MigrationState,
+    progress: &switchyard_schemas::api::MigrationProgress,
+) -> anyhow::Result<()> {
+    let (done, action) = match state {
+        MigrationState::Backfilling => (MigrationState::Backfilled, "migration.backfilled"),
+        _ => (MigrationState::Verified, "migration.verified"),
+    };
+    let mut change = Change::begin(pool).await?;
+    let Some(row) = db::migrations::by_id(change.conn(), id).await? else {
+        return Ok(());
+    };
+    let locked = db::migrations::get(change.conn(), row.tenant_id, id, true).await?;
+    if locked.as_ref().map(|r| r.state()) != Some(state) {
+        return Ok(()); // aborted meanwhile
+    }
+    if !db::migrations::save_progress(change.conn(), id, state, progress, None, None).await? {
+        return Ok(());
+    }
+    db::migrations::set_state(change.conn(), id, done, None).await?;
+    let record = AuditRecord::new(
+        action,
+        Some(&row.tenant),
+        format!("tenants/{}/migrations/{id}", row.tenant),
+        Some(&serde_json::json!({"state": state.as_str()})),
+        Some(&serde_json::json!({"state": done.as_str(), "progress": progress})),
+    );
+    let revision = change
+        .commit(&Actor("control-plane".to_string()), record)
+        .await?;
+    tracing::info!(
+        migration = id,
+        state = done.as_str(),
+        revision,
+        "migration task done"
+    );
+    Ok(())
+}
+
+struct Task {
+    old: Side,
+    new: Side,
+    limits: MigrationLimits,
+    /// This run's start and what it moved, for the rate limits and the rate shown.
+    started: Instant,
+    keys: u64,
+    bytes: u64,
+}
+
+/// RESTOREs bound for one server: its pipeline, and for each command its key's index and whether this is the
+/// key's first destination (which is what the counters count).
+type Batch = (Server, Pipeline, Vec<(usize, bool)>);
+
+/// A key as one server holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Copy {
+    dump: Option<Vec<u8>>,
+    /// -2: no key, -1: no TTL, else milliseconds left.
+    pttl: i64,
+}
+
+/// One key on both sides: where old has it and one server of new that should.
+#[derive(Clone)]
+struct Pair {
+    key: Vec<u8>,
+    old: Server,
+    new: Server,
+}
+
+/// Sends `pipe` and answers each command's reply, errors included (a plain query fails on the first error).
+async fn send(server: &Server, pipe: &Pipeline, count: usize) -> anyhow::Result<Vec<Value>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let mut conn = server.conn.clone();
+    let replies = redis::aio::ConnectionLike::req_packed_commands(&mut conn, pipe, 0, count)
+        .await
+        .with_context(|| format!("talking to {}", server.addr))?;
+    if replies.len() != count {
+        bail!(
+            "{} answered {} replies to {count} commands",
+            server.addr,
+            replies.len()
+        );
+    }
+    Ok(replies)
+}
+
+/// DUMP and PTTL of `keys` on one server.
+async fn read(server: &Server, keys: &[&[u8]]) -> anyhow::Result<Vec<Copy>> {
+    let mut pipe = redis::pipe();
+    for key in keys {
+        pipe.cmd("DUMP").arg(*key).cmd("PTTL").arg(*key);
+    }
+    let replies = send(server, &pipe, keys.len() * 2).await?;
+    Ok(replies
+        .chunks(2)
+        .map(|pair| {
+            let dump = match &pair[0] {
+                Value::BulkString(bytes) => Some(bytes.clone()),
+                _ => None,
+            };
+            let pttl = match (&dump, &pair[1]) {
+                (Some(_), Value::Int(ttl)) => *ttl,
+                _ => -2,
+            };
+            Copy { dump, pttl }
+        })
+        .collect())
+}
+
+/// Reads both sides of every pair, grouped into one pipeline per server.
+async fn read_pairs(pairs: &[Pair]) -> anyhow::Result<Vec<(Copy, Copy)>> {
+    let mut old = vec![None; pairs.len()];
+    let mut new = vec![None; pairs.len()];
+    for (side, pick) in [
+        (&mut old, (|p: &Pair| &p.old) as fn(&Pair) -> &Server),
+        (&mut new, |p: &Pair| &p.new),
+    ] {
+        let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, pair) in pairs.iter().enumerate() {
+            groups.entry(pick(pair).addr.as_str()).or_default().push(i);
+        }
+        for indices in groups.values() {
+            let server = pick(&pairs[indices[0]]);
+            let keys: Vec<&[u8]> = indices.iter().map(|&i| pairs[i].key.as_slice()).collect();
+            for (&i, copy) in indices.iter().zip(read(server, &keys).await?) {
+                side[i] = Some(copy);
+            }
+        }
+    }
+    Ok(old
+        .into_iter()
+        .zip(new)
+        .filter_map(|(o, n)| Some((o?, n?)))
+        .collect())
+}
+
+/// RESTORE arguments: the TTL as RESTORE takes it (0: none).
+fn restore_ttl(pttl: i64) -> i64 {
+    pttl.max(0)
+}
+
+/// The server error code of a reply, if it is one.
+fn error_code(reply: &Value) -> Option<String> {
+    match reply {
+        Value::ServerError(e) => Some(e.code().to_string()),
+        _ => None,
+    }
+}
+
+impl Task {
+    /// Copies `keys` (found on `server` of old) to their places in new, never over a key already there.
+    async fn backfill(
+        &mut self,
+        server: &Server,
+        keys: &[Vec<u8>],
+        counters: &mut TaskProgress,
+    ) -> anyhow::Result<()> {
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let copies = read(server, &refs).await?;
+        let placement = self.new.placement();
+        // Per destination server: the pipeline, and for each RESTORE its key's index and whether it is the
+        // key's first destination (which is what the counters count).
+        let mut batches: HashMap<String, Batch> = HashMap::new();
+        for (i, (key, copy)) in keys.iter().zip(&copies).enumerate() {
+            let Some(dump) = &copy.dump else {
+                counters.skipped += 1; // deleted since SCAN saw it
+                continue;
+            };
+            self.bytes += dump.len() as u64;
+            for (n, dest) in self
+                .new
+                .servers_for(&placement, key)
+                .into_iter()
+                .enumerate()
+            {
+                let entry = batches
+                    .entry(dest.addr.clone())
+                    .or_insert_with(|| (dest, redis::pipe(), Vec::new()));
+                entry
+                    .1
+                    .cmd("RESTORE")
+                    .arg(key)
+                    .arg(restore_ttl(copy.pttl))
+                    .arg(dump.as_slice());
+                entry.2.push((i, n == 0));
+            }
+        }
+        for (dest, pipe, items) in batches.values() {
+            let replies = send(dest, pipe, items.len()).await?;
+            for ((i, first), reply) in items.iter().zip(replies) {
+                match error_code(&reply) {
+                    None if *first => counters.copied += 1,
+                    None => {}
+                    Some(code) if code == "BUSYKEY" && *first => counters.skipped += 1,
+                    Some(code) if code == "BUSYKEY" => {}
+                    Some(code) => {
+                        tracing::warn!(server = dest.addr, code, key = %String::from_utf8_lossy(&keys[*i]), "RESTORE failed");
+                        if *first {
+                            counters.failed += 1;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares `keys` (found on `server` of old) with every copy new should have, then settles differences.
+    async fn verify_old(
+        &mut self,
+        server: &Server,
+        keys: &[Vec<u8>],
+        counters: &mut TaskProgress,
+    ) -> anyhow::Result<()> {
+        let placement = self.new.placement();
+        let pairs: Vec<Pair> = keys
+            .iter()
+            .flat_map(|key| {
+                self.new
+                    .servers_for(&placement, key)
+                    .into_iter()
+                    .map(|new| Pair {
+                        key: key.clone(),
+                        old: server.clone(),
+                        new,
+                    })
+            })
+            .collect();
+        let mut differing = Vec::new();
+        for (pair, (old, new)) in pairs.iter().zip(read_pairs(&pairs).await?) {
+            self.bytes += old.dump.as_ref().map_or(0, Vec::len) as u64;
+            if self.same(pair, &old, &new).await? {
+                counters.matched += 1;
+            } else {
+                differing.push(pair.clone());
+            }
+        }
+        self.settle(differing, counters).await
+    }
+
+    /// Looks for keys of new (on `server`) that old does not have: leftovers of a key deleted while backfill
+    /// copied it. They are removed once a re-check confirms old still lacks them.
+    async fn verify_new(
+        &mut self,
+        server: &Server,
+        keys: &[Vec<u8>],
+        counters: &mut TaskProgress,
+    ) -> anyhow::Result<()> {
+        let placement = self.old.placement();
+        let pairs: Vec<Pair> = keys
+            .iter()
+            .filter_map(|key| {
+                let old = self.old.servers_for(&placement, key).into_iter().next()?;
+                Some(Pair {
+                    key: key.clone(),
+                    old,
+                    new: server.clone(),
+                })
+            })
+            .collect();
+        let orphans = pairs
+            .iter()
+            .zip(read_pairs(&pairs).await?)
+            .filter(|(_, (old, new))| old.dump.is_none() && new.dump.is_some())
+            .map(|(pair, _)| pair.clone())
+            .collect();
+        self.settle(orphans, counters).await
+    }
+
+    /// Re-checks differing pairs after a delay, repairing from old, until they agree or the rounds run out.
+    async fn settle(
+        &mut self,
+        mut pending: Vec<Pair>,
+        counters: &mut TaskProgress,
+    ) -> anyhow::Result<()> {
+        let mut repaired = std::collections::HashSet::new();
+        for round in 0..SETTLE_ROUNDS {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            tokio::time::sleep(SETTLE_DELAY).await;
+            let mut still = Vec::new();
+            for (pair, (old, new)) in pending.iter().zip(read_pairs(&pending).await?) {
+                if self.same(pair, &old, &new).await? {
+                    if !repaired.contains(&(pair.key.clone(), pair.new.addr.clone())) {
+                        counters.matched += 1; // a double-write that was still in flight
+                    }
+                    continue;
+                }
+                if round + 1 < SETTLE_ROUNDS {
+                    let first = repaired.insert((pair.key.clone(), pair.new.addr.clone()));
+                    let removed = self.repair(pair, &old).await?;
+                    if first {
+                        match removed {
+                            true => counters.removed += 1,
+                            false => counters.repaired += 1,
+                        }
+                    }
+                }
+                still.push(pair.clone());
+            }
+            pending = still;
+        }
+        counters.unresolved += pending.len() as u64;
+        for pair in &pending {
+            tracing::warn!(key = %String::from_utf8_lossy(&pair.key), new = pair.new.addr, "key still differs after every re-check");
+        }
+        Ok(())
+    }
+
+    /// Makes new's copy equal old's: RESTORE REPLACE, or DEL when old has no such key. Returns whether it deleted.
+    async fn repair(&self, pair: &Pair, old: &Copy) -> anyhow::Result<bool> {
+        let mut pipe = redis::pipe();
+        let removed = match &old.dump {
+            Some(dump) => {
+                pipe.cmd("RESTORE")
+                    .arg(&pair.key)
+                    .arg(restore_ttl(old.pttl))
+                    .arg(dump.as_slice())
+                    .arg("REPLACE");
+                false
+            }
+            None => {
+                pipe.cmd("DEL").arg(&pair.key);
+                true
+            }
+        };
+        let reply = send(&pair.new, &pipe, 1).await?;
+        if let Some(code) = reply.first().and_then(error_code) {
+            bail!("repairing a key on {}: {code}", pair.new.addr);
+        }
+        Ok(removed)
+    }
+
+    /// Whether new's copy equals old's: both absent, or the same value (payload, or type-specific digest when
+    /// the payloads' encodings differ) with TTLs within the tolerance.
+    async fn same(&self, pair: &Pair, old: &Copy, new: &Copy) -> anyhow::Result<bool> {
+        let (Some(a), Some(b)) = (&old.dump, &new.dump) else {
+            return Ok(old.dump.is_none() && new.dump.is_none());
+        };
+        let ttl_ok = match (old.pttl, new.pttl) {
+            (-1, -1) => true,
+            (x, y) if x >= 0 && y >= 0 => x.abs_diff(y) <= self.limits.ttl_tolerance_ms,
+            _ => false,
+        };
+        if !ttl_ok {
+            return Ok(false);
+        }
+        if a == b {
+            return Ok(true);
+        }
+        Ok(digest(&pair.old, &pair.key).await? == digest(&pair.new, &pair.key).await?)
+    }
+
+    /// Counts a batch and refreshes the rate and the estimate.
+    fn account(&mut self, keys: usize, counters: &mut TaskProgress) {
+        self.keys += keys as u64;
+        let rate = self.keys as f64 / self.started.elapsed().as_secs_f64().max(0.001);
+        counters.keys_per_sec = (rate * 10.0).round() / 10.0;
+        counters.remaining = counters.estimated_total.saturating_sub(counters.scanned);
+        counters.eta_secs = (rate > 0.0).then(|| (counters.remaining as f64 / rate).ceil() as u64);
+    }
+
+    /// Sleeps until this run is back within its keys/s and bytes/s limits.
+    async fn throttle(&self) {
+        let by = |moved: u64, limit: u64| match limit {
+            0 => Duration::ZERO,
+            limit => Duration::from_secs_f64(moved as f64 / limit as f64),
+        };
+        let due =
+            by(self.keys, self.limits.keys_per_sec).max(by(self.bytes, self.limits.bytes_per_sec));
+        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// A digest of a key's type and value that does not depend on how the server encodes it (hash tables iterate
+/// in a per-process order, so equal sets can DUMP differently).
+async fn digest(server: &Server, key: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut conn = server.conn.clone();
+    let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut conn).await?;
+    let mut hasher = Sha256::new();
+    hasher.update(kind.as_bytes());
+    let mut add = |items: Vec<Vec<u8>>| {
+        for item in items {
+            hasher.update((item.len() as u64).to_le_bytes());
+            hasher.update(&item);
+        }
+    };
+    match kind.as_str() {
+        "string" => add(vec![
+            redis::cmd("GET").arg(key).query_async(&mut conn).await?,
+        ]),
+        "list" => add(redis::cmd("LRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await?),
+        "zset" => add(redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await?),
+        "set" => {
+            let mut members: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
+                .arg(key)
+                .query_async(&mut conn)
+                .await?;
+            members.sort();
+            add(members);
+        }
+        "hash" => {
+            let fields: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await?;
+            let mut fields: Vec<Vec<u8>> = fields
+                .into_iter()
+                .map(|(f, v)| [f.len().to_le_bytes().as_slice(), &f, &v].concat())
+                .collect();
+            fields.sort();
+            add(fields);
+        }
+        // Streams (and anything else) keep their order and encoding: the DUMP payload is the digest.
+        _ => {
+            let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query_async(&mut conn).await?;
+            add(dump.into_iter().collect());
+        }
+    }
+    Ok(hasher.finalize().to_vec())
+}

@@ -18,6 +18,8 @@ pub struct ClientInfo {
     pub db: AtomicU32,
     /// Tenant name and client name.
     names: Mutex<(Option<String>, Option<String>)>,
+    /// Set off by CLIENT KILL from another connection (any worker); the session closes at once.
+    kill: tokio::sync::Notify,
 }
 
 impl ClientInfo {
@@ -29,7 +31,18 @@ impl ClientInfo {
             created: Instant::now(),
             db: AtomicU32::new(0),
             names: Mutex::new((None, None)),
+            kill: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Closes this client's connection (CLIENT KILL).
+    pub fn kill(&self) {
+        self.kill.notify_one();
+    }
+
+    /// Completes once the client was killed (even if that happened before the first poll).
+    pub async fn killed(&self) {
+        self.kill.notified().await;
     }
 
     fn names(&self) -> std::sync::MutexGuard<'_, (Option<String>, Option<String>)> {

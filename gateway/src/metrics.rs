@@ -280,7 +280,7 @@ impl CommandCounters {
     }
 
     /// (command, count) for every command counted so far, sorted by name.
-    fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
+    pub fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
         let mut rows: Vec<(&'static str, i64)> = self
             .names
             .iter()

@@ -18,9 +18,10 @@ use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
 use crate::resp::{self, Request, RequestDecoder};
-use crate::route::{Dispatch, Place, ResolvedRoute, Resolver, RoutePlan, Tenant};
+use crate::route::{Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant};
 use crate::server::Worker;
 
+mod client;
 mod stateful;
 mod transaction;
 
@@ -143,6 +144,8 @@ impl Session {
         // with their channel each time, under its lock.
         let mut shutdown = std::pin::pin!(changed(self.worker.shutdown.clone()));
         let mut changes = std::pin::pin!(changed(gateway.subscribe()));
+        let info = Arc::clone(&self.info);
+        let mut killed = std::pin::pin!(info.killed());
         loop {
             let reading = !self.closing
                 && self.replies.len() < MAX_PENDING
@@ -163,6 +166,8 @@ impl Session {
                         self.decode(&mut decoder, &mut input, addr);
                     }
                 }
+                // CLIENT KILL from another connection: closed at once, as Redis does.
+                () = &mut killed => return Ok(()),
                 _ = &mut shutdown, if !self.closing => {
                     self.closing = true;
                 }
@@ -313,7 +318,18 @@ impl Session {
             keys: &mut self.keys,
             places: &mut self.places,
         };
-        if let Err(text) = dispatch.forward(spec, &request, started) {
+        let sent = match spec.name {
+            "info" => info(
+                &mut dispatch,
+                &self.worker.gateway,
+                &view.tenant,
+                spec,
+                &request,
+                started,
+            ),
+            _ => dispatch.forward(spec, &request, started),
+        };
+        if let Err(text) = sent {
             self.local_error(started, &text);
         }
     }
@@ -347,8 +363,15 @@ impl Session {
                 cmd::command::reply(args, &mut out);
                 self.replies.push_ready(out.freeze(), started);
             }
-            "info" => self.info(started, args),
             name if name.starts_with("client|") => self.client(started, spec, args),
+            name if name.starts_with("slowlog|") || name.starts_with("latency|") => {
+                let text = format!(
+                    "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \
+                     latency is the switchyard_command_duration_seconds histogram on its admin port",
+                    spec.display_name()
+                );
+                self.local_error(started, &text);
+            }
             _ => return false,
         }
         true
@@ -539,90 +562,6 @@ impl Session {
         Ok(())
     }
 
-    fn client(&mut self, started: Instant, spec: &'static CommandSpec, args: &[Bytes]) {
-        match spec.name {
-            "client|setname" => match self.set_name(&args[2]) {
-                Ok(()) => self.local_reply(started, |out| resp::simple(out, b"OK")),
-                Err(e) => self.local_error(started, e),
-            },
-            "client|getname" => match self.info.name() {
-                Some(name) => self.local_reply(started, |out| resp::bulk(out, name.as_bytes())),
-                None => self.local_reply(started, resp::null_bulk),
-            },
-            "client|id" => self.local_reply(started, |out| resp::integer(out, self.info.id as i64)),
-            "client|info" => {
-                let line = self.info.describe(spec.name) + "\n";
-                self.local_reply(started, |out| resp::bulk(out, line.as_bytes()));
-            }
-            "client|list" => {
-                let tenant = self
-                    .tenant
-                    .as_ref()
-                    .map(|v| v.tenant.name.clone())
-                    .unwrap_or_default();
-                let mut text = String::new();
-                for client in self.worker.gateway.clients.of_tenant(&tenant) {
-                    let command = if client.id == self.info.id {
-                        spec.name
-                    } else {
-                        "NULL"
-                    };
-                    text.push_str(&client.describe(command));
-                    text.push('\n');
-                }
-                self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
-            }
-            // Tracking is never on: Redis' answers for a client that does not track.
-            "client|getredir" => self.local_reply(started, |out| resp::integer(out, -1)),
-            "client|trackinginfo" => self.local_reply(started, |out| {
-                resp::array_header(out, 6);
-                resp::bulk(out, b"flags");
-                resp::array_header(out, 1);
-                resp::simple(out, b"off");
-                resp::bulk(out, b"redirect");
-                resp::integer(out, -1);
-                resp::bulk(out, b"prefixes");
-                resp::array_header(out, 0);
-            }),
-            _ => {
-                let name = spec.display_name();
-                let why = client_refusal(spec.name);
-                self.local_error(
-                    started,
-                    &format!("ERR {name} is not supported by the gateway{why}"),
-                )
-            }
-        }
-    }
-
-    /// INFO: the gateway's own sections, and the keyspace section from the tenant's backend.
-    fn info(&mut self, started: Instant, args: &[Bytes]) {
-        let local = crate::cmd::info::render(&self.worker.gateway, args);
-        let keyspace_wanted = crate::cmd::info::wants_keyspace(args);
-        let base_db = self.tenant.as_ref().map_or(0, |v| v.tenant.route.base_db());
-        let own_db = (base_db != 0).then_some(base_db);
-        match self.tenant.as_ref().map(|v| v.route.first_read()) {
-            Some(Ok(backend)) if keyspace_wanted => {
-                let transform = Box::new(move |reply: Bytes| {
-                    crate::cmd::info::with_keyspace(&local, &reply, own_db)
-                });
-                let request = Request::from_args(vec![
-                    Bytes::from_static(b"INFO"),
-                    Bytes::from_static(b"keyspace"),
-                ]);
-                backend.send(
-                    request.raw().clone(),
-                    self.replies.reserve_with(started, Some(transform)),
-                    self.info.id as usize,
-                );
-            }
-            _ => {
-                let text = crate::cmd::info::with_keyspace(&local, b"", own_db);
-                self.replies.push_ready(text, started);
-            }
-        }
-    }
-
     /// Picks up a new snapshot at the first command after it was published.
     fn refresh_tenant(&mut self) {
         let generation = self.worker.gateway.generation();
@@ -692,23 +631,32 @@ impl Resolver for TenantResolver<'_> {
     }
 }
 
-/// Why a CLIENT subcommand is refused, for its error text.
-fn client_refusal(name: &str) -> &'static str {
-    match name {
-        "client|tracking" | "client|caching" => {
-            ": invalidation messages would need RESP3 push frames or a redirect connection"
-        }
-        "client|pause" | "client|unpause" => {
-            ": it would pause the backend for every tenant and every gateway"
-        }
-        "client|no-evict" | "client|reply" => {
-            ": backend connections are shared by many clients, so per-client settings cannot reach them"
-        }
-        "client|unblock" => {
-            ": blocked clients are released by their own timeout or by disconnecting"
-        }
-        _ => "",
+/// INFO: the gateway's own sections, then the keyspace section summed over every shard and cluster master.
+fn info(
+    dispatch: &mut Dispatch<'_>,
+    gateway: &crate::server::Gateway,
+    tenant: &Tenant,
+    spec: &'static CommandSpec,
+    request: &Request,
+    started: Instant,
+) -> Result<(), String> {
+    let local = cmd::info::render(gateway, Some(tenant), request.args());
+    if !cmd::info::wants_keyspace(request.args()) {
+        let mut out = BytesMut::new();
+        resp::bulk(&mut out, local.as_bytes());
+        dispatch.replies.push_ready(out.freeze(), started);
+        return Ok(());
     }
+    let base_db = tenant.route.base_db();
+    let merge = Merge::Keyspace {
+        local: Some(local),
+        own_db: (base_db != 0).then_some(base_db),
+    };
+    let keyspace = Request::from_args(vec![
+        Bytes::from_static(b"INFO"),
+        Bytes::from_static(b"keyspace"),
+    ]);
+    dispatch.fan_out(spec, &keyspace, false, merge, started)
 }
 
 /// MOVE and SWAPDB name the backend's databases: they are refused unless the route is one shard whose client

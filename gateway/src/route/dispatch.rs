@@ -413,7 +413,7 @@ impl Dispatch<'_> {
     }
 
     /// A keyless command that concerns every shard, and every master of a cluster resource.
-    fn fan_out(
+    pub fn fan_out(
         &mut self,
         spec: &'static CommandSpec,
         request: &Request,
@@ -435,7 +435,7 @@ impl Dispatch<'_> {
             })
             .collect();
         let per_resource = {
-            let merge = merge.clone();
+            let merge = merge.per_node();
             move |parts: usize| -> Combine { combiner(one_each(parts), merge.clone()) }
         };
         self.send_parts(spec, parts, write, merge, Some(&per_resource), started)

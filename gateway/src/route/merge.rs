@@ -33,6 +33,12 @@ pub enum Merge {
     Concat,
     /// RANDOMKEY: one of the non-nil replies (the `n`th, modulo their number), nil when every node is empty.
     Random(u64),
+    /// INFO: the gateway's sections (`local`), then the keyspace sections of every backend's `INFO keyspace`
+    /// summed (see `cmd::info::keyspace`). A failed backend adds nothing rather than failing INFO.
+    Keyspace {
+        local: Option<String>,
+        own_db: Option<u32>,
+    },
     /// SCRIPT EXISTS: arrays of 0/1, element by element; 1 only where every backend said 1 (a script is usable
     /// only if EVALSHA finds it wherever a key may land).
     AllOf,
@@ -48,9 +54,26 @@ pub fn one_each(parts: usize) -> Vec<Group> {
         .collect()
 }
 
+impl Merge {
+    /// How the replies of one cluster's masters merge before they join the other shards' replies.
+    pub fn per_node(&self) -> Merge {
+        match self {
+            // Summed once more with the other shards, where the gateway's sections go first.
+            Merge::Keyspace { .. } => Merge::Keyspace {
+                local: None,
+                own_db: None,
+            },
+            merge => merge.clone(),
+        }
+    }
+}
+
 pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
     Box::new(move |parts: Vec<Bytes>| {
         let replies: Vec<Bytes> = groups.iter().map(|group| reduce(&parts, group)).collect();
+        if let Merge::Keyspace { local, own_db } = &merge {
+            return crate::cmd::info::keyspace(local.as_deref(), &replies, *own_db);
+        }
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
             return error.clone();
         }
@@ -76,7 +99,7 @@ fn reduce(parts: &[Bytes], group: &Group) -> Bytes {
 fn merge_replies(replies: Vec<Bytes>, merge: &Merge) -> Option<Bytes> {
     let mut out = BytesMut::new();
     match merge {
-        Merge::Only | Merge::First => return replies.into_iter().next(),
+        Merge::Only | Merge::First | Merge::Keyspace { .. } => return replies.into_iter().next(),
         Merge::AllOk => resp::simple(&mut out, b"OK"),
         Merge::Sum => {
             let mut total: i64 = 0;

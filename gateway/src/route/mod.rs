@@ -18,6 +18,7 @@ mod plan;
 pub mod sync;
 
 pub use dispatch::{CROSSSLOT, Dispatch, Place, ResolvedRoute, Resolver};
+pub use merge::Merge;
 pub use plan::{ResourcePlan, RoutePlan, TargetPlan};
 
 /// Everything the gateway serves at one moment.

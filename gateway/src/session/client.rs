@@ -1,0 +1,208 @@
+//! CLIENT: the gateway's own clients, as each tenant sees them (only its own), and the subcommands that cannot
+//! mean anything on connections shared by many clients, refused with the reason.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::Session;
+use crate::clients::ClientInfo;
+use crate::cmd::CommandSpec;
+use crate::resp;
+
+/// What CLIENT KILL answers: `+OK` for the old `CLIENT KILL addr` form, the number killed for filters.
+enum Kill {
+    Old,
+    Filtered(i64),
+}
+
+/// The filters of `CLIENT KILL <filter> <value> ...` (Redis 7.0's).
+#[derive(Default)]
+struct KillFilter {
+    id: Option<u64>,
+    addr: Option<SocketAddr>,
+    laddr: Option<SocketAddr>,
+    user: Option<String>,
+    /// `TYPE`: every gateway client is a normal one.
+    normal: Option<bool>,
+    skip_me: bool,
+}
+
+impl KillFilter {
+    fn parse(args: &[Bytes]) -> Result<KillFilter, &'static str> {
+        const SYNTAX: &str = "ERR syntax error";
+        let mut filter = KillFilter {
+            skip_me: true,
+            ..KillFilter::default()
+        };
+        for pair in args.chunks(2) {
+            let [name, value] = pair else {
+                return Err(SYNTAX);
+            };
+            let text = std::str::from_utf8(value).map_err(|_| SYNTAX)?;
+            match &name.to_ascii_lowercase()[..] {
+                b"id" => match resp::parse_int(value) {
+                    Some(id) if id > 0 => filter.id = Some(id as u64),
+                    _ => return Err("ERR client-id should be greater than 0"),
+                },
+                // An address that cannot be parsed matches no client, as in Redis.
+                b"addr" => filter.addr = Some(text.parse().unwrap_or(UNMATCHED)),
+                b"laddr" => filter.laddr = Some(text.parse().unwrap_or(UNMATCHED)),
+                b"user" => filter.user = Some(text.to_string()),
+                b"skipme" => match &value.to_ascii_lowercase()[..] {
+                    b"yes" => filter.skip_me = true,
+                    b"no" => filter.skip_me = false,
+                    _ => return Err(SYNTAX),
+                },
+                b"type" => match &value.to_ascii_lowercase()[..] {
+                    b"normal" => filter.normal = Some(true),
+                    b"master" | b"replica" | b"slave" | b"pubsub" => filter.normal = Some(false),
+                    _ => return Err("ERR Unknown client type"),
+                },
+                _ => return Err(SYNTAX),
+            }
+        }
+        Ok(filter)
+    }
+
+    fn matches(&self, client: &ClientInfo, me: u64) -> bool {
+        !(self.skip_me && client.id == me)
+            && self.id.is_none_or(|id| id == client.id)
+            && self.addr.is_none_or(|addr| addr == client.addr)
+            && self.laddr.is_none_or(|laddr| laddr == client.local_addr)
+            && self
+                .user
+                .as_ref()
+                .is_none_or(|user| client.tenant().as_ref() == Some(user))
+            && self.normal.unwrap_or(true)
+    }
+}
+
+/// An address no client has.
+const UNMATCHED: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    0,
+));
+
+impl Session {
+    pub(super) fn client(&mut self, started: Instant, spec: &'static CommandSpec, args: &[Bytes]) {
+        match spec.name {
+            "client|setname" => match self.set_name(&args[2]) {
+                Ok(()) => self.local_reply(started, |out| resp::simple(out, b"OK")),
+                Err(e) => self.local_error(started, e),
+            },
+            "client|getname" => match self.info.name() {
+                Some(name) => self.local_reply(started, |out| resp::bulk(out, name.as_bytes())),
+                None => self.local_reply(started, resp::null_bulk),
+            },
+            "client|id" => self.local_reply(started, |out| resp::integer(out, self.info.id as i64)),
+            "client|info" => {
+                let line = self.info.describe(spec.name) + "\n";
+                self.local_reply(started, |out| resp::bulk(out, line.as_bytes()));
+            }
+            "client|list" => {
+                let mut text = String::new();
+                for client in self.tenant_clients() {
+                    let command = if client.id == self.info.id {
+                        spec.name
+                    } else {
+                        "NULL"
+                    };
+                    text.push_str(&client.describe(command));
+                    text.push('\n');
+                }
+                self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
+            }
+            "client|kill" => match self.client_kill(&args[2..]) {
+                Ok(Kill::Old) => self.local_reply(started, |out| resp::simple(out, b"OK")),
+                Ok(Kill::Filtered(count)) => {
+                    self.local_reply(started, |out| resp::integer(out, count))
+                }
+                Err(text) => self.local_error(started, text),
+            },
+            // Tracking is never on: Redis' answers for a client that does not track.
+            "client|getredir" => self.local_reply(started, |out| resp::integer(out, -1)),
+            "client|trackinginfo" => self.local_reply(started, |out| {
+                resp::array_header(out, 6);
+                resp::bulk(out, b"flags");
+                resp::array_header(out, 1);
+                resp::bulk(out, b"off");
+                resp::bulk(out, b"redirect");
+                resp::integer(out, -1);
+                resp::bulk(out, b"prefixes");
+                resp::array_header(out, 0);
+            }),
+            _ => {
+                let name = spec.display_name();
+                let why = client_refusal(spec.name);
+                self.local_error(
+                    started,
+                    &format!("ERR {name} is not supported by the gateway{why}"),
+                )
+            }
+        }
+    }
+
+    /// Every client of the session's tenant (a tenant never sees another's).
+    fn tenant_clients(&self) -> Vec<Arc<ClientInfo>> {
+        let tenant = self
+            .tenant
+            .as_ref()
+            .map(|v| v.tenant.name.as_str())
+            .unwrap_or_default();
+        self.worker.gateway.clients.of_tenant(tenant)
+    }
+
+    /// `CLIENT KILL addr` or `CLIENT KILL <filter> <value> ...`, among the tenant's clients. Killing itself, a
+    /// client gets its reply first, as from Redis.
+    fn client_kill(&mut self, args: &[Bytes]) -> Result<Kill, &'static str> {
+        let (filter, old) = match args {
+            [addr] => {
+                let addr = std::str::from_utf8(addr).ok().and_then(|a| a.parse().ok());
+                let filter = KillFilter {
+                    addr: Some(addr.unwrap_or(UNMATCHED)),
+                    ..KillFilter::default()
+                };
+                (filter, true)
+            }
+            _ => (KillFilter::parse(args)?, false),
+        };
+        let mut killed = 0;
+        for client in self.tenant_clients() {
+            if filter.matches(&client, self.info.id) {
+                killed += 1;
+                if client.id == self.info.id {
+                    self.closing = true;
+                } else {
+                    client.kill();
+                }
+            }
+        }
+        match (old, killed) {
+            (true, 0) => Err("ERR No such client"),
+            (true, _) => Ok(Kill::Old),
+            (false, count) => Ok(Kill::Filtered(count)),
+        }
+    }
+}
+
+/// Why a CLIENT subcommand is refused, for its error text.
+fn client_refusal(name: &str) -> &'static str {
+    match name {
+        "client|tracking" | "client|caching" => {
+            ": invalidation messages would need RESP3 push frames or a redirect connection"
+        }
+        "client|pause" | "client|unpause" => {
+            ": it would pause the backend for every tenant and every gateway"
+        }
+        "client|no-evict" | "client|reply" => {
+            ": backend connections are shared by many clients, so per-client settings cannot reach them"
+        }
+        "client|unblock" => {
+            ": blocked clients are released by their own timeout or by disconnecting"
+        }
+        _ => "",
+    }
+}

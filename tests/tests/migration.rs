@@ -472,3 +472,236 @@ async fn standalone_to_cluster_under_writes_ends_identical() {
         assert!(actions.contains(&action), "{action} not in {actions:?}");
     }
 }
+
+/// Two fresh Redis servers as a ring-sharded table: the "one shard to several" shape.
+fn two_shards(a: &RedisServer, b: &RedisServer) -> Value {
+    json!({"type": "sharded", "shards": [
+        {"name": "s1", "target": a.url()},
+        {"name": "s2", "target": b.url()}]})
+}
+
+/// Writes `count` string keys through the gateway and to the reference.
+async fn write_some(stack: &Stack, reference: &RedisServer, tag: &str, count: usize) {
+    let mut through = stack.gateway.client(Some(&stack.secret)).await;
+    let mut reference = connect(&reference.url()).await;
+    for i in 0..count {
+        let command = redis::cmd("SET").arg(format!("w:{tag}:{i}")).arg(i).clone();
+        let _: () = command.query_async(&mut through).await.unwrap();
+        let _: () = command.query_async(&mut reference).await.unwrap();
+    }
+}
+
+/// Abort at every step returns the tenant to the old deployment with all its data, the writes made during the
+/// migration included, and deletes nothing on either side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_at_each_step_leaves_old_serving_everything() {
+    let old = RedisServer::start();
+    let reference = RedisServer::start();
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let stack = Stack::start(&old).await;
+    populate(
+        &mut [connect(&old.url()).await, connect(&reference.url()).await],
+        600,
+    )
+    .await;
+    let old_route = stack
+        .cp
+        .expect("GET", "/v1/tenants/acme/route", None, 200)
+        .await["route"]
+        .clone();
+    for (n, abort_in) in ["double_write", "backfilled", "verified", "cut_over"]
+        .into_iter()
+        .enumerate()
+    {
+        let id = stack.create(two_shards(&a, &b), "all", json!({})).await;
+        stack.wait_converged(id).await;
+        let steps: &[(&str, &str)] = match abort_in {
+            "double_write" => &[],
+            "backfilled" => &[("backfill", "backfilled")],
+            "verified" => &[("backfill", "backfilled"), ("verify", "verified")],
+            _ => &[
+                ("backfill", "backfilled"),
+                ("verify", "verified"),
+                ("cutover", "cut_over"),
+            ],
+        };
+        for (action, state) in steps {
+            stack.step(id, action).await;
+            stack.wait_state(id, state).await;
+        }
+        stack.wait_converged(id).await;
+        write_some(&stack, &reference, abort_in, 50).await;
+        let new_before = contents(&mut [a.client(), b.client()]);
+        let aborted = stack.step(id, "abort").await;
+        assert_eq!(aborted["state"], "aborted", "{aborted}");
+        stack.wait_converged(id).await;
+        // A finished or aborted migration takes no more steps.
+        let (status, body) = stack
+            .cp
+            .call(
+                "POST",
+                &format!("/v1/tenants/acme/migrations/{id}/backfill"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (409, Some("migration_state"))
+        );
+
+        let route = stack
+            .cp
+            .expect("GET", "/v1/tenants/acme/route", None, 200)
+            .await;
+        assert_eq!(route["route"], old_route, "abort in {abort_in}");
+        assert_same(
+            &contents(&mut [reference.client()]),
+            &contents(&mut [old.client()]),
+            abort_in,
+        );
+        // Served from old again: a key written during the migration reads back through the gateway.
+        let mut through = stack.gateway.client(Some(&stack.secret)).await;
+        let value: String = redis::cmd("GET")
+            .arg(format!("w:{abort_in}:7"))
+            .query_async(&mut through)
+            .await
+            .unwrap();
+        assert_eq!(value, "7");
+        // Nothing was deleted on the new side either.
+        let new_after = contents(&mut [a.client(), b.client()]);
+        assert!(
+            new_before.keys().all(|k| new_after.contains_key(k)),
+            "abort in {abort_in} deleted keys"
+        );
+        assert_eq!(
+            stack
+                .cp
+                .expect("GET", "/v1/tenants/acme/migrations", None, 200)
+                .await["migrations"]
+                .as_array()
+                .unwrap()
+                .len(),
+            n + 1
+        );
+    }
+}
+
+/// The control plane is killed while backfill runs; the restarted one resumes from the saved cursor (it does not
+/// scan everything again), and verify then finds nothing to repair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_backfill_resumes_and_verifies_clean() {
+    let keys = 3_000;
+    let old = RedisServer::start();
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut stack = Stack::start(&old).await;
+    populate(&mut [connect(&old.url()).await], keys).await;
+    let id = stack
+        .create(
+            two_shards(&a, &b),
+            "primary",
+            json!({"keys_per_sec": 500, "batch": 100}),
+        )
+        .await;
+    stack.step(id, "backfill").await;
+    let started = Instant::now();
+    let scanned_at_kill = loop {
+        let migration = stack.migration(id).await;
+        let scanned = migration["progress"]["backfill"]["scanned"]
+            .as_u64()
+            .unwrap_or(0);
+        if scanned >= keys as u64 / 2 {
+            break scanned;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "backfill made no progress: {migration}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    stack.cp.stop();
+    stack.cp.restart();
+    let backfilled = stack.wait_state(id, "backfilled").await;
+    let progress = &backfilled["progress"]["backfill"];
+    let scanned = progress["scanned"].as_u64().unwrap();
+    // From scratch it would be at least scanned_at_kill + keys.
+    assert!(
+        scanned < scanned_at_kill + keys as u64 * 4 / 5 && scanned >= keys as u64,
+        "scanned {scanned} after a kill at {scanned_at_kill}: {backfilled}"
+    );
+    assert_eq!(progress["failed"], 0);
+    stack.step(id, "verify").await;
+    let verified = stack.wait_state(id, "verified").await;
+    let verify = &verified["progress"]["verify"];
+    for counter in ["repaired", "removed", "unresolved", "failed"] {
+        assert_eq!(verify[counter], 0, "{counter}: {verified}");
+    }
+    assert_eq!(verify["matched"], keys, "{verified}");
+    stack.step(id, "cutover").await;
+    stack.step(id, "finish").await;
+    assert_same(
+        &contents(&mut [old.client()]),
+        &contents(&mut [a.client(), b.client()]),
+        "after finish",
+    );
+}
+
+/// The new deployment is down for ten seconds during double-write (acknowledged by the primary alone, so
+/// clients see no error): verify finds the writes it missed and repairs them from old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secondary_outage_is_found_and_repaired_by_verify() {
+    let old = RedisServer::start();
+    let data = std::env::temp_dir().join(format!(
+        "switchyard-migration-outage-{}-{}",
+        std::process::id(),
+        switchyard_tests::allocate_port()
+    ));
+    std::fs::create_dir_all(&data).unwrap();
+    let persistent = || {
+        RedisServer::builder()
+            .arg("--dir")
+            .arg(data.to_str().unwrap())
+    };
+    let new = persistent().start();
+    let port = new.port();
+    let stack = Stack::start(&old).await;
+    populate(&mut [connect(&old.url()).await], 1_000).await;
+    let id = stack.create(json!(new.url()), "primary", json!({})).await;
+    stack.step(id, "backfill").await;
+    stack.wait_state(id, "backfilled").await;
+
+    let _: () = redis::cmd("SAVE").query(&mut new.client()).unwrap();
+    drop(new);
+    let mut through = stack.gateway.client(Some(&stack.secret)).await;
+    let outage = Instant::now();
+    let mut written = 0;
+    while outage.elapsed() < Duration::from_secs(10) {
+        let _: () = redis::cmd("SET")
+            .arg(key("string", written % 1_000))
+            .arg(format!("during-outage-{written}"))
+            .query_async(&mut through)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(key("hash", 1 + written % 997))
+            .query_async(&mut through)
+            .await
+            .unwrap();
+        written += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let new = persistent().start_on(port);
+    assert!(written > 100);
+
+    stack.step(id, "verify").await;
+    let verified = stack.wait_state(id, "verified").await;
+    let verify = &verified["progress"]["verify"];
+    assert!(verify["repaired"].as_u64().unwrap() > 0, "{verified}");
+    assert!(verify["removed"].as_u64().unwrap() > 0, "{verified}");
+    assert_eq!(verify["unresolved"], 0, "{verified}");
+    assert_same(
+        &contents(&mut [old.client()]),
+        &contents(&mut [new.client()]),
+        "after verify",
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}

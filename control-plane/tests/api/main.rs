@@ -12,4 +12,5 @@ mod routes;
 mod server;
 mod snapshot;
 mod system;
+mod tenant_migrations;
 mod tenants;

@@ -19,6 +19,7 @@ pub mod references;
 pub mod revision;
 pub mod route_schema;
 pub mod snapshot_cache;
+pub mod watch;
 
 use std::future::Future;
 

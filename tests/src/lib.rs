@@ -12,9 +12,9 @@ mod process;
 mod resp;
 mod topology;
 
-pub use control_plane::ControlPlane;
+pub use control_plane::{ADMIN_TOKEN, ControlPlane};
 pub use helpers::{command_calls, open_single_tenant, open_tenant};
 pub use ports::allocate_port;
-pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, connect};
+pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, binary, connect};
 pub use resp::RawClient;
 pub use topology::{ClusterNode, RedisCluster, SentinelGroup, wait_for};

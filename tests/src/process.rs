@@ -379,7 +379,7 @@ pub async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
 }
 
 /// Where a workspace binary is: `env_var`, or the target directory this test binary lives in.
-pub(crate) fn binary(name: &str, env_var: &str) -> PathBuf {
+pub fn binary(name: &str, env_var: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(env_var) {
         return PathBuf::from(path);
     }

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use switchyard_tests::{ControlPlane, Gateway, RedisCluster, RedisServer, connect};
+use switchyard_tests::{
+    ADMIN_TOKEN, ControlPlane, Gateway, RedisCluster, RedisServer, binary, connect,
+};
 
 const TYPES: [&str; 6] = ["string", "hash", "list", "set", "zset", "stream"];
 const CLIENTS: usize = 20;
@@ -620,6 +622,29 @@ async fn killed_mid_backfill_resumes_and_verifies_clean() {
     };
     stack.cp.stop();
     stack.cp.restart();
+    // `switchyard-ctl migrations watch` follows the resumed task to its end.
+    let ctl = binary("switchyard-ctl", "SWITCHYARD_CTL_BIN");
+    let (url, path) = (stack.cp.url(), id.to_string());
+    let watched = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(ctl)
+            .args(["--url", &url, "--admin-token", ADMIN_TOKEN])
+            .args(["migrations", "watch", "acme", &path, "--interval", "0.2"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let output = String::from_utf8_lossy(&watched.stdout);
+    assert!(
+        watched.status.success(),
+        "{output}{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    let last = output.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("backfilled") && last.contains("100%") && last.contains("done"),
+        "{output}"
+    );
     let backfilled = stack.wait_state(id, "backfilled").await;
     let progress = &backfilled["progress"]["backfill"];
     let scanned = progress["scanned"].as_u64().unwrap();

@@ -1,0 +1,177 @@
+//! `switchyard-ctl migrations watch`: polls `GET /v1/tenants/{tenant}/migrations/{id}` and draws the running
+//! task's progress, until the task is done (or the migration reaches a given state).
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use switchyard_schemas::api::{Migration, MigrationState, TaskProgress};
+
+/// Where to poll and how to stop.
+pub struct Watch {
+    pub url: String,
+    pub admin_token: String,
+    pub tenant: String,
+    pub id: i64,
+    pub interval: Duration,
+    /// Stop when the migration is in this state; by default, when no task is running any more.
+    pub until: Option<MigrationState>,
+}
+
+const BAR: usize = 30;
+
+/// One line for people: the state, a bar, the counters, the rate and the time left.
+pub fn line(migration: &Migration) -> String {
+    let (task, progress) = match migration.state {
+        MigrationState::Backfilling | MigrationState::Backfilled => {
+            ("backfill", migration.progress.backfill.as_ref())
+        }
+        _ => ("verify", migration.progress.verify.as_ref()),
+    };
+    let state = migration.state.as_str();
+    let Some(p) = progress else {
+        return format!("migration {} {state}", migration.id);
+    };
+    let total = p.estimated_total.max(p.scanned).max(1);
+    let done = if p.finished_at.is_some() {
+        total
+    } else {
+        p.scanned.min(total)
+    };
+    let filled = (done as usize * BAR) / total as usize;
+    let bar: String = "#".repeat(filled) + &".".repeat(BAR - filled);
+    let percent = done * 100 / total;
+    let counters = match task {
+        "backfill" => format!(
+            "copied {} skipped {} failed {}",
+            p.copied, p.skipped, p.failed
+        ),
+        _ => format!(
+            "matched {} repaired {} removed {} unresolved {} failed {}",
+            p.matched, p.repaired, p.removed, p.unresolved, p.failed
+        ),
+    };
+    format!(
+        "migration {} {state:<11} [{bar}] {percent:>3}% {task}: scanned {}/~{} {counters} | {} keys/s{}",
+        migration.id,
+        p.scanned,
+        p.estimated_total,
+        p.keys_per_sec,
+        eta(p)
+    )
+}
+
+fn eta(p: &TaskProgress) -> String {
+    match (p.finished_at.is_some(), p.eta_secs) {
+        (true, _) => " | done".to_string(),
+        (false, Some(secs)) => format!(" | ETA {}m{:02}s", secs / 60, secs % 60),
+        (false, None) => String::new(),
+    }
+}
+
+impl Watch {
+    /// Polls until done; the last line stays on screen. Fails when the migration cannot be read.
+    pub async fn run(&self) -> anyhow::Result<Migration> {
+        let client = reqwest::Client::new();
+        let endpoint = format!(
+            "{}/v1/tenants/{}/migrations/{}",
+            self.url.trim_end_matches('/'),
+            self.tenant,
+            self.id
+        );
+        let tty = std::io::stdout().is_terminal();
+        loop {
+            let response = client
+                .get(&endpoint)
+                .bearer_auth(&self.admin_token)
+                .send()
+                .await
+                .with_context(|| format!("GET {endpoint}"))?;
+            let status = response.status();
+            let body = response.text().await?;
+            if !status.is_success() {
+                bail!("GET {endpoint}: {status} {body}");
+            }
+            let migration: Migration = serde_json::from_str(&body)?;
+            let done = match self.until {
+                Some(state) => migration.state == state || !migration.state.is_active(),
+                None => !matches!(
+                    migration.state,
+                    MigrationState::Backfilling | MigrationState::Verifying
+                ),
+            };
+            let mut out = std::io::stdout().lock();
+            match tty {
+                true => write!(out, "\r\x1b[2K{}", line(&migration))?,
+                false => writeln!(out, "{}", line(&migration))?,
+            }
+            if done {
+                if tty {
+                    writeln!(out)?;
+                }
+                if let Some(error) = &migration.error {
+                    writeln!(out, "last task error: {error}")?;
+                }
+                return Ok(migration);
+            }
+            out.flush()?;
+            drop(out);
+            tokio::time::sleep(self.interval).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_schemas::RouteTable;
+    use switchyard_schemas::api::{MigrationLimits, MigrationProgress};
+
+    use super::*;
+
+    #[test]
+    fn line_shows_bar_counters_and_eta() {
+        let table = || RouteTable::Single {
+            target: switchyard_schemas::Target::Resource("redis://127.0.0.1:1".into()),
+        };
+        let mut migration = Migration {
+            id: 3,
+            tenant: "acme".into(),
+            state: MigrationState::Backfilling,
+            from: table(),
+            to: table(),
+            ack: switchyard_schemas::AckMode::Primary,
+            limits: MigrationLimits::default(),
+            route_revision: 1,
+            converged: true,
+            progress: MigrationProgress {
+                backfill: Some(TaskProgress {
+                    scanned: 500,
+                    copied: 450,
+                    skipped: 50,
+                    estimated_total: 1000,
+                    keys_per_sec: 250.0,
+                    eta_secs: Some(75),
+                    ..TaskProgress::default()
+                }),
+                verify: None,
+            },
+            error: None,
+            author: "admin".into(),
+            created_at: String::new(),
+            updated_at: String::new(),
+        };
+        let shown = line(&migration);
+        assert!(
+            shown.contains(&format!("[{}{}]", "#".repeat(15), ".".repeat(15))),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(" 50% backfill: scanned 500/~1000 copied 450 skipped 50 failed 0"),
+            "{shown}"
+        );
+        assert!(shown.ends_with("250 keys/s | ETA 1m15s"), "{shown}");
+        migration.state = MigrationState::DoubleWrite;
+        migration.progress = MigrationProgress::default();
+        assert_eq!(line(&migration), "migration 3 double_write");
+    }
+}

@@ -343,9 +343,11 @@ impl Session {
     ) -> bool {
         let args = request.args();
         match spec.name {
-            "ping" => match args.get(1) {
-                None => self.local_reply(started, |out| resp::simple(out, b"PONG")),
-                Some(message) => self.local_reply(started, |out| resp::bulk(out, message)),
+            "ping" => match args {
+                [_] => self.local_reply(started, |out| resp::simple(out, b"PONG")),
+                [_, message] => self.local_reply(started, |out| resp::bulk(out, message)),
+                // PING's arity (-1) admits this; Redis' pingCommand refuses it itself.
+                _ => self.local_error(started, "ERR wrong number of arguments for 'ping' command"),
             },
             "echo" => self.local_reply(started, |out| resp::bulk(out, &args[1])),
             "quit" => self.quit(started),

@@ -3,7 +3,11 @@
 //! sent to every shard and every cluster master so that EVALSHA and FCALL work wherever a key lands, SCRIPT
 //! EXISTS true only where the script exists everywhere, and CROSSSLOT for keys that would need two backends.
 
+use std::time::Duration;
+
+use serde_json::json;
 use switchyard_tests::compare::{Backends, Comparison, Topology, each_topology};
+use switchyard_tests::{Gateway, RawClient, RedisServer, wait_for};
 
 const SCRIPT: &str = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])";
 /// SHA1 of `SCRIPT`, as Redis prints it.
@@ -17,15 +21,12 @@ const WHY_CROSSSLOT: &str =
     "docs/commands.md#scripts-and-functions: a script's keys must live on one shard or slot";
 
 /// Every node that holds data behind the gateway (shards, or cluster masters), as raw clients.
-fn data_nodes(c: &Comparison) -> Vec<switchyard_tests::RawClient> {
+fn data_nodes(c: &Comparison) -> Vec<RawClient> {
     let ports: Vec<u16> = match c.backends() {
         Backends::Servers(servers) => servers.iter().map(|s| s.port()).collect(),
         Backends::Cluster(cluster) => cluster.masters().iter().map(|m| m.port).collect(),
     };
-    ports
-        .into_iter()
-        .map(switchyard_tests::RawClient::connect)
-        .collect()
+    ports.into_iter().map(RawClient::connect).collect()
 }
 
 #[test]
@@ -144,7 +145,7 @@ fn script_exists_is_true_only_when_every_node_has_the_script() {
         let c = Comparison::start(topology);
         // Loaded behind the gateway's back on every node but one: whichever it is, the script does not exist.
         let mut nodes = data_nodes(&c);
-        let mut client = switchyard_tests::RawClient::connect(c.gateway().port());
+        let mut client = RawClient::connect(c.gateway().port());
         for missing in 0..nodes.len() {
             assert_eq!(client.request(&[b"SCRIPT", b"FLUSH"]), b"+OK\r\n");
             for (i, node) in nodes.iter_mut().enumerate().filter(|(i, _)| *i != missing) {
@@ -162,4 +163,41 @@ fn script_exists_is_true_only_when_every_node_has_the_script() {
         let exists = client.request(&[b"SCRIPT", b"EXISTS", SHA.as_bytes(), b"ff"]);
         assert_eq!(exists, b"*2\r\n:1\r\n:0\r\n", "[{topology}]");
     }
+}
+
+/// Under double-write, scripts are loaded on the secondary too, EVALSHA runs on both copies, and SCRIPT EXISTS
+/// hears from both even when the ack mode waits only for the primary.
+#[test]
+fn double_written_routes_load_scripts_on_every_copy() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let route = json!({"type": "single", "target": {"write": {
+        "resources": [primary.url(), secondary.url()], "ack": "primary"
+    }}});
+    let gateway = Gateway::start(&switchyard_tests::open_tenant(route));
+    let mut client = RawClient::connect(gateway.port());
+    let mut direct = RawClient::connect(secondary.port());
+
+    // Only the primary has it: not usable everywhere.
+    let mut on_primary = RawClient::connect(primary.port());
+    on_primary.request(&[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()]);
+    let exists = client.request(&[b"SCRIPT", b"EXISTS", SHA.as_bytes()]);
+    assert_eq!(exists, b"*1\r\n:0\r\n");
+
+    let loaded = client.request(&[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()]);
+    assert_eq!(loaded, format!("$40\r\n{SHA}\r\n").as_bytes());
+    wait_for(
+        "the secondary to have the script",
+        Duration::from_secs(10),
+        || direct.request(&[b"SCRIPT", b"EXISTS", SHA.as_bytes()]) == b"*1\r\n:1\r\n",
+    );
+    let exists = client.request(&[b"SCRIPT", b"EXISTS", SHA.as_bytes()]);
+    assert_eq!(exists, b"*1\r\n:1\r\n");
+    let reply = client.request(&[b"EVALSHA", SHA.as_bytes(), b"1", b"dw", b"copied"]);
+    assert_eq!(reply, b"$6\r\ncopied\r\n");
+    wait_for(
+        "the secondary to run the script",
+        Duration::from_secs(10),
+        || direct.request(&[b"GET", b"dw"]) == b"$6\r\ncopied\r\n",
+    );
 }

@@ -257,7 +257,7 @@ impl Dispatch<'_> {
             }
             None => {
                 if let Some((merge, write)) = fan_out_kind(spec.name)
-                    && (sharded || self.route.clustered)
+                    && (sharded || self.route.clustered || merge.needs_every_copy())
                 {
                     return self.fan_out(spec, request, write, merge, started);
                 }
@@ -452,20 +452,32 @@ impl Dispatch<'_> {
         every: Option<&dyn Fn(usize) -> Combine>,
         started: Instant,
     ) -> Result<(), String> {
+        // SCRIPT EXISTS must hear from every copy, whatever the ack mode: each copy is then a group of its own.
+        let every_copy = write && merge.needs_every_copy();
+        let copies = |target: &ResolvedTarget| match (write, every_copy) {
+            (false, _) => 1,
+            (true, true) => target.write.len(),
+            (true, false) => self.write_parts(target),
+        };
         let mut groups = Vec::with_capacity(parts.len());
         let mut total = 0;
         for part in &parts {
             let target = &self.route.shards[part.shard];
-            let count = if write {
+            if write {
                 self.check_double_write(spec, target)?;
-                self.write_parts(target)
+            }
+            let count = copies(target);
+            if every_copy {
+                groups.extend(one_each(count).into_iter().map(|group| Group {
+                    parts: group.parts.start + total..group.parts.end + total,
+                    ..group
+                }));
             } else {
-                1
-            };
-            groups.push(Group {
-                parts: total..total + count,
-                ack: target.ack,
-            });
+                groups.push(Group {
+                    parts: total..total + count,
+                    ack: target.ack,
+                });
+            }
             total += count;
         }
         let mut handles = self
@@ -480,8 +492,7 @@ impl Dispatch<'_> {
                 (None, None) => Keyspace::Any,
             };
             if write {
-                let taken: Vec<ReplyHandle> =
-                    handles.by_ref().take(self.write_parts(target)).collect();
+                let taken: Vec<ReplyHandle> = handles.by_ref().take(copies(target)).collect();
                 self.send_write(spec, target, &part.raw, keyspace, taken);
             } else if let Some(handle) = handles.next() {
                 self.pick_read(target)

@@ -55,6 +55,11 @@ pub fn one_each(parts: usize) -> Vec<Group> {
 }
 
 impl Merge {
+    /// Whether every copy of a double-written target must answer (not only those its ack mode waits for).
+    pub fn needs_every_copy(&self) -> bool {
+        matches!(self, Merge::AllOf)
+    }
+
     /// How the replies of one cluster's masters merge before they join the other shards' replies.
     pub fn per_node(&self) -> Merge {
         match self {

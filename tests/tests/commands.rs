@@ -55,6 +55,72 @@ fn strings() {
 }
 
 #[test]
+fn hyperloglogs_geo_and_bitfields() {
+    each_topology(|c| {
+        c.all_same(&[
+            &["PFADD", "{hll}a", "x", "y", "z"],
+            &["PFADD", "{hll}b", "z", "w"],
+            &["PFCOUNT", "{hll}a"],
+            &["PFCOUNT", "{hll}a", "{hll}b"],
+            &["PFMERGE", "{hll}m", "{hll}a", "{hll}b"],
+            &["PFCOUNT", "{hll}m"],
+            &[
+                "GEOADD",
+                "{geo}p",
+                "13.361389",
+                "38.115556",
+                "Palermo",
+                "15.087269",
+                "37.502669",
+                "Catania",
+            ],
+            &["GEODIST", "{geo}p", "Palermo", "Catania", "km"],
+            &["GEOPOS", "{geo}p", "Palermo", "Nowhere"],
+            &["GEOHASH", "{geo}p", "Catania"],
+            &[
+                "GEOSEARCH",
+                "{geo}p",
+                "FROMLONLAT",
+                "15",
+                "37",
+                "BYRADIUS",
+                "200",
+                "km",
+                "ASC",
+                "WITHDIST",
+            ],
+            &[
+                "GEOSEARCHSTORE",
+                "{geo}near",
+                "{geo}p",
+                "FROMMEMBER",
+                "Palermo",
+                "BYBOX",
+                "400",
+                "400",
+                "km",
+            ],
+            &["ZCARD", "{geo}near"],
+            &[
+                "BITFIELD", "bf", "SET", "u8", "0", "200", "INCRBY", "u8", "0", "100", "GET", "u4",
+                "0",
+            ],
+            &["BITFIELD_RO", "bf", "GET", "u8", "0"],
+            &["SET", "{bit}a", "\x7f"],
+            &["SET", "{bit}b", "\x0f"],
+            &["BITOP", "AND", "{bit}and", "{bit}a", "{bit}b"],
+            &["GET", "{bit}and"],
+            &["SORT", "{s}list"],
+            &["RPUSH", "{s}list", "3", "1", "2"],
+            &["SORT", "{s}list", "DESC", "LIMIT", "0", "2"],
+            &["SORT", "{s}list", "ALPHA", "STORE", "{s}sorted"],
+            &["LRANGE", "{s}sorted", "0", "-1"],
+            &["SORT_RO", "{s}list"],
+        ]);
+    });
+}
+
+#[test]
 fn hashes_lists_sets() {
     each_topology(|c| {
         c.all_same(&[

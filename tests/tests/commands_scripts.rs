@@ -201,3 +201,26 @@ fn double_written_routes_load_scripts_on_every_copy() {
         || direct.request(&[b"GET", b"dw"]) == b"$6\r\ncopied\r\n",
     );
 }
+
+/// A script without keys runs on the first shard, and on a cluster on the master of slot 0, every time.
+#[test]
+fn zero_key_scripts_run_on_a_fixed_node() {
+    const PORT: &str = "return redis.call('INFO', 'server'):match('tcp_port:(%d+)')";
+    for topology in [Topology::Sharded, Topology::Cluster] {
+        let c = Comparison::start(topology);
+        let expected = match c.backends() {
+            Backends::Servers(servers) => servers[0].port(),
+            Backends::Cluster(cluster) => cluster.slot_owners()[0],
+        };
+        let mut client = RawClient::connect(c.gateway().port());
+        for _ in 0..10 {
+            let reply = client.request(&[b"EVAL", PORT.as_bytes(), b"0"]);
+            let port = expected.to_string();
+            assert_eq!(
+                String::from_utf8_lossy(&reply),
+                format!("${}\r\n{port}\r\n", port.len()),
+                "[{topology}]"
+            );
+        }
+    }
+}

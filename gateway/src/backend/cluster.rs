@@ -143,7 +143,7 @@ impl ClusterBackend {
         cluster
     }
 
-    /// Sends a request: to the owner of `Keyspace::Slot`, to the first master when keyless, to every master
+    /// Sends a request: to the owner of `Keyspace::Slot`, to slot 0's master when keyless, to every master
     /// (replies combined) for `Keyspace::Every`.
     pub fn send(&self, raw: Bytes, keyspace: Keyspace<'_>, reply: ReplyHandle, affinity: usize) {
         match keyspace {
@@ -228,10 +228,8 @@ impl ClusterBackend {
     /// The node for a slot (a read node for `-slaves` resources), or the seed while the slot has no owner.
     fn node_for(&self, slot: Option<u16>) -> Rc<Backend> {
         let map = self.map.borrow();
-        let index = match slot {
-            Some(slot) => map.owner.get(usize::from(slot)).copied(),
-            None => Some(0),
-        };
+        // A keyless request goes to slot 0's master: the same node as long as the slots stay where they are.
+        let index = map.owner.get(usize::from(slot.unwrap_or(0))).copied();
         match index.and_then(|i| map.shards.get(usize::from(i))) {
             Some(shard) => self.read_node(shard),
             None => Rc::clone(&self.seed),

@@ -63,7 +63,7 @@ impl ResourceSpec {
 /// Which part of a resource's keyspace a request concerns; only a cluster tells them apart.
 #[derive(Clone, Copy)]
 pub enum Keyspace<'a> {
-    /// A keyless command: any one node (for a cluster, deterministically the first master).
+    /// A keyless command: any one node (for a cluster, deterministically the master of slot 0).
     Any,
     /// A command whose keys all hash to this cluster slot.
     Slot(u16),

@@ -36,6 +36,7 @@ const MAX_PARKED_INPUT: usize = 64 * 1024;
 /// geometrically for pipelines and large values.
 const BUFFER_SIZE: usize = 4096;
 
+const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 const NOAUTH: &str = "NOAUTH Authentication required.";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
@@ -366,6 +367,12 @@ impl Session {
                 self.replies.push_ready(out.freeze(), started);
             }
             name if name.starts_with("client|") => self.client(started, spec, args),
+            // To its clients the gateway is one standalone Redis, whatever is behind it: cluster-aware clients must
+            // not learn the backend nodes and go around it.
+            "readonly" | "readwrite" | "asking" => {
+                self.local_error(started, CLUSTER_DISABLED);
+            }
+            name if name.starts_with("cluster|") => self.local_error(started, CLUSTER_DISABLED),
             name if name.starts_with("slowlog|") || name.starts_with("latency|") => {
                 let text = format!(
                     "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \

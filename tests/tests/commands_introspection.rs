@@ -96,6 +96,15 @@ fn config_memory_object_by_key_and_refusals_match_redis() {
             &["CLIENT", "KILL", "192.0.2.1:1"],
             &["CLIENT", "KILL", "SKIPME", "maybe"],
             &["GET", "m:a"],
+            // The gateway is a standalone Redis to its clients, even in front of a cluster.
+            &["CLUSTER", "SLOTS"],
+            &["CLUSTER", "NODES"],
+            &["CLUSTER", "INFO"],
+            &["CLUSTER", "KEYSLOT", "k"],
+            &["CLUSTER", "NOSUCH"],
+            &["READONLY"],
+            &["READWRITE"],
+            &["ASKING"],
         ]);
     });
 }

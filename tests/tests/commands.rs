@@ -2,7 +2,8 @@
 //! single shard, a ring of three shards and a three-master Redis Cluster (see `switchyard_tests::compare`).
 //! Multi-key commands use hash tags, as applications written for Redis Cluster do.
 
-use switchyard_tests::compare::{Topology, each_topology};
+use switchyard_tests::RawClient;
+use switchyard_tests::compare::{Backends, Comparison, Topology, each_topology, elements};
 
 #[test]
 fn strings() {
@@ -312,13 +313,13 @@ fn keyspace_commands_and_errors() {
 #[test]
 #[should_panic(expected = "differs from Redis")]
 fn the_harness_reports_a_difference() {
-    let mut c = switchyard_tests::compare::Comparison::start(Topology::Single);
+    let mut c = Comparison::start(Topology::Single);
     c.same(&["SET", "k", "v"]);
     // The gateway's backend is changed behind its back: GET now differs.
     let args: &[&[u8]] = &[b"SET", b"k", b"other"];
-    let mut direct = switchyard_tests::RawClient::connect(match c.backends() {
-        switchyard_tests::compare::Backends::Servers(servers) => servers[0].port(),
-        switchyard_tests::compare::Backends::Cluster(_) => unreachable!(),
+    let mut direct = RawClient::connect(match c.backends() {
+        Backends::Servers(servers) => servers[0].port(),
+        Backends::Cluster(_) => unreachable!(),
     });
     direct.request(args);
     c.same(&["GET", "k"]);
@@ -376,4 +377,80 @@ fn keyspace_wide_commands_see_every_shard_and_master() {
             &["RANDOMKEY"],
         ]);
     });
+}
+
+/// Split, fanned-out and keyed commands in one pipeline: every reply in request order, as from Redis.
+#[test]
+fn mixed_pipelines_keep_their_order() {
+    each_topology(|c| {
+        let keys: Vec<String> = (0..30).map(|i| format!("p:{i}")).collect();
+        let mut commands: Vec<Vec<&str>> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            commands.push(vec!["SET", key, key]);
+            if i % 5 == 0 {
+                commands.push(vec!["DBSIZE"]);
+                commands.push(vec!["MGET", &keys[0], key, "p:missing"]);
+                commands.push(vec!["EXISTS", &keys[0], key, "p:missing"]);
+            }
+        }
+        commands.push(vec!["DEL", &keys[1], &keys[2], &keys[3]]);
+        commands.push(vec![
+            "SCRIPT",
+            "EXISTS",
+            "ffffffffffffffffffffffffffffffffffffffff",
+        ]);
+        commands.push(vec!["INCR", &keys[4]]);
+        commands.push(vec!["DBSIZE"]);
+        let borrowed: Vec<&[&str]> = commands.iter().map(Vec::as_slice).collect();
+        c.pipeline_same(&borrowed);
+    });
+}
+
+/// Keys added and removed while a SCAN runs do not hide the keys that stay: each of those is returned.
+#[test]
+fn scan_returns_every_key_present_for_the_whole_scan_while_others_churn() {
+    for topology in [Topology::Sharded, Topology::Cluster] {
+        let c = Comparison::start(topology);
+        let mut client = RawClient::connect(c.gateway().port());
+        let mut churn = RawClient::connect(c.gateway().port());
+        for i in 0..500 {
+            let key = format!("stable:{i}");
+            assert_eq!(client.request(&[b"SET", key.as_bytes(), b"v"]), b"+OK\r\n");
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = b"0".to_vec();
+        let mut round = 0;
+        loop {
+            // Between two SCAN calls, 20 new keys appear and the previous 20 go.
+            for i in 0..20 {
+                let new = format!("churn:{round}:{i}");
+                churn.request(&[b"SET", new.as_bytes(), b"v"]);
+                if round > 0 {
+                    let old = format!("churn:{}:{i}", round - 1);
+                    churn.request(&[b"DEL", old.as_bytes()]);
+                }
+            }
+            round += 1;
+            let reply = client.request(&[b"SCAN", &cursor, b"COUNT", b"25"]);
+            let [next, keys] = <[Vec<u8>; 2]>::try_from(elements(&reply)).expect("a SCAN reply");
+            for key in elements(&keys) {
+                let key = String::from_utf8_lossy(&key).into_owned();
+                seen.insert(key.split("\r\n").nth(1).unwrap_or_default().to_string());
+            }
+            cursor = String::from_utf8_lossy(&next)
+                .split("\r\n")
+                .nth(1)
+                .expect("a cursor")
+                .as_bytes()
+                .to_vec();
+            if cursor == b"0" {
+                break;
+            }
+            assert!(round < 10_000, "[{topology}] SCAN never finished");
+        }
+        let missing: Vec<usize> = (0..500)
+            .filter(|i| !seen.contains(&format!("stable:{i}")))
+            .collect();
+        assert!(missing.is_empty(), "[{topology}] SCAN missed {missing:?}");
+    }
 }

@@ -95,6 +95,9 @@ fn config_memory_object_by_key_and_refusals_match_redis() {
             &["CLIENT", "KILL", "ADDR"],
             &["CLIENT", "KILL", "192.0.2.1:1"],
             &["CLIENT", "KILL", "SKIPME", "maybe"],
+            &["CLIENT", "KILL", "TYPE", "nosuch"],
+            &["CLIENT", "KILL", "TYPE", "pubsub"],
+            &["CLIENT", "KILL", "USER", "nosuch"],
             &["GET", "m:a"],
             // The gateway is a standalone Redis to its clients, even in front of a cluster.
             &["CLUSTER", "SLOTS"],
@@ -223,7 +226,10 @@ fn client_kill_closes_the_tenants_own_clients_only() {
         text(&client.request(&full))
     };
     assert_eq!(kill(&mut admin, &["ID", &stranger_id]), ":0\r\n");
-    assert_eq!(kill(&mut admin, &["USER", "u"]), ":0\r\n");
+    assert_eq!(
+        kill(&mut admin, &["USER", "u"]),
+        "-ERR No such user 'u'\r\n"
+    );
     stranger.roundtrip(b"PING\r\n", b"+PONG\r\n");
 
     assert_eq!(kill(&mut admin, &["ID", &victim_id]), ":1\r\n");

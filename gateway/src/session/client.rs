@@ -31,7 +31,8 @@ struct KillFilter {
 }
 
 impl KillFilter {
-    fn parse(args: &[Bytes]) -> Result<KillFilter, &'static str> {
+    /// Parses the filters; `tenant` is the caller's: other tenants' names are unknown users to it.
+    fn parse(args: &[Bytes], tenant: &str) -> Result<KillFilter, String> {
         const SYNTAX: &str = "ERR syntax error";
         let mut filter = KillFilter {
             skip_me: true,
@@ -39,29 +40,30 @@ impl KillFilter {
         };
         for pair in args.chunks(2) {
             let [name, value] = pair else {
-                return Err(SYNTAX);
+                return Err(SYNTAX.into());
             };
-            let text = std::str::from_utf8(value).map_err(|_| SYNTAX)?;
+            let text = String::from_utf8_lossy(value);
             match &name.to_ascii_lowercase()[..] {
                 b"id" => match resp::parse_int(value) {
                     Some(id) if id > 0 => filter.id = Some(id as u64),
-                    _ => return Err("ERR client-id should be greater than 0"),
+                    _ => return Err("ERR client-id should be greater than 0".into()),
                 },
                 // An address that cannot be parsed matches no client, as in Redis.
                 b"addr" => filter.addr = Some(text.parse().unwrap_or(UNMATCHED)),
                 b"laddr" => filter.laddr = Some(text.parse().unwrap_or(UNMATCHED)),
-                b"user" => filter.user = Some(text.to_string()),
+                b"user" if text == tenant => filter.user = Some(text.into_owned()),
+                b"user" => return Err(format!("ERR No such user '{text}'")),
                 b"skipme" => match &value.to_ascii_lowercase()[..] {
                     b"yes" => filter.skip_me = true,
                     b"no" => filter.skip_me = false,
-                    _ => return Err(SYNTAX),
+                    _ => return Err(SYNTAX.into()),
                 },
                 b"type" => match &value.to_ascii_lowercase()[..] {
                     b"normal" => filter.normal = Some(true),
                     b"master" | b"replica" | b"slave" | b"pubsub" => filter.normal = Some(false),
-                    _ => return Err("ERR Unknown client type"),
+                    _ => return Err(format!("ERR Unknown client type '{text}'")),
                 },
-                _ => return Err(SYNTAX),
+                _ => return Err(SYNTAX.into()),
             }
         }
         Ok(filter)
@@ -120,7 +122,7 @@ impl Session {
                 Ok(Kill::Filtered(count)) => {
                     self.local_reply(started, |out| resp::integer(out, count))
                 }
-                Err(text) => self.local_error(started, text),
+                Err(text) => self.local_error(started, &text),
             },
             // Tracking is never on: Redis' answers for a client that does not track.
             "client|getredir" => self.local_reply(started, |out| resp::integer(out, -1)),
@@ -157,7 +159,7 @@ impl Session {
 
     /// `CLIENT KILL addr` or `CLIENT KILL <filter> <value> ...`, among the tenant's clients. Killing itself, a
     /// client gets its reply first, as from Redis.
-    fn client_kill(&mut self, args: &[Bytes]) -> Result<Kill, &'static str> {
+    fn client_kill(&mut self, args: &[Bytes]) -> Result<Kill, String> {
         let (filter, old) = match args {
             [addr] => {
                 let addr = std::str::from_utf8(addr).ok().and_then(|a| a.parse().ok());
@@ -167,7 +169,10 @@ impl Session {
                 };
                 (filter, true)
             }
-            _ => (KillFilter::parse(args)?, false),
+            _ => (
+                KillFilter::parse(args, &self.info.tenant().unwrap_or_default())?,
+                false,
+            ),
         };
         let mut killed = 0;
         for client in self.tenant_clients() {
@@ -181,7 +186,7 @@ impl Session {
             }
         }
         match (old, killed) {
-            (true, 0) => Err("ERR No such client"),
+            (true, 0) => Err("ERR No such client".into()),
             (true, _) => Ok(Kill::Old),
             (false, count) => Ok(Kill::Filtered(count)),
         }

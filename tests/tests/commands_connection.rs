@@ -88,7 +88,10 @@ fn select_gives_each_connection_its_database() {
 fn a_tenant_that_owns_one_database_selects_only_it() {
     let backend = RedisServer::start();
     let target = json!(format!("{}/5", backend.url()));
-    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(target));
+    let routes = json!({"tenants": [
+        {"name": "t", "passwords": [], "allow_admin": true, "route": {"type": "single", "target": target}}
+    ]});
+    let gateway = Gateway::start(&routes);
     let mut client = RawClient::connect(gateway.port());
     client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
     client.roundtrip(b"SELECT 0\r\n", b"+OK\r\n");
@@ -99,8 +102,14 @@ fn a_tenant_that_owns_one_database_selects_only_it() {
     );
     client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
     let mut direct = RawClient::connect(backend.port());
+    direct.roundtrip(b"SET neighbour v\r\n", b"+OK\r\n");
     direct.roundtrip(b"SELECT 5\r\n", b"+OK\r\n");
     direct.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+    // FLUSHALL empties the tenant's database only, not the other tenants' of the same Redis.
+    client.roundtrip(b"FLUSHALL\r\n", b"+OK\r\n");
+    client.roundtrip(b"DBSIZE\r\n", b":0\r\n");
+    direct.roundtrip(b"SELECT 0\r\n", b"+OK\r\n");
+    direct.roundtrip(b"GET neighbour\r\n", b"$1\r\nv\r\n");
 }
 
 #[test]

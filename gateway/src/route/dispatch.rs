@@ -244,6 +244,16 @@ impl Dispatch<'_> {
         request: &Request,
         started: Instant,
     ) -> Result<(), String> {
+        let own_database;
+        let request = if spec.name == "flushall" && self.plan.base_db() != 0 {
+            // A tenant that owns one database of a shared Redis flushes that one, never its neighbours'.
+            let mut args = request.args().to_vec();
+            args[0] = Bytes::from_static(b"FLUSHDB");
+            own_database = Request::from_args(args);
+            &own_database
+        } else {
+            request
+        };
         let args = request.args();
         let write = !spec.has(flag::READONLY);
         let sharded = self.route.shards.len() > 1;

@@ -47,17 +47,22 @@ pub async fn worker(state: AppState) {
                     let (state, running, stopping) =
                         (state.clone(), Arc::clone(&running), state.stopping());
                     tokio::spawn(async move {
-                        if let Err(e) = locked(&state.pool, id, stopping).await {
-                            tracing::warn!(
-                                migration = id,
-                                error = format!("{e:#}"),
-                                "migration task stopped"
-                            );
-                        }
+                        let result = locked(&state.pool, id, stopping).await;
                         if let Ok(mut r) = running.lock() {
                             r.remove(&id);
                         }
-                        state.migrations.wake();
+                        match result {
+                            // Done (or stopped by a step): look again at once, the next task may wait.
+                            Ok(true) => state.migrations.wake(),
+                            // Another replica holds the lock; its task is not ours to watch.
+                            Ok(false) => {}
+                            // Retried at the next poll, not at once: the cause may take a while to go away.
+                            Err(e) => tracing::warn!(
+                                migration = id,
+                                error = format!("{e:#}"),
+                                "migration task stopped"
+                            ),
+                        }
                     });
                 }
             }
@@ -75,8 +80,8 @@ pub async fn worker(state: AppState) {
 }
 
 /// Runs migration `id`'s task if this process gets its advisory lock (held on one connection for the task's
-/// life; Postgres releases it if the process dies).
-async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<()> {
+/// life; Postgres releases it if the process dies). Answers whether it ran.
+async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<bool> {
     let mut conn = pool.acquire().await?;
     let key = i32::try_from(id)?;
     let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
@@ -85,7 +90,7 @@ async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyh
         .fetch_one(&mut *conn)
         .await?;
     if !got {
-        return Ok(()); // another replica runs it
+        return Ok(false);
     }
     let result = task::run(pool, id, stopping).await;
     if let Err(e) = &result {
@@ -108,5 +113,5 @@ async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyh
         .bind(key)
         .execute(&mut *conn)
         .await?;
-    result
+    result.map(|()| true)
 }

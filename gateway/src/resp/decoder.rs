@@ -105,8 +105,6 @@ struct Progress {
     remaining: usize,
     /// The length of the bulk string whose `$` header has been parsed but whose data is incomplete.
     bulk_len: Option<usize>,
-    /// Ranges of `args` within the frame.
-    ranges: Vec<(usize, usize)>,
 }
 
 /// A resumable decoder in the shape of tokio-util's `Decoder`: call [`RequestDecoder::decode`] after each read;
@@ -115,6 +113,9 @@ struct Progress {
 pub struct RequestDecoder {
     limits: Limits,
     progress: Option<Progress>,
+    /// Ranges of the arguments within the frame being decoded; kept from frame to frame, so that decoding
+    /// allocates only the request's own argument list.
+    ranges: Vec<(usize, usize)>,
 }
 
 impl RequestDecoder {
@@ -122,6 +123,7 @@ impl RequestDecoder {
         RequestDecoder {
             limits,
             progress: None,
+            ranges: Vec::new(),
         }
     }
 
@@ -177,9 +179,8 @@ impl RequestDecoder {
                     pos,
                     remaining: count,
                     bulk_len: None,
-                    // Bounded: the header may promise more than will ever arrive.
-                    ranges: Vec::with_capacity(count.min(64)),
                 });
+                self.ranges.clear();
             }
             return self.continue_multibulk(buf);
         }
@@ -219,7 +220,7 @@ impl RequestDecoder {
             if buf.len() < progress.pos + len + 2 {
                 return Ok(None);
             }
-            progress.ranges.push((progress.pos, progress.pos + len));
+            self.ranges.push((progress.pos, progress.pos + len));
             progress.pos += len + 2;
             progress.bulk_len = None;
             progress.remaining -= 1;
@@ -228,11 +229,14 @@ impl RequestDecoder {
             return Ok(None);
         };
         let raw = buf.split_to(progress.pos).freeze();
-        let args = progress
+        let args = self
             .ranges
             .iter()
             .map(|&(start, end)| raw.slice(start..end))
             .collect();
+        if self.ranges.capacity() > 4096 {
+            self.ranges = Vec::new(); // a huge request's list is not kept for the connection's lifetime
+        }
         Ok(Some(Request { raw, args }))
     }
 

@@ -300,17 +300,19 @@ impl Dispatch<'_> {
         }
         self.check_double_write(spec, target)?;
         let parts = self.write_parts(target);
-        let handles = if parts == 1 {
-            vec![self.replies.reserve(started)]
+        if parts == 1 {
+            let handle = self.replies.reserve(started);
+            self.send_write(spec, target, request.raw(), keyspace, [handle]);
         } else {
             let group = Group {
                 parts: 0..parts,
                 ack: target.ack,
             };
-            self.replies
-                .reserve_parts(started, parts, combiner(vec![group], Merge::Only))
-        };
-        self.send_write(spec, target, request.raw(), keyspace, handles);
+            let handles =
+                self.replies
+                    .reserve_parts(started, parts, combiner(vec![group], Merge::Only));
+            self.send_write(spec, target, request.raw(), keyspace, handles);
+        }
         Ok(())
     }
 
@@ -376,9 +378,10 @@ impl Dispatch<'_> {
         };
         // Groups of keys by place, in order of first appearance; for each key (in the client's order) its group
         // and its index there, which is also where MGET finds its value in the group's reply.
-        let mut places: Vec<Place> = Vec::new();
-        let mut positions = Vec::with_capacity(self.keys.len());
-        let mut sizes: Vec<usize> = Vec::new();
+        let count = self.keys.len();
+        let mut places: Vec<Place> = Vec::with_capacity(count);
+        let mut positions = Vec::with_capacity(count);
+        let mut sizes: Vec<usize> = Vec::with_capacity(count);
         for &place in self.places.iter() {
             let group = match places.iter().position(|p| *p == place) {
                 Some(group) => group,
@@ -391,23 +394,32 @@ impl Dispatch<'_> {
             positions.push((group, sizes[group]));
             sizes[group] += 1;
         }
+        // The keys sorted by group, keeping the client's order within each (a counting sort: one pass over the
+        // keys however many groups there are). Group `g` owns `order[starts[g]..][..sizes[g]]`.
+        let starts: Vec<usize> = sizes
+            .iter()
+            .scan(0, |next, &size| {
+                let start = *next;
+                *next += size;
+                Some(start)
+            })
+            .collect();
+        let mut order = vec![0; count];
+        for (&key, &(group, index)) in self.keys.iter().zip(&positions) {
+            order[starts[group] + index] = key;
+        }
         // Every sub-command is encoded into one buffer and split off it: one allocation for all of them.
         let mut buf = BytesMut::with_capacity(request.raw().len() + places.len() * 32 + 16);
         let parts = places
             .iter()
-            .enumerate()
-            .map(|(group, &(shard, slot))| {
-                let keys = || {
-                    self.keys
-                        .iter()
-                        .zip(&positions)
-                        .filter(move |(_, (g, _))| *g == group)
-                        .flat_map(|(&key, _)| args[key..].iter().take(per_key))
-                };
-                resp::array_header(&mut buf, 1 + keys().count());
+            .zip(starts.iter().zip(&sizes))
+            .map(|(&(shard, slot), (&start, &size))| {
+                resp::array_header(&mut buf, 1 + size * per_key);
                 resp::bulk(&mut buf, &args[0]);
-                for arg in keys() {
-                    resp::bulk(&mut buf, arg);
+                for &key in &order[start..start + size] {
+                    for arg in args[key..].iter().take(per_key) {
+                        resp::bulk(&mut buf, arg);
+                    }
                 }
                 Part {
                     shard,
@@ -502,7 +514,7 @@ impl Dispatch<'_> {
                 (None, None) => Keyspace::Any,
             };
             if write {
-                let taken: Vec<ReplyHandle> = handles.by_ref().take(copies(target)).collect();
+                let taken = handles.by_ref().take(copies(target));
                 self.send_write(spec, target, &part.raw, keyspace, taken);
             } else if let Some(handle) = handles.next() {
                 self.pick_read(target)
@@ -528,7 +540,7 @@ impl Dispatch<'_> {
         target: &ResolvedTarget,
         raw: &Bytes,
         keyspace: Keyspace<'_>,
-        handles: Vec<ReplyHandle>,
+        handles: impl IntoIterator<Item = ReplyHandle>,
     ) {
         let mut handles = handles.into_iter();
         for endpoint in &target.write {

@@ -75,65 +75,75 @@ impl Merge {
 
 pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
     Box::new(move |parts: Vec<Bytes>| {
-        let replies: Vec<Bytes> = groups.iter().map(|group| reduce(&parts, group)).collect();
+        let replies: Vec<&Bytes> = groups.iter().map(|group| reduce(&parts, group)).collect();
         if let Merge::Keyspace { local, own_db } = &merge {
+            let replies: Vec<Bytes> = replies.into_iter().cloned().collect();
             return crate::cmd::info::keyspace(local.as_deref(), &replies, *own_db);
         }
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
-            return error.clone();
+            return Bytes::clone(error);
         }
-        merge_replies(replies, &merge)
+        merge_replies(&replies, &merge)
             .unwrap_or_else(|| error_reply("ERR unexpected reply from a backend"))
     })
 }
 
 /// One shard's reply by its ack mode: the primary's, or with `all_check_error` the first failure.
-fn reduce(parts: &[Bytes], group: &Group) -> Bytes {
+fn reduce<'a>(parts: &'a [Bytes], group: &Group) -> &'a Bytes {
+    static NONE: Bytes = Bytes::new();
     let replies = parts.get(group.parts.clone()).unwrap_or_default();
-    let primary = replies.first().cloned().unwrap_or_default();
+    let primary = replies.first().unwrap_or(&NONE);
     match group.ack {
-        AckMode::AllCheckError => replies
-            .iter()
-            .find(|r| is_error(r))
-            .cloned()
-            .unwrap_or(primary),
+        AckMode::AllCheckError => replies.iter().find(|r| is_error(r)).unwrap_or(primary),
         AckMode::Primary | AckMode::All => primary,
     }
 }
 
-fn merge_replies(replies: Vec<Bytes>, merge: &Merge) -> Option<Bytes> {
+fn merge_replies(replies: &[&Bytes], merge: &Merge) -> Option<Bytes> {
     let mut out = BytesMut::new();
     match merge {
-        Merge::Only | Merge::First | Merge::Keyspace { .. } => return replies.into_iter().next(),
+        Merge::Only | Merge::First | Merge::Keyspace { .. } => {
+            return replies.first().map(|r| Bytes::clone(r));
+        }
         Merge::AllOk => resp::simple(&mut out, b"OK"),
         Merge::Sum => {
             let mut total: i64 = 0;
-            for reply in &replies {
+            for reply in replies {
                 total = total.checked_add(integer(reply)?)?;
             }
             resp::integer(&mut out, total);
         }
         Merge::Concat => {
-            let arrays = replies
-                .iter()
-                .map(array_elements)
-                .collect::<Option<Vec<_>>>()?;
-            resp::array_header(&mut out, arrays.iter().map(Vec::len).sum());
-            for element in arrays.iter().flatten() {
+            let mut elements = Vec::new();
+            for reply in replies {
+                push_elements(reply, &mut elements)?;
+            }
+            out.reserve(replies.iter().map(|r| r.len()).sum::<usize>() + 16);
+            resp::array_header(&mut out, elements.len());
+            for element in elements {
                 out.extend_from_slice(element);
             }
         }
         Merge::Random(pick) => {
-            let keys: Vec<&Bytes> = replies.iter().filter(|r| &r[..] != b"$-1\r\n").collect();
+            let keys: Vec<&Bytes> = replies
+                .iter()
+                .copied()
+                .filter(|r| &r[..] != b"$-1\r\n")
+                .collect();
             return match keys.len() {
-                0 => replies.into_iter().next(),
-                n => keys.get((*pick % n as u64) as usize).map(|r| (*r).clone()),
+                0 => replies.first().map(|r| Bytes::clone(r)),
+                n => keys
+                    .get((*pick % n as u64) as usize)
+                    .map(|r| Bytes::clone(r)),
             };
         }
         Merge::AllOf => {
             let mut all: Option<Vec<i64>> = None;
-            for reply in &replies {
-                let flags = array_elements(reply)?
+            let mut elements = Vec::new();
+            for reply in replies {
+                elements.clear();
+                push_elements(reply, &mut elements)?;
+                let flags = elements
                     .iter()
                     .map(|e| integer(e))
                     .collect::<Option<Vec<i64>>>()?;
@@ -152,13 +162,22 @@ fn merge_replies(replies: Vec<Bytes>, merge: &Merge) -> Option<Bytes> {
             }
         }
         Merge::Mget { positions } => {
-            let arrays = replies
-                .iter()
-                .map(array_elements)
-                .collect::<Option<Vec<_>>>()?;
+            // Every group's elements in one list; group `g`'s are `elements[bounds[g]..bounds[g + 1]]`.
+            let mut elements = Vec::with_capacity(positions.len());
+            let mut bounds = Vec::with_capacity(replies.len() + 1);
+            bounds.push(0);
+            for reply in replies {
+                bounds.push(bounds.last()? + push_elements(reply, &mut elements)?);
+            }
+            out.reserve(replies.iter().map(|r| r.len()).sum::<usize>() + 16);
             resp::array_header(&mut out, positions.len());
             for &(group, index) in positions {
-                out.extend_from_slice(arrays.get(group)?.get(index)?);
+                let (start, end) = (*bounds.get(group)?, *bounds.get(group + 1)?);
+                out.extend_from_slice(
+                    elements
+                        .get(start + index)
+                        .filter(|_| start + index < end)?,
+                );
             }
         }
     }
@@ -182,17 +201,25 @@ fn integer(reply: &[u8]) -> Option<i64> {
 
 /// The raw elements of an array reply.
 pub(super) fn array_elements(reply: &Bytes) -> Option<Vec<Bytes>> {
+    let mut elements = Vec::new();
+    push_elements(reply, &mut elements)?;
+    Some(elements.into_iter().map(|e| reply.slice_ref(e)).collect())
+}
+
+/// Appends the raw elements of an array reply to `elements`; returns how many there were.
+fn push_elements<'a>(reply: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<usize> {
     let header_end = reply.windows(2).position(|w| w == b"\r\n")?;
     let count = resp::parse_int(reply.strip_prefix(b"*")?.get(..header_end - 1)?)?;
-    let mut elements = Vec::with_capacity(count.max(0) as usize);
+    let count = usize::try_from(count).unwrap_or(0);
+    elements.reserve(count.min(reply.len() / 4)); // every element takes 4 bytes or more
     let mut offset = header_end + 2;
     let mut scanner = ReplyScanner::default();
-    for _ in 0..count.max(0) {
+    for _ in 0..count {
         let len = scanner.scan(reply.get(offset..)?).ok()??;
-        elements.push(reply.slice(offset..offset + len));
+        elements.push(reply.get(offset..offset + len)?);
         offset += len;
     }
-    Some(elements)
+    Some(count)
 }
 
 /// Rewrites a node's `SCAN` reply (`[cursor, [keys...]]`) for a client iterating every node of a route (each

@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use switchyard_schemas::{AckMode, ReadPolicy};
 
 use super::merge::{Group, Merge, combiner, one_each};
+use super::scan;
 use super::{RoutePlan, TargetPlan};
 use crate::backend::cluster::slot_of;
 use crate::backend::{Keyspace, ResourceSpec, Upstream};
@@ -316,9 +317,8 @@ impl Dispatch<'_> {
         Ok(())
     }
 
-    /// SCAN over a sharded or clustered route: one node at a time (each shard, and each master of a cluster),
-    /// with the node's position encoded in the cursor (see `merge::scan_reply`), so a client's usual loop visits
-    /// every node.
+    /// SCAN over a sharded or clustered route: every node in turn (each shard, and each master of a cluster),
+    /// with the node's position encoded in the cursor (see `scan`).
     fn scan(&mut self, request: &Request, started: Instant) -> Result<(), String> {
         let args = request.args();
         // Every node in a fixed order: (shard, node of that shard's resource).
@@ -334,28 +334,18 @@ impl Dispatch<'_> {
                 (0..count).map(move |node| (shard, node))
             })
             .collect();
-        let positions = nodes.len() as u64;
-        let Some(cursor) = args
-            .get(1)
-            .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok())
-        else {
+        let Some(start) = scan::decode_cursor(&args[1], nodes.len()) else {
             return Err("ERR invalid cursor".to_string());
         };
-        let position = cursor % positions;
-        let Some(&(shard, node)) = nodes.get(position as usize) else {
-            return Err("ERR invalid cursor".to_string());
-        };
-        let mut sub: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-        let backend_cursor = (cursor / positions).to_string();
-        sub[1] = backend_cursor.as_bytes();
-        let mut raw = BytesMut::new();
-        resp::command(&mut raw, &sub);
-        let transform =
-            Box::new(move |reply: Bytes| super::merge::scan_reply(&reply, position, positions));
-        let target = &self.route.shards[shard];
-        let handle = self.replies.reserve_with(started, Some(transform));
-        self.pick_read(target)
-            .send(raw.freeze(), Keyspace::Node(node), handle, self.affinity);
+        let nodes = nodes
+            .into_iter()
+            .map(|(shard, index)| scan::Node {
+                upstream: self.pick_read(&self.route.shards[shard]).upstream.clone(),
+                index,
+            })
+            .collect();
+        let handle = self.replies.reserve(started);
+        scan::start(nodes, start, args[2..].to_vec(), handle, self.affinity);
         Ok(())
     }
 

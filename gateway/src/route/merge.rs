@@ -222,45 +222,6 @@ fn push_elements<'a>(reply: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<us
     Some(count)
 }
 
-/// Rewrites a node's `SCAN` reply (`[cursor, [keys...]]`) for a client iterating every node of a route (each
-/// shard, each master of a cluster): the cursor the client gets encodes the node's position (`backend cursor ×
-/// nodes + position`), and a finished node hands over to the next one at cursor 0, so a client sees one iteration
-/// over the whole keyspace.
-pub fn scan_reply(reply: &Bytes, shard: u64, shards: u64) -> Bytes {
-    if is_error(reply) {
-        return reply.clone();
-    }
-    let parsed = array_elements(reply).and_then(|parts| {
-        let [cursor, keys] = <[Bytes; 2]>::try_from(parts).ok()?;
-        let body = cursor.strip_prefix(b"$")?;
-        let digits =
-            &body[body.iter().position(|&b| b == b'\n')? + 1..body.len().checked_sub(2)?];
-        let next: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-        Some((next, keys))
-    });
-    let Some((next, keys)) = parsed else {
-        return error_reply("ERR unexpected reply from a backend");
-    };
-    let client_cursor = match next {
-        0 if shard + 1 < shards => Some(shard + 1),
-        0 => Some(0),
-        next => next.checked_mul(shards).and_then(|c| c.checked_add(shard)),
-    };
-    let Some(client_cursor) = client_cursor else {
-        return error_reply(
-            "ERR a backend's SCAN cursor is too large to share among the route's shards",
-        );
-    };
-    let mut out = BytesMut::with_capacity(keys.len() + 32);
-    resp::array_header(&mut out, 2);
-    resp::bulk(
-        &mut out,
-        itoa::Buffer::new().format(client_cursor).as_bytes(),
-    );
-    out.extend_from_slice(&keys);
-    out.freeze()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,39 +294,6 @@ mod tests {
         assert_eq!(
             &combine(one_each(2), Merge::Sum, &[b":1\r\n", b"+what\r\n"])[..],
             b"-ERR unexpected reply from a backend\r\n"
-        );
-    }
-
-    #[test]
-    fn scan_cursors_walk_every_shard_in_turn() {
-        let reply = |cursor: &str| {
-            Bytes::from(format!(
-                "*2\r\n${}\r\n{cursor}\r\n*1\r\n$1\r\nk\r\n",
-                cursor.len()
-            ))
-        };
-        // Shard 1 of 3 still has keys at backend cursor 17: the client gets 17 * 3 + 1.
-        assert_eq!(
-            &scan_reply(&reply("17"), 1, 3)[..],
-            b"*2\r\n$2\r\n52\r\n*1\r\n$1\r\nk\r\n"
-        );
-        // Shard 1 is done: shard 2 starts at cursor 0, i.e. client cursor 2.
-        assert_eq!(
-            &scan_reply(&reply("0"), 1, 3)[..],
-            b"*2\r\n$1\r\n2\r\n*1\r\n$1\r\nk\r\n"
-        );
-        // The last shard is done: the whole scan is.
-        assert_eq!(
-            &scan_reply(&reply("0"), 2, 3)[..],
-            b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n"
-        );
-        assert_eq!(
-            &scan_reply(&Bytes::from_static(b"-ERR x\r\n"), 0, 3)[..],
-            b"-ERR x\r\n"
-        );
-        assert_eq!(
-            &scan_reply(&reply("18446744073709551615"), 1, 3)[..],
-            b"-ERR a backend's SCAN cursor is too large to share among the route's shards\r\n"
         );
     }
 

@@ -15,6 +15,7 @@ use crate::metrics::TenantMetrics;
 mod dispatch;
 mod merge;
 mod plan;
+mod scan;
 pub mod sync;
 
 pub use dispatch::{CROSSSLOT, Dispatch, Place, ResolvedRoute, Resolver};

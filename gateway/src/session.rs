@@ -22,6 +22,7 @@ use crate::route::{Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, T
 use crate::server::Worker;
 
 mod client;
+mod pubsub;
 mod stateful;
 mod transaction;
 
@@ -158,7 +159,8 @@ impl Session {
             }
             tokio::select! {
                 biased;
-                () = self.replies.wait_ready(), if !self.replies.is_empty() => {}
+                // A subscribed client's messages arrive on their own.
+                () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() => {}
                 read = stream.read_buf(&mut input), if reading => {
                     if read? == 0 {
                         return Ok(()); // the client hung up; replies still pending have no one to go to
@@ -199,17 +201,20 @@ impl Session {
                 if !self.replies.is_empty() {
                     break;
                 }
+                self.settle();
                 if self.closing {
                     let _ = stream.shutdown().await;
                     return Ok(());
                 }
                 // Every reply is written: a parked request goes now, then what was read after it.
-                self.settle();
                 let Some(request) = self.stateful.parked.take() else {
                     break;
                 };
                 self.dispatch(request, Instant::now());
-                if self.stateful.parked.is_none() && !self.closing {
+                if self.stateful.parked.is_some() {
+                    break; // parked again: it waits for a subscription's confirmations, which wake the session
+                }
+                if !self.closing {
                     self.decode(&mut decoder, &mut input, addr);
                 }
             }
@@ -690,9 +695,7 @@ fn database_refusal(spec: &CommandSpec, route: &RoutePlan) -> Option<String> {
 
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run.
 fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
-    if spec.has(flag::PUBSUB)
-        || matches!(spec.name, "monitor" | "readonly" | "readwrite" | "asking")
-    {
+    if matches!(spec.name, "monitor" | "readonly" | "readwrite" | "asking") {
         return Some(format!(
             "ERR {} is not supported by the gateway yet",
             spec.display_name()

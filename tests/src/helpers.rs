@@ -25,3 +25,21 @@ pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
         .and_then(|calls| calls.parse().ok())
         .unwrap_or(0)
 }
+
+/// Waits until the gateway on `port` knows its cluster's slot map (loaded a moment after the first client
+/// arrives): until then, commands that need a dedicated connection to a slot's master get `-TRYAGAIN`.
+pub fn wait_for_slot_map(port: u16) {
+    let mut client = crate::RawClient::connect(port);
+    crate::wait_for(
+        "the gateway's cluster slot map",
+        std::time::Duration::from_secs(20),
+        || {
+            let reply = client.request(&[b"SUBSCRIBE", b"switchyard-test-warmup"]);
+            if reply.starts_with(b"-TRYAGAIN") {
+                return false;
+            }
+            client.request(&[b"RESET"]);
+            true
+        },
+    );
+}

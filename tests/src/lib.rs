@@ -13,7 +13,7 @@ mod resp;
 mod topology;
 
 pub use control_plane::{ADMIN_TOKEN, ControlPlane};
-pub use helpers::{command_calls, open_single_tenant, open_tenant};
+pub use helpers::{command_calls, open_single_tenant, open_tenant, wait_for_slot_map};
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, binary, connect};
 pub use resp::RawClient;

@@ -6,8 +6,10 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use switchyard_tests::compare::{Comparison, Topology};
 use switchyard_tests::{
     Gateway, RawClient, RedisServer, connect, open_single_tenant, open_tenant, wait_for,
+    wait_for_slot_map,
 };
 
 /// How many clients the backend reports as blocked.
@@ -238,4 +240,26 @@ fn dedicated_connections_are_bounded_per_tenant() {
     let mut released = released;
     assert_eq!(released.read_reply(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
     assert_eq!(third.request(&[b"BLPOP", b"q", b"0.2"]), b"*-1\r\n");
+}
+
+#[test]
+fn blocking_commands_on_a_cluster_go_to_the_slot_master() {
+    let comparison = Comparison::start(Topology::Cluster);
+    let port = comparison.gateway().port();
+    wait_for_slot_map(port);
+    let mut blocked = RawClient::connect(port);
+    let mut pusher = RawClient::connect(port);
+    assert_eq!(
+        blocked.request(&[b"BLPOP", b"a", b"b", b"0"]),
+        b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    );
+    blocked.send_command(&[b"BLMOVE", b"{q}src", b"{q}dst", b"LEFT", b"RIGHT", b"0"]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(pusher.request(&[b"RPUSH", b"{q}src", b"job"]), b":1\r\n");
+    assert_eq!(blocked.read_reply(), b"$3\r\njob\r\n");
+    assert_eq!(
+        pusher.request(&[b"LRANGE", b"{q}dst", b"0", b"-1"]),
+        b"*1\r\n$3\r\njob\r\n"
+    );
+    assert_eq!(blocked.request(&[b"BZPOPMAX", b"{q}z", b"0.2"]), b"*-1\r\n");
 }

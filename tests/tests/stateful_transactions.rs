@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchyard_tests::compare::{Topology, each_topology};
-use switchyard_tests::{Gateway, RawClient, RedisServer, open_tenant, wait_for};
+use switchyard_tests::{Gateway, RawClient, RedisServer, open_tenant, wait_for, wait_for_slot_map};
 
 #[test]
 fn transactions_answer_as_redis_does() {
     each_topology(|c| {
+        wait_for_slot_map(c.gateway().port());
         c.all_same(&[
             &["MULTI"],
             &["SET", "{t}a", "1"],
@@ -121,6 +122,7 @@ fn transactions_answer_as_redis_does() {
 fn a_watch_conflict_aborts_exec() {
     each_topology(|c| {
         let gateway_port = c.gateway().port();
+        wait_for_slot_map(gateway_port);
         c.same(&["SET", "{w}k", "1"]);
         c.same(&["WATCH", "{w}k"]);
         // Another client of the gateway changes the key.

@@ -188,19 +188,13 @@ impl ClusterBackend {
         self.map.borrow().shards.len().max(1)
     }
 
-    /// The master owning `slot` (the first seed while the map does not know), for the commands that will need a
-    /// dedicated connection to the right node (blocking commands, transactions, subscriptions).
-    pub fn master_of(&self, slot: u16) -> NodeSpec {
+    /// The master owning `slot`, for the commands that need a dedicated connection to the right node (blocking
+    /// commands, transactions, subscriptions); `None` while the slot map does not know it (just after start).
+    pub fn master_of(&self, slot: u16) -> Option<NodeSpec> {
         let map = self.map.borrow();
-        let addr = map
-            .owner
-            .get(usize::from(slot))
-            .and_then(|&index| map.shards.get(usize::from(index)))
-            .map_or_else(
-                || self.spec.seeds.first().cloned().unwrap_or_default(),
-                |shard| shard.addr.clone(),
-            );
-        self.spec.node(&addr, NodeRole::Any)
+        let index = *map.owner.get(usize::from(slot))?;
+        let shard = map.shards.get(usize::from(index))?;
+        Some(self.spec.node(&shard.addr, NodeRole::Any))
     }
 
     fn route(

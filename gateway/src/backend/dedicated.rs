@@ -6,7 +6,9 @@
 //! command is blocked on it, so the node forgets the client as soon as the client leaves. Replies are matched to
 //! requests in FIFO order as on a shared connection; blocking commands get no deadline (the client's own timeout
 //! is the node's business, and 0 means forever), every other request the command timeout. With a push queue
-//! (subscribed clients), the pub/sub messages the node sends on its own go to that queue as they arrive.
+//! (subscribed clients), every frame the node sends goes to that queue as it arrives: the replies to
+//! (un)subscribe commands and the pub/sub messages, in the node's order; the connection only counts the replies it
+//! still expects.
 //!
 //! Every connection holds a [`Lease`] on its tenant's budget of dedicated connections.
 
@@ -65,15 +67,22 @@ pub enum Wait {
     Unbounded,
 }
 
+/// Where one expected reply goes.
+enum Expect {
+    To(ReplyHandle),
+    /// To the push queue, in arrival order.
+    Pushed,
+}
+
 struct Outgoing {
     raw: Bytes,
-    /// One handle per reply the request produces, in order.
-    replies: Vec<ReplyHandle>,
+    /// One entry per reply the request produces, in order.
+    replies: Vec<Expect>,
     wait: Wait,
 }
 
 struct InFlight {
-    reply: ReplyHandle,
+    reply: Expect,
     deadline: Option<Instant>,
 }
 
@@ -86,6 +95,8 @@ struct Inner {
     failed: Cell<bool>,
     /// Where pub/sub messages go (subscribed clients only).
     pushes: Option<Rc<ReplyQueue>>,
+    /// Replies sent for but not received yet.
+    pending: Cell<usize>,
 }
 
 /// A session's own connection to one node.
@@ -109,6 +120,7 @@ impl Dedicated {
             closed: Cell::new(false),
             failed: Cell::new(false),
             pushes,
+            pending: Cell::new(0),
         });
         tokio::task::spawn_local(run(Rc::clone(&inner), node, settings));
         Dedicated {
@@ -124,15 +136,36 @@ impl Dedicated {
 
     /// Sends a request whose replies, one per handle and in order, go to `replies`.
     pub fn send(&self, raw: Bytes, replies: Vec<ReplyHandle>, wait: Wait) {
+        self.push(Outgoing {
+            raw,
+            replies: replies.into_iter().map(Expect::To).collect(),
+            wait,
+        });
+    }
+
+    /// Sends a request answered by `replies` frames, which go to the push queue as they come.
+    pub fn send_pushed(&self, raw: Bytes, replies: usize) {
+        self.push(Outgoing {
+            raw,
+            replies: (0..replies).map(|_| Expect::Pushed).collect(),
+            wait: Wait::Bounded,
+        });
+    }
+
+    fn push(&self, outgoing: Outgoing) {
         if self.inner.failed.get() {
             let error = self.inner.unavailable("connection lost");
-            return replies.into_iter().for_each(|r| r.deliver(error.clone()));
+            return self.inner.deliver_all(outgoing.replies, &error);
         }
-        self.inner
-            .queue
-            .borrow_mut()
-            .push_back(Outgoing { raw, replies, wait });
+        let count = outgoing.replies.len();
+        self.inner.pending.set(self.inner.pending.get() + count);
+        self.inner.queue.borrow_mut().push_back(outgoing);
         self.inner.wake.notify_one();
+    }
+
+    /// Replies sent for but not received yet.
+    pub fn pending(&self) -> usize {
+        self.inner.pending.get()
     }
 
     /// Whether the connection failed (its requests got error replies).
@@ -162,16 +195,33 @@ impl Inner {
         self.failed.set(true);
         let error = self.unavailable(reason);
         let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
-        let replies = in_flight
+        let replies: Vec<Expect> = in_flight
             .drain(..)
             .map(|f| f.reply)
-            .chain(queued.into_iter().flat_map(|o| o.replies));
-        for reply in replies {
-            reply.deliver(error.clone());
+            .chain(queued.into_iter().flat_map(|o| o.replies))
+            .filter(|reply| matches!(reply, Expect::To(_)))
+            .collect();
+        self.deliver_all(replies, &error);
+        self.pending.set(0);
+        if !released {
+            // Tells a subscriber (and wakes its session, which sees the failure).
+            self.deliver(Expect::Pushed, error);
         }
-        if let Some(pushes) = self.pushes.as_ref().filter(|_| !released) {
-            // Wakes the session, which sees the failure.
-            pushes.reserve(std::time::Instant::now()).deliver(error);
+    }
+
+    fn deliver_all(&self, replies: Vec<Expect>, reply: &Bytes) {
+        for expect in replies {
+            self.deliver(expect, reply.clone());
+        }
+    }
+
+    fn deliver(&self, expect: Expect, reply: Bytes) {
+        match (expect, &self.pushes) {
+            (Expect::To(handle), _) => handle.deliver(reply),
+            (Expect::Pushed, Some(pushes)) => {
+                pushes.reserve(std::time::Instant::now()).deliver(reply)
+            }
+            (Expect::Pushed, None) => {}
         }
     }
 }
@@ -260,15 +310,15 @@ async fn serve(
                 }
                 while let Some(len) = scanner.scan(&read_buf).map_err(|e| format!("protocol error: {e}"))? {
                     let frame = read_buf.split_to(len).freeze();
-                    match &inner.pushes {
-                        Some(pushes) if is_message(&frame) => {
-                            pushes.reserve(std::time::Instant::now()).deliver(frame);
-                        }
-                        _ => match in_flight.pop_front() {
-                            Some(request) => request.reply.deliver(frame),
-                            None => return Err("protocol error: reply without a request".to_string()),
-                        },
+                    if inner.pushes.is_some() && is_message(&frame) {
+                        inner.deliver(Expect::Pushed, frame);
+                        continue;
                     }
+                    let Some(request) = in_flight.pop_front() else {
+                        return Err("protocol error: reply without a request".to_string());
+                    };
+                    inner.pending.set(inner.pending.get().saturating_sub(1));
+                    inner.deliver(request.reply, frame);
                 }
             }
             // Polled only while the subscriber's queue is too long: a pause, then a look at the queue again.

@@ -117,7 +117,13 @@ impl Upstream {
     pub fn dedicated_node(&self, slot: Option<u16>) -> Result<NodeSpec, String> {
         match self {
             Upstream::Node(backend) => Ok(backend.node.clone()),
-            Upstream::Cluster(cluster) => Ok(cluster.master_of(slot.unwrap_or(0))),
+            Upstream::Cluster(cluster) => {
+                let slot = slot.unwrap_or(0);
+                cluster.master_of(slot).ok_or_else(|| {
+                    // A connection to a guess would answer MOVED, which means nothing to a gateway client.
+                    format!("TRYAGAIN the gateway does not know yet which node serves slot {slot}")
+                })
+            }
             Upstream::Sentinel(sentinel, _) => sentinel.master().ok_or_else(|| {
                 format!(
                     "ERR sentinel master {} not known yet",

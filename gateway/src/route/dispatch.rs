@@ -130,9 +130,7 @@ impl ResolvedRoute {
         args: &[Bytes],
         keys: &mut Vec<usize>,
     ) -> Result<Option<Place>, String> {
-        if spec.key_indices(args, keys).is_err() {
-            keys.clear(); // malformed key arguments: the backend returns Redis' own error for them
-        }
+        routing_keys(spec, args, keys);
         let mut place = None;
         for &key in keys.iter() {
             let here = self.locate(plan, &args[key]);
@@ -259,8 +257,8 @@ impl Dispatch<'_> {
         let write = !spec.has(flag::READONLY);
         let sharded = self.route.shards.len() > 1;
         self.keys.clear();
-        if (sharded || self.route.clustered) && spec.key_indices(args, self.keys).is_err() {
-            self.keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
+        if sharded || self.route.clustered {
+            routing_keys(spec, args, self.keys);
         }
         let (shard, slot) = match self.keys.first() {
             None if (sharded || self.route.clustered) && spec.name == "scan" => {
@@ -589,6 +587,19 @@ impl Dispatch<'_> {
         x ^= x << 17;
         self.random.set(x);
         x
+    }
+}
+
+/// The arguments a command is placed by: its keys, or a shard channel's name (`SPUBLISH`, `SSUBSCRIBE`), which
+/// Redis Cluster places like a key although its key spec says "not a key".
+fn routing_keys(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) {
+    if spec.key_indices(args, keys).is_err() {
+        keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
+    }
+    match spec.name {
+        "spublish" => keys.push(1),
+        "ssubscribe" => keys.extend(1..args.len()),
+        _ => {}
     }
 }
 

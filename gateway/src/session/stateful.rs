@@ -14,9 +14,10 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
+use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
-use crate::backend::ConnectionSettings;
 use crate::backend::dedicated::{Dedicated, Lease, Wait};
+use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::cmd::{CommandSpec, flag};
 use crate::resp::{self, Request};
 use crate::route::Place;
@@ -35,6 +36,8 @@ pub(super) struct Stateful {
     pub(super) transaction: Option<Transaction>,
     /// The connection holding `WATCH`ed keys.
     pub(super) watching: Option<Watching>,
+    /// A subscribed client's connection and subscriptions.
+    pub(super) subscription: Option<Subscription>,
 }
 
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
@@ -53,6 +56,10 @@ pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
 impl Session {
     /// Whether `request` must wait for every earlier reply to be written before it is dispatched.
     pub(super) fn must_park(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
+        if let Some(subscription) = &self.stateful.subscription {
+            // Gateway-made replies must not overtake the node's confirmations.
+            return !self.replies.is_empty() || subscription.pending() > 0;
+        }
         if self.replies.is_empty() {
             return false;
         }
@@ -68,6 +75,7 @@ impl Session {
     pub(super) fn settle(&mut self) {
         self.stateful.barrier = false;
         self.stateful.held = None;
+        self.settle_subscription();
     }
 
     /// Serves the commands that need a dedicated connection. Returns false for every other command.
@@ -77,7 +85,12 @@ impl Session {
         request: &Request,
         started: Instant,
     ) -> bool {
-        if self.transaction_command(spec, request, started) {
+        if self.subscribed() {
+            return self.subscribed_command(spec, request, started);
+        }
+        if self.transaction_command(spec, request, started)
+            || self.subscription_command(spec, request, started)
+        {
             return true;
         }
         if spec.name == "reset" {
@@ -139,12 +152,10 @@ impl Session {
     /// the tenant's limit. `pushes`: the connection delivers pub/sub messages to the reply queue. An error is
     /// returned as the reply the client gets.
     pub(super) fn open_dedicated(&self, place: Place, pushes: bool) -> Result<Dedicated, Bytes> {
+        let node = self.dedicated_node(place)?;
         let Some(view) = &self.tenant else {
             return Err(error_reply("ERR no tenant"));
         };
-        let (shard, slot) = place;
-        let upstream = view.route.primary(shard).map_err(Bytes::clone)?;
-        let node = upstream.dedicated_node(slot).map_err(|e| error_reply(&e))?;
         let config = &self.worker.gateway.config;
         let max = config.max_dedicated_connections;
         let Some(lease) = Lease::acquire(&view.tenant.metrics, max) else {
@@ -159,6 +170,16 @@ impl Session {
         };
         let pushes = pushes.then(|| Rc::clone(&self.replies));
         Ok(Dedicated::open(node, settings, lease, pushes))
+    }
+
+    /// The node a dedicated connection for `place` goes to.
+    pub(super) fn dedicated_node(&self, place: Place) -> Result<NodeSpec, Bytes> {
+        let Some(view) = &self.tenant else {
+            return Err(error_reply("ERR no tenant"));
+        };
+        let (shard, slot) = place;
+        let upstream = view.route.primary(shard).map_err(Bytes::clone)?;
+        upstream.dedicated_node(slot).map_err(|e| error_reply(&e))
     }
 
     /// Queues an error reply made elsewhere, counting it as the tenant's error.

@@ -46,8 +46,7 @@ pub(super) struct Watching {
 /// connection inside a transaction, not on the client's: refused there, except those that mean the same.
 fn gateway_state_in_multi(spec: &CommandSpec) -> bool {
     let connection = spec.acl_categories & acl::CONNECTION != 0;
-    let subscription =
-        spec.has(flag::PUBSUB) && !spec.name.contains("publish") && spec.name != "pubsub";
+    let subscription = spec.has(flag::PUBSUB) && spec.name.ends_with("subscribe");
     (connection || subscription) && !matches!(spec.name, "ping" | "echo")
 }
 
@@ -245,7 +244,10 @@ impl Session {
         self.stateful.transaction = None;
         self.stateful.watching = None;
         self.set_db(0);
-        self.replies
-            .push_ready(Bytes::from_static(b"+RESET\r\n"), started);
+        // A subscribed client's RESET goes to the node, whose +RESET comes after every message before it.
+        if !self.leave_subscriptions() {
+            self.replies
+                .push_ready(Bytes::from_static(b"+RESET\r\n"), started);
+        }
     }
 }

@@ -1,0 +1,312 @@
+//! Pub/sub end to end: the subscribed state compared byte for byte with a plain redis-server over a single shard,
+//! a ring and a Redis Cluster; 100,000 messages in order while the tenant's other connections keep working;
+//! patterns; keyspace notifications; shard channels on a cluster; double-write; a subscriber's backend
+//! connection freed when it leaves.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use switchyard_tests::compare::{Comparison, Topology, show};
+use switchyard_tests::{
+    Gateway, RawClient, RedisServer, open_single_tenant, wait_for, wait_for_slot_map,
+};
+
+/// Sends `args` to both clients and asserts the same `frames` frames back.
+fn same_frames(reference: &mut RawClient, gateway: &mut RawClient, args: &[&str], frames: usize) {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    reference.send_command(&args);
+    gateway.send_command(&args);
+    for _ in 0..frames {
+        let (want, got) = (reference.read_reply(), gateway.read_reply());
+        assert_eq!(
+            show(&got),
+            show(&want),
+            "{args:?}: gateway (left) and Redis (right) differ"
+        );
+    }
+}
+
+#[test]
+fn the_subscribed_state_answers_as_redis_does() {
+    for topology in Topology::ALL {
+        let comparison = Comparison::start(topology);
+        wait_for_slot_map(comparison.gateway().port());
+        let reference_server = RedisServer::start();
+        let mut reference = RawClient::connect(reference_server.port());
+        let mut gateway = RawClient::connect(comparison.gateway().port());
+        let (r, g) = (&mut reference, &mut gateway);
+        // Not subscribed: the unsubscribe commands still confirm, with count 0.
+        same_frames(r, g, &["UNSUBSCRIBE"], 1);
+        same_frames(r, g, &["UNSUBSCRIBE", "a", "b"], 2);
+        same_frames(r, g, &["PUNSUBSCRIBE"], 1);
+        same_frames(r, g, &["SUNSUBSCRIBE", "x"], 1);
+        same_frames(r, g, &["SUBSCRIBE", "a", "b", "a"], 3);
+        // Only what RESP2 allows while subscribed.
+        same_frames(r, g, &["GET", "x"], 1);
+        same_frames(r, g, &["CONFIG", "GET", "maxmemory"], 1);
+        same_frames(r, g, &["MULTI"], 1);
+        same_frames(r, g, &["PING"], 1);
+        same_frames(r, g, &["PING", "hi"], 1);
+        same_frames(r, g, &["NOSUCHCOMMAND"], 1);
+        same_frames(r, g, &["PSUBSCRIBE", "p*", "q*"], 2);
+        // (Without arguments Redis lists channels in its dict's order, which differs between servers: one left.)
+        same_frames(r, g, &["UNSUBSCRIBE", "b"], 1);
+        same_frames(r, g, &["UNSUBSCRIBE"], 1);
+        same_frames(r, g, &["UNSUBSCRIBE"], 1);
+        same_frames(r, g, &["PUNSUBSCRIBE", "x", "p*"], 2);
+        same_frames(r, g, &["SUNSUBSCRIBE"], 1);
+        same_frames(r, g, &["PUNSUBSCRIBE"], 1);
+        // Out of the subscribed state: commands work again.
+        same_frames(r, g, &["SET", "k", "v"], 1);
+        same_frames(r, g, &["PSUBSCRIBE", "z*"], 1);
+        same_frames(r, g, &["RESET"], 1);
+        same_frames(r, g, &["GET", "k"], 1);
+        // A whole subscription in one pipeline.
+        for args in [
+            &["SUBSCRIBE", "c"][..],
+            &["PING"],
+            &["UNSUBSCRIBE", "c"],
+            &["GET", "k"],
+        ] {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            r.send_command(&args);
+            g.send_command(&args);
+        }
+        for _ in 0..4 {
+            assert_eq!(
+                show(&g.read_reply()),
+                show(&r.read_reply()),
+                "[{topology}] pipeline"
+            );
+        }
+    }
+}
+
+/// A subscriber on the gateway (sync client, buffered reads).
+fn subscriber(gateway: &Gateway) -> redis::Connection {
+    redis::Client::open(gateway.url(None))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+/// `PUBSUB NUMSUB channel` on a backend.
+fn numsub(backend: &RedisServer, channel: &str) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(&mut backend.client())
+        .unwrap();
+    reply.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_receives_100000_messages_in_order_while_other_clients_work() {
+    const MESSAGES: usize = 100_000;
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&open_single_tenant(json!(backend.url())));
+    let mut con = subscriber(&gateway);
+    let reader = std::thread::spawn(move || {
+        let mut pubsub = con.as_pubsub();
+        pubsub.subscribe("stream").unwrap();
+        pubsub
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        for i in 0..MESSAGES {
+            let message = pubsub.get_message().unwrap();
+            assert_eq!(message.get_channel_name(), "stream");
+            let payload: String = message.get_payload().unwrap();
+            assert_eq!(payload, i.to_string(), "message {i} out of order");
+        }
+    });
+    wait_for(
+        "the subscription on the backend",
+        Duration::from_secs(20),
+        || numsub(&backend, "stream") == 1,
+    );
+    let mut publisher = gateway.client(None).await;
+    let mut other = gateway.client(None).await;
+    let mut slowest = Duration::ZERO;
+    for batch in 0..MESSAGES / 1000 {
+        let mut pipe = redis::pipe();
+        for i in batch * 1000..(batch + 1) * 1000 {
+            pipe.cmd("PUBLISH").arg("stream").arg(i).ignore();
+        }
+        let (): () = pipe.query_async(&mut publisher).await.unwrap();
+        // Another connection of the tenant is served meanwhile.
+        let started = Instant::now();
+        let n: i64 = redis::cmd("INCR")
+            .arg("counter")
+            .query_async(&mut other)
+            .await
+            .unwrap();
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(n, batch as i64 + 1);
+    }
+    tokio::task::spawn_blocking(move || reader.join())
+        .await
+        .unwrap()
+        .expect("every message arrives, in order");
+    assert!(slowest < Duration::from_secs(5), "INCR took {slowest:?}");
+}
+
+#[test]
+fn patterns_keyspace_notifications_and_leaving() {
+    let backend = RedisServer::start();
+    let routes = json!({"tenants": [{"name": "t", "passwords": [], "allow_admin": true,
+        "route": {"type": "single", "target": backend.url()}}]});
+    let gateway = Gateway::start(&routes);
+    let mut client = RawClient::connect(gateway.port());
+    let mut other = RawClient::connect(gateway.port());
+    assert_eq!(
+        client.request(&[b"PSUBSCRIBE", b"news.*"]),
+        b"*3\r\n$10\r\npsubscribe\r\n$6\r\nnews.*\r\n:1\r\n"
+    );
+    assert_eq!(other.request(&[b"PUBLISH", b"sport", b"x"]), b":0\r\n");
+    assert_eq!(
+        other.request(&[b"PUBLISH", b"news.today", b"hello"]),
+        b":1\r\n"
+    );
+    assert_eq!(
+        client.read_reply(),
+        b"*4\r\n$8\r\npmessage\r\n$6\r\nnews.*\r\n$10\r\nnews.today\r\n$5\r\nhello\r\n"
+    );
+    assert_eq!(other.request(&[b"PUBSUB", b"NUMPAT"]), b":1\r\n");
+
+    // Keyspace notifications, for a tenant that may CONFIG SET.
+    assert_eq!(
+        other.request(&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KA"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        client.request(&[b"PSUBSCRIBE", b"__keyspace@0__:*"]),
+        b"*3\r\n$10\r\npsubscribe\r\n$16\r\n__keyspace@0__:*\r\n:2\r\n"
+    );
+    assert_eq!(other.request(&[b"SET", b"watched", b"1"]), b"+OK\r\n");
+    assert_eq!(
+        client.read_reply(),
+        b"*4\r\n$8\r\npmessage\r\n$16\r\n__keyspace@0__:*\r\n$22\r\n__keyspace@0__:watched\r\n$3\r\nset\r\n"
+    );
+
+    // Leaving the subscribed state gives the backend connection back; so does a subscriber that hangs up.
+    let subscribers = || {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut backend.client())
+            .unwrap();
+        list.lines()
+            .filter(|l| l.contains(" psub=") && !l.contains(" psub=0 "))
+            .count()
+    };
+    assert_eq!(subscribers(), 1);
+    client.send(b"PUNSUBSCRIBE\r\n");
+    let (first, second) = (client.read_reply(), client.read_reply());
+    assert!(first.ends_with(b":1\r\n") && second.ends_with(b":0\r\n"));
+    assert_eq!(client.request(&[b"GET", b"watched"]), b"$1\r\n1\r\n");
+    wait_for(
+        "the subscription connection closed",
+        Duration::from_secs(20),
+        || subscribers() == 0,
+    );
+    client.request(&[b"SUBSCRIBE", b"c"]);
+    wait_for("a new subscription", Duration::from_secs(20), || {
+        numsub(&backend, "c") == 1
+    });
+    drop(client);
+    wait_for(
+        "the hung-up subscriber's connection closed",
+        Duration::from_secs(20),
+        || numsub(&backend, "c") == 0,
+    );
+}
+
+#[test]
+fn channels_meet_on_sharded_and_double_written_routes() {
+    // A ring of three: every channel lives on the first shard, so publisher and subscriber meet.
+    let comparison = Comparison::start(Topology::Sharded);
+    let gateway_port = comparison.gateway().port();
+    let mut subscriber = RawClient::connect(gateway_port);
+    let mut publisher = RawClient::connect(gateway_port);
+    subscriber.send(b"SUBSCRIBE alpha beta gamma\r\n");
+    for _ in 0..3 {
+        subscriber.read_reply();
+    }
+    for channel in ["alpha", "beta", "gamma"] {
+        assert_eq!(
+            publisher.request(&[b"PUBLISH", channel.as_bytes(), b"m"]),
+            b":1\r\n"
+        );
+        let message = subscriber.read_reply();
+        assert!(
+            message
+                .windows(channel.len())
+                .any(|w| w == channel.as_bytes())
+        );
+    }
+    assert_eq!(
+        publisher.request(&[b"PUBSUB", b"NUMSUB", b"alpha"]),
+        b"*2\r\n$5\r\nalpha\r\n:1\r\n"
+    );
+
+    // Double-write: PUBLISH reaches every write resource, subscriptions are on the primary.
+    let (primary, secondary) = (RedisServer::start(), RedisServer::start());
+    let route = json!({"type": "single", "target": {
+        "write": {"resources": [primary.url(), secondary.url()], "ack": "all"}}});
+    let gateway = Gateway::start(&switchyard_tests::open_tenant(route));
+    let mut subscriber = RawClient::connect(gateway.port());
+    subscriber.request(&[b"SUBSCRIBE", b"events"]);
+    let mut on_secondary = redis::Client::open(secondary.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut direct = on_secondary.as_pubsub();
+    direct.subscribe("events").unwrap();
+    assert_eq!(numsub(&primary, "events"), 1);
+    let mut publisher = RawClient::connect(gateway.port());
+    assert_eq!(
+        publisher.request(&[b"PUBLISH", b"events", b"e1"]),
+        b":1\r\n"
+    );
+    assert_eq!(
+        subscriber.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$6\r\nevents\r\n$2\r\ne1\r\n"
+    );
+    let message = direct.get_message().unwrap();
+    assert_eq!(message.get_payload::<String>().unwrap(), "e1");
+}
+
+#[test]
+fn shard_channels_on_a_cluster() {
+    let comparison = Comparison::start(Topology::Cluster);
+    let port = comparison.gateway().port();
+    wait_for_slot_map(port);
+    let mut subscriber = RawClient::connect(port);
+    let mut publisher = RawClient::connect(port);
+    // "a" and "b" hash to different slots.
+    assert_eq!(
+        subscriber.request(&[b"SSUBSCRIBE", b"a", b"b"]),
+        b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    );
+    subscriber.send(b"SSUBSCRIBE {c}1 {c}2\r\n");
+    assert_eq!(
+        subscriber.read_reply(),
+        b"*3\r\n$10\r\nssubscribe\r\n$4\r\n{c}1\r\n:1\r\n"
+    );
+    assert_eq!(
+        subscriber.read_reply(),
+        b"*3\r\n$10\r\nssubscribe\r\n$4\r\n{c}2\r\n:2\r\n"
+    );
+    assert_eq!(publisher.request(&[b"SPUBLISH", b"{c}2", b"hi"]), b":1\r\n");
+    assert_eq!(
+        subscriber.read_reply(),
+        b"*3\r\n$8\r\nsmessage\r\n$4\r\n{c}2\r\n$2\r\nhi\r\n"
+    );
+    // Classic channels are broadcast over the cluster bus: they work from any node.
+    let mut classic = RawClient::connect(port);
+    classic.request(&[b"SUBSCRIBE", b"news"]);
+    assert_eq!(publisher.request(&[b"PUBLISH", b"news", b"n"]), b":1\r\n");
+    assert_eq!(
+        classic.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\nn\r\n"
+    );
+}

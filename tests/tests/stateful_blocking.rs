@@ -164,6 +164,10 @@ fn client_timeouts_are_honoured_and_not_cut_by_the_command_timeout() {
         b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
     );
     assert_eq!(client.request(&[b"WAIT", b"0", b"100"]), b":0\r\n");
+
+    // The dedicated connection uses the client's database.
+    client.send(b"SELECT 2\r\nRPUSH indb2 x\r\nBLPOP indb2 0\r\nSELECT 0\r\nBLPOP indb2 0.2\r\n");
+    client.expect(b"+OK\r\n:1\r\n*2\r\n$5\r\nindb2\r\n$1\r\nx\r\n+OK\r\n*-1\r\n");
 }
 
 #[test]

@@ -190,6 +190,13 @@ fn a_transaction_on_a_double_written_route_reaches_the_secondaries_after_exec() 
     let discarded: Option<String> = redis::cmd("GET").arg("b").query(&mut on_secondary).unwrap();
     assert_eq!(discarded, None);
 
+    // A write with a random effect cannot be replayed on the secondaries: refused at queue time.
+    client.send(b"MULTI\r\nSET d 1\r\nSPOP s\r\nEXEC\r\nEXISTS d\r\n");
+    client.expect(
+        b"+OK\r\n+QUEUED\r\n-ERR SPOP is refused on a double-written route: its effect is random and the copies would diverge\r\n\
+          -EXECABORT Transaction discarded because of previous errors.\r\n:0\r\n",
+    );
+
     // An aborted transaction reaches no secondary either.
     client.send(b"WATCH a\r\n");
     client.expect(b"+OK\r\n");

@@ -40,6 +40,18 @@ struct ResolvedTarget {
     clustered: bool,
 }
 
+impl ResolvedTarget {
+    /// Writes whose effect is random would make double-written copies diverge.
+    fn double_write_refusal(&self, spec: &CommandSpec) -> Option<String> {
+        (self.write.len() > 1 && spec.has(flag::NONDETERMINISTIC)).then(|| {
+            let name = spec.display_name();
+            format!(
+                "ERR {name} is refused on a double-written route: its effect is random and the copies would diverge"
+            )
+        })
+    }
+}
+
 /// One resource of a target: its upstream, or the error reply its commands get.
 struct Endpoint {
     upstream: Result<Upstream, Bytes>,
@@ -148,6 +160,11 @@ impl ResolvedRoute {
             Some(endpoint) => endpoint.upstream.as_ref(),
             None => Err(&self.no_backend),
         }
+    }
+
+    /// Why a write cannot run on a shard: one whose effect is random, on a double-written shard.
+    pub fn double_write_refusal(&self, shard: usize, spec: &CommandSpec) -> Option<String> {
+        self.shards.get(shard)?.double_write_refusal(spec)
     }
 
     /// Whether a shard's writes go to more than one resource.
@@ -544,19 +561,12 @@ impl Dispatch<'_> {
         }
     }
 
-    /// Writes whose effect is random would make double-written copies diverge.
     fn check_double_write(
         &self,
         spec: &CommandSpec,
         target: &ResolvedTarget,
     ) -> Result<(), String> {
-        if target.write.len() > 1 && spec.has(flag::NONDETERMINISTIC) {
-            let name = spec.display_name();
-            return Err(format!(
-                "ERR {name} is refused on a double-written route: its effect is random and the copies would diverge"
-            ));
-        }
-        Ok(())
+        target.double_write_refusal(spec).map_or(Ok(()), Err)
     }
 
     fn pick_read<'t>(&self, target: &'t ResolvedTarget) -> &'t Endpoint {

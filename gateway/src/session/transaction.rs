@@ -132,18 +132,24 @@ impl Session {
                 "ERR {name} inside MULTI is not supported by the gateway"
             ));
         }
-        let Some(place) = self.place_of(spec, request.args())? else {
-            return Ok(());
-        };
+        let place = self.place_of(spec, request.args())?;
         let Some(transaction) = &mut self.stateful.transaction else {
             return Ok(());
         };
-        match transaction.place {
-            None => transaction.place = Some(place),
-            Some(first) if first != place => return Err(CROSSSLOT.to_string()),
-            Some(_) => {}
+        match (transaction.place, place) {
+            (None, Some(place)) => transaction.place = Some(place),
+            (Some(first), Some(place)) if first != place => return Err(CROSSSLOT.to_string()),
+            _ => {}
         }
-        Ok(())
+        // Its writes will be replayed on the secondaries: a random effect would make them diverge.
+        let shard = transaction.place.map_or(0, |(shard, _)| shard);
+        match self.tenant.as_ref() {
+            Some(view) if !spec.has(flag::READONLY) => view
+                .route
+                .double_write_refusal(shard, spec)
+                .map_or(Ok(()), Err),
+            _ => Ok(()),
+        }
     }
 
     /// `WATCH key...`: on the dedicated connection of the watched keys' place (opened by the first WATCH).

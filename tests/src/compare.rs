@@ -97,10 +97,15 @@ impl Comparison {
             {"name": "t", "passwords": [], "allow_admin": true, "route": route}
         ]});
         let gateway_process = Gateway::start(&routes);
+        let mut gateway = RawClient::connect(gateway_process.port());
+        // A DBSIZE waits for the gateway worker's first cluster slot map: from then on, pipelined keyed commands
+        // go straight to their masters instead of through the seed's MOVED replies, which could let a pipelined
+        // fan-out overtake them.
+        assert_eq!(gateway.request(&[b"DBSIZE"]), b":0\r\n");
         Comparison {
             topology,
             reference: RawClient::connect(reference_server.port()),
-            gateway: RawClient::connect(gateway_process.port()),
+            gateway,
             gateway_process,
             backends,
             _reference_server: reference_server,

@@ -2,8 +2,8 @@
 //! single shard, a ring of three shards and a three-master Redis Cluster (see `switchyard_tests::compare`).
 //! Multi-key commands use hash tags, as applications written for Redis Cluster do.
 
-use switchyard_tests::RawClient;
 use switchyard_tests::compare::{Backends, Comparison, Topology, each_topology, elements, show};
+use switchyard_tests::{Gateway, RawClient};
 
 #[test]
 fn strings() {
@@ -457,5 +457,37 @@ fn scan_returns_every_key_present_for_the_whole_scan_while_others_churn() {
             .filter(|i| !seen.contains(&format!("stable:{i}")))
             .collect();
         assert!(missing.is_empty(), "[{topology}] SCAN missed {missing:?}");
+    }
+}
+
+/// Right after a gateway starts, each worker's first slot map may still be on its way: DBSIZE, SCAN and KEYS wait
+/// for it instead of answering for the seed node alone.
+#[test]
+fn keyspace_wide_commands_on_a_fresh_gateway_see_every_master() {
+    let mut c = Comparison::start(Topology::Cluster);
+    for i in 0..100 {
+        c.same(&["SET", &format!("fresh:{i}"), "v"]);
+    }
+    let Backends::Cluster(cluster) = c.backends() else {
+        unreachable!("a cluster comparison");
+    };
+    let routes = serde_json::json!({"tenants": [
+        {"name": "t", "passwords": [], "allow_admin": true,
+         "route": {"type": "single", "target": cluster.url()}}
+    ]});
+    for _ in 0..3 {
+        let fresh = Gateway::start(&routes);
+        let mut client = RawClient::connect(fresh.port());
+        assert_eq!(client.request(&[b"DBSIZE"]), b":100\r\n");
+        let mut other = RawClient::connect(fresh.port());
+        let keys = other.request(&[b"KEYS", b"fresh:*"]);
+        assert!(keys.starts_with(b"*100\r\n"), "{}", show(&keys));
+        let mut third = RawClient::connect(fresh.port());
+        let scan = third.request(&[b"SCAN", b"0", b"COUNT", b"1000"]);
+        assert!(
+            scan.starts_with(b"*2\r\n$1\r\n0\r\n*100\r\n"),
+            "{}",
+            show(&scan)
+        );
     }
 }

@@ -21,7 +21,7 @@ use switchyard_schemas::ReplicaMode;
 
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
-use crate::reply::{Redirect, Redirector, ReplyHandle};
+use crate::reply::{Combine, Redirect, Redirector, ReplyHandle};
 use crate::resp;
 use crate::signal::LocalSignal;
 
@@ -38,6 +38,9 @@ const REFRESH_PERIOD: Duration = Duration::from_secs(5);
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_millis(200);
 
 const NO_OWNER: u16 = u16::MAX;
+
+/// How long a request that concerns every master waits for the first slot map before it makes do with the seed.
+const FIRST_MAP_WAIT: Duration = Duration::from_secs(2);
 
 /// How to reach a cluster: seeds, the data nodes' credentials, and whether reads go to replicas.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -145,7 +148,7 @@ impl ClusterBackend {
 
     /// Sends a request: to the owner of `Keyspace::Slot`, to slot 0's master when keyless, to every master
     /// (replies combined) for `Keyspace::Every`.
-    pub fn send(&self, raw: Bytes, keyspace: Keyspace<'_>, reply: ReplyHandle, affinity: usize) {
+    pub fn send(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
         match keyspace {
             Keyspace::Slot(slot) => self.route(Some(slot), raw, reply, affinity, 0),
             Keyspace::Any => self.route(None, raw, reply, affinity, 0),
@@ -159,18 +162,48 @@ impl ClusterBackend {
                 node.send(raw, reply, affinity);
             }
             Keyspace::Every(combine) => {
-                let masters: Vec<Rc<Backend>> = {
-                    let map = self.map.borrow();
-                    match map.shards.is_empty() {
-                        true => vec![Rc::clone(&self.seed)],
-                        false => map.shards.iter().map(|s| Rc::clone(&s.master)).collect(),
-                    }
-                };
-                let handles = reply.split(masters.len(), combine(masters.len()));
-                for (master, handle) in masters.iter().zip(handles) {
-                    master.send(raw.clone(), handle, affinity);
+                // Before the first slot map, "every master" is unknown: the request waits for the map.
+                if self.map.borrow().shards.is_empty()
+                    && let Some(me) = self.me.upgrade()
+                {
+                    tokio::task::spawn_local(async move {
+                        me.wait_for_map().await;
+                        me.send_to_masters(raw, &*combine, reply, affinity);
+                    });
+                    return;
                 }
+                self.send_to_masters(raw, &*combine, reply, affinity);
             }
+        }
+    }
+
+    /// Sends a request to every master (the seed while the map is unknown) and combines their replies.
+    fn send_to_masters(
+        &self,
+        raw: Bytes,
+        combine: &dyn Fn(usize) -> Combine,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) {
+        let masters: Vec<Rc<Backend>> = {
+            let map = self.map.borrow();
+            match map.shards.is_empty() {
+                true => vec![Rc::clone(&self.seed)],
+                false => map.shards.iter().map(|s| Rc::clone(&s.master)).collect(),
+            }
+        };
+        let handles = reply.split(masters.len(), combine(masters.len()));
+        for (master, handle) in masters.iter().zip(handles) {
+            master.send(raw.clone(), handle, affinity);
+        }
+    }
+
+    /// Waits until the first slot map has arrived (at most `FIRST_MAP_WAIT`): requests that concern every master
+    /// (DBSIZE, SCAN...) must not see only the seed in the first milliseconds after the cluster is opened.
+    pub async fn wait_for_map(&self) {
+        let deadline = Instant::now() + FIRST_MAP_WAIT;
+        while self.map.borrow().shards.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

@@ -61,15 +61,16 @@ impl ResourceSpec {
 }
 
 /// Which part of a resource's keyspace a request concerns; only a cluster tells them apart.
-#[derive(Clone, Copy)]
-pub enum Keyspace<'a> {
+#[derive(Clone)]
+pub enum Keyspace {
     /// A keyless command: any one node (for a cluster, deterministically the master of slot 0).
     Any,
     /// A command whose keys all hash to this cluster slot.
     Slot(u16),
     /// A keyless command that concerns every node (DBSIZE, KEYS, FLUSHALL): a cluster sends it to every master
-    /// and makes one reply with the combiner for that many parts.
-    Every(&'a dyn Fn(usize) -> Combine),
+    /// and makes one reply with the combiner for that many parts. Shared, because a cluster whose slot map is
+    /// not known yet keeps the request until it is.
+    Every(Rc<dyn Fn(usize) -> Combine>),
     /// A keyless command for one node of a resource that iterates its nodes (SCAN): a cluster's `n`th master
     /// (by slot order, see [`Upstream::nodes`]); the one node of other resources.
     Node(usize),
@@ -91,7 +92,7 @@ impl Upstream {
     }
 
     /// Sends a request; `affinity` (a client id) keeps one client's requests on one connection per node.
-    pub fn send_to(&self, raw: Bytes, keyspace: Keyspace<'_>, reply: ReplyHandle, affinity: usize) {
+    pub fn send_to(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
         match self {
             Upstream::Node(backend) => backend.send(raw, reply, affinity),
             Upstream::Cluster(cluster) => cluster.send(raw, keyspace, reply, affinity),
@@ -130,6 +131,14 @@ impl Upstream {
                     sentinel.master_name()
                 )
             }),
+        }
+    }
+
+    /// Waits until the resource knows its nodes (a cluster's first slot map, bounded), for requests that visit
+    /// every node.
+    pub async fn wait_for_nodes(&self) {
+        if let Upstream::Cluster(cluster) = self {
+            cluster.wait_for_map().await;
         }
     }
 

@@ -60,7 +60,7 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn send(&self, raw: Bytes, keyspace: Keyspace<'_>, reply: ReplyHandle, affinity: usize) {
+    fn send(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
         match &self.upstream {
             Ok(upstream) => upstream.send_to(raw, keyspace, reply, affinity),
             Err(error) => reply.deliver(error.clone()),
@@ -73,11 +73,6 @@ impl Endpoint {
 
     fn is_cluster(&self) -> bool {
         self.upstream.as_ref().is_ok_and(Upstream::is_cluster)
-    }
-
-    /// How many nodes share the resource's keyspace (a cluster's masters), for SCAN.
-    fn nodes(&self) -> usize {
-        self.upstream.as_ref().map_or(1, Upstream::nodes)
     }
 }
 
@@ -336,31 +331,17 @@ impl Dispatch<'_> {
     /// with the node's position encoded in the cursor (see `scan`).
     fn scan(&mut self, request: &Request, started: Instant) -> Result<(), String> {
         let args = request.args();
-        // Every node in a fixed order: (shard, node of that shard's resource).
-        let nodes: Vec<(usize, usize)> = self
+        let Some(cursor) = scan::parse_cursor(&args[1]) else {
+            return Err("ERR invalid cursor".to_string());
+        };
+        let shards = self
             .plan
             .fan_out(false)
             .into_iter()
-            .flat_map(|shard| {
-                let count = self.route.shards[shard]
-                    .read
-                    .first()
-                    .map_or(1, Endpoint::nodes);
-                (0..count).map(move |node| (shard, node))
-            })
-            .collect();
-        let Some(start) = scan::decode_cursor(&args[1], nodes.len()) else {
-            return Err("ERR invalid cursor".to_string());
-        };
-        let nodes = nodes
-            .into_iter()
-            .map(|(shard, index)| scan::Node {
-                upstream: self.pick_read(&self.route.shards[shard]).upstream.clone(),
-                index,
-            })
+            .map(|shard| self.pick_read(&self.route.shards[shard]).upstream.clone())
             .collect();
         let handle = self.replies.reserve(started);
-        scan::start(nodes, start, args[2..].to_vec(), handle, self.affinity);
+        scan::start(shards, cursor, args[2..].to_vec(), handle, self.affinity);
         Ok(())
     }
 
@@ -461,11 +442,10 @@ impl Dispatch<'_> {
                 raw: request.raw().clone(),
             })
             .collect();
-        let per_resource = {
-            let merge = merge.per_node();
-            move |parts: usize| -> Combine { combiner(one_each(parts), merge.clone()) }
-        };
-        self.send_parts(spec, parts, write, merge, Some(&per_resource), started)
+        let per_node = merge.per_node();
+        let per_resource: Rc<dyn Fn(usize) -> Combine> =
+            Rc::new(move |parts: usize| combiner(one_each(parts), per_node.clone()));
+        self.send_parts(spec, parts, write, merge, Some(per_resource), started)
     }
 
     /// Sends the parts of a command and gathers their replies into one slot. `every` is set for fan-outs: a
@@ -476,7 +456,7 @@ impl Dispatch<'_> {
         parts: Vec<Part>,
         write: bool,
         merge: Merge,
-        every: Option<&dyn Fn(usize) -> Combine>,
+        every: Option<Rc<dyn Fn(usize) -> Combine>>,
         started: Instant,
     ) -> Result<(), String> {
         // SCRIPT EXISTS must hear from every copy, whatever the ack mode: each copy is then a group of its own.
@@ -513,8 +493,8 @@ impl Dispatch<'_> {
             .into_iter();
         for part in parts {
             let target = &self.route.shards[part.shard];
-            let keyspace = match (every, part.slot) {
-                (Some(every), _) => Keyspace::Every(every),
+            let keyspace = match (&every, part.slot) {
+                (Some(every), _) => Keyspace::Every(Rc::clone(every)),
                 (None, Some(slot)) => Keyspace::Slot(slot),
                 (None, None) => Keyspace::Any,
             };
@@ -544,7 +524,7 @@ impl Dispatch<'_> {
         spec: &'static CommandSpec,
         target: &ResolvedTarget,
         raw: &Bytes,
-        keyspace: Keyspace<'_>,
+        keyspace: Keyspace,
         handles: impl IntoIterator<Item = ReplyHandle>,
     ) {
         let mut handles = handles.into_iter();
@@ -557,7 +537,7 @@ impl Dispatch<'_> {
                 },
                 (None, None) => continue,
             };
-            endpoint.send(raw.clone(), keyspace, handle, self.affinity);
+            endpoint.send(raw.clone(), keyspace.clone(), handle, self.affinity);
         }
     }
 

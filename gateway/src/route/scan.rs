@@ -19,18 +19,15 @@ use crate::resp;
 /// Redis' default `COUNT`.
 const DEFAULT_COUNT: usize = 10;
 
-/// One node of the walk: the upstream of its shard, and which of that upstream's nodes (see
-/// `Upstream::nodes`).
-pub struct Node {
-    pub upstream: Result<Upstream, Bytes>,
-    pub index: usize,
+/// A client cursor: a number, as Redis requires.
+pub fn parse_cursor(cursor: &[u8]) -> Option<u64> {
+    std::str::from_utf8(cursor).ok()?.parse().ok()
 }
 
-/// Where a client cursor points: the node's position and that node's own cursor.
-pub fn decode_cursor(cursor: &[u8], nodes: usize) -> Option<(usize, u64)> {
-    let cursor: u64 = std::str::from_utf8(cursor).ok()?.parse().ok()?;
+/// Where a client cursor points among `nodes` nodes: the node's position and that node's own cursor.
+fn decode_cursor(cursor: u64, nodes: usize) -> (usize, u64) {
     let nodes = nodes.max(1) as u64;
-    Some(((cursor % nodes) as usize, cursor / nodes))
+    ((cursor % nodes) as usize, cursor / nodes)
 }
 
 /// The client cursor for node `position`'s cursor `next` (`None` when it does not fit in 64 bits).
@@ -38,23 +35,35 @@ fn encode_cursor(position: usize, next: u64, nodes: usize) -> Option<u64> {
     next.checked_mul(nodes as u64)?.checked_add(position as u64)
 }
 
-/// Scans from `position` at `cursor` on, with the client's other arguments (`args[2..]`: MATCH, COUNT, TYPE),
-/// and delivers one SCAN reply to `reply`.
+/// Scans the `shards` (the read upstream of each, in route order) from the client's `cursor` on, with the
+/// client's other arguments (`args[2..]`: MATCH, COUNT, TYPE), and delivers one SCAN reply to `reply`.
 pub fn start(
-    nodes: Vec<Node>,
-    (position, cursor): (usize, u64),
+    shards: Vec<Result<Upstream, Bytes>>,
+    cursor: u64,
     args: Vec<Bytes>,
     reply: ReplyHandle,
     affinity: usize,
 ) {
     tokio::task::spawn_local(async move {
+        // A cluster's masters are known once its first slot map has arrived.
+        for upstream in shards.iter().flatten() {
+            upstream.wait_for_nodes().await;
+        }
+        let nodes: Vec<(&Result<Upstream, Bytes>, usize)> = shards
+            .iter()
+            .flat_map(|shard| {
+                let count = shard.as_ref().map_or(1, Upstream::nodes);
+                (0..count).map(move |index| (shard, index))
+            })
+            .collect();
+        let (position, cursor) = decode_cursor(cursor, nodes.len());
         let answer = walk(&nodes, position, cursor, &args, affinity).await;
         reply.deliver(answer);
     });
 }
 
 async fn walk(
-    nodes: &[Node],
+    nodes: &[(&Result<Upstream, Bytes>, usize)],
     mut position: usize,
     mut cursor: u64,
     args: &[Bytes],
@@ -63,14 +72,14 @@ async fn walk(
     let count = count_option(args).unwrap_or(DEFAULT_COUNT);
     let mut keys: Vec<Bytes> = Vec::new();
     loop {
-        let Some(node) = nodes.get(position) else {
+        let Some(&(upstream, index)) = nodes.get(position) else {
             return error_reply("ERR invalid cursor");
         };
-        let upstream = match &node.upstream {
+        let upstream = match upstream {
             Ok(upstream) => upstream,
             Err(error) => return error.clone(),
         };
-        let reply = ask(upstream, &scan_request(cursor, args), node.index, affinity).await;
+        let reply = ask(upstream, &scan_request(cursor, args), index, affinity).await;
         if reply.first() == Some(&b'-') {
             return reply;
         }
@@ -162,10 +171,11 @@ mod tests {
 
     #[test]
     fn cursors_encode_the_node() {
-        assert_eq!(decode_cursor(b"0", 3), Some((0, 0)));
-        assert_eq!(decode_cursor(b"52", 3), Some((1, 17)));
-        assert_eq!(decode_cursor(b"x", 3), None);
-        assert_eq!(decode_cursor(b"-1", 3), None);
+        assert_eq!(decode_cursor(0, 3), (0, 0));
+        assert_eq!(decode_cursor(52, 3), (1, 17));
+        assert_eq!(parse_cursor(b"52"), Some(52));
+        assert_eq!(parse_cursor(b"x"), None);
+        assert_eq!(parse_cursor(b"-1"), None);
         assert_eq!(encode_cursor(1, 17, 3), Some(52));
         assert_eq!(encode_cursor(1, u64::MAX, 3), None);
     }

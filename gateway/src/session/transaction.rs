@@ -236,7 +236,7 @@ impl Session {
                 for (upstream, detached) in &secondaries {
                     for (name, raw) in &writes {
                         if let Some(handle) = detached.admit(name) {
-                            upstream.send_to(raw.clone(), keyspace, handle, affinity);
+                            upstream.send_to(raw.clone(), keyspace.clone(), handle, affinity);
                         }
                     }
                 }

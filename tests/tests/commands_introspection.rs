@@ -98,6 +98,12 @@ fn config_memory_object_by_key_and_refusals_match_redis() {
             &["CLIENT", "KILL", "TYPE", "nosuch"],
             &["CLIENT", "KILL", "TYPE", "pubsub"],
             &["CLIENT", "KILL", "USER", "nosuch"],
+            &["CLIENT", "LIST", "ID", "99999", "99998"],
+            &["CLIENT", "LIST", "ID", "x"],
+            &["CLIENT", "LIST", "ID"],
+            &["CLIENT", "LIST", "TYPE", "master"],
+            &["CLIENT", "LIST", "TYPE", "nosuch"],
+            &["CLIENT", "LIST", "BAD", "x"],
             &["GET", "m:a"],
             // The gateway is a standalone Redis to its clients, even in front of a cluster.
             &["CLUSTER", "SLOTS"],
@@ -209,6 +215,21 @@ fn client_kill_closes_the_tenants_own_clients_only() {
 
     let list = text(&admin.request(&[b"CLIENT", b"LIST"]));
     assert_eq!(list.matches("user=t").count(), 3, "{list}");
+    let normal = text(&admin.request(&[b"CLIENT", b"LIST", b"TYPE", b"normal"]));
+    assert_eq!(normal.matches("user=t").count(), 3, "{normal}");
+    let one = text(&admin.request(&[
+        b"CLIENT",
+        b"LIST",
+        b"ID",
+        victim_id.as_bytes(),
+        stranger_id.as_bytes(),
+    ]));
+    assert_eq!(
+        one.matches("id=").count(),
+        1,
+        "only the tenant's own client: {one}"
+    );
+    assert!(one.contains(&format!("id={victim_id} ")), "{one}");
     assert!(
         !list.contains(&format!("id={stranger_id} ")),
         "another tenant's client is not listed"

@@ -104,19 +104,22 @@ impl Session {
                 let line = self.info.describe(spec.name) + "\n";
                 self.local_reply(started, |out| resp::bulk(out, line.as_bytes()));
             }
-            "client|list" => {
-                let mut text = String::new();
-                for client in self.tenant_clients() {
-                    let command = if client.id == self.info.id {
-                        spec.name
-                    } else {
-                        "NULL"
-                    };
-                    text.push_str(&client.describe(command));
-                    text.push('\n');
+            "client|list" => match list_filter(&args[2..]) {
+                Ok(wanted) => {
+                    let mut text = String::new();
+                    for client in self.tenant_clients().iter().filter(|c| wanted(c.id)) {
+                        let command = if client.id == self.info.id {
+                            spec.name
+                        } else {
+                            "NULL"
+                        };
+                        text.push_str(&client.describe(command));
+                        text.push('\n');
+                    }
+                    self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
                 }
-                self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
-            }
+                Err(text) => self.local_error(started, &text),
+            },
             "client|kill" => match self.client_kill(&args[2..]) {
                 Ok(Kill::Old) => self.local_reply(started, |out| resp::simple(out, b"OK")),
                 Ok(Kill::Filtered(count)) => {
@@ -190,6 +193,33 @@ impl Session {
             (true, _) => Ok(Kill::Old),
             (false, count) => Ok(Kill::Filtered(count)),
         }
+    }
+}
+
+/// `CLIENT LIST [TYPE type | ID id ...]`: which client ids to list.
+fn list_filter(args: &[Bytes]) -> Result<Box<dyn Fn(u64) -> bool>, String> {
+    match args {
+        [] => Ok(Box::new(|_| true)),
+        [name, kind] if name.eq_ignore_ascii_case(b"type") => {
+            match &kind.to_ascii_lowercase()[..] {
+                // Every gateway client is a normal one.
+                b"normal" => Ok(Box::new(|_| true)),
+                b"master" | b"replica" | b"slave" | b"pubsub" => Ok(Box::new(|_| false)),
+                _ => Err(format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(kind)
+                )),
+            }
+        }
+        [name, ids @ ..] if name.eq_ignore_ascii_case(b"id") && !ids.is_empty() => {
+            let ids = ids
+                .iter()
+                .map(|id| resp::parse_int(id).map(|id| id as u64))
+                .collect::<Option<Vec<u64>>>()
+                .ok_or("ERR Invalid client ID")?;
+            Ok(Box::new(move |id| ids.contains(&id)))
+        }
+        _ => Err("ERR syntax error".to_string()),
     }
 }
 

@@ -18,7 +18,7 @@ use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
 use crate::backend::dedicated::{Dedicated, Lease, Wait};
 use crate::backend::{ConnectionSettings, NodeSpec};
-use crate::cmd::{CommandSpec, flag};
+use crate::cmd::{CommandSpec, acl, flag};
 use crate::resp::{self, Request};
 use crate::route::Place;
 
@@ -38,6 +38,13 @@ pub(super) struct Stateful {
     pub(super) watching: Option<Watching>,
     /// A subscribed client's connection and subscriptions.
     pub(super) subscription: Option<Subscription>,
+}
+
+/// Whether a command may be one this module serves (or one whose order it keeps): a test of its categories,
+/// so that ordinary commands skip the checks by name.
+fn may_be_stateful(spec: &CommandSpec) -> bool {
+    const CATEGORIES: u32 = acl::TRANSACTION | acl::PUBSUB | acl::BLOCKING | acl::CONNECTION;
+    spec.acl_categories & CATEGORIES != 0
 }
 
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
@@ -63,12 +70,17 @@ impl Session {
         if self.replies.is_empty() {
             return false;
         }
-        let ordered = match self.stateful.transaction {
+        if self.stateful.barrier {
+            return true;
+        }
+        if !may_be_stateful(spec) {
+            return false;
+        }
+        match self.stateful.transaction {
             // Inside a transaction commands are only queued; EXEC runs them.
             Some(_) => matches!(spec.name, "exec" | "reset"),
             None => matches!(spec.name, "watch" | "reset") || is_blocking(spec, args),
-        };
-        self.stateful.barrier || ordered
+        }
     }
 
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
@@ -85,6 +97,10 @@ impl Session {
         request: &Request,
         started: Instant,
     ) -> bool {
+        let stateless = self.stateful.transaction.is_none() && self.stateful.subscription.is_none();
+        if stateless && !may_be_stateful(spec) {
+            return false; // the common case, decided by flags alone
+        }
         if self.subscribed() {
             return self.subscribed_command(spec, request, started);
         }
@@ -229,5 +245,29 @@ mod tests {
             ">"
         ]));
         assert!(!blocking(&["LPOP", "a"]));
+    }
+
+    #[test]
+    fn ordinary_commands_are_told_apart_by_flags() {
+        let spec = |name: &str| crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
+        for name in [
+            "blpop",
+            "xread",
+            "wait",
+            "multi",
+            "exec",
+            "discard",
+            "watch",
+            "unwatch",
+            "reset",
+            "subscribe",
+            "ssubscribe",
+            "punsubscribe",
+        ] {
+            assert!(may_be_stateful(spec(name)), "{name}");
+        }
+        for name in ["get", "set", "mget", "lpop", "xadd", "eval"] {
+            assert!(!may_be_stateful(spec(name)), "{name}");
+        }
     }
 }

@@ -32,6 +32,22 @@ fn config_memory_object_by_key_and_refusals_match_redis() {
             &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
             &["CONFIG", "GET", "maxmemory-policy"],
             &["CONFIG", "SET", "maxmemory-policy", "nonsense"],
+        ]);
+        // CONFIG SET reached every shard and every master.
+        let ports: Vec<u16> = match c.backends() {
+            Backends::Servers(servers) => servers.iter().map(RedisServer::port).collect(),
+            Backends::Cluster(cluster) => cluster.masters().iter().map(|m| m.port).collect(),
+        };
+        for port in ports {
+            let policy =
+                RawClient::connect(port).request(&[b"CONFIG", b"GET", b"maxmemory-policy"]);
+            assert!(
+                text(&policy).contains("allkeys-lru"),
+                "[{}] node {port}",
+                c.topology()
+            );
+        }
+        c.all_same(&[
             &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
             &["SET", "m:a", "some value"],
             &["RPUSH", "m:l", "1", "2", "3"],

@@ -308,3 +308,34 @@ fn admin_commands_are_refused_without_allow_admin_and_connections_stay_open() {
     assert_eq!(get, b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n");
     client.roundtrip(b"PING\r\n", b"+PONG\r\n");
 }
+
+/// CLIENT KILL of a client blocked in BLPOP closes it at once and releases its dedicated backend connection.
+#[test]
+fn client_kill_releases_a_blocked_client() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(backend.url())));
+    let mut blocked = RawClient::connect(gateway.port());
+    let id = text(&blocked.request(&[b"CLIENT", b"ID"]))[1..]
+        .trim()
+        .to_string();
+    blocked.send(b"BLPOP killed:list 0\r\n");
+    let mut direct = RawClient::connect(backend.port());
+    let blocked_on_backend =
+        |direct: &mut RawClient| text(&direct.request(&[b"CLIENT", b"LIST"])).contains("cmd=blpop");
+    wait_for(
+        "the BLPOP to reach the backend",
+        std::time::Duration::from_secs(10),
+        || blocked_on_backend(&mut direct),
+    );
+    let mut admin = RawClient::connect(gateway.port());
+    admin.roundtrip(format!("CLIENT KILL ID {id}\r\n").as_bytes(), b":1\r\n");
+    blocked.expect_closed();
+    wait_for(
+        "the backend connection to go",
+        std::time::Duration::from_secs(10),
+        || !blocked_on_backend(&mut direct),
+    );
+    // Nobody pops what is pushed now.
+    admin.roundtrip(b"LPUSH killed:list x\r\n", b":1\r\n");
+    admin.roundtrip(b"LLEN killed:list\r\n", b":1\r\n");
+}

@@ -16,7 +16,11 @@ pub const VNODES_PER_WEIGHT: usize = 160;
 
 /// Maps keys to shard indices (positions in the route's `shards` list).
 pub enum Placement {
-    Ring(Ring<RingShard, FnvFinalized>),
+    /// The ring, flattened: the arcs of the hash space in order, as the last hash of each (`ends`, ascending,
+    /// the last one `u64::MAX`) and the shard that owns it. The `consistent_hash_ring` crate builds the ring and
+    /// names the arcs; looking keys up in these two arrays instead of its 48-byte vnode entries keeps a
+    /// 30-key MGET's lookups in a few cache lines.
+    Ring { ends: Vec<u64>, owners: Vec<u16> },
     Buckets {
         hash: BucketHash,
         /// Owner shard of every bucket.
@@ -95,7 +99,7 @@ impl Placement {
     /// Builds the placement of a validated sharded route.
     pub fn new(hash: &HashSpec, shards: &[Shard]) -> Placement {
         let Some(count) = hash.bucket_count() else {
-            let ring = RingBuilder::new(FnvFinalized)
+            let ring: Ring<RingShard, FnvFinalized> = RingBuilder::new(FnvFinalized)
                 .weighted_nodes_iter(shards.iter().enumerate().map(|(index, shard)| {
                     let node = RingShard {
                         name: shard.name.clone(),
@@ -104,7 +108,11 @@ impl Placement {
                     (node, VNODES_PER_WEIGHT * shard.weight.max(1) as usize)
                 }))
                 .build();
-            return Placement::Ring(ring);
+            let (ends, owners) = ring
+                .resident_ranges()
+                .map(|arc| (*arc.keys().end(), arc.node().index as u16))
+                .unzip();
+            return Placement::Ring { ends, owners };
         };
         let mut owners = vec![0u16; count as usize];
         for (index, shard) in shards.iter().enumerate() {
@@ -125,9 +133,13 @@ impl Placement {
     /// The index of the shard that owns `key`.
     pub fn shard_of(&self, key: &[u8]) -> usize {
         match self {
-            Placement::Ring(ring) => ring
-                .try_get(KeyBytes(hash_tag(key)))
-                .map_or(0, |shard| shard.index),
+            Placement::Ring { ends, owners } => {
+                // What `Ring::try_get` computes: the arc holding the key's hash (the crate hashes with the
+                // ring's own hasher).
+                let hash = FnvFinalized.hash_one(KeyBytes(hash_tag(key)));
+                let arc = ends.partition_point(|&end| end < hash);
+                owners.get(arc).map_or(0, |&owner| usize::from(owner))
+            }
             Placement::Buckets { hash, owners } => {
                 let bucket = bucket_of(*hash, key, owners.len() as u32);
                 owners
@@ -214,17 +226,31 @@ fn camellia_bucket(h: i32, count: u32) -> u32 {
 /// CRC16/XMODEM (polynomial 0x1021, initial 0), as Redis Cluster uses for slots.
 pub fn crc16(bytes: &[u8]) -> u16 {
     bytes.iter().fold(0u16, |crc, &b| {
-        let mut crc = crc ^ (u16::from(b) << 8);
-        for _ in 0..8 {
+        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
+    })
+}
+
+/// The CRC of every byte value, so that `crc16` takes one lookup per byte instead of eight shifts: the key
+/// hash of every cluster-routed command goes through it.
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
             crc = if crc & 0x8000 != 0 {
                 (crc << 1) ^ 0x1021
             } else {
                 crc << 1
             };
+            bit += 1;
         }
-        crc
-    })
-}
+        table[byte] = crc;
+        byte += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {

@@ -28,6 +28,7 @@ use crate::resp::Limits;
 use crate::route::sync::{ControlPlaneConfig, Sync};
 use crate::route::{Snapshot, Tenant};
 use crate::session;
+use crate::signal::LocalBroadcast;
 
 /// Everything `run` needs; the binary fills it from flags and environment.
 #[derive(Debug, Clone)]
@@ -165,6 +166,8 @@ pub struct Worker {
     /// Background double-write tracking, per tenant and secondary resource.
     detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
     pub shutdown: watch::Receiver<bool>,
+    /// Tells every session of this worker that the snapshot changed or the gateway is shutting down.
+    pub control: LocalBroadcast,
 }
 
 impl Worker {
@@ -318,8 +321,10 @@ fn run_worker(
         )),
         gateway,
         shutdown,
+        control: LocalBroadcast::default(),
     });
     let local = tokio::task::LocalSet::new();
+    local.spawn_local(relay_control(Rc::clone(&worker)));
     local.block_on(&runtime, async {
         let mut sessions = tokio::task::JoinSet::new();
         while let Some(stream) = streams.recv().await {
@@ -339,4 +344,22 @@ fn run_worker(
             );
         }
     });
+}
+
+/// Passes snapshot changes and the shutdown on to the worker's sessions. One task per worker waits on the
+/// gateway-wide channels; sessions wait on their own [`LocalSignal`](crate::signal::LocalSignal), which costs
+/// nothing per request.
+async fn relay_control(worker: Rc<Worker>) {
+    let mut shutdown = worker.shutdown.clone();
+    let mut changes = worker.gateway.subscribe();
+    loop {
+        let open = tokio::select! {
+            changed = shutdown.changed() => changed.is_ok(),
+            changed = changes.changed() => changed.is_ok(),
+        };
+        worker.control.notify_all();
+        if !open {
+            return; // the gateway is going away
+        }
+    }
 }

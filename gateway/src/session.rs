@@ -11,7 +11,6 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 
 use crate::backend::{ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
@@ -125,12 +124,6 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Waits for the next change on `receiver` (or for its sender to go), and hands the receiver back.
-async fn changed<T>(mut receiver: watch::Receiver<T>) -> watch::Receiver<T> {
-    let _ = receiver.changed().await;
-    receiver
-}
-
 impl Session {
     async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
@@ -142,10 +135,7 @@ impl Session {
         });
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
-        // Both waits live as long as the session: made anew per request, they would register and unregister
-        // with their channel each time, under its lock.
-        let mut shutdown = std::pin::pin!(changed(self.worker.shutdown.clone()));
-        let mut changes = std::pin::pin!(changed(gateway.subscribe()));
+        let control = self.worker.control.listen();
         let info = Arc::clone(&self.info);
         let mut killed = std::pin::pin!(info.killed());
         loop {
@@ -171,13 +161,13 @@ impl Session {
                 }
                 // CLIENT KILL from another connection: closed at once, as Redis does.
                 () = &mut killed => return Ok(()),
-                _ = &mut shutdown, if !self.closing => {
-                    self.closing = true;
-                }
-                // A revoked credential or a removed tenant closes idle connections too, not only busy ones.
-                receiver = &mut changes, if !self.closing => {
-                    changes.set(changed(receiver));
+                // A new snapshot or the shutdown. A revoked credential or a removed tenant closes idle
+                // connections too, not only busy ones.
+                () = control.notified(), if !self.closing => {
                     self.refresh_tenant();
+                    if *self.worker.shutdown.borrow() {
+                        self.closing = true;
+                    }
                 }
             }
             loop {

@@ -5,8 +5,9 @@
 //! connection's task) stay on one thread, so a flag and one stored waker do the same job without atomics beyond
 //! the waker's own reference count.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
+use std::rc::{Rc, Weak};
 use std::task::{Poll, Waker};
 
 /// One task waits, any code on the same thread signals. Like `Notify::notify_one`, a signal sent while nobody
@@ -44,10 +45,43 @@ impl LocalSignal {
     }
 }
 
+/// Signals every listener at once, each through its own [`LocalSignal`]: a worker tells its sessions about a new
+/// snapshot or a shutdown this way, so that a session's wait for those is a flag check rather than a
+/// registration with a channel shared by every thread.
+#[derive(Default)]
+pub struct LocalBroadcast {
+    listeners: RefCell<Vec<Weak<LocalSignal>>>,
+}
+
+impl LocalBroadcast {
+    /// A signal that every [`LocalBroadcast::notify_all`] from now on notifies, until it is dropped.
+    pub fn listen(&self) -> Rc<LocalSignal> {
+        let signal = Rc::new(LocalSignal::default());
+        let mut listeners = self.listeners.borrow_mut();
+        if listeners.len() == listeners.capacity() {
+            // Forget the listeners that are gone before growing: the list stays proportional to the live ones.
+            listeners.retain(|listener| listener.strong_count() > 0);
+        }
+        listeners.push(Rc::downgrade(&signal));
+        signal
+    }
+
+    pub fn notify_all(&self) {
+        self.listeners
+            .borrow_mut()
+            .retain(|listener| match listener.upgrade() {
+                Some(signal) => {
+                    signal.notify();
+                    true
+                }
+                None => false,
+            });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::rc::Rc;
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_signal_wakes_the_waiter_and_one_sent_early_is_kept() {
@@ -71,5 +105,23 @@ mod tests {
                     .expect("no panic");
             })
             .await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_broadcast_signals_every_live_listener_and_forgets_the_others() {
+        let broadcast = LocalBroadcast::default();
+        let kept: Vec<Rc<LocalSignal>> = (0..3).map(|_| broadcast.listen()).collect();
+        for _ in 0..100 {
+            drop(broadcast.listen());
+        }
+        assert!(
+            broadcast.listeners.borrow().len() < 100,
+            "gone listeners are forgotten"
+        );
+        broadcast.notify_all();
+        for signal in &kept {
+            signal.notified().await; // ends at once: signalled
+        }
+        assert_eq!(broadcast.listeners.borrow().len(), 3);
     }
 }

@@ -117,7 +117,28 @@ fn hyperloglogs_geo_and_bitfields() {
             &["SORT", "{s}list", "ALPHA", "STORE", "{s}sorted"],
             &["LRANGE", "{s}sorted", "0", "-1"],
             &["SORT_RO", "{s}list"],
+            &["SORT", "{s}list", "BY", "constant", "LIMIT", "0", "1"],
+            &["SORT", "{s}list", "STORE", "{s}by", "ASC"],
+            &["SORT", "{s}list", "BADOPTION"],
         ]);
+        // Patterns name keys that may be on any shard: refused as Redis Cluster refuses them.
+        let why = "docs/commands.md#keys-and-multi-key-commands: SORT patterns on several shards";
+        for (args, reply) in [
+            (
+                &["SORT", "{s}list", "BY", "w_*"][..],
+                &b"-ERR BY option of SORT denied in Cluster mode.\r\n"[..],
+            ),
+            (
+                &["SORT", "{s}list", "DESC", "GET", "#"][..],
+                &b"-ERR GET option of SORT denied in Cluster mode.\r\n"[..],
+            ),
+        ] {
+            if c.topology() == Topology::Single {
+                c.same(args);
+            } else {
+                c.differs(args, reply, why);
+            }
+        }
     });
 }
 

@@ -268,6 +268,9 @@ impl Dispatch<'_> {
         let args = request.args();
         let write = !spec.has(flag::READONLY);
         let sharded = self.route.shards.len() > 1;
+        if sharded && matches!(spec.name, "sort" | "sort_ro") {
+            sort_patterns(args)?;
+        }
         self.keys.clear();
         if sharded || self.route.clustered {
             routing_keys(spec, args, self.keys);
@@ -593,8 +596,61 @@ fn routing_keys(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) {
     }
 }
 
+/// SORT's BY and GET patterns name keys the command does not declare, which may live on any shard: refused on
+/// a sharded route with the errors Redis Cluster gives for the same reason (a constant BY, which only means "do
+/// not sort", is fine). The options are walked as Redis walks them; malformed ones are left to the backend.
+fn sort_patterns(args: &[Bytes]) -> Result<(), String> {
+    let mut j = 2;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        match &args[j].to_ascii_lowercase()[..] {
+            b"asc" | b"desc" | b"alpha" => {}
+            b"limit" if left >= 2 => j += 2,
+            b"store" if left >= 1 => j += 1,
+            b"by" if left >= 1 => {
+                if args[j + 1].contains(&b'*') {
+                    return Err("ERR BY option of SORT denied in Cluster mode.".to_string());
+                }
+                j += 1;
+            }
+            b"get" if left >= 1 => {
+                return Err("ERR GET option of SORT denied in Cluster mode.".to_string());
+            }
+            _ => return Ok(()),
+        }
+        j += 1;
+    }
+    Ok(())
+}
+
 fn error_reply(text: &str) -> Bytes {
     let mut out = BytesMut::new();
     resp::error(&mut out, text);
     out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sort(args: &[&'static str]) -> Result<(), String> {
+        let args: Vec<Bytes> = args
+            .iter()
+            .map(|a| Bytes::from_static(a.as_bytes()))
+            .collect();
+        sort_patterns(&args)
+    }
+
+    #[test]
+    fn sort_patterns_are_found_where_redis_reads_options() {
+        assert!(sort(&["SORT", "k"]).is_ok());
+        assert!(sort(&["SORT", "k", "BY", "nosort", "LIMIT", "0", "1"]).is_ok());
+        // "by" and "get" as the values of other options are not options.
+        assert!(sort(&["SORT", "k", "STORE", "by", "ALPHA"]).is_ok());
+        assert!(sort(&["SORT", "k", "LIMIT", "get", "by", "DESC"]).is_ok());
+        assert!(sort(&["SORT", "k", "by", "w_*"]).is_err());
+        assert!(sort(&["SORT", "k", "ASC", "get", "#"]).is_err());
+        // Malformed: the backend says what is wrong.
+        assert!(sort(&["SORT", "k", "BY"]).is_ok());
+    }
 }

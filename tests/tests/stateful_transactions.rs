@@ -232,3 +232,32 @@ fn a_transaction_on_a_double_written_route_reaches_the_secondaries_after_exec() 
         || backend_clients(&primary) == idle,
     );
 }
+
+/// Connections the backend has accepted so far (the one asking included).
+fn connections_received(backend: &RedisServer) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut backend.client())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_transaction_without_watch_rides_the_shared_connection() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(backend.url())));
+    let mut client = RawClient::connect(gateway.port());
+    assert_eq!(client.request(&[b"GET", b"a"]), b"$-1\r\n");
+    let before = connections_received(&backend);
+    client.send(b"SET a 0\r\nMULTI\r\nINCR a\r\nINCR a\r\nEXEC\r\nGET a\r\n");
+    client.expect(b"+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n:2\r\n$1\r\n2\r\n");
+    let after = connections_received(&backend);
+    assert_eq!(after, before + 1, "no connection but the one asking");
+    // WATCH needs a connection of its own.
+    client.send(b"WATCH a\r\nMULTI\r\nINCR a\r\nEXEC\r\n");
+    client.expect(b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:3\r\n");
+    assert_eq!(connections_received(&backend), after + 2);
+}

@@ -76,9 +76,13 @@ impl Session {
         if !may_be_stateful(spec) {
             return false;
         }
-        match self.stateful.transaction {
-            // Inside a transaction commands are only queued; EXEC runs them.
-            Some(_) => matches!(spec.name, "exec" | "reset"),
+        match &self.stateful.transaction {
+            // Inside a transaction commands are only queued; EXEC runs them, after the earlier commands unless
+            // it rides the shared connection those took.
+            Some(transaction) => match spec.name {
+                "exec" => self.shared_exec(transaction).is_none(),
+                name => name == "reset",
+            },
             None => matches!(spec.name, "watch" | "reset") || is_blocking(spec, args),
         }
     }

@@ -17,8 +17,8 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use crate::backend::Keyspace;
 use crate::backend::dedicated::{Dedicated, Wait};
+use crate::backend::{Keyspace, Upstream};
 use crate::cmd::{CommandSpec, acl, flag};
 use crate::reply::{ReplyHandle, Transform};
 use crate::resp::{self, Request};
@@ -177,39 +177,69 @@ impl Session {
         self.stateful.barrier = true;
     }
 
-    /// `EXEC`: the queued commands between `MULTI` and `EXEC` in one write, on the watching connection or a new
-    /// one at the transaction's place.
+    /// `EXEC`. Without `WATCH`, on a node or sentinel resource, the transaction rides the shared connection:
+    /// `MULTI`, the queued commands and `EXEC` are queued back to back in one call, so they leave in one write
+    /// with nothing between them, and Redis runs them as this client's; no connection is opened. Otherwise (a
+    /// watching connection, a cluster whose redirects must not split a transaction) on a dedicated connection.
     fn exec(&mut self, started: Instant) {
         let Some(transaction) = self.stateful.transaction.take() else {
             return;
         };
-        let watching = self.stateful.watching.take();
         if transaction.failed {
+            self.stateful.watching = None;
             return self.local_error(started, EXECABORT);
         }
         let place = transaction.place.unwrap_or((0, None));
-        let connection = match watching {
-            Some(watching) => watching.connection,
-            None => match self.open_dedicated(place, false) {
-                Ok(connection) => connection,
+        let shared = self.shared_exec(&transaction);
+        let dedicated = match (shared.is_some(), self.stateful.watching.take()) {
+            (true, _) => None,
+            (false, Some(watching)) => Some(watching.connection),
+            (false, None) => match self.open_dedicated(place, false) {
+                Ok(connection) => Some(connection),
                 Err(reply) => return self.local_error_reply(started, reply),
             },
         };
-        let mut raw = BytesMut::new();
-        resp::command(&mut raw, &[b"MULTI"]);
-        for (_, command) in &transaction.queued {
-            raw.extend_from_slice(command);
-        }
-        resp::command(&mut raw, &[b"EXEC"]);
-        // MULTI's +OK and the +QUEUED replies were given already; only EXEC's reply goes to the client.
-        let mut replies: Vec<ReplyHandle> = (0..=transaction.queued.len())
-            .map(|_| ReplyHandle::discard())
-            .collect();
         let replicate = self.replicate_after_exec(place, &transaction.queued);
-        replies.push(self.replies.reserve_with(started, replicate));
-        connection.send(raw.freeze(), replies, Wait::Bounded);
-        self.stateful.held = Some(connection);
-        self.stateful.barrier = true;
+        let reply = self.replies.reserve_with(started, replicate);
+        let multi = Bytes::from_static(b"*1\r\n$5\r\nMULTI\r\n");
+        let exec = Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n");
+        // MULTI's +OK and the +QUEUED replies were given already; only EXEC's reply goes to the client.
+        match (shared, dedicated) {
+            (Some(upstream), _) => {
+                let affinity = self.info.id as usize;
+                upstream.send(multi, ReplyHandle::discard(), affinity);
+                for (_, command) in transaction.queued {
+                    upstream.send(command, ReplyHandle::discard(), affinity);
+                }
+                upstream.send(exec, reply, affinity);
+            }
+            (None, Some(connection)) => {
+                let mut raw = BytesMut::from(&multi[..]);
+                let mut replies = vec![ReplyHandle::discard()];
+                for (_, command) in &transaction.queued {
+                    raw.extend_from_slice(command);
+                    replies.push(ReplyHandle::discard());
+                }
+                raw.extend_from_slice(&exec);
+                replies.push(reply);
+                connection.send(raw.freeze(), replies, Wait::Bounded);
+                self.stateful.held = Some(connection);
+                self.stateful.barrier = true;
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// The shared upstream a transaction can run on: none while keys are watched (the watching connection
+    /// holds them) or when its place is a cluster (a redirect would resend a command outside the transaction).
+    pub(super) fn shared_exec(&self, transaction: &Transaction) -> Option<Upstream> {
+        if self.stateful.watching.is_some() {
+            return None;
+        }
+        let shard = transaction.place.map_or(0, |(shard, _)| shard);
+        let view = self.tenant.as_ref()?;
+        let upstream = view.route.primary(shard).ok()?;
+        (!upstream.is_cluster()).then(|| upstream.clone())
     }
 
     /// Under double-write: what sends the transaction's writes to the secondaries once `EXEC` succeeded.

@@ -310,3 +310,29 @@ fn shard_channels_on_a_cluster() {
         b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\nn\r\n"
     );
 }
+
+#[test]
+fn idle_subscribers_and_watchers_outlive_the_command_timeout() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--command-timeout-ms")
+        .arg("200")
+        .start(&open_single_tenant(json!(backend.url())));
+    let mut subscriber = RawClient::connect(gateway.port());
+    let mut watcher = RawClient::connect(gateway.port());
+    let mut other = RawClient::connect(gateway.port());
+    subscriber.request(&[b"SUBSCRIBE", b"quiet"]);
+    assert_eq!(watcher.request(&[b"WATCH", b"w"]), b"+OK\r\n");
+    // Idle for several command timeouts: nothing is waiting for a reply, so nothing times out.
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        other.request(&[b"PUBLISH", b"quiet", b"still here"]),
+        b":1\r\n"
+    );
+    assert_eq!(
+        subscriber.read_reply(),
+        b"*3\r\n$7\r\nmessage\r\n$5\r\nquiet\r\n$10\r\nstill here\r\n"
+    );
+    watcher.send(b"MULTI\r\nSET w 1\r\nEXEC\r\n");
+    watcher.expect(b"+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n");
+}

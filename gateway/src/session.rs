@@ -368,6 +368,20 @@ impl Session {
                 self.local_error(started, CLUSTER_DISABLED);
             }
             name if name.starts_with("cluster|") => self.local_error(started, CLUSTER_DISABLED),
+            // The client's user is its tenant (as CLIENT LIST shows); users live in the control plane.
+            "acl|whoami" => {
+                let tenant = self.info.tenant().unwrap_or_default();
+                self.local_reply(started, |out| resp::bulk(out, tenant.as_bytes()));
+            }
+            "acl|cat" | "acl|genpass" | "acl|help" => return false,
+            name if name.starts_with("acl|") => {
+                let text = format!(
+                    "ERR {} is not supported by the gateway: tenants and their passwords are managed by the \
+                     control plane",
+                    spec.display_name()
+                );
+                self.local_error(started, &text);
+            }
             name if name.starts_with("slowlog|") || name.starts_with("latency|") => {
                 let text = format!(
                     "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \

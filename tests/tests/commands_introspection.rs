@@ -306,6 +306,13 @@ fn admin_commands_are_refused_without_allow_admin_and_connections_stay_open() {
     );
     let get = client.request(&[b"CONFIG", b"GET", b"maxmemory"]);
     assert_eq!(get, b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n");
+    client.roundtrip(b"ACL WHOAMI\r\n", b"$1\r\nt\r\n");
+    client.roundtrip(
+        b"ACL LIST\r\n",
+        b"-ERR ACL LIST is not supported by the gateway: tenants and their passwords are managed by the control plane\r\n",
+    );
+    let categories = client.request(&[b"ACL", b"CAT"]);
+    assert!(categories.starts_with(b"*"), "ACL CAT is forwarded");
     client.roundtrip(b"PING\r\n", b"+PONG\r\n");
 }
 

@@ -144,6 +144,25 @@ fn info_has_every_section_and_sums_the_keyspace() {
                 c.same(&["EXPIRE", &key, "10000"]);
             }
         }
+        // The same sections in the same order as Redis, by default and with everything.
+        let headers = |info: &str| -> Vec<String> {
+            info.lines()
+                .filter(|l| l.starts_with('#'))
+                .map(str::to_string)
+                .collect()
+        };
+        for args in [
+            &["INFO"][..],
+            &["INFO", "everything"][..],
+            &["INFO", "server", "cpu"][..],
+        ] {
+            let (reference, gateway) = c.both(args);
+            assert_eq!(
+                headers(&text(&gateway)),
+                headers(&text(&reference)),
+                "{args:?}"
+            );
+        }
         let (reference, gateway) = c.both(&["INFO"]);
         let (reference, gateway) = (text(&reference), text(&gateway));
         for section in [
@@ -170,6 +189,8 @@ fn info_has_every_section_and_sums_the_keyspace() {
             "loading:0",
             "role:master",
             "used_cpu_user:",
+            "run_id:",
+            "multiplexing_api:",
         ] {
             assert!(gateway.contains(field), "[{}] {field}", c.topology());
         }

@@ -5,7 +5,10 @@
 //! `used_memory` and `loading` from it, so those use Redis' names, formats and section order.
 
 use std::collections::BTreeMap;
+use std::collections::hash_map::RandomState;
 use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
@@ -26,11 +29,12 @@ const SECTIONS: &[&str] = &[
     "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
 ];
 
 /// Sections that `INFO` and `INFO default` leave out, as Redis does.
-const NOT_DEFAULT: &[&str] = &["commandstats", "errorstats"];
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
 
 fn wanted(args: &[Bytes], section: &str) -> bool {
     let requested = &args[1.min(args.len())..];
@@ -62,14 +66,20 @@ pub fn render(gateway: &Gateway, tenant: Option<&Tenant>, args: &[Bytes]) -> Str
         let _ = match *section {
             "server" => write!(
                 text,
-                "# Server\r\nredis_version:{}\r\nswitchyard_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:{}\r\n\
-                 process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
+                "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
+                 switchyard_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:{}\r\n\
+                 multiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\n\
+                 server_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nconfig_file:\r\n",
                 crate::REDIS_VERSION,
                 env!("CARGO_PKG_VERSION"),
                 std::env::consts::OS,
                 usize::BITS,
                 std::process::id(),
+                run_id(),
                 gateway.config.listen.port(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros()),
                 gateway.started.elapsed().as_secs(),
                 gateway.started.elapsed().as_secs() / 86400,
             ),
@@ -118,10 +128,21 @@ pub fn render(gateway: &Gateway, tenant: Option<&Tenant>, args: &[Bytes]) -> Str
                 Ok(())
             }
             "errorstats" => text.write_str("# Errorstats\r\n"),
+            "latencystats" => text.write_str("# Latencystats\r\n"),
             _ => text.write_str("# Cluster\r\ncluster_enabled:0\r\n"),
         };
     }
     text
+}
+
+/// A random identifier of this gateway process, in Redis' `run_id` format (40 hex digits): tools tell a restarted
+/// server from a running one by it.
+fn run_id() -> &'static str {
+    static RUN_ID: OnceLock<String> = OnceLock::new();
+    RUN_ID.get_or_init(|| {
+        let random = || RandomState::new().build_hasher().finish();
+        format!("{:016x}{:016x}{:08x}", random(), random(), random() as u32)
+    })
 }
 
 /// The gateway process' memory and CPU, from `/proc/self` (zero where that is not available).

@@ -163,6 +163,22 @@ fn info_has_every_section_and_sums_the_keyspace() {
                 "{args:?}"
             );
         }
+        // Every field the gateway writes is one Redis has (but the gateway's own version).
+        let (reference, gateway) = c.both(&["INFO", "everything"]);
+        let fields = |info: &str| -> Vec<String> {
+            info.lines()
+                .filter_map(|l| l.split_once(':').map(|(name, _)| name.to_string()))
+                .filter(|name| !name.starts_with("db") && !name.starts_with("cmdstat_"))
+                .collect()
+        };
+        let known = fields(&text(&reference));
+        for field in fields(&text(&gateway)) {
+            assert!(
+                field == "switchyard_version" || known.contains(&field),
+                "[{}] {field} is not a Redis INFO field",
+                c.topology()
+            );
+        }
         let (reference, gateway) = c.both(&["INFO"]);
         let (reference, gateway) = (text(&reference), text(&gateway));
         for section in [

@@ -20,6 +20,38 @@ pub struct ClientInfo {
     names: Mutex<(Option<String>, Option<String>)>,
     /// Set off by CLIENT KILL from another connection (any worker); the session closes at once.
     kill: tokio::sync::Notify,
+    state: Mutex<ClientState>,
+}
+
+/// What the client's transactions, subscriptions and blocking commands left it in, as CLIENT LIST shows it.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientState {
+    pub channels: usize,
+    pub patterns: usize,
+    pub shard_channels: usize,
+    /// Commands queued, while in a transaction.
+    pub multi: Option<usize>,
+    pub blocked: bool,
+}
+
+impl ClientState {
+    /// CLIENT LIST's `flags` (Redis' letters: P subscribed, x in MULTI, b blocked; N for none).
+    fn flags(&self) -> String {
+        let mut flags = String::new();
+        if self.channels + self.patterns + self.shard_channels > 0 {
+            flags.push('P');
+        }
+        if self.multi.is_some() {
+            flags.push('x');
+        }
+        if self.blocked {
+            flags.push('b');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        flags
+    }
 }
 
 impl ClientInfo {
@@ -32,6 +64,7 @@ impl ClientInfo {
             db: AtomicU32::new(0),
             names: Mutex::new((None, None)),
             kill: tokio::sync::Notify::new(),
+            state: Mutex::new(ClientState::default()),
         }
     }
 
@@ -65,14 +98,23 @@ impl ClientInfo {
         self.names().1.clone()
     }
 
+    /// Records the client's stateful-command state (on the commands that change it, never per command).
+    pub fn set_state(&self, state: ClientState) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+    }
+
     /// One line in the format of Redis' CLIENT LIST (fields the gateway does not track are given Redis'
     /// idle values).
     pub fn describe(&self, current_command: &str) -> String {
         let (tenant, name) = self.names().clone();
+        let state = *self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let multi = state
+            .multi
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let mut line = String::new();
         let _ = write!(
             line,
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 \
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} \
              qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} \
              user={} redir=-1 resp=2",
             self.id,
@@ -80,7 +122,12 @@ impl ClientInfo {
             self.local_addr,
             name.unwrap_or_default(),
             self.created.elapsed().as_secs(),
+            state.flags(),
             self.db.load(Ordering::Relaxed),
+            state.channels,
+            state.patterns,
+            state.shard_channels,
+            multi,
             current_command,
             tenant.unwrap_or_else(|| "default".to_string()),
         );

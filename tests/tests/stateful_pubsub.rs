@@ -336,3 +336,58 @@ fn idle_subscribers_and_watchers_outlive_the_command_timeout() {
     watcher.send(b"MULTI\r\nSET w 1\r\nEXEC\r\n");
     watcher.expect(b"+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n");
 }
+
+#[test]
+fn client_list_shows_subscriptions_transactions_and_blocked_clients() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&open_single_tenant(json!(backend.url())));
+    let mut observer = RawClient::connect(gateway.port());
+    let mut line_of = |id: &[u8]| -> String {
+        let list = observer.request(&[b"CLIENT", b"LIST"]);
+        let id = format!("id={} ", String::from_utf8_lossy(id));
+        String::from_utf8_lossy(&list)
+            .lines()
+            .find(|l| l.starts_with(&id))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let id_of = |client: &mut RawClient| -> Vec<u8> {
+        let reply = client.request(&[b"CLIENT", b"ID"]);
+        reply[1..reply.len() - 2].to_vec()
+    };
+    let mut subscriber = RawClient::connect(gateway.port());
+    let subscriber_id = id_of(&mut subscriber);
+    subscriber.send(b"SUBSCRIBE a b\r\nPSUBSCRIBE p*\r\n");
+    for _ in 0..3 {
+        subscriber.read_reply();
+    }
+    let line = line_of(&subscriber_id);
+    assert!(
+        line.contains(" flags=P ") && line.contains(" sub=2 psub=1 ssub=0 multi=-1 "),
+        "{line}"
+    );
+
+    let mut transaction = RawClient::connect(gateway.port());
+    let transaction_id = id_of(&mut transaction);
+    transaction.send(b"MULTI\r\nSET k v\r\n");
+    transaction.expect(b"+OK\r\n+QUEUED\r\n");
+    let line = line_of(&transaction_id);
+    assert!(
+        line.contains(" flags=x ") && line.contains(" multi=1 "),
+        "{line}"
+    );
+    transaction.send(b"EXEC\r\n");
+    transaction.expect(b"*1\r\n+OK\r\n");
+    let line = line_of(&transaction_id);
+    assert!(
+        line.contains(" flags=N ") && line.contains(" multi=-1 "),
+        "{line}"
+    );
+
+    let mut blocked = RawClient::connect(gateway.port());
+    let blocked_id = id_of(&mut blocked);
+    blocked.send_command(&[b"BLPOP", b"nothing", b"0"]);
+    wait_for("the client shown blocked", Duration::from_secs(20), || {
+        line_of(&blocked_id).contains(" flags=b ")
+    });
+}

@@ -38,6 +38,15 @@ impl Subscription {
         !(self.channels.is_empty() && self.patterns.is_empty() && self.shard_channels.is_empty())
     }
 
+    /// (channels, patterns, shard channels) subscribed to.
+    pub(super) fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.channels.len(),
+            self.patterns.len(),
+            self.shard_channels.len(),
+        )
+    }
+
     /// Confirmations still expected.
     pub(super) fn pending(&self) -> usize {
         self.connection.pending()

@@ -18,6 +18,7 @@ use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
 use crate::backend::dedicated::{Dedicated, Lease, Wait};
 use crate::backend::{ConnectionSettings, NodeSpec};
+use crate::clients::ClientState;
 use crate::cmd::{CommandSpec, acl, flag};
 use crate::resp::{self, Request};
 use crate::route::Place;
@@ -32,6 +33,8 @@ pub(super) struct Stateful {
     pub(super) barrier: bool,
     /// The connection of a blocking command or an `EXEC` in flight, released once its reply is written.
     pub(super) held: Option<Dedicated>,
+    /// Whether `held` serves a blocking command.
+    blocked: bool,
     /// The commands queued since `MULTI`.
     pub(super) transaction: Option<Transaction>,
     /// The connection holding `WATCH`ed keys.
@@ -90,8 +93,29 @@ impl Session {
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
     pub(super) fn settle(&mut self) {
         self.stateful.barrier = false;
-        self.stateful.held = None;
+        self.stateful.blocked = false;
+        let released = self.stateful.held.take().is_some();
+        let subscribed = self.stateful.subscription.is_some();
         self.settle_subscription();
+        if released || (subscribed && self.stateful.subscription.is_none()) {
+            self.publish_state();
+        }
+    }
+
+    /// Shows the client's state in CLIENT LIST.
+    fn publish_state(&self) {
+        let (channels, patterns, shard_channels) = self
+            .stateful
+            .subscription
+            .as_ref()
+            .map_or((0, 0, 0), Subscription::counts);
+        self.info.set_state(ClientState {
+            channels,
+            patterns,
+            shard_channels,
+            multi: self.stateful.transaction.as_ref().map(Transaction::len),
+            blocked: self.stateful.blocked,
+        });
     }
 
     /// Serves the commands that need a dedicated connection. Returns false for every other command.
@@ -105,23 +129,25 @@ impl Session {
         if stateless && !may_be_stateful(spec) {
             return false; // the common case, decided by flags alone
         }
-        if self.subscribed() {
-            return self.subscribed_command(spec, request, started);
-        }
-        if self.transaction_command(spec, request, started)
+        let served = if self.subscribed() {
+            self.subscribed_command(spec, request, started)
+        } else if self.transaction_command(spec, request, started)
             || self.subscription_command(spec, request, started)
         {
-            return true;
-        }
-        if spec.name == "reset" {
+            true
+        } else if spec.name == "reset" {
             self.reset(started);
-            return true;
-        }
-        if is_blocking(spec, request.args()) {
+            true
+        } else if is_blocking(spec, request.args()) {
             self.blocking(spec, request, started);
-            return true;
+            true
+        } else {
+            false
+        };
+        if served {
+            self.publish_state();
         }
-        false
+        served
     }
 
     /// A blocking command, on its own connection to the node of its keys (keyless `WAIT`: the first shard).
@@ -148,6 +174,7 @@ impl Session {
                 let reply = self.replies.reserve(started);
                 connection.send(request.raw().clone(), vec![reply], Wait::Unbounded);
                 self.stateful.held = Some(connection);
+                self.stateful.blocked = true;
                 self.stateful.barrier = true;
             }
             Err(reply) => self.local_error_reply(started, reply),

@@ -36,6 +36,13 @@ pub(super) struct Transaction {
     failed: bool,
 }
 
+impl Transaction {
+    /// Commands queued.
+    pub(super) fn len(&self) -> usize {
+        self.queued.len()
+    }
+}
+
 /// The connection holding the client's `WATCH`es, and where the watched keys live.
 pub(super) struct Watching {
     connection: Dedicated,

@@ -267,3 +267,59 @@ fn blocking_commands_on_a_cluster_go_to_the_slot_master() {
     );
     assert_eq!(blocked.request(&[b"BZPOPMAX", b"{q}z", b"0.2"]), b"*-1\r\n");
 }
+
+#[test]
+fn blocking_commands_answer_as_redis_does() {
+    switchyard_tests::compare::each_topology(|c| {
+        wait_for_slot_map(c.gateway().port());
+        c.all_same(&[
+            &["RPUSH", "{b}l", "a", "b", "c"],
+            &["BLPOP", "{b}l", "{b}empty", "0"],
+            &["BRPOP", "{b}empty", "{b}l", "1"],
+            &["BLPOP", "{b}empty", "0.1"],
+            &["BRPOPLPUSH", "{b}l", "{b}l2", "0"],
+            &["BLMOVE", "{b}l2", "{b}l", "RIGHT", "LEFT", "0"],
+            &["BLMPOP", "0", "2", "{b}empty", "{b}l", "LEFT", "COUNT", "2"],
+            &["BLMPOP", "0.1", "1", "{b}empty", "RIGHT"],
+            &["ZADD", "{b}z", "1", "one", "2", "two", "3", "three"],
+            &["BZPOPMIN", "{b}z", "0"],
+            &["BZPOPMAX", "{b}zempty", "{b}z", "0"],
+            &["BZMPOP", "0", "1", "{b}z", "MIN"],
+            &["BZPOPMIN", "{b}zempty", "0.1"],
+            &["XADD", "{b}s", "1-1", "f", "v"],
+            &["XREAD", "BLOCK", "0", "STREAMS", "{b}s", "0"],
+            &["XREAD", "BLOCK", "100", "STREAMS", "{b}s", "$"],
+            &["XGROUP", "CREATE", "{b}s", "g", "0"],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "{b}s",
+                ">",
+            ],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "100",
+                "STREAMS",
+                "{b}s",
+                ">",
+            ],
+            // Errors, from the backend as Redis gives them.
+            &["SET", "{b}str", "x"],
+            &["BLPOP", "{b}str", "0"],
+            &["BLPOP", "{b}l", "-1"],
+            &["BLPOP", "{b}l", "soon"],
+            &["BZPOPMIN", "{b}str", "0"],
+            &["BLMOVE", "{b}l", "{b}l2", "UP", "LEFT", "0"],
+            &["XREAD", "BLOCK", "-5", "STREAMS", "{b}s", "$"],
+        ]);
+    });
+}

@@ -79,6 +79,17 @@ fn transactions_answer_as_redis_does() {
             &["EXISTS", "{t}b"],
             &["EXEC"],
         ]);
+        // RESET leaves the transaction and forgets the client's name.
+        c.all_same(&[
+            &["CLIENT", "SETNAME", "named"],
+            &["WATCH", "{t}a"],
+            &["MULTI"],
+            &["SET", "{t}r", "1"],
+            &["RESET"],
+            &["CLIENT", "GETNAME"],
+            &["EXEC"],
+            &["GET", "{t}r"],
+        ]);
         // A whole transaction in one pipeline, with the commands around it in order.
         c.pipeline_same(&[
             &["SET", "{p}n", "1"],

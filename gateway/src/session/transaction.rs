@@ -282,11 +282,12 @@ impl Session {
         }))
     }
 
-    /// `RESET`: leaves every state (transaction, watches, subscriptions), back to database 0.
+    /// `RESET`: leaves every state (transaction, watches, subscriptions), back to database 0 and no client name.
     pub(super) fn reset(&mut self, started: Instant) {
         self.stateful.transaction = None;
         self.stateful.watching = None;
         self.set_db(0);
+        self.info.set_name(None);
         // A subscribed client's RESET goes to the node, whose +RESET comes after every message before it.
         if !self.leave_subscriptions() {
             self.replies

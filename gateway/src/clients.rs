@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -18,8 +18,9 @@ pub struct ClientInfo {
     pub db: AtomicU32,
     /// Tenant name and client name.
     names: Mutex<(Option<String>, Option<String>)>,
-    /// Set off by CLIENT KILL from another connection (any worker); the session closes at once.
-    kill: tokio::sync::Notify,
+    /// Set by CLIENT KILL from another connection (any worker); the session closes when it is woken (see
+    /// `Gateway::wake_sessions`).
+    killed: AtomicBool,
     state: Mutex<ClientState>,
 }
 
@@ -63,19 +64,18 @@ impl ClientInfo {
             created: Instant::now(),
             db: AtomicU32::new(0),
             names: Mutex::new((None, None)),
-            kill: tokio::sync::Notify::new(),
+            killed: AtomicBool::new(false),
             state: Mutex::new(ClientState::default()),
         }
     }
 
-    /// Closes this client's connection (CLIENT KILL).
+    /// Marks this client's connection for closing (CLIENT KILL); `Gateway::wake_sessions` then makes it look.
     pub fn kill(&self) {
-        self.kill.notify_one();
+        self.killed.store(true, Ordering::Release);
     }
 
-    /// Completes once the client was killed (even if that happened before the first poll).
-    pub async fn killed(&self) {
-        self.kill.notified().await;
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
     }
 
     fn names(&self) -> std::sync::MutexGuard<'_, (Option<String>, Option<String>)> {

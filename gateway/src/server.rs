@@ -69,7 +69,8 @@ pub struct Gateway {
     next_client_id: AtomicU64,
     pub started: Instant,
     ready: AtomicBool,
-    /// Tells sessions a new snapshot was published (carrying its generation).
+    /// Wakes every session: a new snapshot was published (the value is its generation), or a client was
+    /// killed (the value is unchanged).
     changes: watch::Sender<u64>,
 }
 
@@ -98,7 +99,12 @@ impl Gateway {
         self.changes.send_replace(generation);
     }
 
-    /// A receiver that wakes when a new snapshot is published.
+    /// Makes every session check whether it was killed (CLIENT KILL), and its credential and tenant.
+    pub fn wake_sessions(&self) {
+        self.changes.send_modify(|_| {});
+    }
+
+    /// A receiver that wakes when a new snapshot is published, or on `wake_sessions`.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
     }

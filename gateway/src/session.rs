@@ -136,8 +136,6 @@ impl Session {
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
         let control = self.worker.control.listen();
-        let info = Arc::clone(&self.info);
-        let mut killed = std::pin::pin!(info.killed());
         loop {
             let reading = !self.closing
                 && self.replies.len() < MAX_PENDING
@@ -159,11 +157,12 @@ impl Session {
                         self.decode(&mut decoder, &mut input, addr);
                     }
                 }
-                // CLIENT KILL from another connection: closed at once, as Redis does.
-                () = &mut killed => return Ok(()),
-                // A new snapshot or the shutdown. A revoked credential or a removed tenant closes idle
-                // connections too, not only busy ones.
-                () = control.notified(), if !self.closing => {
+                // A new snapshot, a CLIENT KILL or the shutdown. A revoked credential or a removed tenant
+                // closes idle connections too, not only busy ones.
+                () = control.notified() => {
+                    if self.info.is_killed() {
+                        return Ok(()); // CLIENT KILL from another connection: closed at once, as Redis does
+                    }
                     self.refresh_tenant();
                     if *self.worker.shutdown.borrow() {
                         self.closing = true;

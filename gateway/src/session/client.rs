@@ -178,6 +178,7 @@ impl Session {
             ),
         };
         let mut killed = 0;
+        let mut others = false;
         for client in self.tenant_clients() {
             if filter.matches(&client, self.info.id) {
                 killed += 1;
@@ -185,8 +186,12 @@ impl Session {
                     self.closing = true;
                 } else {
                     client.kill();
+                    others = true;
                 }
             }
+        }
+        if others {
+            self.worker.gateway.wake_sessions();
         }
         match (old, killed) {
             (true, 0) => Err("ERR No such client".into()),

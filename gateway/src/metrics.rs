@@ -15,6 +15,8 @@ pub struct Metrics {
     pub connections_rejected: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub snapshots_rejected: AtomicU64,
+    /// Clients waiting in a blocking command (INFO's `blocked_clients`).
+    pub blocked_clients: AtomicI64,
     backends: Mutex<BTreeMap<String, Arc<BackendMetrics>>>,
 }
 

@@ -390,4 +390,15 @@ fn client_list_shows_subscriptions_transactions_and_blocked_clients() {
     wait_for("the client shown blocked", Duration::from_secs(20), || {
         line_of(&blocked_id).contains(" flags=b ")
     });
+    let info = observer.request(&[b"INFO", b"clients"]);
+    assert!(
+        String::from_utf8_lossy(&info).contains("blocked_clients:1\r\n"),
+        "{}",
+        String::from_utf8_lossy(&info)
+    );
+    drop(blocked);
+    wait_for("no blocked client", Duration::from_secs(20), || {
+        let info = observer.request(&[b"INFO", b"clients"]);
+        String::from_utf8_lossy(&info).contains("blocked_clients:0\r\n")
+    });
 }

@@ -85,9 +85,10 @@ pub fn render(gateway: &Gateway, tenant: Option<&Tenant>, args: &[Bytes]) -> Str
             ),
             "clients" => write!(
                 text,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
                 gateway.clients.len(),
                 gateway.config.max_clients,
+                gateway.metrics.blocked_clients.load(Ordering::Relaxed),
             ),
             "memory" => write!(
                 text,

@@ -9,6 +9,8 @@
 //! to Redis (0 = forever), and no gateway timeout cuts it.
 
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -20,6 +22,7 @@ use crate::backend::dedicated::{Dedicated, Lease, Wait};
 use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::clients::ClientState;
 use crate::cmd::{CommandSpec, acl, flag};
+use crate::metrics::Metrics;
 use crate::resp::{self, Request};
 use crate::route::Place;
 
@@ -33,14 +36,30 @@ pub(super) struct Stateful {
     pub(super) barrier: bool,
     /// The connection of a blocking command or an `EXEC` in flight, released once its reply is written.
     pub(super) held: Option<Dedicated>,
-    /// Whether `held` serves a blocking command.
-    blocked: bool,
+    /// Set while `held` serves a blocking command.
+    blocked: Option<Blocked>,
     /// The commands queued since `MULTI`.
     pub(super) transaction: Option<Transaction>,
     /// The connection holding `WATCH`ed keys.
     pub(super) watching: Option<Watching>,
     /// A subscribed client's connection and subscriptions.
     pub(super) subscription: Option<Subscription>,
+}
+
+/// Counts a client in INFO's `blocked_clients` for as long as it lives.
+struct Blocked(Arc<Metrics>);
+
+impl Blocked {
+    fn new(metrics: &Arc<Metrics>) -> Blocked {
+        metrics.blocked_clients.fetch_add(1, Ordering::Relaxed);
+        Blocked(Arc::clone(metrics))
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        self.0.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Whether a command may be one this module serves (or one whose order it keeps): a test of its categories,
@@ -93,7 +112,7 @@ impl Session {
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
     pub(super) fn settle(&mut self) {
         self.stateful.barrier = false;
-        self.stateful.blocked = false;
+        self.stateful.blocked = None;
         let released = self.stateful.held.take().is_some();
         let subscribed = self.stateful.subscription.is_some();
         self.settle_subscription();
@@ -114,7 +133,7 @@ impl Session {
             patterns,
             shard_channels,
             multi: self.stateful.transaction.as_ref().map(Transaction::len),
-            blocked: self.stateful.blocked,
+            blocked: self.stateful.blocked.is_some(),
         });
     }
 
@@ -174,7 +193,7 @@ impl Session {
                 let reply = self.replies.reserve(started);
                 connection.send(request.raw().clone(), vec![reply], Wait::Unbounded);
                 self.stateful.held = Some(connection);
-                self.stateful.blocked = true;
+                self.stateful.blocked = Some(Blocked::new(&self.worker.gateway.metrics));
                 self.stateful.barrier = true;
             }
             Err(reply) => self.local_error_reply(started, reply),
@@ -232,10 +251,7 @@ impl Session {
     /// Queues an error reply made elsewhere, counting it as the tenant's error.
     pub(super) fn local_error_reply(&self, started: Instant, reply: Bytes) {
         if let Some(view) = &self.tenant {
-            view.tenant
-                .metrics
-                .errors
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
         }
         self.replies.push_ready(reply, started);
     }

@@ -106,6 +106,25 @@ fn a_client_killed_while_blocked_frees_its_backend_connection() {
         || clients_running(&backend, "blpop") == 0,
     );
     assert_eq!(blocked_clients(&backend), 0);
+
+    // Killed with CLIENT KILL through the gateway: the same.
+    let mut client = RawClient::connect(gateway.port());
+    let id = client.request(&[b"CLIENT", b"ID"]);
+    let id = &id[1..id.len() - 2];
+    client.send_command(&[b"BRPOP", b"nothing", b"0"]);
+    wait_for(
+        "the client blocked on the backend",
+        Duration::from_secs(20),
+        || clients_running(&backend, "brpop") == 1,
+    );
+    let mut admin = RawClient::connect(gateway.port());
+    assert_eq!(admin.request(&[b"CLIENT", b"KILL", b"ID", id]), b":1\r\n");
+    client.expect_closed();
+    wait_for(
+        "its backend connection closed",
+        Duration::from_secs(20),
+        || clients_running(&backend, "brpop") == 0,
+    );
 }
 
 #[test]

@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use switchyard_schemas::RouteTable;
+use switchyard_schemas::placement::Placement;
 use switchyard_tests::{
     ADMIN_TOKEN, ControlPlane, Gateway, RedisCluster, RedisServer, binary, connect,
 };
@@ -533,6 +535,27 @@ async fn abort_at_each_step_leaves_old_serving_everything() {
         }
         stack.wait_converged(id).await;
         write_some(&stack, &reference, abort_in, 50).await;
+        // The gateway double-wrote each key to the shard the table's placement names (the one backfill and
+        // verify use), and only there.
+        let placement = match serde_json::from_value(two_shards(&a, &b)).unwrap() {
+            RouteTable::Sharded { hash, shards } => Placement::new(&hash, &shards),
+            _ => unreachable!(),
+        };
+        for i in 0..50 {
+            let k = format!("w:{abort_in}:{i}");
+            let owner = placement.shard_of(k.as_bytes());
+            for (shard, server) in [&a, &b].into_iter().enumerate() {
+                let exists: bool = redis::cmd("EXISTS")
+                    .arg(&k)
+                    .query(&mut server.client())
+                    .unwrap();
+                assert_eq!(
+                    exists,
+                    shard == owner,
+                    "{k} on shard {shard} (owner {owner})"
+                );
+            }
+        }
         let new_before = contents(&mut [a.client(), b.client()]);
         let aborted = stack.step(id, "abort").await;
         assert_eq!(aborted["state"], "aborted", "{aborted}");

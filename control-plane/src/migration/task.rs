@@ -36,6 +36,8 @@ const SETTLE_ROUNDS: usize = 5;
 /// Lets in-flight double-writes land before a difference is believed.
 const SETTLE_DELAY: Duration = Duration::from_millis(200);
 const SAVE_EVERY: Duration = Duration::from_millis(500);
+/// Verify settles its differences before each save, or sooner when this many wait.
+const PENDING_MAX: usize = 5_000;
 
 /// Runs migration `id`'s task (its advisory lock is held by the caller) to the end, or until it is aborted or
 /// the process stops.
@@ -93,6 +95,8 @@ pub async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> any
         started: Instant::now(),
         keys: 0,
         bytes: 0,
+        pending: Vec::new(),
+        pending_since: None,
     };
     let mut cursor = cursor.unwrap_or_default();
     let mut saved = Instant::now();
@@ -123,7 +127,7 @@ pub async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> any
         match (state, cursor.phase) {
             (MigrationState::Backfilling, _) => task.backfill(server, &keys, &mut counters).await?,
             (_, 0) => task.verify_old(server, &keys, &mut counters).await?,
-            _ => task.verify_new(server, &keys, &mut counters).await?,
+            _ => task.verify_new(server, &keys).await?,
         }
         cursor = match next {
             0 => Cursor {
@@ -134,7 +138,9 @@ pub async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> any
             scan => Cursor { scan, ..cursor },
         };
         task.account(keys.len(), &mut counters);
-        if saved.elapsed() >= SAVE_EVERY {
+        if saved.elapsed() >= SAVE_EVERY || task.pending.len() >= PENDING_MAX {
+            // Differences are settled before the cursor moves past them, so a resumed run never skips one.
+            task.settle_pending(&mut counters).await?;
             store(&mut progress, &counters);
             let cursor = serde_json::to_value(cursor)?;
             if !db::migrations::save_progress(pool, id, state, &progress, Some(&cursor), None)
@@ -149,6 +155,7 @@ pub async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> any
         }
         task.throttle().await;
     }
+    task.settle_pending(&mut counters).await?;
     counters.remaining = 0;
     counters.eta_secs = Some(0);
     counters.finished_at = Some(timestamp(chrono::Utc::now()));
@@ -206,6 +213,10 @@ struct Task {
     started: Instant,
     keys: u64,
     bytes: u64,
+    /// Verify: differences waiting for their re-check, and when the first of them was seen. Batches go on
+    /// meanwhile, so in-flight double-writes get time to land without the scan waiting for them.
+    pending: Vec<Pair>,
+    pending_since: Option<Instant>,
 }
 
 /// RESTOREs bound for one server: its pipeline, and for each command its key's index and whether this is the
@@ -398,17 +409,13 @@ impl Task {
                 differing.push(pair.clone());
             }
         }
-        self.settle(differing, counters).await
+        self.defer(differing);
+        Ok(())
     }
 
     /// Looks for keys of new (on `server`) that old does not have: leftovers of a key deleted while backfill
     /// copied it. They are removed once a re-check confirms old still lacks them.
-    async fn verify_new(
-        &mut self,
-        server: &Server,
-        keys: &[Vec<u8>],
-        counters: &mut TaskProgress,
-    ) -> anyhow::Result<()> {
+    async fn verify_new(&mut self, server: &Server, keys: &[Vec<u8>]) -> anyhow::Result<()> {
         let placement = self.old.placement();
         let pairs: Vec<Pair> = keys
             .iter()
@@ -427,10 +434,32 @@ impl Task {
             .filter(|(_, (old, new))| old.dump.is_none() && new.dump.is_some())
             .map(|(pair, _)| pair.clone())
             .collect();
-        self.settle(orphans, counters).await
+        self.defer(orphans);
+        Ok(())
     }
 
-    /// Re-checks differing pairs after a delay, repairing from old, until they agree or the rounds run out.
+    fn defer(&mut self, pairs: Vec<Pair>) {
+        if !pairs.is_empty() {
+            self.pending_since.get_or_insert_with(Instant::now);
+            self.pending.extend(pairs);
+        }
+    }
+
+    /// Settles the deferred differences, once the first of them is at least `SETTLE_DELAY` old.
+    async fn settle_pending(&mut self, counters: &mut TaskProgress) -> anyhow::Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        if let Some(wait) = self
+            .pending_since
+            .take()
+            .and_then(|since| SETTLE_DELAY.checked_sub(since.elapsed()))
+        {
+            tokio::time::sleep(wait).await;
+        }
+        self.settle(pending, counters).await
+    }
+
+    /// Re-checks differing pairs (seen at least `SETTLE_DELAY` ago), repairing from old, until they agree or the
+    /// rounds run out; rounds are `SETTLE_DELAY` apart.
     async fn settle(
         &mut self,
         mut pending: Vec<Pair>,
@@ -441,7 +470,9 @@ impl Task {
             if pending.is_empty() {
                 return Ok(());
             }
-            tokio::time::sleep(SETTLE_DELAY).await;
+            if round > 0 {
+                tokio::time::sleep(SETTLE_DELAY).await;
+            }
             let mut still = Vec::new();
             for (pair, (old, new)) in pending.iter().zip(read_pairs(&pending).await?) {
                 if self.same(pair, &old, &new).await? {
@@ -512,7 +543,14 @@ impl Task {
         if a == b {
             return Ok(true);
         }
-        Ok(digest(&pair.old, &pair.key).await? == digest(&pair.new, &pair.key).await?)
+        // A key changing type between two reads (WRONGTYPE) is a difference like any other: re-checked later.
+        match (
+            digest(&pair.old, &pair.key).await,
+            digest(&pair.new, &pair.key).await,
+        ) {
+            (Ok(a), Ok(b)) => Ok(a == b),
+            _ => Ok(false),
+        }
     }
 
     /// Counts a batch and refreshes the rate and the estimate.
@@ -552,9 +590,11 @@ async fn digest(server: &Server, key: &[u8]) -> anyhow::Result<Vec<u8>> {
         }
     };
     match kind.as_str() {
-        "string" => add(vec![
-            redis::cmd("GET").arg(key).query_async(&mut conn).await?,
-        ]),
+        "string" => {
+            // None when the key went away since TYPE: the digest then differs, and the re-check settles it.
+            let value: Option<Vec<u8>> = redis::cmd("GET").arg(key).query_async(&mut conn).await?;
+            add(value.into_iter().collect());
+        }
         "list" => add(redis::cmd("LRANGE")
             .arg(key)
             .arg(0)

@@ -481,14 +481,13 @@ impl Task {
                     }
                     continue;
                 }
-                if round + 1 < SETTLE_ROUNDS {
-                    let first = repaired.insert((pair.key.clone(), pair.new.addr.clone()));
-                    let removed = self.repair(pair, &old).await?;
-                    if first {
-                        match removed {
-                            true => counters.removed += 1,
-                            false => counters.repaired += 1,
-                        }
+                if round + 1 < SETTLE_ROUNDS
+                    && let Some(removed) = self.repair(pair).await?
+                    && repaired.insert((pair.key.clone(), pair.new.addr.clone()))
+                {
+                    match removed {
+                        true => counters.removed += 1,
+                        false => counters.repaired += 1,
                     }
                 }
                 still.push(pair.clone());
@@ -502,8 +501,17 @@ impl Task {
         Ok(())
     }
 
-    /// Makes new's copy equal old's: RESTORE REPLACE, or DEL when old has no such key. Returns whether it deleted.
-    async fn repair(&self, pair: &Pair, old: &Copy) -> anyhow::Result<bool> {
+    /// Makes new's copy equal old's: RESTORE REPLACE, or DEL when old has no such key. Both sides are read again
+    /// first, so what is restored is old's value of this moment, not of the round's start (a round over many keys
+    /// takes a while, and restoring an older value would undo a write made since). Returns whether it deleted,
+    /// or `None` when the sides agree by now.
+    async fn repair(&self, pair: &Pair) -> anyhow::Result<Option<bool>> {
+        let Some((old, new)) = read_pairs(std::slice::from_ref(pair)).await?.pop() else {
+            return Ok(None);
+        };
+        if self.same(pair, &old, &new).await? {
+            return Ok(None);
+        }
         let mut pipe = redis::pipe();
         let removed = match &old.dump {
             Some(dump) => {
@@ -523,7 +531,7 @@ impl Task {
         if let Some(code) = reply.first().and_then(error_code) {
             bail!("repairing a key on {}: {code}", pair.new.addr);
         }
-        Ok(removed)
+        Ok(Some(removed))
     }
 
     /// Whether new's copy equals old's: both absent, or the same value (payload, or type-specific digest when

@@ -246,10 +246,11 @@ fn a_transaction_on_a_double_written_route_reaches_the_secondaries_after_exec() 
 
 /// Connections the backend has accepted so far (the one asking included).
 fn connections_received(backend: &RedisServer) -> i64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(&mut backend.client())
-        .unwrap();
+    connections_received_on(&mut backend.client())
+}
+
+fn connections_received_on(con: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("total_connections_received:"))
         .and_then(|n| n.trim().parse().ok())
@@ -271,4 +272,30 @@ fn a_transaction_without_watch_rides_the_shared_connection() {
     client.send(b"WATCH a\r\nMULTI\r\nINCR a\r\nEXEC\r\n");
     client.expect(b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:3\r\n");
     assert_eq!(connections_received(&backend), after + 2);
+}
+
+#[test]
+fn a_cluster_transaction_without_watch_rides_the_shared_connection_to_its_master() {
+    let comparison = switchyard_tests::compare::Comparison::start(Topology::Cluster);
+    let port = comparison.gateway().port();
+    wait_for_slot_map(port);
+    let switchyard_tests::compare::Backends::Cluster(cluster) = comparison.backends() else {
+        panic!("a cluster");
+    };
+    let total = || -> i64 {
+        cluster
+            .live_ports()
+            .into_iter()
+            .map(|p| connections_received_on(&mut cluster.client(p)))
+            .sum()
+    };
+    let mut client = RawClient::connect(port);
+    assert_eq!(client.request(&[b"SET", b"{x}a", b"0"]), b"+OK\r\n");
+    let nodes = cluster.live_ports().len() as i64;
+    let before = total();
+    client.send(b"MULTI\r\nINCR {x}a\r\nINCR {x}b\r\nEXEC\r\nMULTI\r\nGET {x}a\r\nEXEC\r\n");
+    client.expect(
+        b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n:1\r\n+OK\r\n+QUEUED\r\n*1\r\n$1\r\n1\r\n",
+    );
+    assert_eq!(total(), before + nodes, "no connection but the ones asking");
 }

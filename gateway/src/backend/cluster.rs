@@ -230,6 +230,31 @@ impl ClusterBackend {
         Some(self.spec.node(&shard.addr, NodeRole::Any))
     }
 
+    /// Sends to the master owning `slot` without following redirects, or returns the request when the slot map
+    /// does not know the owner yet. For a transaction's commands, which must reach one node back to back: a
+    /// `MOVED` inside it fails the transaction, as on Redis Cluster, instead of resending one command alone.
+    pub fn send_unredirected(
+        &self,
+        slot: u16,
+        raw: Bytes,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) -> Result<(), ReplyHandle> {
+        let master = {
+            let map = self.map.borrow();
+            let shard = map
+                .owner
+                .get(usize::from(slot))
+                .and_then(|&index| map.shards.get(usize::from(index)));
+            match shard {
+                Some(shard) => Rc::clone(&shard.master),
+                None => return Err(reply),
+            }
+        };
+        master.send(raw, reply, affinity);
+        Ok(())
+    }
+
     fn route(
         &self,
         slot: Option<u16>,

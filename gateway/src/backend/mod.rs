@@ -120,10 +120,10 @@ impl Upstream {
             Upstream::Node(backend) => Ok(backend.node.clone()),
             Upstream::Cluster(cluster) => {
                 let slot = slot.unwrap_or(0);
-                cluster.master_of(slot).ok_or_else(|| {
-                    // A connection to a guess would answer MOVED, which means nothing to a gateway client.
-                    format!("TRYAGAIN the gateway does not know yet which node serves slot {slot}")
-                })
+                // A connection to a guess would answer MOVED, which means nothing to a gateway client.
+                cluster
+                    .master_of(slot)
+                    .ok_or_else(|| unknown_slot_text(slot))
             }
             Upstream::Sentinel(sentinel, _) => sentinel.master().ok_or_else(|| {
                 format!(
@@ -131,6 +131,27 @@ impl Upstream {
                     sentinel.master_name()
                 )
             }),
+        }
+    }
+
+    /// Sends a request to the node [`Upstream::dedicated_node`] names, on the shared connection the client's
+    /// earlier commands took, never redirected (a transaction's commands, sent back to back).
+    pub fn send_unredirected(
+        &self,
+        raw: Bytes,
+        slot: Option<u16>,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) {
+        match self {
+            Upstream::Node(backend) => backend.send(raw, reply, affinity),
+            Upstream::Sentinel(sentinel, _) => sentinel.send(raw, reply, affinity, None),
+            Upstream::Cluster(cluster) => {
+                let slot = slot.unwrap_or(0);
+                if let Err(reply) = cluster.send_unredirected(slot, raw, reply, affinity) {
+                    reply.deliver(unknown_slot(slot));
+                }
+            }
         }
     }
 
@@ -150,6 +171,16 @@ impl Upstream {
             Upstream::Node(_) | Upstream::Sentinel(..) => 1,
         }
     }
+}
+
+fn unknown_slot_text(slot: u16) -> String {
+    format!("TRYAGAIN the gateway does not know yet which node serves slot {slot}")
+}
+
+fn unknown_slot(slot: u16) -> Bytes {
+    let mut out = bytes::BytesMut::new();
+    crate::resp::error(&mut out, &unknown_slot_text(slot));
+    out.freeze()
 }
 
 /// A backend node as one worker sees it: a few pipelined connections. Each client sticks to one of them, so

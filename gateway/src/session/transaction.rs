@@ -184,10 +184,10 @@ impl Session {
         self.stateful.barrier = true;
     }
 
-    /// `EXEC`. Without `WATCH`, on a node or sentinel resource, the transaction rides the shared connection:
-    /// `MULTI`, the queued commands and `EXEC` are queued back to back in one call, so they leave in one write
-    /// with nothing between them, and Redis runs them as this client's; no connection is opened. Otherwise (a
-    /// watching connection, a cluster whose redirects must not split a transaction) on a dedicated connection.
+    /// `EXEC`. Without `WATCH`, the transaction rides the shared connection to its node: `MULTI`, the queued
+    /// commands and `EXEC` are queued back to back in one call, so they leave in one write with nothing between
+    /// them, and Redis runs them as this client's; no connection is opened, and on a cluster no redirect splits
+    /// them. With `WATCH`, on the watching connection.
     fn exec(&mut self, started: Instant) {
         let Some(transaction) = self.stateful.transaction.take() else {
             return;
@@ -213,12 +213,12 @@ impl Session {
         // MULTI's +OK and the +QUEUED replies were given already; only EXEC's reply goes to the client.
         match (shared, dedicated) {
             (Some(upstream), _) => {
-                let affinity = self.info.id as usize;
-                upstream.send(multi, ReplyHandle::discard(), affinity);
+                let (slot, affinity) = (place.1, self.info.id as usize);
+                upstream.send_unredirected(multi, slot, ReplyHandle::discard(), affinity);
                 for (_, command) in transaction.queued {
-                    upstream.send(command, ReplyHandle::discard(), affinity);
+                    upstream.send_unredirected(command, slot, ReplyHandle::discard(), affinity);
                 }
-                upstream.send(exec, reply, affinity);
+                upstream.send_unredirected(exec, slot, reply, affinity);
             }
             (None, Some(connection)) => {
                 let mut raw = BytesMut::from(&multi[..]);
@@ -237,16 +237,15 @@ impl Session {
         }
     }
 
-    /// The shared upstream a transaction can run on: none while keys are watched (the watching connection
-    /// holds them) or when its place is a cluster (a redirect would resend a command outside the transaction).
+    /// The shared upstream a transaction runs on: none while keys are watched (the watching connection holds
+    /// them).
     pub(super) fn shared_exec(&self, transaction: &Transaction) -> Option<Upstream> {
         if self.stateful.watching.is_some() {
             return None;
         }
         let shard = transaction.place.map_or(0, |(shard, _)| shard);
         let view = self.tenant.as_ref()?;
-        let upstream = view.route.primary(shard).ok()?;
-        (!upstream.is_cluster()).then(|| upstream.clone())
+        view.route.primary(shard).ok().cloned()
     }
 
     /// Under double-write: what sends the transaction's writes to the secondaries once `EXEC` succeeded.

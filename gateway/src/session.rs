@@ -70,6 +70,7 @@ pub(crate) struct Session {
     places: Vec<Place>,
     /// State of the random read-resource choice.
     random: Cell<u64>,
+    commands: cmd::LookupCache,
     /// Dedicated connections and the state they serve (blocking commands, transactions, subscriptions).
     stateful: stateful::Stateful,
 }
@@ -110,6 +111,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         closing: false,
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
+        commands: cmd::LookupCache::default(),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         stateful: stateful::Stateful::default(),
     };
@@ -248,7 +250,7 @@ impl Session {
     }
 
     fn dispatch(&mut self, request: Request, started: Instant) {
-        let spec = match cmd::lookup(request.args()) {
+        let spec = match self.commands.lookup(request.args()) {
             Ok(spec) => spec,
             Err(e) => {
                 self.fail_transaction();

@@ -13,7 +13,7 @@ mod table;
 
 pub use spec::{
     ACL_CATEGORY_NAMES, BeginSearch, CommandError, CommandSpec, FLAG_NAMES, FindKeys,
-    KEY_FLAG_NAMES, KeySpec, KeysProc, acl, commands, flag, key_flag, lookup, lookup_by_name,
-    resolve,
+    KEY_FLAG_NAMES, KeySpec, KeysProc, LookupCache, acl, commands, flag, key_flag, lookup,
+    lookup_by_name, resolve,
 };
 pub use table::REDIS_VERSION;

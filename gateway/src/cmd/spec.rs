@@ -416,6 +416,41 @@ pub fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
     }
 }
 
+/// The last command a connection looked up, as the client spelled it. Pipelines repeat one command, and comparing
+/// a few bytes is cheaper than lower-casing and hashing the name again. Only top-level commands without
+/// subcommands are remembered (for the others the second argument decides).
+#[derive(Default)]
+pub struct LookupCache {
+    name: [u8; CACHED_NAME],
+    len: usize,
+    spec: Option<&'static CommandSpec>,
+}
+
+const CACHED_NAME: usize = 16;
+
+impl LookupCache {
+    /// [`lookup`], remembering the answer for the next request.
+    pub fn lookup(&mut self, args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
+        let name = args.first().map_or(&[][..], |name| &name[..]);
+        if let Some(spec) = self.spec
+            && name == &self.name[..self.len]
+        {
+            return if spec.arity_ok(args.len()) {
+                Ok(spec)
+            } else {
+                Err(CommandError::WrongArity { name: spec.name })
+            };
+        }
+        let spec = lookup(args)?;
+        if spec.subcommands.is_empty() && !spec.name.contains('|') && name.len() <= CACHED_NAME {
+            self.name[..name.len()].copy_from_slice(name);
+            self.len = name.len();
+            self.spec = Some(spec);
+        }
+        Ok(spec)
+    }
+}
+
 /// The command `args` invoke, without the arity check (Redis' `lookupCommand`): a container command with a second
 /// argument resolves to that subcommand, or to nothing when it has no such subcommand.
 pub fn resolve(args: &[Bytes]) -> Option<&'static CommandSpec> {
@@ -839,6 +874,39 @@ fn atoi(bytes: &[u8]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lookup_cache_answers_as_lookup_does() {
+        let args = |words: &[&str]| -> Vec<Bytes> {
+            words
+                .iter()
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect()
+        };
+        let mut cache = LookupCache::default();
+        for words in [
+            &["GET", "k"][..],
+            &["GET", "k"],
+            &["GET"],
+            &["get", "k"],
+            &["CLIENT", "LIST"],
+            &["CLIENT", "NOPE"],
+            &["CLIENT"],
+            &["GET", "k", "extra"],
+            &["NOSUCHCOMMAND"],
+            &["SET", "k", "v"],
+        ] {
+            let args = args(words);
+            let expected = lookup(&args)
+                .map(|spec| spec.name)
+                .map_err(|e| format!("{e:?}"));
+            let cached = cache
+                .lookup(&args)
+                .map(|spec| spec.name)
+                .map_err(|e| format!("{e:?}"));
+            assert_eq!(cached, expected, "{words:?}");
+        }
+    }
     use proptest::prelude::*;
 
     fn args(words: &[&str]) -> Vec<Bytes> {

@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 
 use super::connection::{self, ConnectionSettings, NodeSpec, describe, error_reply};
 use crate::metrics::TenantMetrics;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::ReplyScanner;
+use crate::signal::LocalSignal;
 
 /// Messages a subscriber may have waiting in its reply queue before the gateway stops reading from the node
 /// (which then applies its own `client-output-buffer-limit pubsub` to the slow subscriber).
@@ -89,7 +89,7 @@ struct InFlight {
 struct Inner {
     addr: String,
     queue: RefCell<VecDeque<Outgoing>>,
-    wake: Notify,
+    wake: LocalSignal,
     closed: Cell<bool>,
     /// Set once the connection failed: a subscriber whose messages stopped coming is told by being disconnected.
     failed: Cell<bool>,
@@ -116,7 +116,7 @@ impl Dedicated {
         let inner = Rc::new(Inner {
             addr: node.addr.clone(),
             queue: RefCell::new(VecDeque::new()),
-            wake: Notify::new(),
+            wake: LocalSignal::default(),
             closed: Cell::new(false),
             failed: Cell::new(false),
             pushes,
@@ -160,7 +160,7 @@ impl Dedicated {
         let count = outgoing.replies.len();
         self.inner.pending.set(self.inner.pending.get() + count);
         self.inner.queue.borrow_mut().push_back(outgoing);
-        self.inner.wake.notify_one();
+        self.inner.wake.notify();
     }
 
     /// Replies sent for but not received yet.
@@ -177,7 +177,7 @@ impl Dedicated {
 impl Drop for Dedicated {
     fn drop(&mut self) {
         self.inner.closed.set(true);
-        self.inner.wake.notify_one();
+        self.inner.wake.notify();
     }
 }
 

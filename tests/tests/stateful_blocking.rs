@@ -342,3 +342,64 @@ fn blocking_commands_answer_as_redis_does() {
         ]);
     });
 }
+
+/// A blocking command whose slot moved after the gateway read the slot map: the node answers `-MOVED`, and the
+/// dedicated connection follows it to the new owner, where the client blocks as it would have. The client never
+/// sees the redirect.
+#[test]
+fn a_blocking_command_follows_its_moved_slot() {
+    let cluster = switchyard_tests::RedisCluster::start(3, 0, None);
+    let gateway = Gateway::start(&open_single_tenant(json!(cluster.url())));
+    wait_for_slot_map(gateway.port());
+    let key = "{moved}queue";
+    let slot: usize = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut cluster.client(cluster.live_ports()[0]))
+        .unwrap();
+    let from = cluster.slot_owners()[slot];
+    let masters = cluster.masters();
+    let to = masters.iter().find(|m| m.port != from).unwrap();
+    // Hand the empty slot to another master, the new owner first (as a resharding tool does), then the old one
+    // and the rest. The gateway's slot map still names the old owner: its next refresh is seconds away.
+    let mut order: Vec<u16> = vec![to.port, from];
+    order.extend(
+        masters
+            .iter()
+            .map(|m| m.port)
+            .filter(|p| *p != to.port && *p != from),
+    );
+    for port in order {
+        let () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&to.id)
+            .query(&mut cluster.client(port))
+            .unwrap();
+    }
+    let mut blocked = RawClient::connect(gateway.port());
+    blocked.send_command(&[b"BLPOP", key.as_bytes(), b"0"]);
+    // Released by a push on the new owner itself, so nothing but the blocked command uses the gateway's map.
+    wait_for(
+        "the client blocked on the new owner",
+        Duration::from_secs(10),
+        || {
+            let info: String = redis::cmd("INFO")
+                .arg("clients")
+                .query(&mut cluster.client(to.port))
+                .unwrap();
+            info.contains("blocked_clients:1")
+        },
+    );
+    let pushed: i64 = redis::cmd("RPUSH")
+        .arg(key)
+        .arg("job")
+        .query(&mut cluster.client(to.port))
+        .unwrap();
+    assert_eq!(pushed, 1);
+    assert_eq!(
+        blocked.read_reply(),
+        b"*2\r\n$12\r\n{moved}queue\r\n$3\r\njob\r\n"
+    );
+}

@@ -29,7 +29,7 @@ use crate::signal::LocalSignal;
 pub const SLOTS: usize = 16384;
 
 /// Redirects (and TRYAGAIN retries) one request may take before the client gets an error.
-const MAX_REDIRECTS: u8 = 5;
+pub(super) const MAX_REDIRECTS: u8 = 5;
 
 /// How often the slot map is re-read when nothing asks for it sooner.
 const REFRESH_PERIOD: Duration = Duration::from_secs(5);
@@ -416,7 +416,7 @@ impl Drop for ClusterBackend {
 
 /// What an error reply from a cluster node asks the gateway to do.
 #[derive(Debug, PartialEq, Eq)]
-enum ClusterError<'a> {
+pub(super) enum ClusterError<'a> {
     Moved {
         slot: u16,
         addr: &'a str,
@@ -430,7 +430,7 @@ enum ClusterError<'a> {
     Other,
 }
 
-fn classify(reply: &[u8]) -> ClusterError<'_> {
+pub(super) fn classify(reply: &[u8]) -> ClusterError<'_> {
     let line = reply.strip_suffix(b"\r\n").unwrap_or(reply);
     let Ok(line) = std::str::from_utf8(line) else {
         return ClusterError::Other;

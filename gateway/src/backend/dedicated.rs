@@ -22,6 +22,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
 use super::connection::{self, ConnectionSettings, NodeSpec, describe, error_reply};
 use crate::metrics::TenantMetrics;
 use crate::reply::{ReplyHandle, ReplyQueue};
@@ -84,6 +85,18 @@ struct Outgoing {
 struct InFlight {
     reply: Expect,
     deadline: Option<Instant>,
+    /// A blocking command's bytes, kept so that a cluster redirect can be followed (see [`Redirected`]).
+    resend: Option<Bytes>,
+}
+
+/// A blocking command that a cluster node answered with `-MOVED` or `-ASK` (its slot moved since the gateway's
+/// slot map was read): the connection moves to the named node and sends it again there, so the client blocks
+/// where the key now lives instead of seeing the redirect. Only when nothing else is in flight on the connection.
+struct Redirected {
+    addr: String,
+    asking: bool,
+    raw: Bytes,
+    reply: Expect,
 }
 
 struct Inner {
@@ -226,22 +239,53 @@ impl Inner {
     }
 }
 
-async fn run(inner: Rc<Inner>, node: NodeSpec, settings: ConnectionSettings) {
+async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings) {
     let mut in_flight = VecDeque::new();
-    let connect = tokio::time::timeout(settings.connect_timeout, connection::connect(&node));
-    let stream = tokio::select! {
-        connected = connect => match connected {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return inner.fail(&describe(&e), &mut in_flight),
-            Err(_) => return inner.fail("connect timed out", &mut in_flight),
-        },
-        () = closed(&inner) => return,
-    };
-    tracing::debug!(backend = %inner.addr, "dedicated connection up");
-    let result = serve(&inner, stream, settings.command_timeout, &mut in_flight).await;
-    match result {
-        Ok(()) => inner.fail("connection closed", &mut in_flight),
-        Err(reason) => inner.fail(&reason, &mut in_flight),
+    let mut redirects = 0;
+    loop {
+        let connect = tokio::time::timeout(settings.connect_timeout, connection::connect(&node));
+        let stream = tokio::select! {
+            connected = connect => match connected {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return inner.fail(&describe(&e), &mut in_flight),
+                Err(_) => return inner.fail("connect timed out", &mut in_flight),
+            },
+            () = closed(&inner) => return,
+        };
+        tracing::debug!(backend = %node.addr, "dedicated connection up");
+        let redirected = match serve(&inner, stream, settings.command_timeout, &mut in_flight).await
+        {
+            Ok(None) => return inner.fail("connection closed", &mut in_flight),
+            Ok(Some(redirected)) => redirected,
+            Err(reason) => return inner.fail(&reason, &mut in_flight),
+        };
+        redirects += 1;
+        if redirects > MAX_REDIRECTS {
+            let reply = error_reply(&format!(
+                "ERR too many cluster redirects (last: to {})",
+                redirected.addr
+            ));
+            inner.deliver(redirected.reply, reply);
+            return inner.fail("too many cluster redirects", &mut in_flight);
+        }
+        tracing::debug!(from = %node.addr, to = %redirected.addr, "dedicated connection follows a cluster redirect");
+        node.addr = redirected.addr;
+        let mut replies = vec![redirected.reply];
+        let raw = if redirected.asking {
+            let mut raw = BytesMut::new();
+            crate::resp::command(&mut raw, &[&b"ASKING"[..]]);
+            raw.extend_from_slice(&redirected.raw);
+            replies.insert(0, Expect::To(ReplyHandle::discard()));
+            raw.freeze()
+        } else {
+            redirected.raw
+        };
+        inner.pending.set(inner.pending.get() + replies.len());
+        inner.queue.borrow_mut().push_front(Outgoing {
+            raw,
+            replies,
+            wait: Wait::Unbounded,
+        });
     }
 }
 
@@ -259,20 +303,21 @@ fn is_message(frame: &[u8]) -> bool {
         || frame.starts_with(b"*3\r\n$8\r\nsmessage\r\n")
 }
 
-/// Writes requests and matches replies until the handle is dropped (`Ok`) or the connection fails.
+/// Writes requests and matches replies until the handle is dropped (`Ok(None)`), a blocking command must follow a
+/// cluster redirect (`Ok(Some)`), or the connection fails.
 async fn serve(
     inner: &Inner,
     mut stream: TcpStream,
     timeout: Duration,
     in_flight: &mut VecDeque<InFlight>,
-) -> Result<(), String> {
+) -> Result<Option<Redirected>, String> {
     let (mut reader, mut writer) = stream.split();
     let mut read_buf = BytesMut::with_capacity(4096);
     let mut write_buf = BytesMut::new();
     let mut scanner = ReplyScanner::default();
     loop {
         if inner.closed.get() {
-            return Ok(());
+            return Ok(None);
         }
         let batch: Vec<Outgoing> = inner.queue.borrow_mut().drain(..).collect();
         if !batch.is_empty() {
@@ -280,12 +325,13 @@ async fn serve(
             for outgoing in batch {
                 write_buf.extend_from_slice(&outgoing.raw);
                 let deadline = (outgoing.wait == Wait::Bounded).then(|| now + timeout);
-                in_flight.extend(
-                    outgoing
-                        .replies
-                        .into_iter()
-                        .map(|reply| InFlight { reply, deadline }),
-                );
+                let resend = (outgoing.wait == Wait::Unbounded && outgoing.replies.len() == 1)
+                    .then(|| outgoing.raw.clone());
+                in_flight.extend(outgoing.replies.into_iter().map(|reply| InFlight {
+                    reply,
+                    deadline,
+                    resend: resend.clone(),
+                }));
             }
             writer
                 .write_all(&write_buf)
@@ -318,7 +364,18 @@ async fn serve(
                         return Err("protocol error: reply without a request".to_string());
                     };
                     inner.pending.set(inner.pending.get().saturating_sub(1));
-                    inner.deliver(request.reply, frame);
+                    let redirect = match classify(&frame) {
+                        _ if request.resend.is_none() || !in_flight.is_empty() => None,
+                        ClusterError::Moved { addr, .. } => Some((addr.to_string(), false)),
+                        ClusterError::Ask { addr } => Some((addr.to_string(), true)),
+                        _ => None,
+                    };
+                    match (redirect, request.resend) {
+                        (Some((addr, asking)), Some(raw)) => {
+                            return Ok(Some(Redirected { addr, asking, raw, reply: request.reply }));
+                        }
+                        _ => inner.deliver(request.reply, frame),
+                    }
                 }
             }
             // Polled only while the subscriber's queue is too long: a pause, then a look at the queue again.

@@ -215,8 +215,8 @@ impl Writers {
                             .arg(seq)
                             .arg(format!("m{}", seq % 9))
                             .clone(),
-                        // XADD is refused on a double-written route (its IDs are the server's clock),
-                        // which docs/migration.md lists; XDEL is deterministic.
+                        // XADD with a generated ID is refused on a double-written route (its IDs are each
+                        // node's clock), which docs/migration.md lists; XDEL is deterministic.
                         _ => redis::cmd("XDEL")
                             .arg(&k)
                             .arg(format!("1-{}", seq % 2))

@@ -315,6 +315,29 @@ fn random_writes_are_refused_under_double_write() {
         b"-ERR SPOP is refused on a double-written route: its effect is random and the copies would diverge\r\n",
     );
     client.roundtrip(b"SCARD s\r\n", b":3\r\n");
+    // XADD generates its entry ID on each node unless the client names it, and `~` trims by node layout.
+    client.roundtrip(
+        b"XADD st * f v\r\n",
+        b"-ERR XADD is refused on a double-written route: its effect is random and the copies would diverge\r\n",
+    );
+    client.roundtrip(
+        b"XADD st MAXLEN ~ 10 1-1 f v\r\n",
+        b"-ERR XADD is refused on a double-written route: its effect is random and the copies would diverge\r\n",
+    );
+    client.roundtrip(b"XADD st 1-1 f v\r\n", b"$3\r\n1-1\r\n");
+    client.roundtrip(b"XADD st MAXLEN = 1 2-0 f w\r\n", b"$3\r\n2-0\r\n");
+    for server in [&primary, &secondary] {
+        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg("st")
+            .arg("-")
+            .arg("+")
+            .query(&mut server.client())
+            .unwrap();
+        assert_eq!(
+            entries,
+            vec![("2-0".to_string(), vec![("f".to_string(), "w".to_string())])]
+        );
+    }
 }
 
 #[test]

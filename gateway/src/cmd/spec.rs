@@ -478,6 +478,27 @@ pub fn commands() -> &'static [CommandSpec] {
     COMMANDS
 }
 
+/// `XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold] [LIMIT count] id field value...` (options in any order,
+/// as Redis parses them) with an explicit `id` (not `*` or `ms-*`, which the node generates) and no approximate
+/// (`~`) trimming, whose cut depends on the node's internal layout.
+fn xadd_is_deterministic(args: &[Bytes]) -> bool {
+    let mut i = 2;
+    while let Some(arg) = args.get(i) {
+        match &arg.to_ascii_uppercase()[..] {
+            b"NOMKSTREAM" => i += 1,
+            b"MAXLEN" | b"MINID" => match args.get(i + 1).map(|a| &a[..]) {
+                Some(b"~") => return false,
+                Some(b"=") => i += 3,
+                _ => i += 2,
+            },
+            b"LIMIT" => i += 2,
+            _ => break,
+        }
+    }
+    args.get(i)
+        .is_some_and(|id| !id.is_empty() && &id[..] != b"*" && !id.ends_with(b"-*"))
+}
+
 /// A key found, as the caller wants it: one extraction serves both `key_indices` (positions only) and
 /// `COMMAND GETKEYSANDFLAGS` (positions and flags).
 trait FoundKey {
@@ -505,6 +526,13 @@ impl CommandSpec {
 
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag == flag
+    }
+
+    /// Whether running this command on two identical copies may leave them different (so it cannot be
+    /// double-written): the writes Redis marks `nondeterministic_output`, except an `XADD` that names its entry ID
+    /// and trims exactly, which every copy applies alike.
+    pub fn random_effect(&self, args: &[Bytes]) -> bool {
+        self.has(flag::NONDETERMINISTIC) && !(self.name == "xadd" && xadd_is_deterministic(args))
     }
 
     /// Whether `argc` arguments (the name included) satisfy the arity.
@@ -874,6 +902,57 @@ fn atoi(bytes: &[u8]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xadd_is_double_writable_only_with_an_explicit_id_and_exact_trimming() {
+        let random = |words: &[&str]| {
+            let args: Vec<Bytes> = words
+                .iter()
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect();
+            lookup(&args).unwrap().random_effect(&args)
+        };
+        assert!(random(&["XADD", "s", "*", "f", "v"]));
+        assert!(random(&["XADD", "s", "5-*", "f", "v"]));
+        assert!(random(&["XADD", "s", "MAXLEN", "~", "10", "1-1", "f", "v"]));
+        assert!(random(&[
+            "XADD",
+            "s",
+            "NOMKSTREAM",
+            "MINID",
+            "~",
+            "0",
+            "LIMIT",
+            "5",
+            "1-1",
+            "f",
+            "v"
+        ]));
+        assert!(!random(&["XADD", "s", "1-1", "f", "v"]));
+        assert!(!random(&[
+            "XADD",
+            "s",
+            "NOMKSTREAM",
+            "maxlen",
+            "=",
+            "10",
+            "7",
+            "f",
+            "v"
+        ]));
+        assert!(!random(&[
+            "XADD",
+            "s",
+            "MAXLEN",
+            "10",
+            "NOMKSTREAM",
+            "1-2",
+            "f",
+            "v"
+        ]));
+        assert!(random(&["SPOP", "s"]));
+        assert!(!random(&["SET", "k", "v"]));
+    }
 
     #[test]
     fn the_lookup_cache_answers_as_lookup_does() {

@@ -42,8 +42,8 @@ struct ResolvedTarget {
 
 impl ResolvedTarget {
     /// Writes whose effect is random would make double-written copies diverge.
-    fn double_write_refusal(&self, spec: &CommandSpec) -> Option<String> {
-        (self.write.len() > 1 && spec.has(flag::NONDETERMINISTIC)).then(|| {
+    fn double_write_refusal(&self, spec: &CommandSpec, args: &[Bytes]) -> Option<String> {
+        (self.write.len() > 1 && spec.random_effect(args)).then(|| {
             let name = spec.display_name();
             format!(
                 "ERR {name} is refused on a double-written route: its effect is random and the copies would diverge"
@@ -158,8 +158,13 @@ impl ResolvedRoute {
     }
 
     /// Why a write cannot run on a shard: one whose effect is random, on a double-written shard.
-    pub fn double_write_refusal(&self, shard: usize, spec: &CommandSpec) -> Option<String> {
-        self.shards.get(shard)?.double_write_refusal(spec)
+    pub fn double_write_refusal(
+        &self,
+        shard: usize,
+        spec: &CommandSpec,
+        args: &[Bytes],
+    ) -> Option<String> {
+        self.shards.get(shard)?.double_write_refusal(spec, args)
     }
 
     /// Whether a shard's writes go to more than one resource.
@@ -312,7 +317,7 @@ impl Dispatch<'_> {
             );
             return Ok(());
         }
-        self.check_double_write(spec, target)?;
+        self.check_double_write(spec, args, target)?;
         let parts = self.write_parts(target);
         if parts == 1 {
             let handle = self.replies.reserve(started);
@@ -474,7 +479,8 @@ impl Dispatch<'_> {
         for part in &parts {
             let target = &self.route.shards[part.shard];
             if write {
-                self.check_double_write(spec, target)?;
+                // Split and fanned-out commands are never XADD, the one write whose arguments decide.
+                self.check_double_write(spec, &[], target)?;
             }
             let count = copies(target);
             if every_copy {
@@ -547,9 +553,10 @@ impl Dispatch<'_> {
     fn check_double_write(
         &self,
         spec: &CommandSpec,
+        args: &[Bytes],
         target: &ResolvedTarget,
     ) -> Result<(), String> {
-        target.double_write_refusal(spec).map_or(Ok(()), Err)
+        target.double_write_refusal(spec, args).map_or(Ok(()), Err)
     }
 
     fn pick_read<'t>(&self, target: &'t ResolvedTarget) -> &'t Endpoint {

@@ -153,7 +153,7 @@ impl Session {
         match self.tenant.as_ref() {
             Some(view) if !spec.has(flag::READONLY) => view
                 .route
-                .double_write_refusal(shard, spec)
+                .double_write_refusal(shard, spec, request.args())
                 .map_or(Ok(()), Err),
             _ => Ok(()),
         }

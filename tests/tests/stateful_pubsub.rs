@@ -296,6 +296,15 @@ fn shard_channels_on_a_cluster() {
         subscriber.read_reply(),
         b"*3\r\n$10\r\nssubscribe\r\n$4\r\n{c}2\r\n:2\r\n"
     );
+    // Slot 7365: not on slot 0's master, so the answers must come from every master.
+    assert_eq!(
+        publisher.request(&[b"PUBSUB", b"SHARDNUMSUB", b"{c}2", b"nope"]),
+        b"*4\r\n$4\r\n{c}2\r\n:1\r\n$4\r\nnope\r\n:0\r\n"
+    );
+    assert_eq!(
+        publisher.request(&[b"PUBSUB", b"SHARDCHANNELS", b"{c}1"]),
+        b"*1\r\n$4\r\n{c}1\r\n"
+    );
     assert_eq!(publisher.request(&[b"SPUBLISH", b"{c}2", b"hi"]), b":1\r\n");
     assert_eq!(
         subscriber.read_reply(),

@@ -229,6 +229,9 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
     // (how replies merge, whether it goes to the write sets)
     match name {
         "dbsize" => Some((Merge::Sum, false)),
+        // Shard channels are placed by their hash (see docs/stateful.md): every node knows some of them.
+        "pubsub|shardchannels" => Some((Merge::Concat, false)),
+        "pubsub|shardnumsub" => Some((Merge::Counts, false)),
         "keys" => Some((Merge::Concat, false)),
         "randomkey" => Some((Merge::Random(0), false)),
         // Where SCRIPT LOAD went: every write resource.

@@ -29,8 +29,11 @@ pub enum Merge {
     AllOk,
     /// Fan-out commands (FLUSHALL, SCRIPT LOAD, CONFIG SET...): the first reply, unless one failed.
     First,
-    /// KEYS: every shard's elements, one array.
+    /// KEYS, PUBSUB SHARDCHANNELS: every shard's elements, one array.
     Concat,
+    /// PUBSUB SHARDNUMSUB: `[name, count, ...]` from every node, for the same names in the same order; the counts
+    /// are summed.
+    Counts,
     /// RANDOMKEY: one of the non-nil replies (the `n`th, modulo their number), nil when every node is empty.
     Random(u64),
     /// INFO: the gateway's sections (`local`), then the keyspace sections of every backend's `INFO keyspace`
@@ -122,6 +125,28 @@ fn merge_replies(replies: &[&Bytes], merge: &Merge) -> Option<Bytes> {
             resp::array_header(&mut out, elements.len());
             for element in elements {
                 out.extend_from_slice(element);
+            }
+        }
+        Merge::Counts => {
+            let mut totals: Vec<(&[u8], i64)> = Vec::new();
+            let mut elements = Vec::new();
+            for (node, reply) in replies.iter().enumerate() {
+                elements.clear();
+                push_elements(reply, &mut elements)?;
+                if node == 0 {
+                    totals = elements.chunks(2).map(|pair| (pair[0], 0)).collect();
+                }
+                if elements.len() != 2 * totals.len() {
+                    return None;
+                }
+                for (total, pair) in totals.iter_mut().zip(elements.chunks(2)) {
+                    total.1 = total.1.checked_add(integer(pair.get(1)?)?)?;
+                }
+            }
+            resp::array_header(&mut out, 2 * totals.len());
+            for (name, count) in totals {
+                out.extend_from_slice(name);
+                resp::integer(&mut out, count);
             }
         }
         Merge::Random(pick) => {

@@ -13,6 +13,18 @@ ensure_commands() {
   fi
 }
 
+# Waits until something accepts connections on 127.0.0.1:$1, for up to $2 seconds (default 10); fails, saying so,
+# when nothing does.
+wait_for_port() {
+  local tries=$((${2:-10} * 10))
+  for _ in $(seq "$tries"); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+
 # Installs Debian packages that are missing.
 ensure_packages() {
   local missing=()

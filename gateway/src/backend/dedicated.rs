@@ -364,10 +364,12 @@ async fn serve(
                         return Err("protocol error: reply without a request".to_string());
                     };
                     inner.pending.set(inner.pending.get().saturating_sub(1));
-                    let redirect = match classify(&frame) {
-                        _ if request.resend.is_none() || !in_flight.is_empty() => None,
-                        ClusterError::Moved { addr, .. } => Some((addr.to_string(), false)),
-                        ClusterError::Ask { addr } => Some((addr.to_string(), true)),
+                    let redirectable = request.resend.is_some()
+                        && in_flight.is_empty()
+                        && frame.first() == Some(&b'-');
+                    let redirect = match redirectable.then(|| classify(&frame)) {
+                        Some(ClusterError::Moved { addr, .. }) => Some((addr.to_string(), false)),
+                        Some(ClusterError::Ask { addr }) => Some((addr.to_string(), true)),
                         _ => None,
                     };
                     match (redirect, request.resend) {

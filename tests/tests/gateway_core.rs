@@ -298,6 +298,27 @@ fn a_backend_that_never_answers_times_out() {
     backend.thaw();
 }
 
+/// The connection's timer is armed for the oldest request and, when it fires after that one was answered, moves
+/// on to the oldest still waiting: a request that is slow but within its own timeout is not failed because an
+/// earlier one's deadline passed.
+#[test]
+fn a_slow_reply_within_its_own_timeout_is_not_cut_by_an_earlier_deadline() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--command-timeout-ms")
+        .arg("1000")
+        .start(&routes(&backend));
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n"); // arms the timer for about now + 1 s
+    std::thread::sleep(Duration::from_millis(600));
+    backend.freeze();
+    client.send(b"GET k\r\n"); // its deadline: about now + 1 s, after the timer fires for SET
+    std::thread::sleep(Duration::from_millis(500));
+    backend.thaw();
+    assert_eq!(client.read_line(), b"$1\r\n");
+    assert_eq!(client.read_line(), b"v\r\n");
+}
+
 #[test]
 fn sighup_reloads_a_valid_file_and_keeps_serving_on_an_invalid_one() {
     let first = RedisServer::start();

@@ -354,13 +354,15 @@ impl Default for Histogram {
 }
 
 impl Histogram {
-    pub fn observe(&self, elapsed: Duration) {
+    /// Counts `count` commands that each took `elapsed`.
+    pub fn observe(&self, elapsed: Duration, count: u32) {
         let us = elapsed.as_micros() as u64;
+        let count = u64::from(count);
         if let Some(i) = BUCKETS_US.iter().position(|&b| us <= b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            self.buckets[i].fetch_add(count, Ordering::Relaxed);
         }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.count.fetch_add(count, Ordering::Relaxed);
+        self.sum_us.fetch_add(us * count, Ordering::Relaxed);
     }
 
     fn render(&self, out: &mut String, tenant: &str) {

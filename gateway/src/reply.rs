@@ -42,9 +42,12 @@ struct Slots {
 }
 
 enum Slot {
+    /// One request, or a run of `count` requests that went to one backend connection back to back and whose
+    /// replies arrive as one piece.
     Waiting {
         started: Instant,
         transform: Option<Transform>,
+        count: u32,
     },
     Gathering {
         started: Instant,
@@ -55,6 +58,8 @@ enum Slot {
     Ready {
         reply: Bytes,
         started: Instant,
+        /// How many requests `reply` answers.
+        count: u32,
     },
 }
 
@@ -121,7 +126,27 @@ impl ReplyQueue {
         started: Instant,
         transform: Option<Transform>,
     ) -> ReplyHandle {
-        self.push(Slot::Waiting { started, transform }, 0)
+        self.push(
+            Slot::Waiting {
+                started,
+                transform,
+                count: 1,
+            },
+            0,
+        )
+    }
+
+    /// Opens one slot for a run of `count` requests sent to one backend connection as one piece: the backend
+    /// delivers their replies together (see `BackendConnection::send_run`).
+    pub fn reserve_run(self: &Rc<Self>, started: Instant, count: u32) -> ReplyHandle {
+        self.push(
+            Slot::Waiting {
+                started,
+                transform: None,
+                count,
+            },
+            0,
+        )
     }
 
     /// Opens a slot answered by `parts` backend replies, put together by `combine` once all have arrived.
@@ -167,13 +192,14 @@ impl ReplyQueue {
 
     /// Queues a reply the gateway produced itself, behind every earlier request.
     pub fn push_ready(&self, reply: Bytes, started: Instant) {
-        self.inner
-            .borrow_mut()
-            .slots
-            .push_back(Slot::Ready { reply, started });
+        self.inner.borrow_mut().slots.push_back(Slot::Ready {
+            reply,
+            started,
+            count: 1,
+        });
     }
 
-    /// Requests still waiting for their reply or for being written.
+    /// Requests still waiting for their reply or for being written (a run counts once).
     pub fn len(&self) -> usize {
         self.inner.borrow().slots.len()
     }
@@ -182,13 +208,19 @@ impl ReplyQueue {
         self.len() == 0
     }
 
-    /// Moves every reply that is ready and in order into `out`, calling `done` with each one's start time.
-    pub fn drain_ready(&self, out: &mut BytesMut, mut done: impl FnMut(Instant)) {
+    /// Moves every reply that is ready and in order into `out`, calling `done` with each one's start time and
+    /// how many requests it answers.
+    pub fn drain_ready(&self, out: &mut BytesMut, mut done: impl FnMut(Instant, u32)) {
         let mut inner = self.inner.borrow_mut();
         while let Some(Slot::Ready { .. }) = inner.slots.front() {
-            if let Some(Slot::Ready { reply, started }) = inner.slots.pop_front() {
+            if let Some(Slot::Ready {
+                reply,
+                started,
+                count,
+            }) = inner.slots.pop_front()
+            {
                 out.extend_from_slice(&reply);
-                done(started);
+                done(started, count);
             }
             inner.base += 1;
         }
@@ -209,12 +241,16 @@ impl ReplyQueue {
         };
         // Transforms and combines run with the queue borrowed: they only rewrite bytes.
         let finished = match slot {
-            Slot::Waiting { started, transform } => {
+            Slot::Waiting {
+                started,
+                transform,
+                count,
+            } => {
                 let reply = match transform.take() {
                     Some(transform) => transform(reply),
                     None => reply,
                 };
-                Some((reply, *started))
+                Some((reply, *started, *count))
             }
             Slot::Gathering {
                 started,
@@ -232,7 +268,7 @@ impl ReplyQueue {
                             .iter_mut()
                             .map(|p| p.take().unwrap_or_default())
                             .collect();
-                        Some((combine(replies), *started))
+                        Some((combine(replies), *started, 1))
                     }
                     (_, combine_back) => {
                         *combine = combine_back;
@@ -242,8 +278,12 @@ impl ReplyQueue {
             }
             Slot::Ready { .. } => None,
         };
-        if let Some((reply, started)) = finished {
-            *slot = Slot::Ready { reply, started };
+        if let Some((reply, started, count)) = finished {
+            *slot = Slot::Ready {
+                reply,
+                started,
+                count,
+            };
             if index == 0 {
                 self.ready.notify();
             }
@@ -387,7 +427,7 @@ mod tests {
 
     fn ready(queue: &ReplyQueue) -> Vec<u8> {
         let mut out = BytesMut::new();
-        queue.drain_ready(&mut out, |_| {});
+        queue.drain_ready(&mut out, |_, _| {});
         out.to_vec()
     }
 

@@ -12,12 +12,14 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::backend::{ResourceSpec, Upstream};
+use crate::backend::{Backend, ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
-use crate::resp::{self, Request, RequestDecoder};
-use crate::route::{Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant};
+use crate::resp::{self, Frame, Request, RequestDecoder};
+use crate::route::{
+    DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant,
+};
 use crate::server::Worker;
 
 mod client;
@@ -46,6 +48,8 @@ struct TenantView {
     generation: u64,
     /// The tenant's route on this worker, for the session's database.
     route: ResolvedRoute,
+    /// The route's one node for reads and one for writes, when it is that simple (see `Session::direct`).
+    direct: Option<DirectRoute>,
     /// Digest of the credential the client authenticated with (none for the tenant without passwords): when a
     /// snapshot no longer has it, the connection is closed.
     credential: Option<String>,
@@ -73,6 +77,84 @@ pub(crate) struct Session {
     commands: cmd::LookupCache,
     /// Dedicated connections and the state they serve (blocking commands, transactions, subscriptions).
     stateful: stateful::Stateful,
+}
+
+/// Requests read together that go to one backend connection one after the other: their frames are adjacent in
+/// the input buffer, so they are joined back into one piece, sent with one queue entry and answered by one
+/// delivery of all their replies, into one reply slot. This is what makes pipelines cheap.
+struct Run {
+    replies: Rc<ReplyQueue>,
+    started: Instant,
+    affinity: usize,
+    backend: Option<Rc<Backend>>,
+    raw: BytesMut,
+    count: u32,
+}
+
+impl Run {
+    fn new(replies: &Rc<ReplyQueue>, started: Instant, affinity: usize) -> Run {
+        Run {
+            replies: Rc::clone(replies),
+            started,
+            affinity,
+            backend: None,
+            raw: BytesMut::new(),
+            count: 0,
+        }
+    }
+
+    /// Adds a request for `backend`; a run for another backend is sent first.
+    fn push(&mut self, backend: Rc<Backend>, frame: Frame) {
+        if self
+            .backend
+            .as_ref()
+            .is_some_and(|current| !Rc::ptr_eq(current, &backend))
+        {
+            self.send();
+        }
+        self.backend = Some(backend);
+        self.raw.unsplit(frame.0); // no copy: the frames are adjacent
+        self.count += 1;
+    }
+
+    /// Sends the run, if there is one. Whatever is dispatched after it gets a later reply slot.
+    fn send(&mut self) {
+        let Some(backend) = self.backend.take() else {
+            return;
+        };
+        let count = std::mem::take(&mut self.count);
+        let raw = std::mem::take(&mut self.raw).freeze();
+        let reply = self.replies.reserve_run(self.started, count);
+        backend
+            .connection(self.affinity)
+            .send_run(raw, count, reply);
+    }
+}
+
+/// Whether the session forwards `spec` untouched on a direct route (see `Session::direct`): not answered by the
+/// gateway, not stateful, never refused or rewritten. Computed once per command a connection repeats (see
+/// `cmd::LookupCache`).
+fn forwarded_verbatim(spec: &CommandSpec) -> bool {
+    const LOCAL: &[&str] = &[
+        "ping",
+        "echo",
+        "quit",
+        "auth",
+        "hello",
+        "select",
+        "command",
+        "readonly",
+        "readwrite",
+        "asking",
+        "info",
+        "move",
+        "swapdb",
+        "flushall",
+    ];
+    !LOCAL.contains(&spec.name)
+        && !spec.name.contains('|')
+        && !stateful::may_be_stateful(spec)
+        && refusal(spec, false).is_none()
 }
 
 pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
@@ -111,7 +193,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         closing: false,
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
-        commands: cmd::LookupCache::default(),
+        commands: cmd::LookupCache::new(forwarded_verbatim),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         stateful: stateful::Stateful::default(),
     };
@@ -177,9 +259,9 @@ impl Session {
                     .as_ref()
                     .map(|view| &view.tenant.metrics.latency);
                 let now = Instant::now();
-                self.replies.drain_ready(&mut output, |started| {
+                self.replies.drain_ready(&mut output, |started, count| {
                     if let Some(latency) = latency {
-                        latency.observe(now.saturating_duration_since(started));
+                        latency.observe(now.saturating_duration_since(started), count);
                     }
                 });
                 if !output.is_empty() {
@@ -218,11 +300,17 @@ impl Session {
         let limits = gateway.config.limits;
         // One clock read per batch: per command it shows in profiles of pipelined clients.
         let now = Instant::now();
+        let mut run = Run::new(&self.replies, now, self.info.id as usize);
         loop {
             match decoder.decode(input) {
-                Ok(Some(request)) => {
+                Ok(Some(frame)) => {
+                    if let Some(backend) = self.direct(decoder, &frame) {
+                        run.push(backend, frame);
+                        continue;
+                    }
+                    run.send();
                     let authenticated = self.tenant.is_some();
-                    self.dispatch(request, now);
+                    self.dispatch(decoder.request(frame), now);
                     if self.tenant.is_some() != authenticated {
                         decoder.set_limits(if authenticated {
                             limits.unauthenticated()
@@ -236,6 +324,7 @@ impl Session {
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    run.send();
                     gateway
                         .metrics
                         .protocol_errors
@@ -247,6 +336,34 @@ impl Session {
                 }
             }
         }
+        run.send();
+    }
+
+    /// The backend node a request goes to untouched, when nothing about it needs a decision: the route is
+    /// direct (one node for reads, one for writes), the session holds no state (transaction, subscription...),
+    /// and the command is one the gateway forwards verbatim. Everything else takes `dispatch`, which would send
+    /// such a request to the same node on the same connection.
+    fn direct(&self, decoder: &RequestDecoder, frame: &Frame) -> Option<Rc<Backend>> {
+        let view = self.tenant.as_ref()?;
+        let direct = view.direct.as_ref()?;
+        if view.generation != self.worker.gateway.generation()
+            || view.tenant.ops_interval.is_some()
+            || !self.stateful.is_idle()
+        {
+            return None;
+        }
+        let (spec, verbatim) = self
+            .commands
+            .cached(decoder.arg(frame, 0)?, decoder.arg_count())?;
+        if !verbatim {
+            return None;
+        }
+        view.tenant.metrics.commands.add(spec.name);
+        Some(Rc::clone(if spec.has(flag::READONLY) {
+            &direct.read
+        } else {
+            &direct.write
+        }))
     }
 
     fn dispatch(&mut self, request: Request, started: Instant) {
@@ -294,9 +411,15 @@ impl Session {
             let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
             return self.local_error(started, &text);
         }
-        if self.stateful_command(spec, &request, started)
-            || self.local_command(spec, &request, started)
-        {
+        if self.stateful_command(spec, &request, started) {
+            return;
+        }
+        if self.local_command(spec, &request, started) {
+            debug_assert!(
+                !forwarded_verbatim(spec),
+                "{} is answered locally",
+                spec.name
+            );
             return;
         }
         let Some(view) = &self.tenant else { return };
@@ -630,12 +753,14 @@ impl Session {
             tenant: &tenant,
         };
         let route = ResolvedRoute::new(&tenant.route, self.db, &resolver);
+        let direct = route.direct();
         tenant.metrics.connections.fetch_add(1, Ordering::Relaxed);
         self.info.set_tenant(&tenant.name);
         self.tenant = Some(TenantView {
             tenant,
             generation,
             route,
+            direct,
             credential,
         });
     }

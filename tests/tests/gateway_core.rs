@@ -273,6 +273,32 @@ fn backend_killed_mid_pipeline_fails_pending_requests_then_recovers() {
     client.roundtrip(b"GET k\r\n", b"$5\r\nagain\r\n");
 }
 
+/// Pipelined requests for one backend travel as one piece and their replies come back as one; when the
+/// connection dies with only some of those replies in, the client gets those replies and an error for each of
+/// the rest, in order.
+#[test]
+fn a_backend_lost_halfway_through_a_pipeline_answers_what_it_answered() {
+    let backend = RedisServer::start();
+    let port = backend.port();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+    // Paused for writes, Redis answers the GET and holds the SET (and what follows it) until it dies.
+    let mut direct = RawClient::connect(port);
+    direct.roundtrip(b"CLIENT PAUSE 10000 WRITE\r\n", b"+OK\r\n");
+    client.send(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nw\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    drop(backend);
+    assert_eq!(client.read_line(), b"$1\r\n");
+    assert_eq!(client.read_line(), b"v\r\n");
+    let lost = format!("-ERR backend 127.0.0.1:{port} connection lost: ");
+    for _ in 0..2 {
+        let line = String::from_utf8(client.read_line()).unwrap();
+        assert!(line.starts_with(&lost), "{line}");
+    }
+}
+
 #[test]
 fn a_backend_that_never_answers_times_out() {
     let backend = RedisServer::start();

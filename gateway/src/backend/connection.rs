@@ -74,14 +74,39 @@ pub enum Status {
     Down,
 }
 
+/// A request queued for the next write: `count` requests back to back (a run, see
+/// [`BackendConnection::send_run`]), answered by `count` replies delivered as one.
 struct Pending {
     raw: Bytes,
     reply: ReplyHandle,
+    count: u32,
 }
 
 struct InFlight {
     reply: ReplyHandle,
+    count: u32,
     deadline: Instant,
+}
+
+impl InFlight {
+    /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
+    fn fail(self, replies: &[u8], answered: u32, error: &Bytes) {
+        self.reply
+            .deliver(answered_then(replies, self.count - answered, error));
+    }
+}
+
+/// `replies`, then `error` once for each of `missing` requests: what a run whose connection failed gets.
+fn answered_then(replies: &[u8], missing: u32, error: &Bytes) -> Bytes {
+    if replies.is_empty() && missing == 1 {
+        return error.clone();
+    }
+    let mut out = BytesMut::with_capacity(replies.len() + error.len() * missing as usize);
+    out.extend_from_slice(replies);
+    for _ in 0..missing {
+        out.extend_from_slice(error);
+    }
+    out.freeze()
 }
 
 struct Shared {
@@ -133,14 +158,20 @@ impl BackendConnection {
 
     /// Queues a request; its reply (or an error reply) is delivered to `reply` exactly once.
     pub fn send(&self, raw: Bytes, reply: ReplyHandle) {
+        self.send_run(raw, 1, reply);
+    }
+
+    /// Queues `count` requests that `raw` holds back to back; their `count` replies (or error replies) are
+    /// delivered to `reply` together, exactly once, when the last has arrived.
+    pub fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle) {
         if self.shared.status.get() == Status::Down {
-            reply.deliver(self.shared.unavailable());
+            reply.deliver(answered_then(&[], count, &self.shared.unavailable()));
             return;
         }
         self.shared
             .queue
             .borrow_mut()
-            .push_back(Pending { raw, reply });
+            .push_back(Pending { raw, reply, count });
         self.shared.wake.notify();
     }
 }
@@ -164,7 +195,9 @@ impl Shared {
     fn fail_queued(&self, reply: &Bytes) {
         let queued: Vec<Pending> = self.queue.borrow_mut().drain(..).collect();
         for pending in queued {
-            pending.reply.deliver(reply.clone());
+            pending
+                .reply
+                .deliver(answered_then(&[], pending.count, reply));
         }
     }
 }
@@ -319,25 +352,76 @@ fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
 /// and nothing is in flight (`Ok`). On failure every request in flight gets an error reply.
 async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), String> {
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
-    let result = pipeline(shared, stream, &mut in_flight).await;
+    let mut replies = Replies::default();
+    let result = pipeline(shared, stream, &mut in_flight, &mut replies).await;
     if let Err(reason) = &result {
-        let reply = error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
+        let error = error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
+        // The oldest request may be a run with some of its replies in: those go to the client as they are.
+        let mut received = &replies.buf[..replies.scanned];
         for request in in_flight.drain(..) {
-            request.reply.deliver(reply.clone());
+            request.fail(received, std::mem::take(&mut replies.answered), &error);
+            received = &[];
         }
     }
     result
+}
+
+/// Replies read from the node and not yet delivered.
+struct Replies {
+    buf: BytesMut,
+    scanner: ReplyScanner,
+    /// Complete replies at the front of `buf` for the oldest request in flight (a run waits for all of its own),
+    /// and their length.
+    answered: u32,
+    scanned: usize,
+}
+
+impl Default for Replies {
+    fn default() -> Replies {
+        Replies {
+            buf: BytesMut::with_capacity(16 * 1024),
+            scanner: ReplyScanner::default(),
+            answered: 0,
+            scanned: 0,
+        }
+    }
+}
+
+impl Replies {
+    /// Delivers every request in flight whose replies are all in.
+    fn deliver(&mut self, in_flight: &mut VecDeque<InFlight>) -> Result<(), String> {
+        loop {
+            let len = match self.scanner.scan(&self.buf[self.scanned..]) {
+                Ok(Some(len)) => len,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("protocol error: {e}")),
+            };
+            self.scanned += len;
+            self.answered += 1;
+            let Some(oldest) = in_flight.front() else {
+                return Err("protocol error: reply without a request".to_string());
+            };
+            if self.answered < oldest.count {
+                continue;
+            }
+            let reply = self.buf.split_to(self.scanned).freeze();
+            self.scanned = 0;
+            self.answered = 0;
+            if let Some(request) = in_flight.pop_front() {
+                request.reply.deliver(reply);
+            }
+        }
+    }
 }
 
 async fn pipeline(
     shared: &Shared,
     mut stream: TcpStream,
     in_flight: &mut VecDeque<InFlight>,
+    replies: &mut Replies,
 ) -> Result<(), String> {
     let (mut reader, mut writer) = stream.split();
-    let mut read_buf = BytesMut::with_capacity(16 * 1024);
     let mut write_buf = BytesMut::with_capacity(16 * 1024);
-    let mut scanner = ReplyScanner::default();
     let timeout = shared.settings.command_timeout;
     let far_future = Instant::now() + Duration::from_secs(86400 * 365);
     let timer = tokio::time::sleep_until(far_future);
@@ -354,6 +438,7 @@ async fn pipeline(
                 write_buf.extend_from_slice(&pending.raw);
                 in_flight.push_back(InFlight {
                     reply: pending.reply,
+                    count: pending.count,
                     deadline,
                 });
             }
@@ -375,29 +460,19 @@ async fn pipeline(
             timer.as_mut().reset(oldest.deadline);
             timer_deadline = oldest.deadline;
         }
+        let read_buf = &mut replies.buf;
         if read_buf.capacity() - read_buf.len() < 4096 {
             read_buf.reserve(read_buf.len().max(16 * 1024));
         }
         tokio::select! {
             biased;
-            read = reader.read_buf(&mut read_buf) => {
+            read = reader.read_buf(read_buf) => {
                 match read {
                     Ok(0) => return Err("connection lost: connection closed by the backend".to_string()),
                     Ok(_) => {}
                     Err(e) => return Err(format!("connection lost: {}", describe(&e))),
                 }
-                loop {
-                    let len = match scanner.scan(&read_buf) {
-                        Ok(Some(len)) => len,
-                        Ok(None) => break,
-                        Err(e) => return Err(format!("protocol error: {e}")),
-                    };
-                    let reply = read_buf.split_to(len).freeze();
-                    match in_flight.pop_front() {
-                        Some(request) => request.reply.deliver(reply),
-                        None => return Err("protocol error: reply without a request".to_string()),
-                    }
-                }
+                replies.deliver(in_flight)?;
             }
             () = shared.wake.notified() => {}
             () = &mut timer => {

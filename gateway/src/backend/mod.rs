@@ -209,8 +209,12 @@ impl Backend {
 
     /// Sends on the connection `affinity` picks (a client id: the same client always gets the same one).
     pub fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
-        let connection = &self.connections[affinity % self.connections.len()];
-        connection.send(raw, reply);
+        self.connection(affinity).send(raw, reply);
+    }
+
+    /// The connection `affinity` picks.
+    pub fn connection(&self, affinity: usize) -> &BackendConnection {
+        &self.connections[affinity % self.connections.len()]
     }
 
     /// Whether the node is usable: not every connection is down.

@@ -416,25 +416,54 @@ pub fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
     }
 }
 
-/// The last command a connection looked up, as the client spelled it. Pipelines repeat one command, and comparing
-/// a few bytes is cheaper than lower-casing and hashing the name again. Only top-level commands without
-/// subcommands are remembered (for the others the second argument decides).
-#[derive(Default)]
+/// The last few commands a connection looked up, as the client spelled them. Pipelines repeat a handful of
+/// commands, and comparing a few bytes is cheaper than lower-casing and hashing a name again. Only top-level
+/// commands without subcommands are remembered (for the others the second argument decides), each with one
+/// property of theirs that the connection asks about on every request (`mark`), computed once.
 pub struct LookupCache {
-    name: [u8; CACHED_NAME],
-    len: usize,
-    spec: Option<&'static CommandSpec>,
+    entries: [Cached; CACHED_COMMANDS],
+    /// The entry the next miss replaces (round robin).
+    next: usize,
+    mark: fn(&CommandSpec) -> bool,
 }
 
+#[derive(Clone, Copy, Default)]
+struct Cached {
+    name: [u8; CACHED_NAME],
+    len: usize,
+    spec: Option<(&'static CommandSpec, bool)>,
+}
+
+const CACHED_COMMANDS: usize = 4;
 const CACHED_NAME: usize = 16;
 
 impl LookupCache {
-    /// [`lookup`], remembering the answer for the next request.
+    pub fn new(mark: fn(&CommandSpec) -> bool) -> LookupCache {
+        LookupCache {
+            entries: [Cached::default(); CACHED_COMMANDS],
+            next: 0,
+            mark,
+        }
+    }
+
+    /// The remembered command named `name`, and its mark.
+    fn find(&self, name: &[u8]) -> Option<(&'static CommandSpec, bool)> {
+        self.entries
+            .iter()
+            .find(|entry| name == &entry.name[..entry.len])?
+            .spec
+    }
+
+    /// The remembered command and its mark, if the client named it again (`name`, with `args` arguments in all)
+    /// with a number of arguments its arity admits.
+    pub fn cached(&self, name: &[u8], args: usize) -> Option<(&'static CommandSpec, bool)> {
+        self.find(name).filter(|(spec, _)| spec.arity_ok(args))
+    }
+
+    /// [`lookup`], remembering the answer for the next requests.
     pub fn lookup(&mut self, args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
         let name = args.first().map_or(&[][..], |name| &name[..]);
-        if let Some(spec) = self.spec
-            && name == &self.name[..self.len]
-        {
+        if let Some((spec, _)) = self.find(name) {
             return if spec.arity_ok(args.len()) {
                 Ok(spec)
             } else {
@@ -443,9 +472,11 @@ impl LookupCache {
         }
         let spec = lookup(args)?;
         if spec.subcommands.is_empty() && !spec.name.contains('|') && name.len() <= CACHED_NAME {
-            self.name[..name.len()].copy_from_slice(name);
-            self.len = name.len();
-            self.spec = Some(spec);
+            let entry = &mut self.entries[self.next];
+            entry.name[..name.len()].copy_from_slice(name);
+            entry.len = name.len();
+            entry.spec = Some((spec, (self.mark)(spec)));
+            self.next = (self.next + 1) % CACHED_COMMANDS;
         }
         Ok(spec)
     }
@@ -962,7 +993,8 @@ mod tests {
                 .map(|w| Bytes::copy_from_slice(w.as_bytes()))
                 .collect()
         };
-        let mut cache = LookupCache::default();
+        let readonly = |spec: &CommandSpec| spec.has(flag::READONLY);
+        let mut cache = LookupCache::new(readonly);
         for words in [
             &["GET", "k"][..],
             &["GET", "k"],
@@ -979,6 +1011,11 @@ mod tests {
             let expected = lookup(&args)
                 .map(|spec| spec.name)
                 .map_err(|e| format!("{e:?}"));
+            // A hit says what lookup says, with the command's mark.
+            if let Some((spec, mark)) = cache.cached(&args[0], args.len()) {
+                assert_eq!(Ok(spec.name), expected, "{words:?}");
+                assert_eq!(mark, readonly(spec), "{words:?}");
+            }
             let cached = cache
                 .lookup(&args)
                 .map(|spec| spec.name)

@@ -96,6 +96,13 @@ impl Request {
     }
 }
 
+/// One complete request as the client sent it (an inline command re-encoded as a multibulk frame), still
+/// unsplit: [`RequestDecoder::arg`] reads its arguments, [`RequestDecoder::request`] makes it a [`Request`].
+/// Frames taken one after another off the same buffer are adjacent in memory, so `BytesMut::unsplit` joins them
+/// back without copying: consecutive requests for one backend connection travel as one.
+#[derive(Debug)]
+pub struct Frame(pub BytesMut);
+
 /// Where the decoder is inside a multibulk frame that has not fully arrived yet.
 #[derive(Debug, Default)]
 struct Progress {
@@ -147,14 +154,14 @@ impl RequestDecoder {
 
     /// Takes one complete request off the front of `buf`, or returns `Ok(None)` when more bytes are needed.
     /// After an error the connection must be closed: the stream position is lost, as in Redis.
-    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
         loop {
             if self.progress.is_none() {
                 match buf.first() {
                     None => return Ok(None),
                     Some(b'*') => {}
                     Some(_) => match self.decode_inline(buf)? {
-                        Inline::Request(request) => return Ok(Some(request)),
+                        Inline::Frame(frame) => return Ok(Some(frame)),
                         Inline::Empty => continue,
                         Inline::Incomplete => return Ok(None),
                     },
@@ -186,7 +193,7 @@ impl RequestDecoder {
         }
     }
 
-    fn continue_multibulk(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+    fn continue_multibulk(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
         let limits = self.limits;
         let Some(progress) = self.progress.as_mut() else {
             return Ok(None);
@@ -228,7 +235,23 @@ impl RequestDecoder {
         let Some(progress) = self.progress.take() else {
             return Ok(None);
         };
-        let raw = buf.split_to(progress.pos).freeze();
+        Ok(Some(Frame(buf.split_to(progress.pos))))
+    }
+
+    /// How many arguments the frame decoded last has (the command name included).
+    pub fn arg_count(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Argument `index` of the frame decoded last (`frame` must be that frame).
+    pub fn arg<'f>(&self, frame: &'f Frame, index: usize) -> Option<&'f [u8]> {
+        let &(start, end) = self.ranges.get(index)?;
+        frame.0.get(start..end)
+    }
+
+    /// The frame decoded last as a [`Request`], its arguments split off as `Bytes`.
+    pub fn request(&mut self, frame: Frame) -> Request {
+        let raw = frame.0.freeze();
         let args = self
             .ranges
             .iter()
@@ -237,7 +260,7 @@ impl RequestDecoder {
         if self.ranges.capacity() > 4096 {
             self.ranges = Vec::new(); // a huge request's list is not kept for the connection's lifetime
         }
-        Ok(Some(Request { raw, args }))
+        Request { raw, args }
     }
 
     /// Parses a `*N\r\n` or `$N\r\n` line starting at `start`: the number and the position after the line.
@@ -296,14 +319,20 @@ impl RequestDecoder {
             return Ok(Inline::Empty);
         }
         self.limits.check_args(args.len() as u64)?;
-        Ok(Inline::Request(Request::from_args(
-            args.into_iter().map(Bytes::from).collect(),
-        )))
+        let mut frame = BytesMut::new();
+        super::array_header(&mut frame, args.len());
+        self.ranges.clear();
+        for arg in &args {
+            super::bulk(&mut frame, arg);
+            let end = frame.len() - 2;
+            self.ranges.push((end - arg.len(), end));
+        }
+        Ok(Inline::Frame(Frame(frame)))
     }
 }
 
 enum Inline {
-    Request(Request),
+    Frame(Frame),
     Empty,
     Incomplete,
 }
@@ -399,13 +428,19 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    impl RequestDecoder {
+        fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+            Ok(self.decode(buf)?.map(|frame| self.request(frame)))
+        }
+    }
+
     fn decode_all(
         decoder: &mut RequestDecoder,
         input: &[u8],
     ) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut buf = BytesMut::from(input);
         let mut out = Vec::new();
-        while let Some(request) = decoder.decode(&mut buf)? {
+        while let Some(request) = decoder.next(&mut buf)? {
             out.push(request.args().iter().map(|a| a.to_vec()).collect());
         }
         Ok(out)
@@ -437,9 +472,9 @@ mod tests {
     fn keeps_the_raw_frame_for_forwarding() {
         let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nget k\r\n"[..]);
         let mut decoder = RequestDecoder::default();
-        let first = decoder.decode(&mut buf).unwrap().unwrap();
+        let first = decoder.next(&mut buf).unwrap().unwrap();
         assert_eq!(&first.raw()[..], b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-        let inline = decoder.decode(&mut buf).unwrap().unwrap();
+        let inline = decoder.next(&mut buf).unwrap().unwrap();
         assert_eq!(&inline.raw()[..], b"*2\r\n$3\r\nget\r\n$1\r\nk\r\n");
         assert!(buf.is_empty());
     }
@@ -525,14 +560,14 @@ mod tests {
     fn a_large_value_is_not_rescanned() {
         let mut decoder = RequestDecoder::default();
         let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$100\r\n"[..]);
-        assert_eq!(decoder.decode(&mut buf).unwrap(), None);
+        assert_eq!(decoder.next(&mut buf).unwrap(), None);
         assert_eq!(decoder.bytes_wanted(buf.len()), 102);
         buf.extend_from_slice(&[b'v'; 60]);
-        assert_eq!(decoder.decode(&mut buf).unwrap(), None);
+        assert_eq!(decoder.next(&mut buf).unwrap(), None);
         assert_eq!(decoder.bytes_wanted(buf.len()), 42);
         buf.extend_from_slice(&[b'v'; 40]);
         buf.extend_from_slice(b"\r\n");
-        let request = decoder.decode(&mut buf).unwrap().unwrap();
+        let request = decoder.next(&mut buf).unwrap().unwrap();
         assert_eq!(request.args()[1].len(), 100);
     }
 
@@ -554,11 +589,11 @@ mod tests {
                 let mut decoder = RequestDecoder::default();
                 let mut buf = BytesMut::from(&input[..split]);
                 let mut got = Vec::new();
-                while let Some(r) = decoder.decode(&mut buf).unwrap() {
+                while let Some(r) = decoder.next(&mut buf).unwrap() {
                     got.push(r);
                 }
                 buf.extend_from_slice(&input[split..]);
-                while let Some(r) = decoder.decode(&mut buf).unwrap() {
+                while let Some(r) = decoder.next(&mut buf).unwrap() {
                     got.push(r);
                 }
                 prop_assert_eq!(got.len(), 2);
@@ -574,9 +609,9 @@ mod tests {
             let mut decoder = RequestDecoder::new(Limits { max_bulk_len: 64, max_args: 8, max_inline_len: 32, unauthenticated: false });
             let cut = cut.min(input.len());
             let mut buf = BytesMut::from(&input[..cut]);
-            while let Ok(Some(_)) = decoder.decode(&mut buf) {}
+            while let Ok(Some(_)) = decoder.next(&mut buf) {}
             buf.extend_from_slice(&input[cut..]);
-            while let Ok(Some(_)) = decoder.decode(&mut buf) {}
+            while let Ok(Some(_)) = decoder.next(&mut buf) {}
         }
     }
 }

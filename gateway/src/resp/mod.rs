@@ -9,7 +9,7 @@ mod encode;
 mod error;
 mod scanner;
 
-pub use decoder::{Limits, Request, RequestDecoder};
+pub use decoder::{Frame, Limits, Request, RequestDecoder};
 pub use encode::*;
 pub use error::ProtocolError;
 pub use scanner::ReplyScanner;

@@ -16,7 +16,7 @@ use super::merge::{Group, Merge, combiner, one_each};
 use super::scan;
 use super::{RoutePlan, TargetPlan};
 use crate::backend::cluster::slot_of;
-use crate::backend::{Keyspace, ResourceSpec, Upstream};
+use crate::backend::{Backend, Keyspace, ResourceSpec, Upstream};
 use crate::cmd::{CommandSpec, flag};
 use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue};
 use crate::resp::{self, Request};
@@ -50,6 +50,13 @@ impl ResolvedTarget {
             )
         })
     }
+}
+
+/// A route that is one node for reads and one for writes, each a plain Redis: one target, no cluster, no
+/// double-write, one read resource (or reads from the primary). Its commands need no decision but read or write.
+pub struct DirectRoute {
+    pub read: Rc<Backend>,
+    pub write: Rc<Backend>,
 }
 
 /// One resource of a target: its upstream, or the error reply its commands get.
@@ -118,6 +125,28 @@ impl ResolvedRoute {
             clustered: shards.iter().any(|t| t.clustered),
             shards,
             no_backend: error_reply("ERR the route has no backend"),
+        }
+    }
+
+    /// The route's nodes, when it is a direct route.
+    pub fn direct(&self) -> Option<DirectRoute> {
+        let [target] = &self.shards[..] else {
+            return None;
+        };
+        let [write] = &target.write[..] else {
+            return None;
+        };
+        // Where `Dispatch::pick_read` sends every read.
+        let read = match (target.read_policy, &target.read[..]) {
+            (_, [read]) | (ReadPolicy::Primary, [read, ..]) => read,
+            _ => return None,
+        };
+        match (&read.upstream, &write.upstream) {
+            (Ok(Upstream::Node(read)), Ok(Upstream::Node(write))) => Some(DirectRoute {
+                read: Rc::clone(read),
+                write: Rc::clone(write),
+            }),
+            _ => None,
         }
     }
 

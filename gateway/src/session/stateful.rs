@@ -46,6 +46,16 @@ pub(super) struct Stateful {
     pub(super) subscription: Option<Subscription>,
 }
 
+impl Stateful {
+    /// Whether nothing here concerns the next command: no transaction, subscription, parked request or barrier.
+    pub(super) fn is_idle(&self) -> bool {
+        self.transaction.is_none()
+            && self.subscription.is_none()
+            && self.parked.is_none()
+            && !self.barrier
+    }
+}
+
 /// Counts a client in INFO's `blocked_clients` for as long as it lives.
 struct Blocked(Arc<Metrics>);
 
@@ -64,7 +74,7 @@ impl Drop for Blocked {
 
 /// Whether a command may be one this module serves (or one whose order it keeps): a test of its categories,
 /// so that ordinary commands skip the checks by name.
-fn may_be_stateful(spec: &CommandSpec) -> bool {
+pub(super) fn may_be_stateful(spec: &CommandSpec) -> bool {
     const CATEGORIES: u32 = acl::TRANSACTION | acl::PUBSUB | acl::BLOCKING | acl::CONNECTION;
     spec.acl_categories & CATEGORIES != 0
 }

@@ -6,6 +6,7 @@
 //! are queued back to back, so they leave in one write.
 
 use std::cell::Cell;
+use std::ops::Range;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -402,47 +403,39 @@ impl Dispatch<'_> {
         let Some((mut merge, per_key)) = split_kind(spec.name) else {
             return Err(CROSSSLOT.to_string());
         };
-        // Groups of keys by place, in order of first appearance; for each key (in the client's order) its group
-        // and its index there, which is also where MGET finds its value in the group's reply.
+        // The keys sorted by place, keeping the client's order within each place: each run of one place is a
+        // group, one sub-command. For each key (in the client's order), its group and its index there, which is
+        // also where MGET finds its value in the group's reply.
         let count = self.keys.len();
-        let mut places: Vec<Place> = Vec::with_capacity(count);
-        let mut positions = Vec::with_capacity(count);
-        let mut sizes: Vec<usize> = Vec::with_capacity(count);
-        for &place in self.places.iter() {
-            let group = match places.iter().position(|p| *p == place) {
-                Some(group) => group,
-                None => {
-                    places.push(place);
-                    sizes.push(0);
-                    places.len() - 1
-                }
-            };
-            positions.push((group, sizes[group]));
-            sizes[group] += 1;
-        }
-        // The keys sorted by group, keeping the client's order within each (a counting sort: one pass over the
-        // keys however many groups there are). Group `g` owns `order[starts[g]..][..sizes[g]]`.
-        let starts: Vec<usize> = sizes
+        let mut sorted: Vec<(u64, usize)> = self
+            .places
             .iter()
-            .scan(0, |next, &size| {
-                let start = *next;
-                *next += size;
-                Some(start)
-            })
+            .enumerate()
+            .map(|(i, &place)| (place_order(place), i))
             .collect();
-        let mut order = vec![0; count];
-        for (&key, &(group, index)) in self.keys.iter().zip(&positions) {
-            order[starts[group] + index] = key;
+        sorted.sort_unstable();
+        let mut positions = vec![(0, 0); count];
+        let mut groups: Vec<(Place, Range<usize>)> = Vec::new();
+        for (n, &(_, i)) in sorted.iter().enumerate() {
+            let place = self.places[i];
+            match groups.last_mut() {
+                Some((last, range)) if *last == place => range.end = n + 1,
+                _ => groups.push((place, n..n + 1)),
+            }
+            positions[i] = (
+                groups.len() - 1,
+                groups.last().map_or(0, |(_, r)| r.len() - 1),
+            );
         }
         // Every sub-command is encoded into one buffer and split off it: one allocation for all of them.
-        let mut buf = BytesMut::with_capacity(request.raw().len() + places.len() * 32 + 16);
-        let parts = places
-            .iter()
-            .zip(starts.iter().zip(&sizes))
-            .map(|(&(shard, slot), (&start, &size))| {
-                resp::array_header(&mut buf, 1 + size * per_key);
+        let mut buf = BytesMut::with_capacity(request.raw().len() + groups.len() * 32 + 16);
+        let parts = groups
+            .into_iter()
+            .map(|((shard, slot), range)| {
+                resp::array_header(&mut buf, 1 + range.len() * per_key);
                 resp::bulk(&mut buf, &args[0]);
-                for &key in &order[start..start + size] {
+                for &(_, i) in &sorted[range] {
+                    let key = self.keys[i];
                     for arg in args[key..].iter().take(per_key) {
                         resp::bulk(&mut buf, arg);
                     }
@@ -620,6 +613,11 @@ impl Dispatch<'_> {
         self.random.set(x);
         x
     }
+}
+
+/// A place as one number that sorts by shard, then slot.
+fn place_order((shard, slot): Place) -> u64 {
+    ((shard as u64) << 17) | slot.map_or(1 << 16, u64::from)
 }
 
 /// The arguments a command is placed by: its keys, or a shard channel's name (`SPUBLISH`, `SSUBSCRIBE`), which

@@ -50,9 +50,14 @@ pub fn command<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
 }
 
 fn header(out: &mut BytesMut, kind: u8, len: usize) {
-    out.put_u8(kind);
-    out.put_slice(itoa::Buffer::new().format(len).as_bytes());
-    out.put_slice(b"\r\n");
+    // Assembled on the stack and appended at once: one capacity check instead of three.
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(len).as_bytes();
+    let mut line = [0u8; 24];
+    line[0] = kind;
+    line[1..=digits.len()].copy_from_slice(digits);
+    line[digits.len() + 1..digits.len() + 3].copy_from_slice(b"\r\n");
+    out.extend_from_slice(&line[..digits.len() + 3]);
 }
 
 #[cfg(test)]

@@ -427,13 +427,17 @@ impl Dispatch<'_> {
                 groups.last().map_or(0, |(_, r)| r.len() - 1),
             );
         }
-        // Every sub-command is encoded into one buffer and split off it: one allocation for all of them.
-        let mut buf = BytesMut::with_capacity(request.raw().len() + groups.len() * 32 + 16);
+        // Every sub-command is encoded into one buffer and split off it: one allocation for all of them. The
+        // command name, the same in each, is encoded once.
+        let mut name = BytesMut::new();
+        resp::bulk(&mut name, &args[0]);
+        let mut buf =
+            BytesMut::with_capacity(request.raw().len() + groups.len() * (name.len() + 8) + 16);
         let parts = groups
             .into_iter()
             .map(|((shard, slot), range)| {
                 resp::array_header(&mut buf, 1 + range.len() * per_key);
-                resp::bulk(&mut buf, &args[0]);
+                buf.extend_from_slice(&name);
                 for &(_, i) in &sorted[range] {
                     let key = self.keys[i];
                     for arg in args[key..].iter().take(per_key) {

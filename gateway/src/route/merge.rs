@@ -232,12 +232,19 @@ pub(super) fn array_elements(reply: &Bytes) -> Option<Vec<Bytes>> {
 }
 
 /// Appends the raw elements of an array reply to `elements`; returns how many there were.
+/// Appends the elements of `reply`, one complete array reply (as the backend's scanner delimited it), and
+/// returns how many there are.
 fn push_elements<'a>(reply: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<usize> {
     let header_end = reply.windows(2).position(|w| w == b"\r\n")?;
     let count = resp::parse_int(reply.strip_prefix(b"*")?.get(..header_end - 1)?)?;
     let count = usize::try_from(count).unwrap_or(0);
-    elements.reserve(count.min(reply.len() / 4)); // every element takes 4 bytes or more
     let mut offset = header_end + 2;
+    if count == 1 {
+        // The reply is one frame, so its one element is the rest of it (a split MGET's usual part: one key).
+        elements.push(reply.get(offset..).filter(|rest| !rest.is_empty())?);
+        return Some(1);
+    }
+    elements.reserve(count.min(reply.len() / 4)); // every element takes 4 bytes or more
     let mut scanner = ReplyScanner::default();
     for _ in 0..count {
         let len = scanner.scan(reply.get(offset..)?).ok()??;

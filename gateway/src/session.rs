@@ -12,13 +12,14 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::backend::{Backend, ResourceSpec, Upstream};
+use crate::backend::cluster::slot_of;
+use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
 use crate::resp::{self, Frame, Request, RequestDecoder};
 use crate::route::{
-    DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant,
+    Direct, DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant,
 };
 use crate::server::Worker;
 
@@ -77,6 +78,12 @@ pub(crate) struct Session {
     commands: cmd::LookupCache,
     /// Dedicated connections and the state they serve (blocking commands, transactions, subscriptions).
     stateful: stateful::Stateful,
+}
+
+/// Where `Session::direct` sends a request: into the run for a node, or to a cluster with its key's slot.
+enum Forward {
+    Node(Rc<Backend>),
+    Cluster(Rc<ClusterBackend>, u16),
 }
 
 /// Requests read together that go to one backend connection one after the other: their frames are adjacent in
@@ -304,9 +311,19 @@ impl Session {
         loop {
             match decoder.decode(input) {
                 Ok(Some(frame)) => {
-                    if let Some(backend) = self.direct(decoder, &frame) {
-                        run.push(backend, frame);
-                        continue;
+                    match self.direct(decoder, &frame) {
+                        Some(Forward::Node(backend)) => {
+                            run.push(backend, frame);
+                            continue;
+                        }
+                        Some(Forward::Cluster(cluster, slot)) => {
+                            run.send();
+                            let reply = self.replies.reserve(now);
+                            let raw = frame.0.freeze();
+                            cluster.send(raw, Keyspace::Slot(slot), reply, self.info.id as usize);
+                            continue;
+                        }
+                        None => {}
                     }
                     run.send();
                     let authenticated = self.tenant.is_some();
@@ -339,11 +356,11 @@ impl Session {
         run.send();
     }
 
-    /// The backend node a request goes to untouched, when nothing about it needs a decision: the route is
-    /// direct (one node for reads, one for writes), the session holds no state (transaction, subscription...),
-    /// and the command is one the gateway forwards verbatim. Everything else takes `dispatch`, which would send
-    /// such a request to the same node on the same connection.
-    fn direct(&self, decoder: &RequestDecoder, frame: &Frame) -> Option<Rc<Backend>> {
+    /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
+    /// resource for reads, one for writes), the session holds no state (transaction, subscription...), and the
+    /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
+    /// Everything else takes `dispatch`, which would send such a request to the same place.
+    fn direct(&self, decoder: &RequestDecoder, frame: &Frame) -> Option<Forward> {
         let view = self.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
@@ -358,12 +375,20 @@ impl Session {
         if !verbatim {
             return None;
         }
-        view.tenant.metrics.commands.add(spec.name);
-        Some(Rc::clone(if spec.has(flag::READONLY) {
+        let target = if spec.has(flag::READONLY) {
             &direct.read
         } else {
             &direct.write
-        }))
+        };
+        let forward = match target {
+            Direct::Node(backend) => Forward::Node(Rc::clone(backend)),
+            Direct::Cluster(cluster) if spec.key_is_first_argument() => {
+                Forward::Cluster(Rc::clone(cluster), slot_of(decoder.arg(frame, 1)?))
+            }
+            Direct::Cluster(_) => return None,
+        };
+        view.tenant.metrics.commands.add(spec.name);
+        Some(forward)
     }
 
     fn dispatch(&mut self, request: Request, started: Instant) {

@@ -566,6 +566,20 @@ impl CommandSpec {
         self.has(flag::NONDETERMINISTIC) && !(self.name == "xadd" && xadd_is_deterministic(args))
     }
 
+    /// Whether the command's one key is its first argument, whatever the others are (`GET k`, `SET k v ...`,
+    /// `HSET k f v ...`): then the key is known without looking for it. Where the spec's flags depend on the
+    /// arguments (`SET ... GET`), Redis reads them from the command's own key finder, which finds the same key.
+    pub fn key_is_first_argument(&self) -> bool {
+        matches!(
+            self.key_specs,
+            [KeySpec {
+                flags,
+                begin: BeginSearch::Index(1),
+                find: FindKeys::Range { lastkey: 0, .. },
+            }] if flags & (key_flag::NOT_KEY | key_flag::INCOMPLETE) == 0
+        )
+    }
+
     /// Whether `argc` arguments (the name included) satisfy the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
         let argc = i64::try_from(argc).unwrap_or(i64::MAX);
@@ -983,6 +997,29 @@ mod tests {
         ]));
         assert!(random(&["SPOP", "s"]));
         assert!(!random(&["SET", "k", "v"]));
+    }
+
+    #[test]
+    fn a_first_argument_key_is_what_key_indices_finds() {
+        let mut keys = Vec::new();
+        let mut checked = 0;
+        // Top-level commands only: those are the ones a connection's lookup cache remembers.
+        for spec in commands().iter().filter(|c| c.key_is_first_argument()) {
+            // The shortest call the arity admits, with room for a key.
+            let argc = (spec.arity.unsigned_abs() as usize).max(2);
+            let mut args = vec![Bytes::from_static(b"x"); argc];
+            args[0] = Bytes::from_static(spec.name.as_bytes());
+            spec.key_indices(&args, &mut keys).unwrap();
+            assert_eq!(keys, [1], "{}", spec.name);
+            checked += 1;
+        }
+        assert!(checked > 100, "{checked}");
+        let get = lookup_by_name(b"get").unwrap();
+        assert!(
+            get.key_is_first_argument() && lookup_by_name(b"set").unwrap().key_is_first_argument()
+        );
+        assert!(!lookup_by_name(b"mget").unwrap().key_is_first_argument());
+        assert!(!lookup_by_name(b"eval").unwrap().key_is_first_argument());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::merge::{Group, Merge, combiner, one_each};
 use super::scan;
 use super::{RoutePlan, TargetPlan};
 use crate::backend::cluster::slot_of;
-use crate::backend::{Backend, Keyspace, ResourceSpec, Upstream};
+use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, Upstream};
 use crate::cmd::{CommandSpec, flag};
 use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue};
 use crate::resp::{self, Request};
@@ -53,11 +53,18 @@ impl ResolvedTarget {
     }
 }
 
-/// A route that is one node for reads and one for writes, each a plain Redis: one target, no cluster, no
-/// double-write, one read resource (or reads from the primary). Its commands need no decision but read or write.
+/// A route that is one resource for reads and one for writes, each a plain Redis or a Redis Cluster: one target,
+/// no double-write, one read resource (or reads from the primary). Its commands need no decision but read or
+/// write (and, for a cluster, the key's slot).
 pub struct DirectRoute {
-    pub read: Rc<Backend>,
-    pub write: Rc<Backend>,
+    pub read: Direct,
+    pub write: Direct,
+}
+
+/// The resource a direct route sends reads, or writes, to.
+pub enum Direct {
+    Node(Rc<Backend>),
+    Cluster(Rc<ClusterBackend>),
 }
 
 /// One resource of a target: its upstream, or the error reply its commands get.
@@ -142,13 +149,15 @@ impl ResolvedRoute {
             (_, [read]) | (ReadPolicy::Primary, [read, ..]) => read,
             _ => return None,
         };
-        match (&read.upstream, &write.upstream) {
-            (Ok(Upstream::Node(read)), Ok(Upstream::Node(write))) => Some(DirectRoute {
-                read: Rc::clone(read),
-                write: Rc::clone(write),
-            }),
+        let direct = |endpoint: &Endpoint| match &endpoint.upstream {
+            Ok(Upstream::Node(node)) => Some(Direct::Node(Rc::clone(node))),
+            Ok(Upstream::Cluster(cluster)) => Some(Direct::Cluster(Rc::clone(cluster))),
             _ => None,
-        }
+        };
+        Some(DirectRoute {
+            read: direct(read)?,
+            write: direct(write)?,
+        })
     }
 
     /// The shard of a key, and its hash slot when that shard's target has a cluster resource.

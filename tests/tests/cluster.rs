@@ -58,6 +58,28 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
     let size: i64 = redis::cmd("DBSIZE").query_async(&mut client).await.unwrap();
     assert_eq!(size, 10_000, "DBSIZE sums every master");
 
+    // Once the slot map is known, every keyed command goes straight to its owner: no master answers MOVED.
+    for master in cluster.masters() {
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut cluster.client(master.port))
+            .unwrap();
+    }
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.get(format!("key:{i}")).ignore();
+        pipe.set(format!("key:{i}"), i).ignore();
+    }
+    let () = pipe.query_async(&mut client).await.unwrap();
+    for master in cluster.masters() {
+        let errors: String = redis::cmd("INFO")
+            .arg("errorstats")
+            .query(&mut cluster.client(master.port))
+            .unwrap();
+        assert!(!errors.contains("errorstat_MOVED"), "{errors}");
+        assert!(!errors.contains("errorstat_ASK"), "{errors}");
+    }
+
     // MSET/MGET/DEL/EXISTS over 30 slots, keys sharing a hash tag travelling together.
     let keys: Vec<String> = (0..28)
         .map(|i| format!("multi:{i}"))

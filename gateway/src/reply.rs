@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::resp::ReplyScanner;
 use crate::signal::LocalSignal;
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
@@ -76,10 +77,12 @@ enum Destination {
         seq: u64,
         part: usize,
     },
-    /// A double-write to a secondary that the client does not wait for: only failures are counted.
+    /// A double-write to a secondary that the client does not wait for (`count` writes of a run): only failures
+    /// are counted.
     Detached {
         writes: Rc<DetachedWrites>,
         command: &'static str,
+        count: u32,
     },
     /// One part of a reply that a backend itself assembles from several nodes (a cluster fan-out).
     Part { gather: Rc<Gather>, index: usize },
@@ -339,7 +342,11 @@ impl ReplyHandle {
         }
         match self.to {
             Destination::Slot { queue, seq, part } => queue.fill(seq, part, reply),
-            Destination::Detached { writes, command } => writes.finish(command, &reply),
+            Destination::Detached {
+                writes,
+                command,
+                count,
+            } => writes.finish(command, &reply, count),
             Destination::Part { gather, index } => gather.fill(index, reply),
             Destination::Discard => {}
         }
@@ -396,22 +403,40 @@ impl DetachedWrites {
 
     /// Takes a place for one more write, or counts it as failed when the secondary is too far behind.
     pub fn admit(self: &Rc<Self>, command: &'static str) -> Option<ReplyHandle> {
-        if self.in_flight.get() >= MAX_DETACHED_IN_FLIGHT {
-            self.fail(command, "too many writes outstanding");
+        self.admit_run(command, 1)
+    }
+
+    /// Takes places for the `count` writes of a run (see `BackendConnection::send_run`), or counts them all as
+    /// failed when the secondary is too far behind.
+    pub fn admit_run(self: &Rc<Self>, command: &'static str, count: u32) -> Option<ReplyHandle> {
+        let count_usize = count as usize;
+        if self.in_flight.get() + count_usize > MAX_DETACHED_IN_FLIGHT {
+            for _ in 0..count {
+                self.fail(command, "too many writes outstanding");
+            }
             return None;
         }
-        self.in_flight.set(self.in_flight.get() + 1);
+        self.in_flight.set(self.in_flight.get() + count_usize);
         Some(ReplyHandle::new(Destination::Detached {
             writes: Rc::clone(self),
             command,
+            count,
         }))
     }
 
-    fn finish(&self, command: &'static str, reply: &[u8]) {
-        self.in_flight.set(self.in_flight.get().saturating_sub(1));
-        if reply.first() == Some(&b'-') {
-            let line = reply.split(|&b| b == b'\r').next().unwrap_or_default();
-            self.fail(command, &String::from_utf8_lossy(&line[1..]));
+    /// The replies to `count` writes: every error among them is a failure.
+    fn finish(&self, command: &'static str, replies: &[u8], count: u32) {
+        self.in_flight
+            .set(self.in_flight.get().saturating_sub(count as usize));
+        let mut scanner = ReplyScanner::default();
+        let mut rest = replies;
+        while let Ok(Some(len)) = scanner.scan(rest) {
+            let (reply, after) = rest.split_at(len);
+            if let Some(error) = reply.strip_prefix(b"-") {
+                let line = error.split(|&b| b == b'\r').next().unwrap_or_default();
+                self.fail(command, &String::from_utf8_lossy(line));
+            }
+            rest = after;
         }
     }
 

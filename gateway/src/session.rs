@@ -20,6 +20,7 @@ use crate::reply::{DetachedWrites, ReplyQueue};
 use crate::resp::{self, Frame, Request, RequestDecoder};
 use crate::route::{
     Direct, DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant,
+    WriteCopy,
 };
 use crate::server::Worker;
 
@@ -80,9 +81,14 @@ pub(crate) struct Session {
     stateful: stateful::Stateful,
 }
 
-/// Where `Session::direct` sends a request: into the run for a node, or to a cluster with its key's slot.
+/// Where `Session::direct` sends a request: into the run for a node (and its double-write copies), or to a
+/// cluster with its key's slot.
 enum Forward {
-    Node(Rc<Backend>),
+    Node {
+        backend: Rc<Backend>,
+        copies: Option<Rc<[WriteCopy]>>,
+        command: &'static str,
+    },
     Cluster(Rc<ClusterBackend>, u16),
 }
 
@@ -94,6 +100,10 @@ struct Run {
     started: Instant,
     affinity: usize,
     backend: Option<Rc<Backend>>,
+    /// The double-write copies every request of the run also goes to (writes only: a read ends such a run).
+    copies: Option<Rc<[WriteCopy]>>,
+    /// The run's command, for the log of a failed copy ("several commands" when they differ).
+    command: &'static str,
     raw: BytesMut,
     count: u32,
 }
@@ -105,26 +115,39 @@ impl Run {
             started,
             affinity,
             backend: None,
+            copies: None,
+            command: "",
             raw: BytesMut::new(),
             count: 0,
         }
     }
 
-    /// Adds a request for `backend`; a run for another backend is sent first.
-    fn push(&mut self, backend: Rc<Backend>, frame: Frame) {
-        if self
-            .backend
-            .as_ref()
-            .is_some_and(|current| !Rc::ptr_eq(current, &backend))
-        {
+    /// Adds a request for `backend` (and `copies`); a run that goes elsewhere is sent first.
+    fn push(
+        &mut self,
+        backend: Rc<Backend>,
+        copies: Option<Rc<[WriteCopy]>>,
+        command: &'static str,
+        frame: Frame,
+    ) {
+        if self.backend.as_ref().is_some_and(|current| {
+            !Rc::ptr_eq(current, &backend) || self.copies.is_some() != copies.is_some()
+        }) {
             self.send();
         }
+        self.command = match self.count {
+            0 => command,
+            _ if self.command == command => command,
+            _ => "several commands",
+        };
         self.backend = Some(backend);
+        self.copies = copies;
         self.raw.unsplit(frame.0); // no copy: the frames are adjacent
         self.count += 1;
     }
 
-    /// Sends the run, if there is one. Whatever is dispatched after it gets a later reply slot.
+    /// Sends the run, if there is one: to its node, then to each double-write copy in the background. Whatever
+    /// is dispatched after it gets a later reply slot.
     fn send(&mut self) {
         let Some(backend) = self.backend.take() else {
             return;
@@ -134,7 +157,13 @@ impl Run {
         let reply = self.replies.reserve_run(self.started, count);
         backend
             .connection(self.affinity)
-            .send_run(raw, count, reply);
+            .send_run(raw.clone(), count, reply);
+        for copy in self.copies.take().iter().flat_map(|copies| copies.iter()) {
+            if let Some(handle) = copy.writes.admit_run(self.command, count) {
+                let connection = copy.node.connection(self.affinity);
+                connection.send_run(raw.clone(), count, handle);
+            }
+        }
     }
 }
 
@@ -312,8 +341,12 @@ impl Session {
             match decoder.decode(input) {
                 Ok(Some(frame)) => {
                     match self.direct(decoder, &frame) {
-                        Some(Forward::Node(backend)) => {
-                            run.push(backend, frame);
+                        Some(Forward::Node {
+                            backend,
+                            copies,
+                            command,
+                        }) => {
+                            run.push(backend, copies, command, frame);
                             continue;
                         }
                         Some(Forward::Cluster(cluster, slot)) => {
@@ -380,8 +413,18 @@ impl Session {
         } else {
             &direct.write
         };
+        // Writes also go to the double-write copies, unless their effect may differ from copy to copy.
+        let copies = (!spec.has(flag::READONLY) && !direct.copies.is_empty())
+            .then(|| Rc::clone(&direct.copies));
+        if copies.is_some() && spec.has(flag::NONDETERMINISTIC) {
+            return None;
+        }
         let forward = match target {
-            Direct::Node(backend) => Forward::Node(Rc::clone(backend)),
+            Direct::Node(backend) => Forward::Node {
+                backend: Rc::clone(backend),
+                copies,
+                command: spec.name,
+            },
             Direct::Cluster(cluster) if spec.key_is_first_argument() => {
                 Forward::Cluster(Rc::clone(cluster), slot_of(decoder.arg(frame, 1)?))
             }

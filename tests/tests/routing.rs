@@ -276,6 +276,45 @@ fn a_secondary_that_is_down_never_fails_primary_ack_writes() {
     );
 }
 
+/// Pipelined writes on a double-written route travel to each copy as one run: every write reaches the secondary,
+/// and a write that fails there (and only there) is counted, once, while the others of its run are applied.
+#[test]
+fn pipelined_double_writes_reach_the_secondary_and_count_each_failure() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "primary")));
+    // Only the secondary holds a list at k2: INCR k2 fails there and nowhere else.
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("k2")
+        .arg("x")
+        .query(&mut secondary.client())
+        .unwrap();
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"INCR k0\r\n", b":1\r\n");
+    client.send(b"INCR k1\r\nINCR k2\r\nINCR k3\r\n");
+    for _ in 0..3 {
+        assert_eq!(client.read_line(), b":1\r\n");
+    }
+    let mut copy = secondary.client();
+    switchyard_tests::wait_for("the secondary to apply k3", Duration::from_secs(5), || {
+        redis::cmd("GET")
+            .arg("k3")
+            .query::<Option<i64>>(&mut copy)
+            .unwrap()
+            == Some(1)
+    });
+    let k1: i64 = redis::cmd("GET").arg("k1").query(&mut copy).unwrap();
+    assert_eq!(k1, 1);
+    let resource = format!("127.0.0.1:{}/0", secondary.port());
+    let (_, metrics) = gateway.admin_get("/metrics");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("switchyard_double_write_failures_total") && l.contains(&resource))
+        .unwrap_or_else(|| panic!("no failure counter for {resource}:\n{metrics}"));
+    assert!(line.ends_with(" 1"), "{line}");
+    assert!(gateway.log().contains("WRONGTYPE"), "{}", gateway.log());
+}
+
 #[test]
 fn ack_all_check_error_reports_a_failed_secondary() {
     let primary = RedisServer::start();

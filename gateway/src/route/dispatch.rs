@@ -54,11 +54,19 @@ impl ResolvedTarget {
 }
 
 /// A route that is one resource for reads and one for writes, each a plain Redis or a Redis Cluster: one target,
-/// no double-write, one read resource (or reads from the primary). Its commands need no decision but read or
-/// write (and, for a cluster, the key's slot).
+/// one read resource (or reads from the primary), writes to one resource or double-written with ack `primary` to
+/// plain Redis only. Its commands need no decision but read or write (and, for a cluster, the key's slot).
 pub struct DirectRoute {
     pub read: Direct,
     pub write: Direct,
+    /// The double-write secondaries (empty when writes go to one resource), each a plain Redis.
+    pub copies: Rc<[WriteCopy]>,
+}
+
+/// A double-write secondary of a direct route, and where its background writes are tracked.
+pub struct WriteCopy {
+    pub node: Rc<Backend>,
+    pub writes: Rc<DetachedWrites>,
 }
 
 /// The resource a direct route sends reads, or writes, to.
@@ -141,9 +149,23 @@ impl ResolvedRoute {
         let [target] = &self.shards[..] else {
             return None;
         };
-        let [write] = &target.write[..] else {
+        let [write, copies @ ..] = &target.write[..] else {
             return None;
         };
+        // A double-write is direct when the client waits for the primary only, and every copy is a plain Redis.
+        if !copies.is_empty() && target.ack != AckMode::Primary {
+            return None;
+        }
+        let copies = copies
+            .iter()
+            .map(|copy| match (&copy.upstream, &copy.detached) {
+                (Ok(Upstream::Node(node)), Some(writes)) => Some(WriteCopy {
+                    node: Rc::clone(node),
+                    writes: Rc::clone(writes),
+                }),
+                _ => None,
+            })
+            .collect::<Option<Rc<[WriteCopy]>>>()?;
         // Where `Dispatch::pick_read` sends every read.
         let read = match (target.read_policy, &target.read[..]) {
             (_, [read]) | (ReadPolicy::Primary, [read, ..]) => read,
@@ -154,9 +176,14 @@ impl ResolvedRoute {
             Ok(Upstream::Cluster(cluster)) => Some(Direct::Cluster(Rc::clone(cluster))),
             _ => None,
         };
+        let write = direct(write)?;
+        if !copies.is_empty() && !matches!(write, Direct::Node(_)) {
+            return None;
+        }
         Some(DirectRoute {
             read: direct(read)?,
-            write: direct(write)?,
+            write,
+            copies,
         })
     }
 

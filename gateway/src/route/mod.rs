@@ -18,7 +18,9 @@ mod plan;
 mod scan;
 pub mod sync;
 
-pub use dispatch::{CROSSSLOT, Direct, DirectRoute, Dispatch, Place, ResolvedRoute, Resolver};
+pub use dispatch::{
+    CROSSSLOT, Direct, DirectRoute, Dispatch, Place, ResolvedRoute, Resolver, WriteCopy,
+};
 pub use merge::Merge;
 pub use plan::{ResourcePlan, RoutePlan, TargetPlan};
 

@@ -50,7 +50,7 @@ struct TenantView {
     generation: u64,
     /// The tenant's route on this worker, for the session's database.
     route: ResolvedRoute,
-    /// The route's one node for reads and one for writes, when it is that simple (see `Session::direct`).
+    /// The route's resources, when it is a direct route (see `Session::direct`).
     direct: Option<DirectRoute>,
     /// Digest of the credential the client authenticated with (none for the tenant without passwords): when a
     /// snapshot no longer has it, the connection is closed.
@@ -171,7 +171,9 @@ impl Run {
 /// gateway, not stateful, never refused or rewritten. Computed once per command a connection repeats (see
 /// `cmd::LookupCache`).
 fn forwarded_verbatim(spec: &CommandSpec) -> bool {
-    const LOCAL: &[&str] = &[
+    // Answered by the gateway (`local_command`, `info`), or refused or rewritten on some routes (`database_refusal`,
+    // `Dispatch::forward`'s FLUSHALL); container commands (`|`) are never remembered by the lookup cache anyway.
+    const SPECIAL: &[&str] = &[
         "ping",
         "echo",
         "quit",
@@ -187,7 +189,7 @@ fn forwarded_verbatim(spec: &CommandSpec) -> bool {
         "swapdb",
         "flushall",
     ];
-    !LOCAL.contains(&spec.name)
+    !SPECIAL.contains(&spec.name)
         && !spec.name.contains('|')
         && !stateful::may_be_stateful(spec)
         && refusal(spec, false).is_none()
@@ -422,6 +424,12 @@ impl Session {
         let forward = match target {
             Direct::Node(backend) => Forward::Node {
                 backend: Rc::clone(backend),
+                copies,
+                command: spec.name,
+            },
+            // Until a sentinel names the master, `dispatch` holds the request for it.
+            Direct::Master(sentinel) => Forward::Node {
+                backend: sentinel.known_master()?,
                 copies,
                 command: spec.name,
             },

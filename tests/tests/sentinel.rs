@@ -201,6 +201,13 @@ async fn a_master_that_came_back_as_a_replica_gets_no_writes() {
         .query_async(&mut client)
         .await
         .unwrap();
+    // A pipeline to the master the sentinels named comes back whole and in order.
+    let mut pipe = redis::pipe();
+    for i in 0..1000 {
+        pipe.set(format!("p{i}"), i).ignore().get(format!("p{i}"));
+    }
+    let values: Vec<i64> = pipe.query_async(&mut client).await.unwrap();
+    assert_eq!(values, (0..1000).collect::<Vec<i64>>());
 
     // Promote the replica behind the sentinels' back and bring the old master back as its replica at once.
     let () = redis::cmd("REPLICAOF")

@@ -176,6 +176,14 @@ impl SentinelBackend {
         backend.send(raw, reply, affinity);
     }
 
+    /// The current master's backend, once a sentinel has named it.
+    pub fn known_master(&self) -> Option<Rc<Backend>> {
+        match &*self.master.borrow() {
+            Master::Known { backend, .. } => Some(Rc::clone(backend)),
+            _ => None,
+        }
+    }
+
     pub fn is_healthy(&self) -> bool {
         match &*self.master.borrow() {
             Master::Known { backend, .. } => backend.is_healthy(),

@@ -17,7 +17,7 @@ use super::merge::{Group, Merge, combiner, one_each};
 use super::scan;
 use super::{RoutePlan, TargetPlan};
 use crate::backend::cluster::slot_of;
-use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, Upstream};
+use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, SentinelBackend, Upstream};
 use crate::cmd::{CommandSpec, flag};
 use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue};
 use crate::resp::{self, Request};
@@ -53,7 +53,8 @@ impl ResolvedTarget {
     }
 }
 
-/// A route that is one resource for reads and one for writes, each a plain Redis or a Redis Cluster: one target,
+/// A route that is one resource for reads and one for writes, each a plain Redis, a sentinel-managed master or a
+/// Redis Cluster: one target,
 /// one read resource (or reads from the primary), writes to one resource or double-written with ack `primary` to
 /// plain Redis only. Its commands need no decision but read or write (and, for a cluster, the key's slot).
 pub struct DirectRoute {
@@ -72,6 +73,8 @@ pub struct WriteCopy {
 /// The resource a direct route sends reads, or writes, to.
 pub enum Direct {
     Node(Rc<Backend>),
+    /// A sentinel-managed master (not its replicas: `-slaves` resources pick a replica per read).
+    Master(Rc<SentinelBackend>),
     Cluster(Rc<ClusterBackend>),
 }
 
@@ -173,6 +176,7 @@ impl ResolvedRoute {
         };
         let direct = |endpoint: &Endpoint| match &endpoint.upstream {
             Ok(Upstream::Node(node)) => Some(Direct::Node(Rc::clone(node))),
+            Ok(Upstream::Sentinel(sentinel, None)) => Some(Direct::Master(Rc::clone(sentinel))),
             Ok(Upstream::Cluster(cluster)) => Some(Direct::Cluster(Rc::clone(cluster))),
             _ => None,
         };

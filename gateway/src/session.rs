@@ -29,7 +29,8 @@ mod pubsub;
 mod stateful;
 mod transaction;
 
-/// Requests a client may have waiting for replies before the gateway stops reading from it.
+/// Reply slots a client may have waiting before the gateway stops reading from it: one per request, or per run of
+/// requests read together (a run is bounded by what one read brought in).
 const MAX_PENDING: usize = 16 * 1024;
 
 /// Input a client may send while a request of it is parked (see `stateful`): reading goes on, so that a client

@@ -458,14 +458,13 @@ impl Dispatch<'_> {
         let mut groups: Vec<(Place, Range<usize>)> = Vec::new();
         for (n, &(_, i)) in sorted.iter().enumerate() {
             let place = self.places[i];
-            match groups.last_mut() {
-                Some((last, range)) if *last == place => range.end = n + 1,
-                _ => groups.push((place, n..n + 1)),
+            if groups.last().is_none_or(|(last, _)| *last != place) {
+                groups.push((place, n..n));
             }
-            positions[i] = (
-                groups.len() - 1,
-                groups.last().map_or(0, |(_, r)| r.len() - 1),
-            );
+            let group = groups.len() - 1;
+            let range = &mut groups[group].1;
+            positions[i] = (group, range.len());
+            range.end = n + 1;
         }
         // Every sub-command is encoded into one buffer and split off it: one allocation for all of them. The
         // command name, the same in each, is encoded once.

@@ -1059,6 +1059,19 @@ mod tests {
                 .map_err(|e| format!("{e:?}"));
             assert_eq!(cached, expected, "{words:?}");
         }
+        // A pipeline alternating a few commands finds each of them remembered.
+        let mut cache = LookupCache::new(readonly);
+        for words in [
+            &["GET", "k"][..],
+            &["SET", "k", "v"],
+            &["INCR", "k"],
+            &["DEL", "k"],
+        ] {
+            cache.lookup(&args(words)).unwrap();
+        }
+        for (name, argc) in [("GET", 2), ("SET", 3), ("INCR", 2), ("DEL", 2)] {
+            assert!(cache.cached(name.as_bytes(), argc).is_some(), "{name}");
+        }
     }
     use proptest::prelude::*;
 

@@ -154,6 +154,40 @@ def read_run(path):
         return None
 
 
+class Cpu(NamedTuple):
+    """CPU time per request of one run, in microseconds, and how busy the machine's CPUs were."""
+
+    proxy_user: float
+    proxy_system: float
+    redis: float
+    benchmark: float
+    busy: float  # the three together, as a share of every CPU's time over the run
+
+    @property
+    def total(self):
+        return self.proxy_user + self.proxy_system + self.redis + self.benchmark
+
+
+def read_cpu(path):
+    """One run's .cpu file (requests, then the samples scripts/bench took before and after) -> Cpu, or None."""
+    try:
+        with open(path) as f:
+            lines = f.read().split("\n")
+        requests = int(lines[0])
+        before, after = ([float(x) for x in line.split()] for line in lines[1:3])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    wall = after[0] - before[0]
+    if requests <= 0 or wall <= 0:
+        return None
+    tick = 1e6 / os.sysconf("SC_CLK_TCK")
+    proxy_user, proxy_system, redis, bench_user, bench_system = (
+        (a - b) * tick / requests for a, b in zip(after[1:], before[1:])
+    )
+    cpu = Cpu(proxy_user, proxy_system, redis, bench_user + bench_system, 0.0)
+    return cpu._replace(busy=cpu.total * requests / 1e6 / (wall * (os.cpu_count() or 1)))
+
+
 def fmt_ops(v):
     return "n/a" if v is None else f"{v:,.0f}"
 
@@ -175,12 +209,13 @@ def median_or_none(values):
 
 
 def load_runs(directory, scenario, reps, failures):
-    """{workload: {endpoint: [per-rep result or None]}}; endpoints with only .skipped files get an empty list."""
-    runs = {}
+    """{workload: {endpoint: [per-rep result or None]}}, and the same with the runs' Cpu (None where a run failed);
+    endpoints with only .skipped files get an empty list."""
+    runs, cpu = {}, {}
     for wid in scenario.workloads:
-        runs[wid] = {}
+        runs[wid], cpu[wid] = {}, {}
         for eid, _ in scenario.endpoints:
-            per_rep = []
+            per_rep, cpu_per_rep = [], []
             for rep in range(1, reps + 1):
                 base = os.path.join(directory, f"{wid}.{eid}.{rep}")
                 if os.path.exists(base + ".skipped"):
@@ -189,8 +224,9 @@ def load_runs(directory, scenario, reps, failures):
                 if result is None:
                     failures.append((f"{WORKLOAD_LABELS[wid]} {eid} rep {rep}", base))
                 per_rep.append(result)
-            runs[wid][eid] = per_rep
-    return runs
+                cpu_per_rep.append(read_cpu(base + ".cpu") if result else None)
+            runs[wid][eid], cpu[wid][eid] = per_rep, cpu_per_rep
+    return runs, cpu
 
 
 def describe_ratio(c, wid, value):
@@ -243,6 +279,31 @@ def report_workload(scenario, wid, runs):
     return medians
 
 
+def report_cpu(scenario, cpu):
+    """Prints where one workload's CPU went, per endpoint (medians over the reps), and for each comparison the
+    ratio the two endpoints would reach on a machine that is CPU-bound and equally busy for both: the inverse
+    ratio of their total CPU per request. Unlike ops/s, CPU per request moves little with where the scheduler
+    puts the processes, so it tells a costlier data path from an unlucky run."""
+    width = max(len(eid) for eid, _ in scenario.endpoints)
+    print(f"   {'CPU µs/request':<{width}} {'proxy usr+sys':>14} {'Redis':>6} {'bench':>6} {'total':>6} {'busy':>5}")
+    totals = {}
+    for eid, _ in scenario.endpoints:
+        samples = [c for c in cpu[eid] if c is not None]
+        if not samples:
+            continue
+        m = Cpu(*(statistics.median(c[i] for c in samples) for i in range(len(Cpu._fields))))
+        totals[eid] = statistics.median(c.total for c in samples)
+        proxy = "-" if m.proxy_user + m.proxy_system == 0 else f"{m.proxy_user:.1f}+{m.proxy_system:.1f}"
+        print(
+            f"   {eid:<{width}} {proxy:>14} {m.redis:>6.1f} {m.benchmark:>6.1f} {totals[eid]:>6.1f}"
+            f" {m.busy * 100:>4.0f}%"
+        )
+    for c in scenario.comparisons:
+        value = ratio(totals.get(c.den), totals.get(c.num))
+        if value is not None:
+            print(f"   {c.num}/{c.den} at equal CPU use: {value:.2f}")
+
+
 def report_summary(scenario, summary):
     ids = [eid for eid, _ in scenario.endpoints]
     col = max(10, *(len(eid) for eid in ids))
@@ -292,10 +353,11 @@ def report(directory, reps, scenario_ids):
         print(f"\n=== {scenario.title}")
         for eid, what in scenario.endpoints:
             print(f"   {eid}: {what}")
-        runs = load_runs(os.path.join(directory, sid), scenario, reps, failures)
+        runs, cpu = load_runs(os.path.join(directory, sid), scenario, reps, failures)
         summary = {}
         for wid in scenario.workloads:
             medians = report_workload(scenario, wid, runs[wid])
+            report_cpu(scenario, cpu[wid])
             failed = {eid: sum(r is None for r in runs[wid][eid]) for eid, _ in scenario.endpoints}
             summary[wid] = (medians, failed)
         report_summary(scenario, summary)

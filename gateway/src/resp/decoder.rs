@@ -104,7 +104,7 @@ impl Request {
 pub struct Frame(pub BytesMut);
 
 /// Where the decoder is inside a multibulk frame that has not fully arrived yet.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 struct Progress {
     /// Bytes of the frame already parsed (the frame always starts at the front of the buffer).
     pos: usize,
@@ -198,44 +198,59 @@ impl RequestDecoder {
         let Some(progress) = self.progress.as_mut() else {
             return Ok(None);
         };
-        while progress.remaining > 0 {
-            let len = match progress.bulk_len {
+        // Worked on in locals and stored back only when the frame is incomplete: this loop runs once per argument.
+        let Progress {
+            mut pos,
+            mut remaining,
+            mut bulk_len,
+        } = *progress;
+        let bytes: &[u8] = buf;
+        while remaining > 0 {
+            let len = match bulk_len.take() {
                 Some(len) => len,
                 None => {
-                    let Some(&first) = buf.get(progress.pos) else {
-                        return Ok(None);
+                    let Some(&first) = bytes.get(pos) else {
+                        break;
                     };
                     if first != b'$' {
                         return Err(ProtocolError::ExpectedDollar(first));
                     }
-                    let Some((len, next)) = Self::find_header(
-                        &limits,
-                        buf,
-                        progress.pos,
-                        ProtocolError::TooBigBulkCount,
-                    )?
-                    else {
-                        return Ok(None);
+                    let (len, next) = match super::short_length(&bytes[pos + 1..]) {
+                        Some((len, line)) => (len, pos + 1 + line),
+                        None => match Self::find_header(
+                            &limits,
+                            bytes,
+                            pos,
+                            ProtocolError::TooBigBulkCount,
+                        )? {
+                            Some(header) => header,
+                            None => break,
+                        },
                     };
                     limits.check_bulk(len)?;
-                    progress.pos = next;
-                    progress.bulk_len = Some(len as usize);
+                    pos = next;
                     len as usize
                 }
             };
             // Redis does not check the CRLF after the data either; it only skips two bytes.
-            if buf.len() < progress.pos + len + 2 {
-                return Ok(None);
+            if bytes.len() < pos + len + 2 {
+                bulk_len = Some(len);
+                break;
             }
-            self.ranges.push((progress.pos, progress.pos + len));
-            progress.pos += len + 2;
-            progress.bulk_len = None;
-            progress.remaining -= 1;
+            self.ranges.push((pos, pos + len));
+            pos += len + 2;
+            remaining -= 1;
         }
-        let Some(progress) = self.progress.take() else {
+        if remaining > 0 {
+            *progress = Progress {
+                pos,
+                remaining,
+                bulk_len,
+            };
             return Ok(None);
-        };
-        Ok(Some(Frame(buf.split_to(progress.pos))))
+        }
+        self.progress = None;
+        Ok(Some(Frame(buf.split_to(pos))))
     }
 
     /// How many arguments the frame decoded last has (the command name included).

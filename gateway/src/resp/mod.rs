@@ -73,35 +73,33 @@ mod tests {
     /// The fast path agrees with `parse_int` wherever it answers, and leaves every other line to it.
     #[test]
     fn short_lengths_read_like_parse_int() {
-        for line in [
-            &b"0\r\n"[..],
-            b"7\r\n",
-            b"30\r\n",
-            b"512000000\r\n",
-            b"999999999999999999\r\n",
-        ] {
-            let number = parse_int(&line[..line.len() - 2]);
-            assert_eq!(short_length(line), number.map(|n| (n, line.len())));
-        }
-        for line in [
-            &b"\r\n"[..],
-            b"-1\r\n",
-            b"01\r\n",
-            b"00\r\n",
-            b"1x\r\n",
-            b"12\r",
-            b"12\rx",
-            b"12",
-            b"",
-            b"9999999999999999999\r\n",
-            b"+1\r\n",
-        ] {
+        let cases: &[(&[u8], Option<i64>)] = &[
+            (b"0\r\n", Some(0)),
+            (b"7\r\n", Some(7)),
+            (b"30\r\n", Some(30)),
+            (b"999999999999999999\r\n", Some(999_999_999_999_999_999)),
+            (b"\r\n", None),
+            (b"-1\r\n", None),
+            (b"01\r\n", None),
+            (b"00\r\n", None),
+            (b"1x\r\n", None),
+            (b"12\r", None),
+            (b"12\rx", None),
+            (b"12", None),
+            (b"", None),
+            (b"9999999999999999999\r\n", None),
+            (b"+1\r\n", None),
+        ];
+        for &(line, number) in cases {
+            let text = String::from_utf8_lossy(line);
             assert_eq!(
                 short_length(line),
-                None,
-                "{:?}",
-                String::from_utf8_lossy(line)
+                number.map(|n| (n, line.len())),
+                "{text:?}"
             );
+            if let Some(n) = number {
+                assert_eq!(parse_int(&line[..line.len() - 2]), Some(n), "{text:?}");
+            }
         }
     }
 

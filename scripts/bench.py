@@ -4,8 +4,8 @@
   bench.py free-ports BASE COUNT      print COUNT ports from BASE up that can be bound on 127.0.0.1 now
   bench.py plan SCENARIO              print the scenario's workload ids (line 1) and endpoint ids (line 2)
   bench.py report DIR REPS SCENARIO...
-                                      summarise the redis-benchmark --csv files scripts/bench left in
-                                      DIR/SCENARIO/ for each scenario
+                                      summarise the redis-benchmark --csv files (and the .cpu samples)
+                                      scripts/bench left in DIR/SCENARIO/ for each scenario
   bench.py idle-rss PID PORT COUNT    open COUNT idle client connections to PORT, print PID's RSS cost
   bench.py metric PORT NAME           print the samples of metric NAME from the admin port's /metrics
 

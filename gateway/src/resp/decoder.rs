@@ -215,6 +215,8 @@ impl RequestDecoder {
                     if first != b'$' {
                         return Err(ProtocolError::ExpectedDollar(first));
                     }
+                    // The usual `$N` line in one pass, here rather than inside `find_header`: through that
+                    // call it saves far less (MSET30: 8,500 instructions per request here, 10,000 there).
                     let (len, next) = match super::short_length(&bytes[pos + 1..]) {
                         Some((len, line)) => (len, pos + 1 + line),
                         None => match Self::find_header(

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::resp::ReplyScanner;
+use crate::resp;
 use crate::signal::LocalSignal;
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
@@ -95,18 +95,20 @@ enum Destination {
 pub struct Redirect {
     pub via: Rc<dyn Redirector>,
     pub raw: Bytes,
+    /// How many requests `raw` holds back to back (a run, answered by as many replies delivered as one).
+    pub count: u32,
     /// Redirects followed so far.
     pub attempts: u8,
     /// The client's connection affinity, so a resent request keeps riding one connection per node.
     pub affinity: usize,
-    /// The request's hash slot, for a cluster (`None`: keyless).
+    /// The request's hash slot, for a cluster (`None`: keyless); a run's first request's.
     pub slot: Option<u16>,
 }
 
 /// A backend that wants to see the error replies to its requests before the client does.
 pub trait Redirector {
-    /// Handles an error reply to a request sent with `redirect`: resends it (delivering to `handle` later), or
-    /// delivers `reply` (or another error) to `handle`.
+    /// Handles a reply with an error to a request (or run) sent with `redirect`: resends what was refused
+    /// (delivering to `handle` later), or delivers `reply` (or another error) to `handle`.
     fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect);
 }
 
@@ -335,19 +337,25 @@ impl ReplyHandle {
     }
 
     pub fn deliver(self, reply: Bytes) {
-        // The redirect check costs one byte comparison on the success path.
-        if let (Some(redirect), Some(b'-')) = (self.redirect, reply.first()) {
+        let error = reply.first() == Some(&b'-');
+        self.deliver_run(reply, error);
+    }
+
+    /// Delivers the replies to a run of requests; `error` says whether any of them is an error reply (the
+    /// backend connection notes it while it reads them), which a redirecting backend must see first.
+    pub fn deliver_run(self, replies: Bytes, error: bool) {
+        if let (Some(redirect), true) = (self.redirect, error) {
             let via = Rc::clone(&redirect.via);
-            return via.on_error(reply, ReplyHandle::new(self.to), redirect);
+            return via.on_error(replies, ReplyHandle::new(self.to), redirect);
         }
         match self.to {
-            Destination::Slot { queue, seq, part } => queue.fill(seq, part, reply),
+            Destination::Slot { queue, seq, part } => queue.fill(seq, part, replies),
             Destination::Detached {
                 writes,
                 command,
                 count,
-            } => writes.finish(command, &reply, count),
-            Destination::Part { gather, index } => gather.fill(index, reply),
+            } => writes.finish(command, &replies, count),
+            Destination::Part { gather, index } => gather.fill(index, replies),
             Destination::Discard => {}
         }
     }
@@ -428,15 +436,11 @@ impl DetachedWrites {
     fn finish(&self, command: &'static str, replies: &[u8], count: u32) {
         self.in_flight
             .set(self.in_flight.get().saturating_sub(count as usize));
-        let mut scanner = ReplyScanner::default();
-        let mut rest = replies;
-        while let Ok(Some(len)) = scanner.scan(rest) {
-            let (reply, after) = rest.split_at(len);
+        for reply in resp::each_reply(replies) {
             if let Some(error) = reply.strip_prefix(b"-") {
                 let line = error.split(|&b| b == b'\r').next().unwrap_or_default();
                 self.fail(command, &String::from_utf8_lossy(line));
             }
-            rest = after;
         }
     }
 
@@ -473,6 +477,7 @@ mod tests {
         let redirect = || Redirect {
             via: Rc::clone(&redirector) as Rc<dyn Redirector>,
             raw: Bytes::from_static(b"*1\r\n$3\r\nGET\r\n"),
+            count: 1,
             attempts: 2,
             affinity: 0,
             slot: Some(1),

@@ -501,3 +501,128 @@ fn a_redirect_loop_ends_in_a_clear_error_and_raw_redirects_never_reach_the_clien
         client.roundtrip(b"PING\r\n", b"+PONG\r\n");
     }
 }
+
+/// `CLUSTER SETSLOT slot <how...>` on the node at `port`.
+fn set_slot(cluster: &RedisCluster, port: u16, slot: usize, how: &[&str]) {
+    let () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg(how)
+        .query(&mut cluster.client(port))
+        .unwrap();
+}
+
+/// Moves `keys` (all in one slot) from the master at `from` to `to` with MIGRATE.
+fn migrate(cluster: &RedisCluster, from: u16, to: u16, keys: &[&str]) {
+    let () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(to)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("AUTH")
+        .arg(PASSWORD)
+        .arg("KEYS")
+        .arg(keys)
+        .query(&mut cluster.client(from))
+        .unwrap();
+}
+
+fn errorstat(cluster: &RedisCluster, port: u16, error: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut cluster.client(port))
+        .unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("errorstat_{error}:count=")))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A split command's sub-commands for one master travel as one run; when the master refuses some of them (a slot
+/// moved behind the gateway's back, a slot being migrated), each refused one follows its own redirect, and the
+/// client gets the merged reply as if nothing had happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
+    let cluster = RedisCluster::start(3, 0, Some(PASSWORD));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
+    switchyard_tests::wait_for_slot_map(gateway.port());
+    let mut client = gateway.client(None).await;
+    let keys: Vec<String> = (0..40).map(|i| format!("run:{i}")).collect();
+    let mut mset = redis::cmd("MSET");
+    for key in &keys {
+        mset.arg(key).arg(format!("v-{key}"));
+    }
+    let () = mset.query_async(&mut client).await.unwrap();
+
+    // Two keys of one master A, in different slots: the first one's slot moves to master B, the second one's
+    // is being migrated to B (its key already there). Every other key keeps its place.
+    let owners = cluster.slot_owners();
+    let a = owners[slot(&keys[0])];
+    let on_a: Vec<&String> = keys.iter().filter(|k| owners[slot(k)] == a).collect();
+    let (moved, asked) = (on_a[0], on_a[1]);
+    assert!(on_a.len() > 2 && slot(moved) != slot(asked), "{on_a:?}");
+    let masters = cluster.masters();
+    let id = |port: u16| masters.iter().find(|m| m.port == port).unwrap().id.clone();
+    let b = masters.iter().find(|m| m.port != a).unwrap().port;
+    set_slot(&cluster, b, slot(moved), &["IMPORTING", &id(a)]);
+    set_slot(&cluster, a, slot(moved), &["MIGRATING", &id(b)]);
+    migrate(&cluster, a, b, &[moved]);
+    for master in &masters {
+        set_slot(&cluster, master.port, slot(moved), &["NODE", &id(b)]);
+    }
+    set_slot(&cluster, b, slot(asked), &["IMPORTING", &id(a)]);
+    set_slot(&cluster, a, slot(asked), &["MIGRATING", &id(b)]);
+    migrate(&cluster, a, b, &[asked]);
+
+    let values: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&keys)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    let expected: Vec<Option<String>> = keys.iter().map(|k| Some(format!("v-{k}"))).collect();
+    assert_eq!(values, expected, "MGET through a MOVED and an ASK");
+    assert!(errorstat(&cluster, a, "MOVED") > 0, "A answered MOVED");
+    assert!(errorstat(&cluster, a, "ASK") > 0, "A answered ASK");
+
+    // A write to the migrating slot lands on B (ASK), the others where they were; every key is then counted once
+    // and deleted once.
+    let elsewhere = keys.iter().find(|k| owners[slot(k)] != a).unwrap();
+    let () = redis::cmd("MSET")
+        .arg(asked)
+        .arg("again")
+        .arg(on_a[2])
+        .arg("still on A")
+        .arg(elsewhere)
+        .arg("elsewhere")
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    let mut on_b = cluster.client(b);
+    let () = redis::cmd("ASKING").query(&mut on_b).unwrap();
+    let value: Option<String> = redis::cmd("GET").arg(asked).query(&mut on_b).unwrap();
+    assert_eq!(value.as_deref(), Some("again"));
+    let values: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(on_a[2])
+        .arg(elsewhere)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    assert_eq!(
+        values,
+        [Some("still on A".into()), Some("elsewhere".into())]
+    );
+    let count: i64 = redis::cmd("EXISTS")
+        .arg(&keys)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    assert_eq!(count, 40);
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 40);
+}

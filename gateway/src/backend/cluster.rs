@@ -9,7 +9,9 @@
 //! Requests carry a [`Redirect`], so a `MOVED`/`ASK`/`TRYAGAIN` error comes back here instead of reaching the
 //! client: `MOVED` fixes the slot in place and resends to the new owner, `ASK` sends `ASKING` plus the request to
 //! the importing node for that one request, `TRYAGAIN` (a multi-key request during a migration) resends after a
-//! short pause. The reply still lands in the client's ordered slot, wherever it finally came from.
+//! short pause. The reply still lands in the client's ordered slot, wherever it finally came from. A run of
+//! requests for one master (a split command's sub-commands) is answered as one piece; when an error is among its
+//! replies, the run is taken apart and each request handled as if it had been sent alone.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -22,7 +24,7 @@ use switchyard_schemas::ReplicaMode;
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
 use crate::reply::{Combine, Redirect, Redirector, ReplyHandle};
-use crate::resp;
+use crate::resp::{self, Limits, RequestDecoder};
 use crate::signal::LocalSignal;
 
 /// Redis Cluster's number of hash slots.
@@ -150,8 +152,8 @@ impl ClusterBackend {
     /// (replies combined) for `Keyspace::Every`.
     pub fn send(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
         match keyspace {
-            Keyspace::Slot(slot) => self.route(Some(slot), raw, reply, affinity, 0),
-            Keyspace::Any => self.route(None, raw, reply, affinity, 0),
+            Keyspace::Slot(slot) => self.route(Some(slot), raw, 1, reply, affinity, 0),
+            Keyspace::Any => self.route(None, raw, 1, reply, affinity, 0),
             Keyspace::Node(index) => {
                 let node = {
                     let map = self.map.borrow();
@@ -255,26 +257,82 @@ impl ClusterBackend {
         Ok(())
     }
 
+    /// Sends `count` requests that `raw` holds back to back, each for a slot that the master of `slot` serves
+    /// (the sub-commands of a split command that one node serves, see `Dispatch::split`): one queue entry, and
+    /// one delivery of their replies. When a reply in the run is an error, the run is taken apart and each
+    /// refused request follows its own redirect (see `split_run`).
+    pub fn send_run(&self, raw: Bytes, slot: u16, count: u32, reply: ReplyHandle, affinity: usize) {
+        self.route(Some(slot), raw, count, reply, affinity, 0);
+    }
+
+    /// The master (its index in the slot map) that serves `slot`, while the map knows it: requests for slots
+    /// with the same master may travel as one run.
+    pub fn master_index(&self, slot: u16) -> Option<u16> {
+        let map = self.map.borrow();
+        map.owner
+            .get(usize::from(slot))
+            .copied()
+            .filter(|&index| index != NO_OWNER)
+    }
+
     fn route(
         &self,
         slot: Option<u16>,
         raw: Bytes,
+        count: u32,
         reply: ReplyHandle,
         affinity: usize,
         attempts: u8,
     ) {
         let Some(me) = self.me.upgrade() else {
-            return reply.deliver(error_reply("ERR the cluster backend is closed"));
+            let closed = error_reply("ERR the cluster backend is closed");
+            return reply.deliver(Bytes::from(closed.repeat(count as usize)));
         };
         let backend = self.node_for(slot);
         let redirect = Redirect {
             via: me,
             raw: raw.clone(),
+            count,
             attempts,
             affinity,
             slot,
         };
-        backend.send(raw, reply.with_redirect(redirect), affinity);
+        backend.send_run(raw, count, reply.with_redirect(redirect), affinity);
+    }
+
+    /// A run whose replies hold an error: each request gets its reply back separately, so that those refused
+    /// with a redirect (or a stale map) can be handled one by one, as if sent alone; the run's reply is then
+    /// put together again, in order.
+    fn split_run(&self, replies: Bytes, handle: ReplyHandle, redirect: Redirect) {
+        let requests: Vec<&[u8]> = resp::each_reply(&redirect.raw).collect();
+        let answers: Vec<&[u8]> = resp::each_reply(&replies).collect();
+        if requests.len() != redirect.count as usize || answers.len() != requests.len() {
+            // A connection answers each request of a run exactly once; anything else is a bug, not a redirect.
+            return handle.deliver(error_reply("ERR unexpected reply from a backend"));
+        }
+        let concat: Combine = Box::new(|parts: Vec<Bytes>| Bytes::from(parts.concat()));
+        let parts = handle.split(requests.len(), concat);
+        for ((request, answer), part) in requests.into_iter().zip(answers).zip(parts) {
+            let answer = replies.slice_ref(answer);
+            if answer.first() != Some(&b'-') {
+                part.deliver(answer);
+                continue;
+            }
+            let request = redirect.raw.slice_ref(request);
+            let slot = first_key_slot(&request);
+            self.on_error(
+                answer,
+                part,
+                Redirect {
+                    via: Rc::clone(&redirect.via),
+                    raw: request,
+                    count: 1,
+                    attempts: redirect.attempts,
+                    affinity: redirect.affinity,
+                    slot,
+                },
+            );
+        }
     }
 
     /// The node for a slot (a read node for `-slaves` resources), or the seed while the slot has no owner.
@@ -456,6 +514,9 @@ pub(super) fn classify(reply: &[u8]) -> ClusterError<'_> {
 
 impl Redirector for ClusterBackend {
     fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
+        if redirect.count > 1 {
+            return self.split_run(reply, handle, redirect);
+        }
         let kind = classify(&reply);
         let redirecting = matches!(
             kind,
@@ -474,10 +535,12 @@ impl Redirector for ClusterBackend {
             attempts,
             affinity,
             slot,
+            ..
         } = redirect;
         let again = |slot| Redirect {
             via: Rc::clone(&via),
             raw: raw.clone(),
+            count: 1,
             attempts: attempts + 1,
             affinity,
             slot,
@@ -508,7 +571,7 @@ impl Redirector for ClusterBackend {
                 let pause = Duration::from_millis(10 << attempts.min(5));
                 tokio::task::spawn_local(async move {
                     tokio::time::sleep(pause).await;
-                    me.route(slot, raw, handle, affinity, attempts + 1);
+                    me.route(slot, raw, 1, handle, affinity, attempts + 1);
                 });
             }
             ClusterError::Stale => {
@@ -641,6 +704,13 @@ fn parse_slots(reply: &Value, answered_by: &str) -> Option<Vec<SlotRange>> {
 pub fn slot_of(key: &[u8]) -> u16 {
     use switchyard_schemas::placement::{crc16, hash_tag};
     crc16(hash_tag(key)) % SLOTS as u16
+}
+
+/// The slot of a request's first argument after its name: the key of the sub-commands a run holds.
+fn first_key_slot(request: &Bytes) -> Option<u16> {
+    let mut decoder = RequestDecoder::new(Limits::default());
+    let frame = decoder.decode(&mut BytesMut::from(&request[..])).ok()??;
+    decoder.arg(&frame, 1).map(slot_of)
 }
 
 #[cfg(test)]

@@ -92,7 +92,7 @@ impl InFlight {
     /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
     fn fail(self, replies: &[u8], answered: u32, error: &Bytes) {
         self.reply
-            .deliver(answered_then(replies, self.count - answered, error));
+            .deliver_run(answered_then(replies, self.count - answered, error), true);
     }
 }
 
@@ -165,7 +165,7 @@ impl BackendConnection {
     /// delivered to `reply` together, exactly once, when the last has arrived.
     pub fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle) {
         if self.shared.status.get() == Status::Down {
-            reply.deliver(answered_then(&[], count, &self.shared.unavailable()));
+            reply.deliver_run(answered_then(&[], count, &self.shared.unavailable()), true);
             return;
         }
         self.shared
@@ -197,7 +197,7 @@ impl Shared {
         for pending in queued {
             pending
                 .reply
-                .deliver(answered_then(&[], pending.count, reply));
+                .deliver_run(answered_then(&[], pending.count, reply), true);
         }
     }
 }
@@ -371,9 +371,10 @@ struct Replies {
     buf: BytesMut,
     scanner: ReplyScanner,
     /// Complete replies at the front of `buf` for the oldest request in flight (a run waits for all of its own),
-    /// and their length.
+    /// their length, and whether one of them is an error reply.
     answered: u32,
     scanned: usize,
+    error: bool,
 }
 
 impl Default for Replies {
@@ -383,6 +384,7 @@ impl Default for Replies {
             scanner: ReplyScanner::default(),
             answered: 0,
             scanned: 0,
+            error: false,
         }
     }
 }
@@ -396,6 +398,7 @@ impl Replies {
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(format!("protocol error: {e}")),
             };
+            self.error |= self.buf.get(self.scanned) == Some(&b'-');
             self.scanned += len;
             self.answered += 1;
             let Some(oldest) = in_flight.front() else {
@@ -408,7 +411,9 @@ impl Replies {
             self.scanned = 0;
             self.answered = 0;
             if let Some(request) = in_flight.pop_front() {
-                request.reply.deliver(reply);
+                request
+                    .reply
+                    .deliver_run(reply, std::mem::take(&mut self.error));
             }
         }
     }

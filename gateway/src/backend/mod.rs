@@ -212,6 +212,11 @@ impl Backend {
         self.connection(affinity).send(raw, reply);
     }
 
+    /// Sends a run of `count` requests (see [`BackendConnection::send_run`]) on the connection `affinity` picks.
+    pub fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle, affinity: usize) {
+        self.connection(affinity).send_run(raw, count, reply);
+    }
+
     /// The connection `affinity` picks.
     pub fn connection(&self, affinity: usize) -> &BackendConnection {
         &self.connections[affinity % self.connections.len()]

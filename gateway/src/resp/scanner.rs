@@ -88,6 +88,19 @@ impl ReplyScanner {
     }
 }
 
+/// The complete replies `buf` holds back to back (the replies to a run of requests, or the requests of a run,
+/// which are RESP arrays too), in order; stops before anything incomplete or malformed.
+pub fn each_reply(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut scanner = ReplyScanner::default();
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        let len = scanner.scan(rest).ok()??;
+        let (reply, after) = rest.split_at(len);
+        rest = after;
+        Some(reply)
+    })
+}
+
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
     let tail = buf.get(from..)?;
     let cr = tail.windows(2).position(|w| w == b"\r\n")?;
@@ -129,6 +142,10 @@ mod tests {
             rest = &rest[len..];
         }
         assert_eq!(scanner.scan(rest).unwrap(), None);
+        let each: Vec<&[u8]> = each_reply(&all).collect();
+        assert_eq!(each, REPLIES);
+        assert_eq!(each_reply(&all[..all.len() - 1]).count(), REPLIES.len() - 1);
+        assert_eq!(each_reply(b"+OK\r\n?\r\n+OK\r\n").count(), 1);
     }
 
     #[test]

@@ -2,11 +2,10 @@
 //! to every write resource, or split by shard and merged back for multi-key commands.
 //!
 //! Against a Redis Cluster resource, a command also carries its keys' hash slot, and a multi-key command is split
-//! by (shard, slot): keys sharing a slot travel together as one sub-command, and the sub-commands for one node
-//! are queued back to back, so they leave in one write.
+//! by (shard, slot): keys sharing a slot travel together as one sub-command, and the sub-commands for one master
+//! travel as one run (one queue entry, one write, one delivery of their replies).
 
 use std::cell::Cell;
-use std::ops::Range;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -42,6 +41,17 @@ struct ResolvedTarget {
 }
 
 impl ResolvedTarget {
+    /// The cluster every read (or every write) of this target goes to, when that is its one resource: split
+    /// sub-commands for one of its masters can then travel as one run.
+    fn only_cluster(&self, write: bool) -> Option<&Rc<ClusterBackend>> {
+        let endpoint = match (write, self.read_policy, &self.read[..], &self.write[..]) {
+            (true, _, _, [endpoint]) => endpoint,
+            (false, _, [endpoint], _) | (false, ReadPolicy::Primary, [endpoint, ..], _) => endpoint,
+            _ => return None,
+        };
+        endpoint.cluster()
+    }
+
     /// Writes whose effect is random would make double-written copies diverge.
     fn double_write_refusal(&self, spec: &CommandSpec, args: &[Bytes]) -> Option<String> {
         (self.write.len() > 1 && spec.random_effect(args)).then(|| {
@@ -99,6 +109,13 @@ impl Endpoint {
 
     fn is_cluster(&self) -> bool {
         self.upstream.as_ref().is_ok_and(Upstream::is_cluster)
+    }
+
+    fn cluster(&self) -> Option<&Rc<ClusterBackend>> {
+        match &self.upstream {
+            Ok(Upstream::Cluster(cluster)) => Some(cluster),
+            _ => None,
+        }
     }
 }
 
@@ -316,12 +333,16 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
 /// Where a key goes: its shard, and its hash slot when that shard's target has a cluster resource.
 pub type Place = (usize, Option<u16>);
 
-/// One sub-command of a split or fanned-out command: where it goes and its bytes.
+/// One sub-command of a split or fanned-out command (or a run of them): where it goes and its bytes.
 struct Part {
     shard: usize,
-    /// The hash slot of its keys, when the shard's target has a cluster resource.
+    /// The hash slot of its keys (of the first sub-command's, for a run), when the shard's target has a cluster
+    /// resource.
     slot: Option<u16>,
     raw: Bytes,
+    /// For the sub-commands that one master of the shard's cluster serves, sent as one run: the cluster, and
+    /// how many sub-commands `raw` holds.
+    run: Option<(Rc<ClusterBackend>, u32)>,
 }
 
 impl Dispatch<'_> {
@@ -443,53 +464,74 @@ impl Dispatch<'_> {
         let Some((mut merge, per_key)) = split_kind(spec.name) else {
             return Err(CROSSSLOT.to_string());
         };
-        // The keys sorted by place, keeping the client's order within each place: each run of one place is a
-        // group, one sub-command. For each key (in the client's order), its group and its index there, which is
-        // also where MGET finds its value in the group's reply.
+        // The keys sorted by place, keeping the client's order within each place: each run of one place is one
+        // sub-command. Where a shard is one cluster, places sort by the master serving the slot first, and the
+        // sub-commands for one master make one part, sent as one run; every other sub-command is a part of its
+        // own. For each key (in the client's order), its part and its index among the part's keys, which is
+        // also where MGET finds its value in the part's replies.
         let count = self.keys.len();
+        let clusters: Vec<Option<&Rc<ClusterBackend>>> = self
+            .route
+            .shards
+            .iter()
+            .map(|target| target.only_cluster(write))
+            .collect();
         let mut sorted: Vec<(u64, usize)> = self
             .places
             .iter()
             .enumerate()
-            .map(|(i, &place)| (place_order(place), i))
-            .collect();
-        sorted.sort_unstable();
-        let mut positions = vec![(0, 0); count];
-        let mut groups: Vec<(Place, Range<usize>)> = Vec::new();
-        for (n, &(_, i)) in sorted.iter().enumerate() {
-            let place = self.places[i];
-            if groups.last().is_none_or(|(last, _)| *last != place) {
-                groups.push((place, n..n));
-            }
-            let group = groups.len() - 1;
-            let range = &mut groups[group].1;
-            positions[i] = (group, range.len());
-            range.end = n + 1;
-        }
-        // Every sub-command is encoded into one buffer and split off it: one allocation for all of them. The
-        // command name, the same in each, is encoded once.
-        let mut name = BytesMut::new();
-        resp::bulk(&mut name, &args[0]);
-        let mut buf =
-            BytesMut::with_capacity(request.raw().len() + groups.len() * (name.len() + 8) + 16);
-        let parts = groups
-            .into_iter()
-            .map(|((shard, slot), range)| {
-                resp::array_header(&mut buf, 1 + range.len() * per_key);
-                buf.extend_from_slice(&name);
-                for &(_, i) in &sorted[range] {
-                    let key = self.keys[i];
-                    for arg in args[key..].iter().take(per_key) {
-                        resp::bulk(&mut buf, arg);
-                    }
-                }
-                Part {
-                    shard,
-                    slot,
-                    raw: buf.split().freeze(),
-                }
+            .map(|(i, &(shard, slot))| {
+                let cluster = clusters.get(shard).copied().flatten();
+                let master = slot.zip(cluster).and_then(|(slot, c)| c.master_index(slot));
+                (place_order(shard, master, slot), i)
             })
             .collect();
+        sorted.sort_unstable();
+        // Every sub-command is encoded into one buffer and each part split off it: one allocation for all of
+        // them. The command name, the same in each, is encoded once.
+        let mut name = BytesMut::new();
+        resp::bulk(&mut name, &args[0]);
+        let mut buf = BytesMut::with_capacity(request.raw().len() + count * (name.len() + 8) + 16);
+        let mut positions = vec![(0, 0); count];
+        let mut parts: Vec<Part> = Vec::new();
+        // The run (shard and master) the last part gathers sub-commands for, and where its keys start in `sorted`.
+        let mut last_run = None;
+        let mut part_start = 0;
+        let mut n = 0;
+        while let Some(&(order, first)) = sorted.get(n) {
+            let keys = sorted[n..].iter().take_while(|(o, _)| *o == order).count();
+            let (shard, slot) = self.places[first];
+            let cluster = clusters[shard].filter(|_| order & NO_MASTER != NO_MASTER);
+            let run = cluster.map(|_| order >> MASTER_SHIFT);
+            if run.is_none() || run != last_run {
+                close_last(&mut parts, &mut buf);
+                parts.push(Part {
+                    shard,
+                    slot,
+                    raw: Bytes::new(),
+                    run: cluster.map(|cluster| (Rc::clone(cluster), 0)),
+                });
+                (last_run, part_start) = (run, n);
+            }
+            let part = parts.len() - 1;
+            if let Some(Part {
+                run: Some((_, sub_commands)),
+                ..
+            }) = parts.last_mut()
+            {
+                *sub_commands += 1;
+            }
+            resp::array_header(&mut buf, 1 + keys * per_key);
+            buf.extend_from_slice(&name);
+            for (m, &(_, i)) in sorted[n..n + keys].iter().enumerate() {
+                positions[i] = (part, n + m - part_start);
+                for arg in args[self.keys[i]..].iter().take(per_key) {
+                    resp::bulk(&mut buf, arg);
+                }
+            }
+            n += keys;
+        }
+        close_last(&mut parts, &mut buf);
         if let Merge::Mget { positions: p } = &mut merge {
             *p = positions;
         }
@@ -516,6 +558,7 @@ impl Dispatch<'_> {
                 shard,
                 slot: None,
                 raw: request.raw().clone(),
+                run: None,
             })
             .collect();
         let per_node = merge.per_node();
@@ -575,7 +618,12 @@ impl Dispatch<'_> {
                 (None, Some(slot)) => Keyspace::Slot(slot),
                 (None, None) => Keyspace::Any,
             };
-            if write {
+            if let (Some((cluster, count)), Some(slot)) = (&part.run, part.slot) {
+                // One resource, so one copy.
+                if let Some(handle) = handles.next() {
+                    cluster.send_run(part.raw, slot, *count, handle, self.affinity);
+                }
+            } else if write {
                 let taken = handles.by_ref().take(copies(target));
                 self.send_write(spec, target, &part.raw, keyspace, taken);
             } else if let Some(handle) = handles.next() {
@@ -658,9 +706,23 @@ impl Dispatch<'_> {
     }
 }
 
-/// A place as one number that sorts by shard, then slot.
-fn place_order((shard, slot): Place) -> u64 {
-    ((shard as u64) << 17) | slot.map_or(1 << 16, u64::from)
+/// Gives the last part the sub-commands encoded into `buf` since the part before it.
+fn close_last(parts: &mut [Part], buf: &mut BytesMut) {
+    if let Some(part) = parts.last_mut() {
+        part.raw = buf.split().freeze();
+    }
+}
+
+/// Where the master sits in a place's order; below it, 17 bits of slot (or no slot).
+const MASTER_SHIFT: u32 = 17;
+/// The master bits of a place whose slot has no known master in one cluster: its sub-command travels alone.
+const NO_MASTER: u64 = 0xffff << MASTER_SHIFT;
+
+/// A place as one number that sorts by shard, then by the master serving the slot (see `split`), then slot.
+fn place_order(shard: usize, master: Option<u16>, slot: Option<u16>) -> u64 {
+    ((shard as u64) << (MASTER_SHIFT + 16))
+        | (master.map_or(0xffff, u64::from) << MASTER_SHIFT)
+        | slot.map_or(1 << 16, u64::from)
 }
 
 /// The arguments a command is placed by: its keys, or a shard channel's name (`SPUBLISH`, `SSUBSCRIBE`), which

@@ -86,8 +86,18 @@ pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
             return Bytes::clone(error);
         }
-        merge_replies(&replies, &merge)
-            .unwrap_or_else(|| error_reply("ERR unexpected reply from a backend"))
+        merge_replies(&replies, &merge).unwrap_or_else(|| {
+            // A reply that does not fit: an error further into a run's replies (looked for only now), or a reply
+            // of the wrong kind.
+            match replies
+                .iter()
+                .flat_map(|r| resp::each_reply(r))
+                .find(|r| is_error(r))
+            {
+                Some(error) => Bytes::copy_from_slice(error),
+                None => error_reply("ERR unexpected reply from a backend"),
+            }
+        })
     })
 }
 
@@ -108,10 +118,20 @@ fn merge_replies(replies: &[&Bytes], merge: &Merge) -> Option<Bytes> {
         Merge::Only | Merge::First | Merge::Keyspace { .. } => {
             return replies.first().map(|r| Bytes::clone(r));
         }
-        Merge::AllOk => resp::simple(&mut out, b"OK"),
+        Merge::AllOk => {
+            // Each part may be a run: every reply in it must be a success.
+            if replies
+                .iter()
+                .flat_map(|r| resp::each_reply(r))
+                .any(is_error)
+            {
+                return None;
+            }
+            resp::simple(&mut out, b"OK");
+        }
         Merge::Sum => {
             let mut total: i64 = 0;
-            for reply in replies {
+            for reply in replies.iter().flat_map(|r| resp::each_reply(r)) {
                 total = total.checked_add(integer(reply)?)?;
             }
             resp::integer(&mut out, total);
@@ -231,27 +251,31 @@ pub(super) fn array_elements(reply: &Bytes) -> Option<Vec<Bytes>> {
     Some(elements.into_iter().map(|e| reply.slice_ref(e)).collect())
 }
 
-/// Appends the raw elements of an array reply to `elements`; returns how many there were.
-/// Appends the elements of `reply`, one complete array reply (as the backend's scanner delimited it), and
-/// returns how many there are.
-fn push_elements<'a>(reply: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<usize> {
-    let header_end = reply.windows(2).position(|w| w == b"\r\n")?;
-    let count = resp::parse_int(reply.strip_prefix(b"*")?.get(..header_end - 1)?)?;
-    let count = usize::try_from(count).unwrap_or(0);
-    let mut offset = header_end + 2;
-    if count == 1 {
-        // The reply is one frame, so its one element is the rest of it (a split MGET's usual part: one key).
-        elements.push(reply.get(offset..).filter(|rest| !rest.is_empty())?);
-        return Some(1);
-    }
-    elements.reserve(count.min(reply.len() / 4)); // every element takes 4 bytes or more
+/// Appends the elements of `replies` to `elements` and returns how many there are: one complete array reply (as
+/// the backend's scanner delimited it), or a run's array replies back to back.
+fn push_elements<'a>(replies: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<usize> {
     let mut scanner = ReplyScanner::default();
-    for _ in 0..count {
-        let len = scanner.scan(reply.get(offset..)?).ok()??;
-        elements.push(reply.get(offset..offset + len)?);
-        offset += len;
+    let mut offset = 0;
+    let mut total = 0;
+    while let Some(reply) = replies.get(offset..).filter(|rest| !rest.is_empty()) {
+        let header_end = reply.windows(2).position(|w| w == b"\r\n")?;
+        let count = resp::parse_int(reply.strip_prefix(b"*")?.get(..header_end - 1)?)?;
+        let count = usize::try_from(count).unwrap_or(0);
+        offset += header_end + 2;
+        elements.reserve(count.min(reply.len() / 4)); // every element takes 4 bytes or more
+        for _ in 0..count {
+            let rest = replies.get(offset..)?;
+            // Most elements are bulk strings (MGET's values), whose length line gives their end.
+            let len = match rest.strip_prefix(b"$").and_then(resp::short_length) {
+                Some((len, line)) => 1 + line + len as usize + 2,
+                None => scanner.scan(rest).ok()??,
+            };
+            elements.push(rest.get(..len)?);
+            offset += len;
+        }
+        total += count;
     }
-    Some(count)
+    Some(total)
 }
 
 #[cfg(test)]
@@ -279,6 +303,37 @@ mod tests {
             &merged[..],
             b"*4\r\n$2\r\nva\r\n$2\r\nvb\r\n$-1\r\n$2\r\nva\r\n"
         );
+    }
+
+    /// A part may be a run: the replies of several sub-commands back to back, each looked at.
+    #[test]
+    fn runs_merge_reply_by_reply() {
+        // keys a b c: a and c on one node (two sub-commands, one run), b on another.
+        let merged = combine(
+            one_each(2),
+            Merge::Mget {
+                positions: vec![(0, 0), (1, 0), (0, 1)],
+            },
+            &[b"*1\r\n$2\r\nva\r\n*1\r\n$-1\r\n", b"*1\r\n$2\r\nvb\r\n"],
+        );
+        assert_eq!(&merged[..], b"*3\r\n$2\r\nva\r\n$2\r\nvb\r\n$-1\r\n");
+        let run: &[u8] = b":1\r\n:0\r\n:2\r\n";
+        assert_eq!(
+            &combine(one_each(2), Merge::Sum, &[run, b":4\r\n"])[..],
+            b":7\r\n"
+        );
+        let failed: &[u8] = b"+OK\r\n-OOM no memory\r\n+OK\r\n";
+        for merge in [Merge::AllOk, Merge::Sum] {
+            assert_eq!(
+                &combine(one_each(2), merge, &[b"+OK\r\n", failed])[..],
+                b"-OOM no memory\r\n"
+            );
+        }
+        let failed: &[u8] = b"*1\r\n$1\r\nx\r\n-ERR gone\r\n";
+        let mget = Merge::Mget {
+            positions: vec![(0, 0), (0, 1)],
+        };
+        assert_eq!(&combine(one_each(1), mget, &[failed])[..], b"-ERR gone\r\n");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use switchyard_schemas::ReplicaMode;
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
 use crate::reply::{Combine, Redirect, Redirector, ReplyHandle};
-use crate::resp::{self, Limits, RequestDecoder};
+use crate::resp;
 use crate::signal::LocalSignal;
 
 /// Redis Cluster's number of hash slots.
@@ -706,11 +706,14 @@ pub fn slot_of(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) % SLOTS as u16
 }
 
-/// The slot of a request's first argument after its name: the key of the sub-commands a run holds.
-fn first_key_slot(request: &Bytes) -> Option<u16> {
-    let mut decoder = RequestDecoder::new(Limits::default());
-    let frame = decoder.decode(&mut BytesMut::from(&request[..])).ok()??;
-    decoder.arg(&frame, 1).map(slot_of)
+/// The slot of a request's first argument after its name: the key of the sub-commands a run holds. Read with the
+/// reply scanner (a request is an array of bulk strings), not the request decoder, which stays inlined where
+/// clients' requests are decoded.
+fn first_key_slot(request: &[u8]) -> Option<u16> {
+    let elements = request.get(request.iter().position(|&b| b == b'\n')? + 1..)?;
+    let key = resp::each_reply(elements).nth(1)?; // `$len\r\nkey\r\n`
+    let start = key.iter().position(|&b| b == b'\n')? + 1;
+    key.get(start..key.len().checked_sub(2)?).map(slot_of)
 }
 
 #[cfg(test)]
@@ -781,6 +784,14 @@ mod tests {
             let value = Value::parse(&Bytes::from_static(bad)).unwrap();
             assert_eq!(parse_slots(&value, "h:1"), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_sub_command_is_placed_by_its_first_key() {
+        let request = b"*3\r\n$3\r\nDEL\r\n$3\r\nfoo\r\n$3\r\n{a}\r\n";
+        assert_eq!(first_key_slot(request), Some(slot_of(b"foo")));
+        assert_eq!(first_key_slot(b"*1\r\n$4\r\nPING\r\n"), None);
+        assert_eq!(first_key_slot(b"*2\r\n$3\r\nGET\r\n$3\r\nfo"), None);
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub fn parse_int(bytes: &[u8]) -> Option<i64> {
 /// the number and the length of the line with its CRLF, or `None` for anything else (a sign, a longer or
 /// malformed number, a line not fully arrived), which callers then read the general way, with `parse_int`. Every
 /// request argument and every bulk reply starts with such a line.
-#[inline]
+#[inline(always)]
 pub fn short_length(line: &[u8]) -> Option<(i64, usize)> {
     let mut value: i64 = 0;
     let mut digits = 0;

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::backend::cluster::slot_of;
-use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, Upstream};
+use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{DetachedWrites, ReplyQueue};
@@ -82,17 +82,6 @@ pub(crate) struct Session {
     stateful: stateful::Stateful,
 }
 
-/// Where `Session::direct` sends a request: into the run for a node (and its double-write copies), or to a
-/// cluster with its key's slot.
-enum Forward {
-    Node {
-        backend: Rc<Backend>,
-        copies: Option<Rc<[WriteCopy]>>,
-        command: &'static str,
-    },
-    Cluster(Rc<ClusterBackend>, u16),
-}
-
 /// Requests read together that go to one backend connection one after the other: their frames are adjacent in
 /// the input buffer, so they are joined back into one piece, sent with one queue entry and answered by one
 /// delivery of all their replies, into one reply slot. This is what makes pipelines cheap.
@@ -100,13 +89,54 @@ struct Run {
     replies: Rc<ReplyQueue>,
     started: Instant,
     affinity: usize,
-    backend: Option<Rc<Backend>>,
-    /// The double-write copies every request of the run also goes to (writes only: a read ends such a run).
-    copies: Option<Rc<[WriteCopy]>>,
+    to: Option<RunTarget>,
     /// The run's command, for the log of a failed copy ("several commands" when they differ).
     command: &'static str,
     raw: BytesMut,
     count: u32,
+}
+
+/// Where a run goes.
+enum RunTarget {
+    /// A node, and the double-write copies every request of the run also goes to (writes only: a read ends such
+    /// a run).
+    Node {
+        backend: Rc<Backend>,
+        copies: Option<Rc<[WriteCopy]>>,
+    },
+    /// The master of a cluster that serves `slot`, the slot of the run's first request; `master` is its index in
+    /// the slot map, shared by every request of the run (a request whose master is unknown travels alone).
+    Cluster {
+        cluster: Rc<ClusterBackend>,
+        slot: u16,
+        master: Option<u16>,
+    },
+}
+
+impl RunTarget {
+    /// Whether a request for `other` may join a run for `self`.
+    fn joins(&self, other: &RunTarget) -> bool {
+        match (self, other) {
+            (
+                RunTarget::Node { backend, copies },
+                RunTarget::Node {
+                    backend: other,
+                    copies: other_copies,
+                },
+            ) => Rc::ptr_eq(backend, other) && copies.is_some() == other_copies.is_some(),
+            (
+                RunTarget::Cluster {
+                    cluster, master, ..
+                },
+                RunTarget::Cluster {
+                    cluster: other,
+                    master: other_master,
+                    ..
+                },
+            ) => Rc::ptr_eq(cluster, other) && master.is_some() && master == other_master,
+            _ => false,
+        }
+    }
 }
 
 impl Run {
@@ -115,25 +145,16 @@ impl Run {
             replies: Rc::clone(replies),
             started,
             affinity,
-            backend: None,
-            copies: None,
+            to: None,
             command: "",
             raw: BytesMut::new(),
             count: 0,
         }
     }
 
-    /// Adds a request for `backend` (and `copies`); a run that goes elsewhere is sent first.
-    fn push(
-        &mut self,
-        backend: Rc<Backend>,
-        copies: Option<Rc<[WriteCopy]>>,
-        command: &'static str,
-        frame: Frame,
-    ) {
-        if self.backend.as_ref().is_some_and(|current| {
-            !Rc::ptr_eq(current, &backend) || self.copies.is_some() != copies.is_some()
-        }) {
+    /// Adds a request for `to`; a run that goes elsewhere is sent first.
+    fn push(&mut self, to: RunTarget, command: &'static str, frame: Frame) {
+        if self.to.as_ref().is_some_and(|current| !current.joins(&to)) {
             self.send();
         }
         self.command = match self.count {
@@ -141,28 +162,35 @@ impl Run {
             _ if std::ptr::eq(self.command, command) => command, // names are the table's own strings
             _ => "several commands",
         };
-        self.backend = Some(backend);
-        self.copies = copies;
+        if self.count == 0 {
+            self.to = Some(to);
+        }
         self.raw.unsplit(frame.0); // no copy: the frames are adjacent
         self.count += 1;
     }
 
-    /// Sends the run, if there is one: to its node, then to each double-write copy in the background. Whatever
-    /// is dispatched after it gets a later reply slot.
+    /// Sends the run, if there is one: to its node, then to each double-write copy in the background (or to its
+    /// cluster master, which resends what a redirect refuses). Whatever is dispatched after it gets a later reply
+    /// slot.
     fn send(&mut self) {
-        let Some(backend) = self.backend.take() else {
+        let Some(to) = self.to.take() else {
             return;
         };
         let count = std::mem::take(&mut self.count);
         let raw = std::mem::take(&mut self.raw).freeze();
         let reply = self.replies.reserve_run(self.started, count);
-        backend
-            .connection(self.affinity)
-            .send_run(raw.clone(), count, reply);
-        for copy in self.copies.take().iter().flat_map(|copies| copies.iter()) {
-            if let Some(handle) = copy.writes.admit_run(self.command, count) {
-                let connection = copy.node.connection(self.affinity);
-                connection.send_run(raw.clone(), count, handle);
+        match to {
+            RunTarget::Node { backend, copies } => {
+                backend.send_run(raw.clone(), count, reply, self.affinity);
+                for copy in copies.iter().flat_map(|copies| copies.iter()) {
+                    if let Some(handle) = copy.writes.admit_run(self.command, count) {
+                        copy.node
+                            .send_run(raw.clone(), count, handle, self.affinity);
+                    }
+                }
+            }
+            RunTarget::Cluster { cluster, slot, .. } => {
+                cluster.send_run(raw, slot, count, reply, self.affinity);
             }
         }
     }
@@ -343,23 +371,9 @@ impl Session {
         loop {
             match decoder.decode(input) {
                 Ok(Some(frame)) => {
-                    match self.direct(decoder, &frame) {
-                        Some(Forward::Node {
-                            backend,
-                            copies,
-                            command,
-                        }) => {
-                            run.push(backend, copies, command, frame);
-                            continue;
-                        }
-                        Some(Forward::Cluster(cluster, slot)) => {
-                            run.send();
-                            let reply = self.replies.reserve(now);
-                            let raw = frame.0.freeze();
-                            cluster.send(raw, Keyspace::Slot(slot), reply, self.info.id as usize);
-                            continue;
-                        }
-                        None => {}
+                    if let Some((to, command)) = self.direct(decoder, &frame) {
+                        run.push(to, command, frame);
+                        continue;
                     }
                     run.send();
                     let authenticated = self.tenant.is_some();
@@ -395,8 +409,9 @@ impl Session {
     /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
     /// resource for reads, one for writes), the session holds no state (transaction, subscription...), and the
     /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
-    /// Everything else takes `dispatch`, which would send such a request to the same place.
-    fn direct(&self, decoder: &RequestDecoder, frame: &Frame) -> Option<Forward> {
+    /// Everything else takes `dispatch`, which would send such a request to the same place. Returns the run the
+    /// request joins, and its command.
+    fn direct(&self, decoder: &RequestDecoder, frame: &Frame) -> Option<(RunTarget, &'static str)> {
         let view = self.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
@@ -422,25 +437,28 @@ impl Session {
         if copies.is_some() && spec.has(flag::NONDETERMINISTIC) {
             return None;
         }
-        let forward = match target {
-            Direct::Node(backend) => Forward::Node {
+        let to = match target {
+            Direct::Node(backend) => RunTarget::Node {
                 backend: Rc::clone(backend),
                 copies,
-                command: spec.name,
             },
             // Until a sentinel names the master, `dispatch` holds the request for it.
-            Direct::Master(sentinel) => Forward::Node {
+            Direct::Master(sentinel) => RunTarget::Node {
                 backend: sentinel.known_master()?,
                 copies,
-                command: spec.name,
             },
             Direct::Cluster(cluster) if spec.key_is_first_argument() => {
-                Forward::Cluster(Rc::clone(cluster), slot_of(decoder.arg(frame, 1)?))
+                let slot = slot_of(decoder.arg(frame, 1)?);
+                RunTarget::Cluster {
+                    master: cluster.master_index(slot),
+                    cluster: Rc::clone(cluster),
+                    slot,
+                }
             }
             Direct::Cluster(_) => return None,
         };
         view.tenant.metrics.commands.add(spec.name);
-        Some(forward)
+        Some((to, spec.name))
     }
 
     fn dispatch(&mut self, request: Request, started: Instant) {

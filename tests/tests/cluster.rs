@@ -540,9 +540,9 @@ fn errorstat(cluster: &RedisCluster, port: u16, error: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A split command's sub-commands for one master travel as one run; when the master refuses some of them (a slot
-/// moved behind the gateway's back, a slot being migrated), each refused one follows its own redirect, and the
-/// client gets the merged reply as if nothing had happened.
+/// A split command's sub-commands for one master travel as one run, and so do pipelined commands for one master;
+/// when the master refuses some of them (a slot moved behind the gateway's back, a slot being migrated), each
+/// refused one follows its own redirect, and the client gets its replies as if nothing had happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
     let cluster = RedisCluster::start(3, 0, Some(PASSWORD));
@@ -576,13 +576,22 @@ async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
     set_slot(&cluster, a, slot(asked), &["MIGRATING", &id(b)]);
     migrate(&cluster, a, b, &[asked]);
 
+    // Pipelined commands for one master travel as one run too: here four, two of them refused.
+    let pipelined = [on_a[2], moved, asked, on_a[2]];
+    let mut pipe = redis::pipe();
+    for key in pipelined {
+        pipe.get(key);
+    }
+    let values: Vec<String> = pipe.query_async(&mut client).await.unwrap();
+    let expected: Vec<String> = pipelined.iter().map(|k| format!("v-{k}")).collect();
+    assert_eq!(values, expected, "a pipeline through a MOVED and an ASK");
     let values: Vec<Option<String>> = redis::cmd("MGET")
         .arg(&keys)
         .query_async(&mut client)
         .await
         .unwrap();
     let expected: Vec<Option<String>> = keys.iter().map(|k| Some(format!("v-{k}"))).collect();
-    assert_eq!(values, expected, "MGET through a MOVED and an ASK");
+    assert_eq!(values, expected, "MGET through an ASK");
     assert!(errorstat(&cluster, a, "MOVED") > 0, "A answered MOVED");
     assert!(errorstat(&cluster, a, "ASK") > 0, "A answered ASK");
 

@@ -120,18 +120,23 @@ SCENARIOS = {
 }
 
 
+def bindable(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def free_ports(base, count):
-    """Ports that nothing listens on now. Binding (not connecting) is the test: it also catches bound-but-idle."""
+    """Ports that nothing listens on now, each with its cluster bus port (port + 10000) free too, since any of them
+    may become a cluster node. Binding (not connecting) is the test: it also catches bound-but-idle."""
     found = []
     port = base
-    while len(found) < count and port < 65536:
-        if port not in (6379, 6380, 6381):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                    found.append(port)
-                except OSError:
-                    pass
+    while len(found) < count and port + 10000 < 65536:
+        if port not in (6379, 6380, 6381) and bindable(port) and bindable(port + 10000):
+            found.append(port)
         port += 1
     if len(found) < count:
         sys.exit(f"bench.py: fewer than {count} free ports from {base}")

@@ -108,10 +108,6 @@ impl Upstream {
         }
     }
 
-    pub fn is_cluster(&self) -> bool {
-        matches!(self, Upstream::Cluster(_))
-    }
-
     /// The node a dedicated connection for `slot` (`None`: keyless) goes to: the node itself, the sentinel
     /// set's master (replica modes aside: blocking commands, transactions and subscriptions want the master), or
     /// the cluster master owning the slot (slot 0's for keyless commands).

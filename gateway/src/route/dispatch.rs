@@ -44,12 +44,19 @@ impl ResolvedTarget {
     /// The cluster every read (or every write) of this target goes to, when that is its one resource: split
     /// sub-commands for one of its masters can then travel as one run.
     fn only_cluster(&self, write: bool) -> Option<&Rc<ClusterBackend>> {
-        let endpoint = match (write, self.read_policy, &self.read[..], &self.write[..]) {
-            (true, _, _, [endpoint]) => endpoint,
-            (false, _, [endpoint], _) | (false, ReadPolicy::Primary, [endpoint, ..], _) => endpoint,
-            _ => return None,
-        };
-        endpoint.cluster()
+        match (write, &self.write[..]) {
+            (true, [endpoint]) => endpoint.cluster(),
+            (true, _) => None,
+            (false, _) => self.only_read()?.cluster(),
+        }
+    }
+
+    /// The resource every read goes to, when `Dispatch::pick_read` has no choice to make.
+    fn only_read(&self) -> Option<&Endpoint> {
+        match (self.read_policy, &self.read[..]) {
+            (_, [read]) | (ReadPolicy::Primary, [read, ..]) => Some(read),
+            _ => None,
+        }
     }
 
     /// Writes whose effect is random would make double-written copies diverge.
@@ -107,10 +114,6 @@ impl Endpoint {
         self.upstream.as_ref().is_ok_and(Upstream::is_healthy)
     }
 
-    fn is_cluster(&self) -> bool {
-        self.upstream.as_ref().is_ok_and(Upstream::is_cluster)
-    }
-
     fn cluster(&self) -> Option<&Rc<ClusterBackend>> {
         match &self.upstream {
             Ok(Upstream::Cluster(cluster)) => Some(cluster),
@@ -149,7 +152,10 @@ impl ResolvedRoute {
                 .map(|(i, r)| endpoint(r, i > 0))
                 .collect();
             ResolvedTarget {
-                clustered: read.iter().chain(write.iter()).any(Endpoint::is_cluster),
+                clustered: read
+                    .iter()
+                    .chain(write.iter())
+                    .any(|e| e.cluster().is_some()),
                 read,
                 read_policy: t.read_policy,
                 write,
@@ -186,11 +192,7 @@ impl ResolvedRoute {
                 _ => None,
             })
             .collect::<Option<Rc<[WriteCopy]>>>()?;
-        // Where `Dispatch::pick_read` sends every read.
-        let read = match (target.read_policy, &target.read[..]) {
-            (_, [read]) | (ReadPolicy::Primary, [read, ..]) => read,
-            _ => return None,
-        };
+        let read = target.only_read()?;
         let direct = |endpoint: &Endpoint| match &endpoint.upstream {
             Ok(Upstream::Node(node)) => Some(Direct::Node(Rc::clone(node))),
             Ok(Upstream::Sentinel(sentinel, None)) => Some(Direct::Master(Rc::clone(sentinel))),

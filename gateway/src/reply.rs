@@ -55,6 +55,8 @@ enum Slot {
         parts: Vec<Option<Bytes>>,
         missing: usize,
         combine: Option<Combine>,
+        /// How many requests the combined reply answers.
+        count: u32,
     },
     Ready {
         reply: Bytes,
@@ -154,11 +156,13 @@ impl ReplyQueue {
         )
     }
 
-    /// Opens a slot answered by `parts` backend replies, put together by `combine` once all have arrived.
+    /// Opens a slot for `count` requests (one, or a pipeline's run over several nodes) answered by `parts`
+    /// backend replies, put together by `combine` once all have arrived.
     pub fn reserve_parts(
         self: &Rc<Self>,
         started: Instant,
         parts: usize,
+        count: u32,
         combine: Combine,
     ) -> Vec<ReplyHandle> {
         let first = self.push(
@@ -167,6 +171,7 @@ impl ReplyQueue {
                 parts: vec![None; parts],
                 missing: parts,
                 combine: Some(combine),
+                count,
             },
             0,
         );
@@ -262,6 +267,7 @@ impl ReplyQueue {
                 parts,
                 missing,
                 combine,
+                count,
             } => {
                 if let Some(entry) = parts.get_mut(part).filter(|entry| entry.is_none()) {
                     *entry = Some(reply);
@@ -273,7 +279,7 @@ impl ReplyQueue {
                             .iter_mut()
                             .map(|p| p.take().unwrap_or_default())
                             .collect();
-                        Some((combine(replies), *started, 1))
+                        Some((combine(replies), *started, *count))
                     }
                     (_, combine_back) => {
                         *combine = combine_back;

@@ -16,7 +16,7 @@ use crate::backend::cluster::slot_of;
 use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
-use crate::reply::{DetachedWrites, ReplyQueue};
+use crate::reply::{Combine, DetachedWrites, ReplyQueue};
 use crate::resp::{self, Frame, Request, RequestDecoder};
 use crate::route::{
     Direct, DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant,
@@ -85,16 +85,46 @@ pub(crate) struct Session {
 /// Requests read together that go to one backend connection one after the other: their frames are adjacent in
 /// the input buffer, so they are joined back into one piece, sent with one queue entry and answered by one
 /// delivery of all their replies, into one reply slot. This is what makes pipelines cheap.
+///
+/// On a cluster route the requests of a pipeline go to several masters: the run then keeps one lane per master
+/// (each sent as a run of its own), notes which lane each request went to, and puts the lanes' replies back in
+/// request order in one reply slot (see `interleave`).
 struct Run {
     replies: Rc<ReplyQueue>,
     started: Instant,
     affinity: usize,
+    /// The first request's target: the first lane's.
     to: Option<RunTarget>,
     /// The run's command, for the log of a failed copy ("several commands" when they differ).
     command: &'static str,
+    /// Requests in the run, in every lane.
+    count: u32,
+    /// The first lane's requests.
+    raw: BytesMut,
+    first: u32,
+    /// Lanes for other cluster masters, and which lane (0 the first) each request is in; both empty while every
+    /// request is in the first lane.
+    more: Vec<Lane>,
+    order: Vec<u8>,
+    /// The size of the input the run is read from, which sizes the lanes' buffers: each starts with half of it
+    /// (within limits), so that copying frames into lanes seldom grows them.
+    input: usize,
+}
+
+/// The requests of a cluster run for one more master.
+struct Lane {
+    master: u16,
+    /// The slot of the lane's first request.
+    slot: u16,
     raw: BytesMut,
     count: u32,
 }
+
+/// Most lanes a run keeps (on a cluster with more masters, a request for yet another master starts a new run).
+const MAX_LANES: usize = 16;
+
+/// Bounds of a lane's initial buffer.
+const LANE_CAPACITY: std::ops::RangeInclusive<usize> = 64..=64 * 1024;
 
 /// Where a run goes.
 enum RunTarget {
@@ -104,8 +134,8 @@ enum RunTarget {
         backend: Rc<Backend>,
         copies: Option<Rc<[WriteCopy]>>,
     },
-    /// The master of a cluster that serves `slot`, the slot of the run's first request; `master` is its index in
-    /// the slot map, shared by every request of the run (a request whose master is unknown travels alone).
+    /// The master of a cluster that serves `slot`; `master` is its index in the slot map (a request whose
+    /// master is unknown travels alone).
     Cluster {
         cluster: Rc<ClusterBackend>,
         slot: u16,
@@ -113,74 +143,131 @@ enum RunTarget {
     },
 }
 
-impl RunTarget {
-    /// Whether a request for `other` may join a run for `self`.
-    fn joins(&self, other: &RunTarget) -> bool {
-        match (self, other) {
-            (
-                RunTarget::Node { backend, copies },
-                RunTarget::Node {
-                    backend: other,
-                    copies: other_copies,
-                },
-            ) => Rc::ptr_eq(backend, other) && copies.is_some() == other_copies.is_some(),
-            (
-                RunTarget::Cluster {
-                    cluster, master, ..
-                },
-                RunTarget::Cluster {
-                    cluster: other,
-                    master: other_master,
-                    ..
-                },
-            ) => Rc::ptr_eq(cluster, other) && master.is_some() && master == other_master,
-            _ => false,
-        }
-    }
-}
-
 impl Run {
-    fn new(replies: &Rc<ReplyQueue>, started: Instant, affinity: usize) -> Run {
+    /// A run of requests read from `input`.
+    fn new(replies: &Rc<ReplyQueue>, started: Instant, affinity: usize, input: usize) -> Run {
         Run {
             replies: Rc::clone(replies),
             started,
             affinity,
             to: None,
             command: "",
-            raw: BytesMut::new(),
             count: 0,
+            raw: BytesMut::new(),
+            first: 0,
+            more: Vec::new(),
+            order: Vec::new(),
+            input,
         }
     }
 
     /// Adds a request for `to`; a run that goes elsewhere is sent first.
     fn push(&mut self, to: RunTarget, command: &'static str, frame: Frame) {
-        if self.to.as_ref().is_some_and(|current| !current.joins(&to)) {
-            self.send();
-        }
+        let lane = match self.lane_for(&to) {
+            Some(lane) => lane,
+            None => {
+                self.send();
+                self.to = Some(to);
+                0
+            }
+        };
         self.command = match self.count {
             0 => command,
             _ if std::ptr::eq(self.command, command) => command, // names are the table's own strings
             _ => "several commands",
         };
-        if self.count == 0 {
-            self.to = Some(to);
-        }
-        self.raw.unsplit(frame.0); // no copy: the frames are adjacent
         self.count += 1;
+        let alone = self.more.is_empty();
+        match lane.checked_sub(1).and_then(|i| self.more.get_mut(i)) {
+            Some(lane) => {
+                lane.raw.extend_from_slice(&frame.0);
+                lane.count += 1;
+            }
+            // No copy while the first lane is the only one: its frames are adjacent.
+            None if alone => {
+                self.raw.unsplit(frame.0);
+                self.first += 1;
+            }
+            None => {
+                self.raw.extend_from_slice(&frame.0);
+                self.first += 1;
+            }
+        }
+        if !self.more.is_empty() {
+            self.order.push(lane as u8);
+        }
     }
 
-    /// Sends the run, if there is one: to its node, then to each double-write copy in the background (or to its
-    /// cluster master, which resends what a redirect refuses). Whatever is dispatched after it gets a later reply
-    /// slot.
+    /// The lane a request for `to` joins in this run (opening one if need be), or `None` if it cannot join.
+    fn lane_for(&mut self, to: &RunTarget) -> Option<usize> {
+        match (self.to.as_ref()?, to) {
+            (
+                RunTarget::Node { backend, copies },
+                RunTarget::Node {
+                    backend: other,
+                    copies: other_copies,
+                },
+            ) => (Rc::ptr_eq(backend, other) && copies.is_some() == other_copies.is_some())
+                .then_some(0),
+            (
+                RunTarget::Cluster {
+                    cluster,
+                    master: Some(first),
+                    ..
+                },
+                RunTarget::Cluster {
+                    cluster: other,
+                    master: Some(master),
+                    slot,
+                },
+            ) if Rc::ptr_eq(cluster, other) => {
+                if master == first {
+                    return Some(0);
+                }
+                if let Some(i) = self.more.iter().position(|lane| lane.master == *master) {
+                    return Some(i + 1);
+                }
+                if self.more.len() + 1 == MAX_LANES {
+                    return None;
+                }
+                if self.more.is_empty() {
+                    // A request takes 16 bytes at the least.
+                    self.order = Vec::with_capacity(self.input / 16);
+                    self.order.resize(self.count as usize, 0);
+                    // The first lane's frames stop being adjacent: from now on they are copied.
+                    let mut own = BytesMut::with_capacity(self.lane_capacity());
+                    own.extend_from_slice(&self.raw);
+                    self.raw = own;
+                }
+                self.more.push(Lane {
+                    master: *master,
+                    slot: *slot,
+                    raw: BytesMut::with_capacity(self.lane_capacity()),
+                    count: 0,
+                });
+                Some(self.more.len())
+            }
+            _ => None,
+        }
+    }
+
+    fn lane_capacity(&self) -> usize {
+        (self.input / 2).clamp(*LANE_CAPACITY.start(), *LANE_CAPACITY.end())
+    }
+
+    /// Sends the run, if there is one: to its node, then to each double-write copy in the background (or each
+    /// lane to its cluster master, which resends what a redirect refuses). Whatever is dispatched after it gets a
+    /// later reply slot.
     fn send(&mut self) {
         let Some(to) = self.to.take() else {
             return;
         };
         let count = std::mem::take(&mut self.count);
+        let first = std::mem::take(&mut self.first);
         let raw = std::mem::take(&mut self.raw).freeze();
-        let reply = self.replies.reserve_run(self.started, count);
         match to {
             RunTarget::Node { backend, copies } => {
+                let reply = self.replies.reserve_run(self.started, count);
                 backend.send_run(raw.clone(), count, reply, self.affinity);
                 for copy in copies.iter().flat_map(|copies| copies.iter()) {
                     if let Some(handle) = copy.writes.admit_run(self.command, count) {
@@ -189,11 +276,53 @@ impl Run {
                     }
                 }
             }
-            RunTarget::Cluster { cluster, slot, .. } => {
+            RunTarget::Cluster { cluster, slot, .. } if self.more.is_empty() => {
+                let reply = self.replies.reserve_run(self.started, count);
                 cluster.send_run(raw, slot, count, reply, self.affinity);
+            }
+            RunTarget::Cluster { cluster, slot, .. } => {
+                let more = std::mem::take(&mut self.more);
+                let order = std::mem::take(&mut self.order);
+                let replies = self.replies.reserve_parts(
+                    self.started,
+                    1 + more.len(),
+                    count,
+                    interleave(order),
+                );
+                let lanes = std::iter::once((raw, slot, first)).chain(
+                    more.into_iter()
+                        .map(|lane| (lane.raw.freeze(), lane.slot, lane.count)),
+                );
+                for ((raw, slot, count), reply) in lanes.zip(replies) {
+                    cluster.send_run(raw, slot, count, reply, self.affinity);
+                }
             }
         }
     }
+}
+
+/// Puts the replies of a cluster run's lanes back in request order: `order[i]` is the lane of request `i`, and
+/// each lane's replies come in the order of its requests.
+fn interleave(order: Vec<u8>) -> Combine {
+    Box::new(move |lanes: Vec<Bytes>| {
+        let mut read = vec![0; lanes.len()];
+        let mut out = BytesMut::with_capacity(lanes.iter().map(Bytes::len).sum());
+        for &lane in &order {
+            let lane = usize::from(lane);
+            let next = lanes
+                .get(lane)
+                .zip(read.get_mut(lane))
+                .and_then(|(replies, at)| {
+                    let reply = replies.get(*at..)?;
+                    let len = resp::reply_len(reply)?;
+                    *at += len;
+                    reply.get(..len)
+                });
+            // Every backend path answers each request of a run; the error is only a guard.
+            out.extend_from_slice(next.unwrap_or(b"-ERR missing reply from a backend\r\n"));
+        }
+        out.freeze()
+    })
 }
 
 /// Whether the session forwards `spec` untouched on a direct route (see `Session::direct`): not answered by the
@@ -367,7 +496,7 @@ impl Session {
         let limits = gateway.config.limits;
         // One clock read per batch: per command it shows in profiles of pipelined clients.
         let now = Instant::now();
-        let mut run = Run::new(&self.replies, now, self.info.id as usize);
+        let mut run = Run::new(&self.replies, now, self.info.id as usize, input.len());
         loop {
             match decoder.decode(input) {
                 Ok(Some(frame)) => {

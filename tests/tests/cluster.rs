@@ -585,6 +585,25 @@ async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
     let values: Vec<String> = pipe.query_async(&mut client).await.unwrap();
     let expected: Vec<String> = pipelined.iter().map(|k| format!("v-{k}")).collect();
     assert_eq!(values, expected, "a pipeline through a MOVED and an ASK");
+    // A pipeline over every master: one lane per master, the redirected keys inside A's, and replies of two
+    // shapes that must come back in request order.
+    let mut pipe = redis::pipe();
+    for key in &keys {
+        pipe.get(key).strlen(key);
+    }
+    let replies: Vec<redis::Value> = pipe.query_async(&mut client).await.unwrap();
+    let expected: Vec<redis::Value> = keys
+        .iter()
+        .flat_map(|key| {
+            let value = format!("v-{key}");
+            let len = value.len() as i64;
+            [
+                redis::Value::BulkString(value.into_bytes()),
+                redis::Value::Int(len),
+            ]
+        })
+        .collect();
+    assert_eq!(replies, expected, "a pipeline over three masters");
     let values: Vec<Option<String>> = redis::cmd("MGET")
         .arg(&keys)
         .query_async(&mut client)

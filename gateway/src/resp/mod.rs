@@ -12,7 +12,7 @@ mod scanner;
 pub use decoder::{Frame, Limits, Request, RequestDecoder};
 pub use encode::*;
 pub use error::ProtocolError;
-pub use scanner::{ReplyScanner, each_reply};
+pub use scanner::{ReplyScanner, each_reply, reply_len};
 
 /// Parses an integer the way Redis' `string2ll` does: optional `-`, digits, no `+`, no spaces, no leading zeros
 /// (so `-0` is refused), the whole `i64` range.

@@ -1,6 +1,6 @@
 //! The reply boundary scanner: finds where one backend reply ends without decoding it, for RESP2 and RESP3.
 
-use super::{ProtocolError, parse_int};
+use super::{ProtocolError, parse_int, short_length};
 
 /// Finds the end of the reply at the front of a buffer. Resumable: a reply that arrives over many reads is
 /// scanned once, the scanner remembering how far it got and how many elements each open aggregate still needs.
@@ -20,6 +20,18 @@ impl ReplyScanner {
             let Some(&kind) = buf.get(self.pos) else {
                 return Ok(None);
             };
+            // The common case first: a bulk string whose length line is plain digits (`short_length`).
+            if let (b'$', Some((len, used))) = (kind, short_length(&buf[self.pos + 1..])) {
+                let end = self.pos + 1 + used + len as usize + 2;
+                if buf.len() < end {
+                    return Ok(None);
+                }
+                self.pos = end;
+                if let Some(len) = self.close_element() {
+                    return Ok(Some(len));
+                }
+                continue;
+            }
             let Some(line_end) = find_crlf(buf, self.pos + 1) else {
                 return Ok(None);
             };
@@ -67,21 +79,28 @@ impl ReplyScanner {
                 self.open.push(children);
                 continue;
             }
-            // One element finished: close every aggregate it completes.
-            loop {
-                match self.open.last_mut() {
-                    None => {
-                        let len = self.pos;
-                        self.pos = 0;
-                        return Ok(Some(len));
+            if let Some(len) = self.close_element() {
+                return Ok(Some(len));
+            }
+        }
+    }
+
+    /// One element finished: closes every aggregate it completes, and returns the reply's length when that was
+    /// the whole reply.
+    fn close_element(&mut self) -> Option<usize> {
+        loop {
+            match self.open.last_mut() {
+                None => {
+                    let len = self.pos;
+                    self.pos = 0;
+                    return Some(len);
+                }
+                Some(remaining) => {
+                    *remaining -= 1;
+                    if *remaining > 0 {
+                        return None;
                     }
-                    Some(remaining) => {
-                        *remaining -= 1;
-                        if *remaining > 0 {
-                            break;
-                        }
-                        self.open.pop();
-                    }
+                    self.open.pop();
                 }
             }
         }
@@ -91,14 +110,26 @@ impl ReplyScanner {
 /// The complete replies `buf` holds back to back (the replies to a run of requests, or the requests of a run,
 /// which are RESP arrays too), in order; stops before anything incomplete or malformed.
 pub fn each_reply(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut scanner = ReplyScanner::default();
     let mut rest = buf;
     std::iter::from_fn(move || {
-        let len = scanner.scan(rest).ok()??;
+        let len = reply_len(rest)?;
         let (reply, after) = rest.split_at(len);
         rest = after;
         Some(reply)
     })
+}
+
+/// The length of the complete reply at the front of `buf`, if there is one. A bulk string, the most common reply,
+/// is measured without a scanner.
+#[inline]
+pub fn reply_len(buf: &[u8]) -> Option<usize> {
+    if let [b'$', line @ ..] = buf
+        && let Some((len, used)) = short_length(line)
+    {
+        let end = 1 + used + len as usize + 2;
+        return (buf.len() >= end).then_some(end);
+    }
+    ReplyScanner::default().scan(buf).ok()?
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {

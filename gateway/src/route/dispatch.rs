@@ -425,7 +425,7 @@ impl Dispatch<'_> {
             };
             let handles =
                 self.replies
-                    .reserve_parts(started, parts, combiner(vec![group], Merge::Only));
+                    .reserve_parts(started, parts, 1, combiner(vec![group], Merge::Only));
             self.send_write(spec, target, request.raw(), keyspace, handles);
         }
         Ok(())
@@ -611,7 +611,7 @@ impl Dispatch<'_> {
         }
         let mut handles = self
             .replies
-            .reserve_parts(started, total, combiner(groups, merge))
+            .reserve_parts(started, total, 1, combiner(groups, merge))
             .into_iter();
         for part in parts {
             let target = &self.route.shards[part.shard];

@@ -101,14 +101,18 @@ struct Run {
     count: u32,
     /// The first lane's requests.
     raw: BytesMut,
-    first: u32,
-    /// Lanes for other cluster masters, and which lane (0 the first) each request is in; both empty while every
-    /// request is in the first lane.
-    more: Vec<Lane>,
-    order: Vec<u8>,
+    /// The other lanes, once a request goes to a second master.
+    lanes: Option<Box<Lanes>>,
     /// The size of the input the run is read from, which sizes the lanes' buffers: each starts with half of it
     /// (within limits), so that copying frames into lanes seldom grows them.
     input: usize,
+}
+
+/// The lanes of a cluster run beyond the first, and the lane (0 the first) of every request.
+struct Lanes {
+    first: u32,
+    more: Vec<Lane>,
+    order: Vec<u8>,
 }
 
 /// The requests of a cluster run for one more master.
@@ -154,9 +158,7 @@ impl Run {
             command: "",
             count: 0,
             raw: BytesMut::new(),
-            first: 0,
-            more: Vec::new(),
-            order: Vec::new(),
+            lanes: None,
             input,
         }
     }
@@ -177,24 +179,21 @@ impl Run {
             _ => "several commands",
         };
         self.count += 1;
-        let alone = self.more.is_empty();
-        match lane.checked_sub(1).and_then(|i| self.more.get_mut(i)) {
-            Some(lane) => {
-                lane.raw.extend_from_slice(&frame.0);
-                lane.count += 1;
+        match self.lanes.as_deref_mut() {
+            None => self.raw.unsplit(frame.0), // no copy: the frames are adjacent
+            Some(lanes) => {
+                match lane.checked_sub(1).and_then(|i| lanes.more.get_mut(i)) {
+                    Some(other) => {
+                        other.raw.extend_from_slice(&frame.0);
+                        other.count += 1;
+                    }
+                    None => {
+                        self.raw.extend_from_slice(&frame.0);
+                        lanes.first += 1;
+                    }
+                }
+                lanes.order.push(lane as u8);
             }
-            // No copy while the first lane is the only one: its frames are adjacent.
-            None if alone => {
-                self.raw.unsplit(frame.0);
-                self.first += 1;
-            }
-            None => {
-                self.raw.extend_from_slice(&frame.0);
-                self.first += 1;
-            }
-        }
-        if !self.more.is_empty() {
-            self.order.push(lane as u8);
         }
     }
 
@@ -224,35 +223,42 @@ impl Run {
                 if master == first {
                     return Some(0);
                 }
-                if let Some(i) = self.more.iter().position(|lane| lane.master == *master) {
-                    return Some(i + 1);
-                }
-                if self.more.len() + 1 == MAX_LANES {
-                    return None;
-                }
-                if self.more.is_empty() {
-                    // A request takes 16 bytes at the least.
-                    self.order = Vec::with_capacity(self.input / 16);
-                    self.order.resize(self.count as usize, 0);
-                    // The first lane's frames stop being adjacent: from now on they are copied.
-                    let mut own = BytesMut::with_capacity(self.lane_capacity());
-                    own.extend_from_slice(&self.raw);
-                    self.raw = own;
-                }
-                self.more.push(Lane {
-                    master: *master,
-                    slot: *slot,
-                    raw: BytesMut::with_capacity(self.lane_capacity()),
-                    count: 0,
-                });
-                Some(self.more.len())
+                self.other_lane(*master, *slot)
             }
             _ => None,
         }
     }
 
-    fn lane_capacity(&self) -> usize {
-        (self.input / 2).clamp(*LANE_CAPACITY.start(), *LANE_CAPACITY.end())
+    /// The lane for `master`, not the first lane's, opening one (the first time, the run's lanes) if need be.
+    fn other_lane(&mut self, master: u16, slot: u16) -> Option<usize> {
+        let capacity = (self.input / 2).clamp(*LANE_CAPACITY.start(), *LANE_CAPACITY.end());
+        let lanes = self.lanes.get_or_insert_with(|| {
+            // From now on the first lane's frames are not adjacent: they are copied too.
+            let mut own = BytesMut::with_capacity(capacity);
+            own.extend_from_slice(&self.raw);
+            self.raw = own;
+            // A request takes 16 bytes at the least.
+            let mut order = Vec::with_capacity(self.input / 16);
+            order.resize(self.count as usize, 0);
+            Box::new(Lanes {
+                first: self.count,
+                more: Vec::new(),
+                order,
+            })
+        });
+        if let Some(i) = lanes.more.iter().position(|lane| lane.master == master) {
+            return Some(i + 1);
+        }
+        if lanes.more.len() + 1 == MAX_LANES {
+            return None;
+        }
+        lanes.more.push(Lane {
+            master,
+            slot,
+            raw: BytesMut::with_capacity(capacity),
+            count: 0,
+        });
+        Some(lanes.more.len())
     }
 
     /// Sends the run, if there is one: to its node, then to each double-write copy in the background (or each
@@ -263,10 +269,9 @@ impl Run {
             return;
         };
         let count = std::mem::take(&mut self.count);
-        let first = std::mem::take(&mut self.first);
         let raw = std::mem::take(&mut self.raw).freeze();
-        match to {
-            RunTarget::Node { backend, copies } => {
+        match (to, self.lanes.take()) {
+            (RunTarget::Node { backend, copies }, _) => {
                 let reply = self.replies.reserve_run(self.started, count);
                 backend.send_run(raw.clone(), count, reply, self.affinity);
                 for copy in copies.iter().flat_map(|copies| copies.iter()) {
@@ -276,27 +281,34 @@ impl Run {
                     }
                 }
             }
-            RunTarget::Cluster { cluster, slot, .. } if self.more.is_empty() => {
+            (RunTarget::Cluster { cluster, slot, .. }, None) => {
                 let reply = self.replies.reserve_run(self.started, count);
                 cluster.send_run(raw, slot, count, reply, self.affinity);
             }
-            RunTarget::Cluster { cluster, slot, .. } => {
-                let more = std::mem::take(&mut self.more);
-                let order = std::mem::take(&mut self.order);
-                let replies = self.replies.reserve_parts(
-                    self.started,
-                    1 + more.len(),
-                    count,
-                    interleave(order),
-                );
-                let lanes = std::iter::once((raw, slot, first)).chain(
-                    more.into_iter()
-                        .map(|lane| (lane.raw.freeze(), lane.slot, lane.count)),
-                );
-                for ((raw, slot, count), reply) in lanes.zip(replies) {
-                    cluster.send_run(raw, slot, count, reply, self.affinity);
-                }
+            (RunTarget::Cluster { cluster, slot, .. }, Some(lanes)) => {
+                self.send_lanes(&cluster, (raw, slot), count, *lanes);
             }
+        }
+    }
+
+    /// Sends each lane of a cluster run to its master, into one reply slot for all `count` requests.
+    #[inline(never)] // keeps the common path of `send` small
+    fn send_lanes(&self, cluster: &ClusterBackend, first: (Bytes, u16), count: u32, lanes: Lanes) {
+        let Lanes {
+            first: first_count,
+            more,
+            order,
+        } = lanes;
+        let replies =
+            self.replies
+                .reserve_parts(self.started, 1 + more.len(), count, interleave(order));
+        let (raw, slot) = first;
+        let lanes = std::iter::once((raw, slot, first_count)).chain(
+            more.into_iter()
+                .map(|lane| (lane.raw.freeze(), lane.slot, lane.count)),
+        );
+        for ((raw, slot, count), reply) in lanes.zip(replies) {
+            cluster.send_run(raw, slot, count, reply, self.affinity);
         }
     }
 }

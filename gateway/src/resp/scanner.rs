@@ -20,13 +20,31 @@ impl ReplyScanner {
             let Some(&kind) = buf.get(self.pos) else {
                 return Ok(None);
             };
-            // The common case first: a bulk string whose length line is plain digits (`short_length`).
-            if let (b'$', Some((len, used))) = (kind, short_length(&buf[self.pos + 1..])) {
-                let end = self.pos + 1 + used + len as usize + 2;
-                if buf.len() < end {
-                    return Ok(None);
+            // The common cases first, read without looking for the line's end: a bulk string or an array whose
+            // length is plain digits (`short_length`), and a nil bulk string (a missing key).
+            let rest = &buf[self.pos + 1..];
+            let fast = match kind {
+                b'$' if rest.starts_with(b"-1\r\n") => Some((-1, 4)),
+                b'$' | b'*' => short_length(rest),
+                _ => None,
+            };
+            if let Some((len, used)) = fast {
+                let after_line = self.pos + 1 + used;
+                match (kind, len) {
+                    (b'*', 1..) => {
+                        self.pos = after_line;
+                        self.open.push(len as u64);
+                        continue;
+                    }
+                    (b'*', _) | (_, -1) => self.pos = after_line,
+                    _ => {
+                        let end = after_line + len as usize + 2;
+                        if buf.len() < end {
+                            return Ok(None);
+                        }
+                        self.pos = end;
+                    }
                 }
-                self.pos = end;
                 if let Some(len) = self.close_element() {
                     return Ok(Some(len));
                 }
@@ -153,6 +171,7 @@ mod tests {
         b"*-1\r\n",
         b"*0\r\n",
         b"*3\r\n:1\r\n*2\r\n$1\r\na\r\n*0\r\n+x\r\n",
+        b"*12\r\n$12\r\nhello world!\r\n$-1\r\n*0\r\n$0\r\n\r\n*1\r\n$2\r\nab\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n",
         b"%2\r\n+a\r\n:1\r\n+b\r\n~2\r\n#t\r\n,1.5\r\n",
         b"|1\r\n+ttl\r\n:3\r\n$1\r\nv\r\n",
         b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nm\r\n",

@@ -258,10 +258,16 @@ fn push_elements<'a>(replies: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<
     let mut offset = 0;
     let mut total = 0;
     while let Some(reply) = replies.get(offset..).filter(|rest| !rest.is_empty()) {
-        let header_end = reply.windows(2).position(|w| w == b"\r\n")?;
-        let count = resp::parse_int(reply.strip_prefix(b"*")?.get(..header_end - 1)?)?;
+        let (count, header) = match reply.strip_prefix(b"*").and_then(resp::short_length) {
+            Some((count, line)) => (count, 1 + line),
+            None => {
+                let header_end = reply.windows(2).position(|w| w == b"\r\n")?;
+                let count = resp::parse_int(reply.strip_prefix(b"*")?.get(..header_end - 1)?)?;
+                (count, header_end + 2)
+            }
+        };
         let count = usize::try_from(count).unwrap_or(0);
-        offset += header_end + 2;
+        offset += header;
         elements.reserve(count.min(reply.len() / 4)); // every element takes 4 bytes or more
         for _ in 0..count {
             let rest = replies.get(offset..)?;

@@ -127,6 +127,10 @@ struct Lane {
 /// Most lanes a run keeps (on a cluster with more masters, a request for yet another master starts a new run).
 const MAX_LANES: usize = 16;
 
+/// Most requests in one run: a run's replies are delivered, and written to the client, only once all are in, so
+/// a long pipeline is answered run after run rather than all at once.
+const MAX_RUN: u32 = 1024;
+
 /// Bounds of a lane's initial buffer.
 const LANE_CAPACITY: std::ops::RangeInclusive<usize> = 64..=64 * 1024;
 
@@ -199,6 +203,9 @@ impl Run {
 
     /// The lane a request for `to` joins in this run (opening one if need be), or `None` if it cannot join.
     fn lane_for(&mut self, to: &RunTarget) -> Option<usize> {
+        if self.count == MAX_RUN {
+            return None;
+        }
         match (self.to.as_ref()?, to) {
             (
                 RunTarget::Node { backend, copies },

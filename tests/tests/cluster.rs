@@ -604,6 +604,19 @@ async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
         })
         .collect();
     assert_eq!(replies, expected, "a pipeline over three masters");
+    // A pipeline longer than a run: answered run after run, in order.
+    let mut pipe = redis::pipe();
+    for key in keys.iter().cycle().take(5000) {
+        pipe.get(key);
+    }
+    let values: Vec<String> = pipe.query_async(&mut client).await.unwrap();
+    let expected: Vec<String> = keys
+        .iter()
+        .cycle()
+        .take(5000)
+        .map(|k| format!("v-{k}"))
+        .collect();
+    assert_eq!(values, expected, "a long pipeline over three masters");
     let values: Vec<Option<String>> = redis::cmd("MGET")
         .arg(&keys)
         .query_async(&mut client)

@@ -256,7 +256,8 @@ impl Default for CommandCounters {
 }
 
 impl CommandCounters {
-    pub fn add(&self, name: &'static str) {
+    /// Counts `count` more `name` commands.
+    pub fn add(&self, name: &'static str, count: u64) {
         let key = name.as_ptr() as usize;
         let mut slot = (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) % COMMAND_SLOTS;
         for _ in 0..COMMAND_SLOTS {
@@ -274,7 +275,7 @@ impl CommandCounters {
                     })
             {
                 let _ = self.names[slot].set(name);
-                self.counts[slot].fetch_add(1, Ordering::Relaxed);
+                self.counts[slot].fetch_add(count, Ordering::Relaxed);
                 return;
             }
             slot = (slot + 1) % COMMAND_SLOTS;

@@ -78,6 +78,9 @@ pub(crate) struct Session {
     /// State of the random read-resource choice.
     random: Cell<u64>,
     commands: cmd::LookupCache,
+    /// Commands forwarded on the direct path and not yet added to the tenant's counters, all of one name: a
+    /// pipeline of one command updates the shared counter once per read, not once per command.
+    uncounted: Cell<(&'static str, u64)>,
     /// Dedicated connections and the state they serve (blocking commands, transactions, subscriptions).
     stateful: stateful::Stateful,
 }
@@ -409,6 +412,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
         commands: cmd::LookupCache::new(forwarded_verbatim),
+        uncounted: Cell::new(("", 0)),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         stateful: stateful::Stateful::default(),
     };
@@ -524,6 +528,7 @@ impl Session {
                         continue;
                     }
                     run.send();
+                    self.count_commands(); // `dispatch` may change the tenant
                     let authenticated = self.tenant.is_some();
                     self.dispatch(decoder.request(frame), now);
                     if self.tenant.is_some() != authenticated {
@@ -552,6 +557,7 @@ impl Session {
             }
         }
         run.send();
+        self.count_commands();
     }
 
     /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
@@ -605,8 +611,23 @@ impl Session {
             }
             Direct::Cluster(_) => return None,
         };
-        view.tenant.metrics.commands.add(spec.name);
+        match self.uncounted.get() {
+            (name, count) if std::ptr::eq(name, spec.name) => {
+                self.uncounted.set((name, count + 1));
+            }
+            _ => {
+                self.count_commands();
+                self.uncounted.set((spec.name, 1));
+            }
+        }
         Some((to, spec.name))
+    }
+
+    /// Adds the commands the direct path forwarded since the last call to the tenant's counters.
+    fn count_commands(&self) {
+        if let ((name, count @ 1..), Some(view)) = (self.uncounted.replace(("", 0)), &self.tenant) {
+            view.tenant.metrics.commands.add(name, count);
+        }
     }
 
     fn dispatch(&mut self, request: Request, started: Instant) {
@@ -643,7 +664,7 @@ impl Session {
             self.stateful.parked = Some(request);
             return;
         }
-        view.tenant.metrics.commands.add(spec.name);
+        view.tenant.metrics.commands.add(spec.name, 1);
         if let Some(interval) = view.tenant.ops_interval
             && !view.tenant.metrics.rate.admit(started, interval)
         {

@@ -417,12 +417,21 @@ fn admin_endpoints_and_graceful_shutdown() {
     assert_eq!(gateway.admin_get("/readyz").0, 200);
     let mut client = authed(&gateway);
     client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    // A pipeline counts each of its commands, whatever their order.
+    client.roundtrip(
+        b"GET k\r\nGET k\r\nSET k w\r\nGET k\r\nPING\r\nGET k\r\n",
+        b"$1\r\nv\r\n$1\r\nv\r\n+OK\r\n$1\r\nw\r\n+PONG\r\n$1\r\nw\r\n",
+    );
     let (status, metrics) = gateway.admin_get("/metrics");
     assert_eq!(status, 200);
-    assert!(
-        metrics.contains("switchyard_commands_total{tenant=\"demo\",command=\"set\"} 1"),
-        "{metrics}"
-    );
+    for (command, count) in [("set", 2), ("get", 4), ("ping", 1)] {
+        assert!(
+            metrics.contains(&format!(
+                "switchyard_commands_total{{tenant=\"demo\",command=\"{command}\"}} {count}\n"
+            )),
+            "{command}: {metrics}"
+        );
+    }
     assert!(
         metrics.contains(&format!(
             "switchyard_backend_connections_up{{backend=\"127.0.0.1:{}\"}} 1",

@@ -1,6 +1,6 @@
 //! Redis Cluster behind the gateway, with real processes: keys on their owning nodes, multi-key commands split by
 //! slot, replica reads, a double-write from a standalone Redis onto a cluster, live resharding under load, a master
-//! failover, and a redirect loop cut short. The cluster nodes require a password
+//! failover, a redirect loop cut short, and a pipeline over the masters while one of them is down. The cluster nodes require a password
 //! (and the gateway reaches them as an ACL user in the first test).
 
 use std::collections::HashMap;
@@ -666,4 +666,66 @@ async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
         .await
         .unwrap();
     assert_eq!(deleted, 40);
+}
+
+/// A pipeline over three masters, one of them down: each command gets its own answer in request order, the value
+/// from a live master and a clear error for the dead one's keys.
+#[test]
+fn a_pipeline_over_masters_answers_in_order_when_one_master_is_down() {
+    let mut cluster = RedisCluster::start(3, 0, None);
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
+    switchyard_tests::wait_for_slot_map(gateway.port());
+    let mut client = RawClient::connect(gateway.port());
+    let keys: Vec<String> = (0..60).map(|i| format!("down:{i}")).collect();
+    for key in &keys {
+        assert_eq!(
+            client.request(&[b"SET", key.as_bytes(), key.as_bytes()]),
+            b"+OK\r\n"
+        );
+    }
+    // The live masters keep serving their slots while one master is gone (no failover: no replicas).
+    for master in cluster.masters() {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("cluster-require-full-coverage")
+            .arg("no")
+            .query(&mut cluster.client(master.port))
+            .unwrap();
+    }
+    let owners = cluster.slot_owners();
+    let dead = owners[slot(&keys[0])];
+    cluster.kill(dead);
+    let down = format!("-ERR backend 127.0.0.1:{dead} ");
+    switchyard_tests::wait_for(
+        "the gateway to see the master down",
+        Duration::from_secs(10),
+        || {
+            client
+                .request(&[b"GET", keys[0].as_bytes()])
+                .starts_with(down.as_bytes())
+        },
+    );
+
+    // One write, so that the gateway reads the whole pipeline at once.
+    let pipeline: String = keys
+        .iter()
+        .map(|key| format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len()))
+        .collect();
+    client.send(pipeline.as_bytes());
+    for key in &keys {
+        let reply = client.read_reply();
+        if owners[slot(key)] == dead {
+            assert!(
+                reply.starts_with(down.as_bytes()),
+                "{key}: {}",
+                String::from_utf8_lossy(&reply)
+            );
+        } else {
+            assert_eq!(
+                reply,
+                format!("${}\r\n{key}\r\n", key.len()).as_bytes(),
+                "{key}"
+            );
+        }
+    }
 }

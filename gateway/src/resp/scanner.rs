@@ -137,8 +137,8 @@ pub fn each_reply(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-/// The length of the complete reply at the front of `buf`, if there is one. A bulk string, the most common reply,
-/// is measured without a scanner.
+/// The length of the complete reply at the front of `buf`, if there is one. A bulk string, the most common reply
+/// (and element of an MGET reply), is measured here without a call into the scanner.
 #[inline]
 pub fn reply_len(buf: &[u8]) -> Option<usize> {
     if let [b'$', line @ ..] = buf

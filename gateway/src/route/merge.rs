@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use switchyard_schemas::AckMode;
 
 use crate::reply::Combine;
-use crate::resp::{self, ReplyScanner};
+use crate::resp;
 
 /// The parts of a request that one shard's write set (or read) produced: primary first.
 pub struct Group {
@@ -254,7 +254,6 @@ pub(super) fn array_elements(reply: &Bytes) -> Option<Vec<Bytes>> {
 /// Appends the elements of `replies` to `elements` and returns how many there are: one complete array reply (as
 /// the backend's scanner delimited it), or a run's array replies back to back.
 fn push_elements<'a>(replies: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<usize> {
-    let mut scanner = ReplyScanner::default();
     let mut offset = 0;
     let mut total = 0;
     while let Some(reply) = replies.get(offset..).filter(|rest| !rest.is_empty()) {
@@ -271,11 +270,7 @@ fn push_elements<'a>(replies: &'a [u8], elements: &mut Vec<&'a [u8]>) -> Option<
         elements.reserve(count.min(reply.len() / 4)); // every element takes 4 bytes or more
         for _ in 0..count {
             let rest = replies.get(offset..)?;
-            // Most elements are bulk strings (MGET's values), whose length line gives their end.
-            let len = match rest.strip_prefix(b"$").and_then(resp::short_length) {
-                Some((len, line)) => 1 + line + len as usize + 2,
-                None => scanner.scan(rest).ok()??,
-            };
+            let len = resp::reply_len(rest)?;
             elements.push(rest.get(..len)?);
             offset += len;
         }

@@ -71,6 +71,23 @@ pub struct ReplyHandle {
     to: Destination,
     /// Set for requests a backend may have to resend (Redis Cluster redirects): error replies go there first.
     redirect: Option<Redirect>,
+    /// Who the backend runs the request as; it travels with the handle, so that a redirected script is resent
+    /// as the same user.
+    run_as: RunAs,
+    /// The request is a script that a cluster resends after `ASK`: `ASKING` goes between its `AUTH`s.
+    asking: bool,
+}
+
+/// Who a backend runs a request as (see `backend::identity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunAs {
+    /// The gateway user: every request that is not a script.
+    #[default]
+    Gateway,
+    /// A non-admin tenant's script or function: the restricted script user.
+    TenantScript,
+    /// An admin tenant's script or function: the resource's own user.
+    AdminScript,
 }
 
 enum Destination {
@@ -304,7 +321,32 @@ impl ReplyQueue {
 
 impl ReplyHandle {
     fn new(to: Destination) -> ReplyHandle {
-        ReplyHandle { to, redirect: None }
+        ReplyHandle {
+            to,
+            redirect: None,
+            run_as: RunAs::Gateway,
+            asking: false,
+        }
+    }
+
+    /// The same handle, for a request the backend runs as `run_as`.
+    pub fn running_as(mut self, run_as: RunAs) -> ReplyHandle {
+        self.run_as = run_as;
+        self
+    }
+
+    pub fn run_as(&self) -> RunAs {
+        self.run_as
+    }
+
+    /// The same handle, for a script that must follow `ASKING` (see [`ReplyHandle::asking`]).
+    pub fn after_asking(mut self) -> ReplyHandle {
+        self.asking = true;
+        self
+    }
+
+    pub fn asking(&self) -> bool {
+        self.asking
     }
 
     /// A handle whose reply is dropped.
@@ -315,8 +357,8 @@ impl ReplyHandle {
     /// The same destination, with error replies going through `redirect.via` first.
     pub fn with_redirect(self, redirect: Redirect) -> ReplyHandle {
         ReplyHandle {
-            to: self.to,
             redirect: Some(redirect),
+            ..self
         }
     }
 
@@ -352,7 +394,8 @@ impl ReplyHandle {
     pub fn deliver_run(self, replies: Bytes, error: bool) {
         if let (Some(redirect), true) = (self.redirect, error) {
             let via = Rc::clone(&redirect.via);
-            return via.on_error(replies, ReplyHandle::new(self.to), redirect);
+            let handle = ReplyHandle::new(self.to).running_as(self.run_as);
+            return via.on_error(replies, handle, redirect);
         }
         match self.to {
             Destination::Slot { queue, seq, part } => queue.fill(seq, part, replies),

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::backend::cluster::slot_of;
-use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream};
+use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream, identity};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::reply::{Combine, DetachedWrites, ReplyQueue};
@@ -353,6 +353,7 @@ fn interleave(order: Vec<u8>) -> Combine {
 fn forwarded_verbatim(spec: &CommandSpec) -> bool {
     // Answered by the gateway (`local_command`, `info`), or refused or rewritten on some routes (`database_refusal`,
     // `Dispatch::forward`'s FLUSHALL); container commands (`|`) are never remembered by the lookup cache anyway.
+    // Scripts run as another ACL user than the requests around them (see `identity`).
     const SPECIAL: &[&str] = &[
         "ping",
         "echo",
@@ -371,6 +372,7 @@ fn forwarded_verbatim(spec: &CommandSpec) -> bool {
     ];
     !SPECIAL.contains(&spec.name)
         && !spec.name.contains('|')
+        && !identity::is_script(spec)
         && !stateful::may_be_stateful(spec)
         && refusal(spec, false).is_none()
 }
@@ -701,6 +703,7 @@ impl Session {
             random: &self.random,
             keys: &mut self.keys,
             places: &mut self.places,
+            admin: view.tenant.allow_admin,
         };
         let sent = match spec.name {
             "info" => info(

@@ -23,7 +23,7 @@ use switchyard_schemas::ReplicaMode;
 
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
-use crate::reply::{Combine, Redirect, Redirector, ReplyHandle};
+use crate::reply::{Combine, Redirect, Redirector, ReplyHandle, RunAs};
 use crate::resp;
 use crate::signal::LocalSignal;
 
@@ -559,9 +559,16 @@ impl Redirector for ClusterBackend {
             }
             ClusterError::Ask { addr } => {
                 tracing::debug!(?slot, %addr, "cluster: ASK");
-                // ASKING and the request go out back to back on the same connection, as the protocol requires.
+                // ASKING and the request go out back to back on the same connection, as the protocol requires;
+                // a script's ASKING goes after the AUTH that precedes it (see `identity`).
                 let backend = self.node_at(addr);
-                backend.send(asking(), ReplyHandle::discard(), affinity);
+                let handle = match handle.run_as() {
+                    RunAs::Gateway => {
+                        backend.send(asking(), ReplyHandle::discard(), affinity);
+                        handle
+                    }
+                    _ => handle.after_asking(),
+                };
                 backend.send(raw.clone(), handle.with_redirect(again(slot)), affinity);
             }
             ClusterError::TryAgain => {

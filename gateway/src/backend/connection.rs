@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::identity::{self, RunAs};
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, ReplyScanner};
@@ -45,6 +46,8 @@ pub enum NodeRole {
     Master,
     /// A cluster replica serving reads: `READONLY` on connect.
     ClusterReplica,
+    /// A sentinel process: no database, no ACL users of the gateway's (see `identity`).
+    Sentinel,
 }
 
 impl std::fmt::Debug for NodeSpec {
@@ -84,15 +87,23 @@ struct Pending {
 
 struct InFlight {
     reply: ReplyHandle,
+    /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
     count: u32,
+    /// For a script: how many replies before its own (`AUTH`, and `ASKING` after a cluster's `ASK`), which are
+    /// the gateway's and not delivered, like the last one (see `identity`).
+    wrapped: Option<u32>,
     deadline: Instant,
 }
 
 impl InFlight {
     /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
     fn fail(self, replies: &[u8], answered: u32, error: &Bytes) {
-        self.reply
-            .deliver_run(answered_then(replies, self.count - answered, error), true);
+        let reply = match self.wrapped {
+            // A script is one request: it gets the error, whatever its `AUTH`s got.
+            Some(_) => error.clone(),
+            None => answered_then(replies, self.count - answered, error),
+        };
+        self.reply.deliver_run(reply, true);
     }
 }
 
@@ -120,6 +131,33 @@ struct Shared {
     /// Set when the last handle is gone: the task finishes what is in flight and exits.
     closed: Cell<bool>,
     metrics: Arc<BackendMetrics>,
+    /// The `AUTH`s that switch the connection to each user (see `identity`), made once.
+    auth: Auths,
+}
+
+/// The `AUTH` commands of one node's users.
+struct Auths {
+    gateway: Bytes,
+    tenant_script: Bytes,
+    admin_script: Bytes,
+}
+
+impl Auths {
+    fn new(node: &NodeSpec) -> Auths {
+        Auths {
+            gateway: identity::auth_command(node, RunAs::Gateway),
+            tenant_script: identity::auth_command(node, RunAs::TenantScript),
+            admin_script: identity::auth_command(node, RunAs::AdminScript),
+        }
+    }
+
+    fn of(&self, run_as: RunAs) -> &Bytes {
+        match run_as {
+            RunAs::Gateway => &self.gateway,
+            RunAs::TenantScript => &self.tenant_script,
+            RunAs::AdminScript => &self.admin_script,
+        }
+    }
 }
 
 /// A handle to the connection; dropping the last one drains and closes it.
@@ -135,6 +173,7 @@ impl BackendConnection {
         metrics: Arc<BackendMetrics>,
     ) -> BackendConnection {
         let shared = Rc::new(Shared {
+            auth: Auths::new(&node),
             node,
             settings,
             queue: RefCell::new(VecDeque::new()),
@@ -268,7 +307,9 @@ async fn run(shared: Rc<Shared>) {
     }
 }
 
-/// Connects and runs the handshake: AUTH, SELECT and READONLY must answer `+OK`, ROLE must say `master`.
+/// Connects and runs the handshake: AUTH with the resource's credentials, the gateway's ACL users (see
+/// `identity`), SELECT, READONLY or ROLE, then AUTH as the gateway user. Every step must answer `+OK`, and ROLE
+/// must say `master`.
 pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
     let mut stream = TcpStream::connect(&node.addr).await?;
     stream.set_nodelay(true)?;
@@ -284,6 +325,11 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
         }
         expected.push(b"+OK\r\n");
     }
+    let data_node = node.role != NodeRole::Sentinel;
+    if data_node {
+        identity::setup_commands(node, &mut handshake);
+        expected.extend([&b"+OK\r\n"[..]; 2]);
+    }
     if node.db != 0 {
         resp::command(
             &mut handshake,
@@ -292,7 +338,7 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
         expected.push(b"+OK\r\n");
     }
     match node.role {
-        NodeRole::Any => {}
+        NodeRole::Any | NodeRole::Sentinel => {}
         NodeRole::ClusterReplica => {
             resp::command(&mut handshake, &[&b"READONLY"[..]]);
             expected.push(b"+OK\r\n");
@@ -301,6 +347,10 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
             resp::command(&mut handshake, &[&b"ROLE"[..]]);
             expected.push(ROLE_MASTER);
         }
+    }
+    if data_node {
+        handshake.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
+        expected.push(b"+OK\r\n");
     }
     if expected.is_empty() {
         return Ok(stream);
@@ -329,6 +379,42 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
     }
     Ok(stream)
 }
+
+/// `ASKING`, which a script redirected by `ASK` needs right before it, after its `AUTH`.
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
+/// A script's own reply out of the replies to `AUTH`, [`ASKING`,] the script and `AUTH` (`lead`: how many come
+/// before the script's), and whether the connection is back as the gateway user (`Err`: it is not, and must
+/// close). A script whose first `AUTH` failed ran as the gateway user, which may not run scripts: it gets an
+/// error that says why.
+fn unwrap_script(replies: &Bytes, lead: u32, node: &str) -> (Bytes, Result<(), String>) {
+    let parts: Vec<&[u8]> = resp::each_reply(replies).collect();
+    let (Some(first), Some(script), Some(last)) = (
+        parts.first(),
+        parts.get(lead as usize),
+        parts.get(lead as usize + 1),
+    ) else {
+        let error = "protocol error: a script's replies are missing".to_string();
+        return (error_reply(&format!("ERR backend {node} {error}")), Err(error));
+    };
+    let switched_back = match *last {
+        OK => Ok(()),
+        other => Err(format!(
+            "could not switch back to the gateway's ACL user after a script: {}",
+            String::from_utf8_lossy(other).trim_end()
+        )),
+    };
+    let reply = match *first {
+        OK => replies.slice_ref(script),
+        other => error_reply(&format!(
+            "ERR backend {node} cannot run scripts: AUTH as its script user failed ({})",
+            String::from_utf8_lossy(other).trim_start_matches('-').trim_end()
+        )),
+    };
+    (reply, switched_back)
+}
+
+const OK: &[u8] = b"+OK\r\n";
 
 /// How a master's `ROLE` reply starts.
 const ROLE_MASTER: &[u8] = b"*3\r\n$6\r\nmaster\r\n";
@@ -391,7 +477,7 @@ impl Default for Replies {
 
 impl Replies {
     /// Delivers every request in flight whose replies are all in.
-    fn deliver(&mut self, in_flight: &mut VecDeque<InFlight>) -> Result<(), String> {
+    fn deliver(&mut self, in_flight: &mut VecDeque<InFlight>, node: &str) -> Result<(), String> {
         loop {
             let len = match self.scanner.scan(&self.buf[self.scanned..]) {
                 Ok(Some(len)) => len,
@@ -410,10 +496,19 @@ impl Replies {
             let reply = self.buf.split_to(self.scanned).freeze();
             self.scanned = 0;
             self.answered = 0;
-            if let Some(request) = in_flight.pop_front() {
-                request
-                    .reply
-                    .deliver_run(reply, std::mem::take(&mut self.error));
+            let error = std::mem::take(&mut self.error);
+            let Some(request) = in_flight.pop_front() else {
+                continue;
+            };
+            match request.wrapped {
+                None => request.reply.deliver_run(reply, error),
+                Some(lead) => {
+                    let (reply, switched_back) = unwrap_script(&reply, lead, node);
+                    let error = reply.first() == Some(&b'-');
+                    request.reply.deliver_run(reply, error);
+                    // Anything after it would run as the script's user: the connection is not the gateway's.
+                    switched_back?;
+                }
             }
         }
     }
@@ -440,10 +535,29 @@ async fn pipeline(
         if !batch.is_empty() {
             let deadline = Instant::now() + timeout;
             for pending in batch.drain(..) {
-                write_buf.extend_from_slice(&pending.raw);
+                let (count, wrapped) = match pending.reply.run_as() {
+                    RunAs::Gateway => {
+                        write_buf.extend_from_slice(&pending.raw);
+                        (pending.count, None)
+                    }
+                    // A script, between the AUTHs that make it run as its user and back (see `identity`).
+                    run_as => {
+                        write_buf.extend_from_slice(shared.auth.of(run_as));
+                        let lead = if pending.reply.asking() {
+                            write_buf.extend_from_slice(ASKING);
+                            2
+                        } else {
+                            1
+                        };
+                        write_buf.extend_from_slice(&pending.raw);
+                        write_buf.extend_from_slice(&shared.auth.gateway);
+                        (pending.count + lead + 1, Some(lead))
+                    }
+                };
                 in_flight.push_back(InFlight {
                     reply: pending.reply,
-                    count: pending.count,
+                    count,
+                    wrapped,
                     deadline,
                 });
             }
@@ -477,7 +591,7 @@ async fn pipeline(
                     Ok(_) => {}
                     Err(e) => return Err(format!("connection lost: {}", describe(&e))),
                 }
-                replies.deliver(in_flight)?;
+                replies.deliver(in_flight, &shared.node.addr)?;
             }
             () = shared.wake.notified() => {}
             () = &mut timer => {

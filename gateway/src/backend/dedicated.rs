@@ -100,7 +100,7 @@ struct Redirected {
 }
 
 struct Inner {
-    addr: String,
+    node: NodeSpec,
     queue: RefCell<VecDeque<Outgoing>>,
     wake: LocalSignal,
     closed: Cell<bool>,
@@ -127,7 +127,7 @@ impl Dedicated {
         pushes: Option<Rc<ReplyQueue>>,
     ) -> Dedicated {
         let inner = Rc::new(Inner {
-            addr: node.addr.clone(),
+            node: node.clone(),
             queue: RefCell::new(VecDeque::new()),
             wake: LocalSignal::default(),
             closed: Cell::new(false),
@@ -144,7 +144,12 @@ impl Dedicated {
 
     /// The node's `host:port`.
     pub fn addr(&self) -> &str {
-        &self.inner.addr
+        &self.inner.node.addr
+    }
+
+    /// The node, as the connection logged in to it.
+    pub fn node(&self) -> &NodeSpec {
+        &self.inner.node
     }
 
     /// Sends a request whose replies, one per handle and in order, go to `replies`.
@@ -196,14 +201,14 @@ impl Drop for Dedicated {
 
 impl Inner {
     fn unavailable(&self, reason: &str) -> Bytes {
-        error_reply(&format!("ERR backend {} unavailable: {reason}", self.addr))
+        error_reply(&format!("ERR backend {} unavailable: {reason}", self.node.addr))
     }
 
     /// Fails everything sent and queued, and everything sent later.
     fn fail(&self, reason: &str, in_flight: &mut VecDeque<InFlight>) {
         let released = self.closed.get();
         if !released {
-            tracing::warn!(backend = %self.addr, %reason, "dedicated backend connection lost");
+            tracing::warn!(backend = %self.node.addr, %reason, "dedicated backend connection lost");
         }
         self.failed.set(true);
         let error = self.unavailable(reason);

@@ -9,6 +9,7 @@ pub mod cluster;
 mod connection;
 pub mod dedicated;
 mod direct;
+pub mod identity;
 pub mod sentinel;
 
 use std::cell::RefCell;

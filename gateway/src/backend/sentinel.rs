@@ -79,7 +79,7 @@ impl SentinelSpec {
             username: self.sentinel_username.clone(),
             password: self.sentinel_password.clone(),
             db: 0,
-            role: NodeRole::Any,
+            role: NodeRole::Sentinel,
         }
     }
 }

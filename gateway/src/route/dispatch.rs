@@ -16,6 +16,7 @@ use super::merge::{Group, Merge, combiner, one_each};
 use super::scan;
 use super::{RoutePlan, TargetPlan};
 use crate::backend::cluster::slot_of;
+use crate::backend::identity;
 use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, SentinelBackend, Upstream};
 use crate::cmd::{CommandSpec, flag};
 use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue};
@@ -295,6 +296,9 @@ pub struct Dispatch<'a> {
     pub keys: &'a mut Vec<usize>,
     /// Where each of `keys` goes, computed once per command (hashing is the costly part of a split).
     pub places: &'a mut Vec<Place>,
+    /// The tenant may run admin commands, and its scripts run as the resource's own user (see
+    /// `backend::identity`).
+    pub admin: bool,
 }
 
 /// How a command that touches several shards is split.
@@ -405,10 +409,11 @@ impl Dispatch<'_> {
         let target = &self.route.shards[shard];
         if !write {
             let endpoint = self.pick_read(target);
+            let run_as = identity::run_as(spec, self.admin);
             endpoint.send(
                 request.raw().clone(),
                 keyspace,
-                self.replies.reserve(started),
+                self.replies.reserve(started).running_as(run_as),
                 self.affinity,
             );
             return Ok(());
@@ -655,6 +660,7 @@ impl Dispatch<'_> {
         handles: impl IntoIterator<Item = ReplyHandle>,
     ) {
         let mut handles = handles.into_iter();
+        let run_as = identity::run_as(spec, self.admin);
         for endpoint in &target.write {
             let handle = match (handles.next(), &endpoint.detached) {
                 (Some(handle), _) => handle,
@@ -664,6 +670,7 @@ impl Dispatch<'_> {
                 },
                 (None, None) => continue,
             };
+            let handle = handle.running_as(run_as);
             endpoint.send(raw.clone(), keyspace.clone(), handle, self.affinity);
         }
     }

@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::Session;
 use crate::backend::dedicated::{Dedicated, Wait};
+use crate::backend::identity::{self, RunAs};
 use crate::backend::{Keyspace, Upstream};
 use crate::cmd::{CommandSpec, acl, flag};
 use crate::reply::{ReplyHandle, Transform};
@@ -197,7 +198,13 @@ impl Session {
             return self.local_error(started, EXECABORT);
         }
         let place = transaction.place.unwrap_or((0, None));
-        let shared = self.shared_exec(&transaction);
+        let run_as = self.transaction_run_as(&transaction);
+        // A transaction with a script runs as the script's user from MULTI on: Redis checks each command's
+        // permissions when it is queued. It takes a connection of its own, which closes after it.
+        let shared = match run_as {
+            RunAs::Gateway => self.shared_exec(&transaction),
+            _ => None,
+        };
         let dedicated = match (shared.is_some(), self.stateful.watching.take()) {
             (true, _) => None,
             (false, Some(watching)) => Some(watching.connection),
@@ -221,8 +228,14 @@ impl Session {
                 upstream.send_unredirected(exec, slot, reply, affinity);
             }
             (None, Some(connection)) => {
-                let mut raw = BytesMut::from(&multi[..]);
-                let mut replies = vec![ReplyHandle::discard()];
+                let mut raw = BytesMut::new();
+                let mut replies = Vec::new();
+                if run_as != RunAs::Gateway {
+                    raw.extend_from_slice(&identity::auth_command(connection.node(), run_as));
+                    replies.push(ReplyHandle::discard());
+                }
+                raw.extend_from_slice(&multi);
+                replies.push(ReplyHandle::discard());
                 for (_, command) in &transaction.queued {
                     raw.extend_from_slice(command);
                     replies.push(ReplyHandle::discard());
@@ -235,6 +248,17 @@ impl Session {
             }
             (None, None) => {}
         }
+    }
+
+    /// Who a transaction runs as: the script user if it holds a script.
+    fn transaction_run_as(&self, transaction: &Transaction) -> RunAs {
+        let admin = self.tenant.as_ref().is_some_and(|v| v.tenant.allow_admin);
+        transaction
+            .queued
+            .iter()
+            .map(|(spec, _)| identity::run_as(spec, admin))
+            .find(|&run_as| run_as != RunAs::Gateway)
+            .unwrap_or_default()
     }
 
     /// The shared upstream a transaction runs on: none while keys are watched (the watching connection holds
@@ -259,10 +283,11 @@ impl Session {
         if secondaries.is_empty() {
             return None;
         }
-        let writes: Vec<(&'static str, Bytes)> = queued
+        let admin = view.tenant.allow_admin;
+        let writes: Vec<(&'static str, RunAs, Bytes)> = queued
             .iter()
             .filter(|(spec, _)| !spec.has(flag::READONLY))
-            .map(|(spec, raw)| (spec.name, raw.clone()))
+            .map(|(spec, raw)| (spec.name, identity::run_as(spec, admin), raw.clone()))
             .collect();
         let (slot, affinity) = (place.1, self.info.id as usize);
         Some(Box::new(move |reply: Bytes| {
@@ -270,8 +295,9 @@ impl Session {
             if reply.starts_with(b"*") && !reply.starts_with(b"*-1") {
                 let keyspace = slot.map_or(Keyspace::Any, Keyspace::Slot);
                 for (upstream, detached) in &secondaries {
-                    for (name, raw) in &writes {
+                    for (name, run_as, raw) in &writes {
                         if let Some(handle) = detached.admit(name) {
+                            let handle = handle.running_as(*run_as);
                             upstream.send_to(raw.clone(), keyspace.clone(), handle, affinity);
                         }
                     }

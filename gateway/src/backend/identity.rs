@@ -1,0 +1,181 @@
+//! Who the gateway is on a backend: the Redis ACL users its data connections run as, so that a tenant's
+//! scripts, which the gateway cannot read, stay inside what the gateway checks for the tenant's own commands.
+//!
+//! Every connection to a data node (standalone, sentinel-managed, cluster node) logs in with the resource's
+//! credentials, creates or refreshes two users, selects its database, and then logs in as
+//! [`GATEWAY_USER`] for good:
+//! - [`GATEWAY_USER`] may run every command except scripts and functions (`EVAL`, `FCALL`, ...). The gateway
+//!   checks each command a tenant sends (database, channels, admin commands) before it forwards it.
+//! - [`SCRIPT_USER`] runs a non-admin tenant's scripts and functions. It cannot change or name another database
+//!   (`SELECT`, `MOVE`, `SWAPDB`, `COPY`), reach another server (`MIGRATE`), flush, publish or list channels
+//!   (channel names are tenants' own, see the pub/sub docs), or run admin commands.
+//!
+//! A script is sent between two `AUTH`s on the same connection: `AUTH <script user>`, the script,
+//! `AUTH <gateway user>`, in one write, so it keeps its place among the client's other commands. It fails
+//! closed: if the first `AUTH` fails the script runs as the gateway user, which may not run scripts, and if the
+//! last one fails the connection is closed before anything else is read from it as if it were the gateway user's
+//! ([`BackendConnection`](super::BackendConnection) checks both replies). An admin tenant's scripts run as the
+//! resource's own user instead of the script user.
+//!
+//! The users' passwords derive from the resource's credentials, so every gateway computes the same ones and no
+//! gateway overwrites another's; Redis only ever sees their SHA-256 (`#` rules).
+
+use bytes::{Bytes, BytesMut};
+use switchyard_schemas::credential_digest;
+
+use super::NodeSpec;
+use crate::cmd::CommandSpec;
+pub use crate::reply::RunAs;
+use crate::resp;
+
+/// The user the gateway's data connections rest as.
+pub const GATEWAY_USER: &str = "switchyard-gateway";
+
+/// The user non-admin tenants' scripts and functions run as.
+pub const SCRIPT_USER: &str = "switchyard-script";
+
+/// The commands that run a script or a function: what [`GATEWAY_USER`] may not run.
+const SCRIPT_COMMANDS: &[&str] = &["eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"];
+
+/// [`GATEWAY_USER`]'s rules: everything but running scripts. `reset` first, so that the user is exactly this
+/// whatever an older version or an operator left.
+const GATEWAY_RULES: &[&str] = &[
+    "reset",
+    "on",
+    "~*",
+    "&*",
+    "+@all",
+    "-eval",
+    "-evalsha",
+    "-eval_ro",
+    "-evalsha_ro",
+    "-fcall",
+    "-fcall_ro",
+];
+
+/// [`SCRIPT_USER`]'s rules. Admin commands and everything that reaches past the tenant's own database and
+/// channels are denied; `@admin` is a category, so admin commands of later Redis versions are denied too.
+const SCRIPT_RULES: &[&str] = &[
+    "reset",
+    "on",
+    "~*",
+    "&*",
+    "+@all",
+    "-@admin",
+    "-select",
+    "-move",
+    "-swapdb",
+    "-copy",
+    "-migrate",
+    "-flushall",
+    "-flushdb",
+    "-publish",
+    "-spublish",
+    "-pubsub",
+    "-info",
+];
+
+/// Who `spec` runs as for a tenant (`admin`: the tenant has `allow_admin`).
+pub fn run_as(spec: &CommandSpec, admin: bool) -> RunAs {
+        match (is_script(spec), admin) {
+            (false, _) => RunAs::Gateway,
+            (true, false) => RunAs::TenantScript,
+            (true, true) => RunAs::AdminScript,
+        }
+}
+
+/// Whether `spec` runs a script or a function.
+pub fn is_script(spec: &CommandSpec) -> bool {
+    SCRIPT_COMMANDS.contains(&spec.name)
+}
+
+/// The password of `user` on a node: derived from the resource's own credentials, the same on every gateway.
+fn password(node: &NodeSpec, user: &str) -> String {
+    credential_digest(&format!(
+        "switchyard acl user\0{user}\0{}\0{}",
+        node.username.as_deref().unwrap_or("default"),
+        node.password.as_deref().unwrap_or("")
+    ))
+}
+
+/// The handshake commands that create or refresh both users (run as the resource's user, before `SELECT`).
+pub fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
+    for (user, rules) in [(SCRIPT_USER, SCRIPT_RULES), (GATEWAY_USER, GATEWAY_RULES)] {
+        let hash = format!("#{}", credential_digest(&password(node, user)));
+        let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", user.as_bytes()];
+        args.extend(rules.iter().map(|rule| rule.as_bytes()));
+        args.push(hash.as_bytes());
+        resp::command(out, &args);
+    }
+}
+
+/// The `AUTH` that switches a connection to `run_as` on `node`.
+pub fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
+    let (user, password) = match run_as {
+        RunAs::Gateway => (GATEWAY_USER, password(node, GATEWAY_USER)),
+        RunAs::TenantScript => (SCRIPT_USER, password(node, SCRIPT_USER)),
+        // A resource without a password logs in as `default`, which then has `nopass`: any password does.
+        RunAs::AdminScript => (
+            node.username.as_deref().unwrap_or("default"),
+            node.password.clone().unwrap_or_default(),
+        ),
+    };
+    let mut out = BytesMut::new();
+    resp::command(&mut out, &[&b"AUTH"[..], user.as_bytes(), password.as_bytes()]);
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(username: Option<&str>, password: Option<&str>) -> NodeSpec {
+        NodeSpec {
+            addr: "127.0.0.1:6379".to_string(),
+            username: username.map(str::to_string),
+            password: password.map(str::to_string),
+            db: 0,
+            role: super::super::NodeRole::Any,
+        }
+    }
+
+    #[test]
+    fn passwords_are_the_same_on_every_gateway_and_differ_per_resource_and_user() {
+        let a = node(None, Some("secret"));
+        assert_eq!(password(&a, GATEWAY_USER), password(&a.clone(), GATEWAY_USER));
+        assert_ne!(password(&a, GATEWAY_USER), password(&a, SCRIPT_USER));
+        assert_ne!(
+            password(&a, GATEWAY_USER),
+            password(&node(None, Some("other")), GATEWAY_USER)
+        );
+        assert_ne!(
+            password(&a, GATEWAY_USER),
+            password(&node(Some("ops"), Some("secret")), GATEWAY_USER)
+        );
+    }
+
+    #[test]
+    fn setup_never_carries_a_password_in_clear() {
+        let node = node(None, Some("secret"));
+        let mut out = BytesMut::new();
+        setup_commands(&node, &mut out);
+        let text = String::from_utf8_lossy(&out);
+        for user in [GATEWAY_USER, SCRIPT_USER] {
+            assert!(!text.contains(&password(&node, user)));
+            assert!(text.contains(&format!("#{}", credential_digest(&password(&node, user)))));
+        }
+        assert!(!text.contains("secret"));
+    }
+
+    #[test]
+    fn only_script_commands_run_as_a_script_user() {
+        let spec = |name: &str| crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
+        for name in SCRIPT_COMMANDS {
+            assert_eq!(run_as(spec(name), false), RunAs::TenantScript, "{name}");
+            assert_eq!(run_as(spec(name), true), RunAs::AdminScript, "{name}");
+        }
+        for name in ["get", "script|load", "function|load", "function|list", "publish"] {
+            assert_eq!(run_as(spec(name), false), RunAs::Gateway, "{name}");
+        }
+    }
+}

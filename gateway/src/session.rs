@@ -15,12 +15,11 @@ use tokio::net::TcpStream;
 use crate::backend::cluster::slot_of;
 use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream, identity};
 use crate::clients::ClientInfo;
-use crate::cmd::{self, CommandSpec, flag};
-use crate::reply::{Combine, DetachedWrites, ReplyQueue};
+use crate::cmd::{self, CommandSpec, flag, tenancy};
+use crate::reply::{Combine, DetachedWrites, ReplyQueue, Transform};
 use crate::resp::{self, Frame, Request, RequestDecoder};
 use crate::route::{
-    Direct, DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, RoutePlan, Tenant,
-    WriteCopy,
+    Direct, DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, Tenant, WriteCopy,
 };
 use crate::server::Worker;
 
@@ -368,13 +367,16 @@ fn forwarded_verbatim(spec: &CommandSpec) -> bool {
         "info",
         "move",
         "swapdb",
+        "copy",
         "flushall",
+        "publish",
+        "spublish",
     ];
     !SPECIAL.contains(&spec.name)
         && !spec.name.contains('|')
         && !identity::is_script(spec)
         && !stateful::may_be_stateful(spec)
-        && refusal(spec, false).is_none()
+        && tenancy::refusal(spec, false).is_none()
 }
 
 pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
@@ -688,13 +690,11 @@ impl Session {
             );
             return;
         }
+        let (request, transform) = match self.narrow(spec, request) {
+            Ok(narrowed) => narrowed,
+            Err(text) => return self.local_error(started, &text),
+        };
         let Some(view) = &self.tenant else { return };
-        if let Some(refusal) = refusal(spec, view.tenant.allow_admin) {
-            return self.local_error(started, &refusal);
-        }
-        if let Some(refusal) = database_refusal(spec, &view.tenant.route) {
-            return self.local_error(started, &refusal);
-        }
         let mut dispatch = Dispatch {
             plan: &view.tenant.route,
             route: &view.route,
@@ -704,6 +704,7 @@ impl Session {
             keys: &mut self.keys,
             places: &mut self.places,
             admin: view.tenant.allow_admin,
+            transform,
         };
         let sent = match spec.name {
             "info" => info(
@@ -719,6 +720,50 @@ impl Session {
         if let Err(text) = sent {
             self.local_error(started, &text);
         }
+    }
+
+    /// What a tenant's command becomes before it is forwarded or queued in a transaction (see `cmd::tenancy`):
+    /// refused (the error text), or the request to send (renamed to the backend's database numbers and channel
+    /// names) and how its reply is rewritten for the tenant.
+    fn narrow(
+        &self,
+        spec: &CommandSpec,
+        request: Request,
+    ) -> Result<(Request, Option<Transform>), String> {
+        let Some(view) = &self.tenant else {
+            return Ok((request, None));
+        };
+        let tenant = &view.tenant;
+        let refused = tenancy::refusal(spec, tenant.allow_admin)
+            .or_else(|| tenancy::argument_refusal(spec, request.args(), tenant.allow_admin));
+        if let Some(refusal) = refused {
+            return Err(refusal);
+        }
+        if tenant.allow_admin {
+            return Ok((request, None));
+        }
+        if spec.name == "config|get" {
+            return Ok((request, Some(Box::new(tenancy::visible_config))));
+        }
+        if let Some(renamed) = tenant
+            .channels()
+            .and_then(|channels| channels.outbound_command(spec, &request))
+        {
+            return Ok(renamed);
+        }
+        let plan = &tenant.route;
+        if plan.has_cluster() {
+            return Ok((request, None)); // a Redis Cluster has database 0 only, and says so itself
+        }
+        let sharded = plan.shards.len() > 1;
+        let narrowed = tenancy::database_arguments(
+            spec,
+            &request,
+            tenant.databases(),
+            plan.base_db(),
+            sharded,
+        )?;
+        Ok((narrowed.unwrap_or(request), None))
     }
 
     /// Answers a command the gateway owns. Returns false for everything that goes to a backend.
@@ -849,8 +894,16 @@ impl Session {
         {
             return AuthOutcome::TooManyClients;
         }
+        let found = Arc::clone(found);
+        if !already_here {
+            // Nothing of the previous tenant's carries over: its database, watched keys, client name.
+            self.db = 0;
+            self.info.db.store(0, Ordering::Relaxed);
+            self.stateful.watching = None;
+            self.info.set_name(None);
+        }
         self.leave_tenant();
-        self.enter_tenant(Arc::clone(found), Some(digest));
+        self.enter_tenant(found, Some(digest));
         AuthOutcome::Ok
     }
 
@@ -953,8 +1006,8 @@ impl Session {
         let Some(index) = resp::parse_int(index) else {
             return self.local_error(started, "ERR value is not an integer or out of range");
         };
-        let route = self.tenant.as_ref().map(|v| &v.tenant.route);
-        if !route.map_or(0..16, |r| r.databases()).contains(&index) {
+        let databases = self.tenant.as_ref().map_or(0..1, |v| v.tenant.databases());
+        if !databases.contains(&index) {
             return self.local_error(started, "ERR DB index is out of range");
         }
         self.set_db(index as u32);
@@ -1005,7 +1058,14 @@ impl Session {
             .cloned();
         self.leave_tenant();
         match current {
-            Some(tenant) => self.enter_tenant(tenant, credential),
+            Some(tenant) if tenant.databases().contains(&i64::from(self.db)) => {
+                self.enter_tenant(tenant, credential)
+            }
+            // Moving the client to another database behind its back could send its writes anywhere.
+            Some(_) => {
+                tracing::info!(client = %self.info.addr, db = self.db, "closing a connection whose database the tenant no longer owns");
+                self.closing = true;
+            }
             None => {
                 tracing::info!(client = %self.info.addr, "closing a connection whose tenant or credential was removed");
                 self.closing = true;
@@ -1084,55 +1144,4 @@ fn info(
         Bytes::from_static(b"keyspace"),
     ]);
     dispatch.fan_out(spec, &keyspace, false, merge, started)
-}
-
-/// MOVE and SWAPDB name the backend's databases: they are refused unless the route is one shard whose client
-/// may use all of them (a Redis Cluster answers them itself, with its own error).
-fn database_refusal(spec: &CommandSpec, route: &RoutePlan) -> Option<String> {
-    if !matches!(spec.name, "move" | "swapdb") {
-        return None;
-    }
-    let name = spec.display_name();
-    if route.shards.len() > 1 {
-        return Some(format!(
-            "ERR {name} is not supported on a route with several shards: databases are per backend"
-        ));
-    }
-    if route.databases().end == 1 && !route.has_cluster() {
-        return Some(format!(
-            "ERR {name} is not supported for a tenant that owns one database of its backend"
-        ));
-    }
-    None
-}
-
-/// Commands that would break the shared, pipelined backend connections, or that only admins may run.
-fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
-    if matches!(spec.name, "monitor" | "readonly" | "readwrite" | "asking") {
-        return Some(format!(
-            "ERR {} is not supported by the gateway yet",
-            spec.display_name()
-        ));
-    }
-    let dangerous = (spec.has(flag::ADMIN) && spec.name != "config|get")
-        || matches!(
-            spec.name,
-            "flushall"
-                | "flushdb"
-                | "keys"
-                | "swapdb"
-                | "script|flush"
-                | "script|kill"
-                | "function|flush"
-                | "function|kill"
-                | "function|delete"
-                | "function|restore"
-        );
-    if dangerous && !allow_admin {
-        return Some(format!(
-            "ERR {} is an admin command; this tenant may not run it (allow_admin)",
-            spec.display_name()
-        ));
-    }
-    None
 }

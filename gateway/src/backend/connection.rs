@@ -384,9 +384,10 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// A script's own reply out of the replies to `AUTH`, [`ASKING`,] the script and `AUTH` (`lead`: how many come
-/// before the script's), and whether the connection is back as the gateway user (`Err`: it is not, and must
-/// close). A script whose first `AUTH` failed ran as the gateway user, which may not run scripts: it gets an
-/// error that says why.
+/// before the script's), and whether the connection may go on (`Err`: it must reconnect). A script whose first
+/// `AUTH` failed ran as the gateway user, which may not run scripts: it gets an error that says why, and the
+/// connection reconnects, which sets the users up again (someone changed them). One whose last `AUTH` failed
+/// left the connection as the script's user, which must not serve anything else.
 fn unwrap_script(replies: &Bytes, lead: u32, node: &str) -> (Bytes, Result<(), String>) {
     let parts: Vec<&[u8]> = resp::each_reply(replies).collect();
     let (Some(first), Some(script), Some(last)) = (
@@ -395,23 +396,34 @@ fn unwrap_script(replies: &Bytes, lead: u32, node: &str) -> (Bytes, Result<(), S
         parts.get(lead as usize + 1),
     ) else {
         let error = "protocol error: a script's replies are missing".to_string();
-        return (error_reply(&format!("ERR backend {node} {error}")), Err(error));
+        return (
+            error_reply(&format!("ERR backend {node} {error}")),
+            Err(error),
+        );
     };
-    let switched_back = match *last {
-        OK => Ok(()),
-        other => Err(format!(
-            "could not switch back to the gateway's ACL user after a script: {}",
-            String::from_utf8_lossy(other).trim_end()
-        )),
+    let text = |reply: &[u8]| {
+        String::from_utf8_lossy(reply)
+            .trim_start_matches('-')
+            .trim_end()
+            .to_string()
     };
-    let reply = match *first {
-        OK => replies.slice_ref(script),
-        other => error_reply(&format!(
-            "ERR backend {node} cannot run scripts: AUTH as its script user failed ({})",
-            String::from_utf8_lossy(other).trim_start_matches('-').trim_end()
-        )),
-    };
-    (reply, switched_back)
+    match (*first, *last) {
+        (OK, OK) => (replies.slice_ref(script), Ok(())),
+        (OK, last) => (
+            replies.slice_ref(script),
+            Err(format!(
+                "could not switch back to the gateway's ACL user after a script: {}",
+                text(last)
+            )),
+        ),
+        (first, _) => {
+            let why = format!(
+                "cannot run scripts: AUTH as the script user failed ({})",
+                text(first)
+            );
+            (error_reply(&format!("ERR backend {node} {why}")), Err(why))
+        }
+    }
 }
 
 const OK: &[u8] = b"+OK\r\n";

@@ -107,9 +107,16 @@ struct Inner {
     /// Set once the connection failed: a subscriber whose messages stopped coming is told by being disconnected.
     failed: Cell<bool>,
     /// Where pub/sub messages go (subscribed clients only).
-    pushes: Option<Rc<ReplyQueue>>,
+    pushes: Option<Pushes>,
     /// Replies sent for but not received yet.
     pending: Cell<usize>,
+}
+
+/// Where a subscribed connection's frames go: the client's reply queue, each renamed on the way (the channel
+/// names of a tenant's namespace, see `cmd::tenancy::Channels`).
+pub struct Pushes {
+    pub queue: Rc<ReplyQueue>,
+    pub rename: Option<Box<dyn Fn(Bytes) -> Bytes>>,
 }
 
 /// A session's own connection to one node.
@@ -124,7 +131,7 @@ impl Dedicated {
         node: NodeSpec,
         settings: ConnectionSettings,
         lease: Lease,
-        pushes: Option<Rc<ReplyQueue>>,
+        pushes: Option<Pushes>,
     ) -> Dedicated {
         let inner = Rc::new(Inner {
             node: node.clone(),
@@ -201,7 +208,10 @@ impl Drop for Dedicated {
 
 impl Inner {
     fn unavailable(&self, reason: &str) -> Bytes {
-        error_reply(&format!("ERR backend {} unavailable: {reason}", self.node.addr))
+        error_reply(&format!(
+            "ERR backend {} unavailable: {reason}",
+            self.node.addr
+        ))
     }
 
     /// Fails everything sent and queued, and everything sent later.
@@ -237,7 +247,14 @@ impl Inner {
         match (expect, &self.pushes) {
             (Expect::To(handle), _) => handle.deliver(reply),
             (Expect::Pushed, Some(pushes)) => {
-                pushes.reserve(std::time::Instant::now()).deliver(reply)
+                let reply = match &pushes.rename {
+                    Some(rename) => rename(reply),
+                    None => reply,
+                };
+                pushes
+                    .queue
+                    .reserve(std::time::Instant::now())
+                    .deliver(reply)
             }
             (Expect::Pushed, None) => {}
         }
@@ -348,7 +365,7 @@ async fn serve(
         let backlogged = inner
             .pushes
             .as_ref()
-            .is_some_and(|p| p.len() > MAX_PUSH_BACKLOG);
+            .is_some_and(|p| p.queue.len() > MAX_PUSH_BACKLOG);
         if read_buf.capacity() - read_buf.len() < 1024 {
             read_buf.reserve(read_buf.len().max(4096));
         }

@@ -35,7 +35,14 @@ pub const GATEWAY_USER: &str = "switchyard-gateway";
 pub const SCRIPT_USER: &str = "switchyard-script";
 
 /// The commands that run a script or a function: what [`GATEWAY_USER`] may not run.
-const SCRIPT_COMMANDS: &[&str] = &["eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"];
+const SCRIPT_COMMANDS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
 
 /// [`GATEWAY_USER`]'s rules: everything but running scripts. `reset` first, so that the user is exactly this
 /// whatever an older version or an operator left.
@@ -77,11 +84,11 @@ const SCRIPT_RULES: &[&str] = &[
 
 /// Who `spec` runs as for a tenant (`admin`: the tenant has `allow_admin`).
 pub fn run_as(spec: &CommandSpec, admin: bool) -> RunAs {
-        match (is_script(spec), admin) {
-            (false, _) => RunAs::Gateway,
-            (true, false) => RunAs::TenantScript,
-            (true, true) => RunAs::AdminScript,
-        }
+    match (is_script(spec), admin) {
+        (false, _) => RunAs::Gateway,
+        (true, false) => RunAs::TenantScript,
+        (true, true) => RunAs::AdminScript,
+    }
 }
 
 /// Whether `spec` runs a script or a function.
@@ -121,7 +128,10 @@ pub fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
         ),
     };
     let mut out = BytesMut::new();
-    resp::command(&mut out, &[&b"AUTH"[..], user.as_bytes(), password.as_bytes()]);
+    resp::command(
+        &mut out,
+        &[&b"AUTH"[..], user.as_bytes(), password.as_bytes()],
+    );
     out.freeze()
 }
 
@@ -142,7 +152,10 @@ mod tests {
     #[test]
     fn passwords_are_the_same_on_every_gateway_and_differ_per_resource_and_user() {
         let a = node(None, Some("secret"));
-        assert_eq!(password(&a, GATEWAY_USER), password(&a.clone(), GATEWAY_USER));
+        assert_eq!(
+            password(&a, GATEWAY_USER),
+            password(&a.clone(), GATEWAY_USER)
+        );
         assert_ne!(password(&a, GATEWAY_USER), password(&a, SCRIPT_USER));
         assert_ne!(
             password(&a, GATEWAY_USER),
@@ -174,7 +187,13 @@ mod tests {
             assert_eq!(run_as(spec(name), false), RunAs::TenantScript, "{name}");
             assert_eq!(run_as(spec(name), true), RunAs::AdminScript, "{name}");
         }
-        for name in ["get", "script|load", "function|load", "function|list", "publish"] {
+        for name in [
+            "get",
+            "script|load",
+            "function|load",
+            "function|list",
+            "publish",
+        ] {
             assert_eq!(run_as(spec(name), false), RunAs::Gateway, "{name}");
         }
     }

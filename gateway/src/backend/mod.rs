@@ -38,13 +38,14 @@ pub enum ResourceSpec {
 }
 
 impl ResourceSpec {
-    /// The resource as seen by a client that selected database `db` (0: the resource's own database).
+    /// The resource as seen by a client that selected database `db`: the `db`th database from the resource's
+    /// own (0: the resource's own database).
     pub fn with_db(&self, db: u32) -> Result<ResourceSpec, String> {
         let mut spec = self.clone();
         match &mut spec {
             _ if db == 0 => {}
-            ResourceSpec::Node(node) => node.db = db,
-            ResourceSpec::Sentinel(sentinel, _) => sentinel.db = db,
+            ResourceSpec::Node(node) => node.db += db,
+            ResourceSpec::Sentinel(sentinel, _) => sentinel.db += db,
             // SELECT refuses this before (see `RoutePlan::databases`).
             ResourceSpec::Cluster(_) => return Err("ERR DB index is out of range".into()),
         }

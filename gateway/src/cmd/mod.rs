@@ -10,6 +10,7 @@ pub mod command;
 pub mod info;
 pub mod spec;
 mod table;
+pub mod tenancy;
 
 pub use spec::{
     ACL_CATEGORY_NAMES, BeginSearch, CommandError, CommandSpec, FLAG_NAMES, FindKeys,

@@ -19,7 +19,7 @@ use crate::backend::cluster::slot_of;
 use crate::backend::identity;
 use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, SentinelBackend, Upstream};
 use crate::cmd::{CommandSpec, flag};
-use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue};
+use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue, Transform};
 use crate::resp::{self, Request};
 
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
@@ -299,6 +299,9 @@ pub struct Dispatch<'a> {
     /// The tenant may run admin commands, and its scripts run as the resource's own user (see
     /// `backend::identity`).
     pub admin: bool,
+    /// Rewrites the reply before the client sees it (what a tenant may see of `CONFIG GET`, its channel names
+    /// in `PUBSUB`): taken by the request's reply slot.
+    pub transform: Option<Transform>,
 }
 
 /// How a command that touches several shards is split.
@@ -413,7 +416,7 @@ impl Dispatch<'_> {
             endpoint.send(
                 request.raw().clone(),
                 keyspace,
-                self.replies.reserve(started).running_as(run_as),
+                self.reserve(started).running_as(run_as),
                 self.affinity,
             );
             return Ok(());
@@ -421,19 +424,23 @@ impl Dispatch<'_> {
         self.check_double_write(spec, args, target)?;
         let parts = self.write_parts(target);
         if parts == 1 {
-            let handle = self.replies.reserve(started);
+            let handle = self.reserve(started);
             self.send_write(spec, target, request.raw(), keyspace, [handle]);
         } else {
             let group = Group {
                 parts: 0..parts,
                 ack: target.ack,
             };
-            let handles =
-                self.replies
-                    .reserve_parts(started, parts, 1, combiner(vec![group], Merge::Only));
+            let combine = transformed(combiner(vec![group], Merge::Only), self.transform.take());
+            let handles = self.replies.reserve_parts(started, parts, 1, combine);
             self.send_write(spec, target, request.raw(), keyspace, handles);
         }
         Ok(())
+    }
+
+    /// The request's reply slot, rewritten by `transform` if set.
+    fn reserve(&mut self, started: Instant) -> ReplyHandle {
+        self.replies.reserve_with(started, self.transform.take())
     }
 
     /// SCAN over a sharded or clustered route: every node in turn (each shard, and each master of a cluster),
@@ -585,6 +592,7 @@ impl Dispatch<'_> {
         every: Option<Rc<dyn Fn(usize) -> Combine>>,
         started: Instant,
     ) -> Result<(), String> {
+        let transform = self.transform.take();
         // SCRIPT EXISTS must hear from every copy, whatever the ack mode: each copy is then a group of its own.
         let every_copy = write && merge.needs_every_copy();
         let copies = |target: &ResolvedTarget| match (write, every_copy) {
@@ -614,9 +622,10 @@ impl Dispatch<'_> {
             }
             total += count;
         }
+        let combine = transformed(combiner(groups, merge), transform);
         let mut handles = self
             .replies
-            .reserve_parts(started, total, 1, combiner(groups, merge))
+            .reserve_parts(started, total, 1, combine)
             .into_iter();
         for part in parts {
             let target = &self.route.shards[part.shard];
@@ -716,6 +725,14 @@ impl Dispatch<'_> {
 }
 
 /// Gives the last part the sub-commands encoded into `buf` since the part before it.
+/// `combine`, then `transform` over the combined reply.
+fn transformed(combine: Combine, transform: Option<Transform>) -> Combine {
+    match transform {
+        Some(transform) => Box::new(move |replies| transform(combine(replies))),
+        None => combine,
+    }
+}
+
 fn close_last(parts: &mut [Part], buf: &mut BytesMut) {
     if let Some(part) = parts.last_mut() {
         part.raw = buf.split().freeze();

@@ -52,6 +52,21 @@ pub struct Tenant {
     pub ops_interval: Option<std::time::Duration>,
 }
 
+impl Tenant {
+    /// The databases the tenant's clients may SELECT (see `RoutePlan::databases`).
+    pub fn databases(&self) -> std::ops::Range<i64> {
+        self.route.databases(self.allow_admin)
+    }
+
+    /// The tenant's pub/sub namespace, unless it is an admin, which sees the backend's channels as they are.
+    pub fn channels(&self) -> Option<crate::cmd::tenancy::Channels> {
+        let databases = self.databases();
+        let count = u32::try_from(databases.end - databases.start).unwrap_or(1);
+        (!self.allow_admin)
+            .then(|| crate::cmd::tenancy::Channels::new(&self.name, self.route.base_db(), count))
+    }
+}
+
 /// A tenant as either source describes it, before it is compiled.
 struct TenantSource<'a> {
     name: &'a str,

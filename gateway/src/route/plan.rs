@@ -148,14 +148,15 @@ impl RoutePlan {
             .any(|spec| matches!(spec, ResourceSpec::Cluster(_)))
     }
 
-    /// The databases a client may SELECT. A tenant whose resource names db 0 may use any of the backend's 16
-    /// databases; one whose resource names another db owns only that one (SELECT 0), so tenants sharing a Redis
-    /// stay apart; a Redis Cluster has only db 0.
-    pub fn databases(&self) -> std::ops::Range<i64> {
-        if self.has_cluster() || self.base_db() != 0 {
-            0..1
-        } else {
+    /// The databases a client may SELECT, numbered from the resource's own (see `ResourceSpec::with_db`). A
+    /// tenant owns exactly the database its resource names, so tenants that share a Redis stay apart; an admin
+    /// tenant whose resource names db 0 may use all 16 (Redis' test suites and admin tools need them); a Redis
+    /// Cluster has only db 0.
+    pub fn databases(&self, admin: bool) -> std::ops::Range<i64> {
+        if admin && !self.has_cluster() && self.base_db() == 0 {
             0..16
+        } else {
+            0..1
         }
     }
 

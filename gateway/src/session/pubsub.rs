@@ -109,16 +109,29 @@ impl Session {
         request: &Request,
         started: Instant,
     ) -> bool {
+        if !matches!(
+            spec.name,
+            "subscribe"
+                | "psubscribe"
+                | "ssubscribe"
+                | "unsubscribe"
+                | "punsubscribe"
+                | "sunsubscribe"
+        ) {
+            return false;
+        }
+        // The channels as the backend knows them (the tenant's namespace, see `cmd::tenancy::Channels`).
+        let channels = self.tenant.as_ref().and_then(|v| v.tenant.channels());
+        let patterns = matches!(spec.name, "psubscribe" | "punsubscribe");
+        let renamed = channels.map(|c| c.outbound_request(request, 1.., patterns));
+        let outbound = renamed.as_ref().unwrap_or(request);
         match spec.name {
-            "subscribe" | "psubscribe" => self.subscribe(spec, request, (0, None), started),
-            "ssubscribe" => match self.place_of(spec, request.args()) {
-                Ok(place) => self.subscribe(spec, request, place.unwrap_or((0, None)), started),
+            "subscribe" | "psubscribe" => self.subscribe(spec, outbound, (0, None), started),
+            "ssubscribe" => match self.place_of(spec, outbound.args()) {
+                Ok(place) => self.subscribe(spec, outbound, place.unwrap_or((0, None)), started),
                 Err(text) => self.local_error(started, &text),
             },
-            "unsubscribe" | "punsubscribe" | "sunsubscribe" => {
-                self.unsubscribe(spec, request, started)
-            }
-            _ => return false,
+            _ => self.unsubscribe(spec, request, outbound, started),
         }
         true
     }
@@ -164,10 +177,17 @@ impl Session {
         self.stateful.subscription = Some(subscription);
     }
 
-    fn unsubscribe(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
-        let channels = &request.args()[1..];
+    /// An unsubscribe command, `request` as the client sent it and `outbound` as the backend knows its channels.
+    fn unsubscribe(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        outbound: &Request,
+        started: Instant,
+    ) {
         let Some(subscription) = &mut self.stateful.subscription else {
             // Not subscribed: what Redis answers, one confirmation per channel (or one for none), count 0.
+            let channels = &request.args()[1..];
             let name = spec.name.as_bytes();
             return self.local_reply(started, |out| {
                 if channels.is_empty() {
@@ -178,6 +198,7 @@ impl Session {
                 }
             });
         };
+        let channels = &outbound.args()[1..];
         let set = subscription.set(spec.name);
         let replies = if channels.is_empty() {
             let count = set.len().max(1);
@@ -191,7 +212,7 @@ impl Session {
         };
         subscription
             .connection
-            .send_pushed(request.raw().clone(), replies);
+            .send_pushed(outbound.raw().clone(), replies);
     }
 
     /// Leaves the subscribed state at once (RESET): the node is told, and the connection goes when its reply

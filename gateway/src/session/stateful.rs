@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use super::Session;
 use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
-use crate::backend::dedicated::{Dedicated, Lease, Wait};
+use crate::backend::dedicated::{Dedicated, Lease, Pushes, Wait};
 use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::clients::ClientState;
 use crate::cmd::{CommandSpec, acl, flag};
@@ -244,7 +244,12 @@ impl Session {
             connect_timeout: config.connect_timeout,
             command_timeout: config.command_timeout,
         };
-        let pushes = pushes.then(|| Rc::clone(&self.replies));
+        let pushes = pushes.then(|| Pushes {
+            queue: Rc::clone(&self.replies),
+            rename: view.tenant.channels().map(|channels| {
+                Box::new(move |frame| channels.inbound_frame(frame)) as Box<dyn Fn(Bytes) -> Bytes>
+            }),
+        });
         Ok(Dedicated::open(node, settings, lease, pushes))
     }
 

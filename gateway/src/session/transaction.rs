@@ -115,22 +115,37 @@ impl Session {
 
     /// A command after `MULTI`: checked as Redis checks it at queue time, then held until `EXEC`.
     fn queue(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
-        if let Err(text) = self.queueable(spec, request) {
-            self.fail_transaction();
-            return self.local_error(started, &text);
-        }
+        let queued = self.queueable(spec, request);
+        let request = match queued {
+            Ok(request) => request,
+            Err(text) => {
+                self.fail_transaction();
+                return self.local_error(started, &text);
+            }
+        };
         if let Some(transaction) = &mut self.stateful.transaction {
             transaction.queued.push((spec, request.raw().clone()));
         }
         self.local_reply(started, |out| resp::simple(out, b"QUEUED"));
     }
 
-    /// Why a command cannot join the transaction, in Redis' words where Redis has them.
-    fn queueable(&mut self, spec: &'static CommandSpec, request: &Request) -> Result<(), String> {
-        let allow_admin = self.tenant.as_ref().is_some_and(|v| v.tenant.allow_admin);
-        if let Some(refusal) = super::refusal(spec, allow_admin) {
-            return Err(refusal);
-        }
+    /// The command as it joins the transaction (see `Session::narrow`), or why it cannot, in Redis' words where
+    /// Redis has them.
+    fn queueable(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+    ) -> Result<Request, String> {
+        let request = match self.narrow(spec, request.clone())? {
+            (request, None) => request,
+            // Its reply would be an element of EXEC's, which the gateway does not rewrite.
+            (_, Some(_)) => {
+                let name = spec.display_name();
+                return Err(format!(
+                    "ERR {name} inside MULTI is not supported by the gateway for this tenant"
+                ));
+            }
+        };
         if spec.has(flag::NO_MULTI) {
             return Err("ERR Command not allowed inside a transaction".to_string());
         }
@@ -142,7 +157,7 @@ impl Session {
         }
         let place = self.place_of(spec, request.args())?;
         let Some(transaction) = &mut self.stateful.transaction else {
-            return Ok(());
+            return Ok(request);
         };
         match (transaction.place, place) {
             (None, Some(place)) => transaction.place = Some(place),
@@ -155,8 +170,8 @@ impl Session {
             Some(view) if !spec.has(flag::READONLY) => view
                 .route
                 .double_write_refusal(shard, spec, request.args())
-                .map_or(Ok(()), Err),
-            _ => Ok(()),
+                .map_or(Ok(request), Err),
+            _ => Ok(request),
         }
     }
 

@@ -1,0 +1,564 @@
+//! What a tenant may run, and how the commands that name server-wide things are narrowed to the tenant's own.
+//!
+//! The gateway forwards only the commands of its table (anything else is an unknown command), and a tenant
+//! without `allow_admin` is refused every command with the `admin` flag and a few more that reach past its
+//! database ([`refusal`]). Commands that name a database (`MOVE`, `SWAPDB`, `COPY ... DB`) may name only the
+//! tenant's own, and reach the backend with the backend's numbers ([`database_arguments`]). `CONFIG GET` shows a
+//! non-admin tenant only parameters that are no secret and say nothing of other tenants ([`CONFIG_VISIBLE`]).
+//! Scripts, which the gateway cannot read, run as a restricted ACL user (`backend::identity`).
+
+use bytes::{Bytes, BytesMut};
+
+use super::{CommandSpec, flag};
+use crate::reply::Transform;
+use crate::resp::{self, Request};
+
+/// Commands that would break the shared, pipelined backend connections, or that only admins may run; `None`
+/// when `spec` may run.
+pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
+    if matches!(spec.name, "monitor" | "readonly" | "readwrite" | "asking") {
+        return Some(format!(
+            "ERR {} is not supported by the gateway yet",
+            spec.display_name()
+        ));
+    }
+    let admin_only = (spec.has(flag::ADMIN) && spec.name != "config|get")
+        || matches!(
+            spec.name,
+            "flushall"
+                | "flushdb"
+                | "keys"
+                | "swapdb"
+                // Another server, anywhere the gateway's network reaches.
+                | "migrate"
+                | "script|flush"
+                | "script|kill"
+                // Function libraries are server-wide: loading one may replace another tenant's, and their code is
+                // theirs.
+                | "function|load"
+                | "function|flush"
+                | "function|kill"
+                | "function|delete"
+                | "function|restore"
+                | "function|dump"
+        );
+    if admin_only && !allow_admin {
+        return Some(format!(
+            "ERR {} is an admin command; this tenant may not run it (allow_admin)",
+            spec.display_name()
+        ));
+    }
+    None
+}
+
+/// A request's arguments that a non-admin tenant may not send: `FUNCTION LIST WITHCODE` shows other tenants'
+/// code.
+pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -> Option<String> {
+    let withcode = spec.name == "function|list"
+        && args[2..]
+            .iter()
+            .any(|arg| arg.eq_ignore_ascii_case(b"withcode"));
+    (withcode && !allow_admin).then(|| {
+        "ERR FUNCTION LIST WITHCODE is an admin command; this tenant may not run it (allow_admin)".to_string()
+    })
+}
+
+/// The arguments of `spec` that name a database.
+fn database_positions(spec: &CommandSpec, args: &[Bytes]) -> Vec<usize> {
+    match spec.name {
+        "move" => vec![2],
+        "swapdb" => vec![1, 2],
+        // COPY source destination [DB destination-db] [REPLACE]
+        "copy" => args
+            .iter()
+            .enumerate()
+            .skip(3)
+            .find(|(_, arg)| arg.eq_ignore_ascii_case(b"db"))
+            .map(|(i, _)| i + 1)
+            .filter(|&i| i < args.len())
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Where a command that names databases may go: `Ok(None)` as it is, `Ok(Some(request))` rewritten with the
+/// backend's database numbers (the tenant's database `i` is `base + i` of its resource), or `Err` with the
+/// reply. `databases` are the tenant's (see `RoutePlan::databases`).
+pub fn database_arguments(
+    spec: &CommandSpec,
+    request: &Request,
+    databases: std::ops::Range<i64>,
+    base: u32,
+    sharded: bool,
+) -> Result<Option<Request>, String> {
+    let args = request.args();
+    let positions = database_positions(spec, args);
+    if positions.is_empty() {
+        return Ok(None);
+    }
+    if sharded {
+        return Err(format!(
+            "ERR {} is not supported on a route with several shards: databases are per backend",
+            spec.display_name()
+        ));
+    }
+    let mut rewritten = args.to_vec();
+    for position in positions {
+        // Not a number: Redis refuses it with its own error.
+        let Some(index) = resp::parse_int(&args[position]) else {
+            return Ok(None);
+        };
+        if !databases.contains(&index) {
+            return Err("ERR DB index is out of range".to_string());
+        }
+        let mut digits = itoa::Buffer::new();
+        rewritten[position] =
+            Bytes::copy_from_slice(digits.format(i64::from(base) + index).as_bytes());
+    }
+    Ok((base != 0).then(|| Request::from_args(rewritten)))
+}
+
+/// The `CONFIG GET` parameters a tenant without `allow_admin` sees: limits and encodings it may plan for.
+/// Everything else (passwords, paths, replication and TLS settings, ...) is left out of the reply, as Redis
+/// leaves out parameters it does not know.
+pub const CONFIG_VISIBLE: &[&str] = &[
+    "active-expire-effort",
+    "activerehashing",
+    "appendonly",
+    "busy-reply-threshold",
+    "client-query-buffer-limit",
+    "cluster-enabled",
+    "databases",
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "hash-max-ziplist-entries",
+    "hash-max-ziplist-value",
+    "hll-sparse-max-bytes",
+    "hz",
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush",
+    "lfu-decay-time",
+    "lfu-log-factor",
+    "list-compress-depth",
+    "list-max-listpack-size",
+    "list-max-ziplist-size",
+    "lua-time-limit",
+    "maxmemory",
+    "maxmemory-policy",
+    "maxmemory-samples",
+    "notify-keyspace-events",
+    "proto-max-bulk-len",
+    "set-max-intset-entries",
+    "set-max-listpack-entries",
+    "set-max-listpack-value",
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
+    "timeout",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+    "zset-max-ziplist-entries",
+    "zset-max-ziplist-value",
+];
+
+/// A `CONFIG GET` reply (name, value, name, value...) with only the [`CONFIG_VISIBLE`] parameters. Anything that
+/// is not such an array (an error) is returned as it is.
+pub fn visible_config(reply: Bytes) -> Bytes {
+    let Some(elements) = array_elements(&reply) else {
+        return reply;
+    };
+    let mut kept = Vec::new();
+    for pair in elements.chunks_exact(2) {
+        let name = bulk_content(pair[0]);
+        if name.is_some_and(|name| CONFIG_VISIBLE.iter().any(|v| v.as_bytes() == name)) {
+            kept.extend_from_slice(pair);
+        }
+    }
+    let mut out = BytesMut::new();
+    resp::array_header(&mut out, kept.len());
+    for element in kept {
+        out.extend_from_slice(element);
+    }
+    out.freeze()
+}
+
+/// A non-admin tenant's pub/sub namespace on a shared Redis. Its channels and patterns carry its prefix on the
+/// backend (`alpha:news` for tenant `alpha`'s `news`), so tenants sharing a Redis never hear each other;
+/// keyspace notification channels (`__keyspace@0__:k`, `__keyevent@0__:set`) name the tenant's own databases,
+/// numbered as the backend numbers them, and carry no prefix. Clients see their own names in every reply and
+/// message.
+pub struct Channels {
+    /// `tenant:`, and the same with glob characters escaped, for patterns.
+    prefix: Bytes,
+    pattern_prefix: Bytes,
+    /// The tenant's databases on the backend: `base..base + databases`.
+    base: u32,
+    databases: u32,
+}
+
+/// The channels of keyspace notifications, which name a database.
+const NOTIFICATIONS: [&[u8]; 2] = [b"__keyspace@", b"__keyevent@"];
+
+impl Channels {
+    pub fn new(tenant: &str, base: u32, databases: u32) -> Channels {
+        let prefix = format!("{tenant}:");
+        let mut pattern_prefix = String::with_capacity(prefix.len());
+        for c in prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern_prefix.push('\\');
+            }
+            pattern_prefix.push(c);
+        }
+        Channels {
+            prefix: Bytes::from(prefix),
+            pattern_prefix: Bytes::from(pattern_prefix),
+            base,
+            databases,
+        }
+    }
+
+    /// A channel name, or a pattern, as the backend knows it.
+    pub fn outbound(&self, name: &[u8], pattern: bool) -> Bytes {
+        if let Some((kind, db, rest)) = notification(name)
+            && db < self.databases
+        {
+            return notification_channel(kind, self.base + db, rest);
+        }
+        let prefix = if pattern {
+            &self.pattern_prefix
+        } else {
+            &self.prefix
+        };
+        [&prefix[..], name].concat().into()
+    }
+
+    /// A backend's channel name (or pattern) as the tenant knows it.
+    pub fn inbound(&self, name: &[u8], pattern: bool) -> Bytes {
+        if let Some((kind, db, rest)) = notification(name)
+            && (self.base..self.base + self.databases).contains(&db)
+        {
+            return notification_channel(kind, db - self.base, rest);
+        }
+        let prefix = if pattern {
+            &self.pattern_prefix
+        } else {
+            &self.prefix
+        };
+        Bytes::copy_from_slice(name.strip_prefix(&prefix[..]).unwrap_or(name))
+    }
+
+    /// A request whose channel (or pattern) arguments in `names` are renamed for the backend.
+    pub fn outbound_request(
+        &self,
+        request: &Request,
+        names: std::ops::RangeFrom<usize>,
+        pattern: bool,
+    ) -> Request {
+        let args = request
+            .args()
+            .iter()
+            .enumerate()
+            .map(|(i, arg)| match names.contains(&i) {
+                true => self.outbound(arg, pattern),
+                false => arg.clone(),
+            })
+            .collect();
+        Request::from_args(args)
+    }
+
+    /// A publishing or introspecting command (`PUBLISH`, `SPUBLISH`, `PUBSUB ...`) as it goes to the backend, and
+    /// how its reply is rewritten; `None` for every other command.
+    pub fn outbound_command(
+        self,
+        spec: &CommandSpec,
+        request: &Request,
+    ) -> Option<(Request, Option<Transform>)> {
+        let args = request.args();
+        let (request, step) = match spec.name {
+            "publish" | "spublish" => {
+                let mut args = args.to_vec();
+                args[1] = self.outbound(&args[1], false);
+                return Some((Request::from_args(args), None));
+            }
+            "pubsub|channels" | "pubsub|shardchannels" => {
+                let mut args = args.to_vec();
+                match args.get_mut(2) {
+                    Some(pattern) => *pattern = self.outbound(pattern, true),
+                    None => args.push(self.outbound(b"*", true)),
+                }
+                (Request::from_args(args), 1)
+            }
+            "pubsub|numsub" | "pubsub|shardnumsub" => {
+                (self.outbound_request(request, 2.., false), 2)
+            }
+            _ => return None,
+        };
+        let transform: Transform = Box::new(move |reply| self.inbound_list(reply, step));
+        Some((request, Some(transform)))
+    }
+
+    /// A frame a subscribed connection receives (a message, or a (un)subscribe confirmation), with the channel
+    /// and pattern names the tenant knows. Other frames are returned as they are.
+    pub fn inbound_frame(&self, frame: Bytes) -> Bytes {
+        // (kind, which elements are channel names, which are patterns)
+        const KINDS: &[(&[u8], &[usize], &[usize])] = &[
+            (b"message", &[1], &[]),
+            (b"smessage", &[1], &[]),
+            (b"pmessage", &[2], &[1]),
+            (b"subscribe", &[1], &[]),
+            (b"unsubscribe", &[1], &[]),
+            (b"ssubscribe", &[1], &[]),
+            (b"sunsubscribe", &[1], &[]),
+            (b"psubscribe", &[], &[1]),
+            (b"punsubscribe", &[], &[1]),
+        ];
+        let Some(elements) = array_elements(&frame) else {
+            return frame;
+        };
+        let kind = elements.first().and_then(|e| bulk_content(e));
+        let Some((_, channels, patterns)) = KINDS.iter().find(|(k, ..)| Some(*k) == kind) else {
+            return frame;
+        };
+        let mut out = BytesMut::with_capacity(frame.len());
+        resp::array_header(&mut out, elements.len());
+        for (i, element) in elements.iter().enumerate() {
+            let renamed = match bulk_content(element) {
+                Some(name) if channels.contains(&i) => Some(self.inbound(name, false)),
+                Some(name) if patterns.contains(&i) => Some(self.inbound(name, true)),
+                _ => None,
+            };
+            match renamed {
+                Some(name) => resp::bulk(&mut out, &name),
+                None => out.extend_from_slice(element),
+            }
+        }
+        out.freeze()
+    }
+
+    /// A `PUBSUB CHANNELS` / `SHARDCHANNELS` reply (names) or `NUMSUB` / `SHARDNUMSUB` reply (name, count...)
+    /// with the names the tenant knows (`step`: elements per name).
+    pub fn inbound_list(&self, reply: Bytes, step: usize) -> Bytes {
+        let Some(elements) = array_elements(&reply) else {
+            return reply;
+        };
+        let mut out = BytesMut::with_capacity(reply.len());
+        resp::array_header(&mut out, elements.len());
+        for (i, element) in elements.iter().enumerate() {
+            match bulk_content(element) {
+                Some(name) if i % step == 0 => resp::bulk(&mut out, &self.inbound(name, false)),
+                _ => out.extend_from_slice(element),
+            }
+        }
+        out.freeze()
+    }
+}
+
+/// (`__keyspace@` or `__keyevent@`, database, the rest after `__:`) of a keyspace notification channel.
+fn notification(name: &[u8]) -> Option<(&'static [u8], u32, &[u8])> {
+    let kind = NOTIFICATIONS.into_iter().find(|k| name.starts_with(k))?;
+    let after = &name[kind.len()..];
+    let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
+    let rest = after[digits..].strip_prefix(b"__:")?;
+    let db = std::str::from_utf8(&after[..digits]).ok()?.parse().ok()?;
+    Some((kind, db, rest))
+}
+
+fn notification_channel(kind: &[u8], db: u32, rest: &[u8]) -> Bytes {
+    let mut digits = itoa::Buffer::new();
+    [kind, digits.format(db).as_bytes(), b"__:", rest]
+        .concat()
+        .into()
+}
+
+/// The elements of an array reply, each a complete reply.
+fn array_elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
+    if !reply.starts_with(b"*") {
+        return None;
+    }
+    let header = reply.iter().position(|&b| b == b'\n')? + 1;
+    Some(resp::each_reply(&reply[header..]).collect())
+}
+
+/// The content of a bulk string reply.
+fn bulk_content(element: &[u8]) -> Option<&[u8]> {
+    if !element.starts_with(b"$") {
+        return None;
+    }
+    let start = element.iter().position(|&b| b == b'\n')? + 1;
+    element.get(start..element.len().checked_sub(2)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(args: &[&str]) -> (&'static CommandSpec, Request) {
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+        let spec = crate::cmd::lookup(&args).unwrap();
+        (spec, Request::from_args(args))
+    }
+
+    fn rewrite(
+        args: &[&str],
+        databases: std::ops::Range<i64>,
+        base: u32,
+    ) -> Result<Option<Vec<String>>, String> {
+        let (spec, request) = request(args);
+        database_arguments(spec, &request, databases, base, false).map(|r| {
+            r.map(|r| {
+                r.args()
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+        })
+    }
+
+    #[test]
+    fn databases_are_the_tenants_own_and_numbered_from_its_resource() {
+        let out_of_range = Err("ERR DB index is out of range".to_string());
+        assert_eq!(rewrite(&["MOVE", "k", "1"], 0..1, 2), out_of_range);
+        assert_eq!(rewrite(&["MOVE", "k", "-1"], 0..1, 2), out_of_range);
+        assert_eq!(
+            rewrite(&["COPY", "a", "b", "DB", "3"], 0..1, 2),
+            out_of_range
+        );
+        assert_eq!(
+            rewrite(&["COPY", "a", "b", "REPLACE", "db", "7"], 0..1, 0),
+            out_of_range
+        );
+        assert_eq!(
+            rewrite(&["MOVE", "k", "0"], 0..1, 2),
+            Ok(Some(vec!["MOVE".into(), "k".into(), "2".into()]))
+        );
+        assert_eq!(
+            rewrite(&["SWAPDB", "0", "1"], 0..2, 4),
+            Ok(Some(vec!["SWAPDB".into(), "4".into(), "5".into()]))
+        );
+        // Numbered as the backend numbers them already, or naming no database: as they are.
+        assert_eq!(rewrite(&["MOVE", "k", "3"], 0..16, 0), Ok(None));
+        assert_eq!(rewrite(&["COPY", "a", "b"], 0..1, 2), Ok(None));
+        assert_eq!(rewrite(&["COPY", "a", "b", "REPLACE"], 0..1, 2), Ok(None));
+        // A key named "db" is not the option.
+        assert_eq!(rewrite(&["COPY", "db", "b"], 0..1, 2), Ok(None));
+        // Not a number: Redis' own error.
+        assert_eq!(rewrite(&["MOVE", "k", "x"], 0..1, 2), Ok(None));
+    }
+
+    #[test]
+    fn admin_commands_and_server_wide_state_are_refused_to_tenants() {
+        let spec = |name: &str| crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
+        for name in [
+            "config|set",
+            "debug",
+            "shutdown",
+            "replicaof",
+            "acl|setuser",
+            "migrate",
+            "flushall",
+            "function|load",
+            "function|dump",
+            "function|restore",
+            "script|flush",
+        ] {
+            assert!(refusal(spec(name), false).is_some(), "{name}");
+            assert!(refusal(spec(name), true).is_none(), "{name}");
+        }
+        for name in [
+            "get",
+            "config|get",
+            "function|list",
+            "fcall",
+            "eval",
+            "copy",
+            "move",
+        ] {
+            assert!(refusal(spec(name), false).is_none(), "{name}");
+        }
+        let (list, withcode) = request(&["FUNCTION", "LIST", "WITHCODE"]);
+        assert!(argument_refusal(list, withcode.args(), false).is_some());
+        assert!(argument_refusal(list, withcode.args(), true).is_none());
+        let (list, named) = request(&["FUNCTION", "LIST", "LIBRARYNAME", "x"]);
+        assert!(argument_refusal(list, named.args(), false).is_none());
+    }
+
+    #[test]
+    fn config_replies_keep_only_visible_parameters() {
+        let reply = Bytes::from_static(
+            b"*6\r\n$11\r\nrequirepass\r\n$6\r\nsecret\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n$3\r\ndir\r\n$4\r\n/var\r\n",
+        );
+        assert_eq!(
+            &visible_config(reply)[..],
+            b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"
+        );
+        let error = Bytes::from_static(b"-ERR wrong\r\n");
+        assert_eq!(visible_config(error.clone()), error);
+        assert_eq!(
+            &visible_config(Bytes::from_static(b"*0\r\n"))[..],
+            b"*0\r\n"
+        );
+    }
+
+    #[test]
+    fn channels_carry_the_tenants_prefix_and_notifications_its_databases() {
+        let alpha = Channels::new("alpha", 2, 1);
+        assert_eq!(&alpha.outbound(b"news", false)[..], b"alpha:news");
+        assert_eq!(&alpha.inbound(b"alpha:news", false)[..], b"news");
+        assert_eq!(
+            &alpha.outbound(b"__keyspace@0__:k", false)[..],
+            b"__keyspace@2__:k"
+        );
+        assert_eq!(
+            &alpha.outbound(b"__keyevent@0__:*", true)[..],
+            b"__keyevent@2__:*"
+        );
+        assert_eq!(
+            &alpha.inbound(b"__keyspace@2__:k", false)[..],
+            b"__keyspace@0__:k"
+        );
+        // Another database's notifications, or a pattern over every database: only the tenant's own channels.
+        assert_eq!(
+            &alpha.outbound(b"__keyspace@1__:k", false)[..],
+            b"alpha:__keyspace@1__:k"
+        );
+        assert_eq!(
+            &alpha.outbound(b"__key*__:*", true)[..],
+            b"alpha:__key*__:*"
+        );
+        let odd = Channels::new("a*b", 0, 1);
+        assert_eq!(&odd.outbound(b"*", true)[..], b"a\\*b:*");
+        assert_eq!(&odd.inbound(b"a\\*b:x*", true)[..], b"x*");
+    }
+
+    #[test]
+    fn subscribed_frames_show_the_tenants_names() {
+        let alpha = Channels::new("alpha", 0, 1);
+        let message =
+            Bytes::from_static(b"*3\r\n$7\r\nmessage\r\n$10\r\nalpha:news\r\n$2\r\nhi\r\n");
+        assert_eq!(
+            &alpha.inbound_frame(message)[..],
+            b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+        );
+        let pmessage = Bytes::from_static(
+            b"*4\r\n$8\r\npmessage\r\n$8\r\nalpha:n*\r\n$10\r\nalpha:news\r\n$2\r\nhi\r\n",
+        );
+        assert_eq!(
+            &alpha.inbound_frame(pmessage)[..],
+            b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+        );
+        let unsubscribed = Bytes::from_static(b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
+        assert_eq!(alpha.inbound_frame(unsubscribed.clone()), unsubscribed);
+        let pong = Bytes::from_static(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+        assert_eq!(alpha.inbound_frame(pong.clone()), pong);
+        let numsub = Bytes::from_static(b"*2\r\n$10\r\nalpha:news\r\n:3\r\n");
+        assert_eq!(
+            &alpha.inbound_list(numsub, 2)[..],
+            b"*2\r\n$4\r\nnews\r\n:3\r\n"
+        );
+    }
+}

@@ -1,0 +1,432 @@
+//! Tenant isolation, tried as a hostile tenant would: three tenants on databases 0, 1 and 2 of one shared Redis
+//! (which has a password), one on a Redis of its own, none with `allow_admin`, and one admin tenant. Every
+//! attack of the isolation issue is a case here: scripts that select, flush, move or copy across databases,
+//! admin commands and secrets, function libraries, pub/sub channels and keyspace notifications, connection
+//! state carried from one tenant to another. After the attacks every database is compared byte for byte with
+//! what its owner wrote.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_tests::{Gateway, RawClient, RedisServer};
+
+const BACKEND_PASSWORD: &str = "backend-secret-do-not-leak";
+
+/// Every key of a database: name, DUMP, TTL.
+type Keys = Vec<(String, Vec<u8>, i64)>;
+
+/// The tenants: name, password, database of the shared Redis (`None`: a Redis of its own).
+const TENANTS: &[(&str, &str, Option<u32>)] = &[
+    ("alpha", "alpha-password", Some(0)),
+    ("beta", "beta-password", Some(1)),
+    ("gamma", "gamma-password", Some(2)),
+    ("delta", "delta-password", None),
+];
+const ROOT_PASSWORD: &str = "root-password";
+
+struct Platform {
+    shared: RedisServer,
+    own: RedisServer,
+    gateway: Gateway,
+}
+
+impl Platform {
+    fn start() -> Platform {
+        let shared = RedisServer::builder().password(BACKEND_PASSWORD).start();
+        let own = RedisServer::start();
+        let shared_url = format!("redis://:{BACKEND_PASSWORD}@127.0.0.1:{}", shared.port());
+        let mut tenants: Vec<Value> = TENANTS
+            .iter()
+            .map(|(name, password, db)| {
+                let target = match db {
+                    Some(db) => format!("{shared_url}/{db}"),
+                    None => own.url(),
+                };
+                json!({"name": name, "passwords": [password],
+                       "route": {"type": "single", "target": target}})
+            })
+            .collect();
+        tenants.push(
+            json!({"name": "root", "passwords": [ROOT_PASSWORD], "allow_admin": true,
+                            "route": {"type": "single", "target": shared_url}}),
+        );
+        let gateway = Gateway::start(&json!({ "tenants": tenants }));
+        Platform {
+            shared,
+            own,
+            gateway,
+        }
+    }
+
+    /// A raw connection authenticated as `password`'s tenant.
+    fn client(&self, password: &str) -> RawClient {
+        let mut client = RawClient::connect(self.gateway.port());
+        client.roundtrip(format!("AUTH {password}\r\n").as_bytes(), b"+OK\r\n");
+        client
+    }
+
+    /// A direct connection to the shared Redis, on `db`.
+    fn shared_db(&self, db: u32) -> redis::Connection {
+        let url = format!(
+            "redis://:{BACKEND_PASSWORD}@127.0.0.1:{}/{db}",
+            self.shared.port()
+        );
+        redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect to the shared Redis")
+    }
+
+    /// Every key of every database the tenants own, with its DUMP and TTL: what must not change.
+    fn contents(&self) -> BTreeMap<(String, u32), Keys> {
+        let mut all = BTreeMap::new();
+        for db in 0..16 {
+            all.insert(("shared".to_string(), db), dump(&mut self.shared_db(db)));
+        }
+        all.insert(("own".to_string(), 0), dump(&mut self.own.client()));
+        all
+    }
+}
+
+fn dump(con: &mut redis::Connection) -> Keys {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|key| {
+            let value: Vec<u8> = redis::cmd("DUMP").arg(&key).query(con).unwrap();
+            let ttl: i64 = redis::cmd("TTL").arg(&key).query(con).unwrap();
+            (key, value, ttl)
+        })
+        .collect()
+}
+
+/// Sends `args` and returns the whole reply.
+fn call(client: &mut RawClient, args: &[&str]) -> String {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    String::from_utf8_lossy(&client.request(&args)).into_owned()
+}
+
+/// Asserts an error reply that contains `text`.
+fn refused(client: &mut RawClient, args: &[&str], text: &str) {
+    let reply = call(client, args);
+    assert!(
+        reply.starts_with('-') && reply.contains(text),
+        "{args:?} answered {reply:?}, expected an error with {text:?}"
+    );
+}
+
+/// Each tenant's data, written through the gateway.
+fn seed(platform: &Platform) {
+    for (name, password, _) in TENANTS {
+        let mut client = platform.client(password);
+        let secret = format!("{name}-secret");
+        assert_eq!(call(&mut client, &["SET", "secret", &secret]), "+OK\r\n");
+        assert_eq!(call(&mut client, &["HSET", "h", "owner", name]), ":1\r\n");
+        assert_eq!(
+            call(&mut client, &["SET", "expiring", "x", "EX", "100000"]),
+            "+OK\r\n"
+        );
+    }
+}
+
+#[test]
+fn hostile_tenants_reach_nothing_of_anothers() {
+    let platform = Platform::start();
+    seed(&platform);
+    let before = platform.contents();
+    let mut alpha = platform.client("alpha-password");
+    let mut beta = platform.client("beta-password");
+    let denied = "can't run this command";
+
+    // Scripts cannot leave the tenant's database, flush, or run admin commands; computed names change nothing.
+    for script in [
+        "redis.call('SELECT', 1); return redis.call('GET', 'secret')",
+        "return redis.call('FLUSHALL')",
+        "return redis.call('FLUSHDB')",
+        "return redis.call('MOVE', 'secret', 1)",
+        "return redis.call('SWAPDB', 0, 1)",
+        "return redis.call('COPY', 'secret', 'stolen', 'DB', 1)",
+        "return redis.call(string.lower('SEL' .. 'ECT'), 2)",
+        "return redis.call('MIGRATE', '127.0.0.1', 1, 'secret', 0, 100)",
+        "return redis.call('PUBLISH', 'beta:news', 'forged')",
+        "return redis.call('PUBSUB', 'CHANNELS')",
+        "return redis.call('INFO', 'keyspace')",
+    ] {
+        refused(&mut alpha, &["EVAL", script, "0"], denied);
+        refused(&mut alpha, &["EVAL_RO", script, "0"], "");
+    }
+    // `pcall` swallows the refusal, but the script is still on its own database.
+    assert_eq!(
+        call(
+            &mut beta,
+            &[
+                "EVAL",
+                "redis.pcall('SELECT', 2); return redis.call('GET', 'secret')",
+                "0"
+            ]
+        ),
+        "$11\r\nbeta-secret\r\n"
+    );
+    // What scripts are for keeps working.
+    assert_eq!(
+        call(
+            &mut alpha,
+            &["EVAL", "return redis.call('INCR', KEYS[1])", "1", "counter"]
+        ),
+        ":1\r\n"
+    );
+    let sha = call(
+        &mut alpha,
+        &["SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])"],
+    );
+    let sha = sha.lines().nth(1).unwrap().to_string();
+    assert_eq!(
+        call(&mut alpha, &["EVALSHA", &sha, "1", "counter"]),
+        "$1\r\n1\r\n"
+    );
+    assert_eq!(call(&mut alpha, &["DEL", "counter"]), ":1\r\n");
+
+    // Direct commands: databases are the tenant's own, admin commands and secrets are the admin's.
+    let out_of_range = "-ERR DB index is out of range\r\n";
+    assert_eq!(call(&mut alpha, &["SELECT", "1"]), out_of_range);
+    assert_eq!(call(&mut alpha, &["MOVE", "secret", "1"]), out_of_range);
+    assert_eq!(
+        call(&mut alpha, &["COPY", "secret", "stolen", "DB", "2"]),
+        out_of_range
+    );
+    assert_eq!(
+        call(&mut beta, &["COPY", "secret", "mine", "DB", "0"]),
+        ":1\r\n"
+    );
+    assert_eq!(call(&mut beta, &["DEL", "mine"]), ":1\r\n");
+    for (args, text) in [
+        (&["FLUSHALL"][..], "admin command"),
+        (&["SWAPDB", "0", "1"], "admin command"),
+        (
+            &["MIGRATE", "127.0.0.1", "5432", "secret", "0", "100"],
+            "admin command",
+        ),
+        (&["CONFIG", "SET", "requirepass", "x"], "admin command"),
+        (&["DEBUG", "SLEEP", "0"], "admin command"),
+        (
+            &[
+                "FUNCTION",
+                "LOAD",
+                "#!lua name=evil\nredis.register_function('f', function() return 1 end)",
+            ],
+            "admin command",
+        ),
+        (&["FUNCTION", "DELETE", "lib"], "admin command"),
+        (&["FUNCTION", "FLUSH"], "admin command"),
+        (&["FUNCTION", "DUMP"], "admin command"),
+        (&["FUNCTION", "LIST", "WITHCODE"], "admin command"),
+        (&["SCRIPT", "FLUSH"], "admin command"),
+        (&["ACL", "SETUSER", "x", "on"], "not supported"),
+    ] {
+        refused(&mut alpha, args, text);
+    }
+    // The same inside a transaction: refused at queue time, so EXEC aborts.
+    assert_eq!(call(&mut alpha, &["MULTI"]), "+OK\r\n");
+    assert_eq!(call(&mut alpha, &["MOVE", "secret", "1"]), out_of_range);
+    assert_eq!(
+        call(&mut alpha, &["COPY", "secret", "x", "DB", "1"]),
+        out_of_range
+    );
+    refused(&mut alpha, &["EXEC"], "EXECABORT");
+    assert_eq!(call(&mut alpha, &["MULTI"]), "+OK\r\n");
+    assert_eq!(
+        call(
+            &mut alpha,
+            &[
+                "EVAL",
+                "redis.call('SELECT', 1); return redis.call('FLUSHDB')",
+                "0"
+            ]
+        ),
+        "+QUEUED\r\n"
+    );
+    assert_eq!(call(&mut alpha, &["SET", "in-multi", "1"]), "+QUEUED\r\n");
+    let exec = call(&mut alpha, &["EXEC"]);
+    assert!(exec.contains(denied), "{exec}");
+    assert_eq!(call(&mut alpha, &["DEL", "in-multi"]), ":1\r\n");
+
+    // CONFIG GET shows no secret: not the backend's password, paths or replication settings.
+    let config = call(&mut alpha, &["CONFIG", "GET", "*"]);
+    for secret in [
+        BACKEND_PASSWORD,
+        "requirepass",
+        "masterauth",
+        "dir",
+        "dbfilename",
+        "logfile",
+    ] {
+        assert!(
+            !config.contains(secret),
+            "CONFIG GET * shows {secret}: {config}"
+        );
+    }
+    assert!(config.contains("maxmemory-policy"), "{config}");
+    assert_eq!(
+        call(&mut alpha, &["CONFIG", "GET", "requirepass"]),
+        "*0\r\n"
+    );
+
+    // A function an admin loaded is callable by every tenant, with the caller's restrictions.
+    let mut root = platform.client(ROOT_PASSWORD);
+    let library = "#!lua name=shared\n\
+        redis.register_function('owner', function(keys) return redis.call('HGET', keys[1], 'owner') end)\n\
+        redis.register_function('hop', function() redis.call('SELECT', 1); return redis.call('GET', 'secret') end)";
+    assert_eq!(
+        call(&mut root, &["FUNCTION", "LOAD", library]),
+        "$6\r\nshared\r\n"
+    );
+    assert_eq!(
+        call(&mut beta, &["FCALL", "owner", "1", "h"]),
+        "$4\r\nbeta\r\n"
+    );
+    refused(&mut alpha, &["FCALL", "hop", "0"], denied);
+    assert!(!call(&mut alpha, &["FUNCTION", "LIST"]).contains("register_function"));
+    assert_eq!(
+        call(&mut root, &["FUNCTION", "DELETE", "shared"]),
+        "+OK\r\n"
+    );
+    // An admin keeps its reach.
+    assert_eq!(
+        call(
+            &mut root,
+            &[
+                "EVAL",
+                "redis.call('SELECT', 2); return redis.call('GET', 'secret')",
+                "0"
+            ]
+        ),
+        "$12\r\ngamma-secret\r\n"
+    );
+
+    drop((alpha, beta, root));
+    assert_eq!(platform.contents(), before, "a tenant's data changed");
+}
+
+#[test]
+fn channels_and_keyspace_notifications_are_each_tenants_own() {
+    let platform = Platform::start();
+    let mut root = platform.client(ROOT_PASSWORD);
+    assert_eq!(
+        call(
+            &mut root,
+            &["CONFIG", "SET", "notify-keyspace-events", "KEA"]
+        ),
+        "+OK\r\n"
+    );
+    let mut alpha_sub = platform.client("alpha-password");
+    let mut beta_sub = platform.client("beta-password");
+    let mut alpha = platform.client("alpha-password");
+    let mut beta = platform.client("beta-password");
+    alpha_sub.send(b"SUBSCRIBE news\r\n");
+    alpha_sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    beta_sub.send(b"PSUBSCRIBE __key*__:* *\r\n");
+    beta_sub.expect(b"*3\r\n$10\r\npsubscribe\r\n$10\r\n__key*__:*\r\n:1\r\n");
+    beta_sub.expect(b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:2\r\n");
+    beta_sub.send(b"SUBSCRIBE __keyspace@0__:k\r\n");
+    beta_sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$16\r\n__keyspace@0__:k\r\n:3\r\n");
+
+    // A tenant's messages reach its own subscribers, by its own names, and no one else's: beta's `*` hears
+    // beta's `news` and not alpha's.
+    assert_eq!(call(&mut beta, &["PUBLISH", "news", "from-beta"]), ":1\r\n");
+    beta_sub.expect(b"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$4\r\nnews\r\n$9\r\nfrom-beta\r\n");
+    assert_eq!(
+        call(&mut alpha, &["PUBLISH", "news", "from-alpha"]),
+        ":1\r\n"
+    );
+    alpha_sub.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$10\r\nfrom-alpha\r\n");
+    // Introspection shows the tenant's own channels, by its names.
+    assert_eq!(
+        call(&mut alpha, &["PUBSUB", "CHANNELS"]),
+        "*1\r\n$4\r\nnews\r\n"
+    );
+    assert_eq!(call(&mut beta, &["PUBSUB", "CHANNELS", "n*"]), "*0\r\n");
+    assert_eq!(
+        call(&mut beta, &["PUBSUB", "NUMSUB", "news"]),
+        "*2\r\n$4\r\nnews\r\n:0\r\n"
+    );
+    assert_eq!(
+        call(&mut alpha, &["PUBSUB", "NUMSUB", "news"]),
+        "*2\r\n$4\r\nnews\r\n:1\r\n"
+    );
+
+    // Keyspace notifications: alpha's writes (database 0 of the shared Redis) reach beta by no pattern; beta's
+    // own (database 1) reach it as its database 0.
+    assert_eq!(call(&mut alpha, &["SET", "k", "alpha"]), "+OK\r\n");
+    assert_eq!(call(&mut beta, &["SET", "k", "beta"]), "+OK\r\n");
+    beta_sub.expect(b"*3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n");
+    // Nothing else arrived for beta: a PING is answered next.
+    beta_sub.send(b"PING\r\n");
+    beta_sub.expect(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    assert_eq!(
+        call(&mut root, &["CONFIG", "SET", "notify-keyspace-events", ""]),
+        "+OK\r\n"
+    );
+}
+
+#[test]
+fn connection_state_never_outlives_its_tenant() {
+    let platform = Platform::start();
+    seed(&platform);
+    // An admin on database 3, then another tenant on the same connection: the tenant's own database.
+    let mut client = platform.client(ROOT_PASSWORD);
+    assert_eq!(call(&mut client, &["SELECT", "3"]), "+OK\r\n");
+    assert_eq!(
+        call(&mut client, &["CLIENT", "SETNAME", "root-tool"]),
+        "+OK\r\n"
+    );
+    assert_eq!(call(&mut client, &["AUTH", "beta-password"]), "+OK\r\n");
+    assert_eq!(
+        call(&mut client, &["GET", "secret"]),
+        "$11\r\nbeta-secret\r\n"
+    );
+    assert_eq!(call(&mut client, &["CLIENT", "GETNAME"]), "$-1\r\n");
+    let hello = call(
+        &mut client,
+        &["HELLO", "2", "AUTH", "default", ROOT_PASSWORD],
+    );
+    assert!(hello.starts_with("*14"), "{hello}");
+    assert_eq!(call(&mut client, &["SELECT", "2"]), "+OK\r\n");
+    let hello = call(
+        &mut client,
+        &["HELLO", "2", "AUTH", "default", "gamma-password"],
+    );
+    assert!(hello.starts_with("*14"), "{hello}");
+    assert_eq!(
+        call(&mut client, &["GET", "secret"]),
+        "$12\r\ngamma-secret\r\n"
+    );
+}
+
+#[test]
+fn the_gateway_sets_up_its_acl_users_and_reconnects_after_they_change() {
+    let platform = Platform::start();
+    let mut alpha = platform.client("alpha-password");
+    assert_eq!(call(&mut alpha, &["SET", "k", "v"]), "+OK\r\n");
+    let mut direct = platform.shared_db(0);
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query(&mut direct).unwrap();
+    assert!(
+        users.contains(&"switchyard-gateway".to_string()),
+        "{users:?}"
+    );
+    assert!(
+        users.contains(&"switchyard-script".to_string()),
+        "{users:?}"
+    );
+    // An operator deletes the script user: scripts fail closed with a clear error, never as the gateway user.
+    let () = redis::cmd("ACL")
+        .arg("DELUSER")
+        .arg("switchyard-script")
+        .query(&mut direct)
+        .unwrap();
+    let reply = call(&mut alpha, &["EVAL", "return redis.call('SELECT', 1)", "0"]);
+    assert!(reply.starts_with('-'), "{reply}");
+    // The connection whose script could not switch users reconnects, which sets both users up again.
+    switchyard_tests::wait_for("scripts to work again", Duration::from_secs(10), || {
+        call(&mut alpha, &["EVAL", "return redis.call('GET', 'k')", "0"]) == "$1\r\nv\r\n"
+    });
+}

@@ -103,6 +103,11 @@ impl ClientInfo {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
     }
 
+    /// Whether the client waits in a blocking command.
+    pub fn is_blocked(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).blocked
+    }
+
     /// One line in the format of Redis' CLIENT LIST (fields the gateway does not track are given Redis'
     /// idle values).
     pub fn describe(&self, current_command: &str) -> String {

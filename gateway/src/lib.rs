@@ -5,6 +5,7 @@
 //! backend connections ([`backend`]); [`reply`] puts the answers back in request order.
 
 pub mod admin;
+pub mod admission;
 pub mod backend;
 pub mod clients;
 pub mod cmd;

@@ -74,9 +74,20 @@ struct Args {
     /// How long a command may wait for its backend's reply, in milliseconds.
     #[arg(long, env = "SWITCHYARD_COMMAND_TIMEOUT_MS", default_value_t = 2000)]
     command_timeout_ms: u64,
-    /// Most client connections at once.
+    /// Most authenticated client connections at once.
     #[arg(long, env = "SWITCHYARD_MAX_CLIENTS", default_value_t = 10_000)]
     max_clients: usize,
+    /// Most connections at once that have not authenticated yet (apart from --max-clients, so that they can
+    /// never take an authenticated client's place).
+    #[arg(
+        long,
+        env = "SWITCHYARD_MAX_UNAUTHENTICATED_CLIENTS",
+        default_value_t = 1024
+    )]
+    max_unauthenticated_clients: usize,
+    /// How long a connection may stay without authenticating before it is closed, in milliseconds.
+    #[arg(long, env = "SWITCHYARD_AUTH_TIMEOUT_MS", default_value_t = 5000)]
+    auth_timeout_ms: u64,
     /// Most dedicated backend connections (blocking commands, transactions, subscriptions) one tenant's clients
     /// may hold at once.
     #[arg(
@@ -142,6 +153,8 @@ fn main() -> anyhow::Result<()> {
         connect_timeout: Duration::from_millis(args.connect_timeout_ms),
         command_timeout: Duration::from_millis(args.command_timeout_ms),
         max_clients: args.max_clients,
+        max_unauthenticated_clients: args.max_unauthenticated_clients,
+        auth_timeout: Duration::from_millis(args.auth_timeout_ms),
         max_dedicated_connections: args.max_dedicated_connections,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         limits: Limits {

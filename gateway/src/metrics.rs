@@ -17,6 +17,8 @@ pub struct Metrics {
     pub snapshots_rejected: AtomicU64,
     /// Clients waiting in a blocking command (INFO's `blocked_clients`).
     pub blocked_clients: AtomicI64,
+    /// Failed AUTH that named no tenant, or one the gateway does not know (a tenant's own are its counters').
+    pub auth_failures_unknown: AtomicU64,
     backends: Mutex<BTreeMap<String, Arc<BackendMetrics>>>,
 }
 
@@ -156,6 +158,16 @@ impl Metrics {
             "counter",
             per_tenant(&|m| load(&m.rate_limited)),
         );
+        let auth_failures = per_tenant(&|m| load(&m.auth_failures))
+            .into_iter()
+            .chain([("tenant=\"\"".to_string(), load(&self.auth_failures_unknown))]);
+        family(
+            &mut out,
+            "switchyard_auth_failures_total",
+            "Failed AUTH by the tenant it named (\"\": none, or one that does not exist).",
+            "counter",
+            auth_failures,
+        );
         family(
             &mut out,
             "switchyard_tenant_connections",
@@ -210,6 +222,8 @@ pub struct TenantCounters {
     double_write_failures: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
     pub rate: RateLimiter,
     pub rate_limited: AtomicU64,
+    /// Failed AUTH that named this tenant.
+    pub auth_failures: AtomicU64,
     /// Dedicated backend connections held by the tenant's clients (blocking commands, transactions,
     /// subscriptions), on every worker.
     pub dedicated: AtomicI64,

@@ -20,6 +20,7 @@ use switchyard_schemas::RoutesFile;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::admission::Admission;
 use crate::backend::{BackendPool, ConnectionSettings, ResourceSpec, Upstream};
 use crate::clients::Clients;
 use crate::metrics::Metrics;
@@ -41,7 +42,12 @@ pub struct Config {
     pub backend_connections: usize,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
+    /// Most authenticated client connections at once.
     pub max_clients: usize,
+    /// Most connections at once that have not authenticated yet (counted apart from `max_clients`).
+    pub max_unauthenticated_clients: usize,
+    /// How long a connection may stay without authenticating before it is closed.
+    pub auth_timeout: Duration,
     /// Most dedicated backend connections (blocking commands, transactions, subscriptions) one tenant's clients
     /// may hold at once, per gateway.
     pub max_dedicated_connections: usize,
@@ -66,6 +72,8 @@ pub struct Gateway {
     generation: AtomicU64,
     pub metrics: Arc<Metrics>,
     pub clients: Clients,
+    /// Places for connections, and the failed-AUTH throttle.
+    pub admission: Arc<Admission>,
     next_client_id: AtomicU64,
     pub started: Instant,
     ready: AtomicBool,
@@ -214,6 +222,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         generation: AtomicU64::new(0),
         metrics: Arc::new(Metrics::default()),
         clients: Clients::default(),
+        admission: Arc::new(Admission::new(
+            config.max_clients,
+            config.max_unauthenticated_clients,
+        )),
         next_client_id: AtomicU64::new(1),
         started: Instant::now(),
         ready: AtomicBool::new(false),

@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::admission::Ticket;
 use crate::backend::cluster::slot_of;
 use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream, identity};
 use crate::clients::ClientInfo;
@@ -42,6 +43,7 @@ const BUFFER_SIZE: usize = 4096;
 
 const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 const NOAUTH: &str = "NOAUTH Authentication required.";
+const MAX_CLIENTS: &str = "-ERR max number of clients reached\r\n";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 /// The tenant a session is authenticated as, resolved against one snapshot generation.
@@ -82,6 +84,10 @@ pub(crate) struct Session {
     uncounted: Cell<(&'static str, u64)>,
     /// Dedicated connections and the state they serve (blocking commands, transactions, subscriptions).
     stateful: stateful::Stateful,
+    /// The connection's place among the gateway's clients (see `admission`).
+    ticket: Ticket,
+    /// Set after a failed AUTH from an address that fails too often: nothing more is read or dispatched before.
+    penalty: Option<Instant>,
 }
 
 /// Requests read together that go to one backend connection one after the other: their frames are adjacent in
@@ -394,14 +400,13 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         return;
     };
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
-    if gateway.clients.len() >= gateway.config.max_clients {
+    let open_tenant = gateway.snapshot().open_tenant().cloned();
+    let Some(ticket) = gateway.admission.admit(open_tenant.is_some()) else {
         metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
         let mut stream = stream;
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
+        let _ = stream.write_all(MAX_CLIENTS.as_bytes()).await;
         return;
-    }
+    };
     let info_id = gateway.next_client_id();
     let info = Arc::new(ClientInfo::new(info_id, addr, local_addr));
     gateway.clients.add(Arc::clone(&info));
@@ -419,9 +424,11 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         uncounted: Cell::new(("", 0)),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         stateful: stateful::Stateful::default(),
+        ticket,
+        penalty: None,
     };
-    if let Some(tenant) = gateway.snapshot().open_tenant() {
-        session.enter_tenant(Arc::clone(tenant), None);
+    if let Some(tenant) = open_tenant {
+        session.enter_tenant(tenant, None);
     }
     if let Err(e) = session.run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
@@ -443,10 +450,13 @@ impl Session {
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
         let control = self.worker.control.listen();
+        let auth_deadline = tokio::time::Instant::now() + gateway.config.auth_timeout;
         loop {
             let reading = !self.closing
+                && self.penalty.is_none()
                 && self.replies.len() < MAX_PENDING
                 && (self.stateful.parked.is_none() || input.len() < MAX_PARKED_INPUT);
+            let penalty = self.penalty.map(tokio::time::Instant::from_std);
             let wanted = decoder.bytes_wanted(input.len());
             if input.capacity() - input.len() < 1024 || wanted > input.capacity() - input.len() {
                 // Grow geometrically, and never by more than the client has already sent.
@@ -460,6 +470,18 @@ impl Session {
                     if read? == 0 {
                         return Ok(()); // the client hung up; replies still pending have no one to go to
                     }
+                    if self.stateful.parked.is_none() {
+                        self.decode(&mut decoder, &mut input, addr);
+                    }
+                }
+                // A connection that never authenticated is closed: it holds a place (see `admission`).
+                () = tokio::time::sleep_until(auth_deadline), if !self.ticket.is_authenticated() => {
+                    tracing::debug!(client = %addr, "closing a connection that did not authenticate in time");
+                    return Ok(());
+                }
+                // A failed AUTH's wait is over: what the client sent meanwhile is served.
+                () = tokio::time::sleep_until(penalty.unwrap_or(auth_deadline)), if penalty.is_some() => {
+                    self.penalty = None;
                     if self.stateful.parked.is_none() {
                         self.decode(&mut decoder, &mut input, addr);
                     }
@@ -517,8 +539,12 @@ impl Session {
         }
     }
 
-    /// Dispatches every complete request in `input`, until one is parked or the connection is closing.
+    /// Dispatches every complete request in `input`, until one is parked, the connection is closing or waits
+    /// after a failed AUTH.
     fn decode(&mut self, decoder: &mut RequestDecoder, input: &mut BytesMut, addr: SocketAddr) {
+        if self.penalty.is_some() {
+            return;
+        }
         let gateway = Arc::clone(&self.worker.gateway);
         let limits = gateway.config.limits;
         // One clock read per batch: per command it shows in profiles of pipelined clients.
@@ -542,7 +568,7 @@ impl Session {
                             limits
                         });
                     }
-                    if self.closing || self.stateful.parked.is_some() {
+                    if self.closing || self.stateful.parked.is_some() || self.penalty.is_some() {
                         break;
                     }
                 }
@@ -882,6 +908,7 @@ impl Session {
     fn try_auth(&mut self, tenant: Option<&[u8]>, password: &[u8]) -> AuthOutcome {
         let snapshot = self.worker.gateway.snapshot();
         let Some((found, digest)) = snapshot.authenticate(tenant, password) else {
+            self.note_auth_failure(&snapshot, tenant);
             return AuthOutcome::WrongPassword;
         };
         let already_here = self
@@ -892,6 +919,9 @@ impl Session {
             && !already_here
             && found.metrics.connections.load(Ordering::Relaxed) >= i64::from(max)
         {
+            return AuthOutcome::TooManyClients;
+        }
+        if !self.ticket.authenticate() {
             return AuthOutcome::TooManyClients;
         }
         let found = Arc::clone(found);
@@ -907,9 +937,38 @@ impl Session {
         AuthOutcome::Ok
     }
 
+    /// Counts a failed AUTH for the tenant it named, logs it (at a bounded rate) and slows the connection when
+    /// its address fails too often (see `admission`).
+    fn note_auth_failure(&mut self, snapshot: &crate::route::Snapshot, tenant: Option<&[u8]>) {
+        let gateway = &self.worker.gateway;
+        let named = tenant
+            .and_then(|name| std::str::from_utf8(name).ok())
+            .and_then(|name| snapshot.tenant_by_name(name));
+        match named {
+            Some(tenant) => tenant.metrics.auth_failures.fetch_add(1, Ordering::Relaxed),
+            None => gateway
+                .metrics
+                .auth_failures_unknown
+                .fetch_add(1, Ordering::Relaxed),
+        };
+        let now = Instant::now();
+        let ip = self.info.addr.ip();
+        let penalty = gateway.admission.failed(ip, now);
+        if let Some(suppressed) = gateway.admission.log_failure(now) {
+            tracing::warn!(
+                client = %self.info.addr,
+                tenant = named.map_or("-", |t| t.name.as_str()),
+                slowed_ms = penalty.map_or(0, |p| p.as_millis()),
+                suppressed,
+                "failed AUTH"
+            );
+        }
+        self.penalty = penalty.map(|wait| now + wait);
+    }
+
     fn auth_failed(&mut self, started: Instant, outcome: AuthOutcome) {
         if let AuthOutcome::TooManyClients = outcome {
-            self.local_error(started, "ERR max number of clients reached");
+            self.local_error(started, MAX_CLIENTS.trim_start_matches('-').trim_end());
             self.closing = true;
         } else {
             self.local_error(started, &self.auth_failure());

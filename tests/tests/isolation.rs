@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_tests::{Gateway, RawClient, RedisServer};
+use switchyard_tests::{Gateway, GatewayBuilder, RawClient, RedisServer, wait_for};
 
 const BACKEND_PASSWORD: &str = "backend-secret-do-not-leak";
 
@@ -33,6 +33,10 @@ struct Platform {
 
 impl Platform {
     fn start() -> Platform {
+        Self::start_with(Gateway::builder())
+    }
+
+    fn start_with(builder: GatewayBuilder) -> Platform {
         let shared = RedisServer::builder().password(BACKEND_PASSWORD).start();
         let own = RedisServer::start();
         let shared_url = format!("redis://:{BACKEND_PASSWORD}@127.0.0.1:{}", shared.port());
@@ -51,7 +55,7 @@ impl Platform {
             json!({"name": "root", "passwords": [ROOT_PASSWORD], "allow_admin": true,
                             "route": {"type": "single", "target": shared_url}}),
         );
-        let gateway = Gateway::start(&json!({ "tenants": tenants }));
+        let gateway = builder.start(&json!({ "tenants": tenants }));
         Platform {
             shared,
             own,
@@ -426,7 +430,85 @@ fn the_gateway_sets_up_its_acl_users_and_reconnects_after_they_change() {
     let reply = call(&mut alpha, &["EVAL", "return redis.call('SELECT', 1)", "0"]);
     assert!(reply.starts_with('-'), "{reply}");
     // The connection whose script could not switch users reconnects, which sets both users up again.
-    switchyard_tests::wait_for("scripts to work again", Duration::from_secs(10), || {
+    wait_for("scripts to work again", Duration::from_secs(10), || {
         call(&mut alpha, &["EVAL", "return redis.call('GET', 'k')", "0"]) == "$1\r\nv\r\n"
     });
+}
+
+#[test]
+fn connections_that_never_authenticate_take_no_tenants_place_and_are_closed() {
+    let platform = Platform::start_with(
+        Gateway::builder()
+            .arg("--max-clients")
+            .arg("3")
+            .arg("--max-unauthenticated-clients")
+            .arg("20")
+            .arg("--auth-timeout-ms")
+            .arg("1500"),
+    );
+    // More idle sockets than --max-clients: tenants still get in.
+    let mut idle: Vec<RawClient> = (0..10)
+        .map(|_| RawClient::connect(platform.gateway.port()))
+        .collect();
+    let mut tenant = platform.client("alpha-password");
+    assert_eq!(call(&mut tenant, &["PING"]), "+PONG\r\n");
+    // The unauthenticated cap holds on its own.
+    let mut more: Vec<RawClient> = (0..10)
+        .map(|_| RawClient::connect(platform.gateway.port()))
+        .collect();
+    let mut refused = RawClient::connect(platform.gateway.port());
+    refused.expect(b"-ERR max number of clients reached\r\n");
+    // Until they are closed for not authenticating in time; the tenant's connection stays.
+    for client in idle.iter_mut().chain(more.iter_mut()) {
+        client.expect_closed();
+    }
+    assert_eq!(call(&mut tenant, &["PING"]), "+PONG\r\n");
+    let mut late = platform.client("beta-password");
+    assert_eq!(call(&mut late, &["PING"]), "+PONG\r\n");
+}
+
+#[test]
+fn failed_auth_is_counted_and_slowed_per_address_without_slowing_correct_clients() {
+    let platform = Platform::start();
+    let mut attacker = RawClient::connect(platform.gateway.port());
+    let wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    let started = std::time::Instant::now();
+    // Ten free failures; after each further one the connection waits 100, 200, 400, 800 ms... before its next
+    // command is read.
+    for attempt in 0..15 {
+        let password = format!("guess-{attempt}");
+        assert_eq!(
+            call(&mut attacker, &["AUTH", "alpha", &password]),
+            wrongpass
+        );
+    }
+    let slowed = started.elapsed();
+    assert!(
+        slowed >= Duration::from_millis(1500),
+        "15 failures took {slowed:?}"
+    );
+    // A client that knows its password, from the same address, is not slowed.
+    let started = std::time::Instant::now();
+    let mut tenant = platform.client("alpha-password");
+    assert_eq!(call(&mut tenant, &["PING"]), "+PONG\r\n");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    // Counted by the tenant named (unknown names and no name count under "").
+    assert_eq!(
+        call(&mut attacker, &["AUTH", "nosuchtenant", "x"]),
+        wrongpass
+    );
+    let (_, metrics) = platform.gateway.admin_get("/metrics");
+    assert!(
+        metrics.contains("switchyard_auth_failures_total{tenant=\"alpha\"} 15"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("switchyard_auth_failures_total{tenant=\"\"} 1"),
+        "{metrics}"
+    );
+    assert!(platform.gateway.log().contains("failed AUTH"));
 }

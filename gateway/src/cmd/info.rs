@@ -83,13 +83,25 @@ pub fn render(gateway: &Gateway, tenant: Option<&Tenant>, args: &[Bytes]) -> Str
                 gateway.started.elapsed().as_secs(),
                 gateway.started.elapsed().as_secs() / 86400,
             ),
-            "clients" => write!(
-                text,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
-                gateway.clients.len(),
-                gateway.config.max_clients,
-                gateway.metrics.blocked_clients.load(Ordering::Relaxed),
-            ),
+            "clients" => {
+                // A tenant sees its own clients only, as CLIENT LIST shows them; an admin, the gateway's.
+                let (connected, blocked) = match tenant.filter(|t| !t.allow_admin) {
+                    Some(tenant) => {
+                        let clients = gateway.clients.of_tenant(&tenant.name);
+                        let blocked = clients.iter().filter(|c| c.is_blocked()).count();
+                        (clients.len(), blocked as i64)
+                    }
+                    None => (
+                        gateway.clients.len(),
+                        gateway.metrics.blocked_clients.load(Ordering::Relaxed),
+                    ),
+                };
+                write!(
+                    text,
+                    "# Clients\r\nconnected_clients:{connected}\r\nmaxclients:{}\r\nblocked_clients:{blocked}\r\n",
+                    gateway.config.max_clients,
+                )
+            }
             "memory" => write!(
                 text,
                 "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{human}\r\nused_memory_rss:{rss}\r\n\
@@ -103,13 +115,20 @@ pub fn render(gateway: &Gateway, tenant: Option<&Tenant>, args: &[Bytes]) -> Str
                  rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n\
                  aof_rewrite_in_progress:0\r\naof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n",
             ),
-            "stats" => write!(
-                text,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\n",
-                gateway.metrics.connections_total.load(Ordering::Relaxed),
-                tenant.map_or(0, |t| t.metrics.commands.counts().map(|(_, n)| n).sum::<i64>()),
-                gateway.metrics.connections_rejected.load(Ordering::Relaxed),
-            ),
+            "stats" => {
+                let commands = tenant.map_or(0, |t| t.metrics.commands.counts().map(|(_, n)| n).sum::<i64>());
+                let _ = write!(text, "# Stats\r\ntotal_commands_processed:{commands}\r\n");
+                // The gateway's connection figures are every tenant's: an admin's only.
+                match tenant.is_none_or(|t| t.allow_admin) {
+                    true => write!(
+                        text,
+                        "total_connections_received:{}\r\nrejected_connections:{}\r\n",
+                        gateway.metrics.connections_total.load(Ordering::Relaxed),
+                        gateway.metrics.connections_rejected.load(Ordering::Relaxed),
+                    ),
+                    false => Ok(()),
+                }
+            }
             "replication" => text.write_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
             "cpu" => write!(
                 text,

@@ -765,10 +765,7 @@ impl Session {
         if let Some(refusal) = refused {
             return Err(refusal);
         }
-        if tenant.allow_admin {
-            return Ok((request, None));
-        }
-        if spec.name == "config|get" {
+        if spec.name == "config|get" && !tenant.allow_admin {
             return Ok((request, Some(Box::new(tenancy::visible_config))));
         }
         if let Some(renamed) = tenant

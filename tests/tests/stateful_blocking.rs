@@ -133,7 +133,11 @@ fn client_timeouts_are_honoured_and_not_cut_by_the_command_timeout() {
     let gateway = Gateway::builder()
         .arg("--command-timeout-ms")
         .arg("300")
-        .start(&open_single_tenant(json!(backend.url())));
+        // An admin tenant, which may SELECT the backend's other databases.
+        .start(
+            &json!({"tenants": [{"name": "t", "passwords": [], "allow_admin": true,
+                                    "route": {"type": "single", "target": backend.url()}}]}),
+        );
     let mut client = RawClient::connect(gateway.port());
     let started = Instant::now();
     assert_eq!(client.request(&[b"BLPOP", b"empty", b"1"]), b"*-1\r\n");

@@ -90,7 +90,8 @@ fn subscriber(gateway: &Gateway) -> redis::Connection {
         .unwrap()
 }
 
-/// `PUBSUB NUMSUB channel` on a backend.
+/// `PUBSUB NUMSUB channel` on a backend. A non-admin tenant `t`'s channel `c` is `t:c` there (see
+/// docs/operations.md#tenant-isolation).
 fn numsub(backend: &RedisServer, channel: &str) -> i64 {
     let reply: (String, i64) = redis::cmd("PUBSUB")
         .arg("NUMSUB")
@@ -122,7 +123,7 @@ async fn a_subscriber_receives_100000_messages_in_order_while_other_clients_work
     wait_for(
         "the subscription on the backend",
         Duration::from_secs(20),
-        || numsub(&backend, "stream") == 1,
+        || numsub(&backend, "t:stream") == 1,
     );
     let mut publisher = gateway.client(None).await;
     let mut other = gateway.client(None).await;
@@ -260,8 +261,8 @@ fn channels_meet_on_sharded_and_double_written_routes() {
         .get_connection()
         .unwrap();
     let mut direct = on_secondary.as_pubsub();
-    direct.subscribe("events").unwrap();
-    assert_eq!(numsub(&primary, "events"), 1);
+    direct.subscribe("t:events").unwrap();
+    assert_eq!(numsub(&primary, "t:events"), 1);
     let mut publisher = RawClient::connect(gateway.port());
     assert_eq!(
         publisher.request(&[b"PUBLISH", b"events", b"e1"]),

@@ -13,7 +13,7 @@ fn gateway_clients_running(group: &SentinelGroup, command: &str) -> usize {
         .query(&mut group.client(group.master_port()))
         .unwrap();
     list.lines()
-        .filter(|l| l.contains("user=gateway") && l.contains(&format!(" cmd={command}")))
+        .filter(|l| l.contains("user=switchyard-gateway") && l.contains(&format!(" cmd={command}")))
         .count()
 }
 

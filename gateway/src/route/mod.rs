@@ -297,6 +297,21 @@ mod tests {
     }
 
     #[test]
+    fn a_routes_file_whose_numbers_would_exhaust_memory_is_refused() {
+        let file: RoutesFile = serde_json::from_str(
+            r#"{"tenants":[{"name":"a","passwords":["pw"],"route":{"type":"sharded",
+                "hash":{"algorithm":"crc16","buckets":4294967295},
+                "shards":[{"name":"s","target":"redis://h:1","buckets":["0-4294967294"]}]}}]}"#,
+        )
+        .unwrap();
+        let refused = Snapshot::from_routes_file(&file, 1, &Snapshot::empty()).err();
+        assert_eq!(
+            refused.map(|e| e.to_string()).as_deref(),
+            Some("/tenants/0/route/hash/buckets: must be at most 65536")
+        );
+    }
+
+    #[test]
     fn a_control_plane_tenant_without_credentials_is_unreachable() {
         // "fresh" has a route but no credential yet; "revoked" had its last credential revoked.
         let cp: switchyard_schemas::Snapshot = serde_json::from_str(&format!(

@@ -98,6 +98,12 @@ impl From<sqlx::Error> for ApiError {
             return mapped;
         }
         match code.as_deref() {
+            // Text Postgres cannot store (a NUL, in `text` or `jsonb`): only a client's input can hold it, and the
+            // extractors refuse it first; this covers any text that reaches a query another way.
+            Some("22021" | "22P05") => ApiError::BadRequest(
+                "text must not contain NUL (\\u0000) or characters the database cannot store"
+                    .to_string(),
+            ),
             // Deadlock or serialization failure: nothing was changed, and trying again will do.
             Some("40P01" | "40001") => ApiError::Conflict {
                 code: "concurrent_change",

@@ -1,6 +1,9 @@
 //! Request extractors whose failures are `ApiError`s: JSON bodies (with the JSON pointer of a bad field), query
 //! strings, path parameters, and the numeric entity tags of conditional requests (`If-Match`,
 //! `If-None-Match`, `ETag`).
+//!
+//! Text with a NUL character is refused here with a 400, in bodies and paths alike: Postgres cannot store it in a
+//! `text` or `jsonb` value, and nothing an admin means to say contains one.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -26,7 +29,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// Parses a body as `T`: a syntax error or a NUL in a string is a 400, a wrong shape a 422 naming the field.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Parsed twice (admin bodies are small): as a document to look for NULs, then straight into `T` so that
+    // serde's own checks (duplicate fields among them) apply as written.
+    let document: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| not_json(&e))?;
+    check_text(&document)?;
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = decode(&mut deserializer)?;
     deserializer.end().map_err(|e| not_json(&e))?;
@@ -35,7 +43,54 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 
 /// Converts an already parsed JSON document, with the same errors as [`parse_json`].
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    check_text(&value)?;
     decode(value)
+}
+
+/// A 400 naming the first string (or object key) that holds a NUL character. The message says where, never the
+/// text (it may be a password).
+fn check_text(value: &serde_json::Value) -> Result<(), ApiError> {
+    let mut pointer = String::new();
+    if !find_nul(value, &mut pointer) {
+        return Ok(());
+    }
+    let at = if pointer.is_empty() {
+        "the body"
+    } else {
+        &pointer
+    };
+    Err(ApiError::BadRequest(format!(
+        "{at}: text must not contain NUL (\\u0000)"
+    )))
+}
+
+/// Whether `value` holds a NUL anywhere; if so, `pointer` is left pointing at it.
+fn find_nul(value: &serde_json::Value, pointer: &mut String) -> bool {
+    use serde_json::Value;
+    let len = pointer.len();
+    let found = match value {
+        Value::String(text) => return text.contains('\0'),
+        Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+            pointer.truncate(len);
+            pointer.push_str(&format!("/{i}"));
+            find_nul(item, pointer)
+        }),
+        Value::Object(fields) => fields.iter().any(|(key, field)| {
+            pointer.truncate(len);
+            pointer.push('/');
+            pointer.push_str(&escape_pointer(key));
+            key.contains('\0') || find_nul(field, pointer)
+        }),
+        _ => false,
+    };
+    if !found {
+        pointer.truncate(len);
+    }
+    found
+}
+
+fn escape_pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
 }
 
 fn decode<'de, D, T>(deserializer: D) -> Result<T, ApiError>
@@ -89,7 +144,7 @@ fn json_pointer(path: &serde_path_to_error::Path) -> String {
             Segment::Seq { index } => pointer.push_str(&format!("/{index}")),
             Segment::Map { key } | Segment::Enum { variant: key } => {
                 pointer.push('/');
-                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                pointer.push_str(&escape_pointer(key));
             }
             Segment::Unknown => {}
         }
@@ -111,13 +166,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// Path parameters; a bad one (e.g. a version that is not a number) is a 400.
+/// Path parameters; a bad one (e.g. a version that is not a number, or text with a NUL) is a 400.
 pub struct ApiPath<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        // A path names tenants, resources and ids: a NUL (only ever percent-encoded in a URI) is never one.
+        if parts.uri.path().contains("%00") {
+            return Err(ApiError::BadRequest(
+                "the path must not contain NUL (%00)".into(),
+            ));
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| ApiPath(p.0))
@@ -222,6 +283,28 @@ mod tests {
             data_error_message("missing field `name`"),
             "missing field `name`"
         );
+    }
+
+    #[test]
+    fn a_nul_anywhere_in_a_body_is_a_400_naming_where() {
+        let message = |json: &str| match parse_json::<serde_json::Value>(json.as_bytes()) {
+            Err(ApiError::BadRequest(message)) => message,
+            other => panic!("{json}: {:?}", other.map(|_| ())),
+        };
+        assert_eq!(
+            message(r#""\u0000""#),
+            "the body: text must not contain NUL (\\u0000)"
+        );
+        assert_eq!(
+            message(r#"{"a":[1,"x",{"b/c":"y\u0000"}]}"#),
+            "/a/2/b~1c: text must not contain NUL (\\u0000)"
+        );
+        assert_eq!(
+            message(r#"{"ok":"x","k\u0000":1}"#),
+            "/k\u{0}: text must not contain NUL (\\u0000)"
+        );
+        // An escaped backslash followed by "u0000" is six ordinary characters.
+        assert!(parse_json::<serde_json::Value>(br#"{"a":"\\u0000"}"#).is_ok());
     }
 
     #[test]

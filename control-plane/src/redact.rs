@@ -1,45 +1,194 @@
-//! Masking of backend passwords in resource URLs, for everything that is kept or shown beyond the snapshot
-//! (the audit log).
+//! Masking of backend passwords in resource URLs, for everything that is kept or shown beyond the snapshot: the
+//! audit log and every answer of the admin API. Only the snapshot served to gateways holds the real URLs.
 
 use serde_json::Value;
+use switchyard_schemas::{RouteTable, Target};
 
-const MASK: &str = "***";
+/// What a masked password reads as.
+pub const MASK: &str = "***";
 
-/// The URL with its password (and a `sentinelPassword` parameter) replaced by `***`; other text unchanged.
-pub fn url(text: &str) -> String {
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return text.to_string();
-    };
-    let (userinfo, after) = match rest.rfind('@') {
-        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-        None => (None, rest),
-    };
-    let mut out = format!("{scheme}://");
-    match userinfo {
-        Some("") => out.push('@'),
-        Some(info) => {
-            match info.split_once(':') {
-                Some((user, _)) => out.push_str(&format!("{user}:{MASK}")),
-                None => out.push_str(MASK),
-            }
-            out.push('@');
-        }
-        None => {}
+/// A URL cut where its secrets are: `scheme://[userinfo@]location[?query]` (the last `@` ends the userinfo, as
+/// the resource URL parser reads it).
+struct Parts<'a> {
+    scheme: &'a str,
+    userinfo: Option<&'a str>,
+    location: &'a str,
+    query: Option<&'a str>,
+}
+
+impl<'a> Parts<'a> {
+    fn of(text: &'a str) -> Option<Parts<'a>> {
+        let (scheme, rest) = text.split_once("://")?;
+        let (userinfo, after) = match rest.rfind('@') {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
+        };
+        let (location, query) = match after.split_once('?') {
+            Some((location, query)) => (location, Some(query)),
+            None => (after, None),
+        };
+        Some(Parts {
+            scheme,
+            userinfo,
+            location,
+            query,
+        })
     }
-    match after.split_once('?') {
-        Some((location, query)) => {
+
+    /// The userinfo's password: after the first `:`, or all of it (camellia's `redis://password@host`).
+    fn password(&self) -> Option<&'a str> {
+        let info = self.userinfo.filter(|info| !info.is_empty())?;
+        Some(info.split_once(':').map_or(info, |(_, password)| password))
+    }
+
+    fn sentinel_password(&self) -> Option<&'a str> {
+        self.query?
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("sentinelPassword="))
+    }
+
+    /// The URL again, with `password` and `sentinel_password` deciding each secret that is present.
+    fn join(
+        &self,
+        password: impl Fn(&'a str) -> String,
+        sentinel_password: impl Fn(&'a str) -> String,
+    ) -> String {
+        let mut out = format!("{}://", self.scheme);
+        match self.userinfo {
+            Some("") => out.push('@'),
+            Some(info) => {
+                match info.split_once(':') {
+                    Some((user, secret)) => out.push_str(&format!("{user}:{}", password(secret))),
+                    None => out.push_str(&password(info)),
+                }
+                out.push('@');
+            }
+            None => {}
+        }
+        out.push_str(self.location);
+        if let Some(query) = self.query {
             let query: Vec<String> = query
                 .split('&')
                 .map(|pair| match pair.split_once('=') {
-                    Some(("sentinelPassword", _)) => format!("sentinelPassword={MASK}"),
+                    Some(("sentinelPassword", secret)) => {
+                        format!("sentinelPassword={}", sentinel_password(secret))
+                    }
                     _ => pair.to_string(),
                 })
                 .collect();
-            out.push_str(&format!("{location}?{}", query.join("&")));
+            out.push('?');
+            out.push_str(&query.join("&"));
         }
-        None => out.push_str(after),
+        out
     }
-    out
+}
+
+/// The URL with its password (and a `sentinelPassword` parameter) replaced by `***`; other text unchanged.
+pub fn url(text: &str) -> String {
+    match Parts::of(text) {
+        Some(parts) => parts.join(|_| MASK.to_string(), |_| MASK.to_string()),
+        None => text.to_string(),
+    }
+}
+
+/// A submitted URL whose password (or `sentinelPassword`) is the mask gets the stored URL's secret back, so that
+/// a URL shown masked can be edited and sent back without typing the password again. A mask with no stored
+/// secret to stand for is an error naming which one.
+pub fn restore(submitted: &str, stored: &str) -> Result<String, &'static str> {
+    let (Some(new), Some(old)) = (Parts::of(submitted), Parts::of(stored)) else {
+        return Ok(submitted.to_string());
+    };
+    let masked = new.password() == Some(MASK);
+    let sentinel_masked = new.sentinel_password() == Some(MASK);
+    if !masked && !sentinel_masked {
+        return Ok(submitted.to_string());
+    }
+    if masked && old.password().is_none() {
+        return Err("the password is the mask '***', but the stored URL has no password to keep");
+    }
+    if sentinel_masked && old.sentinel_password().is_none() {
+        return Err(
+            "sentinelPassword is the mask '***', but the stored URL has no sentinelPassword to keep",
+        );
+    }
+    let keep = |stored: Option<&str>, given: &str| match stored {
+        Some(secret) if given == MASK => secret.to_string(),
+        _ => given.to_string(),
+    };
+    Ok(new.join(
+        |given| keep(old.password(), given),
+        |given| keep(old.sentinel_password(), given),
+    ))
+}
+
+/// A route table as answers show it: every inline URL masked (resource names are left as they are).
+pub fn route(mut table: RouteTable) -> RouteTable {
+    for reference in references_mut(&mut table) {
+        *reference = url(reference);
+    }
+    table
+}
+
+/// A route table sent back as answers show it: each inline URL with a masked secret gets the secrets of the
+/// stored table's URL that masks to the same text. One that matches none is an error: storing `***` as a password
+/// would lock the tenant out of its backend.
+pub fn restore_route(
+    mut table: RouteTable,
+    stored: Option<&RouteTable>,
+) -> Result<RouteTable, String> {
+    let known: std::collections::HashMap<String, &String> = stored
+        .map(|stored| {
+            stored
+                .targets()
+                .into_iter()
+                .flat_map(target_references)
+                .map(|real| (url(real), real))
+                .collect()
+        })
+        .unwrap_or_default();
+    for reference in references_mut(&mut table) {
+        let Some(parts) = Parts::of(reference) else {
+            continue;
+        };
+        if parts.password() != Some(MASK) && parts.sentinel_password() != Some(MASK) {
+            continue;
+        }
+        match known.get(reference.as_str()) {
+            Some(real) => *reference = (*real).clone(),
+            None => {
+                return Err(format!(
+                    "'{}' has a masked secret ('***') that matches no URL of the current route; give the password",
+                    url(reference)
+                ));
+            }
+        }
+    }
+    Ok(table)
+}
+
+fn target_references(target: &Target) -> Vec<&String> {
+    match target {
+        Target::Resource(reference) => vec![reference],
+        Target::Split(split) => {
+            let reads = split.read.iter().flat_map(|read| &read.resources);
+            split.write.resources.iter().chain(reads).collect()
+        }
+    }
+}
+
+/// Every resource reference (URL or name) of a table.
+fn references_mut(table: &mut RouteTable) -> Vec<&mut String> {
+    let mut references = Vec::new();
+    for target in table.targets_mut() {
+        match target {
+            Target::Resource(reference) => references.push(reference),
+            Target::Split(split) => {
+                let reads = split.read.iter_mut().flat_map(|read| &mut read.resources);
+                references.extend(split.write.resources.iter_mut().chain(reads));
+            }
+        }
+    }
+    references
 }
 
 /// Masks every URL-looking string anywhere in a JSON document.
@@ -71,10 +220,88 @@ mod tests {
             url("redis-sentinel://s:1/m?sentinelPassword=sp&db=2"),
             "redis-sentinel://s:1/m?sentinelPassword=***&db=2"
         );
+        assert_eq!(url("redis://***@h:1"), "redis://***@h:1");
         let doc = serde_json::json!({"a": ["redis://x@h:1", "main"], "b": 1});
         assert_eq!(
             value(doc),
             serde_json::json!({"a": ["redis://***@h:1", "main"], "b": 1})
+        );
+    }
+
+    #[test]
+    fn a_masked_secret_sent_back_keeps_the_stored_one() {
+        let stored = "redis-sentinel://app:s3cr@t@s1:1,s2:2/m?sentinelPassword=sp&db=2";
+        // Shown masked, edited (another sentinel, another db), sent back.
+        assert_eq!(
+            restore(
+                "redis-sentinel://app:***@s1:1,s3:3/m?sentinelPassword=***&db=3",
+                stored
+            ),
+            Ok("redis-sentinel://app:s3cr@t@s1:1,s3:3/m?sentinelPassword=sp&db=3".to_string())
+        );
+        // A new password replaces the stored one; only the masked secret is kept.
+        assert_eq!(
+            restore(
+                "redis-sentinel://app:new@s1:1/m?sentinelPassword=***",
+                stored
+            ),
+            Ok("redis-sentinel://app:new@s1:1/m?sentinelPassword=sp".to_string())
+        );
+        assert_eq!(
+            restore("redis://***@h:2", "redis://pw@h:1"),
+            Ok("redis://pw@h:2".to_string())
+        );
+        assert_eq!(
+            restore("redis://u:***@h:1", "redis://pw@h:1"),
+            Ok("redis://u:pw@h:1".to_string())
+        );
+        assert_eq!(
+            restore("redis://h:1", "redis://pw@h:1"),
+            Ok("redis://h:1".to_string())
+        );
+        assert!(restore("redis://***@h:1", "redis://h:1").is_err());
+        assert!(
+            restore(
+                "redis-sentinel://s:1/m?sentinelPassword=***",
+                "redis-sentinel://s:1/m"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_route_table_sent_back_masked_keeps_the_stored_secrets() {
+        let single = |target: &str| RouteTable::Single {
+            target: Target::Resource(target.to_string()),
+        };
+        let stored = single("redis://app:pw@h:1");
+        assert_eq!(
+            restore_route(route(stored.clone()), Some(&stored)),
+            Ok(stored.clone())
+        );
+        assert_eq!(
+            restore_route(single("redis://app:new@h:1"), Some(&stored)),
+            Ok(single("redis://app:new@h:1"))
+        );
+        assert_eq!(restore_route(single("main"), None), Ok(single("main")));
+        assert!(restore_route(single("redis://app:***@other:1"), Some(&stored)).is_err());
+        assert!(restore_route(single("redis://***@h:1"), None).is_err());
+    }
+
+    #[test]
+    fn route_tables_show_inline_urls_masked() {
+        let table: RouteTable =
+            serde_json::from_value(serde_json::json!({"type": "sharded", "shards": [
+            {"name": "a", "target": "redis://pw@h:1"},
+            {"name": "b", "target": {"read": {"resources": ["main", "redis://u:pw@r:1"]},
+                                     "write": {"resources": ["redis://pw@w:1"]}}}]}))
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(route(table)).unwrap(),
+            serde_json::json!({"type": "sharded", "hash": {"algorithm": "ring"}, "shards": [
+                {"name": "a", "target": "redis://***@h:1", "weight": 1},
+                {"name": "b", "target": {"read": {"resources": ["main", "redis://u:***@r:1"], "policy": "primary"},
+                                         "write": {"resources": ["redis://***@w:1"], "ack": "primary"}}, "weight": 1}]})
         );
     }
 }

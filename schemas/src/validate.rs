@@ -1,11 +1,34 @@
 //! Semantic rules beyond the JSON Schema, shared by the gateway and the control plane.
 //!
 //! Every error names the JSON pointer of the offending field, so a long route table can be fixed without guessing.
+//!
+//! Every number that sizes memory (buckets, ring weights, shards, resources per set, string lengths) is bounded
+//! here, and checked before anything is allocated by it: a table is a tenant admin's input, and a gateway or
+//! the control plane must never abort on one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use crate::{ResourceUrl, RouteTable, RoutesFile, SplitTarget, Target};
+
+/// Most buckets of a bucket algorithm: CRC16 has 65,536 values, and camellia deployments use a few hundred or
+/// thousand buckets. Placement keeps one `u16` owner per bucket.
+pub const MAX_BUCKETS: u32 = 65_536;
+/// Most shards of a sharded table (Redis Cluster's own guidance is at most 1,000 nodes).
+pub const MAX_SHARDS: usize = 1_024;
+/// The most the weights of a ring's shards may add up to: the ring holds 160 virtual nodes per unit of weight
+/// (163,840 at most).
+pub const MAX_RING_WEIGHT: u64 = 1_024;
+/// Most resources in one read set or one write set (each write is copied to every write resource).
+pub const MAX_SET_RESOURCES: usize = 16;
+/// Longest shard name, in bytes (the ring keeps a copy per virtual node).
+pub const MAX_SHARD_NAME_LEN: usize = 128;
+/// Longest resource reference (a URL or a resource name), in bytes.
+pub const MAX_RESOURCE_LEN: usize = 4_096;
+/// Longest tenant name in a routes file, in bytes.
+pub const MAX_TENANT_NAME_LEN: usize = 256;
+/// Longest password in a routes file, in bytes.
+pub const MAX_PASSWORD_LEN: usize = 1_024;
 
 /// One broken rule, at `path` (a JSON pointer into the document that was checked).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +77,9 @@ impl Checker<'_> {
 
     /// A resource is a URL or the name of a registered resource (resolved to its URL).
     fn resource(&mut self, path: &str, reference: &str, writable: bool) {
+        if reference.len() > MAX_RESOURCE_LEN {
+            return self.fail(path, format!("must be at most {MAX_RESOURCE_LEN} bytes"));
+        }
         let url = if reference.contains("://") {
             reference.to_string()
         } else {
@@ -82,6 +108,7 @@ impl Checker<'_> {
                         "at least one write resource is required",
                     );
                 }
+                self.set_size(&format!("{path}/write/resources"), &write.resources);
                 for (i, url) in write.resources.iter().enumerate() {
                     self.resource(&format!("{path}/write/resources/{i}"), url, true);
                 }
@@ -92,11 +119,21 @@ impl Checker<'_> {
                             "at least one read resource is required",
                         );
                     }
+                    self.set_size(&format!("{path}/read/resources"), &read.resources);
                     for (i, url) in read.resources.iter().enumerate() {
                         self.resource(&format!("{path}/read/resources/{i}"), url, false);
                     }
                 }
             }
+        }
+    }
+
+    fn set_size(&mut self, path: &str, resources: &[String]) {
+        if resources.len() > MAX_SET_RESOURCES {
+            self.fail(
+                path,
+                format!("at most {MAX_SET_RESOURCES} resources are allowed"),
+            );
         }
     }
 
@@ -121,9 +158,33 @@ impl Checker<'_> {
         if shards.is_empty() {
             self.fail(&format!("{path}/shards"), "at least one shard is required");
         }
+        if shards.len() > MAX_SHARDS {
+            // Nothing below is worth checking (or allocating) for a table this size.
+            return self.fail(
+                &format!("{path}/shards"),
+                format!("at most {MAX_SHARDS} shards are allowed"),
+            );
+        }
         let bucket_count = hash.bucket_count();
-        if bucket_count == Some(0) {
-            self.fail(&format!("{path}/hash/buckets"), "must be at least 1");
+        match bucket_count {
+            Some(0) => self.fail(&format!("{path}/hash/buckets"), "must be at least 1"),
+            Some(count) if count > MAX_BUCKETS => {
+                // The bucket ownership check below allocates one entry per bucket.
+                return self.fail(
+                    &format!("{path}/hash/buckets"),
+                    format!("must be at most {MAX_BUCKETS}"),
+                );
+            }
+            Some(_) => {}
+            None => {
+                let total: u64 = shards.iter().map(|s| u64::from(s.weight)).sum();
+                if total > MAX_RING_WEIGHT {
+                    self.fail(
+                        &format!("{path}/shards"),
+                        format!("the shards' weights add up to {total}; at most {MAX_RING_WEIGHT} is allowed"),
+                    );
+                }
+            }
         }
         let mut names = HashSet::new();
         // Which shard (by index) owns each bucket, to report overlaps and gaps.
@@ -132,6 +193,11 @@ impl Checker<'_> {
             let shard_path = format!("{path}/shards/{i}");
             if shard.name.is_empty() {
                 self.fail(&format!("{shard_path}/name"), "must not be empty");
+            } else if shard.name.len() > MAX_SHARD_NAME_LEN {
+                self.fail(
+                    &format!("{shard_path}/name"),
+                    format!("must be at most {MAX_SHARD_NAME_LEN} bytes"),
+                );
             } else if !names.insert(shard.name.as_str()) {
                 self.fail(
                     &format!("{shard_path}/name"),
@@ -149,6 +215,18 @@ impl Checker<'_> {
                         "the ring algorithm has no buckets",
                     );
                 }
+                continue;
+            }
+            if shard.buckets.len() > owner.len() {
+                // Each entry owns at least one bucket no other entry owns: a longer list cannot be right, and
+                // checking it would only pile up errors.
+                self.fail(
+                    &format!("{shard_path}/buckets"),
+                    format!(
+                        "at most {} entries (one per bucket) are allowed",
+                        owner.len()
+                    ),
+                );
                 continue;
             }
             for (j, range) in shard.buckets.iter().enumerate() {
@@ -244,6 +322,11 @@ impl RoutesFile {
             let path = format!("/tenants/{i}");
             if tenant.name.is_empty() {
                 checker.fail(&format!("{path}/name"), "must not be empty");
+            } else if tenant.name.len() > MAX_TENANT_NAME_LEN {
+                checker.fail(
+                    &format!("{path}/name"),
+                    format!("must be at most {MAX_TENANT_NAME_LEN} bytes"),
+                );
             } else if !names.insert(tenant.name.as_str()) {
                 checker.fail(
                     &format!("{path}/name"),
@@ -264,6 +347,11 @@ impl RoutesFile {
                 let password_path = format!("{path}/passwords/{j}");
                 if password.is_empty() {
                     checker.fail(&password_path, "must not be empty");
+                } else if password.len() > MAX_PASSWORD_LEN {
+                    checker.fail(
+                        &password_path,
+                        format!("must be at most {MAX_PASSWORD_LEN} bytes"),
+                    );
                 } else if let Some(other) = passwords.insert(password, &tenant.name) {
                     checker.fail(
                         &password_path,
@@ -343,6 +431,144 @@ mod tests {
                 r#"{"type":"sharded","shards":[{"name":"a","target":"redis://h:1","buckets":["0"]}]}"#
             ),
             vec!["/shards/0/buckets: the ring algorithm has no buckets"]
+        );
+    }
+
+    /// A sharded table of `shards` ring shards named s0, s1, ... with `weight` each.
+    fn ring(shards: usize, weight: u32) -> String {
+        let shards: Vec<String> = (0..shards)
+            .map(|i| format!(r#"{{"name":"s{i}","target":"main","weight":{weight}}}"#))
+            .collect();
+        format!(r#"{{"type":"sharded","shards":[{}]}}"#, shards.join(","))
+    }
+
+    #[test]
+    fn bucket_counts_are_bounded_before_anything_is_allocated() {
+        // 2^32 - 1 buckets would have allocated 64 GiB for the ownership check (and 8 GiB for placement).
+        for algorithm in ["crc16", "camellia", "camellia_hashtag"] {
+            assert_eq!(
+                errors(&format!(
+                    r#"{{"type":"sharded","hash":{{"algorithm":"{algorithm}","buckets":4294967295}},
+                    "shards":[{{"name":"a","target":"main","buckets":["0-4294967294"]}}]}}"#
+                )),
+                vec!["/hash/buckets: must be at most 65536"]
+            );
+        }
+        let most = format!(
+            r#"{{"type":"sharded","hash":{{"algorithm":"crc16","buckets":{MAX_BUCKETS}}},
+            "shards":[{{"name":"a","target":"main","buckets":["0-{}"]}}]}}"#,
+            MAX_BUCKETS - 1
+        );
+        assert!(errors(&most).is_empty());
+        let double = format!(
+            r#"{{"type":"double_write","primary":{{"type":"single","target":"main"}},"secondary":
+            {{"type":"sharded","hash":{{"algorithm":"camellia","buckets":{}}},"shards":[]}}}}"#,
+            MAX_BUCKETS + 1
+        );
+        assert_eq!(
+            errors(&double),
+            vec![
+                "/secondary/shards: at least one shard is required",
+                "/secondary/hash/buckets: must be at most 65536",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_shard_lists_at_most_one_entry_per_bucket() {
+        let entries = [r#""0""#; 5].join(",");
+        assert_eq!(
+            errors(&format!(
+                r#"{{"type":"sharded","hash":{{"algorithm":"crc16","buckets":4}},
+                "shards":[{{"name":"a","target":"main","buckets":[{entries}]}}]}}"#
+            )),
+            vec![
+                "/shards/0/buckets: at most 4 entries (one per bucket) are allowed",
+                "/shards: bucket 0 is not owned by any shard (every bucket from 0 to 3 must be)",
+            ]
+        );
+    }
+
+    #[test]
+    fn ring_weights_are_bounded() {
+        assert!(errors(&ring(2, 512)).is_empty());
+        assert_eq!(
+            errors(&ring(2, 513)),
+            vec!["/shards: the shards' weights add up to 1026; at most 1024 is allowed"]
+        );
+        // The sum cannot overflow into something small.
+        assert_eq!(
+            errors(&ring(3, u32::MAX)),
+            vec!["/shards: the shards' weights add up to 12884901885; at most 1024 is allowed"]
+        );
+    }
+
+    #[test]
+    fn shard_counts_are_bounded() {
+        assert!(errors(&ring(MAX_SHARDS, 1)).is_empty());
+        assert_eq!(
+            errors(&ring(MAX_SHARDS + 1, 1)),
+            vec!["/shards: at most 1024 shards are allowed"]
+        );
+    }
+
+    #[test]
+    fn resource_sets_and_strings_are_bounded() {
+        let set = |n: usize| vec![r#""redis://h:1""#; n].join(",");
+        assert!(
+            errors(&format!(
+                r#"{{"type":"single","target":{{"read":{{"resources":[{}]}},"write":{{"resources":[{}]}}}}}}"#,
+                set(MAX_SET_RESOURCES),
+                set(MAX_SET_RESOURCES)
+            ))
+            .is_empty()
+        );
+        assert_eq!(
+            errors(&format!(
+                r#"{{"type":"single","target":{{"read":{{"resources":[{}]}},"write":{{"resources":[{}]}}}}}}"#,
+                set(MAX_SET_RESOURCES + 1),
+                set(MAX_SET_RESOURCES + 1)
+            )),
+            vec![
+                "/target/write/resources: at most 16 resources are allowed",
+                "/target/read/resources: at most 16 resources are allowed",
+            ]
+        );
+        let long_url = format!("redis://{}:1", "h".repeat(MAX_RESOURCE_LEN));
+        assert_eq!(
+            errors(&format!(r#"{{"type":"single","target":"{long_url}"}}"#)),
+            vec!["/target: must be at most 4096 bytes"]
+        );
+        let long_name = "n".repeat(MAX_SHARD_NAME_LEN + 1);
+        assert_eq!(
+            errors(&format!(
+                r#"{{"type":"sharded","shards":[{{"name":"{long_name}","target":"main"}}]}}"#
+            )),
+            vec!["/shards/0/name: must be at most 128 bytes"]
+        );
+    }
+
+    #[test]
+    fn routes_file_strings_are_bounded() {
+        let file: RoutesFile = serde_json::from_str(&format!(
+            r#"{{"tenants":[{{"name":"{}","passwords":["{}"],"route":{{"type":"single","target":"redis://h:1"}}}}]}}"#,
+            "t".repeat(MAX_TENANT_NAME_LEN + 1),
+            "p".repeat(MAX_PASSWORD_LEN + 1)
+        ))
+        .unwrap();
+        let messages: Vec<String> = file
+            .validate()
+            .unwrap_err()
+            .0
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                "/tenants/0/name: must be at most 256 bytes",
+                "/tenants/0/passwords/0: must be at most 1024 bytes",
+            ]
         );
     }
 

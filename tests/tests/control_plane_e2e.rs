@@ -312,6 +312,50 @@ async fn revoking_and_disabling_close_exactly_the_right_connections() {
     globex.roundtrip(b"PING\r\n", b"+PONG\r\n");
 }
 
+/// A tenant whose last credential is revoked is reachable by no one: it must not become the tenant that clients
+/// get without AUTH (only a routes file's explicit `"passwords": []` makes one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_without_credentials_is_unreachable() {
+    let backend = RedisServer::start();
+    let stack = start_stack(1);
+    let cp = &stack.cp;
+    let gateway = &stack.gateways[0];
+    let secret = create_tenant(cp, "acme", single(&backend)).await;
+    let mut owner = RawClient::connect(gateway.port());
+    wait_until(async || {
+        owner.send(format!("AUTH acme {secret}\r\n").as_bytes());
+        owner.read_line() == b"+OK\r\n"
+    })
+    .await;
+    owner.roundtrip(b"SET secret-key v\r\n", b"+OK\r\n");
+
+    let credentials = cp
+        .expect("GET", "/v1/tenants/acme/credentials", None, 200)
+        .await;
+    let id = credentials["credentials"][0]["id"]
+        .as_i64()
+        .expect("credential id");
+    cp.expect(
+        "DELETE",
+        &format!("/v1/tenants/acme/credentials/{id}"),
+        None,
+        204,
+    )
+    .await;
+    let fleet = cp.expect("GET", "/v1/gateways", None, 200).await;
+    converged(cp, 1, fleet["revision"].as_i64().expect("revision")).await;
+
+    let mut stranger = RawClient::connect(gateway.port());
+    stranger.roundtrip(
+        b"GET secret-key\r\n",
+        b"-NOAUTH Authentication required.\r\n",
+    );
+    stranger.roundtrip(
+        b"AUTH acme anything\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_tenants_never_see_each_others_data() {
     let backends: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();

@@ -22,6 +22,9 @@ use crate::extract::{ApiPath, JsonBody, from_value};
 use crate::openapi::Operation;
 use crate::route_schema;
 
+/// Most keys per SCAN page and pipelined batch of a migration task.
+const MAX_BATCH: u64 = 10_000;
+
 pub fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}/migrations";
     vec![
@@ -115,8 +118,12 @@ async fn create(
             "a migration acknowledges writes after the primary or after all copies (primary or all)",
         ));
     }
-    if body.limits.batch == 0 {
-        return Err(ApiError::invalid("/limits/batch", "must be at least 1"));
+    // A SCAN page and its pipelined DUMPs are held in memory at once.
+    if !(1..=MAX_BATCH).contains(&body.limits.batch) {
+        return Err(ApiError::invalid(
+            "/limits/batch",
+            format!("must be 1 to {MAX_BATCH}"),
+        ));
     }
     let mut change = Change::begin(&state.pool).await?;
     let row = super::tenant_for_update(change.conn(), &tenant).await?;

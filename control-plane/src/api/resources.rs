@@ -1,4 +1,7 @@
 //! `/v1/resources`: named backend definitions that routes refer to by name.
+//!
+//! Answers show URLs with their passwords masked (`***`), as the audit log does; an update that sends a URL back
+//! with a masked password keeps the stored one.
 
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
@@ -16,7 +19,7 @@ use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
-use crate::references;
+use crate::{redact, references};
 
 pub fn operations() -> Vec<Operation> {
     let path = "/v1/resources/{name}";
@@ -55,7 +58,7 @@ pub fn operations() -> Vec<Operation> {
             "putResource",
             Method::PUT,
             path,
-            "Change a resource's URL or description",
+            "Change a resource's URL or description (a masked password, `***`, keeps the stored one)",
             Access::Admin,
             put(update),
         )
@@ -136,12 +139,13 @@ async fn update(
     ApiPath(name): ApiPath<String>,
     JsonBody(update): JsonBody<ResourceUpdate>,
 ) -> ApiResult<Json<Resource>> {
-    check_url(&update.url)?;
     let mut change = Change::begin(&state.pool).await?;
     let row = db::resources::get_for_update(change.conn(), &name)
         .await?
         .ok_or_else(|| no_resource(&name))?;
-    if row.url == update.url && row.description == update.description {
+    let url = redact::restore(&update.url, &row.url).map_err(|m| ApiError::invalid("/url", m))?;
+    check_url(&url)?;
+    if row.url == url && row.description == update.description {
         return Ok(Json(row.to_api()));
     }
     let mut details = Vec::new();
@@ -150,7 +154,7 @@ async fn update(
         // deadlock two updates of resources that share a route).
         let names = references::names(&route.0);
         let mut urls = db::resources::urls(change.conn(), &names, Lock::None).await?;
-        urls.insert(name.clone(), update.url.clone());
+        urls.insert(name.clone(), url.clone());
         if let Err(errors) = route.0.validate(&|n| urls.get(n).cloned()) {
             details.extend(errors.0.into_iter().map(|e| ErrorDetail {
                 path: "/url".to_string(),
@@ -168,7 +172,7 @@ async fn update(
         });
     }
     let before = row.to_api();
-    let after = db::resources::update(change.conn(), row.id, &update.url, &update.description)
+    let after = db::resources::update(change.conn(), row.id, &url, &update.description)
         .await?
         .to_api();
     let record = AuditRecord::new(

@@ -24,8 +24,8 @@ use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, JsonBody, etag, from_value, if_match};
 use crate::openapi::Operation;
-use crate::references;
 use crate::route_schema;
+use crate::{redact, references};
 
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
@@ -148,7 +148,7 @@ async fn explain(
         .target_of(key.as_bytes())
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no shards")))?;
     let shard = shard.map(str::to_string);
-    let shown = |resources: &[String]| resources.iter().map(|r| crate::redact::url(r)).collect();
+    let shown = |resources: &[String]| resources.iter().map(|r| redact::url(r)).collect();
     Ok(Json(RouteExplanation {
         key,
         version: current.version,
@@ -234,25 +234,27 @@ impl NewVersion<'_> {
         author: &Actor,
     ) -> ApiResult<(Option<RouteVersion>, RouteVersion)> {
         // Read after taking the lock (a new statement sees what the previous lock holder committed).
-        let previous: Option<RouteVersion> = db::routes::get(&mut *conn, tenant_id, None)
-            .await?
-            .map(Into::into);
-        let current = previous.as_ref().map_or(0, |p| p.version);
+        let stored = db::routes::get(&mut *conn, tenant_id, None).await?;
+        let current = stored.as_ref().map_or(0, |p| p.version);
         if let Some(expected) = self.expected
             && expected != current
         {
             return Err(ApiError::PreconditionFailed { current });
         }
-        let names = references::names(&self.route);
+        // A table read from an answer has its inline passwords masked: they stand for the stored ones.
+        let route = redact::restore_route(self.route.clone(), stored.as_ref().map(|s| &s.route.0))
+            .map_err(|message| ApiError::invalid(self.error_prefix, message))?;
+        let previous: Option<RouteVersion> = stored.map(Into::into);
+        let names = references::names(&route);
         let urls = db::resources::urls(&mut *conn, &names, Lock::Share).await?;
-        self.route
+        route
             .validate(&|name| urls.get(name).cloned())
             .map_err(|errors| ApiError::invalid_route(self.error_prefix, errors))?;
         let created: RouteVersion = db::routes::insert(
             &mut *conn,
             tenant_id,
             current + 1,
-            &self.route,
+            &route,
             &self.comment,
             &author.0,
         )

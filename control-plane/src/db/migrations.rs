@@ -8,6 +8,7 @@ use switchyard_schemas::api::{Migration, MigrationLimits, MigrationProgress, Mig
 use switchyard_schemas::{AckMode, RouteTable};
 
 use super::timestamp;
+use crate::redact;
 
 #[derive(FromRow, Clone)]
 pub struct MigrationRow {
@@ -34,13 +35,14 @@ impl MigrationRow {
         MigrationState::parse(&self.state).unwrap_or(MigrationState::Aborted)
     }
 
+    /// The migration as answers show it: inline URLs of both tables masked.
     pub fn to_api(&self, converged: bool) -> Migration {
         Migration {
             id: self.id,
             tenant: self.tenant.clone(),
             state: self.state(),
-            from: self.source.0.clone(),
-            to: self.destination.0.clone(),
+            from: redact::route(self.source.0.clone()),
+            to: redact::route(self.destination.0.clone()),
             ack: self.ack.0,
             limits: self.limits.0.clone(),
             route_revision: self.route_revision,

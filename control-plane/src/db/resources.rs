@@ -7,6 +7,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::api::Resource;
 
 use super::timestamp;
+use crate::redact;
 
 #[derive(FromRow)]
 pub struct ResourceRow {
@@ -20,10 +21,11 @@ pub struct ResourceRow {
 }
 
 impl ResourceRow {
+    /// The resource as answers show it: the URL's passwords masked (`url` keeps the real one).
     pub fn to_api(&self) -> Resource {
         Resource {
             name: self.name.clone(),
-            url: self.url.clone(),
+            url: redact::url(&self.url),
             description: self.description.clone(),
             used_by: self.used_by.clone(),
             created_at: timestamp(self.created_at),

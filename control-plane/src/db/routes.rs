@@ -7,6 +7,7 @@ use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{RouteVersion, RouteVersionSummary};
 
 use super::timestamp;
+use crate::redact;
 
 #[derive(FromRow)]
 pub struct RouteVersionRow {
@@ -17,11 +18,12 @@ pub struct RouteVersionRow {
     pub created_at: DateTime<Utc>,
 }
 
+/// A version as answers show it: inline URLs masked (`RouteVersionRow::route` keeps the real ones).
 impl From<RouteVersionRow> for RouteVersion {
     fn from(row: RouteVersionRow) -> RouteVersion {
         RouteVersion {
             version: row.version,
-            route: row.route.0,
+            route: redact::route(row.route.0),
             comment: row.comment,
             author: row.author,
             created_at: timestamp(row.created_at),

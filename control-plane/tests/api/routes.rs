@@ -197,6 +197,43 @@ async fn invalid_tables_are_422_with_pointers(pool: PgPool) {
     );
 }
 
+/// A table whose numbers would size memory beyond reason is refused before anything is allocated by them (2^32 - 1
+/// buckets used to allocate 64 GiB and abort the process).
+#[sqlx::test(migrations = "../migrations")]
+async fn numbers_that_size_memory_are_bounded(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+
+    let buckets = api
+        .put_route(
+            "acme",
+            json!({"type": "sharded", "hash": {"algorithm": "crc16", "buckets": 4_294_967_295_u32},
+                "shards": [{"name": "a", "target": "redis://127.0.0.1:1", "buckets": ["0-4294967294"]}]}),
+        )
+        .await;
+    assert_eq!(buckets.status, 422, "{}", buckets.body);
+    assert_eq!(
+        details(&buckets),
+        vec!["/route/hash/buckets: must be at most 65536"]
+    );
+
+    let weights = api
+        .put_route(
+            "acme",
+            json!({"type": "sharded", "shards": [
+                {"name": "a", "target": "redis://127.0.0.1:1", "weight": 4_294_967_295_u32},
+                {"name": "b", "target": "redis://127.0.0.1:2"}]}),
+        )
+        .await;
+    assert_eq!(weights.status, 422, "{}", weights.body);
+    assert_eq!(
+        details(&weights),
+        vec!["/route/shards: the shards' weights add up to 4294967296; at most 1024 is allowed"]
+    );
+    assert_eq!(api.revision().await, revision);
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn if_match_lets_exactly_one_of_two_racing_admins_win(pool: PgPool) {
     let api = Api::new(pool).await;

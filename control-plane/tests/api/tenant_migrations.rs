@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{Api, Reply, single};
+use crate::common::{Api, Reply, details, single};
 
 const OLD: &str = "redis://127.0.0.1:7001";
 const NEW: &str = "redis://127.0.0.1:7002";
@@ -212,6 +212,19 @@ async fn bad_requests_change_nothing(pool: PgPool) {
     );
     let batch = create(json!({"to": NEW, "limits": {"batch": 0}})).await;
     assert_eq!(batch.status, 422, "{}", batch.body);
+    let huge_batch = create(json!({"to": NEW, "limits": {"batch": 10_001}})).await;
+    assert_eq!(
+        details(&huge_batch),
+        vec!["/limits/batch: must be 1 to 10000"]
+    );
+    let huge_buckets = create(json!({"to": {"type": "sharded",
+        "hash": {"algorithm": "crc16", "buckets": 4_294_967_295_u32},
+        "shards": [{"name": "a", "target": NEW, "buckets": ["0-4294967294"]}]}}))
+    .await;
+    assert_eq!(
+        details(&huge_buckets),
+        vec!["/to/hash/buckets: must be at most 65536"]
+    );
     let misspelt = create(json!({"to": NEW, "limit": {}})).await;
     assert_eq!(misspelt.status, 422, "{}", misspelt.body);
     let missing = api

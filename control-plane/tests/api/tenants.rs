@@ -157,3 +157,95 @@ async fn rejects_bad_input_without_changing_anything(pool: PgPool) {
         "a rejected change moved the revision"
     );
 }
+
+/// Postgres cannot store a NUL in text: one in a path, a body or a query is the client's mistake (400 with the
+/// usual error body), never a 500.
+#[sqlx::test(migrations = "../migrations")]
+async fn nul_characters_are_400_not_500(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+    let bad_request = |reply: &crate::common::Reply| {
+        assert_eq!(
+            (reply.status, reply.error()),
+            (400, "bad_request"),
+            "{}",
+            reply.body
+        );
+        assert!(reply.body["message"].is_string(), "{}", reply.body);
+        reply.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    for (method, path) in [
+        ("GET", "/v1/tenants/a%00b"),
+        ("DELETE", "/v1/tenants/acme%00"),
+        ("GET", "/v1/tenants/%00/route"),
+        ("GET", "/v1/tenants/acme%00/credentials"),
+        ("GET", "/v1/resources/main%00"),
+    ] {
+        bad_request(&api.admin(method, path, None).await);
+    }
+    let patch = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/a%00",
+            Some(json!({"description": "x"})),
+        )
+        .await;
+    bad_request(&patch);
+
+    let name = api
+        .admin("POST", "/v1/tenants", Some(json!({"name": "a\u{0}b"})))
+        .await;
+    assert_eq!(
+        bad_request(&name),
+        "/name: text must not contain NUL (\\u0000)"
+    );
+    let description = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/acme",
+            Some(json!({"description": "x\u{0}"})),
+        )
+        .await;
+    assert_eq!(
+        bad_request(&description),
+        "/description: text must not contain NUL (\\u0000)"
+    );
+    let resource = api
+        .admin(
+            "POST",
+            "/v1/resources",
+            Some(json!({"name": "main", "url": "redis://h:1", "description": ["\u{0}"]})),
+        )
+        .await;
+    assert_eq!(
+        bad_request(&resource),
+        "/description/0: text must not contain NUL (\\u0000)"
+    );
+    let comment = api
+        .admin(
+            "PUT",
+            "/v1/tenants/acme/route",
+            Some(json!({"route": {"type": "single", "target": "redis://h:1"}, "comment": "\u{0}"})),
+        )
+        .await;
+    assert_eq!(
+        bad_request(&comment),
+        "/comment: text must not contain NUL (\\u0000)"
+    );
+    let credential = api
+        .admin(
+            "POST",
+            "/v1/tenants/acme/credentials",
+            Some(json!({"password": "0123456789abcdef\u{0}"})),
+        )
+        .await;
+    bad_request(&credential);
+    bad_request(&api.admin("GET", "/v1/audit?tenant=%00", None).await);
+
+    assert_eq!(api.revision().await, revision);
+}

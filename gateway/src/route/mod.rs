@@ -1,7 +1,11 @@
 //! Tenants and their routes, as served right now.
 //!
-//! A [`Snapshot`] is built off to the side from a routes file (or, later, a control-plane snapshot), fully
-//! validated, then published with one `ArcSwap` store; sessions pick it up at their next command.
+//! A [`Snapshot`] is built off to the side from a routes file or a control-plane snapshot, fully validated, then
+//! published with one `ArcSwap` store; sessions pick it up at their next command.
+//!
+//! Only a routes file can make a tenant "open" (served to clients that never AUTH): there `"passwords": []` is
+//! written on purpose. In a control-plane snapshot a tenant without credentials is one whose first credential is
+//! not issued yet, or whose last one was revoked; it is unreachable, never open.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -35,7 +39,7 @@ pub struct Snapshot {
     /// Credentials by the first 8 bytes of their digest: (full digest, tenant index). The map finds the candidate;
     /// the full digest is then compared in constant time.
     by_digest: HashMap<u64, Vec<(String, usize)>>,
-    /// The tenant clients get without AUTH, if one has no passwords.
+    /// The tenant clients get without AUTH: a routes file's tenant with no passwords, if there is one.
     open_tenant: Option<usize>,
 }
 
@@ -76,6 +80,15 @@ struct TenantSource<'a> {
     route: &'a RouteTable,
 }
 
+/// What a tenant without credentials is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WithoutCredentials {
+    /// Served to clients that do not AUTH (a routes file's explicit `"passwords": []`).
+    Open,
+    /// Reachable by no one until it has a credential (the control plane's tenants).
+    Unreachable,
+}
+
 impl Snapshot {
     /// A snapshot that serves no one (the gateway before its first routes).
     pub fn empty() -> Snapshot {
@@ -112,9 +125,22 @@ impl Snapshot {
                 .collect(),
             route: &tenant.route,
         });
-        Ok(Snapshot::build(
-            sources, None, generation, previous, &resolve,
-        ))
+        let snapshot = Snapshot::build(
+            sources,
+            WithoutCredentials::Open,
+            None,
+            generation,
+            previous,
+            &resolve,
+        );
+        if let Some(open) = snapshot.open_tenant() {
+            tracing::warn!(
+                tenant = %open.name,
+                "tenant '{}' has no passwords: every client that does not AUTH is served as it",
+                open.name
+            );
+        }
+        Ok(snapshot)
     }
 
     /// Builds a snapshot from the control plane's, after checking every route as the control plane did: a
@@ -155,6 +181,7 @@ impl Snapshot {
         let identity = |reference: &str| reference.to_string();
         Ok(Snapshot::build(
             sources,
+            WithoutCredentials::Unreachable,
             Some(snapshot.revision),
             generation,
             previous,
@@ -164,6 +191,7 @@ impl Snapshot {
 
     fn build<'a>(
         sources: impl Iterator<Item = TenantSource<'a>>,
+        without_credentials: WithoutCredentials,
         revision: Option<i64>,
         generation: u64,
         previous: &Snapshot,
@@ -178,7 +206,7 @@ impl Snapshot {
         };
         for source in sources {
             let index = snapshot.tenants.len();
-            if source.digests.is_empty() {
+            if source.digests.is_empty() && without_credentials == WithoutCredentials::Open {
                 snapshot.open_tenant = Some(index);
             }
             for digest in &source.digests {
@@ -260,4 +288,69 @@ fn digest_prefix(digest: &str) -> u64 {
 /// Equality whose time depends only on the length, not on where the bytes differ.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTE: &str = r#"{"type":"single","target":"redis://127.0.0.1:6379"}"#;
+
+    #[test]
+    fn a_routes_file_tenant_without_passwords_is_open() {
+        let file: RoutesFile = serde_json::from_str(&format!(
+            r#"{{"tenants":[{{"name":"open","passwords":[],"route":{ROUTE}}},
+                {{"name":"locked","passwords":["pw"],"route":{ROUTE}}}]}}"#
+        ))
+        .unwrap();
+        let snapshot = Snapshot::from_routes_file(&file, 1, &Snapshot::empty()).unwrap();
+        assert!(!snapshot.requires_auth());
+        assert_eq!(
+            snapshot.open_tenant().map(|t| t.name.as_str()),
+            Some("open")
+        );
+    }
+
+    #[test]
+    fn a_routes_file_whose_numbers_would_exhaust_memory_is_refused() {
+        let file: RoutesFile = serde_json::from_str(
+            r#"{"tenants":[{"name":"a","passwords":["pw"],"route":{"type":"sharded",
+                "hash":{"algorithm":"crc16","buckets":4294967295},
+                "shards":[{"name":"s","target":"redis://h:1","buckets":["0-4294967294"]}]}}]}"#,
+        )
+        .unwrap();
+        let refused = Snapshot::from_routes_file(&file, 1, &Snapshot::empty()).err();
+        assert_eq!(
+            refused.map(|e| e.to_string()).as_deref(),
+            Some("/tenants/0/route/hash/buckets: must be at most 65536")
+        );
+    }
+
+    #[test]
+    fn a_control_plane_tenant_without_credentials_is_unreachable() {
+        // "fresh" has a route but no credential yet; "revoked" had its last credential revoked.
+        let cp: switchyard_schemas::Snapshot = serde_json::from_str(&format!(
+            r#"{{"revision":7,"tenants":[
+                {{"name":"fresh","disabled":false,"allow_admin":false,"limits":{{}},"credentials":[],
+                  "route":{ROUTE},"route_version":1}},
+                {{"name":"kept","disabled":false,"allow_admin":false,"limits":{{}},
+                  "credentials":[{{"id":1,"digest":"{}"}}],"route":{ROUTE},"route_version":1}},
+                {{"name":"revoked","disabled":false,"allow_admin":true,"limits":{{}},"credentials":[],
+                  "route":{ROUTE},"route_version":3}}]}}"#,
+            credential_digest("secret")
+        ))
+        .unwrap();
+        let snapshot = Snapshot::from_control_plane(&cp, 1, &Snapshot::empty()).unwrap();
+        assert!(snapshot.requires_auth());
+        assert!(snapshot.open_tenant().is_none());
+        assert_eq!(snapshot.tenants().len(), 3);
+        assert_eq!(
+            snapshot
+                .authenticate(None, b"secret")
+                .map(|(t, _)| t.name.as_str()),
+            Some("kept")
+        );
+        assert!(snapshot.authenticate(Some(b"fresh"), b"").is_none());
+        assert!(snapshot.authenticate(Some(b"revoked"), b"secret").is_none());
+    }
 }

@@ -190,11 +190,61 @@ fn revision_of(body: &[u8]) -> Option<i64> {
 }
 
 /// Writes `body` to a temporary file next to `path`, then renames it over `path`: a crash never leaves a
-/// half-written cache.
+/// half-written cache. The file holds backend passwords and credential digests, so it is readable by its owner
+/// only; the temporary file is created that way and the rename keeps its mode.
 fn write_atomically(path: &Path, body: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+
     let temp = path.with_extension("tmp");
-    std::fs::write(&temp, body).with_context(|| format!("write {}", temp.display()))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)
+        .with_context(|| format!("create {}", temp.display()))?;
+    // `mode` only applies to a new file: a temporary file left by a crash keeps whatever mode it had.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| file.write_all(body))
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("write {}", temp.display()))?;
+    drop(file);
     std::fs::rename(&temp, path)
         .with_context(|| format!("rename {} to {}", temp.display(), path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_cache_file_is_readable_by_its_owner_only() {
+        let dir = std::env::temp_dir().join(format!("switchyard-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cache = dir.join("snapshot.json");
+        // A cache written before this fix, and a temporary file a crash left behind, both world-readable.
+        std::fs::write(&cache, b"old").unwrap();
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let temp = cache.with_extension("tmp");
+        std::fs::write(&temp, b"stale").unwrap();
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+        write_atomically(&cache, b"{\"revision\":1}").unwrap();
+        assert_eq!(mode(&cache), 0o600);
+        assert_eq!(std::fs::read(&cache).unwrap(), b"{\"revision\":1}");
+        assert!(!temp.exists());
+
+        // An operator's chmod survives the next write.
+        write_atomically(&cache, b"{\"revision\":2}").unwrap();
+        assert_eq!(mode(&cache), 0o600);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

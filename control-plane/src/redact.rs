@@ -271,9 +271,7 @@ mod tests {
 
     #[test]
     fn a_route_table_sent_back_masked_keeps_the_stored_secrets() {
-        let single = |target: &str| RouteTable::Single {
-            target: Target::Resource(target.to_string()),
-        };
+        let single = |target: &str| RouteTable::single(Target::Resource(target.to_string()));
         let stored = single("redis://app:pw@h:1");
         assert_eq!(
             restore_route(route(stored.clone()), Some(&stored)),

@@ -130,8 +130,10 @@ mod tests {
 
     #[test]
     fn line_shows_bar_counters_and_eta() {
-        let table = || RouteTable::Single {
-            target: switchyard_schemas::Target::Resource("redis://127.0.0.1:1".into()),
+        let table = || {
+            RouteTable::single(switchyard_schemas::Target::Resource(
+                "redis://127.0.0.1:1".into(),
+            ))
         };
         let mut migration = Migration {
             id: 3,

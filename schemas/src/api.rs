@@ -303,7 +303,7 @@ impl MigrationDestination {
     pub fn into_table(self) -> RouteTable {
         match self {
             MigrationDestination::Table(table) => table,
-            MigrationDestination::Target(target) => RouteTable::Single { target },
+            MigrationDestination::Target(target) => RouteTable::single(target),
         }
     }
 }

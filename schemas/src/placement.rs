@@ -202,7 +202,7 @@ impl<'a> TablePlacement<'a> {
                 route,
                 placement: None,
             },
-            RouteTable::Sharded { hash, shards } => TablePlacement {
+            RouteTable::Sharded { hash, shards, .. } => TablePlacement {
                 route,
                 placement: Some(Placement::new(hash, shards)),
             },
@@ -215,7 +215,7 @@ impl<'a> TablePlacement<'a> {
             (RouteTable::Sharded { shards, .. }, Some(placement)) => shards
                 .get(placement.shard_of(key))
                 .map(|shard| (Some(shard.name.as_str()), &shard.target)),
-            (RouteTable::Single { target }, _) => Some((None, target)),
+            (RouteTable::Single { target, .. }, _) => Some((None, target)),
             _ => None,
         }
     }

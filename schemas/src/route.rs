@@ -8,12 +8,20 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RouteTable {
     /// Every command goes to one target.
-    Single { target: Target },
+    Single {
+        target: Target,
+        /// How many databases the tenant owns, from its resources' own (see [`RouteTable::databases`]).
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        databases: u32,
+    },
     /// Keys are spread over shards by a hash of the key (or of its `{hash tag}`).
     Sharded {
         #[serde(default)]
         hash: HashSpec,
         shards: Vec<Shard>,
+        /// How many databases the tenant owns, from its resources' own (see [`RouteTable::databases`]).
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        databases: u32,
     },
     /// Two tables written together while a tenant moves between deployments (the migration workflow): each
     /// write goes to the key's place in `primary` first, then to its place in `secondary` (placed by the
@@ -27,7 +35,34 @@ pub enum RouteTable {
     },
 }
 
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 impl RouteTable {
+    /// A single-target table owning one database.
+    pub fn single(target: Target) -> RouteTable {
+        RouteTable::Single {
+            target,
+            databases: 1,
+        }
+    }
+
+    /// How many databases the tenant owns: its resources' own database and the next `databases - 1` (clients
+    /// `SELECT` them as 0, 1, ...). One unless the table grants more; a double-write table's is its primary's.
+    pub fn databases(&self) -> u32 {
+        match self {
+            RouteTable::Single { databases, .. } | RouteTable::Sharded { databases, .. } => {
+                *databases
+            }
+            RouteTable::DoubleWrite { primary, .. } => primary.databases(),
+        }
+    }
+
     /// The tables that place keys: this one, or the primary and the secondary of a double-write table.
     pub fn parts(&self) -> Vec<&RouteTable> {
         match self {
@@ -41,7 +76,7 @@ impl RouteTable {
     /// Every target of the table, the secondary's included.
     pub fn targets(&self) -> Vec<&Target> {
         match self {
-            RouteTable::Single { target } => vec![target],
+            RouteTable::Single { target, .. } => vec![target],
             RouteTable::Sharded { shards, .. } => shards.iter().map(|s| &s.target).collect(),
             RouteTable::DoubleWrite {
                 primary, secondary, ..
@@ -55,7 +90,7 @@ impl RouteTable {
     /// Every target of the table, mutably (to inline resource names).
     pub fn targets_mut(&mut self) -> Vec<&mut Target> {
         match self {
-            RouteTable::Single { target } => vec![target],
+            RouteTable::Single { target, .. } => vec![target],
             RouteTable::Sharded { shards, .. } => {
                 shards.iter_mut().map(|s| &mut s.target).collect()
             }

@@ -21,6 +21,8 @@ pub const MAX_SHARDS: usize = 1_024;
 pub const MAX_RING_WEIGHT: u64 = 1_024;
 /// Most resources in one read set or one write set (each write is copied to every write resource).
 pub const MAX_SET_RESOURCES: usize = 16;
+/// Most databases a route may grant a tenant.
+pub const MAX_DATABASES: u32 = 256;
 /// Longest shard name, in bytes (the ring keeps a copy per virtual node).
 pub const MAX_SHARD_NAME_LEN: usize = 128;
 /// Longest resource reference (a URL or a resource name), in bytes.
@@ -138,9 +140,19 @@ impl Checker<'_> {
     }
 
     fn route(&mut self, path: &str, route: &RouteTable) {
+        if let RouteTable::Single { databases, .. } | RouteTable::Sharded { databases, .. } = route
+            && !(1..=MAX_DATABASES).contains(databases)
+        {
+            self.fail(
+                &format!("{path}/databases"),
+                format!("must be between 1 and {MAX_DATABASES}"),
+            );
+        }
         let (hash, shards) = match route {
-            RouteTable::Single { target } => return self.target(&format!("{path}/target"), target),
-            RouteTable::Sharded { hash, shards } => (hash, shards),
+            RouteTable::Single { target, .. } => {
+                return self.target(&format!("{path}/target"), target);
+            }
+            RouteTable::Sharded { hash, shards, .. } => (hash, shards),
             RouteTable::DoubleWrite {
                 primary, secondary, ..
             } => {
@@ -472,6 +484,19 @@ mod tests {
                 "/secondary/hash/buckets: must be at most 65536",
             ]
         );
+    }
+
+    #[test]
+    fn a_route_grants_between_one_and_max_databases() {
+        assert!(errors(r#"{"type":"single","target":"main","databases":4}"#).is_empty());
+        for databases in [0, MAX_DATABASES + 1] {
+            assert_eq!(
+                errors(&format!(
+                    r#"{{"type":"single","target":"main","databases":{databases}}}"#
+                )),
+                vec!["/databases: must be between 1 and 256"]
+            );
+        }
     }
 
     #[test]

@@ -512,3 +512,32 @@ fn failed_auth_is_counted_and_slowed_per_address_without_slowing_correct_clients
     );
     assert!(platform.gateway.log().contains("failed AUTH"));
 }
+
+#[test]
+fn a_route_may_grant_a_tenant_more_databases_and_no_others() {
+    let backend = RedisServer::start();
+    let routes = json!({"tenants": [{"name": "wide", "passwords": ["wide-password"], "route":
+        {"type": "single", "target": format!("{}/2", backend.url()), "databases": 3}}]});
+    let gateway = Gateway::start(&routes);
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"AUTH wide-password\r\n", b"+OK\r\n");
+    // Its databases 0, 1 and 2 are the backend's 2, 3 and 4.
+    assert_eq!(call(&mut client, &["SET", "k", "v"]), "+OK\r\n");
+    assert_eq!(call(&mut client, &["MOVE", "k", "1"]), ":1\r\n");
+    assert_eq!(call(&mut client, &["SELECT", "1"]), "+OK\r\n");
+    assert_eq!(call(&mut client, &["COPY", "k", "k", "DB", "2"]), ":1\r\n");
+    assert_eq!(
+        call(&mut client, &["SELECT", "3"]),
+        "-ERR DB index is out of range\r\n"
+    );
+    assert_eq!(
+        call(&mut client, &["MOVE", "k", "3"]),
+        "-ERR DB index is out of range\r\n"
+    );
+    let mut direct = backend.client();
+    for (db, keys) in [(2, 0), (3, 1), (4, 1), (5, 0), (1, 0), (0, 0)] {
+        let () = redis::cmd("SELECT").arg(db).query(&mut direct).unwrap();
+        let size: i64 = redis::cmd("DBSIZE").query(&mut direct).unwrap();
+        assert_eq!(size, keys, "database {db}");
+    }
+}

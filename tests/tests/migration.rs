@@ -564,7 +564,7 @@ async fn abort_at_each_step_leaves_old_serving_everything() {
         // The gateway double-wrote each key to the shard the table's placement names (the one backfill and
         // verify use), and only there.
         let placement = match serde_json::from_value(two_shards(&a, &b)).unwrap() {
-            RouteTable::Sharded { hash, shards } => Placement::new(&hash, &shards),
+            RouteTable::Sharded { hash, shards, .. } => Placement::new(&hash, &shards),
             _ => unreachable!(),
         };
         for i in 0..50 {

@@ -33,7 +33,7 @@ fn sharded(backends: &[RedisServer], hash: Value) -> Value {
 
 fn placement(route: &Value) -> Placement {
     match serde_json::from_value::<RouteTable>(route.clone()).unwrap() {
-        RouteTable::Sharded { hash, shards } => Placement::new(&hash, &shards),
+        RouteTable::Sharded { hash, shards, .. } => Placement::new(&hash, &shards),
         _ => Placement::new(&HashSpec::Ring, &[]),
     }
 }

@@ -291,7 +291,7 @@ async fn explain_places_keys_like_the_gateways(pool: PgPool) {
     assert_eq!(api.put_route("acme", sharded.clone()).await.status, 200);
     let placement = match serde_json::from_value::<switchyard_schemas::RouteTable>(sharded).unwrap()
     {
-        switchyard_schemas::RouteTable::Sharded { hash, shards } => {
+        switchyard_schemas::RouteTable::Sharded { hash, shards, .. } => {
             switchyard_schemas::placement::Placement::new(&hash, &shards)
         }
         _ => unreachable!(),

@@ -17,6 +17,8 @@ pub struct RoutePlan {
     pub shards: Vec<TargetPlan>,
     /// Shard names, for `explain` and errors.
     pub shard_names: Vec<String>,
+    /// How many databases the route grants the tenant (see `RouteTable::databases`).
+    granted: u32,
 }
 
 pub struct TargetPlan {
@@ -37,14 +39,21 @@ pub struct ResourcePlan {
 impl RoutePlan {
     /// Compiles a validated route; `resolve` maps a resource name to its URL.
     pub fn new(route: &RouteTable, resolve: &dyn Fn(&str) -> String) -> RoutePlan {
+        let mut plan = RoutePlan::compile(route, resolve);
+        plan.granted = route.databases();
+        plan
+    }
+
+    fn compile(route: &RouteTable, resolve: &dyn Fn(&str) -> String) -> RoutePlan {
         match route {
-            RouteTable::Single { target } => RoutePlan {
+            RouteTable::Single { target, .. } => RoutePlan {
                 placement: None,
                 shards: vec![TargetPlan::new(target, resolve)],
                 paired: None,
                 shard_names: vec!["single".to_string()],
+                granted: 1,
             },
-            RouteTable::Sharded { hash, shards } => RoutePlan {
+            RouteTable::Sharded { hash, shards, .. } => RoutePlan {
                 placement: (shards.len() > 1).then(|| Placement::new(hash, shards)),
                 shards: shards
                     .iter()
@@ -52,6 +61,7 @@ impl RoutePlan {
                     .collect(),
                 paired: None,
                 shard_names: shards.iter().map(|s| s.name.clone()).collect(),
+                granted: 1,
             },
             RouteTable::DoubleWrite {
                 primary,
@@ -59,8 +69,8 @@ impl RoutePlan {
                 ack,
             } => {
                 let (primary, secondary) = (
-                    RoutePlan::new(primary, resolve),
-                    RoutePlan::new(secondary, resolve),
+                    RoutePlan::compile(primary, resolve),
+                    RoutePlan::compile(secondary, resolve),
                 );
                 let mut shards = Vec::new();
                 let mut shard_names = Vec::new();
@@ -80,6 +90,7 @@ impl RoutePlan {
                     paired: Some((secondary.placement, secondary.shards.len())),
                     shards,
                     shard_names,
+                    granted: 1,
                 }
             }
         }
@@ -149,14 +160,17 @@ impl RoutePlan {
     }
 
     /// The databases a client may SELECT, numbered from the resource's own (see `ResourceSpec::with_db`). A
-    /// tenant owns exactly the database its resource names, so tenants that share a Redis stay apart; an admin
-    /// tenant whose resource names db 0 may use all 16 (Redis' test suites and admin tools need them); a Redis
-    /// Cluster has only db 0.
+    /// tenant owns exactly the database its resource names, and the next ones its route grants
+    /// (`RouteTable::databases`), so tenants that share a Redis stay apart; an admin tenant whose resource names
+    /// db 0 may use all 16 (Redis' test suites and admin tools need them); a Redis Cluster has only db 0.
     pub fn databases(&self, admin: bool) -> std::ops::Range<i64> {
-        if admin && !self.has_cluster() && self.base_db() == 0 {
-            0..16
-        } else {
-            0..1
+        if self.has_cluster() {
+            return 0..1;
+        }
+        let granted = i64::from(self.granted);
+        match admin && self.base_db() == 0 {
+            true => 0..granted.max(16),
+            false => 0..granted,
         }
     }
 

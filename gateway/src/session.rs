@@ -1190,10 +1190,13 @@ fn info(
         dispatch.replies.push_ready(out.freeze(), started);
         return Ok(());
     }
-    let base_db = tenant.route.base_db();
+    // A tenant sees its own databases, numbered as it selects them; an admin on database 0 sees them all.
+    let base = tenant.route.base_db();
+    let databases = tenant.databases();
+    let count = u32::try_from(databases.end).unwrap_or(1);
     let merge = Merge::Keyspace {
         local: Some(local),
-        own_db: (base_db != 0).then_some(base_db),
+        own: (!tenant.allow_admin || base != 0).then(|| base..base + count),
     };
     let keyspace = Request::from_args(vec![
         Bytes::from_static(b"INFO"),

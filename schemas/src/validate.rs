@@ -27,8 +27,18 @@ pub const MAX_DATABASES: u32 = 256;
 pub const MAX_SHARD_NAME_LEN: usize = 128;
 /// Longest resource reference (a URL or a resource name), in bytes.
 pub const MAX_RESOURCE_LEN: usize = 4_096;
-/// Longest tenant name in a routes file, in bytes.
-pub const MAX_TENANT_NAME_LEN: usize = 256;
+/// Longest tenant name, in bytes (the control plane's database enforces the same).
+pub const MAX_TENANT_NAME_LEN: usize = 64;
+
+/// Whether `name` may name a tenant: a letter or digit, then letters, digits, `_`, `.` or `-`, as the control
+/// plane requires. Tenants' pub/sub channels carry `name:` as their prefix on a shared Redis, which must never be
+/// the start of another tenant's prefix: no `:` (nor glob characters) in names.
+pub fn is_valid_tenant_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= MAX_TENANT_NAME_LEN
+        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
 /// Longest password in a routes file, in bytes.
 pub const MAX_PASSWORD_LEN: usize = 1_024;
 
@@ -334,10 +344,13 @@ impl RoutesFile {
             let path = format!("/tenants/{i}");
             if tenant.name.is_empty() {
                 checker.fail(&format!("{path}/name"), "must not be empty");
-            } else if tenant.name.len() > MAX_TENANT_NAME_LEN {
+            } else if !is_valid_tenant_name(&tenant.name) {
                 checker.fail(
                     &format!("{path}/name"),
-                    format!("must be at most {MAX_TENANT_NAME_LEN} bytes"),
+                    format!(
+                        "must be a letter or digit, then letters, digits, '_', '.' or '-', at most \
+                         {MAX_TENANT_NAME_LEN} bytes"
+                    ),
                 );
             } else if !names.insert(tenant.name.as_str()) {
                 checker.fail(
@@ -574,6 +587,16 @@ mod tests {
     }
 
     #[test]
+    fn tenant_names_cannot_run_into_each_others_channel_prefix() {
+        for name in ["alpha", "a", "team-1.cache_v2", "0"] {
+            assert!(is_valid_tenant_name(name), "{name}");
+        }
+        for name in ["", "a:b", "a*", "-a", "a b", "é", &"t".repeat(65)] {
+            assert!(!is_valid_tenant_name(name), "{name}");
+        }
+    }
+
+    #[test]
     fn routes_file_strings_are_bounded() {
         let file: RoutesFile = serde_json::from_str(&format!(
             r#"{{"tenants":[{{"name":"{}","passwords":["{}"],"route":{{"type":"single","target":"redis://h:1"}}}}]}}"#,
@@ -591,7 +614,7 @@ mod tests {
         assert_eq!(
             messages,
             vec![
-                "/tenants/0/name: must be at most 256 bytes",
+                "/tenants/0/name: must be a letter or digit, then letters, digits, '_', '.' or '-', at most 64 bytes",
                 "/tenants/0/passwords/0: must be at most 1024 bytes",
             ]
         );

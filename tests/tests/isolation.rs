@@ -142,6 +142,26 @@ fn hostile_tenants_reach_nothing_of_anothers() {
     let mut beta = platform.client("beta-password");
     let denied = "can't run this command";
 
+    // Introspection shows the tenant's own: its database (as db0) and its clients.
+    let keyspace = call(&mut alpha, &["INFO", "keyspace"]);
+    assert!(keyspace.contains("db0:keys=3,expires=1,"), "{keyspace}");
+    assert!(
+        !keyspace.contains("db1") && !keyspace.contains("db2"),
+        "{keyspace}"
+    );
+    let keyspace = call(&mut beta, &["INFO", "keyspace"]);
+    assert!(
+        keyspace.contains("db0:keys=3,expires=1,") && !keyspace.contains("db1"),
+        "{keyspace}"
+    );
+    let clients = call(&mut alpha, &["INFO", "clients"]);
+    assert!(clients.contains("connected_clients:1\r\n"), "{clients}");
+    let list = call(&mut alpha, &["CLIENT", "LIST"]);
+    assert!(
+        list.contains("user=alpha") && !list.contains("user=beta"),
+        "{list}"
+    );
+
     // Scripts cannot leave the tenant's database, flush, or run admin commands; computed names change nothing.
     for script in [
         "redis.call('SELECT', 1); return redis.call('GET', 'secret')",

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::collections::hash_map::RandomState;
 use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
@@ -222,19 +223,19 @@ struct DbStats {
 
 /// The keyspace section summed over several backends' `INFO keyspace` replies (bulk strings), after `local`
 /// (the gateway's other sections; `None` for a partial sum, such as one cluster's masters). Keys and expiring
-/// keys add up, `avg_ttl` is weighted by the expiring keys. A tenant that owns one database of a shared Redis
-/// (`own_db`) sees only that one, as its `db0`; the others belong to other tenants. A failed backend adds
-/// nothing rather than failing INFO.
-pub fn keyspace(local: Option<&str>, replies: &[Bytes], own_db: Option<u32>) -> Bytes {
+/// keys add up, `avg_ttl` is weighted by the expiring keys. A tenant sees only the databases it owns (`own`,
+/// numbered from its `db0`); the others belong to other tenants. A failed backend adds nothing rather than
+/// failing INFO.
+pub fn keyspace(local: Option<&str>, replies: &[Bytes], own: Option<Range<u32>>) -> Bytes {
     let mut dbs: BTreeMap<u32, DbStats> = BTreeMap::new();
     for body in replies.iter().filter_map(|reply| bulk_body(reply)) {
         for line in String::from_utf8_lossy(body).split("\r\n") {
             let Some((db, stats)) = parse_db_line(line) else {
                 continue;
             };
-            let db = match own_db {
+            let db = match &own {
                 None => db,
-                Some(own) if own == db => 0,
+                Some(own) if own.contains(&db) => db - own.start,
                 Some(_) => continue,
             };
             let total = dbs.entry(db).or_default();
@@ -317,8 +318,19 @@ mod tests {
             )
         );
         assert_eq!(
-            keyspace(None, &replies, Some(3)),
+            keyspace(None, &replies, Some(3..4)),
             bulk("# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n")
+        );
+        // A tenant on database 0 does not see its neighbours' on 3; one that owns 0 to 3 sees both.
+        assert_eq!(
+            keyspace(None, &replies, Some(0..1)),
+            bulk("# Keyspace\r\ndb0:keys=15,expires=4,avg_ttl=2000\r\n")
+        );
+        assert_eq!(
+            keyspace(None, &replies, Some(0..4)),
+            bulk(
+                "# Keyspace\r\ndb0:keys=15,expires=4,avg_ttl=2000\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n"
+            )
         );
         assert_eq!(keyspace(None, &[], None), bulk("# Keyspace\r\n"));
     }

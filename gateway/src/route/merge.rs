@@ -40,7 +40,8 @@ pub enum Merge {
     /// summed (see `cmd::info::keyspace`). A failed backend adds nothing rather than failing INFO.
     Keyspace {
         local: Option<String>,
-        own_db: Option<u32>,
+        /// The backend databases the tenant owns, shown numbered from 0 (none: every database, as it is).
+        own: Option<std::ops::Range<u32>>,
     },
     /// SCRIPT EXISTS: arrays of 0/1, element by element; 1 only where every backend said 1 (a script is usable
     /// only if EVALSHA finds it wherever a key may land).
@@ -69,7 +70,7 @@ impl Merge {
             // Summed once more with the other shards, where the gateway's sections go first.
             Merge::Keyspace { .. } => Merge::Keyspace {
                 local: None,
-                own_db: None,
+                own: None,
             },
             merge => merge.clone(),
         }
@@ -79,9 +80,9 @@ impl Merge {
 pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
     Box::new(move |parts: Vec<Bytes>| {
         let replies: Vec<&Bytes> = groups.iter().map(|group| reduce(&parts, group)).collect();
-        if let Merge::Keyspace { local, own_db } = &merge {
+        if let Merge::Keyspace { local, own } = &merge {
             let replies: Vec<Bytes> = replies.into_iter().cloned().collect();
-            return crate::cmd::info::keyspace(local.as_deref(), &replies, *own_db);
+            return crate::cmd::info::keyspace(local.as_deref(), &replies, own.clone());
         }
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
             return Bytes::clone(error);

@@ -7,6 +7,9 @@ use switchyard_schemas::{RouteTable, Target};
 /// What a masked password reads as.
 pub const MASK: &str = "***";
 
+/// The query parameters of a resource URL that hold a secret, each masked like the password.
+const SECRET_PARAMETERS: [&str; 2] = ["sentinelPassword", "scriptPassword"];
+
 /// A URL cut where its secrets are: `scheme://[userinfo@]location[?query]` (the last `@` ends the userinfo, as
 /// the resource URL parser reads it).
 struct Parts<'a> {
@@ -41,17 +44,28 @@ impl<'a> Parts<'a> {
         Some(info.split_once(':').map_or(info, |(_, password)| password))
     }
 
-    fn sentinel_password(&self) -> Option<&'a str> {
-        self.query?
-            .split('&')
-            .find_map(|pair| pair.strip_prefix("sentinelPassword="))
+    /// The value of the secret query parameter `name`.
+    fn parameter(&self, name: &str) -> Option<&'a str> {
+        self.query?.split('&').find_map(|pair| {
+            pair.split_once('=')
+                .filter(|(key, _)| *key == name)
+                .map(|(_, value)| value)
+        })
     }
 
-    /// The URL again, with `password` and `sentinel_password` deciding each secret that is present.
+    /// Whether some secret of the URL is the mask.
+    fn has_mask(&self) -> bool {
+        self.password() == Some(MASK)
+            || SECRET_PARAMETERS
+                .iter()
+                .any(|name| self.parameter(name) == Some(MASK))
+    }
+
+    /// The URL again, with `password` deciding the password and `parameter` each secret parameter present.
     fn join(
         &self,
         password: impl Fn(&'a str) -> String,
-        sentinel_password: impl Fn(&'a str) -> String,
+        parameter: impl Fn(&str, &'a str) -> String,
     ) -> String {
         let mut out = format!("{}://", self.scheme);
         match self.userinfo {
@@ -70,8 +84,8 @@ impl<'a> Parts<'a> {
             let query: Vec<String> = query
                 .split('&')
                 .map(|pair| match pair.split_once('=') {
-                    Some(("sentinelPassword", secret)) => {
-                        format!("sentinelPassword={}", sentinel_password(secret))
+                    Some((name, secret)) if SECRET_PARAMETERS.contains(&name) => {
+                        format!("{name}={}", parameter(name, secret))
                     }
                     _ => pair.to_string(),
                 })
@@ -83,10 +97,11 @@ impl<'a> Parts<'a> {
     }
 }
 
-/// The URL with its password (and a `sentinelPassword` parameter) replaced by `***`; other text unchanged.
+/// The URL with its password (and `sentinelPassword`, `scriptPassword` parameters) replaced by `***`; other text
+/// unchanged.
 pub fn url(text: &str) -> String {
     match Parts::of(text) {
-        Some(parts) => parts.join(|_| MASK.to_string(), |_| MASK.to_string()),
+        Some(parts) => parts.join(|_| MASK.to_string(), |_, _| MASK.to_string()),
         None => text.to_string(),
     }
 }
@@ -98,18 +113,23 @@ pub fn restore(submitted: &str, stored: &str) -> Result<String, &'static str> {
     let (Some(new), Some(old)) = (Parts::of(submitted), Parts::of(stored)) else {
         return Ok(submitted.to_string());
     };
-    let masked = new.password() == Some(MASK);
-    let sentinel_masked = new.sentinel_password() == Some(MASK);
-    if !masked && !sentinel_masked {
+    if !new.has_mask() {
         return Ok(submitted.to_string());
     }
-    if masked && old.password().is_none() {
+    if new.password() == Some(MASK) && old.password().is_none() {
         return Err("the password is the mask '***', but the stored URL has no password to keep");
     }
-    if sentinel_masked && old.sentinel_password().is_none() {
-        return Err(
-            "sentinelPassword is the mask '***', but the stored URL has no sentinelPassword to keep",
-        );
+    for name in SECRET_PARAMETERS {
+        if new.parameter(name) == Some(MASK) && old.parameter(name).is_none() {
+            return Err(match name {
+                "scriptPassword" => {
+                    "scriptPassword is the mask '***', but the stored URL has no scriptPassword to keep"
+                }
+                _ => {
+                    "sentinelPassword is the mask '***', but the stored URL has no sentinelPassword to keep"
+                }
+            });
+        }
     }
     let keep = |stored: Option<&str>, given: &str| match stored {
         Some(secret) if given == MASK => secret.to_string(),
@@ -117,7 +137,7 @@ pub fn restore(submitted: &str, stored: &str) -> Result<String, &'static str> {
     };
     Ok(new.join(
         |given| keep(old.password(), given),
-        |given| keep(old.sentinel_password(), given),
+        |name, given| keep(old.parameter(name), given),
     ))
 }
 
@@ -150,7 +170,7 @@ pub fn restore_route(
         let Some(parts) = Parts::of(reference) else {
             continue;
         };
-        if parts.password() != Some(MASK) && parts.sentinel_password() != Some(MASK) {
+        if !parts.has_mask() {
             continue;
         }
         match known.get(reference.as_str()) {
@@ -209,6 +229,23 @@ pub fn value(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn masks_and_keeps_a_provisioned_script_users_password() {
+        let stored = "redis://gw:gwpw@h:1/2?scriptUserName=scr&scriptPassword=scrpw";
+        assert_eq!(
+            url(stored),
+            "redis://gw:***@h:1/2?scriptUserName=scr&scriptPassword=***"
+        );
+        assert_eq!(restore(&url(stored), stored), Ok(stored.to_string()));
+        assert!(
+            restore(
+                "redis://h:1?scriptUserName=s&scriptPassword=***",
+                "redis://h:1"
+            )
+            .is_err()
+        );
+    }
 
     #[test]
     fn masks_passwords_only() {

@@ -24,6 +24,10 @@ pub struct ResourceUrl {
     pub tls: bool,
     /// Credentials for the data nodes.
     pub auth: Option<Credentials>,
+    /// An operator-provisioned ACL user that tenants' scripts run as (`scriptUserName`, `scriptPassword`), for
+    /// services where the gateway may not create its own users; `auth` is then the gateway's user, which must
+    /// not be allowed to run scripts.
+    pub script_auth: Option<Credentials>,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -132,6 +136,15 @@ impl ResourceUrl {
             None => (location, None),
         };
         let params = Query::parse(query.unwrap_or(""))?;
+        let script_auth = match (params.get("scriptUserName"), params.get("scriptPassword")) {
+            (Some(user), Some(password)) => Some(Credentials {
+                username: Some(user.to_string()),
+                password: password.to_string(),
+            }),
+            (None, None) => None,
+            (Some(_), None) => return Err(ResourceUrlError::BadParameter("scriptPassword".into())),
+            (None, Some(_)) => return Err(ResourceUrlError::BadParameter("scriptUserName".into())),
+        };
         let default_port = if family == Family::Sentinel {
             26379
         } else {
@@ -144,7 +157,7 @@ impl ResourceUrl {
 
         let kind = match family {
             Family::Standalone => {
-                params.reject_unknown(&["db"])?;
+                params.reject_unknown(&["db", SCRIPT_USER, SCRIPT_PASSWORD])?;
                 let [node] =
                     <[Node; 1]>::try_from(nodes).map_err(|_| ResourceUrlError::OneHostOnly)?;
                 ResourceKind::Standalone {
@@ -153,7 +166,13 @@ impl ResourceUrl {
                 }
             }
             Family::Sentinel => {
-                let mut allowed = vec!["db", "sentinelUserName", "sentinelPassword"];
+                let mut allowed = vec![
+                    "db",
+                    "sentinelUserName",
+                    "sentinelPassword",
+                    SCRIPT_USER,
+                    SCRIPT_PASSWORD,
+                ];
                 if slaves {
                     allowed.push("withMaster");
                 }
@@ -174,7 +193,11 @@ impl ResourceUrl {
                 }
             }
             Family::Cluster => {
-                params.reject_unknown(if slaves { &["withMaster"] } else { &[] })?;
+                params.reject_unknown(if slaves {
+                    &["withMaster", SCRIPT_USER, SCRIPT_PASSWORD]
+                } else {
+                    &[SCRIPT_USER, SCRIPT_PASSWORD]
+                })?;
                 if path.is_some_and(|p| !p.is_empty() && p != "0") {
                     return Err(ResourceUrlError::ClusterDb);
                 }
@@ -184,7 +207,12 @@ impl ResourceUrl {
                 }
             }
         };
-        Ok(ResourceUrl { kind, tls, auth })
+        Ok(ResourceUrl {
+            kind,
+            tls,
+            auth,
+            script_auth,
+        })
     }
 }
 
@@ -194,9 +222,14 @@ impl fmt::Debug for ResourceUrl {
             .field("kind", &self.kind)
             .field("tls", &self.tls)
             .field("auth", &self.auth)
+            .field("script_auth", &self.script_auth)
             .finish()
     }
 }
+
+/// The parameters that name an operator-provisioned script user (see [`ResourceUrl::script_auth`]).
+const SCRIPT_USER: &str = "scriptUserName";
+const SCRIPT_PASSWORD: &str = "scriptPassword";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -324,6 +357,35 @@ pub enum ResourceUrlError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_provisioned_script_user_is_named_with_both_parameters() {
+        let url =
+            ResourceUrl::parse("redis://gw:pw@h:1/2?scriptUserName=scr&scriptPassword=s3cret")
+                .unwrap();
+        let script = url.script_auth.expect("a script user");
+        assert_eq!(script.username.as_deref(), Some("scr"));
+        assert_eq!(script.password, "s3cret");
+        for url in [
+            "redis-cluster://gw:pw@h:1?scriptUserName=scr&scriptPassword=x",
+            "redis-sentinel://h:1/m?scriptUserName=scr&scriptPassword=x",
+        ] {
+            assert!(
+                ResourceUrl::parse(url).unwrap().script_auth.is_some(),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            ResourceUrl::parse("redis://h:1?scriptUserName=scr").unwrap_err(),
+            ResourceUrlError::BadParameter("scriptPassword".into())
+        );
+        assert!(
+            ResourceUrl::parse("redis://h:1")
+                .unwrap()
+                .script_auth
+                .is_none()
+        );
+    }
 
     fn standalone(url: &str) -> (Node, u32, Option<Credentials>) {
         match ResourceUrl::parse(url) {

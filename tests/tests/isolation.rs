@@ -561,3 +561,60 @@ fn a_route_may_grant_a_tenant_more_databases_and_no_others() {
         assert_eq!(size, keys, "database {db}");
     }
 }
+
+#[test]
+fn operator_provisioned_users_serve_where_the_gateway_may_not_create_its_own() {
+    let backend = RedisServer::start();
+    let mut admin = backend.client();
+    // As a managed service's console would: a gateway user that may not run scripts nor manage users, and a
+    // script user with the rules of docs/operations.md#tenant-isolation.
+    for rules in [
+        "gw on >gwpw ~* &* +@all -eval -evalsha -eval_ro -evalsha_ro -fcall -fcall_ro -acl",
+        "scr on >scrpw ~* &* +@all -@admin -select -move -swapdb -copy -migrate -flushall -flushdb \
+         -publish -spublish -pubsub -info",
+    ] {
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(rules.split_whitespace().collect::<Vec<_>>())
+            .query(&mut admin)
+            .unwrap();
+    }
+    let provisioned = format!(
+        "redis://gw:gwpw@127.0.0.1:{}/1?scriptUserName=scr&scriptPassword=scrpw",
+        backend.port()
+    );
+    // The default user may run scripts: naming it as the gateway's is refused at connect.
+    let careless = format!(
+        "redis://127.0.0.1:{}/2?scriptUserName=scr&scriptPassword=scrpw",
+        backend.port()
+    );
+    let routes = json!({"tenants": [
+        {"name": "managed", "passwords": ["managed-password"], "route": {"type": "single", "target": provisioned}},
+        {"name": "careless", "passwords": ["careless-password"], "route": {"type": "single", "target": careless}}
+    ]});
+    let gateway = Gateway::start(&routes);
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(b"AUTH managed-password\r\n", b"+OK\r\n");
+    assert_eq!(call(&mut client, &["SET", "k", "v"]), "+OK\r\n");
+    assert_eq!(
+        call(
+            &mut client,
+            &["EVAL", "return redis.call('GET', KEYS[1])", "1", "k"]
+        ),
+        "$1\r\nv\r\n"
+    );
+    refused(
+        &mut client,
+        &["EVAL", "redis.call('SELECT', 2); return 1", "0"],
+        "can't run this command",
+    );
+    let users: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+    assert!(users.contains("user=gw "), "{users}");
+    assert!(
+        !users.contains("switchyard-"),
+        "no user of the gateway's own: {users}"
+    );
+    let mut careless = RawClient::connect(gateway.port());
+    careless.roundtrip(b"AUTH careless-password\r\n", b"+OK\r\n");
+    refused(&mut careless, &["GET", "k"], "may run scripts");
+}

@@ -51,6 +51,8 @@ pub struct ClusterSpec {
     pub seeds: Vec<String>,
     pub username: Option<String>,
     pub password: Option<String>,
+    /// An operator-provisioned script user (see `NodeSpec::script_user`).
+    pub script_user: Option<(String, String)>,
     pub replicas: Option<ReplicaMode>,
 }
 
@@ -73,6 +75,7 @@ impl ClusterSpec {
             password: self.password.clone(),
             db: 0,
             role,
+            script_user: self.script_user.clone(),
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct NodeSpec {
     pub db: u32,
     /// What the connect handshake checks or sets beyond AUTH and SELECT.
     pub role: NodeRole,
+    /// An operator-provisioned user (name, password) that tenants' scripts run as; `None`: the gateway creates
+    /// its own users (see `identity`).
+    pub script_user: Option<(String, String)>,
 }
 
 /// The role a node is used in, as far as the connect handshake is concerned.
@@ -326,9 +329,19 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
         expected.push(b"+OK\r\n");
     }
     let data_node = node.role != NodeRole::Sentinel;
-    if data_node {
+    // With provisioned users, the URL's user is the gateway's: it must not be able to run a script.
+    let (creates_users, checks_scripts) = match &node.script_user {
+        _ if !data_node => (false, false),
+        None => (true, false),
+        Some(_) => (false, true),
+    };
+    if creates_users {
         identity::setup_commands(node, &mut handshake);
         expected.extend([&b"+OK\r\n"[..]; 2]);
+    }
+    if checks_scripts {
+        resp::command(&mut handshake, &[&b"EVAL"[..], b"return 1", b"0"]);
+        expected.push(NOPERM);
     }
     if node.db != 0 {
         resp::command(
@@ -348,7 +361,7 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
             expected.push(ROLE_MASTER);
         }
     }
-    if data_node {
+    if creates_users {
         handshake.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
         expected.push(b"+OK\r\n");
     }
@@ -428,6 +441,9 @@ fn unwrap_script(replies: &Bytes, lead: u32, node: &str) -> (Bytes, Result<(), S
 
 const OK: &[u8] = b"+OK\r\n";
 
+/// How a refusal for want of ACL permissions starts.
+const NOPERM: &[u8] = b"-NOPERM";
+
 /// How a master's `ROLE` reply starts.
 const ROLE_MASTER: &[u8] = b"*3\r\n$6\r\nmaster\r\n";
 
@@ -440,6 +456,12 @@ fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
             .map(|line| String::from_utf8_lossy(line).trim_end().to_string())
             .unwrap_or_default();
         return format!("handshake failed: the node is not a master (ROLE {role})");
+    }
+    if expected == NOPERM {
+        return "handshake failed: the resource's user may run scripts, so tenants' scripts would not be \
+                restricted; with scriptUserName, the URL's user must be denied EVAL, EVALSHA, EVAL_RO, \
+                EVALSHA_RO, FCALL and FCALL_RO"
+            .to_string();
     }
     let text = String::from_utf8_lossy(reply);
     let text = text.trim_start_matches(['-', '+']).trim_end();

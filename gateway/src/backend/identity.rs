@@ -118,14 +118,20 @@ pub fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
 
 /// The `AUTH` that switches a connection to `run_as` on `node`.
 pub fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
-    let (user, password) = match run_as {
-        RunAs::Gateway => (GATEWAY_USER, password(node, GATEWAY_USER)),
-        RunAs::TenantScript => (SCRIPT_USER, password(node, SCRIPT_USER)),
-        // A resource without a password logs in as `default`, which then has `nopass`: any password does.
-        RunAs::AdminScript => (
+    // A resource without a password logs in as `default`, which then has `nopass`: any password does.
+    let resource = || {
+        (
             node.username.as_deref().unwrap_or("default"),
             node.password.clone().unwrap_or_default(),
-        ),
+        )
+    };
+    let (user, password) = match (run_as, &node.script_user) {
+        (RunAs::Gateway, None) => (GATEWAY_USER, password(node, GATEWAY_USER)),
+        (RunAs::TenantScript, None) => (SCRIPT_USER, password(node, SCRIPT_USER)),
+        // Operator-provisioned users: the URL's user is the gateway's, and may not run scripts (an admin
+        // tenant's scripts then fail, with Redis' NOPERM).
+        (RunAs::Gateway | RunAs::AdminScript, Some(_)) | (RunAs::AdminScript, None) => resource(),
+        (RunAs::TenantScript, Some((user, password))) => (user.as_str(), password.clone()),
     };
     let mut out = BytesMut::new();
     resp::command(
@@ -146,6 +152,7 @@ mod tests {
             password: password.map(str::to_string),
             db: 0,
             role: super::super::NodeRole::Any,
+            script_user: None,
         }
     }
 
@@ -178,6 +185,31 @@ mod tests {
             assert!(text.contains(&format!("#{}", credential_digest(&password(&node, user)))));
         }
         assert!(!text.contains("secret"));
+    }
+
+    #[test]
+    fn provisioned_users_are_used_as_named() {
+        let auth = |node: &NodeSpec, run_as| {
+            String::from_utf8_lossy(&auth_command(node, run_as)).into_owned()
+        };
+        let mut provisioned = node(Some("gw"), Some("gwpw"));
+        provisioned.script_user = Some(("scr".to_string(), "scrpw".to_string()));
+        assert_eq!(
+            auth(&provisioned, RunAs::Gateway),
+            "*3\r\n$4\r\nAUTH\r\n$2\r\ngw\r\n$4\r\ngwpw\r\n"
+        );
+        assert_eq!(
+            auth(&provisioned, RunAs::TenantScript),
+            "*3\r\n$4\r\nAUTH\r\n$3\r\nscr\r\n$5\r\nscrpw\r\n"
+        );
+        assert_eq!(
+            auth(&provisioned, RunAs::AdminScript),
+            auth(&provisioned, RunAs::Gateway)
+        );
+        let created = node(None, Some("pw"));
+        assert!(auth(&created, RunAs::TenantScript).contains(SCRIPT_USER));
+        assert!(auth(&created, RunAs::Gateway).contains(GATEWAY_USER));
+        assert!(auth(&created, RunAs::AdminScript).contains("default"));
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct SentinelSpec {
     /// Credentials and database of the data nodes.
     pub username: Option<String>,
     pub password: Option<String>,
+    /// An operator-provisioned script user (see `NodeSpec::script_user`).
+    pub script_user: Option<(String, String)>,
     pub db: u32,
 }
 
@@ -70,6 +72,7 @@ impl SentinelSpec {
             password: self.password.clone(),
             db: self.db,
             role,
+            script_user: self.script_user.clone(),
         }
     }
 
@@ -80,6 +83,7 @@ impl SentinelSpec {
             password: self.sentinel_password.clone(),
             db: 0,
             role: NodeRole::Sentinel,
+            script_user: None,
         }
     }
 }

@@ -221,6 +221,9 @@ impl ResourcePlan {
             Ok(url) => {
                 let username = url.auth.as_ref().and_then(|a| a.username.clone());
                 let password = url.auth.map(|a| a.password);
+                let script_user = url
+                    .script_auth
+                    .map(|a| (a.username.unwrap_or_default(), a.password));
                 Ok(match url.kind {
                     ResourceKind::Standalone { node, db } => ResourceSpec::Node(NodeSpec {
                         addr: node.to_string(),
@@ -228,6 +231,7 @@ impl ResourcePlan {
                         password,
                         db,
                         role: NodeRole::Any,
+                        script_user,
                     }),
                     ResourceKind::Cluster { seeds, replicas } => {
                         ResourceSpec::Cluster(ClusterSpec {
@@ -235,6 +239,7 @@ impl ResourcePlan {
                             username,
                             password,
                             replicas,
+                            script_user,
                         })
                     }
                     ResourceKind::Sentinel {
@@ -254,6 +259,7 @@ impl ResourcePlan {
                             username,
                             password,
                             db,
+                            script_user,
                         },
                         replicas,
                     ),

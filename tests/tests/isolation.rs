@@ -243,12 +243,30 @@ fn hostile_tenants_reach_nothing_of_anothers() {
         (&["FUNCTION", "DELETE", "lib"], "admin command"),
         (&["FUNCTION", "FLUSH"], "admin command"),
         (&["FUNCTION", "DUMP"], "admin command"),
+        (
+            &["FUNCTION", "RESTORE", "payload", "REPLACE"],
+            "admin command",
+        ),
+        (
+            &["FUNCTION", "LOAD", "REPLACE", "#!lua name=shared\nreturn"],
+            "admin command",
+        ),
         (&["FUNCTION", "LIST", "WITHCODE"], "admin command"),
         (&["SCRIPT", "FLUSH"], "admin command"),
         (&["ACL", "SETUSER", "x", "on"], "not supported"),
     ] {
         refused(&mut alpha, args, text);
     }
+    // Commands about keys see the tenant's own; RESET goes back to its own database 0.
+    assert_eq!(
+        call(&mut beta, &["OBJECT", "ENCODING", "h"]),
+        "$8\r\nlistpack\r\n"
+    );
+    assert_eq!(call(&mut beta, &["RESET"]), "+RESET\r\n");
+    assert_eq!(
+        call(&mut beta, &["GET", "secret"]),
+        "$11\r\nbeta-secret\r\n"
+    );
     // The same inside a transaction: refused at queue time, so EXEC aborts.
     assert_eq!(call(&mut alpha, &["MULTI"]), "+OK\r\n");
     assert_eq!(call(&mut alpha, &["MOVE", "secret", "1"]), out_of_range);

@@ -243,10 +243,12 @@ fn dedicated_connections_are_bounded_per_tenant() {
         .arg("--max-dedicated-connections")
         .arg("2")
         .start(&open_single_tenant(json!(backend.url())));
-    let mut blocked: Vec<RawClient> = (0..2)
-        .map(|_| {
+    // Each on its own key, so that which one a push wakes does not depend on which reached Redis first.
+    let mut blocked: Vec<RawClient> = [b"q0", b"q1"]
+        .iter()
+        .map(|key| {
             let mut client = RawClient::connect(gateway.port());
-            client.send_command(&[b"BLPOP", b"q", b"0"]);
+            client.send_command(&[b"BLPOP", &key[..], b"0"]);
             client
         })
         .collect();
@@ -262,10 +264,9 @@ fn dedicated_connections_are_bounded_per_tenant() {
         String::from_utf8_lossy(&refused)
     );
     // Other commands still work, and a freed connection can be taken again.
-    assert_eq!(third.request(&[b"RPUSH", b"q", b"x"]), b":1\r\n");
-    let released = blocked.remove(0);
-    let mut released = released;
-    assert_eq!(released.read_reply(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(third.request(&[b"RPUSH", b"q0", b"x"]), b":1\r\n");
+    let mut released = blocked.remove(0);
+    assert_eq!(released.read_reply(), b"*2\r\n$2\r\nq0\r\n$1\r\nx\r\n");
     assert_eq!(third.request(&[b"BLPOP", b"q", b"0.2"]), b"*-1\r\n");
 }
 

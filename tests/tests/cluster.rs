@@ -577,6 +577,20 @@ async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
     set_slot(&cluster, a, slot(asked), &["MIGRATING", &id(b)]);
     migrate(&cluster, a, b, &[asked]);
 
+    // A script follows MOVED and ASK too, between the AUTHs that make it run as the script user (with ASKING
+    // after the first of them): pipelined with GETs, every reply in order.
+    let script = "return redis.call('GET', KEYS[1])";
+    let mut pipe = redis::pipe();
+    for key in [moved, asked, on_a[2]] {
+        pipe.cmd("EVAL").arg(script).arg(1).arg(key).get(key);
+    }
+    let values: Vec<String> = pipe.query_async(&mut client).await.unwrap();
+    let expected: Vec<String> = [moved, asked, on_a[2]]
+        .iter()
+        .flat_map(|k| [format!("v-{k}"), format!("v-{k}")])
+        .collect();
+    assert_eq!(values, expected, "scripts through a MOVED and an ASK");
+
     // Pipelined commands for one master travel as one run too: here four, two of them refused.
     let pipelined = [on_a[2], moved, asked, on_a[2]];
     let mut pipe = redis::pipe();

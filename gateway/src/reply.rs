@@ -118,8 +118,10 @@ pub struct Redirect {
     pub count: u32,
     /// Redirects followed so far.
     pub attempts: u8,
-    /// The client's connection affinity, so a resent request keeps riding one connection per node.
-    pub affinity: usize,
+    /// The client's connection affinity, so a resent request keeps riding one connection per node. 32 bits
+    /// (it only picks among a node's few connections) keep a handle small: it is moved several times per
+    /// request.
+    pub affinity: u32,
     /// The request's hash slot, for a cluster (`None`: keyless); a run's first request's.
     pub slot: Option<u16>,
 }

@@ -88,6 +88,8 @@ pub(crate) struct Session {
     ticket: Ticket,
     /// Set after a failed AUTH from an address that fails too often: nothing more is read or dispatched before.
     penalty: Option<Instant>,
+    /// The connection's timer must be set again (see `next_deadline`).
+    rearm: bool,
 }
 
 /// Requests read together that go to one backend connection one after the other: their frames are adjacent in
@@ -426,6 +428,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         stateful: stateful::Stateful::default(),
         ticket,
         penalty: None,
+        rearm: false,
     };
     if let Some(tenant) = open_tenant {
         session.enter_tenant(tenant, None);
@@ -450,13 +453,23 @@ impl Session {
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = BytesMut::with_capacity(BUFFER_SIZE);
         let control = self.worker.control.listen();
-        let auth_deadline = tokio::time::Instant::now() + gateway.config.auth_timeout;
+        // One timer, made once and re-armed in place (a timer made per loop costs every request), for what a
+        // connection may wait for without sending anything: its AUTH deadline, and the end of a failed AUTH's
+        // wait (see `admission`).
+        let auth_deadline = Instant::now() + gateway.config.auth_timeout;
+        let timer = tokio::time::sleep(gateway.config.auth_timeout);
+        tokio::pin!(timer);
         loop {
             let reading = !self.closing
                 && self.penalty.is_none()
                 && self.replies.len() < MAX_PENDING
                 && (self.stateful.parked.is_none() || input.len() < MAX_PARKED_INPUT);
-            let penalty = self.penalty.map(tokio::time::Instant::from_std);
+            if self.rearm {
+                self.rearm = false;
+                if let Some(deadline) = self.next_deadline(auth_deadline) {
+                    timer.as_mut().reset(deadline.into());
+                }
+            }
             let wanted = decoder.bytes_wanted(input.len());
             if input.capacity() - input.len() < 1024 || wanted > input.capacity() - input.len() {
                 // Grow geometrically, and never by more than the client has already sent.
@@ -474,18 +487,6 @@ impl Session {
                         self.decode(&mut decoder, &mut input, addr);
                     }
                 }
-                // A connection that never authenticated is closed: it holds a place (see `admission`).
-                () = tokio::time::sleep_until(auth_deadline), if !self.ticket.is_authenticated() => {
-                    tracing::debug!(client = %addr, "closing a connection that did not authenticate in time");
-                    return Ok(());
-                }
-                // A failed AUTH's wait is over: what the client sent meanwhile is served.
-                () = tokio::time::sleep_until(penalty.unwrap_or(auth_deadline)), if penalty.is_some() => {
-                    self.penalty = None;
-                    if self.stateful.parked.is_none() {
-                        self.decode(&mut decoder, &mut input, addr);
-                    }
-                }
                 // A new snapshot, a CLIENT KILL or the shutdown. A revoked credential or a removed tenant
                 // closes idle connections too, not only busy ones.
                 () = control.notified() => {
@@ -496,6 +497,22 @@ impl Session {
                     if *self.worker.shutdown.borrow() {
                         self.closing = true;
                     }
+                }
+                () = &mut timer, if self.penalty.is_some() || !self.ticket.is_authenticated() => {
+                    let now = Instant::now();
+                    // A failed AUTH's wait is over: what the client sent meanwhile is served.
+                    if self.penalty.is_some_and(|until| until <= now) {
+                        self.penalty = None;
+                        if self.stateful.parked.is_none() {
+                            self.decode(&mut decoder, &mut input, addr);
+                        }
+                    }
+                    // A connection that never authenticated is closed: it holds a place.
+                    if !self.ticket.is_authenticated() && auth_deadline <= now {
+                        tracing::debug!(client = %addr, "closing a connection that did not authenticate in time");
+                        return Ok(());
+                    }
+                    self.rearm = true;
                 }
             }
             loop {
@@ -934,6 +951,16 @@ impl Session {
         AuthOutcome::Ok
     }
 
+    /// When the connection's timer must next fire: at the end of a failed AUTH's wait, or at its AUTH deadline
+    /// while it has not authenticated.
+    fn next_deadline(&self, auth_deadline: Instant) -> Option<Instant> {
+        let auth = (!self.ticket.is_authenticated()).then_some(auth_deadline);
+        match (self.penalty, auth) {
+            (Some(penalty), Some(auth)) => Some(penalty.min(auth)),
+            (penalty, auth) => penalty.or(auth),
+        }
+    }
+
     /// Counts a failed AUTH for the tenant it named, logs it (at a bounded rate) and slows the connection when
     /// its address fails too often (see `admission`).
     fn note_auth_failure(&mut self, snapshot: &crate::route::Snapshot, tenant: Option<&[u8]>) {
@@ -961,6 +988,7 @@ impl Session {
             );
         }
         self.penalty = penalty.map(|wait| now + wait);
+        self.rearm |= self.penalty.is_some();
     }
 
     fn auth_failed(&mut self, started: Instant, outcome: AuthOutcome) {

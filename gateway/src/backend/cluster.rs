@@ -297,7 +297,7 @@ impl ClusterBackend {
             raw: raw.clone(),
             count,
             attempts,
-            affinity,
+            affinity: affinity as u32,
             slot,
         };
         backend.send_run(raw, count, reply.with_redirect(redirect), affinity);
@@ -548,6 +548,7 @@ impl Redirector for ClusterBackend {
             affinity,
             slot,
         };
+        let affinity = affinity as usize;
         match kind {
             ClusterError::Moved { slot: moved, addr } => {
                 tracing::debug!(slot = moved, %addr, "cluster: MOVED");

@@ -92,9 +92,10 @@ struct InFlight {
     reply: ReplyHandle,
     /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
     count: u32,
-    /// For a script: how many replies before its own (`AUTH`, and `ASKING` after a cluster's `ASK`), which are
-    /// the gateway's and not delivered, like the last one (see `identity`).
-    wrapped: Option<u32>,
+    /// For a script: how many replies come before its own (`AUTH`, and `ASKING` after a cluster's `ASK`), which
+    /// are the gateway's and not delivered, like the last one (see `identity`); 0 for anything else. One byte:
+    /// an entry is moved twice per request.
+    wrapped: u8,
     deadline: Instant,
 }
 
@@ -102,9 +103,9 @@ impl InFlight {
     /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
     fn fail(self, replies: &[u8], answered: u32, error: &Bytes) {
         let reply = match self.wrapped {
+            0 => answered_then(replies, self.count - answered, error),
             // A script is one request: it gets the error, whatever its `AUTH`s got.
-            Some(_) => error.clone(),
-            None => answered_then(replies, self.count - answered, error),
+            _ => error.clone(),
         };
         self.reply.deliver_run(reply, true);
     }
@@ -401,7 +402,7 @@ const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 /// `AUTH` failed ran as the gateway user, which may not run scripts: it gets an error that says why, and the
 /// connection reconnects, which sets the users up again (someone changed them). One whose last `AUTH` failed
 /// left the connection as the script's user, which must not serve anything else.
-fn unwrap_script(replies: &Bytes, lead: u32, node: &str) -> (Bytes, Result<(), String>) {
+fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Result<(), String>) {
     let parts: Vec<&[u8]> = resp::each_reply(replies).collect();
     let (Some(first), Some(script), Some(last)) = (
         parts.first(),
@@ -535,8 +536,8 @@ impl Replies {
                 continue;
             };
             match request.wrapped {
-                None => request.reply.deliver_run(reply, error),
-                Some(lead) => {
+                0 => request.reply.deliver_run(reply, error),
+                lead => {
                     let (reply, switched_back) = unwrap_script(&reply, lead, node);
                     let error = reply.first() == Some(&b'-');
                     request.reply.deliver_run(reply, error);
@@ -572,7 +573,7 @@ async fn pipeline(
                 let (count, wrapped) = match pending.reply.run_as() {
                     RunAs::Gateway => {
                         write_buf.extend_from_slice(&pending.raw);
-                        (pending.count, None)
+                        (pending.count, 0)
                     }
                     // A script, between the AUTHs that make it run as its user and back (see `identity`).
                     run_as => {
@@ -585,7 +586,7 @@ async fn pipeline(
                         };
                         write_buf.extend_from_slice(&pending.raw);
                         write_buf.extend_from_slice(&shared.auth.gateway);
-                        (pending.count + lead + 1, Some(lead))
+                        (pending.count + u32::from(lead) + 1, lead)
                     }
                 };
                 in_flight.push_back(InFlight {

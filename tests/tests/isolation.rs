@@ -332,6 +332,17 @@ fn hostile_tenants_reach_nothing_of_anothers() {
         call(&mut root, &["FUNCTION", "DELETE", "shared"]),
         "+OK\r\n"
     );
+    // Not even an admin changes the credentials every gateway logs in with.
+    refused(
+        &mut root,
+        &["CONFIG", "SET", "requirepass", "x"],
+        "refused by the gateway",
+    );
+    refused(
+        &mut root,
+        &["CONFIG", "SET", "masterauth", "x"],
+        "refused by the gateway",
+    );
     // An admin keeps its reach.
     assert_eq!(
         call(

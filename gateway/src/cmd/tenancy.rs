@@ -51,16 +51,33 @@ pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
     None
 }
 
-/// A request's arguments that a non-admin tenant may not send: `FUNCTION LIST WITHCODE` shows other tenants'
-/// code.
+/// The `CONFIG SET` parameters that hold credentials the gateway logs in with: changing one on the backend would
+/// lock every gateway connection opened after it out, for every tenant of that Redis.
+const CREDENTIAL_PARAMETERS: &[&str] = &["requirepass", "masterauth", "masteruser", "aclfile"];
+
+/// A request's arguments that a tenant may not send: `FUNCTION LIST WITHCODE` shows other tenants' code (an
+/// admin may), and `CONFIG SET` of a credential ([`CREDENTIAL_PARAMETERS`]) is refused to everyone.
 pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -> Option<String> {
-    let withcode = spec.name == "function|list"
-        && args[2..]
+    match spec.name {
+        "function|list" if !allow_admin => args[2..]
             .iter()
-            .any(|arg| arg.eq_ignore_ascii_case(b"withcode"));
-    (withcode && !allow_admin).then(|| {
-        "ERR FUNCTION LIST WITHCODE is an admin command; this tenant may not run it (allow_admin)".to_string()
-    })
+            .any(|arg| arg.eq_ignore_ascii_case(b"withcode"))
+            .then(|| {
+                "ERR FUNCTION LIST WITHCODE is an admin command; this tenant may not run it (allow_admin)"
+                    .to_string()
+            }),
+        // CONFIG SET parameter value [parameter value ...]
+        "config|set" => args[2..].iter().step_by(2).find_map(|name| {
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            CREDENTIAL_PARAMETERS.contains(&name.as_str()).then(|| {
+                format!(
+                    "ERR CONFIG SET {name} is refused by the gateway: it logs in to the backend with these \
+                     credentials; change them in the resource's URL (the control plane or the routes file)"
+                )
+            })
+        }),
+        _ => None,
+    }
 }
 
 /// The arguments of `spec` that name a database.
@@ -485,6 +502,19 @@ mod tests {
         assert!(argument_refusal(list, withcode.args(), true).is_none());
         let (list, named) = request(&["FUNCTION", "LIST", "LIBRARYNAME", "x"]);
         assert!(argument_refusal(list, named.args(), false).is_none());
+        // Credentials the gateway logs in with are nobody's to change through it, an admin's neither.
+        for args in [
+            &["CONFIG", "SET", "requirepass", "x"][..],
+            &["config", "set", "maxmemory", "1mb", "MasterAuth", "x"],
+        ] {
+            let (set, request) = request(args);
+            assert!(
+                argument_refusal(set, request.args(), true).is_some(),
+                "{args:?}"
+            );
+        }
+        let (set, request) = request(&["CONFIG", "SET", "maxmemory-policy", "requirepass"]);
+        assert!(argument_refusal(set, request.args(), true).is_none());
     }
 
     #[test]

@@ -647,3 +647,58 @@ fn operator_provisioned_users_serve_where_the_gateway_may_not_create_its_own() {
     careless.roundtrip(b"AUTH careless-password\r\n", b"+OK\r\n");
     refused(&mut careless, &["GET", "k"], "may run scripts");
 }
+
+#[test]
+fn a_tenants_runaway_script_is_killed_so_the_shared_redis_serves_everyone_again() {
+    let platform = Platform::start_with(Gateway::builder().arg("--command-timeout-ms").arg("500"));
+    seed(&platform);
+    // Redis serves SCRIPT KILL once a script has run for this long (5 s by default).
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg(200)
+        .query(&mut platform.shared_db(0))
+        .unwrap();
+    let mut alpha = platform.client("alpha-password");
+    let started = std::time::Instant::now();
+    refused(
+        &mut alpha,
+        &["EVAL", "while true do end", "0"],
+        "Script killed by user with SCRIPT KILL",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // The Redis every tenant shares is usable again, through the gateway and directly.
+    let mut beta = platform.client("beta-password");
+    assert_eq!(
+        call(&mut beta, &["GET", "secret"]),
+        "$11\r\nbeta-secret\r\n"
+    );
+    assert_eq!(
+        call(&mut alpha, &["GET", "secret"]),
+        "$12\r\nalpha-secret\r\n"
+    );
+    let pong: String = redis::cmd("PING")
+        .query(&mut platform.shared_db(0))
+        .unwrap();
+    assert_eq!(pong, "PONG");
+    // An admin's script is its own business: it times out as any command, and is not killed for it.
+    let mut root = platform.client(ROOT_PASSWORD);
+    refused(
+        &mut root,
+        &[
+            "EVAL",
+            "local t = redis.call('TIME')[1] + 2 while tonumber(redis.call('TIME')[1]) < t do end return 1",
+            "0",
+        ],
+        "timed out",
+    );
+    wait_for("the admin's script to end", Duration::from_secs(10), || {
+        redis::cmd("PING")
+            .query::<String>(&mut platform.shared_db(0))
+            .is_ok()
+    });
+}

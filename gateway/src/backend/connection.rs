@@ -93,8 +93,9 @@ struct InFlight {
     /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
     count: u32,
     /// For a script: how many replies come before its own (`AUTH`, and `ASKING` after a cluster's `ASK`), which
-    /// are the gateway's and not delivered, like the last one (see `identity`); 0 for anything else. One byte:
-    /// an entry is moved twice per request.
+    /// are the gateway's and not delivered, like the last one (see `identity`), with [`KILLABLE`] for a
+    /// non-admin tenant's script not yet killed; 0 for anything else. One byte: an entry is moved twice per
+    /// request.
     wrapped: u8,
     deadline: Instant,
 }
@@ -394,6 +395,53 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
+/// In [`InFlight::wrapped`]: a non-admin tenant's script, which the gateway kills when it runs too long.
+const KILLABLE: u8 = 0x80;
+
+/// How long killing a runaway script may take. Redis serves `SCRIPT KILL` only once a script has run for its
+/// `busy-reply-threshold` (5 s by default; until then it serves nothing at all), so this must be longer.
+const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// Stops the script or function that keeps `node` busy, on a connection of its own (the shared ones queue
+/// behind it): `AUTH` as the gateway (allowed while Redis is busy), `SCRIPT KILL`, `FUNCTION KILL` (one of them
+/// answers `NOTBUSY`). A script that has written already cannot be killed (`UNKILLABLE`): the connection then
+/// times out as any other, and Redis stays busy until an operator acts, as it would without the gateway.
+async fn kill_scripts(node: NodeSpec) {
+    let killed = tokio::time::timeout(KILL_GRACE, async {
+        let mut stream = TcpStream::connect(&node.addr).await?;
+        let mut request = BytesMut::new();
+        request.extend_from_slice(&identity::auth_command(&node, RunAs::Gateway));
+        resp::command(&mut request, &[&b"SCRIPT"[..], b"KILL"]);
+        resp::command(&mut request, &[&b"FUNCTION"[..], b"KILL"]);
+        stream.write_all(&request).await?;
+        let (mut buf, mut scanner, mut replies) =
+            (BytesMut::new(), ReplyScanner::default(), Vec::new());
+        while replies.len() < 3 {
+            match scanner.scan(&buf) {
+                Ok(Some(len)) => replies.push(buf.split_to(len)),
+                Ok(None) if stream.read_buf(&mut buf).await? > 0 => {}
+                Ok(None) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+        }
+        Ok::<_, io::Error>(replies)
+    })
+    .await;
+    match killed {
+        Ok(Ok(replies)) => {
+            let replies: Vec<String> = replies
+                .iter()
+                .map(|r| String::from_utf8_lossy(r).trim_end().to_string())
+                .collect();
+            tracing::info!(backend = %node.addr, ?replies, "SCRIPT KILL and FUNCTION KILL sent");
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(backend = %node.addr, "cannot kill a runaway script: {}", describe(&e))
+        }
+        Err(_) => tracing::warn!(backend = %node.addr, "cannot kill a runaway script: timed out"),
+    }
+}
+
 /// `ASKING`, which a script redirected by `ASK` needs right before it, after its `AUTH`.
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
@@ -535,7 +583,7 @@ impl Replies {
             let Some(request) = in_flight.pop_front() else {
                 continue;
             };
-            match request.wrapped {
+            match request.wrapped & !KILLABLE {
                 0 => request.reply.deliver_run(reply, error),
                 lead => {
                     let (reply, switched_back) = unwrap_script(&reply, lead, node);
@@ -562,6 +610,8 @@ async fn pipeline(
     let timer = tokio::time::sleep_until(far_future);
     tokio::pin!(timer);
     let mut timer_deadline = far_future;
+    // Set while the timer waits for a killed script's reply, whose deadline is later than the requests' after it.
+    let mut killing = false;
     // Swapped with the shared queue, so neither is reallocated batch after batch.
     let mut batch: VecDeque<Pending> = VecDeque::new();
     loop {
@@ -586,7 +636,11 @@ async fn pipeline(
                         };
                         write_buf.extend_from_slice(&pending.raw);
                         write_buf.extend_from_slice(&shared.auth.gateway);
-                        (pending.count + u32::from(lead) + 1, lead)
+                        let killable = match run_as {
+                            RunAs::TenantScript => KILLABLE,
+                            _ => 0,
+                        };
+                        (pending.count + u32::from(lead) + 1, lead | killable)
                     }
                 };
                 in_flight.push_back(InFlight {
@@ -627,10 +681,27 @@ async fn pipeline(
                     Err(e) => return Err(format!("connection lost: {}", describe(&e))),
                 }
                 replies.deliver(in_flight, &shared.node.addr)?;
+                if killing && in_flight.front().is_none_or(|r| r.deadline < timer_deadline) {
+                    // The killed script answered: the timer goes back to the oldest request's deadline.
+                    killing = false;
+                    timer_deadline = in_flight.front().map_or(far_future, |r| r.deadline);
+                    timer.as_mut().reset(timer_deadline);
+                }
             }
             () = shared.wake.notified() => {}
             () = &mut timer => {
-                match in_flight.front() {
+                match in_flight.front_mut() {
+                    // A tenant's script that runs too long holds the node for every tenant: it is killed, and
+                    // its reply (Redis' error) gets until the kill is done to come.
+                    Some(oldest) if oldest.deadline <= timer_deadline && oldest.wrapped & KILLABLE != 0 => {
+                        oldest.wrapped &= !KILLABLE;
+                        oldest.deadline = Instant::now() + KILL_GRACE;
+                        killing = true;
+                        timer_deadline = oldest.deadline;
+                        timer.as_mut().reset(timer_deadline);
+                        tracing::warn!(backend = %shared.node.addr, "killing a tenant's script that ran past the command timeout");
+                        tokio::task::spawn_local(kill_scripts(shared.node.clone()));
+                    }
                     Some(oldest) if oldest.deadline <= timer_deadline => {
                         return Err(format!("timed out after {} ms", timeout.as_millis()));
                     }

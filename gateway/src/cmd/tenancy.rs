@@ -41,6 +41,11 @@ pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
                 | "function|delete"
                 | "function|restore"
                 | "function|dump"
+                // The running function's name and arguments may be another tenant's.
+                | "function|stats"
+                // Figures of every database of the server, other tenants' included.
+                | "memory|stats"
+                | "memory|doctor"
         );
     if admin_only && !allow_admin {
         return Some(format!(
@@ -481,6 +486,8 @@ mod tests {
             "function|load",
             "function|dump",
             "function|restore",
+            "function|stats",
+            "memory|stats",
             "script|flush",
         ] {
             assert!(refusal(spec(name), false).is_some(), "{name}");

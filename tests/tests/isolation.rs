@@ -702,3 +702,34 @@ fn a_tenants_runaway_script_is_killed_so_the_shared_redis_serves_everyone_again(
             .is_ok()
     });
 }
+
+#[test]
+fn a_route_change_moves_open_connections_to_the_tenants_new_databases_or_closes_them() {
+    let backend = RedisServer::start();
+    let routes = |db: u32, databases: u32| {
+        json!({"tenants": [{"name": "t", "passwords": ["t-password"], "route":
+            {"type": "single", "target": format!("{}/{db}", backend.url()), "databases": databases}}]})
+    };
+    let gateway = Gateway::start(&routes(1, 2));
+    let mut on_first = RawClient::connect(gateway.port());
+    on_first.roundtrip(b"AUTH t-password\r\n", b"+OK\r\n");
+    let mut on_second = RawClient::connect(gateway.port());
+    on_second.roundtrip(b"AUTH t-password\r\n", b"+OK\r\n");
+    assert_eq!(call(&mut on_second, &["SELECT", "1"]), "+OK\r\n");
+    assert_eq!(call(&mut on_first, &["SET", "where", "db1"]), "+OK\r\n");
+    // The tenant now owns database 3 alone: its database 0 is the backend's 3 on every open connection, and a
+    // connection on a database it no longer owns is closed rather than moved behind the client's back.
+    gateway.reload(&routes(3, 1));
+    wait_for("the new route", Duration::from_secs(10), || {
+        call(&mut on_first, &["GET", "where"]) == "$-1\r\n"
+    });
+    assert_eq!(call(&mut on_first, &["SET", "where", "db3"]), "+OK\r\n");
+    on_second.send(b"GET where\r\n");
+    on_second.expect_closed();
+    let mut direct = backend.client();
+    for (db, value) in [(1, "db1"), (3, "db3")] {
+        let () = redis::cmd("SELECT").arg(db).query(&mut direct).unwrap();
+        let found: String = redis::cmd("GET").arg("where").query(&mut direct).unwrap();
+        assert_eq!(found, value);
+    }
+}

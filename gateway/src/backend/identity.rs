@@ -19,6 +19,10 @@
 //!
 //! The users' passwords derive from the resource's credentials, so every gateway computes the same ones and no
 //! gateway overwrites another's; Redis only ever sees their SHA-256 (`#` rules).
+//!
+//! Where the gateway may not create users (managed services), the resource URL names an operator-provisioned
+//! script user (`NodeSpec::script_user`): the URL's own user is then the gateway's, and the handshake checks that
+//! it may not run scripts.
 
 use bytes::{Bytes, BytesMut};
 use switchyard_schemas::credential_digest;
@@ -44,42 +48,16 @@ const SCRIPT_COMMANDS: &[&str] = &[
     "fcall_ro",
 ];
 
-/// [`GATEWAY_USER`]'s rules: everything but running scripts. `reset` first, so that the user is exactly this
-/// whatever an older version or an operator left.
-const GATEWAY_RULES: &[&str] = &[
-    "reset",
-    "on",
-    "~*",
-    "&*",
-    "+@all",
-    "-eval",
-    "-evalsha",
-    "-eval_ro",
-    "-evalsha_ro",
-    "-fcall",
-    "-fcall_ro",
-];
+/// What both users start from: `reset` first, so that a user is exactly what the gateway says whatever an older
+/// version or an operator left, then every key, channel and command.
+const BASE_RULES: &[&str] = &["reset", "on", "~*", "&*", "+@all"];
 
-/// [`SCRIPT_USER`]'s rules. Admin commands and everything that reaches past the tenant's own database and
-/// channels are denied; `@admin` is a category, so admin commands of later Redis versions are denied too.
-const SCRIPT_RULES: &[&str] = &[
-    "reset",
-    "on",
-    "~*",
-    "&*",
-    "+@all",
-    "-@admin",
-    "-select",
-    "-move",
-    "-swapdb",
-    "-copy",
-    "-migrate",
-    "-flushall",
-    "-flushdb",
-    "-publish",
-    "-spublish",
-    "-pubsub",
-    "-info",
+/// What [`SCRIPT_USER`] may not run besides `@admin` (a category, so admin commands of later Redis versions are
+/// denied too): everything that reaches past the tenant's own database and channels. ([`GATEWAY_USER`] may not
+/// run [`SCRIPT_COMMANDS`].)
+const SCRIPT_DENIED: &[&str] = &[
+    "@admin", "select", "move", "swapdb", "copy", "migrate", "flushall", "flushdb", "publish",
+    "spublish", "pubsub", "info",
 ];
 
 /// Who `spec` runs as for a tenant (`admin`: the tenant has `allow_admin`).
@@ -107,11 +85,17 @@ fn password(node: &NodeSpec, user: &str) -> String {
 
 /// The handshake commands that create or refresh both users (run as the resource's user, before `SELECT`).
 pub fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
-    for (user, rules) in [(SCRIPT_USER, SCRIPT_RULES), (GATEWAY_USER, GATEWAY_RULES)] {
-        let hash = format!("#{}", credential_digest(&password(node, user)));
-        let mut args: Vec<&[u8]> = vec![b"ACL", b"SETUSER", user.as_bytes()];
-        args.extend(rules.iter().map(|rule| rule.as_bytes()));
-        args.push(hash.as_bytes());
+    for (user, denied) in [
+        (SCRIPT_USER, SCRIPT_DENIED),
+        (GATEWAY_USER, SCRIPT_COMMANDS),
+    ] {
+        let mut args: Vec<String> = ["ACL", "SETUSER", user]
+            .iter()
+            .chain(BASE_RULES)
+            .map(|arg| arg.to_string())
+            .collect();
+        args.extend(denied.iter().map(|name| format!("-{name}")));
+        args.push(format!("#{}", credential_digest(&password(node, user))));
         resp::command(out, &args);
     }
 }

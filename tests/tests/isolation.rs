@@ -671,6 +671,17 @@ fn a_tenants_runaway_script_is_killed_so_the_shared_redis_serves_everyone_again(
         "{:?}",
         started.elapsed()
     );
+    // The same inside a transaction, which runs on a connection of its own.
+    assert_eq!(call(&mut alpha, &["MULTI"]), "+OK\r\n");
+    assert_eq!(
+        call(&mut alpha, &["EVAL", "while true do end", "0"]),
+        "+QUEUED\r\n"
+    );
+    let exec = call(&mut alpha, &["EXEC"]);
+    assert!(
+        exec.contains("Script killed by user with SCRIPT KILL"),
+        "{exec}"
+    );
     // The Redis every tenant shares is usable again, through the gateway and directly.
     let mut beta = platform.client("beta-password");
     assert_eq!(

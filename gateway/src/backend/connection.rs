@@ -400,13 +400,13 @@ const KILLABLE: u8 = 0x80;
 
 /// How long killing a runaway script may take. Redis serves `SCRIPT KILL` only once a script has run for its
 /// `busy-reply-threshold` (5 s by default; until then it serves nothing at all), so this must be longer.
-const KILL_GRACE: Duration = Duration::from_secs(10);
+pub(super) const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// Stops the script or function that keeps `node` busy, on a connection of its own (the shared ones queue
 /// behind it): `AUTH` as the gateway (allowed while Redis is busy), `SCRIPT KILL`, `FUNCTION KILL` (one of them
 /// answers `NOTBUSY`). A script that has written already cannot be killed (`UNKILLABLE`): the connection then
 /// times out as any other, and Redis stays busy until an operator acts, as it would without the gateway.
-async fn kill_scripts(node: NodeSpec) {
+pub(super) async fn kill_scripts(node: NodeSpec) {
     let killed = tokio::time::timeout(KILL_GRACE, async {
         let mut stream = TcpStream::connect(&node.addr).await?;
         let mut request = BytesMut::new();

@@ -23,7 +23,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
-use super::connection::{self, ConnectionSettings, NodeSpec, describe, error_reply};
+use super::connection::{
+    self, ConnectionSettings, KILL_GRACE, NodeSpec, describe, error_reply, kill_scripts,
+};
 use crate::metrics::TenantMetrics;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::ReplyScanner;
@@ -64,6 +66,9 @@ impl Drop for Lease {
 pub enum Wait {
     /// The command timeout.
     Bounded,
+    /// The command timeout, for requests holding a non-admin tenant's script: past it the script is killed
+    /// (see `connection::kill_scripts`), and its reply gets that long again to come.
+    TenantScript,
     /// As long as the node takes: a blocking command.
     Unbounded,
 }
@@ -85,6 +90,8 @@ struct Outgoing {
 struct InFlight {
     reply: Expect,
     deadline: Option<Instant>,
+    /// Holds a tenant's script not killed yet (see [`Wait::TenantScript`]).
+    killable: bool,
     /// A blocking command's bytes, kept so that a cluster redirect can be followed (see [`Redirected`]).
     resend: Option<Bytes>,
 }
@@ -346,12 +353,14 @@ async fn serve(
             let now = Instant::now();
             for outgoing in batch {
                 write_buf.extend_from_slice(&outgoing.raw);
-                let deadline = (outgoing.wait == Wait::Bounded).then(|| now + timeout);
+                let deadline = (outgoing.wait != Wait::Unbounded).then(|| now + timeout);
+                let killable = outgoing.wait == Wait::TenantScript;
                 let resend = (outgoing.wait == Wait::Unbounded && outgoing.replies.len() == 1)
                     .then(|| outgoing.raw.clone());
                 in_flight.extend(outgoing.replies.into_iter().map(|reply| InFlight {
                     reply,
                     deadline,
+                    killable,
                     resend: resend.clone(),
                 }));
             }
@@ -406,7 +415,17 @@ async fn serve(
             () = tokio::time::sleep(Duration::from_millis(1)), if backlogged => {}
             () = inner.wake.notified() => {}
             () = sleep_until(deadline) => {
-                return Err(format!("timed out after {} ms", timeout.as_millis()));
+                let mut killing = false;
+                for request in in_flight.iter_mut().filter(|r| r.killable) {
+                    request.killable = false;
+                    request.deadline = Some(Instant::now() + KILL_GRACE);
+                    killing = true;
+                }
+                if !killing {
+                    return Err(format!("timed out after {} ms", timeout.as_millis()));
+                }
+                tracing::warn!(backend = %inner.node.addr, "killing a tenant's script that ran past the command timeout");
+                tokio::task::spawn_local(kill_scripts(inner.node.clone()));
             }
         }
     }

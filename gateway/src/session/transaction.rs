@@ -257,7 +257,11 @@ impl Session {
                 }
                 raw.extend_from_slice(&exec);
                 replies.push(reply);
-                connection.send(raw.freeze(), replies, Wait::Bounded);
+                let wait = match run_as {
+                    RunAs::TenantScript => Wait::TenantScript,
+                    _ => Wait::Bounded,
+                };
+                connection.send(raw.freeze(), replies, wait);
                 self.stateful.held = Some(connection);
                 self.stateful.barrier = true;
             }

@@ -16,7 +16,7 @@ use crate::admission::Ticket;
 use crate::backend::cluster::slot_of;
 use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream, identity};
 use crate::clients::ClientInfo;
-use crate::cmd::{self, CommandSpec, flag, tenancy};
+use crate::cmd::{self, CommandSpec, acl, flag, tenancy};
 use crate::reply::{Combine, DetachedWrites, ReplyQueue, Transform};
 use crate::resp::{self, Frame, Request, RequestDecoder};
 use crate::route::{
@@ -785,9 +785,11 @@ impl Session {
         if spec.name == "config|get" && !tenant.allow_admin {
             return Ok((request, Some(Box::new(tenancy::visible_config))));
         }
-        if let Some(renamed) = tenant
-            .channels()
-            .and_then(|channels| channels.outbound_command(spec, &request))
+        // Only pub/sub commands name channels: the namespace is not built for the others.
+        if spec.acl_categories & acl::PUBSUB != 0
+            && let Some(renamed) = tenant
+                .channels()
+                .and_then(|channels| channels.outbound_command(spec, &request))
         {
             return Ok(renamed);
         }

@@ -573,6 +573,22 @@ mod tests {
     }
 
     #[test]
+    fn every_command_that_names_channels_is_in_the_pubsub_category() {
+        // The session builds a tenant's namespace only for `@pubsub` commands.
+        for name in [
+            "publish",
+            "spublish",
+            "pubsub|channels",
+            "pubsub|numsub",
+            "pubsub|shardchannels",
+            "pubsub|shardnumsub",
+        ] {
+            let spec = crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
+            assert!(spec.acl_categories & crate::cmd::acl::PUBSUB != 0, "{name}");
+        }
+    }
+
+    #[test]
     fn subscribed_frames_show_the_tenants_names() {
         let alpha = Channels::new("alpha", 0, 1);
         let message =

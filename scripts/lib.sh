@@ -25,6 +25,12 @@ wait_for_port() {
   return 1
 }
 
+# Installs the Python client users get today (redis-py 8, which speaks RESP3 by default), for the client tests.
+ensure_python_redis() {
+  python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 8)' 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'redis>=8,<9'
+}
+
 # Installs Debian packages that are missing.
 ensure_packages() {
   local missing=()

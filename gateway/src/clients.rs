@@ -16,6 +16,8 @@ pub struct ClientInfo {
     pub local_addr: SocketAddr,
     pub created: Instant,
     pub db: AtomicU32,
+    /// The protocol the client speaks: 2 or 3.
+    pub resp: AtomicU32,
     /// Tenant name and client name.
     names: Mutex<(Option<String>, Option<String>)>,
     /// Set by CLIENT KILL from another connection (any worker); the session closes when it is woken (see
@@ -63,6 +65,7 @@ impl ClientInfo {
             local_addr,
             created: Instant::now(),
             db: AtomicU32::new(0),
+            resp: AtomicU32::new(2),
             names: Mutex::new((None, None)),
             killed: AtomicBool::new(false),
             state: Mutex::new(ClientState::default()),
@@ -121,7 +124,7 @@ impl ClientInfo {
             line,
             "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} \
              qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} \
-             user={} redir=-1 resp=2",
+             user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.local_addr,
@@ -135,6 +138,7 @@ impl ClientInfo {
             multi,
             current_command,
             tenant.unwrap_or_else(|| "default".to_string()),
+            self.resp.load(Ordering::Relaxed),
         );
         line
     }

@@ -5,7 +5,7 @@
 //! kernel's network work needs the other core); more workers pay off on bigger machines.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -169,14 +169,22 @@ pub fn explain(
         .collect())
 }
 
+/// The upstreams a worker holds open while no client uses them (see `Worker::upstream`).
+#[derive(Default)]
+struct Pinned {
+    generation: u64,
+    specs: HashSet<ResourceSpec>,
+    upstreams: Vec<Upstream>,
+}
+
 /// The per-worker context every session of that worker shares.
 pub struct Worker {
     pub gateway: Arc<Gateway>,
     pool: Rc<BackendPool>,
-    /// Upstreams of the current snapshot's routes, held open even while no client uses them, so that a new
-    /// client never waits for a backend connect (or a cluster's first slot map). Replaced (and the dropped ones
-    /// drained) on a route change.
-    pinned: RefCell<(u64, Vec<Upstream>)>,
+    /// Upstreams of the current snapshot's routes (and those opened since for another database or protocol),
+    /// held open even while no client uses them, so that a new client never waits for a backend connect (or a
+    /// cluster's first slot map). Replaced (and the dropped ones drained) on a route change.
+    pinned: RefCell<Pinned>,
     /// Background double-write tracking, per tenant and secondary resource.
     detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
     pub shutdown: watch::Receiver<bool>,
@@ -188,17 +196,28 @@ impl Worker {
     /// The upstream for a resource, shared by every session of this worker.
     pub fn upstream(&self, spec: &ResourceSpec) -> Upstream {
         let generation = self.gateway.generation();
-        if self.pinned.borrow().0 != generation {
+        let mut pinned = self.pinned.borrow_mut();
+        if pinned.generation != generation {
             let snapshot = self.gateway.snapshot();
-            let upstreams = snapshot
+            let specs: HashSet<ResourceSpec> = snapshot
                 .tenants()
                 .iter()
                 .flat_map(|tenant| tenant.route.resources())
-                .map(|spec| self.pool.upstream(spec))
+                .cloned()
                 .collect();
-            *self.pinned.borrow_mut() = (generation, upstreams);
+            let upstreams = specs.iter().map(|spec| self.pool.upstream(spec)).collect();
+            *pinned = Pinned {
+                generation,
+                specs,
+                upstreams,
+            };
         }
-        self.pool.upstream(spec)
+        let upstream = self.pool.upstream(spec);
+        // Another database or protocol of a resource, once used, stays open until the routes change too.
+        if pinned.specs.insert(spec.clone()) {
+            pinned.upstreams.push(upstream.clone());
+        }
+        upstream
     }
 
     /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`.
@@ -330,7 +349,7 @@ fn run_worker(
     };
     let grace = gateway.config.shutdown_grace;
     let worker = Rc::new(Worker {
-        pinned: RefCell::new((0, Vec::new())),
+        pinned: RefCell::new(Pinned::default()),
         detached: RefCell::new(HashMap::new()),
         pool: Rc::new(BackendPool::new(
             settings,

@@ -18,7 +18,7 @@ use crate::backend::{Backend, ClusterBackend, ResourceSpec, Upstream, identity};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, acl, flag, tenancy};
 use crate::reply::{Combine, DetachedWrites, ReplyQueue, Transform};
-use crate::resp::{self, Frame, Request, RequestDecoder};
+use crate::resp::{self, Frame, Protocol, Request, RequestDecoder};
 use crate::route::{
     Direct, DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, Tenant, WriteCopy,
 };
@@ -70,6 +70,8 @@ pub(crate) struct Session {
     info: Arc<ClientInfo>,
     tenant: Option<TenantView>,
     db: u32,
+    /// What the client speaks (`HELLO`): its replies, and the backend connections that serve it.
+    protocol: Protocol,
     replies: Rc<ReplyQueue>,
     /// Set by QUIT or a protocol error: answer what was read, then close.
     closing: bool,
@@ -418,6 +420,7 @@ pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         info,
         tenant: None,
         db: 0,
+        protocol: Protocol::Resp2,
         replies: Rc::new(ReplyQueue::default()),
         closing: false,
         keys: Vec::with_capacity(8),
@@ -757,6 +760,7 @@ impl Session {
                 spec,
                 &request,
                 started,
+                self.protocol,
             ),
             _ => dispatch.forward(spec, &request, started),
         };
@@ -1012,18 +1016,14 @@ impl Session {
         }
     }
 
-    /// `HELLO [protover [AUTH user pass] [SETNAME name]]`. Only RESP2 is spoken: `HELLO 3` gets `-NOPROTO`, as
-    /// from a Redis that does not know RESP3, and clients fall back to RESP2.
+    /// `HELLO [protover [AUTH user pass] [SETNAME name]]`: RESP2 or RESP3, for the rest of the connection or
+    /// until the next `HELLO`.
     fn hello(&mut self, started: Instant, args: &[Bytes]) {
+        let mut protocol = self.protocol;
         if let Some(version) = args.get(1) {
             match resp::parse_int(version) {
-                Some(2) => {}
-                Some(3) => {
-                    return self.local_error(
-                        started,
-                        "NOPROTO sorry, this protocol version is not supported.",
-                    );
-                }
+                Some(2) => protocol = Protocol::Resp2,
+                Some(3) => protocol = Protocol::Resp3,
                 Some(_) => {
                     return self.local_error(started, "NOPROTO unsupported protocol version");
                 }
@@ -1067,15 +1067,16 @@ impl Session {
         if let Some(Err(e)) = setname.map(|name| self.set_name(&name)) {
             return self.local_error(started, e);
         }
+        self.set_protocol(protocol);
         let id = self.info.id;
         self.local_reply(started, |out| {
-            resp::array_header(out, 14);
+            resp::map_header(out, 7, protocol);
             for (key, value) in [("server", "redis"), ("version", crate::REDIS_VERSION)] {
                 resp::bulk(out, key.as_bytes());
                 resp::bulk(out, value.as_bytes());
             }
             resp::bulk(out, b"proto");
-            resp::integer(out, 2);
+            resp::integer(out, if protocol == Protocol::Resp3 { 3 } else { 2 });
             resp::bulk(out, b"id");
             resp::integer(out, id as i64);
             for (key, value) in [("mode", "standalone"), ("role", "master")] {
@@ -1107,6 +1108,21 @@ impl Session {
         }
         self.db = db;
         self.info.db.store(self.db, Ordering::Relaxed);
+        self.reresolve();
+    }
+
+    /// Switches the session to `protocol`: its route is resolved again, to backend connections that speak it.
+    fn set_protocol(&mut self, protocol: Protocol) {
+        if protocol != self.protocol {
+            self.protocol = protocol;
+            let resp = if protocol == Protocol::Resp3 { 3 } else { 2 };
+            self.info.resp.store(resp, Ordering::Relaxed);
+            self.reresolve();
+        }
+    }
+
+    /// Resolves the tenant's route again, for the session's database and protocol.
+    fn reresolve(&mut self) {
         if let Some((tenant, credential)) = self
             .tenant
             .as_ref()
@@ -1165,7 +1181,7 @@ impl Session {
             worker: &self.worker,
             tenant: &tenant,
         };
-        let route = ResolvedRoute::new(&tenant.route, self.db, &resolver);
+        let route = ResolvedRoute::new(&tenant.route, self.db, self.protocol, &resolver);
         let direct = route.direct();
         tenant.metrics.connections.fetch_add(1, Ordering::Relaxed);
         self.info.set_tenant(&tenant.name);
@@ -1212,11 +1228,12 @@ fn info(
     spec: &'static CommandSpec,
     request: &Request,
     started: Instant,
+    protocol: Protocol,
 ) -> Result<(), String> {
     let local = cmd::info::render(gateway, Some(tenant), request.args());
     if !cmd::info::wants_keyspace(request.args()) {
         let mut out = BytesMut::new();
-        resp::bulk(&mut out, local.as_bytes());
+        resp::verbatim(&mut out, local.as_bytes(), protocol);
         dispatch.replies.push_ready(out.freeze(), started);
         return Ok(());
     }
@@ -1227,6 +1244,7 @@ fn info(
     let merge = Merge::Keyspace {
         local: Some(local),
         own: (!tenant.allow_admin || base != 0).then(|| base..base + count),
+        protocol,
     };
     let keyspace = Request::from_args(vec![
         Bytes::from_static(b"INFO"),

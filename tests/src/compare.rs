@@ -43,12 +43,34 @@ impl fmt::Display for Topology {
     }
 }
 
-/// Runs `sequence` once per topology, each against a fresh reference and a fresh deployment.
+/// Runs `sequence` once per topology and protocol (RESP2, then RESP3 after `HELLO 3` on both clients), each
+/// against a fresh reference and a fresh deployment.
 pub fn each_topology(mut sequence: impl FnMut(&mut Comparison)) {
-    for topology in Topology::ALL {
-        let mut comparison = Comparison::start(topology);
-        sequence(&mut comparison);
+    for protocol in [2, 3] {
+        for topology in Topology::ALL {
+            let mut comparison = Comparison::start(topology);
+            if protocol == 3 {
+                comparison.hello(3);
+            }
+            sequence(&mut comparison);
+        }
     }
+}
+
+/// A `HELLO` reply with its client id (which differs between any two servers) replaced by 0.
+pub fn without_client_id(reply: &[u8]) -> Vec<u8> {
+    let Some(start) = reply
+        .windows(5)
+        .position(|w| w == b"id\r\n:")
+        .map(|i| i + 4)
+    else {
+        return reply.to_vec();
+    };
+    let end = reply[start..]
+        .iter()
+        .position(|&b| b == b'\r')
+        .map_or(reply.len(), |i| start + i);
+    [&reply[..start], b":0", &reply[end..]].concat()
 }
 
 /// The backends a gateway routes to; kept alive as long as the comparison.
@@ -60,6 +82,8 @@ pub enum Backends {
 /// A reference redis-server and a gateway over `topology`, with one raw client on each.
 pub struct Comparison {
     topology: Topology,
+    /// What both clients speak: 2, or 3 after [`Comparison::hello`].
+    protocol: u8,
     reference: RawClient,
     gateway: RawClient,
     gateway_process: Gateway,
@@ -104,6 +128,7 @@ impl Comparison {
         assert_eq!(gateway.request(&[b"DBSIZE"]), b":0\r\n");
         Comparison {
             topology,
+            protocol: 2,
             reference: RawClient::connect(reference_server.port()),
             gateway,
             gateway_process,
@@ -114,6 +139,24 @@ impl Comparison {
 
     pub fn topology(&self) -> Topology {
         self.topology
+    }
+
+    /// `HELLO version` on both clients; the replies must be the same but for the client id.
+    pub fn hello(&mut self, version: u8) {
+        let (reference, gateway) = self.both(&["HELLO", &version.to_string()]);
+        assert_eq!(
+            show(&without_client_id(&gateway)),
+            show(&without_client_id(&reference)),
+            "HELLO {version}: gateway (left) and Redis (right) differ"
+        );
+        self.protocol = version;
+        // As at start: a DBSIZE waits for the slot map of the cluster backend the new protocol uses.
+        self.same(&["DBSIZE"]);
+    }
+
+    /// The protocol both clients speak (2 or 3).
+    pub fn protocol(&self) -> u8 {
+        self.protocol
     }
 
     pub fn gateway(&self) -> &Gateway {

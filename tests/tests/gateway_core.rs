@@ -50,7 +50,7 @@ fn auth_flows() {
     other.roundtrip(b"AUTH default s3cret\r\n", b"+OK\r\n");
     other.roundtrip(
         b"HELLO 3\r\n",
-        b"-NOPROTO sorry, this protocol version is not supported.\r\n",
+        b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:3\r\n",
     );
     let mut hello = RawClient::connect(gateway.port());
     hello.roundtrip(

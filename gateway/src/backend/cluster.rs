@@ -24,7 +24,7 @@ use switchyard_schemas::ReplicaMode;
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
 use crate::reply::{Combine, Redirect, Redirector, ReplyHandle, RunAs};
-use crate::resp;
+use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
 
 /// Redis Cluster's number of hash slots.
@@ -53,6 +53,7 @@ pub struct ClusterSpec {
     pub password: Option<String>,
     /// An operator-provisioned script user (see `NodeSpec::script_user`).
     pub script_user: Option<(String, String)>,
+    pub protocol: Protocol,
     pub replicas: Option<ReplicaMode>,
 }
 
@@ -76,6 +77,7 @@ impl ClusterSpec {
             db: 0,
             role,
             script_user: self.script_user.clone(),
+            protocol: self.protocol,
         }
     }
 }
@@ -655,8 +657,11 @@ async fn fetch_slots(
     let mut last_error = io::Error::other("no seed nodes");
     for addr in candidates {
         let attempt = async {
-            let mut connection =
-                DirectConnection::open(&spec.node(addr, NodeRole::Any), timeout).await?;
+            let mut connection = DirectConnection::open(
+                &spec.node(addr, NodeRole::Any).speaking(Protocol::Resp2),
+                timeout,
+            )
+            .await?;
             let reply = connection.call(&[b"CLUSTER", b"SLOTS"]).await?;
             parse_slots(&reply, addr)
                 .filter(|ranges| !ranges.is_empty())

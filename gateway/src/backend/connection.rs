@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::identity::{self, RunAs};
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
-use crate::resp::{self, ReplyScanner};
+use crate::resp::{self, Protocol, ReplyScanner};
 use crate::signal::LocalSignal;
 
 /// How to reach and set up one backend node.
@@ -36,6 +36,8 @@ pub struct NodeSpec {
     /// An operator-provisioned user (name, password) that tenants' scripts run as; `None`: the gateway creates
     /// its own users (see `identity`).
     pub script_user: Option<(String, String)>,
+    /// What the connection speaks once connected (`HELLO 3` ends the handshake of a RESP3 one).
+    pub protocol: Protocol,
 }
 
 /// The role a node is used in, as far as the connect handshake is concerned.
@@ -51,6 +53,14 @@ pub enum NodeRole {
     ClusterReplica,
     /// A sentinel process: no database, no ACL users of the gateway's (see `identity`).
     Sentinel,
+}
+
+impl NodeSpec {
+    /// The same node, spoken to in `protocol` (the gateway's own queries parse RESP2 replies).
+    pub fn speaking(mut self, protocol: Protocol) -> NodeSpec {
+        self.protocol = protocol;
+        self
+    }
 }
 
 impl std::fmt::Debug for NodeSpec {
@@ -366,6 +376,10 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
     if creates_users {
         handshake.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
         expected.push(b"+OK\r\n");
+    }
+    if data_node && node.protocol == Protocol::Resp3 {
+        resp::command(&mut handshake, &[&b"HELLO"[..], b"3"]);
+        expected.push(b"%");
     }
     if expected.is_empty() {
         return Ok(stream);

@@ -137,6 +137,7 @@ mod tests {
             db: 0,
             role: super::super::NodeRole::Any,
             script_user: None,
+            protocol: crate::resp::Protocol::Resp2,
         }
     }
 

@@ -27,6 +27,7 @@ use switchyard_schemas::ReplicaMode;
 
 use crate::metrics::Metrics;
 use crate::reply::{Combine, ReplyHandle};
+use crate::resp::Protocol;
 
 /// A route's resource, compiled: what a worker opens its [`Upstream`] from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -38,16 +39,24 @@ pub enum ResourceSpec {
 }
 
 impl ResourceSpec {
-    /// The resource as seen by a client that selected database `db`: the `db`th database from the resource's
-    /// own (0: the resource's own database).
-    pub fn with_db(&self, db: u32) -> Result<ResourceSpec, String> {
+    /// The resource as seen by a client that selected database `db` (the `db`th database from the resource's
+    /// own; 0: the resource's own database) and speaks `protocol`.
+    pub fn for_client(&self, db: u32, protocol: Protocol) -> Result<ResourceSpec, String> {
         let mut spec = self.clone();
         match &mut spec {
-            _ if db == 0 => {}
-            ResourceSpec::Node(node) => node.db += db,
-            ResourceSpec::Sentinel(sentinel, _) => sentinel.db += db,
+            ResourceSpec::Node(node) => {
+                node.db += db;
+                node.protocol = protocol;
+            }
+            ResourceSpec::Sentinel(sentinel, _) => {
+                sentinel.db += db;
+                sentinel.protocol = protocol;
+            }
             // SELECT refuses this before (see `RoutePlan::databases`).
-            ResourceSpec::Cluster(_) => return Err("ERR DB index is out of range".into()),
+            ResourceSpec::Cluster(_) if db != 0 => {
+                return Err("ERR DB index is out of range".into());
+            }
+            ResourceSpec::Cluster(cluster) => cluster.protocol = protocol,
         }
         Ok(spec)
     }

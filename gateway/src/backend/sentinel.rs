@@ -27,7 +27,7 @@ use switchyard_schemas::ReplicaMode;
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, NodeRole, NodeSpec};
 use crate::reply::ReplyHandle;
-use crate::resp;
+use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
 
 /// How often the master (and replica list) is re-read while the master is healthy, and while it is not.
@@ -50,6 +50,7 @@ pub struct SentinelSpec {
     pub password: Option<String>,
     /// An operator-provisioned script user (see `NodeSpec::script_user`).
     pub script_user: Option<(String, String)>,
+    pub protocol: Protocol,
     pub db: u32,
 }
 
@@ -73,6 +74,7 @@ impl SentinelSpec {
             db: self.db,
             role,
             script_user: self.script_user.clone(),
+            protocol: self.protocol,
         }
     }
 
@@ -84,6 +86,7 @@ impl SentinelSpec {
             db: 0,
             role: NodeRole::Sentinel,
             script_user: None,
+            protocol: Protocol::Resp2,
         }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::resp;
+use crate::resp::{self, Protocol};
 use crate::route::Tenant;
 use crate::server::Gateway;
 
@@ -226,7 +226,12 @@ struct DbStats {
 /// keys add up, `avg_ttl` is weighted by the expiring keys. A tenant sees only the databases it owns (`own`,
 /// numbered from its `db0`); the others belong to other tenants. A failed backend adds nothing rather than
 /// failing INFO.
-pub fn keyspace(local: Option<&str>, replies: &[Bytes], own: Option<Range<u32>>) -> Bytes {
+pub fn keyspace(
+    local: Option<&str>,
+    replies: &[Bytes],
+    own: Option<Range<u32>>,
+    protocol: Protocol,
+) -> Bytes {
     let mut dbs: BTreeMap<u32, DbStats> = BTreeMap::new();
     for body in replies.iter().filter_map(|reply| bulk_body(reply)) {
         for line in String::from_utf8_lossy(body).split("\r\n") {
@@ -262,7 +267,7 @@ pub fn keyspace(local: Option<&str>, replies: &[Bytes], own: Option<Range<u32>>)
         );
     }
     let mut out = BytesMut::new();
-    resp::bulk(&mut out, text.as_bytes());
+    resp::verbatim(&mut out, text.as_bytes(), protocol);
     out.freeze()
 }
 
@@ -282,14 +287,20 @@ fn parse_db_line(line: &str) -> Option<(u32, DbStats)> {
     Some((db.parse().ok()?, stats))
 }
 
+/// The text of a bulk string reply, or of a RESP3 verbatim string (without its `txt:` format).
 fn bulk_body(reply: &[u8]) -> Option<&[u8]> {
-    let rest = reply.strip_prefix(b"$")?;
+    let (kind, rest) = reply.split_first()?;
     let header_end = rest.windows(2).position(|w| w == b"\r\n")?;
     let len: usize = std::str::from_utf8(&rest[..header_end])
         .ok()?
         .parse()
         .ok()?;
-    rest.get(header_end + 2..header_end + 2 + len)
+    let body = rest.get(header_end + 2..header_end + 2 + len)?;
+    match kind {
+        b'$' => Some(body),
+        b'=' => body.get(4..),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -312,27 +323,30 @@ mod tests {
             Bytes::from_static(b"-ERR down\r\n"),
         ];
         assert_eq!(
-            keyspace(Some("# Server\r\n"), &replies, None),
+            keyspace(Some("# Server\r\n"), &replies, None, Protocol::Resp2),
             bulk(
                 "# Server\r\n\r\n# Keyspace\r\ndb0:keys=15,expires=4,avg_ttl=2000\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n"
             )
         );
         assert_eq!(
-            keyspace(None, &replies, Some(3..4)),
+            keyspace(None, &replies, Some(3..4), Protocol::Resp2),
             bulk("# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n")
         );
         // A tenant on database 0 does not see its neighbours' on 3; one that owns 0 to 3 sees both.
         assert_eq!(
-            keyspace(None, &replies, Some(0..1)),
+            keyspace(None, &replies, Some(0..1), Protocol::Resp2),
             bulk("# Keyspace\r\ndb0:keys=15,expires=4,avg_ttl=2000\r\n")
         );
         assert_eq!(
-            keyspace(None, &replies, Some(0..4)),
+            keyspace(None, &replies, Some(0..4), Protocol::Resp2),
             bulk(
                 "# Keyspace\r\ndb0:keys=15,expires=4,avg_ttl=2000\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n"
             )
         );
-        assert_eq!(keyspace(None, &[], None), bulk("# Keyspace\r\n"));
+        assert_eq!(
+            keyspace(None, &[], None, Protocol::Resp2),
+            bulk("# Keyspace\r\n")
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::{CommandSpec, flag};
 use crate::reply::Transform;
-use crate::resp::{self, Request};
+use crate::resp::{self, Protocol, Request};
 
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run; `None`
 /// when `spec` may run.
@@ -188,10 +188,11 @@ pub const CONFIG_VISIBLE: &[&str] = &[
     "zset-max-ziplist-value",
 ];
 
-/// A `CONFIG GET` reply (name, value, name, value...) with only the [`CONFIG_VISIBLE`] parameters. Anything that
-/// is not such an array (an error) is returned as it is.
+/// A `CONFIG GET` reply (name, value, name, value...: an array, or in RESP3 a map) with only the
+/// [`CONFIG_VISIBLE`] parameters. Anything else (an error) is returned as it is.
 pub fn visible_config(reply: Bytes) -> Bytes {
-    let Some(elements) = array_elements(&reply) else {
+    let map = reply.starts_with(b"%");
+    let Some(elements) = aggregate_elements(&reply) else {
         return reply;
     };
     let mut kept = Vec::new();
@@ -202,7 +203,12 @@ pub fn visible_config(reply: Bytes) -> Bytes {
         }
     }
     let mut out = BytesMut::new();
-    resp::array_header(&mut out, kept.len());
+    let protocol = if map {
+        Protocol::Resp3
+    } else {
+        Protocol::Resp2
+    };
+    resp::map_header(&mut out, kept.len() / 2, protocol);
     for element in kept {
         out.extend_from_slice(element);
     }
@@ -402,6 +408,14 @@ fn array_elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
     if !reply.starts_with(b"*") {
         return None;
     }
+    aggregate_elements(reply)
+}
+
+/// The elements of an array, or of a map (keys and values in turn), each a complete reply.
+fn aggregate_elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
+    if !(reply.starts_with(b"*") || reply.starts_with(b"%")) {
+        return None;
+    }
     let header = reply.iter().position(|&b| b == b'\n')? + 1;
     Some(resp::each_reply(&reply[header..]).collect())
 }
@@ -533,6 +547,9 @@ mod tests {
             &visible_config(reply)[..],
             b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"
         );
+        let map =
+            Bytes::from_static(b"%2\r\n$10\r\nmasterauth\r\n$1\r\nx\r\n$7\r\ntimeout\r\n:0\r\n");
+        assert_eq!(&visible_config(map)[..], b"%1\r\n$7\r\ntimeout\r\n:0\r\n");
         let error = Bytes::from_static(b"-ERR wrong\r\n");
         assert_eq!(visible_config(error.clone()), error);
         assert_eq!(

@@ -2,6 +2,8 @@
 
 use bytes::{BufMut, BytesMut};
 
+use super::Protocol;
+
 pub fn simple(out: &mut BytesMut, text: &[u8]) {
     out.reserve(text.len() + 3);
     out.put_u8(b'+');
@@ -35,6 +37,44 @@ pub fn bulk(out: &mut BytesMut, value: &[u8]) {
 
 pub fn null_bulk(out: &mut BytesMut) {
     out.put_slice(b"$-1\r\n");
+}
+
+/// Nil: RESP2's nil bulk string, RESP3's null.
+pub fn null(out: &mut BytesMut, protocol: Protocol) {
+    match protocol {
+        Protocol::Resp2 => null_bulk(out),
+        Protocol::Resp3 => out.put_slice(b"_\r\n"),
+    }
+}
+
+/// Text as Redis sends `INFO` and `CLIENT LIST`: a bulk string, or in RESP3 a verbatim string of format `txt`.
+pub fn verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol) {
+    match protocol {
+        Protocol::Resp2 => bulk(out, text),
+        Protocol::Resp3 => {
+            out.reserve(text.len() + 20);
+            header(out, b'=', text.len() + 4);
+            out.put_slice(b"txt:");
+            out.put_slice(text);
+            out.put_slice(b"\r\n");
+        }
+    }
+}
+
+/// The header of a set of `len` elements: RESP2's array, RESP3's set.
+pub fn set_header(out: &mut BytesMut, len: usize, protocol: Protocol) {
+    match protocol {
+        Protocol::Resp2 => array_header(out, len),
+        Protocol::Resp3 => header(out, b'~', len),
+    }
+}
+
+/// The header of a map of `pairs` entries: RESP2's array of twice as many elements, RESP3's map.
+pub fn map_header(out: &mut BytesMut, pairs: usize, protocol: Protocol) {
+    match protocol {
+        Protocol::Resp2 => array_header(out, 2 * pairs),
+        Protocol::Resp3 => header(out, b'%', pairs),
+    }
 }
 
 pub fn array_header(out: &mut BytesMut, len: usize) {
@@ -77,5 +117,19 @@ mod tests {
             &out[..],
             b"+OK\r\n-ERR bad  thing\r\n:-7\r\n$2\r\nhi\r\n$-1\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
         );
+    }
+
+    #[test]
+    fn replies_that_differ_between_protocols() {
+        let mut resp2 = BytesMut::new();
+        let mut resp3 = BytesMut::new();
+        for (out, protocol) in [(&mut resp2, Protocol::Resp2), (&mut resp3, Protocol::Resp3)] {
+            null(out, protocol);
+            verbatim(out, b"a:1", protocol);
+            map_header(out, 2, protocol);
+            set_header(out, 3, protocol);
+        }
+        assert_eq!(&resp2[..], b"$-1\r\n$3\r\na:1\r\n*4\r\n*3\r\n");
+        assert_eq!(&resp3[..], b"_\r\n=7\r\ntxt:a:1\r\n%2\r\n~3\r\n");
     }
 }

@@ -14,6 +14,15 @@ pub use encode::*;
 pub use error::ProtocolError;
 pub use scanner::{ReplyScanner, each_reply, reply_len};
 
+/// The protocol a client connection speaks (`HELLO 2`, `HELLO 3`), and so the backend connections that serve it:
+/// a RESP3 client's commands go to connections that said `HELLO 3`, so that replies pass through untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Protocol {
+    #[default]
+    Resp2,
+    Resp3,
+}
+
 /// Parses an integer the way Redis' `string2ll` does: optional `-`, digits, no `+`, no spaces, no leading zeros
 /// (so `-0` is refused), the whole `i64` range.
 pub fn parse_int(bytes: &[u8]) -> Option<i64> {

@@ -20,7 +20,7 @@ use crate::backend::identity;
 use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, SentinelBackend, Upstream};
 use crate::cmd::{CommandSpec, flag};
 use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue, Transform};
-use crate::resp::{self, Request};
+use crate::resp::{self, Protocol, Request};
 
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
@@ -132,12 +132,17 @@ pub trait Resolver {
 }
 
 impl ResolvedRoute {
-    /// Resolves `plan` for database `db` (0 = the resources' own databases).
-    pub fn new(plan: &RoutePlan, db: u32, resolver: &dyn Resolver) -> ResolvedRoute {
+    /// Resolves `plan` for database `db` (0 = the resources' own databases) and a client speaking `protocol`.
+    pub fn new(
+        plan: &RoutePlan,
+        db: u32,
+        protocol: Protocol,
+        resolver: &dyn Resolver,
+    ) -> ResolvedRoute {
         let endpoint = |resource: &super::ResourcePlan, secondary: bool| Endpoint {
             upstream: match &resource.spec {
                 Ok(spec) => spec
-                    .with_db(db)
+                    .for_client(db, protocol)
                     .map(|spec| resolver.upstream(&spec))
                     .map_err(|text| error_reply(&text)),
                 Err(text) => Err(error_reply(text)),

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use switchyard_schemas::AckMode;
 
 use crate::reply::Combine;
-use crate::resp;
+use crate::resp::{self, Protocol};
 
 /// The parts of a request that one shard's write set (or read) produced: primary first.
 pub struct Group {
@@ -42,6 +42,8 @@ pub enum Merge {
         local: Option<String>,
         /// The backend databases the tenant owns, shown numbered from 0 (none: every database, as it is).
         own: Option<std::ops::Range<u32>>,
+        /// What the client speaks: the reply is a verbatim string in RESP3.
+        protocol: Protocol,
     },
     /// SCRIPT EXISTS: arrays of 0/1, element by element; 1 only where every backend said 1 (a script is usable
     /// only if EVALSHA finds it wherever a key may land).
@@ -68,9 +70,10 @@ impl Merge {
     pub fn per_node(&self) -> Merge {
         match self {
             // Summed once more with the other shards, where the gateway's sections go first.
-            Merge::Keyspace { .. } => Merge::Keyspace {
+            Merge::Keyspace { protocol, .. } => Merge::Keyspace {
                 local: None,
                 own: None,
+                protocol: *protocol,
             },
             merge => merge.clone(),
         }
@@ -80,9 +83,14 @@ impl Merge {
 pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
     Box::new(move |parts: Vec<Bytes>| {
         let replies: Vec<&Bytes> = groups.iter().map(|group| reduce(&parts, group)).collect();
-        if let Merge::Keyspace { local, own } = &merge {
+        if let Merge::Keyspace {
+            local,
+            own,
+            protocol,
+        } = &merge
+        {
             let replies: Vec<Bytes> = replies.into_iter().cloned().collect();
-            return crate::cmd::info::keyspace(local.as_deref(), &replies, own.clone());
+            return crate::cmd::info::keyspace(local.as_deref(), &replies, own.clone(), *protocol);
         }
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
             return Bytes::clone(error);
@@ -174,7 +182,7 @@ fn merge_replies(replies: &[&Bytes], merge: &Merge) -> Option<Bytes> {
             let keys: Vec<&Bytes> = replies
                 .iter()
                 .copied()
-                .filter(|r| &r[..] != b"$-1\r\n")
+                .filter(|r| &r[..] != b"$-1\r\n" && &r[..] != b"_\r\n")
                 .collect();
             return match keys.len() {
                 0 => replies.first().map(|r| Bytes::clone(r)),

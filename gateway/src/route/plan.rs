@@ -6,6 +6,7 @@ use switchyard_schemas::placement::Placement;
 use switchyard_schemas::{AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTable, Target};
 
 use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec};
+use crate::resp::Protocol;
 
 pub struct RoutePlan {
     /// `None` for a single target (no hashing at all).
@@ -232,6 +233,7 @@ impl ResourcePlan {
                         db,
                         role: NodeRole::Any,
                         script_user,
+                        protocol: Protocol::Resp2,
                     }),
                     ResourceKind::Cluster { seeds, replicas } => {
                         ResourceSpec::Cluster(ClusterSpec {
@@ -240,6 +242,7 @@ impl ResourcePlan {
                             password,
                             replicas,
                             script_user,
+                            protocol: Protocol::Resp2,
                         })
                     }
                     ResourceKind::Sentinel {
@@ -260,6 +263,7 @@ impl ResourcePlan {
                             password,
                             db,
                             script_user,
+                            protocol: Protocol::Resp2,
                         },
                         replicas,
                     ),

@@ -97,12 +97,14 @@ impl Session {
             },
             "client|getname" => match self.info.name() {
                 Some(name) => self.local_reply(started, |out| resp::bulk(out, name.as_bytes())),
-                None => self.local_reply(started, resp::null_bulk),
+                None => self.local_reply(started, |out| resp::null(out, self.protocol)),
             },
             "client|id" => self.local_reply(started, |out| resp::integer(out, self.info.id as i64)),
             "client|info" => {
                 let line = self.info.describe(spec.name) + "\n";
-                self.local_reply(started, |out| resp::bulk(out, line.as_bytes()));
+                self.local_reply(started, |out| {
+                    resp::verbatim(out, line.as_bytes(), self.protocol)
+                });
             }
             "client|list" => match list_filter(&args[2..]) {
                 Ok(wanted) => {
@@ -116,7 +118,9 @@ impl Session {
                         text.push_str(&client.describe(command));
                         text.push('\n');
                     }
-                    self.local_reply(started, |out| resp::bulk(out, text.as_bytes()));
+                    self.local_reply(started, |out| {
+                        resp::verbatim(out, text.as_bytes(), self.protocol)
+                    });
                 }
                 Err(text) => self.local_error(started, &text),
             },
@@ -130,9 +134,9 @@ impl Session {
             // Tracking is never on: Redis' answers for a client that does not track.
             "client|getredir" => self.local_reply(started, |out| resp::integer(out, -1)),
             "client|trackinginfo" => self.local_reply(started, |out| {
-                resp::array_header(out, 6);
+                resp::map_header(out, 3, self.protocol);
                 resp::bulk(out, b"flags");
-                resp::array_header(out, 1);
+                resp::set_header(out, 1, self.protocol);
                 resp::bulk(out, b"off");
                 resp::bulk(out, b"redirect");
                 resp::integer(out, -1);

@@ -21,7 +21,7 @@ use bytes::{Bytes, BytesMut};
 use super::Session;
 use crate::backend::dedicated::Dedicated;
 use crate::cmd::CommandSpec;
-use crate::resp::{self, Request};
+use crate::resp::{self, Protocol, Request};
 use crate::route::Place;
 
 /// A subscribed client's connection and what it is subscribed to.
@@ -119,6 +119,15 @@ impl Session {
                 | "sunsubscribe"
         ) {
             return false;
+        }
+        if self.protocol == Protocol::Resp3 {
+            // Pushes on the client's connection are not built yet: refused, never half-served.
+            let text = format!(
+                "ERR {} over RESP3 is not supported by the gateway yet; use a RESP2 connection (HELLO 2) for pub/sub",
+                spec.display_name()
+            );
+            self.local_error(started, &text);
+            return true;
         }
         // The channels as the backend knows them (the tenant's namespace, see `cmd::tenancy::Channels`).
         let channels = self.tenant.as_ref().and_then(|v| v.tenant.channels());

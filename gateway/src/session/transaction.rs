@@ -22,7 +22,7 @@ use crate::backend::identity::{self, RunAs};
 use crate::backend::{Keyspace, Upstream};
 use crate::cmd::{CommandSpec, acl, flag};
 use crate::reply::{ReplyHandle, Transform};
-use crate::resp::{self, Request};
+use crate::resp::{self, Protocol, Request};
 use crate::route::{CROSSSLOT, Place};
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
@@ -326,11 +326,13 @@ impl Session {
         }))
     }
 
-    /// `RESET`: leaves every state (transaction, watches, subscriptions), back to database 0 and no client name.
+    /// `RESET`: leaves every state (transaction, watches, subscriptions), back to database 0, RESP2 and no client
+    /// name.
     pub(super) fn reset(&mut self, started: Instant) {
         self.stateful.transaction = None;
         self.stateful.watching = None;
         self.set_db(0);
+        self.set_protocol(Protocol::Resp2);
         self.info.set_name(None);
         // A subscribed client's RESET goes to the node, whose +RESET comes after every message before it.
         if !self.leave_subscriptions() {

@@ -31,6 +31,17 @@ ensure_python_redis() {
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'redis>=8,<9'
 }
 
+# Installs the Node.js client users get today (node-redis 6, which speaks RESP3 by default) under
+# target/node-clients, for the client tests.
+ensure_node_redis() {
+  ensure_commands node:nodejs npm:npm
+  local dir=target/node-clients
+  node -e "process.exit(require('./$dir/node_modules/redis/package.json').version.startsWith('6.') ? 0 : 1)" \
+    2>/dev/null && return 0
+  mkdir -p "$dir"
+  (cd "$dir" && npm install --silent --no-audit --no-fund 'redis@6' >/dev/null)
+}
+
 # Installs Debian packages that are missing.
 ensure_packages() {
   local missing=()

@@ -1,7 +1,9 @@
-//! Today's default Python client, redis-py 8 (from PyPI; `scripts/test` installs it), with every option left as
-//! it is: it speaks RESP3 (`HELLO 3 AUTH ...` on connect), and the first things an application does through the
-//! gateway work, with the types a RESP3 client gets (maps as dicts, doubles as floats, nulls).
+//! Today's default clients, redis-py 8 (from PyPI) and node-redis 6 (from npm; `scripts/test` installs both),
+//! with every option left as it is: they speak RESP3 (`HELLO 3 AUTH ...` on connect), and the first things an
+//! application does through the gateway work, with the types a RESP3 client gets (maps as dicts, doubles as
+//! floats, nulls).
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::json;
@@ -35,8 +37,29 @@ assert r.blpop(["empty"], timeout=0.1) is None
 print("ok")
 "#;
 
-#[test]
-fn redis_py_with_its_defaults_speaks_resp3_through_the_gateway() {
+const NODE_SCRIPT: &str = r#"
+const assert = require('assert');
+const { createClient } = require('redis');
+(async () => {
+  const client = createClient({ url: `redis://default:node-password@127.0.0.1:${process.env.PORT}` });
+  await client.connect();
+  assert.match(await client.sendCommand(['CLIENT', 'INFO']), /resp=3/);
+  assert.equal(await client.set('greeting', 'hello'), 'OK');
+  assert.equal(await client.get('greeting'), 'hello');
+  assert.equal(await client.get('missing'), null);
+  await client.hSet('user', { name: 'ada', lang: 'en' });
+  assert.deepEqual({ ...(await client.hGetAll('user')) }, { name: 'ada', lang: 'en' });
+  assert.deepEqual(await client.multi().set('a', '1').incr('a').exec(), ['OK', 2]);
+  assert.equal(await client.eval("return redis.call('GET', KEYS[1])", { keys: ['greeting'] }), 'hello');
+  const [x, y] = await Promise.all([client.incr('counter'), client.incr('counter')]);
+  assert.deepEqual([x, y], [1, 2]);
+  await client.quit();
+  console.log('ok');
+})().catch((e) => { console.error(e); process.exit(1); });
+"#;
+
+/// Two gateways' worth of routes for one tenant: one Redis, or a ring over three.
+fn each_route(password: &str, mut check: impl FnMut(&str, &Gateway)) {
     for target in ["single", "sharded"] {
         let backends: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
         let route = match target {
@@ -51,19 +74,42 @@ fn redis_py_with_its_defaults_speaks_resp3_through_the_gateway() {
             }
         };
         let gateway = Gateway::start(&json!({"tenants": [
-            {"name": "py", "passwords": ["py-password"], "route": route}
+            {"name": "app", "passwords": [password], "route": route}
         ]}));
-        let output = Command::new("python3")
-            .arg("-c")
-            .arg(SCRIPT)
-            .env("PORT", gateway.port().to_string())
-            .output()
-            .expect("run python3 (scripts/test installs redis-py)");
-        assert!(
-            output.status.success() && output.stdout == b"ok\n",
-            "[{target}] redis-py failed:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        check(target, &gateway);
     }
+}
+
+/// Runs `command` against `gateway` and asserts that it printed `ok`.
+fn assert_ok(mut command: Command, client: &str, target: &str, gateway: &Gateway) {
+    let output = command
+        .env("PORT", gateway.port().to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("run {client} (scripts/test installs it): {e}"));
+    assert!(
+        output.status.success() && output.stdout == b"ok\n",
+        "[{target}] {client} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn redis_py_with_its_defaults_speaks_resp3_through_the_gateway() {
+    each_route("py-password", |target, gateway| {
+        let mut python = Command::new("python3");
+        python.arg("-c").arg(SCRIPT);
+        assert_ok(python, "redis-py", target, gateway);
+    });
+}
+
+#[test]
+fn node_redis_with_its_defaults_speaks_resp3_through_the_gateway() {
+    let modules =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/node-clients/node_modules");
+    each_route("node-password", |target, gateway| {
+        let mut node = Command::new("node");
+        node.arg("-e").arg(NODE_SCRIPT).env("NODE_PATH", &modules);
+        assert_ok(node, "node-redis", target, gateway);
+    });
 }

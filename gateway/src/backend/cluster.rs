@@ -88,6 +88,8 @@ pub struct ClusterBackend {
     spec: ClusterSpec,
     pool: Rc<BackendPool>,
     map: RefCell<SlotMap>,
+    /// What the map was made of, for a sibling that opens later (see [`ClusterBackend::open`]).
+    ranges: RefCell<Vec<SlotRange>>,
     /// Where requests go while the map has no owner for their slot: its MOVED answers fill the map in.
     seed: Rc<Backend>,
     refresh: Rc<RefreshSignal>,
@@ -114,7 +116,7 @@ struct RefreshSignal {
 }
 
 /// One range of `CLUSTER SLOTS`.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct SlotRange {
     start: u16,
     end: u16,
@@ -123,8 +125,14 @@ struct SlotRange {
 }
 
 impl ClusterBackend {
-    /// Opens the cluster and starts its refresh task on the current worker.
-    pub(super) fn open(spec: ClusterSpec, pool: &Rc<BackendPool>) -> Rc<ClusterBackend> {
+    /// Opens the cluster and starts its refresh task on the current worker. `sibling`, the same cluster opened
+    /// for the other protocol, lends its slot map until this one has read its own: a client that switches
+    /// protocols finds its keys' nodes known.
+    pub(super) fn open(
+        spec: ClusterSpec,
+        pool: &Rc<BackendPool>,
+        sibling: Option<Rc<ClusterBackend>>,
+    ) -> Rc<ClusterBackend> {
         let seed_addr = spec.seeds.first().cloned().unwrap_or_default();
         let seed = pool.get(&spec.node(&seed_addr, NodeRole::Any));
         let refresh = Rc::new(RefreshSignal {
@@ -139,10 +147,15 @@ impl ClusterBackend {
                 owner: vec![NO_OWNER; SLOTS].into_boxed_slice(),
                 shards: Vec::new(),
             }),
+            ranges: RefCell::new(Vec::new()),
             seed,
             refresh: Rc::clone(&refresh),
             next_read: Cell::new(0),
         });
+        if let Some(sibling) = sibling {
+            let ranges = sibling.ranges.borrow().clone();
+            cluster.install(ranges);
+        }
         tokio::task::spawn_local(refresh_loop(
             Rc::downgrade(&cluster),
             refresh,
@@ -414,6 +427,7 @@ impl ClusterBackend {
 
     /// Replaces the slot map with what `CLUSTER SLOTS` said.
     fn install(&self, ranges: Vec<SlotRange>) {
+        self.ranges.replace(ranges.clone());
         let mut owner = vec![NO_OWNER; SLOTS].into_boxed_slice();
         let mut shards: Vec<Shard> = Vec::new();
         let mut replicas_of: Vec<Vec<String>> = Vec::new();

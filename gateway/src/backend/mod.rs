@@ -275,7 +275,12 @@ impl BackendPool {
             ResourceSpec::Node(node) => Upstream::Node(self.get(node)),
             ResourceSpec::Cluster(cluster) => {
                 Upstream::Cluster(shared(&self.clusters, cluster, || {
-                    ClusterBackend::open(cluster.clone(), self)
+                    let other = ClusterSpec {
+                        protocol: cluster.protocol.other(),
+                        ..cluster.clone()
+                    };
+                    let sibling = self.clusters.borrow().get(&other).and_then(Weak::upgrade);
+                    ClusterBackend::open(cluster.clone(), self, sibling)
                 }))
             }
             ResourceSpec::Sentinel(sentinel, reads) => {

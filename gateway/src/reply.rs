@@ -5,6 +5,10 @@
 //! shared by `Rc` and filled in place: no channel and no allocation per request. Requests served by several
 //! backends (split multi-key commands, double-writes that wait for every copy) gather their parts in one slot.
 //!
+//! Pub/sub messages are not replies: they get no slot, and are written between two replies as soon as they
+//! arrive, after every reply that was ready by then (as Redis writes a message to a subscriber's connection
+//! when it is published, between the replies to that client's commands).
+//!
 //! A handle may carry a [`Redirect`]: requests to a Redis Cluster do, so that a `MOVED`/`ASK` answer goes back to
 //! the cluster backend (which resends the request) instead of to the client. Only error replies are looked at.
 
@@ -40,6 +44,8 @@ struct Slots {
     /// Sequence number of `slots[0]`.
     base: u64,
     slots: VecDeque<Slot>,
+    /// Messages, each with the sequence number of the slot it is written before.
+    messages: VecDeque<(u64, Bytes)>,
 }
 
 enum Slot {
@@ -228,6 +234,26 @@ impl ReplyQueue {
         });
     }
 
+    /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now.
+    pub fn push_message(&self, message: Bytes) {
+        let mut inner = self.inner.borrow_mut();
+        let ready = inner
+            .slots
+            .iter()
+            .take_while(|slot| matches!(slot, Slot::Ready { .. }))
+            .count();
+        let before = inner.base + ready as u64;
+        inner.messages.push_back((before, message));
+        if ready == 0 {
+            self.ready.notify();
+        }
+    }
+
+    /// Messages not written yet.
+    pub fn messages(&self) -> usize {
+        self.inner.borrow().messages.len()
+    }
+
     /// Requests still waiting for their reply or for being written (a run counts once).
     pub fn len(&self) -> usize {
         self.inner.borrow().slots.len()
@@ -237,11 +263,20 @@ impl ReplyQueue {
         self.len() == 0
     }
 
-    /// Moves every reply that is ready and in order into `out`, calling `done` with each one's start time and
+    /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with each one's start time and
     /// how many requests it answers.
     pub fn drain_ready(&self, out: &mut BytesMut, mut done: impl FnMut(Instant, u32)) {
         let mut inner = self.inner.borrow_mut();
-        while let Some(Slot::Ready { .. }) = inner.slots.front() {
+        loop {
+            let base = inner.base;
+            while let Some((_, message)) =
+                inner.messages.pop_front_if(|(before, _)| *before <= base)
+            {
+                out.extend_from_slice(&message);
+            }
+            if !matches!(inner.slots.front(), Some(Slot::Ready { .. })) {
+                break;
+            }
             if let Some(Slot::Ready {
                 reply,
                 started,
@@ -519,6 +554,25 @@ mod tests {
             self.0.set(self.0.get() + 1);
             handle.deliver(Bytes::from(format!("+resent {}\r\n", redirect.attempts)));
         }
+    }
+
+    #[test]
+    fn a_message_goes_after_the_replies_ready_when_it_came() {
+        let queue = Rc::new(ReplyQueue::default());
+        let now = Instant::now();
+        let first = queue.reserve(now);
+        let second = queue.reserve(now);
+        first.deliver(Bytes::from_static(b"+1\r\n"));
+        queue.push_message(Bytes::from_static(b">m1\r\n"));
+        let third = queue.reserve(now);
+        third.deliver(Bytes::from_static(b"+3\r\n"));
+        queue.push_message(Bytes::from_static(b">m2\r\n"));
+        assert_eq!(ready(&queue), b"+1\r\n>m1\r\n>m2\r\n");
+        assert_eq!(queue.messages(), 0);
+        second.deliver(Bytes::from_static(b"+2\r\n"));
+        queue.push_message(Bytes::from_static(b">m3\r\n"));
+        assert_eq!(ready(&queue), b"+2\r\n+3\r\n>m3\r\n");
+        assert!(queue.is_empty());
     }
 
     #[test]

@@ -740,6 +740,9 @@ impl Session {
             Ok(narrowed) => narrowed,
             Err(text) => return self.local_error(started, &text),
         };
+        if self.stateful.subscription.is_some() && self.publish_in_order(spec, &request, started) {
+            return;
+        }
         let Some(view) = &self.tenant else { return };
         let mut dispatch = Dispatch {
             plan: &view.tenant.route,
@@ -1034,6 +1037,13 @@ impl Session {
                     );
                 }
             }
+        }
+        if protocol != self.protocol && self.subscribed() {
+            // Its node's connection speaks the protocol it was opened with (see `session::pubsub`).
+            return self.local_error(
+                started,
+                "ERR the gateway does not switch the protocol of a subscribed connection; unsubscribe first",
+            );
         }
         let mut i = 2;
         let mut setname = None;

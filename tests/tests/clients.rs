@@ -1,7 +1,7 @@
 //! Today's default clients, redis-py 8 (from PyPI) and node-redis 6 (from npm; `scripts/test` installs both),
 //! with every option left as it is: they speak RESP3 (`HELLO 3 AUTH ...` on connect), and the first things an
 //! application does through the gateway work, with the types a RESP3 client gets (maps as dicts, doubles as
-//! floats, nulls).
+//! floats, nulls), pub/sub included.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -34,6 +34,12 @@ assert r.config_get("maxmemory") == {"maxmemory": "0"}
 assert r.info("keyspace")["db0"]["keys"] == 6
 assert r.client_getname() is None
 assert r.blpop(["empty"], timeout=0.1) is None
+p = r.pubsub()
+p.subscribe("news")
+assert p.get_message(timeout=5)["type"] == "subscribe"
+assert r.publish("news", "hi") == 1
+assert p.get_message(timeout=5) == {"type": "message", "pattern": None, "channel": b"news", "data": b"hi"}
+p.close()
 print("ok")
 "#;
 
@@ -53,6 +59,15 @@ const { createClient } = require('redis');
   assert.equal(await client.eval("return redis.call('GET', KEYS[1])", { keys: ['greeting'] }), 'hello');
   const [x, y] = await Promise.all([client.incr('counter'), client.incr('counter')]);
   assert.deepEqual([x, y], [1, 2]);
+  const subscriber = client.duplicate();
+  await subscriber.connect();
+  let received;
+  const message = new Promise((resolve) => { received = resolve; });
+  await subscriber.subscribe('news', (text, channel) => received([channel, text]));
+  assert.equal(await subscriber.get('greeting'), 'hello');
+  assert.equal(await client.publish('news', 'hi'), 1);
+  assert.deepEqual(await message, ['news', 'hi']);
+  await subscriber.quit();
   await client.quit();
   console.log('ok');
 })().catch((e) => { console.error(e); process.exit(1); });

@@ -135,7 +135,7 @@ fn hello_switches_protocols_and_tracking_is_refused() {
         }
         c.differs(
             &["CLIENT", "TRACKING", "on"],
-            b"-ERR CLIENT TRACKING is not supported by the gateway: invalidation messages would need RESP3 push frames or a redirect connection\r\n",
+            b"-ERR CLIENT TRACKING is not supported by the gateway: the keys a client reads are read over backend connections shared with other clients, where Redis cannot track them for that client, so invalidations would be missed\r\n",
             "docs/commands.md#client",
         );
         // The connection is still open and still RESP2.

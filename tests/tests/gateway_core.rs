@@ -321,6 +321,30 @@ fn a_backend_that_never_answers_times_out() {
     backend.thaw();
 }
 
+/// A backend that cannot speak RESP3 (as Redis before 6, which has no `HELLO`): RESP3 clients get a clear error
+/// naming the backend and the reason, and RESP2 clients are served as before.
+#[test]
+fn a_backend_without_resp3_gives_resp3_clients_a_clear_error() {
+    let backend = RedisServer::builder()
+        .arg("--rename-command")
+        .arg("HELLO")
+        .arg("")
+        .start();
+    let gateway = Gateway::start(&routes(&backend));
+    let mut resp3 = authed(&gateway);
+    assert!(resp3.request(&[b"HELLO", b"3"]).starts_with(b"%7\r\n"));
+    let error = String::from_utf8(resp3.request(&[b"SET", b"k", b"v"])).unwrap();
+    let expected = format!("-ERR backend 127.0.0.1:{} unavailable: ", backend.port());
+    assert!(
+        error.starts_with(&expected) && error.contains("the node does not speak RESP3"),
+        "{error}"
+    );
+    let mut resp2 = authed(&gateway);
+    resp2.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    assert!(resp3.request(&[b"HELLO", b"2"]).starts_with(b"*14\r\n"));
+    resp3.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+}
+
 /// The connection's timer is armed for the oldest request and, when it fires after that one was answered, moves
 /// on to the oldest still waiting: a request that is slow but within its own timeout is not failed because an
 /// earlier one's deadline passed.

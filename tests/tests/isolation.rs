@@ -362,6 +362,21 @@ fn hostile_tenants_reach_nothing_of_anothers() {
 
 #[test]
 fn channels_and_keyspace_notifications_are_each_tenants_own() {
+    for protocol in [2, 3] {
+        channels_are_each_tenants_own(protocol);
+    }
+}
+
+/// As `channels_and_keyspace_notifications_are_each_tenants_own`, with subscribers speaking `protocol`: their
+/// pub/sub frames are arrays in RESP2, pushes in RESP3.
+fn channels_are_each_tenants_own(protocol: u8) {
+    let frame = |bytes: &[u8]| -> Vec<u8> {
+        let mut frame = bytes.to_vec();
+        if protocol == 3 {
+            frame[0] = b'>';
+        }
+        frame
+    };
     let platform = Platform::start();
     let mut root = platform.client(ROOT_PASSWORD);
     assert_eq!(
@@ -375,23 +390,35 @@ fn channels_and_keyspace_notifications_are_each_tenants_own() {
     let mut beta_sub = platform.client("beta-password");
     let mut alpha = platform.client("alpha-password");
     let mut beta = platform.client("beta-password");
+    for subscriber in [&mut alpha_sub, &mut beta_sub] {
+        subscriber.send_command(&[b"HELLO", protocol.to_string().as_bytes()]);
+        subscriber.read_reply();
+    }
     alpha_sub.send(b"SUBSCRIBE news\r\n");
-    alpha_sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    alpha_sub.expect(&frame(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"));
     beta_sub.send(b"PSUBSCRIBE __key*__:* *\r\n");
-    beta_sub.expect(b"*3\r\n$10\r\npsubscribe\r\n$10\r\n__key*__:*\r\n:1\r\n");
-    beta_sub.expect(b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:2\r\n");
+    beta_sub.expect(&frame(
+        b"*3\r\n$10\r\npsubscribe\r\n$10\r\n__key*__:*\r\n:1\r\n",
+    ));
+    beta_sub.expect(&frame(b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:2\r\n"));
     beta_sub.send(b"SUBSCRIBE __keyspace@0__:k\r\n");
-    beta_sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$16\r\n__keyspace@0__:k\r\n:3\r\n");
+    beta_sub.expect(&frame(
+        b"*3\r\n$9\r\nsubscribe\r\n$16\r\n__keyspace@0__:k\r\n:3\r\n",
+    ));
 
     // A tenant's messages reach its own subscribers, by its own names, and no one else's: beta's `*` hears
     // beta's `news` and not alpha's.
     assert_eq!(call(&mut beta, &["PUBLISH", "news", "from-beta"]), ":1\r\n");
-    beta_sub.expect(b"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$4\r\nnews\r\n$9\r\nfrom-beta\r\n");
+    beta_sub.expect(&frame(
+        b"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$4\r\nnews\r\n$9\r\nfrom-beta\r\n",
+    ));
     assert_eq!(
         call(&mut alpha, &["PUBLISH", "news", "from-alpha"]),
         ":1\r\n"
     );
-    alpha_sub.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$10\r\nfrom-alpha\r\n");
+    alpha_sub.expect(&frame(
+        b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$10\r\nfrom-alpha\r\n",
+    ));
     // Introspection shows the tenant's own channels, by its names.
     assert_eq!(
         call(&mut alpha, &["PUBSUB", "CHANNELS"]),
@@ -411,10 +438,16 @@ fn channels_and_keyspace_notifications_are_each_tenants_own() {
     // own (database 1) reach it as its database 0.
     assert_eq!(call(&mut alpha, &["SET", "k", "alpha"]), "+OK\r\n");
     assert_eq!(call(&mut beta, &["SET", "k", "beta"]), "+OK\r\n");
-    beta_sub.expect(b"*3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n");
+    beta_sub.expect(&frame(
+        b"*3\r\n$7\r\nmessage\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n",
+    ));
     // Nothing else arrived for beta: a PING is answered next.
     beta_sub.send(b"PING\r\n");
-    beta_sub.expect(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    if protocol == 3 {
+        beta_sub.expect(b"+PONG\r\n");
+    } else {
+        beta_sub.expect(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    }
     assert_eq!(
         call(&mut root, &["CONFIG", "SET", "notify-keyspace-events", ""]),
         "+OK\r\n"

@@ -82,6 +82,135 @@ fn the_subscribed_state_answers_as_redis_does() {
     }
 }
 
+#[test]
+fn pub_sub_over_resp3_answers_as_redis_does() {
+    for topology in Topology::ALL {
+        let comparison = Comparison::start(topology);
+        wait_for_slot_map(comparison.gateway().port());
+        let reference_server = RedisServer::start();
+        let mut reference = RawClient::connect(reference_server.port());
+        let mut gateway = RawClient::connect(comparison.gateway().port());
+        let (r, g) = (&mut reference, &mut gateway);
+        for client in [&mut *r, &mut *g] {
+            assert!(client.request(&[b"HELLO", b"3"]).starts_with(b"%7\r\n"));
+        }
+        // Not subscribed: pushes with count 0 (and a RESP3 null for no channel).
+        same_frames(r, g, &["UNSUBSCRIBE"], 1);
+        same_frames(r, g, &["UNSUBSCRIBE", "a", "b"], 2);
+        same_frames(r, g, &["PUNSUBSCRIBE"], 1);
+        same_frames(r, g, &["SUBSCRIBE", "a", "b", "a"], 3);
+        // Every command works while subscribed.
+        same_frames(r, g, &["SET", "k", "v"], 1);
+        same_frames(r, g, &["GET", "k"], 1);
+        same_frames(r, g, &["GET", "missing"], 1);
+        same_frames(r, g, &["HSET", "h", "f", "1"], 1);
+        same_frames(r, g, &["HGETALL", "h"], 1);
+        same_frames(r, g, &["PING"], 1);
+        same_frames(r, g, &["PING", "hi"], 1);
+        same_frames(r, g, &["MULTI"], 1);
+        same_frames(r, g, &["INCR", "n"], 1);
+        same_frames(r, g, &["EXEC"], 1);
+        // A message the client publishes to itself comes before the reply, as from Redis.
+        same_frames(r, g, &["PUBLISH", "a", "hello"], 2);
+        same_frames(r, g, &["PUBLISH", "nobody", "x"], 1);
+        same_frames(r, g, &["PSUBSCRIBE", "p*", "q*"], 2);
+        same_frames(r, g, &["PUBLISH", "pq", "z"], 2);
+        same_frames(r, g, &["PUBLISH", "a", "twice"], 2);
+        // (Without arguments Redis lists channels in its dict's order, which differs between servers: one left.)
+        same_frames(r, g, &["UNSUBSCRIBE", "b"], 1);
+        same_frames(r, g, &["UNSUBSCRIBE"], 1);
+        same_frames(r, g, &["PUNSUBSCRIBE", "x", "p*"], 2);
+        same_frames(r, g, &["PUNSUBSCRIBE"], 1);
+        same_frames(r, g, &["SSUBSCRIBE", "s"], 1);
+        same_frames(r, g, &["SPUBLISH", "s", "m"], 2);
+        same_frames(r, g, &["SUNSUBSCRIBE"], 1);
+        // A whole subscription in one pipeline, then RESET back to RESP2.
+        let pipeline: [&[&str]; 6] = [
+            &["SUBSCRIBE", "c"],
+            &["PUBLISH", "c", "one"],
+            &["GET", "k"],
+            &["UNSUBSCRIBE", "c"],
+            &["PSUBSCRIBE", "z*"],
+            &["RESET"],
+        ];
+        for args in pipeline {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            r.send_command(&args);
+            g.send_command(&args);
+        }
+        for _ in 0..7 {
+            assert_eq!(
+                show(&g.read_reply()),
+                show(&r.read_reply()),
+                "[{topology}] pipeline"
+            );
+        }
+        same_frames(r, g, &["GET", "missing"], 1);
+        // The one difference: a subscribed connection keeps its protocol.
+        assert!(g.request(&[b"HELLO", b"3"]).starts_with(b"%7\r\n"));
+        g.request(&[b"SUBSCRIBE", b"a"]);
+        assert_eq!(
+            g.request(&[b"HELLO", b"2"]),
+            b"-ERR the gateway does not switch the protocol of a subscribed connection; unsubscribe first\r\n"
+        );
+        assert_eq!(g.request(&[b"PING"]), b"+PONG\r\n");
+    }
+}
+
+#[test]
+fn resp3_subscribers_get_messages_and_keyspace_notifications_between_replies() {
+    let backend = RedisServer::start();
+    let routes = json!({"tenants": [{"name": "t", "passwords": [], "allow_admin": true,
+        "route": {"type": "single", "target": backend.url()}}]});
+    let gateway = Gateway::start(&routes);
+    let mut client = RawClient::connect(gateway.port());
+    let mut other = RawClient::connect(gateway.port());
+    client.request(&[b"HELLO", b"3"]);
+    assert_eq!(
+        other.request(&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KA"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        client.request(&[b"PSUBSCRIBE", b"__keyspace@0__:*"]),
+        b">3\r\n$10\r\npsubscribe\r\n$16\r\n__keyspace@0__:*\r\n:1\r\n"
+    );
+    let notification =
+        b">4\r\n$8\r\npmessage\r\n$16\r\n__keyspace@0__:*\r\n$18\r\n__keyspace@0__:key\r\n$3\r\nset\r\n";
+    assert_eq!(other.request(&[b"SET", b"key", b"1"]), b"+OK\r\n");
+    assert_eq!(client.read_reply(), notification);
+    // The client's own write: its reply and its notification come on two backend connections, in either order.
+    client.send_command(&[b"SET", b"key", b"2"]);
+    let mut frames = [client.read_reply(), client.read_reply()];
+    frames.sort();
+    assert_eq!(frames, [b"+OK\r\n".to_vec(), notification.to_vec()]);
+    // Messages published elsewhere arrive while the client's commands are answered.
+    for i in 0..100 {
+        let message = format!("m{i}");
+        assert_eq!(
+            other.request(&[b"PUBLISH", b"__keyspace@0__:x", message.as_bytes()]),
+            b":1\r\n"
+        );
+    }
+    let mut messages = 0;
+    let mut replies = 0;
+    client.send_command(&[b"GET", b"key"]);
+    while replies == 0 || messages < 100 {
+        let frame = client.read_reply();
+        if frame.starts_with(b">4\r\n$8\r\npmessage") {
+            let expected = format!("m{messages}");
+            assert!(
+                frame.ends_with(format!("{expected}\r\n").as_bytes()),
+                "{frame:?}"
+            );
+            messages += 1;
+        } else {
+            assert_eq!(frame, b"$1\r\n2\r\n");
+            replies += 1;
+        }
+    }
+    assert_eq!(replies, 1);
+}
+
 /// A subscriber on the gateway (sync client, buffered reads).
 fn subscriber(gateway: &Gateway) -> redis::Connection {
     redis::Client::open(gateway.url(None))

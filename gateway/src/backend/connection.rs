@@ -379,7 +379,7 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
     }
     if data_node && node.protocol == Protocol::Resp3 {
         resp::command(&mut handshake, &[&b"HELLO"[..], b"3"]);
-        expected.push(b"%");
+        expected.push(RESP3_HELLO);
     }
     if expected.is_empty() {
         return Ok(stream);
@@ -510,6 +510,9 @@ const NOPERM: &[u8] = b"-NOPERM";
 /// How a master's `ROLE` reply starts.
 const ROLE_MASTER: &[u8] = b"*3\r\n$6\r\nmaster\r\n";
 
+/// How `HELLO 3`'s reply starts: a map.
+const RESP3_HELLO: &[u8] = b"%";
+
 fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
     if expected == ROLE_MASTER {
         // `*5\r\n$5\r\nslave\r\n...`: name the role the node reports.
@@ -528,6 +531,11 @@ fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
     }
     let text = String::from_utf8_lossy(reply);
     let text = text.trim_start_matches(['-', '+']).trim_end();
+    if expected == RESP3_HELLO {
+        return format!(
+            "handshake failed: the node does not speak RESP3, which RESP3 clients need (Redis 6 or later): {text}"
+        );
+    }
     format!("handshake failed: {text}")
 }
 

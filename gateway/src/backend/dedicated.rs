@@ -5,10 +5,9 @@
 //! masters) and belongs to one session. Dropping the [`Dedicated`] handle closes the socket at once, even while a
 //! command is blocked on it, so the node forgets the client as soon as the client leaves. Replies are matched to
 //! requests in FIFO order as on a shared connection; blocking commands get no deadline (the client's own timeout
-//! is the node's business, and 0 means forever), every other request the command timeout. With a push queue
-//! (subscribed clients), every frame the node sends goes to that queue as it arrives: the replies to
-//! (un)subscribe commands and the pub/sub messages, in the node's order; the connection only counts the replies it
-//! still expects.
+//! is the node's business, and 0 means forever), every other request the command timeout. A subscribed client's
+//! connection has [`Pushes`]: the pub/sub messages the node sends between replies go to the client's reply queue
+//! as messages (see `ReplyQueue::push_message`), and every frame is renamed on the way.
 //!
 //! Every connection holds a [`Lease`] on its tenant's budget of dedicated connections.
 
@@ -73,22 +72,15 @@ pub enum Wait {
     Unbounded,
 }
 
-/// Where one expected reply goes.
-enum Expect {
-    To(ReplyHandle),
-    /// To the push queue, in arrival order.
-    Pushed,
-}
-
 struct Outgoing {
     raw: Bytes,
-    /// One entry per reply the request produces, in order.
-    replies: Vec<Expect>,
+    /// One handle per reply the request produces, in order.
+    replies: Vec<ReplyHandle>,
     wait: Wait,
 }
 
 struct InFlight {
-    reply: Expect,
+    reply: ReplyHandle,
     deadline: Option<Instant>,
     /// Holds a tenant's script not killed yet (see [`Wait::TenantScript`]).
     killable: bool,
@@ -103,7 +95,7 @@ struct Redirected {
     addr: String,
     asking: bool,
     raw: Bytes,
-    reply: Expect,
+    reply: ReplyHandle,
 }
 
 struct Inner {
@@ -119,8 +111,8 @@ struct Inner {
     pending: Cell<usize>,
 }
 
-/// Where a subscribed connection's frames go: the client's reply queue, each renamed on the way (the channel
-/// names of a tenant's namespace, see `cmd::tenancy::Channels`).
+/// Where a subscribed connection's messages go: the client's reply queue. Every frame, message or reply, is
+/// renamed on the way (the channel names of a tenant's namespace, see `cmd::tenancy::Channels`).
 pub struct Pushes {
     pub queue: Rc<ReplyQueue>,
     pub rename: Option<Box<dyn Fn(Bytes) -> Bytes>>,
@@ -168,30 +160,17 @@ impl Dedicated {
 
     /// Sends a request whose replies, one per handle and in order, go to `replies`.
     pub fn send(&self, raw: Bytes, replies: Vec<ReplyHandle>, wait: Wait) {
-        self.push(Outgoing {
-            raw,
-            replies: replies.into_iter().map(Expect::To).collect(),
-            wait,
-        });
-    }
-
-    /// Sends a request answered by `replies` frames, which go to the push queue as they come.
-    pub fn send_pushed(&self, raw: Bytes, replies: usize) {
-        self.push(Outgoing {
-            raw,
-            replies: (0..replies).map(|_| Expect::Pushed).collect(),
-            wait: Wait::Bounded,
-        });
-    }
-
-    fn push(&self, outgoing: Outgoing) {
         if self.inner.failed.get() {
             let error = self.inner.unavailable("connection lost");
-            return self.inner.deliver_all(outgoing.replies, &error);
+            return self.inner.deliver_all(replies, &error);
         }
-        let count = outgoing.replies.len();
-        self.inner.pending.set(self.inner.pending.get() + count);
-        self.inner.queue.borrow_mut().push_back(outgoing);
+        self.inner
+            .pending
+            .set(self.inner.pending.get() + replies.len());
+        self.inner
+            .queue
+            .borrow_mut()
+            .push_back(Outgoing { raw, replies, wait });
         self.inner.wake.notify();
     }
 
@@ -230,40 +209,30 @@ impl Inner {
         self.failed.set(true);
         let error = self.unavailable(reason);
         let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
-        let replies: Vec<Expect> = in_flight
+        let replies: Vec<ReplyHandle> = in_flight
             .drain(..)
             .map(|f| f.reply)
             .chain(queued.into_iter().flat_map(|o| o.replies))
-            .filter(|reply| matches!(reply, Expect::To(_)))
             .collect();
-        self.deliver_all(replies, &error);
         self.pending.set(0);
-        if !released {
-            // Tells a subscriber (and wakes its session, which sees the failure).
-            self.deliver(Expect::Pushed, error);
+        match &self.pushes {
+            // A subscriber is told even when it waits for no reply (and its session, woken, sees the failure).
+            Some(pushes) if !released && replies.is_empty() => pushes.queue.push_message(error),
+            _ => self.deliver_all(replies, &error),
         }
     }
 
-    fn deliver_all(&self, replies: Vec<Expect>, reply: &Bytes) {
-        for expect in replies {
-            self.deliver(expect, reply.clone());
+    fn deliver_all(&self, replies: Vec<ReplyHandle>, reply: &Bytes) {
+        for handle in replies {
+            handle.deliver(reply.clone());
         }
     }
 
-    fn deliver(&self, expect: Expect, reply: Bytes) {
-        match (expect, &self.pushes) {
-            (Expect::To(handle), _) => handle.deliver(reply),
-            (Expect::Pushed, Some(pushes)) => {
-                let reply = match &pushes.rename {
-                    Some(rename) => rename(reply),
-                    None => reply,
-                };
-                pushes
-                    .queue
-                    .reserve(std::time::Instant::now())
-                    .deliver(reply)
-            }
-            (Expect::Pushed, None) => {}
+    /// A frame as the client knows it.
+    fn renamed(&self, frame: Bytes) -> Bytes {
+        match self.pushes.as_ref().and_then(|p| p.rename.as_ref()) {
+            Some(rename) => rename(frame),
+            None => frame,
         }
     }
 }
@@ -294,7 +263,7 @@ async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings)
                 "ERR too many cluster redirects (last: to {})",
                 redirected.addr
             ));
-            inner.deliver(redirected.reply, reply);
+            redirected.reply.deliver(reply);
             return inner.fail("too many cluster redirects", &mut in_flight);
         }
         tracing::debug!(from = %node.addr, to = %redirected.addr, "dedicated connection follows a cluster redirect");
@@ -304,7 +273,7 @@ async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings)
             let mut raw = BytesMut::new();
             crate::resp::command(&mut raw, &[&b"ASKING"[..]]);
             raw.extend_from_slice(&redirected.raw);
-            replies.insert(0, Expect::To(ReplyHandle::discard()));
+            replies.insert(0, ReplyHandle::discard());
             raw.freeze()
         } else {
             redirected.raw
@@ -325,11 +294,16 @@ async fn closed(inner: &Inner) {
     }
 }
 
-/// Whether a frame is a pub/sub message (`message`, `pmessage`, `smessage`) rather than a reply.
+/// Whether a frame is a pub/sub message (`message`, `pmessage`, `smessage`, as a RESP2 array or a RESP3 push)
+/// rather than a reply.
 fn is_message(frame: &[u8]) -> bool {
-    frame.starts_with(b"*3\r\n$7\r\nmessage\r\n")
-        || frame.starts_with(b"*4\r\n$8\r\npmessage\r\n")
-        || frame.starts_with(b"*3\r\n$8\r\nsmessage\r\n")
+    let Some((kind, rest)) = frame.split_first() else {
+        return false;
+    };
+    matches!(kind, b'*' | b'>')
+        && (rest.starts_with(b"3\r\n$7\r\nmessage\r\n")
+            || rest.starts_with(b"4\r\n$8\r\npmessage\r\n")
+            || rest.starts_with(b"3\r\n$8\r\nsmessage\r\n"))
 }
 
 /// Writes requests and matches replies until the handle is dropped (`Ok(None)`), a blocking command must follow a
@@ -374,7 +348,7 @@ async fn serve(
         let backlogged = inner
             .pushes
             .as_ref()
-            .is_some_and(|p| p.queue.len() > MAX_PUSH_BACKLOG);
+            .is_some_and(|p| p.queue.messages() > MAX_PUSH_BACKLOG);
         if read_buf.capacity() - read_buf.len() < 1024 {
             read_buf.reserve(read_buf.len().max(4096));
         }
@@ -386,10 +360,13 @@ async fn serve(
                     Err(e) => return Err(format!("connection lost: {}", describe(&e))),
                 }
                 while let Some(len) = scanner.scan(&read_buf).map_err(|e| format!("protocol error: {e}"))? {
-                    let frame = read_buf.split_to(len).freeze();
-                    if inner.pushes.is_some() && is_message(&frame) {
-                        inner.deliver(Expect::Pushed, frame);
-                        continue;
+                    let mut frame = read_buf.split_to(len).freeze();
+                    if let Some(pushes) = &inner.pushes {
+                        frame = inner.renamed(frame);
+                        if is_message(&frame) {
+                            pushes.queue.push_message(frame);
+                            continue;
+                        }
                     }
                     let Some(request) = in_flight.pop_front() else {
                         return Err("protocol error: reply without a request".to_string());
@@ -407,7 +384,7 @@ async fn serve(
                         (Some((addr, asking)), Some(raw)) => {
                             return Ok(Some(Redirected { addr, asking, raw, reply: request.reply }));
                         }
-                        _ => inner.deliver(request.reply, frame),
+                        _ => request.reply.deliver(frame),
                     }
                 }
             }

@@ -345,7 +345,12 @@ impl Channels {
             (b"psubscribe", &[], &[1]),
             (b"punsubscribe", &[], &[1]),
         ];
-        let Some(elements) = array_elements(&frame) else {
+        // A RESP2 array, or a RESP3 push: the same elements.
+        let elements = match frame.first() {
+            Some(b'*' | b'>') => resp_elements(&frame),
+            _ => None,
+        };
+        let Some(elements) = elements else {
             return frame;
         };
         let kind = elements.first().and_then(|e| bulk_content(e));
@@ -353,7 +358,12 @@ impl Channels {
             return frame;
         };
         let mut out = BytesMut::with_capacity(frame.len());
-        resp::array_header(&mut out, elements.len());
+        let protocol = if frame.starts_with(b">") {
+            Protocol::Resp3
+        } else {
+            Protocol::Resp2
+        };
+        resp::push_header(&mut out, elements.len(), protocol);
         for (i, element) in elements.iter().enumerate() {
             let renamed = match bulk_content(element) {
                 Some(name) if channels.contains(&i) => Some(self.inbound(name, false)),
@@ -416,6 +426,11 @@ fn aggregate_elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
     if !(reply.starts_with(b"*") || reply.starts_with(b"%")) {
         return None;
     }
+    resp_elements(reply)
+}
+
+/// The elements after an aggregate's header line.
+fn resp_elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
     let header = reply.iter().position(|&b| b == b'\n')? + 1;
     Some(resp::each_reply(&reply[header..]).collect())
 }
@@ -620,6 +635,11 @@ mod tests {
         assert_eq!(
             &alpha.inbound_frame(pmessage)[..],
             b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+        );
+        let push = Bytes::from_static(b">3\r\n$7\r\nmessage\r\n$10\r\nalpha:news\r\n$2\r\nhi\r\n");
+        assert_eq!(
+            &alpha.inbound_frame(push)[..],
+            b">3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
         );
         let unsubscribed = Bytes::from_static(b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
         assert_eq!(alpha.inbound_frame(unsubscribed.clone()), unsubscribed);

@@ -77,6 +77,14 @@ pub fn map_header(out: &mut BytesMut, pairs: usize, protocol: Protocol) {
     }
 }
 
+/// The header of a pub/sub frame of `len` elements: RESP2's array, RESP3's push.
+pub fn push_header(out: &mut BytesMut, len: usize, protocol: Protocol) {
+    match protocol {
+        Protocol::Resp2 => array_header(out, len),
+        Protocol::Resp3 => header(out, b'>', len),
+    }
+}
+
 pub fn array_header(out: &mut BytesMut, len: usize) {
     header(out, b'*', len);
 }

@@ -236,7 +236,7 @@ fn list_filter(args: &[Bytes]) -> Result<Box<dyn Fn(u64) -> bool>, String> {
 fn client_refusal(name: &str) -> &'static str {
     match name {
         "client|tracking" | "client|caching" => {
-            ": invalidation messages would need RESP3 push frames or a redirect connection"
+            ": the keys a client reads are read over backend connections shared with other clients, where Redis cannot track them for that client, so invalidations would be missed"
         }
         "client|pause" | "client|unpause" => {
             ": it would pause the backend for every tenant and every gateway"

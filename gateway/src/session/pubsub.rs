@@ -6,12 +6,19 @@
 //! shard channels (`SSUBSCRIBE`, `SPUBLISH`) are placed by the channel's hash like keys (on a cluster, the master
 //! of the channel's slot). A client's subscriptions share one connection, so they must all live on one node.
 //!
-//! The connection sends every frame it receives to the session's reply queue in arrival order (confirmations and
-//! messages interleave as the node sent them) and counts the confirmations it still expects. The session mirrors
-//! the subscription sets, which tells it how many confirmations each command brings and when the client leaves
-//! the subscribed state. While anything is pending on the connection, the client's next command waits (see
-//! `stateful`), so replies made by the gateway (PING, errors) never overtake a confirmation. In the subscribed
-//! state only what Redis allows in RESP2 is accepted, with Redis' error otherwise.
+//! The session mirrors the subscription sets, which tells it how many confirmations each command brings and when
+//! the client leaves the subscribed state. Each confirmation has its slot in the reply queue, taken when the
+//! command is sent, so it keeps its place among the client's replies; messages go to the reply queue as they
+//! arrive, between replies (see `ReplyQueue::push_message`). While confirmations are pending, the client's next
+//! command waits (see `stateful`): what it does reaches Redis after the subscription has.
+//!
+//! Protocols: in RESP2 the subscribed state accepts only what Redis accepts there, with Redis' error otherwise.
+//! In RESP3 confirmations and messages are push frames, the node's own, and every command is served as usual
+//! while subscribed. A RESP3 client's `PUBLISH` or `SPUBLISH` to the node of its subscriptions goes over the
+//! subscription's connection, so that, as from Redis, the message the client receives from itself comes before
+//! the reply (except on a double-written route, where it goes to every write resource as usual). The protocol
+//! of a subscribed connection cannot change (`HELLO 2` is refused until unsubscribed): its node's connection
+//! speaks the protocol it was opened with.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -19,8 +26,10 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use crate::backend::dedicated::Dedicated;
+use super::stateful::is_subscription;
+use crate::backend::dedicated::{Dedicated, Wait};
 use crate::cmd::CommandSpec;
+use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol, Request};
 use crate::route::Place;
 
@@ -70,8 +79,8 @@ impl Session {
             .is_some_and(Subscription::active)
     }
 
-    /// A command while subscribed: the subscription commands, PING, QUIT and RESET; Redis' error for the rest.
-    /// Returns false for QUIT, served as usual.
+    /// A command in RESP2's subscribed state: the subscription commands, PING, QUIT and RESET; Redis' error for
+    /// the rest. Returns false for QUIT, served as usual.
     pub(super) fn subscribed_command(
         &mut self,
         spec: &'static CommandSpec,
@@ -109,25 +118,8 @@ impl Session {
         request: &Request,
         started: Instant,
     ) -> bool {
-        if !matches!(
-            spec.name,
-            "subscribe"
-                | "psubscribe"
-                | "ssubscribe"
-                | "unsubscribe"
-                | "punsubscribe"
-                | "sunsubscribe"
-        ) {
+        if !is_subscription(spec) {
             return false;
-        }
-        if self.protocol == Protocol::Resp3 {
-            // Pushes on the client's connection are not built yet: refused, never half-served.
-            let text = format!(
-                "ERR {} over RESP3 is not supported by the gateway yet; use a RESP2 connection (HELLO 2) for pub/sub",
-                spec.display_name()
-            );
-            self.local_error(started, &text);
-            return true;
         }
         // The channels as the backend knows them (the tenant's namespace, see `cmd::tenancy::Channels`).
         let channels = self.tenant.as_ref().and_then(|v| v.tenant.channels());
@@ -180,10 +172,16 @@ impl Session {
         }
         let channels = &request.args()[1..];
         subscription.set(spec.name).extend(channels.iter().cloned());
+        let confirmations = self.confirmations(channels.len(), started);
         subscription
             .connection
-            .send_pushed(request.raw().clone(), channels.len());
+            .send(request.raw().clone(), confirmations, Wait::Bounded);
         self.stateful.subscription = Some(subscription);
+    }
+
+    /// The slots of `count` confirmations.
+    fn confirmations(&self, count: usize, started: Instant) -> Vec<ReplyHandle> {
+        (0..count).map(|_| self.replies.reserve(started)).collect()
     }
 
     /// An unsubscribe command, `request` as the client sent it and `outbound` as the backend knows its channels.
@@ -194,20 +192,24 @@ impl Session {
         outbound: &Request,
         started: Instant,
     ) {
-        let Some(subscription) = &mut self.stateful.subscription else {
+        if self.stateful.subscription.is_none() {
             // Not subscribed: what Redis answers, one confirmation per channel (or one for none), count 0.
             let channels = &request.args()[1..];
-            let name = spec.name.as_bytes();
+            let (name, protocol) = (spec.name.as_bytes(), self.protocol);
             return self.local_reply(started, |out| {
                 if channels.is_empty() {
-                    unsubscribed(out, name, None);
+                    unsubscribed(out, name, None, protocol);
                 }
                 for channel in channels {
-                    unsubscribed(out, name, Some(channel));
+                    unsubscribed(out, name, Some(channel), protocol);
                 }
             });
-        };
+        }
         let channels = &outbound.args()[1..];
+        let replies = channels.len();
+        let Some(subscription) = &mut self.stateful.subscription else {
+            return;
+        };
         let set = subscription.set(spec.name);
         let replies = if channels.is_empty() {
             let count = set.len().max(1);
@@ -217,25 +219,72 @@ impl Session {
             for channel in channels {
                 set.remove(channel);
             }
-            channels.len()
+            replies
         };
-        subscription
-            .connection
-            .send_pushed(outbound.raw().clone(), replies);
+        let confirmations = self.confirmations(replies, started);
+        if let Some(subscription) = &self.stateful.subscription {
+            subscription
+                .connection
+                .send(outbound.raw().clone(), confirmations, Wait::Bounded);
+        }
     }
 
-    /// Leaves the subscribed state at once (RESET): the node is told, and the connection goes when its reply
-    /// has come. Returns false when the client was not subscribed.
-    pub(super) fn leave_subscriptions(&mut self) -> bool {
+    /// A RESP3 client's `PUBLISH` or `SPUBLISH` (`request` as the backend knows its channel) while subscribed on
+    /// the node it goes to: sent over the subscription's connection (see the module's doc). Returns false when
+    /// it goes the usual way.
+    pub(super) fn publish_in_order(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) -> bool {
+        if self.protocol != Protocol::Resp3 || !matches!(spec.name, "publish" | "spublish") {
+            return false;
+        }
+        if !self.subscribed() {
+            return false;
+        }
+        let place = match self.place_of(spec, request.args()) {
+            Ok(place) => place.unwrap_or((0, None)),
+            Err(_) => return false, // the usual way, which gives the error
+        };
+        if self
+            .tenant
+            .as_ref()
+            .is_some_and(|v| v.route.double_written(place.0))
+        {
+            return false; // every write resource gets it, the usual way
+        }
+        let Some(subscription) = &self.stateful.subscription else {
+            return false;
+        };
+        match self.dedicated_node(place) {
+            Ok(node) if node.addr == subscription.connection.addr() => {
+                let reply = self.replies.reserve(started);
+                subscription
+                    .connection
+                    .send(request.raw().clone(), vec![reply], Wait::Bounded);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Leaves the subscribed state at once (RESET): the node is told, and its reply is the client's; the
+    /// connection goes when that has come. Returns false when the client was not subscribed.
+    pub(super) fn leave_subscriptions(&mut self, started: Instant) -> bool {
         let Some(subscription) = self.stateful.subscription.as_mut().filter(|s| s.active()) else {
             return false;
         };
+        let reply = self.replies.reserve(started);
         subscription.channels.clear();
         subscription.patterns.clear();
         subscription.shard_channels.clear();
         let mut raw = BytesMut::new();
         resp::command(&mut raw, &[b"RESET"]);
-        subscription.connection.send_pushed(raw.freeze(), 1);
+        subscription
+            .connection
+            .send(raw.freeze(), vec![reply], Wait::Bounded);
         true
     }
 
@@ -254,13 +303,13 @@ impl Session {
     }
 }
 
-/// One `unsubscribe`-style confirmation with count 0.
-fn unsubscribed(out: &mut BytesMut, name: &[u8], channel: Option<&Bytes>) {
-    resp::array_header(out, 3);
+/// One `unsubscribe`-style confirmation with count 0: an array in RESP2, a push in RESP3.
+fn unsubscribed(out: &mut BytesMut, name: &[u8], channel: Option<&Bytes>, protocol: Protocol) {
+    resp::push_header(out, 3, protocol);
     resp::bulk(out, name);
     match channel {
         Some(channel) => resp::bulk(out, channel),
-        None => resp::null_bulk(out),
+        None => resp::null(out, protocol),
     }
     resp::integer(out, 0);
 }

@@ -23,7 +23,7 @@ use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::clients::ClientState;
 use crate::cmd::{CommandSpec, acl, flag};
 use crate::metrics::Metrics;
-use crate::resp::{self, Request};
+use crate::resp::{self, Protocol, Request};
 use crate::route::Place;
 
 /// What a session holds beyond the shared connections.
@@ -79,6 +79,11 @@ pub(super) fn may_be_stateful(spec: &CommandSpec) -> bool {
     spec.acl_categories & CATEGORIES != 0
 }
 
+/// Whether a command is one of the (un)subscribe commands.
+pub(super) fn is_subscription(spec: &CommandSpec) -> bool {
+    spec.has(flag::PUBSUB) && spec.name.ends_with("subscribe")
+}
+
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
 pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
     match spec.name {
@@ -95,9 +100,13 @@ pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
 impl Session {
     /// Whether `request` must wait for every earlier reply to be written before it is dispatched.
     pub(super) fn must_park(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
-        if let Some(subscription) = &self.stateful.subscription {
-            // Gateway-made replies must not overtake the node's confirmations.
-            return !self.replies.is_empty() || subscription.pending() > 0;
+        if self
+            .stateful
+            .subscription
+            .as_ref()
+            .is_some_and(|s| s.pending() > 0)
+        {
+            return true; // what a command does reaches Redis after the subscription has
         }
         if self.replies.is_empty() {
             return false;
@@ -115,7 +124,12 @@ impl Session {
                 "exec" => self.shared_exec(transaction).is_none(),
                 name => name == "reset",
             },
-            None => matches!(spec.name, "watch" | "reset") || is_blocking(spec, args),
+            // A subscription sees what earlier commands published, and no more.
+            None => {
+                matches!(spec.name, "watch" | "reset")
+                    || is_blocking(spec, args)
+                    || is_subscription(spec)
+            }
         }
     }
 
@@ -158,7 +172,7 @@ impl Session {
         if stateless && !may_be_stateful(spec) {
             return false; // the common case, decided by flags alone
         }
-        let served = if self.subscribed() {
+        let served = if self.subscribed() && self.protocol == Protocol::Resp2 {
             self.subscribed_command(spec, request, started)
         } else if self.transaction_command(spec, request, started)
             || self.subscription_command(spec, request, started)

@@ -17,6 +17,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
+use super::stateful::is_subscription;
 use crate::backend::dedicated::{Dedicated, Wait};
 use crate::backend::identity::{self, RunAs};
 use crate::backend::{Keyspace, Upstream};
@@ -54,7 +55,7 @@ pub(super) struct Watching {
 /// connection inside a transaction, not on the client's: refused there, except those that mean the same.
 fn gateway_state_in_multi(spec: &CommandSpec) -> bool {
     let connection = spec.acl_categories & acl::CONNECTION != 0;
-    let subscription = spec.has(flag::PUBSUB) && spec.name.ends_with("subscribe");
+    let subscription = is_subscription(spec);
     (connection || subscription) && !matches!(spec.name, "ping" | "echo")
 }
 
@@ -335,7 +336,7 @@ impl Session {
         self.set_protocol(Protocol::Resp2);
         self.info.set_name(None);
         // A subscribed client's RESET goes to the node, whose +RESET comes after every message before it.
-        if !self.leave_subscriptions() {
+        if !self.leave_subscriptions(started) {
             self.replies
                 .push_ready(Bytes::from_static(b"+RESET\r\n"), started);
         }

@@ -26,15 +26,50 @@ fn same_frames(reference: &mut RawClient, gateway: &mut RawClient, args: &[&str]
     }
 }
 
-#[test]
-fn the_subscribed_state_answers_as_redis_does() {
+/// Sends a pipeline of `commands` to both clients and asserts the same `frames` frames back.
+fn same_pipeline(
+    reference: &mut RawClient,
+    gateway: &mut RawClient,
+    commands: &[&[&str]],
+    frames: usize,
+) {
+    for args in commands {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        reference.send_command(&args);
+        gateway.send_command(&args);
+    }
+    for _ in 0..frames {
+        assert_eq!(
+            show(&gateway.read_reply()),
+            show(&reference.read_reply()),
+            "pipeline {commands:?}: gateway (left) and Redis (right) differ"
+        );
+    }
+}
+
+/// Runs `sequence` for every topology with a client of a plain redis-server and one of the gateway, both
+/// speaking `protocol`.
+fn each_topology(protocol: u8, mut sequence: impl FnMut(&mut RawClient, &mut RawClient)) {
     for topology in Topology::ALL {
         let comparison = Comparison::start(topology);
         wait_for_slot_map(comparison.gateway().port());
         let reference_server = RedisServer::start();
         let mut reference = RawClient::connect(reference_server.port());
         let mut gateway = RawClient::connect(comparison.gateway().port());
-        let (r, g) = (&mut reference, &mut gateway);
+        for client in [&mut reference, &mut gateway] {
+            let hello = client.request(&[b"HELLO", protocol.to_string().as_bytes()]);
+            assert!(
+                hello.starts_with(b"%7\r\n") || hello.starts_with(b"*14\r\n"),
+                "[{topology}]"
+            );
+        }
+        sequence(&mut reference, &mut gateway);
+    }
+}
+
+#[test]
+fn the_subscribed_state_answers_as_redis_does() {
+    each_topology(2, |r, g| {
         // Not subscribed: the unsubscribe commands still confirm, with count 0.
         same_frames(r, g, &["UNSUBSCRIBE"], 1);
         same_frames(r, g, &["UNSUBSCRIBE", "a", "b"], 2);
@@ -62,38 +97,19 @@ fn the_subscribed_state_answers_as_redis_does() {
         same_frames(r, g, &["RESET"], 1);
         same_frames(r, g, &["GET", "k"], 1);
         // A whole subscription in one pipeline.
-        for args in [
-            &["SUBSCRIBE", "c"][..],
+        let pipeline: [&[&str]; 4] = [
+            &["SUBSCRIBE", "c"],
             &["PING"],
             &["UNSUBSCRIBE", "c"],
             &["GET", "k"],
-        ] {
-            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-            r.send_command(&args);
-            g.send_command(&args);
-        }
-        for _ in 0..4 {
-            assert_eq!(
-                show(&g.read_reply()),
-                show(&r.read_reply()),
-                "[{topology}] pipeline"
-            );
-        }
-    }
+        ];
+        same_pipeline(r, g, &pipeline, 4);
+    });
 }
 
 #[test]
 fn pub_sub_over_resp3_answers_as_redis_does() {
-    for topology in Topology::ALL {
-        let comparison = Comparison::start(topology);
-        wait_for_slot_map(comparison.gateway().port());
-        let reference_server = RedisServer::start();
-        let mut reference = RawClient::connect(reference_server.port());
-        let mut gateway = RawClient::connect(comparison.gateway().port());
-        let (r, g) = (&mut reference, &mut gateway);
-        for client in [&mut *r, &mut *g] {
-            assert!(client.request(&[b"HELLO", b"3"]).starts_with(b"%7\r\n"));
-        }
+    each_topology(3, |r, g| {
         // Not subscribed: pushes with count 0 (and a RESP3 null for no channel).
         same_frames(r, g, &["UNSUBSCRIBE"], 1);
         same_frames(r, g, &["UNSUBSCRIBE", "a", "b"], 2);
@@ -133,18 +149,7 @@ fn pub_sub_over_resp3_answers_as_redis_does() {
             &["PSUBSCRIBE", "z*"],
             &["RESET"],
         ];
-        for args in pipeline {
-            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-            r.send_command(&args);
-            g.send_command(&args);
-        }
-        for _ in 0..7 {
-            assert_eq!(
-                show(&g.read_reply()),
-                show(&r.read_reply()),
-                "[{topology}] pipeline"
-            );
-        }
+        same_pipeline(r, g, &pipeline, 7);
         same_frames(r, g, &["GET", "missing"], 1);
         // The one difference: a subscribed connection keeps its protocol.
         assert!(g.request(&[b"HELLO", b"3"]).starts_with(b"%7\r\n"));
@@ -154,15 +159,21 @@ fn pub_sub_over_resp3_answers_as_redis_does() {
             b"-ERR the gateway does not switch the protocol of a subscribed connection; unsubscribe first\r\n"
         );
         assert_eq!(g.request(&[b"PING"]), b"+PONG\r\n");
-    }
+    });
 }
 
-#[test]
-fn resp3_subscribers_get_messages_and_keyspace_notifications_between_replies() {
+/// One Redis and a gateway in front of it, for one tenant that may run admin commands (CONFIG SET).
+fn admin_tenant() -> (RedisServer, Gateway) {
     let backend = RedisServer::start();
     let routes = json!({"tenants": [{"name": "t", "passwords": [], "allow_admin": true,
         "route": {"type": "single", "target": backend.url()}}]});
     let gateway = Gateway::start(&routes);
+    (backend, gateway)
+}
+
+#[test]
+fn resp3_subscribers_get_messages_and_keyspace_notifications_between_replies() {
+    let (_backend, gateway) = admin_tenant();
     let mut client = RawClient::connect(gateway.port());
     let mut other = RawClient::connect(gateway.port());
     client.request(&[b"HELLO", b"3"]);
@@ -282,10 +293,7 @@ async fn a_subscriber_receives_100000_messages_in_order_while_other_clients_work
 
 #[test]
 fn patterns_keyspace_notifications_and_leaving() {
-    let backend = RedisServer::start();
-    let routes = json!({"tenants": [{"name": "t", "passwords": [], "allow_admin": true,
-        "route": {"type": "single", "target": backend.url()}}]});
-    let gateway = Gateway::start(&routes);
+    let (backend, gateway) = admin_tenant();
     let mut client = RawClient::connect(gateway.port());
     let mut other = RawClient::connect(gateway.port());
     assert_eq!(

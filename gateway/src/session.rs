@@ -843,7 +843,7 @@ impl Session {
             | "command|getkeys"
             | "command|getkeysandflags" => {
                 let mut out = BytesMut::new();
-                cmd::command::reply(args, &mut out);
+                cmd::command::reply(args, self.protocol, &mut out);
                 self.replies.push_ready(out.freeze(), started);
             }
             // To its clients the gateway is one standalone Redis, whatever is behind it: cluster-aware clients must

@@ -1,7 +1,7 @@
 //! Checks the gateway's generated command table against a live redis-server: the same commands with the same
 //! arity, flags, ACL categories, key specs and subcommands; `COMMAND INFO`/`DOCS`/`LIST`/`GETKEYS` answered
-//! byte-for-byte as Redis answers them; keys found where Redis finds them; and Redis' error texts for unknown
-//! commands, unknown subcommands and wrong arity.
+//! byte-for-byte as Redis answers them, in RESP2 and in RESP3 (after `HELLO 3`); keys found where Redis finds
+//! them; and Redis' error texts for unknown commands, unknown subcommands and wrong arity.
 //!
 //! When one of these fails after a Redis upgrade, regenerate the table with `scripts/gen-command-table`.
 
@@ -10,21 +10,30 @@ use switchyard_gateway::cmd::{
     self, ACL_CATEGORY_NAMES, BeginSearch, CommandError, CommandSpec, FLAG_NAMES, FindKeys,
     KEY_FLAG_NAMES, KeySpec, flag,
 };
+use switchyard_gateway::resp::Protocol;
 use switchyard_tests::{RawClient, RedisServer};
 
-/// A live redis-server and a raw connection to it.
+const PROTOCOLS: [Protocol; 2] = [Protocol::Resp2, Protocol::Resp3];
+
+/// A live redis-server and a raw connection to it, speaking `protocol`.
 struct Live {
     _server: RedisServer,
     client: RawClient,
+    protocol: Protocol,
 }
 
 impl Live {
-    fn start() -> Live {
+    fn start(protocol: Protocol) -> Live {
         let server = RedisServer::start();
-        let client = RawClient::connect(server.port());
+        let mut client = RawClient::connect(server.port());
+        if protocol == Protocol::Resp3 {
+            let hello = client.request(&[b"HELLO", b"3"]);
+            assert!(hello.starts_with(b"%7\r\n"), "HELLO 3: {}", show(&hello));
+        }
         Live {
             _server: server,
             client,
+            protocol,
         }
     }
 
@@ -33,16 +42,16 @@ impl Live {
     }
 }
 
-/// What the gateway answers for the same request: `COMMAND ...` through `command::reply`, anything else through
-/// `lookup` (only requests that fail there are sent, so Redis never executes them).
-fn ours(args: &[&[u8]]) -> Vec<u8> {
+/// What the gateway answers for the same request in `protocol`: `COMMAND ...` through `command::reply`, anything
+/// else through `lookup` (only requests that fail there are sent, so Redis never executes them).
+fn ours(args: &[&[u8]], protocol: Protocol) -> Vec<u8> {
     let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
     let mut out = BytesMut::new();
     if args
         .first()
         .is_some_and(|name| name.eq_ignore_ascii_case(b"command"))
     {
-        cmd::command::reply(&args, &mut out);
+        cmd::command::reply(&args, protocol, &mut out);
     } else {
         match cmd::lookup(&args) {
             Ok(spec) => panic!("{:?} unexpectedly resolves to {}", args, spec.name),
@@ -60,10 +69,11 @@ fn show(bytes: &[u8]) -> String {
 /// `canonical`).
 fn assert_same(live: &mut Live, args: &[&[u8]]) {
     let theirs = live.call(args);
-    let mine = ours(args);
+    let mine = ours(args, live.protocol);
     assert!(
         canonical(&parse(&theirs)) == canonical(&parse(&mine)),
-        "reply to {:?} differs\nredis:   {}\ngateway: {}",
+        "{:?}: reply to {:?} differs\nredis:   {}\ngateway: {}",
+        live.protocol,
         args.iter().map(|a| show(a)).collect::<Vec<_>>(),
         show(&theirs),
         show(&mine)
@@ -84,7 +94,7 @@ fn canonical(entry: &Entry<'_>) -> Vec<u8> {
             .map(|c| c.iter().flat_map(canonical).collect())
             .collect();
         chunks.sort();
-        let mut out = format!("*{}\r\n", items.len()).into_bytes();
+        let mut out = list.header().to_vec();
         out.extend(chunks.concat());
         out
     };
@@ -102,12 +112,12 @@ fn canonical(entry: &Entry<'_>) -> Vec<u8> {
             parts[i + 1] = sorted(&items[i + 1], 2);
         }
     }
-    let mut out = format!("*{}\r\n", items.len()).into_bytes();
+    let mut out = entry.header().to_vec();
     out.extend(parts.concat());
     out
 }
 
-/// One parsed RESP2 value and the raw bytes it came from.
+/// One parsed RESP2 or RESP3 value and the raw bytes it came from.
 struct Entry<'a> {
     raw: &'a [u8],
     value: Value<'a>,
@@ -117,6 +127,9 @@ enum Value<'a> {
     Line(&'a [u8]),
     Int(i64),
     Bulk(Option<&'a [u8]>),
+    /// RESP3's null.
+    Null,
+    /// An array, or in RESP3 a set or a map (flattened to `[k1, v1, k2, v2]`, as RESP2 sends maps).
     Array(Option<Vec<Entry<'a>>>),
 }
 
@@ -144,10 +157,12 @@ fn parse_at(buf: &[u8], start: usize) -> (Entry<'_>, usize) {
             end += len + 2;
             Value::Bulk(Some(&buf[eol + 2..eol + 2 + len]))
         }
+        b'_' => Value::Null,
         b'*' if number() < 0 => Value::Array(None),
-        b'*' => {
+        kind @ (b'*' | b'~' | b'%') => {
+            let per_entry = if kind == b'%' { 2 } else { 1 };
             let mut items = Vec::new();
-            for _ in 0..number() {
+            for _ in 0..number() * per_entry {
                 let (item, next) = parse_at(buf, end);
                 items.push(item);
                 end = next;
@@ -166,6 +181,16 @@ fn parse_at(buf: &[u8], start: usize) -> (Entry<'_>, usize) {
 }
 
 impl Entry<'_> {
+    /// The first line, CRLF included: the type and, for an aggregate, its length as sent.
+    fn header(&self) -> &[u8] {
+        let end = self
+            .raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("CRLF");
+        &self.raw[..end + 2]
+    }
+
     fn items(&self) -> &[Entry<'_>] {
         match &self.value {
             Value::Array(Some(items)) => items,
@@ -319,7 +344,7 @@ fn all_specs() -> Vec<&'static CommandSpec> {
 
 #[test]
 fn table_matches_the_live_command_set_field_by_field() {
-    let mut live = Live::start();
+    let mut live = Live::start(Protocol::Resp2);
     let reply = live.call(&[b"COMMAND"]);
     let everything = parse(&reply);
     let mut entries: Vec<&Entry<'_>> = everything.items().iter().collect();
@@ -342,7 +367,14 @@ fn table_matches_the_live_command_set_field_by_field() {
 
 #[test]
 fn info_and_docs_are_byte_identical_for_every_command() {
-    let mut live = Live::start();
+    for protocol in PROTOCOLS {
+        info_and_docs_in(protocol);
+    }
+}
+
+fn info_and_docs_in(protocol: Protocol) {
+    let mut live = Live::start(protocol);
+    assert_same(&mut live, &[b"COMMAND", b"COUNT"]);
     for spec in all_specs() {
         let name = spec.name.as_bytes();
         assert_same(&mut live, &[b"COMMAND", b"INFO", name]);
@@ -386,8 +418,9 @@ fn info_and_docs_are_byte_identical_for_every_command() {
     }
 }
 
-/// Redis lists every command in its hash table's random order, so these compare as sorted sets of entries.
-fn sorted_elements(reply: &[u8], chunk: usize) -> (usize, Vec<Vec<u8>>) {
+/// Redis lists every command in its hash table's random order, so these compare as sorted sets of entries
+/// (with the header: the type of aggregate and its length).
+fn sorted_elements(reply: &[u8], chunk: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
     let parsed = parse(reply);
     let items = parsed.items();
     let mut chunks: Vec<Vec<u8>> = items
@@ -395,19 +428,29 @@ fn sorted_elements(reply: &[u8], chunk: usize) -> (usize, Vec<Vec<u8>>) {
         .map(|c| c.iter().flat_map(canonical).collect())
         .collect();
     chunks.sort();
-    (items.len(), chunks)
+    (parsed.header().to_vec(), chunks)
 }
 
 #[test]
 fn full_listings_match_as_sets() {
-    let mut live = Live::start();
+    for protocol in PROTOCOLS {
+        full_listings_in(protocol);
+    }
+}
+
+fn full_listings_in(protocol: Protocol) {
+    let mut live = Live::start(protocol);
     let mut check = |args: &[&[u8]], chunk: usize| {
         let theirs = sorted_elements(&live.call(args), chunk);
-        let mine = sorted_elements(&ours(args), chunk);
-        assert!(theirs.0 > 0 || args.len() > 3, "{:?} listed nothing", args);
+        let mine = sorted_elements(&ours(args, protocol), chunk);
+        assert!(
+            !theirs.1.is_empty() || args.len() > 3,
+            "{:?} listed nothing",
+            args
+        );
         assert!(
             theirs == mine,
-            "{:?}: listings differ",
+            "{protocol:?}: {:?}: listings differ",
             args.iter().map(|a| show(a)).collect::<Vec<_>>()
         );
     };
@@ -704,7 +747,8 @@ fn generated_corpus() -> Vec<Vec<String>> {
 
 #[test]
 fn getkeys_matches_redis_on_a_corpus() {
-    let mut live = Live::start();
+    let mut live = Live::start(Protocol::Resp2);
+    let mut live3 = Live::start(Protocol::Resp3);
     let mut corpus: Vec<Vec<String>> = SHAPES
         .iter()
         .map(|shape| shape.iter().map(|w| w.to_string()).collect())
@@ -717,6 +761,7 @@ fn getkeys_matches_redis_on_a_corpus() {
             let mut request: Vec<&[u8]> = vec![b"COMMAND", sub];
             request.extend(&words);
             assert_same(&mut live, &request);
+            assert_same(&mut live3, &request);
         }
         // And the session's own entry point, against the keys Redis listed.
         let mut request: Vec<&[u8]> = vec![b"COMMAND", b"GETKEYS"];
@@ -764,7 +809,13 @@ fn getkeys_matches_redis_on_a_corpus() {
 
 #[test]
 fn errors_are_byte_identical() {
-    let mut live = Live::start();
+    for protocol in PROTOCOLS {
+        errors_in(protocol);
+    }
+}
+
+fn errors_in(protocol: Protocol) {
+    let mut live = Live::start(protocol);
     let long = "x".repeat(300);
     let many: Vec<String> = (0..200).map(|i| format!("arg{i}")).collect();
     let mut cases: Vec<Vec<Vec<u8>>> = vec![

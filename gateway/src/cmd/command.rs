@@ -1,4 +1,6 @@
-//! `COMMAND` and its subcommands, answered from the command table as RESP2, byte-identical to redis-server 7.0.
+//! `COMMAND` and its subcommands, answered from the command table byte-identical to redis-server 7.0, in the
+//! connection's protocol: RESP2, or RESP3 after `HELLO 3` (sets for flags and ACL categories, maps for key specs
+//! and docs, `_` for unknown names). The table holds Redis' own bytes for both, so neither protocol converts.
 //!
 //! The one difference: where Redis lists every command (`COMMAND`, `COMMAND INFO`/`DOCS` without names,
 //! `COMMAND LIST`) it walks its hash table, whose order changes with each server's random hash seed; the gateway
@@ -7,53 +9,55 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::spec::{self, ACL_CATEGORY_NAMES, CommandSpec, KEY_FLAG_NAMES};
-use super::table::{DOCS, HELP, INFO, TOP_LEVEL_COUNT, TOP_LEVEL_DOCS_LEN, TOP_LEVEL_INFO_LEN};
+use super::table::{HELP, TOP_LEVEL_COUNT, TOP_LEVEL_DOCS, TOP_LEVEL_INFO};
+use crate::resp::{self, Protocol};
 
-/// Answers a `COMMAND ...` request (`args[0]` is `COMMAND`, in any case) into `out`, errors included.
-pub fn reply(args: &[Bytes], out: &mut BytesMut) {
+/// Answers a `COMMAND ...` request (`args[0]` is `COMMAND`, in any case) into `out` in `protocol`, errors
+/// included.
+pub fn reply(args: &[Bytes], protocol: Protocol, out: &mut BytesMut) {
     let spec = match spec::lookup(args) {
         Ok(spec) => spec,
         Err(error) => return error.write_reply(out),
     };
     let names = args.get(2..).unwrap_or_default();
     match spec.name {
-        "command" => all_info(out),
-        "command|count" => integer(out, TOP_LEVEL_COUNT),
-        "command|info" if names.is_empty() => all_info(out),
+        "command" => all_info(protocol, out),
+        "command|count" => resp::integer(out, TOP_LEVEL_COUNT as i64),
+        "command|info" if names.is_empty() => all_info(protocol, out),
         "command|info" => {
-            array_len(out, names.len());
+            resp::array_header(out, names.len());
             for name in names {
                 match spec::lookup_by_name(name) {
-                    Some(spec) => out.put_slice(spec.info),
-                    // `addReplyNull`: a null bulk string in RESP2.
-                    None => out.put_slice(b"$-1\r\n"),
+                    Some(spec) => out.put_slice(spec.info.get(protocol)),
+                    // `addReplyNull`.
+                    None => resp::null(out, protocol),
                 }
             }
         }
         "command|docs" if names.is_empty() => {
-            array_len(out, 2 * TOP_LEVEL_COUNT);
-            out.put_slice(DOCS.get(..TOP_LEVEL_DOCS_LEN).unwrap_or_default());
+            resp::map_header(out, TOP_LEVEL_COUNT, protocol);
+            out.put_slice(TOP_LEVEL_DOCS.get(protocol));
         }
         "command|docs" => {
-            // Unknown names are left out of the (RESP2-flattened) map.
+            // Unknown names are left out of the map.
             let found = || names.iter().filter_map(|name| spec::lookup_by_name(name));
-            array_len(out, 2 * found().count());
+            resp::map_header(out, found().count(), protocol);
             for spec in found() {
-                out.put_slice(spec.docs);
+                out.put_slice(spec.docs.get(protocol));
             }
         }
         "command|list" => list(names, out),
-        "command|getkeys" => getkeys(names, false, out),
-        "command|getkeysandflags" => getkeys(names, true, out),
+        "command|getkeys" => getkeys(names, false, protocol, out),
+        "command|getkeysandflags" => getkeys(names, true, protocol, out),
         "command|help" => out.put_slice(HELP),
         // Not a COMMAND request at all: the caller routed it here by mistake.
-        other => error(out, &format!("ERR '{other}' is not a COMMAND subcommand")),
+        other => resp::error(out, &format!("ERR '{other}' is not a COMMAND subcommand")),
     }
 }
 
-fn all_info(out: &mut BytesMut) {
-    array_len(out, TOP_LEVEL_COUNT);
-    out.put_slice(INFO.get(..TOP_LEVEL_INFO_LEN).unwrap_or_default());
+fn all_info(protocol: Protocol, out: &mut BytesMut) {
+    resp::array_header(out, TOP_LEVEL_COUNT);
+    out.put_slice(TOP_LEVEL_INFO.get(protocol));
 }
 
 /// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`.
@@ -80,10 +84,10 @@ fn list(options: &[Bytes], out: &mut BytesMut) {
             } else if kind.eq_ignore_ascii_case(b"pattern") {
                 Filter::Pattern(arg)
             } else {
-                return error(out, "ERR syntax error");
+                return resp::error(out, "ERR syntax error");
             }
         }
-        _ => return error(out, "ERR syntax error"),
+        _ => return resp::error(out, "ERR syntax error"),
     };
     let matches = |spec: &CommandSpec| match filter {
         Filter::All => true,
@@ -97,42 +101,40 @@ fn list(options: &[Bytes], out: &mut BytesMut) {
             .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
             .filter(|spec| matches(spec))
     };
-    array_len(out, listed().count());
+    resp::array_header(out, listed().count());
     for spec in listed() {
-        bulk(out, spec.name.as_bytes());
+        resp::bulk(out, spec.name.as_bytes());
     }
 }
 
 /// `COMMAND GETKEYS` / `GETKEYSANDFLAGS` (server.c `getKeysSubcommandImpl`), with its checks in Redis' order.
-fn getkeys(command: &[Bytes], with_flags: bool, out: &mut BytesMut) {
+fn getkeys(command: &[Bytes], with_flags: bool, protocol: Protocol, out: &mut BytesMut) {
     let Some(spec) = spec::resolve(command) else {
-        return error(out, "ERR Invalid command specified");
+        return resp::error(out, "ERR Invalid command specified");
     };
     if !spec.takes_keys() {
-        return error(out, "ERR The command has no key arguments");
+        return resp::error(out, "ERR The command has no key arguments");
     }
     if !spec.arity_ok(command.len()) {
-        return error(out, "ERR Invalid number of arguments specified for command");
+        return resp::error(out, "ERR Invalid number of arguments specified for command");
     }
     let mut keys = Vec::new();
     if let Err(e) = spec.keys_and_flags(command, &mut keys) {
         return e.write_reply(out);
     }
-    array_len(out, keys.len());
+    resp::array_header(out, keys.len());
     for (index, flags) in keys {
         let key = command.get(index).map_or(&[][..], |key| &key[..]);
         if with_flags {
-            array_len(out, 2);
-            bulk(out, key);
+            resp::array_header(out, 2);
+            resp::bulk(out, key);
             let names = KEY_FLAG_NAMES.iter().filter(|(_, bit)| flags & bit != 0);
-            array_len(out, names.clone().count());
+            resp::set_header(out, names.clone().count(), protocol);
             for (name, _) in names {
-                out.put_u8(b'+');
-                out.put_slice(name.as_bytes());
-                out.put_slice(b"\r\n");
+                resp::simple(out, name.as_bytes());
             }
         } else {
-            bulk(out, key);
+            resp::bulk(out, key);
         }
     }
 }
@@ -226,44 +228,81 @@ fn glob_match(mut pattern: &[u8], mut string: &[u8], skip_longer: &mut bool) -> 
     pattern.is_empty() && string.is_empty()
 }
 
-fn error(out: &mut BytesMut, text: &str) {
-    out.put_u8(b'-');
-    out.put_slice(text.as_bytes());
-    out.put_slice(b"\r\n");
-}
-
-fn integer(out: &mut BytesMut, n: usize) {
-    out.put_u8(b':');
-    out.put_slice(itoa::Buffer::new().format(n).as_bytes());
-    out.put_slice(b"\r\n");
-}
-
-fn array_len(out: &mut BytesMut, n: usize) {
-    out.put_u8(b'*');
-    out.put_slice(itoa::Buffer::new().format(n).as_bytes());
-    out.put_slice(b"\r\n");
-}
-
-fn bulk(out: &mut BytesMut, bytes: &[u8]) {
-    out.put_u8(b'$');
-    out.put_slice(itoa::Buffer::new().format(bytes.len()).as_bytes());
-    out.put_slice(b"\r\n");
-    out.put_slice(bytes);
-    out.put_slice(b"\r\n");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn run(words: &[&str]) -> String {
+        run_in(Protocol::Resp2, words)
+    }
+
+    fn run_in(protocol: Protocol, words: &[&str]) -> String {
         let args: Vec<Bytes> = words
             .iter()
             .map(|w| Bytes::copy_from_slice(w.as_bytes()))
             .collect();
         let mut out = BytesMut::new();
-        reply(&args, &mut out);
+        reply(&args, protocol, &mut out);
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Every entry of the table is exactly one reply in each protocol, and the top-level slices hold one per
+    /// top-level command: a generator slip would show here before any client sees it.
+    #[test]
+    fn every_raw_reply_is_whole() {
+        let one_reply = |bytes: &[u8], what: &str| {
+            assert_eq!(resp::reply_len(bytes), Some(bytes.len()), "{what}");
+        };
+        for spec in spec::commands()
+            .iter()
+            .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
+        {
+            for protocol in [Protocol::Resp2, Protocol::Resp3] {
+                one_reply(spec.info.get(protocol), spec.name);
+                // A name, then its docs.
+                let docs = spec.docs.get(protocol);
+                let name = resp::reply_len(docs).unwrap_or_default();
+                one_reply(&docs[name..], spec.name);
+            }
+        }
+        for protocol in [Protocol::Resp2, Protocol::Resp3] {
+            assert_eq!(
+                resp::each_reply(TOP_LEVEL_INFO.get(protocol)).count(),
+                TOP_LEVEL_COUNT
+            );
+            assert_eq!(
+                resp::each_reply(TOP_LEVEL_DOCS.get(protocol)).count(),
+                2 * TOP_LEVEL_COUNT
+            );
+        }
+    }
+
+    #[test]
+    fn resp3_shapes() {
+        let run3 = |words: &[&str]| run_in(Protocol::Resp3, words);
+        assert!(
+            run3(&["command", "info", "nosuch", "GET"])
+                .starts_with("*2\r\n_\r\n*10\r\n$3\r\nget\r\n:2\r\n~2\r\n+readonly\r\n")
+        );
+        assert!(
+            run3(&["command", "docs", "nosuch", "GET"]).starts_with("%1\r\n$3\r\nget\r\n%5\r\n")
+        );
+        assert_eq!(run3(&["command", "docs", "nosuch"]), "%0\r\n");
+        assert!(run3(&["command", "docs"]).starts_with("%240\r\n"));
+        assert!(run3(&["command"]).starts_with("*240\r\n*10\r\n"));
+        assert_eq!(
+            run3(&["command", "getkeysandflags", "set", "k", "v"]),
+            "*1\r\n*2\r\n$1\r\nk\r\n~2\r\n+OW\r\n+update\r\n"
+        );
+        for same in [
+            &["command", "count"][..],
+            &["command", "getkeys", "mset", "a", "1", "b", "2"],
+            &["command", "list", "filterby", "pattern", "config*"],
+            &["command", "list", "x"],
+            &["command", "help"],
+        ] {
+            assert_eq!(run3(same), run(same), "{same:?}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::table::COMMANDS;
+use crate::resp::Protocol;
 
 /// Command flags (`CommandSpec::flags`). All but the last three are the flags `COMMAND INFO` prints.
 pub mod flag {
@@ -166,11 +167,43 @@ pub struct CommandSpec {
     pub subcommands: &'static [CommandSpec],
     /// The key finder Redis uses where the key specs cannot say.
     pub keys_proc: KeysProc,
-    /// The raw RESP2 `COMMAND INFO` entry. A container's subcommands are sorted by name: Redis lists them in a
+    /// The raw `COMMAND INFO` entry. A container's subcommands are sorted by name: Redis lists them in a
     /// per-process random order, so no fixed order could match every server.
-    pub info: &'static [u8],
-    /// The raw RESP2 name + docs pair of a `COMMAND DOCS` reply, subcommands sorted likewise.
-    pub docs: &'static [u8],
+    pub info: RawReply,
+    /// The raw name + docs pair of a `COMMAND DOCS` reply, subcommands sorted likewise.
+    pub docs: RawReply,
+}
+
+/// Bytes of a reply exactly as redis-server sends them in each protocol: RESP2, and RESP3 after `HELLO 3` (where
+/// flags are sets, key specs and docs maps, ...). Both are captured from a live server, never converted.
+#[derive(Debug, Clone, Copy)]
+pub struct RawReply {
+    pub resp2: &'static [u8],
+    pub resp3: &'static [u8],
+}
+
+impl RawReply {
+    /// The bytes for a connection speaking `protocol`.
+    pub fn get(&self, protocol: Protocol) -> &'static [u8] {
+        match protocol {
+            Protocol::Resp2 => self.resp2,
+            Protocol::Resp3 => self.resp3,
+        }
+    }
+
+    /// `resp2[start2..end2]` and `resp3[start3..end3]`, at compile time (a range out of bounds fails the build).
+    pub(super) const fn slice(
+        self,
+        start2: usize,
+        end2: usize,
+        start3: usize,
+        end3: usize,
+    ) -> RawReply {
+        RawReply {
+            resp2: self.resp2.split_at(end2).0.split_at(start2).1,
+            resp3: self.resp3.split_at(end3).0.split_at(start3).1,
+        }
+    }
 }
 
 /// Where a key spec's keys are, Redis' `keySpec`.

@@ -1,7 +1,7 @@
 //! The registry of connected clients, for CLIENT LIST / CLIENT INFO and INFO's clients section.
 //!
 //! Touched on connect, disconnect and the rare commands that change what CLIENT LIST shows (AUTH, SETNAME,
-//! SELECT): never per command.
+//! SETINFO, SELECT): never per command.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -18,12 +18,29 @@ pub struct ClientInfo {
     pub db: AtomicU32,
     /// The protocol the client speaks: 2 or 3.
     pub resp: AtomicU32,
-    /// Tenant name and client name.
-    names: Mutex<(Option<String>, Option<String>)>,
+    names: Mutex<Names>,
     /// Set by CLIENT KILL from another connection (any worker); the session closes when it is woken (see
     /// `Gateway::wake_sessions`).
     killed: AtomicBool,
     state: Mutex<ClientState>,
+}
+
+/// The names CLIENT LIST shows: who the client is and what it calls itself.
+#[derive(Clone, Default)]
+struct Names {
+    tenant: Option<String>,
+    /// `CLIENT SETNAME`.
+    client: Option<String>,
+    /// `CLIENT SETINFO LIB-NAME` and `LIB-VER` (Redis 7.2's): the client library and its version.
+    lib_name: Option<String>,
+    lib_ver: Option<String>,
+}
+
+/// The attributes of `CLIENT SETINFO`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LibAttribute {
+    Name,
+    Version,
 }
 
 /// What the client's transactions, subscriptions and blocking commands left it in, as CLIENT LIST shows it.
@@ -66,7 +83,7 @@ impl ClientInfo {
             created: Instant::now(),
             db: AtomicU32::new(0),
             resp: AtomicU32::new(2),
-            names: Mutex::new((None, None)),
+            names: Mutex::new(Names::default()),
             killed: AtomicBool::new(false),
             state: Mutex::new(ClientState::default()),
         }
@@ -81,24 +98,33 @@ impl ClientInfo {
         self.killed.load(Ordering::Acquire)
     }
 
-    fn names(&self) -> std::sync::MutexGuard<'_, (Option<String>, Option<String>)> {
+    fn names(&self) -> std::sync::MutexGuard<'_, Names> {
         self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn set_tenant(&self, tenant: &str) {
-        self.names().0 = Some(tenant.to_string());
+        self.names().tenant = Some(tenant.to_string());
     }
 
     pub fn tenant(&self) -> Option<String> {
-        self.names().0.clone()
+        self.names().tenant.clone()
     }
 
     pub fn set_name(&self, name: Option<String>) {
-        self.names().1 = name;
+        self.names().client = name;
     }
 
     pub fn name(&self) -> Option<String> {
-        self.names().1.clone()
+        self.names().client.clone()
+    }
+
+    /// `CLIENT SETINFO`: the library's name or version, `None` to clear it.
+    pub fn set_lib(&self, attribute: LibAttribute, value: Option<String>) {
+        let mut names = self.names();
+        match attribute {
+            LibAttribute::Name => names.lib_name = value,
+            LibAttribute::Version => names.lib_ver = value,
+        }
     }
 
     /// Records the client's stateful-command state (on the commands that change it, never per command).
@@ -112,9 +138,9 @@ impl ClientInfo {
     }
 
     /// One line in the format of Redis' CLIENT LIST (fields the gateway does not track are given Redis'
-    /// idle values).
+    /// idle values): Redis 7.0's fields, then Redis 7.2's `lib-name` and `lib-ver` (empty when unset).
     pub fn describe(&self, current_command: &str) -> String {
-        let (tenant, name) = self.names().clone();
+        let names = self.names().clone();
         let state = *self.state.lock().unwrap_or_else(|e| e.into_inner());
         let multi = state
             .multi
@@ -124,11 +150,11 @@ impl ClientInfo {
             line,
             "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} \
              qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} \
-             user={} redir=-1 resp={}",
+             user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.local_addr,
-            name.unwrap_or_default(),
+            names.client.unwrap_or_default(),
             self.created.elapsed().as_secs(),
             state.flags(),
             self.db.load(Ordering::Relaxed),
@@ -137,8 +163,10 @@ impl ClientInfo {
             state.shard_channels,
             multi,
             current_command,
-            tenant.unwrap_or_else(|| "default".to_string()),
+            names.tenant.unwrap_or_else(|| "default".to_string()),
             self.resp.load(Ordering::Relaxed),
+            names.lib_name.unwrap_or_default(),
+            names.lib_ver.unwrap_or_default(),
         );
         line
     }

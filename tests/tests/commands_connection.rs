@@ -1,9 +1,9 @@
 //! Connection-level commands through the gateway compared with a plain redis-server (see
 //! `switchyard_tests::compare`): SELECT with a database per connection, MOVE and SWAPDB where the route allows
-//! them, HELLO and RESP3, CLIENT TRACKING.
+//! them, HELLO and RESP3, CLIENT TRACKING, and Redis 7.2's CLIENT SETINFO, which today's clients send on connect.
 
 use serde_json::json;
-use switchyard_tests::compare::{Topology, each_topology};
+use switchyard_tests::compare::{Comparison, Topology, each_topology};
 use switchyard_tests::{Gateway, RawClient, RedisServer};
 
 const OUT_OF_RANGE: &[u8] = b"-ERR DB index is out of range\r\n";
@@ -141,4 +141,91 @@ fn hello_switches_protocols_and_tracking_is_refused() {
         // The connection is still open and still RESP2.
         c.same(&["GET", "nope"]);
     });
+}
+
+/// `CLIENT SETINFO LIB-NAME|LIB-VER value` as Redis 7.2 answers it (redis-py 8 and node-redis 6 send it on
+/// connect); the Redis 7.0 reference does not know it, so each reply is a documented difference. The values show
+/// at the end of `CLIENT INFO` and `CLIENT LIST` lines, as in Redis 7.2.
+#[test]
+fn client_setinfo_is_redis_7_2s() {
+    let why = "docs/commands.md#client: CLIENT SETINFO is Redis 7.2's";
+    each_topology(|c| {
+        // Redis 7.2's fields, empty until set.
+        let info = |c: &mut Comparison| text(&c.both(&["CLIENT", "INFO"]).1);
+        let resp = format!("resp={}", c.protocol());
+        let line = info(c);
+        assert!(
+            line.ends_with(&format!(" {resp} lib-name= lib-ver=\n\r\n")),
+            "{line}"
+        );
+        c.differs(
+            &["CLIENT", "SETINFO", "LIB-NAME", "redis-py"],
+            b"+OK\r\n",
+            why,
+        );
+        c.differs(&["client", "setinfo", "lib-ver", "8.0.1"], b"+OK\r\n", why);
+        for (args, error) in [
+            (
+                &["CLIENT", "SETINFO", "badger", "hamster"][..],
+                "Unrecognized option 'badger'",
+            ),
+            (
+                &["CLIENT", "SETINFO", "lib-name", "redis py"],
+                "lib-name cannot contain spaces, newlines or special characters.",
+            ),
+            (
+                &["CLIENT", "SETINFO", "LIB-VER", "8.0\n"],
+                "LIB-VER cannot contain spaces, newlines or special characters.",
+            ),
+            (
+                &["CLIENT", "SETINFO", "lib-name"],
+                "wrong number of arguments for 'client|setinfo' command",
+            ),
+            (
+                &["CLIENT", "SETINFO", "lib-name", "a", "b"],
+                "wrong number of arguments for 'client|setinfo' command",
+            ),
+        ] {
+            c.differs(args, format!("-ERR {error}\r\n").as_bytes(), why);
+        }
+        // The errors left both values as they were.
+        let line = info(c);
+        assert!(
+            line.ends_with(&format!(" {resp} lib-name=redis-py lib-ver=8.0.1\n\r\n")),
+            "{line}"
+        );
+        let (_, list) = c.both(&["CLIENT", "LIST"]);
+        assert!(
+            text(&list).contains(" lib-name=redis-py lib-ver=8.0.1\n"),
+            "{}",
+            text(&list)
+        );
+        // An empty value clears one.
+        c.differs(&["CLIENT", "SETINFO", "lib-name", ""], b"+OK\r\n", why);
+        let line = info(c);
+        assert!(line.ends_with(" lib-name= lib-ver=8.0.1\n\r\n"), "{line}");
+        // No Redis 7 has CLIENT MAINT_NOTIFICATIONS (node-redis 6 may send it): Redis 7.0's error.
+        c.all_same(&[
+            &[
+                "CLIENT",
+                "MAINT_NOTIFICATIONS",
+                "on",
+                "moving-endpoint-type",
+                "internal-ip",
+            ],
+            &["CLIENT", "NOSUCH"],
+            &["PING"],
+        ]);
+        // RESET forgets the client name, not the library's (Redis 7.2 keeps them too). Last: it goes back to RESP2.
+        c.same(&["RESET"]);
+        let line = info(c);
+        assert!(
+            line.ends_with(" resp=2 lib-name= lib-ver=8.0.1\n\r\n"),
+            "{line}"
+        );
+    });
+}
+
+fn text(reply: &[u8]) -> String {
+    String::from_utf8_lossy(reply).into_owned()
 }

@@ -375,7 +375,7 @@ fn quoted(bytes: &[u8], limit: usize) -> Bytes {
 }
 
 /// What C string functions (`%s`, `strcasecmp`, `atoi`) see of an argument: the bytes before the first NUL.
-fn c_str(bytes: &[u8]) -> &[u8] {
+pub(crate) fn c_str(bytes: &[u8]) -> &[u8] {
     bytes
         .iter()
         .position(|&b| b == 0)
@@ -431,7 +431,7 @@ fn find_subcommand(container: &'static CommandSpec, name: &[u8]) -> Option<&'sta
 
 /// Finds the command `args` invoke, checks its arity, and returns it. Errors are Redis' for the same request.
 pub fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
-    let Some(spec) = resolve(args) else {
+    let Some(spec) = resolve(args).or_else(|| newer_subcommand(args)) else {
         // `resolve` fails with a known first argument only for a container given an unknown subcommand.
         let container = args.first().and_then(|name| find(COMMANDS, 0, name));
         return Err(match (container, args.get(1)) {
@@ -447,6 +447,42 @@ pub fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
     } else {
         Err(CommandError::WrongArity { name: spec.name })
     }
+}
+
+/// Subcommands of Redis versions after the table's that clients send on connect, which the gateway serves
+/// itself: Redis 7.2's `CLIENT SETINFO` (redis-py 8 and node-redis 6 send it). `lookup` finds them, so they run;
+/// `resolve` and `lookup_by_name` do not, so `COMMAND` and its subcommands still answer exactly as the table's
+/// Redis does, which has no such subcommand.
+static NEWER_SUBCOMMANDS: &[CommandSpec] = &[CommandSpec {
+    name: "client|setinfo",
+    // Arity, flags and ACL categories are Redis 7.2's, the same as `client|setname`'s.
+    arity: 4,
+    flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::NO_KEYS,
+    acl_categories: acl::SLOW | acl::CONNECTION,
+    key_specs: &[],
+    subcommands: &[],
+    keys_proc: KeysProc::None,
+    // Never served: `COMMAND` does not know these.
+    info: RawReply {
+        resp2: &[],
+        resp3: &[],
+    },
+    docs: RawReply {
+        resp2: &[],
+        resp3: &[],
+    },
+}];
+
+/// The newer subcommand `args` invoke (see `NEWER_SUBCOMMANDS`), without the arity check. Only asked when the
+/// table knows no such command, so the requests it serves pay nothing for it.
+fn newer_subcommand(args: &[Bytes]) -> Option<&'static CommandSpec> {
+    let (container, subcommand) = (args.first()?, args.get(1)?);
+    NEWER_SUBCOMMANDS.iter().find(|spec| {
+        spec.name.split_once('|').is_some_and(|(c, s)| {
+            container.eq_ignore_ascii_case(c.as_bytes())
+                && subcommand.eq_ignore_ascii_case(s.as_bytes())
+        })
+    })
 }
 
 /// The last few commands a connection looked up, as the client spelled them. Pipelines repeat a handful of
@@ -1163,6 +1199,29 @@ mod tests {
             lookup(&args(&["randomkey"]))
                 .unwrap()
                 .has(flag::NONDETERMINISTIC)
+        );
+    }
+
+    /// `CLIENT SETINFO` runs, with Redis 7.2's arity, but `COMMAND` (which resolves names itself) stays 7.0's.
+    #[test]
+    fn newer_subcommands_are_found_by_lookup_only() {
+        let setinfo = lookup(&args(&["Client", "SETINFO", "lib-name", "x"])).unwrap();
+        assert_eq!(setinfo.name, "client|setinfo");
+        assert!(setinfo.has(flag::NO_KEYS) && setinfo.acl_categories & acl::CONNECTION != 0);
+        assert_eq!(
+            err(&["client", "setinfo", "lib-name"]),
+            "ERR wrong number of arguments for 'client|setinfo' command"
+        );
+        assert!(resolve(&args(&["client", "setinfo", "lib-name", "x"])).is_none());
+        assert!(lookup_by_name(b"client|setinfo").is_none());
+        // Only as a subcommand of its own container.
+        assert_eq!(
+            err(&["config", "setinfo", "a", "b"]),
+            "ERR unknown subcommand 'setinfo'. Try CONFIG HELP."
+        );
+        assert_eq!(
+            err(&["client", "maint_notifications", "on"]),
+            "ERR unknown subcommand 'maint_notifications'. Try CLIENT HELP."
         );
     }
 

@@ -8,8 +8,9 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Session;
-use crate::clients::ClientInfo;
+use crate::clients::{ClientInfo, LibAttribute};
 use crate::cmd::CommandSpec;
+use crate::cmd::spec::c_str;
 use crate::resp;
 
 /// What CLIENT KILL answers: `+OK` for the old `CLIENT KILL addr` form, the number killed for filters.
@@ -98,6 +99,13 @@ impl Session {
             "client|getname" => match self.info.name() {
                 Some(name) => self.local_reply(started, |out| resp::bulk(out, name.as_bytes())),
                 None => self.local_reply(started, |out| resp::null(out, self.protocol)),
+            },
+            "client|setinfo" => match lib_info(args) {
+                Ok((attribute, value)) => {
+                    self.info.set_lib(attribute, value);
+                    self.local_reply(started, |out| resp::simple(out, b"OK"));
+                }
+                Err(e) => self.local_error(started, &e),
             },
             "client|id" => self.local_reply(started, |out| resp::integer(out, self.info.id as i64)),
             "client|info" => {
@@ -205,6 +213,31 @@ impl Session {
     }
 }
 
+/// `CLIENT SETINFO attribute value` as Redis 7.2 reads it (`clientSetinfoCommand`): which attribute, and its new
+/// value (`None`: an empty value clears it), or Redis' error. Both are C strings there, so a NUL ends them; the
+/// value must be printable ASCII without spaces, or it would break CLIENT LIST's format.
+fn lib_info(args: &[Bytes]) -> Result<(LibAttribute, Option<String>), String> {
+    let [_, _, attribute, value] = args else {
+        return Err("ERR wrong number of arguments for 'client|setinfo' command".into());
+    };
+    let attribute_text = String::from_utf8_lossy(c_str(attribute));
+    let attribute = if attribute_text.eq_ignore_ascii_case("lib-name") {
+        LibAttribute::Name
+    } else if attribute_text.eq_ignore_ascii_case("lib-ver") {
+        LibAttribute::Version
+    } else {
+        return Err(format!("ERR Unrecognized option '{attribute_text}'"));
+    };
+    let value = c_str(value);
+    if value.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(format!(
+            "ERR {attribute_text} cannot contain spaces, newlines or special characters."
+        ));
+    }
+    let value = (!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned());
+    Ok((attribute, value))
+}
+
 /// `CLIENT LIST [TYPE type | ID id ...]`: which client ids to list.
 fn list_filter(args: &[Bytes]) -> Result<Box<dyn Fn(u64) -> bool>, String> {
     match args {
@@ -248,5 +281,56 @@ fn client_refusal(name: &str) -> &'static str {
             ": blocked clients are released by their own timeout or by disconnecting"
         }
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setinfo(attribute: &[u8], value: &[u8]) -> Result<(LibAttribute, Option<String>), String> {
+        let args = [&b"CLIENT"[..], b"SETINFO", attribute, value].map(Bytes::copy_from_slice);
+        lib_info(&args)
+    }
+
+    #[test]
+    fn setinfo_reads_its_arguments_as_redis_7_2_does() {
+        assert_eq!(
+            setinfo(b"LIB-NAME", b"redis-py(x_y)"),
+            Ok((LibAttribute::Name, Some("redis-py(x_y)".into())))
+        );
+        assert_eq!(
+            setinfo(b"lib-ver", b"8.0.0"),
+            Ok((LibAttribute::Version, Some("8.0.0".into())))
+        );
+        assert_eq!(setinfo(b"Lib-Ver", b""), Ok((LibAttribute::Version, None)));
+        // C strings: a NUL ends the attribute and the value.
+        assert_eq!(
+            setinfo(b"lib-name\0x", b"a\0 b"),
+            Ok((LibAttribute::Name, Some("a".into())))
+        );
+        assert_eq!(
+            setinfo(b"badger", b"hamster").unwrap_err(),
+            "ERR Unrecognized option 'badger'"
+        );
+        for bad in [
+            &b"redis py"[..],
+            b"v\n",
+            b"v\r",
+            b"\x7f",
+            b"caf\xc3\xa9",
+            b"\t",
+        ] {
+            assert_eq!(
+                setinfo(b"LIB-name", bad).unwrap_err(),
+                "ERR LIB-name cannot contain spaces, newlines or special characters.",
+                "{bad:?}"
+            );
+        }
+        let short = [&b"CLIENT"[..], b"SETINFO", b"lib-name"].map(Bytes::copy_from_slice);
+        assert_eq!(
+            lib_info(&short).unwrap_err(),
+            "ERR wrong number of arguments for 'client|setinfo' command"
+        );
     }
 }

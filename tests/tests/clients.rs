@@ -1,7 +1,8 @@
 //! Today's default clients, redis-py 8 (from PyPI) and node-redis 6 (from npm; `scripts/test` installs both),
 //! with every option left as it is: they speak RESP3 (`HELLO 3 AUTH ...` on connect), and the first things an
 //! application does through the gateway work, with the types a RESP3 client gets (maps as dicts, doubles as
-//! floats, nulls), pub/sub included.
+//! floats, nulls), pub/sub included, and the library name and version they send with `CLIENT SETINFO` show in
+//! `CLIENT INFO`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -33,6 +34,9 @@ assert limiter(keys=["quota"], args=[5]) == 5
 assert r.config_get("maxmemory") == {"maxmemory": "0"}
 assert r.info("keyspace")["db0"]["keys"] == 6
 assert r.client_getname() is None
+# redis-py sends CLIENT SETINFO on connect, and the gateway keeps what it said, as Redis 7.2 does.
+info = r.client_info()
+assert (info["lib-name"], info["lib-ver"]) == ("redis-py", redis.__version__), info
 assert r.blpop(["empty"], timeout=0.1) is None
 p = r.pubsub()
 p.subscribe("news")
@@ -49,7 +53,9 @@ const { createClient } = require('redis');
 (async () => {
   const client = createClient({ url: `redis://default:node-password@127.0.0.1:${process.env.PORT}` });
   await client.connect();
-  assert.match(await client.sendCommand(['CLIENT', 'INFO']), /resp=3/);
+  // node-redis sends CLIENT SETINFO on connect, and the gateway keeps what it said, as Redis 7.2 does.
+  const { version } = require('redis/package.json');
+  assert.match(await client.sendCommand(['CLIENT', 'INFO']), new RegExp(` resp=3 lib-name=node-redis lib-ver=${version}\n$`));
   assert.equal(await client.set('greeting', 'hello'), 'OK');
   assert.equal(await client.get('greeting'), 'hello');
   assert.equal(await client.get('missing'), null);

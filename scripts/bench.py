@@ -104,6 +104,20 @@ SCENARIOS = {
             Comparison("gw-dw-all", "gateway", {"set": 0.75}, "all", cost=True),
         ],
     ),
+    "resp3": Scenario(
+        "resp3: the standalone workloads from RESP3 clients (redis-benchmark -3) beside RESP2 ones (issue 18)",
+        ["set", "get", "mset30", "mget30", "get_p30"],
+        [
+            ("direct", "redis-server itself, RESP2 clients"),
+            ("gateway", "the gateway, single route to that Redis, RESP2 clients"),
+            ("direct-resp3", "the same redis-server, RESP3 clients"),
+            ("gateway-resp3", "the same gateway, RESP3 clients"),
+        ],
+        [
+            Comparison("gateway", "direct", TARGET_VS_DIRECT, "resp2"),
+            Comparison("gateway-resp3", "direct-resp3", TARGET_VS_DIRECT, "resp3"),
+        ],
+    ),
     "cluster": Scenario(
         "cluster: the gateway in front of a 3-master Redis Cluster (targets of issue 4)",
         ["set", "get", "mset30", "mget30", "get_p30"],

@@ -9,6 +9,7 @@ mod control_plane;
 mod helpers;
 mod ports;
 mod process;
+mod protocol;
 mod resp;
 mod topology;
 
@@ -16,5 +17,6 @@ pub use control_plane::{ADMIN_TOKEN, ControlPlane};
 pub use helpers::{command_calls, open_single_tenant, open_tenant, wait_for_slot_map};
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, binary, connect};
+pub use protocol::{PROTOCOLS, assert_speaks, each_protocol, each_protocol_async, null_reply};
 pub use resp::RawClient;
 pub use topology::{ClusterNode, RedisCluster, SentinelGroup, wait_for};

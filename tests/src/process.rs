@@ -307,8 +307,27 @@ impl Gateway {
         }
     }
 
+    /// [`Gateway::url`] for a client speaking `protocol`: 2, or 3 (the `redis` crate then says `HELLO 3` on
+    /// connect).
+    pub fn url_speaking(&self, password: Option<&str>, protocol: u8) -> String {
+        match protocol {
+            2 => self.url(password),
+            3 => format!("{}?protocol=resp3", self.url(password)),
+            _ => panic!("no protocol {protocol}"),
+        }
+    }
+
     pub async fn client(&self, password: Option<&str>) -> redis::aio::MultiplexedConnection {
         connect(&self.url(password)).await
+    }
+
+    /// [`Gateway::client`] speaking `protocol` (see [`Gateway::url_speaking`]).
+    pub async fn client_speaking(
+        &self,
+        password: Option<&str>,
+        protocol: u8,
+    ) -> redis::aio::MultiplexedConnection {
+        connect(&self.url_speaking(password, protocol)).await
     }
 
     /// Replaces the routes file and sends SIGHUP.

@@ -18,6 +18,25 @@ impl RawClient {
         RawClient { stream }
     }
 
+    /// Connects speaking `protocol`: 2 as a connection starts, or 3 after `HELLO 3` (whose reply, a map in
+    /// RESP3, is checked).
+    pub fn connect_speaking(port: u16, protocol: u8) -> RawClient {
+        let mut client = RawClient::connect(port);
+        match protocol {
+            2 => {}
+            3 => {
+                let hello = client.request(&[b"HELLO", b"3"]);
+                assert!(
+                    hello.starts_with(b"%7\r\n"),
+                    "HELLO 3: {}",
+                    String::from_utf8_lossy(&hello)
+                );
+            }
+            _ => panic!("no protocol {protocol}"),
+        }
+        client
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("send");
     }

@@ -1,5 +1,6 @@
 //! Route tables end to end: sharding checked on the backends themselves, multi-key split and merge, CROSSSLOT,
-//! double-write with each ack mode, read failover.
+//! double-write with each ack mode, read failover. Double-write and read failover run for clients speaking RESP2
+//! and RESP3.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -7,7 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use switchyard_schemas::placement::Placement;
 use switchyard_schemas::{HashSpec, RouteTable};
-use switchyard_tests::{Gateway, RawClient, RedisServer, open_tenant};
+use switchyard_tests::{
+    Gateway, RawClient, RedisServer, assert_speaks, each_protocol, each_protocol_async, null_reply,
+    open_tenant,
+};
 
 fn sharded(backends: &[RedisServer], hash: Value) -> Value {
     let buckets = hash["buckets"].as_u64();
@@ -179,20 +183,37 @@ fn double_write(primary: &RedisServer, secondary: &RedisServer, ack: &str) -> Va
     json!({"type": "single", "target": {"write": {"resources": [primary.url(), secondary.url()], "ack": ack}}})
 }
 
+/// The `switchyard_double_write_failures_total` lines of the gateway's metrics that count failures to `secondary`.
+fn double_write_failures(gateway: &Gateway, secondary: &str) -> Vec<String> {
+    let (_, metrics) = gateway.admin_get("/metrics");
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("switchyard_double_write_failures_total") && l.contains(secondary)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn double_write_leaves_identical_copies() {
+    each_protocol_async(double_write_leaves_identical_copies_speaking).await;
+}
+
+async fn double_write_leaves_identical_copies_speaking(protocol: u8) {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
     let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "primary")));
-    let url = gateway.url(None);
+    let url = gateway.url_speaking(None, protocol);
     let mut tasks = Vec::new();
     for client in 0..20 {
         let url = url.clone();
         tasks.push(tokio::spawn(async move {
             let mut con = switchyard_tests::connect(&url).await;
+            assert_speaks(&mut con, protocol, &format!("c{client}:speaks")).await;
             for i in 0..500 {
                 let key = format!("c{client}:k{}", i % 50);
-                let _: redis::Value = match i % 5 {
+                let _: redis::Value = match i % 6 {
                     0 => {
                         redis::cmd("SET")
                             .arg(&key)
@@ -218,6 +239,15 @@ async fn double_write_leaves_identical_copies() {
                             .arg(format!("c{client}:hash"))
                             .arg(&key)
                             .arg(i)
+                            .query_async(&mut con)
+                            .await
+                    }
+                    // A double in RESP3: the secondaries' replies of that shape are checked as well.
+                    4 => {
+                        redis::cmd("ZINCRBY")
+                            .arg(format!("c{client}:zset"))
+                            .arg(1.5)
+                            .arg(&key)
                             .query_async(&mut con)
                             .await
                     }
@@ -248,25 +278,34 @@ async fn double_write_leaves_identical_copies() {
     let (a, b) = (dump(&primary), dump(&secondary));
     assert!(a.len() > 100, "the workload wrote data ({} keys)", a.len());
     assert!(a == b, "primary and secondary differ");
+    let failures = double_write_failures(&gateway, &format!("127.0.0.1:{}/0", secondary.port()));
+    assert!(
+        failures.iter().all(|l| l.ends_with(" 0")),
+        "no secondary write failed: {failures:?}"
+    );
 }
 
 #[test]
 fn a_secondary_that_is_down_never_fails_primary_ack_writes() {
+    each_protocol(a_secondary_that_is_down_never_fails_primary_ack_writes_speaking);
+}
+
+fn a_secondary_that_is_down_never_fails_primary_ack_writes_speaking(protocol: u8) {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
     let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "primary")));
-    let mut client = RawClient::connect(gateway.port());
+    let mut client = RawClient::connect_speaking(gateway.port(), protocol);
     client.roundtrip(b"SET before 1\r\n", b"+OK\r\n");
     let resource = format!("127.0.0.1:{}/0", secondary.port());
     drop(secondary);
     for i in 0..20 {
         client.roundtrip(format!("SET k{i} v\r\n").as_bytes(), b"+OK\r\n");
     }
-    let (_, metrics) = gateway.admin_get("/metrics");
-    let line = metrics
-        .lines()
-        .find(|l| l.starts_with("switchyard_double_write_failures_total") && l.contains(&resource))
-        .unwrap_or_else(|| panic!("no failure counter for {resource}:\n{metrics}"));
+    client.roundtrip(b"GET missing\r\n", null_reply(protocol));
+    let failures = double_write_failures(&gateway, &resource);
+    let line = failures
+        .first()
+        .unwrap_or_else(|| panic!("no failure counter for {resource}"));
     let failures: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(failures >= 20, "{line}");
     assert!(gateway.log().contains("double-write to a secondary failed"));
@@ -280,6 +319,10 @@ fn a_secondary_that_is_down_never_fails_primary_ack_writes() {
 /// and a write that fails there (and only there) is counted, once, while the others of its run are applied.
 #[test]
 fn pipelined_double_writes_reach_the_secondary_and_count_each_failure() {
+    each_protocol(pipelined_double_writes_reach_the_secondary_and_count_each_failure_speaking);
+}
+
+fn pipelined_double_writes_reach_the_secondary_and_count_each_failure_speaking(protocol: u8) {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
     let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "primary")));
@@ -289,11 +332,20 @@ fn pipelined_double_writes_reach_the_secondary_and_count_each_failure() {
         .arg("x")
         .query(&mut secondary.client())
         .unwrap();
-    let mut client = RawClient::connect(gateway.port());
+    let mut client = RawClient::connect_speaking(gateway.port(), protocol);
     client.roundtrip(b"INCR k0\r\n", b":1\r\n");
-    client.send(b"INCR k1\r\nINCR k2\r\nINCR k3\r\n");
-    for _ in 0..3 {
-        assert_eq!(client.read_line(), b":1\r\n");
+    // A read in the run (the primary's alone) and a write whose reply has a RESP3 shape (a double).
+    client.send(b"INCR k1\r\nZINCRBY z 1 m\r\nINCR k2\r\nGET missing\r\nINCR k3\r\n");
+    let score: &[u8] = if protocol == 3 {
+        b",1\r\n"
+    } else {
+        b"$1\r\n1\r\n"
+    };
+    for expected in [b":1\r\n", score, b":1\r\n", null_reply(protocol), b":1\r\n"] {
+        assert_eq!(
+            String::from_utf8_lossy(&client.read_reply()),
+            String::from_utf8_lossy(expected)
+        );
     }
     let mut copy = secondary.client();
     switchyard_tests::wait_for("the secondary to apply k3", Duration::from_secs(5), || {
@@ -305,18 +357,27 @@ fn pipelined_double_writes_reach_the_secondary_and_count_each_failure() {
     });
     let k1: i64 = redis::cmd("GET").arg("k1").query(&mut copy).unwrap();
     assert_eq!(k1, 1);
+    let score: f64 = redis::cmd("ZSCORE")
+        .arg("z")
+        .arg("m")
+        .query(&mut copy)
+        .unwrap();
+    assert_eq!(score, 1.0);
     let resource = format!("127.0.0.1:{}/0", secondary.port());
-    let (_, metrics) = gateway.admin_get("/metrics");
-    let line = metrics
-        .lines()
-        .find(|l| l.starts_with("switchyard_double_write_failures_total") && l.contains(&resource))
-        .unwrap_or_else(|| panic!("no failure counter for {resource}:\n{metrics}"));
+    let failures = double_write_failures(&gateway, &resource);
+    let line = failures
+        .first()
+        .unwrap_or_else(|| panic!("no failure counter for {resource}"));
     assert!(line.ends_with(" 1"), "{line}");
     assert!(gateway.log().contains("WRONGTYPE"), "{}", gateway.log());
 }
 
 #[test]
 fn ack_all_check_error_reports_a_failed_secondary() {
+    each_protocol(ack_all_check_error_reports_a_failed_secondary_speaking);
+}
+
+fn ack_all_check_error_reports_a_failed_secondary_speaking(protocol: u8) {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
     let gateway = Gateway::start(&open_tenant(double_write(
@@ -324,8 +385,11 @@ fn ack_all_check_error_reports_a_failed_secondary() {
         &secondary,
         "all_check_error",
     )));
-    let mut client = RawClient::connect(gateway.port());
+    let mut client = RawClient::connect_speaking(gateway.port(), protocol);
     client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    // Every copy's reply is waited for: a null from each.
+    client.roundtrip(b"SET k v XX GET\r\n", b"$1\r\nv\r\n");
+    client.roundtrip(b"SET fresh v XX GET\r\n", null_reply(protocol));
     let port = secondary.port();
     drop(secondary);
     client.send(b"SET k w\r\n");
@@ -344,10 +408,14 @@ fn ack_all_check_error_reports_a_failed_secondary() {
 
 #[test]
 fn random_writes_are_refused_under_double_write() {
+    each_protocol(random_writes_are_refused_under_double_write_speaking);
+}
+
+fn random_writes_are_refused_under_double_write_speaking(protocol: u8) {
     let primary = RedisServer::start();
     let secondary = RedisServer::start();
     let gateway = Gateway::start(&open_tenant(double_write(&primary, &secondary, "all")));
-    let mut client = RawClient::connect(gateway.port());
+    let mut client = RawClient::connect_speaking(gateway.port(), protocol);
     client.roundtrip(b"SADD s a b c\r\n", b":3\r\n");
     client.roundtrip(
         b"SPOP s\r\n",
@@ -365,6 +433,7 @@ fn random_writes_are_refused_under_double_write() {
     );
     client.roundtrip(b"XADD st 1-1 f v\r\n", b"$3\r\n1-1\r\n");
     client.roundtrip(b"XADD st MAXLEN = 1 2-0 f w\r\n", b"$3\r\n2-0\r\n");
+    client.roundtrip(b"XADD none NOMKSTREAM 1-1 f v\r\n", null_reply(protocol));
     for server in [&primary, &secondary] {
         let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
             .arg("st")
@@ -381,6 +450,10 @@ fn random_writes_are_refused_under_double_write() {
 
 #[test]
 fn ordered_reads_fail_over_when_the_first_read_resource_dies() {
+    each_protocol(ordered_reads_fail_over_when_the_first_read_resource_dies_speaking);
+}
+
+fn ordered_reads_fail_over_when_the_first_read_resource_dies_speaking(protocol: u8) {
     let writer = RedisServer::start();
     let replica_a = RedisServer::start();
     let replica_b = RedisServer::start();
@@ -395,8 +468,9 @@ fn ordered_reads_fail_over_when_the_first_read_resource_dies() {
         "read": {"resources": [replica_a.url(), replica_b.url()], "policy": "ordered"},
         "write": {"resources": [writer.url()]}}});
     let gateway = Gateway::start(&open_tenant(route));
-    let mut client = RawClient::connect(gateway.port());
+    let mut client = RawClient::connect_speaking(gateway.port(), protocol);
     client.roundtrip(b"GET who\r\n", b"$1\r\na\r\n");
+    client.roundtrip(b"GET missing\r\n", null_reply(protocol));
     client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
     let exists: i64 = redis::cmd("EXISTS")
         .arg("k")
@@ -415,6 +489,7 @@ fn ordered_reads_fail_over_when_the_first_read_resource_dies() {
         assert!(Instant::now() < deadline, "reads did not fail over");
         std::thread::sleep(Duration::from_millis(50));
     }
+    client.roundtrip(b"GET missing\r\n", null_reply(protocol));
 }
 
 #[test]

@@ -1,14 +1,14 @@
 //! A sentinel-managed master behind the gateway, with real processes: a master, two replicas and three sentinels
 //! (sentinels with their own password, data nodes reached as an ACL user). Replica reads spread over the replicas,
 //! a `SENTINEL FAILOVER` under write load is followed within 2 s, and the old master, restarted as a replica,
-//! never gets a write from the gateway.
+//! never gets a write from the gateway. The failover test runs for clients speaking RESP2 and RESP3.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchyard_tests::{Gateway, SentinelGroup, wait_for};
+use switchyard_tests::{Gateway, SentinelGroup, assert_speaks, each_protocol_async, wait_for};
 
 /// Gateway clients (not the replication link) on a node whose last command was a write.
 fn gateway_writers(group: &SentinelGroup, port: u16) -> Vec<String> {
@@ -29,12 +29,17 @@ fn gateway_writers(group: &SentinelGroup, port: u16) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_a_failover_spreads_replica_reads_and_never_writes_to_a_demoted_master() {
+    each_protocol_async(follows_a_failover_speaking).await;
+}
+
+async fn follows_a_failover_speaking(protocol: u8) {
     let mut group = SentinelGroup::start(2, 3);
     let old_master = group.master_port();
     let route = json!({"read": {"resources": [group.slaves_url(false)]},
                        "write": {"resources": [group.url()]}});
     let gateway = Gateway::start(&switchyard_tests::open_single_tenant(route));
-    let mut client = gateway.client(None).await;
+    let mut client = gateway.client_speaking(None, protocol).await;
+    assert_speaks(&mut client, protocol, "speaks").await;
 
     // Writes reach the master; reads spread over both replicas and never touch the master.
     for i in 0..100 {
@@ -92,7 +97,8 @@ async fn follows_a_failover_spreads_replica_reads_and_never_writes_to_a_demoted_
     let writer = {
         let stop = Arc::clone(&stop);
         let acknowledged = Arc::clone(&acknowledged);
-        let mut client = gateway.client(None).await;
+        let mut client = gateway.client_speaking(None, protocol).await;
+        assert_speaks(&mut client, protocol, "speaks:writer").await;
         tokio::spawn(async move {
             let mut n = 0u64;
             let mut errors = 0u64;

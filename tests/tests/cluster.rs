@@ -1,7 +1,8 @@
 //! Redis Cluster behind the gateway, with real processes: keys on their owning nodes, multi-key commands split by
 //! slot, replica reads, a double-write from a standalone Redis onto a cluster, live resharding under load, a master
 //! failover, a redirect loop cut short, and a pipeline over the masters while one of them is down. The cluster nodes require a password
-//! (and the gateway reaches them as an ACL user in the first test).
+//! (and the gateway reaches them as an ACL user in the first test). Replica reads, the double-write onto a cluster
+//! and redirects during a slot migration are checked for clients speaking RESP2 and RESP3.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use switchyard_schemas::placement::{crc16, hash_tag};
-use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer};
+use switchyard_tests::{
+    Gateway, PROTOCOLS, RawClient, RedisCluster, RedisServer, assert_speaks, each_protocol_async,
+};
 
 const PASSWORD: &str = "cluster-secret";
 
@@ -169,71 +172,76 @@ async fn keys_land_on_their_owners_multi_key_commands_split_by_slot_and_replicas
     let split = json!({"read": {"resources": [cluster.slaves_url(false)]},
                        "write": {"resources": [cluster.url()]}});
     let reads = Gateway::start(&switchyard_tests::open_single_tenant(split));
-    let mut reader = reads.client(None).await;
-    for port in cluster.live_ports() {
-        let () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut cluster.client(port))
-            .unwrap();
-    }
-    for i in (0..10_000).step_by(5) {
-        let value: i64 = redis::cmd("GET")
-            .arg(format!("key:{i}"))
-            .query_async(&mut reader)
-            .await
-            .unwrap();
-        assert_eq!(value, i);
-    }
-    let on_replicas: u64 = cluster
-        .replicas()
-        .iter()
-        .map(|r| switchyard_tests::command_calls(&mut cluster.client(r.port), "get"))
-        .sum();
-    let on_masters: u64 = cluster
-        .masters()
-        .iter()
-        .map(|m| switchyard_tests::command_calls(&mut cluster.client(m.port), "get"))
-        .sum();
-    assert_eq!(
-        (on_replicas, on_masters),
-        (2_000, 0),
-        "reads on (replicas, masters); gateway log:\n{}",
-        reads.log()
-    );
-    let () = redis::cmd("SET")
-        .arg("written")
-        .arg("through the write set")
-        .query_async(&mut reader)
-        .await
-        .unwrap();
-
-    // A double-write from a standalone Redis onto the cluster (a migration): both get every key, and a split
-    // multi-key write reaches each slot's owner.
     let standalone = RedisServer::start();
     let migration =
         json!({"write": {"resources": [standalone.url(), cluster.url()], "ack": "all"}});
     let both = Gateway::start(&switchyard_tests::open_single_tenant(migration));
-    let mut writer = both.client(None).await;
-    let keys: Vec<String> = (0..20).map(|i| format!("dw:{i}")).collect();
-    let mut mset = redis::cmd("MSET");
-    for key in &keys {
-        mset.arg(key).arg(key);
-    }
-    let () = mset.query_async(&mut writer).await.unwrap();
-    let owners = cluster.slot_owners();
-    for key in &keys {
-        let on_standalone: Option<String> = redis::cmd("GET")
-            .arg(key)
-            .query(&mut standalone.client())
-            .unwrap();
-        let on_cluster: Option<String> = redis::cmd("GET")
-            .arg(key)
-            .query(&mut cluster.client(owners[slot(key)]))
-            .unwrap();
+    for protocol in PROTOCOLS {
+        eprintln!("--- RESP{protocol}");
+        let mut reader = reads.client_speaking(None, protocol).await;
+        assert_speaks(&mut reader, protocol, &format!("speaks:{protocol}")).await;
+        for port in cluster.live_ports() {
+            let () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query(&mut cluster.client(port))
+                .unwrap();
+        }
+        for i in (0..10_000).step_by(5) {
+            let value: i64 = redis::cmd("GET")
+                .arg(format!("key:{i}"))
+                .query_async(&mut reader)
+                .await
+                .unwrap();
+            assert_eq!(value, i);
+        }
+        let on_replicas: u64 = cluster
+            .replicas()
+            .iter()
+            .map(|r| switchyard_tests::command_calls(&mut cluster.client(r.port), "get"))
+            .sum();
+        let on_masters: u64 = cluster
+            .masters()
+            .iter()
+            .map(|m| switchyard_tests::command_calls(&mut cluster.client(m.port), "get"))
+            .sum();
         assert_eq!(
-            (on_standalone.as_deref(), on_cluster.as_deref()),
-            (Some(key.as_str()), Some(key.as_str()))
+            (on_replicas, on_masters),
+            (2_000, 0),
+            "reads on (replicas, masters); gateway log:\n{}",
+            reads.log()
         );
+        let () = redis::cmd("SET")
+            .arg("written")
+            .arg("through the write set")
+            .query_async(&mut reader)
+            .await
+            .unwrap();
+
+        // A double-write from a standalone Redis onto the cluster (a migration): both get every key, and a split
+        // multi-key write reaches each slot's owner.
+        let mut writer = both.client_speaking(None, protocol).await;
+        assert_speaks(&mut writer, protocol, &format!("speaks:{protocol}")).await;
+        let keys: Vec<String> = (0..20).map(|i| format!("dw{protocol}:{i}")).collect();
+        let mut mset = redis::cmd("MSET");
+        for key in &keys {
+            mset.arg(key).arg(key);
+        }
+        let () = mset.query_async(&mut writer).await.unwrap();
+        let owners = cluster.slot_owners();
+        for key in &keys {
+            let on_standalone: Option<String> = redis::cmd("GET")
+                .arg(key)
+                .query(&mut standalone.client())
+                .unwrap();
+            let on_cluster: Option<String> = redis::cmd("GET")
+                .arg(key)
+                .query(&mut cluster.client(owners[slot(key)]))
+                .unwrap();
+            assert_eq!(
+                (on_standalone.as_deref(), on_cluster.as_deref()),
+                (Some(key.as_str()), Some(key.as_str()))
+            );
+        }
     }
     let mut raw = RawClient::connect(both.port());
     raw.roundtrip(
@@ -546,10 +554,15 @@ fn errorstat(cluster: &RedisCluster, port: u16, error: &str) -> u64 {
 /// refused one follows its own redirect, and the client gets its replies as if nothing had happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_command_follows_moved_and_ask_for_each_slot_of_a_run() {
+    each_protocol_async(a_split_command_follows_moved_and_ask_speaking).await;
+}
+
+async fn a_split_command_follows_moved_and_ask_speaking(protocol: u8) {
     let cluster = RedisCluster::start(3, 0, Some(PASSWORD));
     let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
     switchyard_tests::wait_for_slot_map(gateway.port());
-    let mut client = gateway.client(None).await;
+    let mut client = gateway.client_speaking(None, protocol).await;
+    assert_speaks(&mut client, protocol, "speaks").await;
     let keys: Vec<String> = (0..40).map(|i| format!("run:{i}")).collect();
     let mut mset = redis::cmd("MSET");
     for key in &keys {

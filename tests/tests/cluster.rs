@@ -2,7 +2,8 @@
 //! slot, replica reads, a double-write from a standalone Redis onto a cluster, live resharding under load, a master
 //! failover, a redirect loop cut short, and a pipeline over the masters while one of them is down. The cluster nodes require a password
 //! (and the gateway reaches them as an ACL user in the first test). Replica reads, the double-write onto a cluster
-//! and redirects during a slot migration are checked for clients speaking RESP2 and RESP3.
+//! and redirects during a slot migration are checked for clients speaking RESP2 and RESP3, and half the load
+//! clients of the live resharding speak RESP3.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -258,14 +259,17 @@ struct Load {
     errors: Vec<String>,
 }
 
-/// A client writing and reading its own keys until `stop`: SET then GET (checked), and every tenth round an MGET
-/// over several slots.
-async fn load(gateway_port: u16, client: usize, keys: usize, stop: Arc<AtomicBool>) -> Load {
-    let mut connection = redis::Client::open(format!("redis://127.0.0.1:{gateway_port}"))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+/// A client speaking `protocol` (see [`Gateway::url_speaking`]) at `url`, writing and reading its own keys until
+/// `stop`: SET then GET (checked), and every tenth round an MGET over several slots.
+async fn load(
+    url: String,
+    protocol: u8,
+    client: usize,
+    keys: usize,
+    stop: Arc<AtomicBool>,
+) -> Load {
+    let mut connection = switchyard_tests::connect(&url).await;
+    assert_speaks(&mut connection, protocol, &format!("load:{client}:speaks")).await;
     let mut load = Load::default();
     let mut round: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -333,10 +337,14 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
     let mut cluster = RedisCluster::start(3, 1, Some(PASSWORD));
     let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
 
-    // Resharding under load: 20 clients, zero errors, nothing lost.
+    // Resharding under load: 20 clients, half of them speaking RESP3, zero errors, nothing lost.
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..20)
-        .map(|c| tokio::spawn(load(gateway.port(), c, 200, Arc::clone(&stop))))
+        .map(|c| {
+            let protocol = PROTOCOLS[c % 2];
+            let url = gateway.url_speaking(None, protocol);
+            tokio::spawn(load(url, protocol, c, 200, Arc::clone(&stop)))
+        })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let masters = cluster.masters();

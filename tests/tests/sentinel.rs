@@ -1,7 +1,7 @@
 //! A sentinel-managed master behind the gateway, with real processes: a master, two replicas and three sentinels
 //! (sentinels with their own password, data nodes reached as an ACL user). Replica reads spread over the replicas,
 //! a `SENTINEL FAILOVER` under write load is followed within 2 s, and the old master, restarted as a replica,
-//! never gets a write from the gateway. The failover test runs for clients speaking RESP2 and RESP3.
+//! never gets a write from the gateway. Both tests run for clients speaking RESP2 and RESP3.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -192,6 +192,10 @@ async fn follows_a_failover_speaking(protocol: u8) {
 /// error) instead of sending writes to a replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_that_came_back_as_a_replica_gets_no_writes() {
+    each_protocol_async(a_master_that_came_back_as_a_replica_gets_no_writes_speaking).await;
+}
+
+async fn a_master_that_came_back_as_a_replica_gets_no_writes_speaking(protocol: u8) {
     let mut group = SentinelGroup::start(1, 3);
     let master = group.master_port();
     let replica = group
@@ -200,7 +204,8 @@ async fn a_master_that_came_back_as_a_replica_gets_no_writes() {
         .find(|&p| p != master)
         .unwrap();
     let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(group.url())));
-    let mut client = gateway.client(None).await;
+    let mut client = gateway.client_speaking(None, protocol).await;
+    assert_speaks(&mut client, protocol, "speaks").await;
     let () = redis::cmd("SET")
         .arg("before")
         .arg(1)

@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::server::Gateway;
+use crate::state::Gateway;
 
-pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
+pub(crate) async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -55,7 +55,7 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
         ("GET", "/metrics") => (
             "200 OK",
             "text/plain; version=0.0.4",
-            gateway.metrics.render(gateway.snapshot().tenants()),
+            metrics_text(&gateway),
         ),
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
         _ => (
@@ -69,4 +69,15 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
         body.len()
     );
     let _ = stream.write_all(response.as_bytes()).await;
+}
+
+/// `/metrics`: the gateway's counters and each tenant's of the current snapshot.
+fn metrics_text(gateway: &Gateway) -> String {
+    let snapshot = gateway.snapshot();
+    let tenants: Vec<_> = snapshot
+        .tenants()
+        .iter()
+        .map(|t| (t.name.as_str(), &t.metrics))
+        .collect();
+    gateway.metrics.render(&tenants)
 }

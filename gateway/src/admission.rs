@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Failed `AUTH`s an address may make within [`FAILURE_WINDOW`] before it is slowed.
-pub const FREE_FAILURES: u32 = 10;
+pub(crate) const FREE_FAILURES: u32 = 10;
 
 /// How long an address' failures are remembered after its last one.
-pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 /// The longest wait after one failure.
-pub const MAX_PENALTY: Duration = Duration::from_secs(5);
+pub(crate) const MAX_PENALTY: Duration = Duration::from_secs(5);
 
 /// The wait after the first failure past [`FREE_FAILURES`]; it doubles with each further one.
 const FIRST_PENALTY: Duration = Duration::from_millis(100);
@@ -31,7 +31,7 @@ const FIRST_PENALTY: Duration = Duration::from_millis(100);
 /// Addresses remembered at most: beyond, the oldest are forgotten first (so the table's memory is bounded).
 const MAX_ADDRESSES: usize = 65_536;
 
-pub struct Admission {
+pub(crate) struct Admission {
     max_clients: usize,
     max_unauthenticated: usize,
     authenticated: AtomicUsize,
@@ -54,13 +54,13 @@ enum Place {
 }
 
 /// A connection's place; given back when dropped.
-pub struct Ticket {
+pub(crate) struct Ticket {
     admission: Arc<Admission>,
     place: Place,
 }
 
 impl Admission {
-    pub fn new(max_clients: usize, max_unauthenticated: usize) -> Admission {
+    pub(crate) fn new(max_clients: usize, max_unauthenticated: usize) -> Admission {
         Admission {
             max_clients,
             max_unauthenticated,
@@ -73,7 +73,7 @@ impl Admission {
 
     /// A place for a new connection: an authenticated one when the connection needs no `AUTH` (a routes file's
     /// password-less tenant), else an unauthenticated one. `None` when that cap is reached.
-    pub fn admit(self: &Arc<Self>, authenticated: bool) -> Option<Ticket> {
+    pub(crate) fn admit(self: &Arc<Self>, authenticated: bool) -> Option<Ticket> {
         let place = match authenticated {
             true => Place::Authenticated,
             false => Place::Unauthenticated,
@@ -85,7 +85,8 @@ impl Admission {
     }
 
     /// Connections open now, authenticated or not.
-    pub fn open(&self) -> (usize, usize) {
+    #[cfg(test)]
+    fn open(&self) -> (usize, usize) {
         (
             self.authenticated.load(Ordering::Relaxed),
             self.unauthenticated.load(Ordering::Relaxed),
@@ -115,7 +116,7 @@ impl Admission {
     }
 
     /// Notes a failed `AUTH` from `ip`; returns how long its connection must wait before it is read again.
-    pub fn failed(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
+    pub(crate) fn failed(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if failures.len() >= MAX_ADDRESSES && !failures.contains_key(&ip) {
             failures.retain(|_, f| now.duration_since(f.last) < FAILURE_WINDOW);
@@ -143,7 +144,7 @@ impl Admission {
     }
 
     /// Whether a failure is to be logged now (at most one a second), and how many were not since the last.
-    pub fn log_failure(&self, now: Instant) -> Option<u64> {
+    pub(crate) fn log_failure(&self, now: Instant) -> Option<u64> {
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         match log.0 {
             Some(last) if now.duration_since(last) < Duration::from_secs(1) => {
@@ -168,7 +169,7 @@ fn penalty(count: u32) -> Option<Duration> {
 impl Ticket {
     /// Moves an unauthenticated connection's place under the authenticated cap; false (and the place kept)
     /// when that cap is reached.
-    pub fn authenticate(&mut self) -> bool {
+    pub(crate) fn authenticate(&mut self) -> bool {
         if self.place == Place::Authenticated {
             return true;
         }
@@ -180,7 +181,7 @@ impl Ticket {
         true
     }
 
-    pub fn is_authenticated(&self) -> bool {
+    pub(crate) fn is_authenticated(&self) -> bool {
         self.place == Place::Authenticated
     }
 }

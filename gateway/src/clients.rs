@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub struct ClientInfo {
+pub(crate) struct ClientInfo {
     pub id: u64,
     pub addr: SocketAddr,
     pub local_addr: SocketAddr,
@@ -38,14 +38,14 @@ struct Names {
 
 /// The attributes of `CLIENT SETINFO`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LibAttribute {
+pub(crate) enum LibAttribute {
     Name,
     Version,
 }
 
 /// What the client's transactions, subscriptions and blocking commands left it in, as CLIENT LIST shows it.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClientState {
+pub(crate) struct ClientState {
     pub channels: usize,
     pub patterns: usize,
     pub shard_channels: usize,
@@ -75,7 +75,7 @@ impl ClientState {
 }
 
 impl ClientInfo {
-    pub fn new(id: u64, addr: SocketAddr, local_addr: SocketAddr) -> ClientInfo {
+    pub(crate) fn new(id: u64, addr: SocketAddr, local_addr: SocketAddr) -> ClientInfo {
         ClientInfo {
             id,
             addr,
@@ -90,11 +90,11 @@ impl ClientInfo {
     }
 
     /// Marks this client's connection for closing (CLIENT KILL); `Gateway::wake_sessions` then makes it look.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Release);
     }
 
-    pub fn is_killed(&self) -> bool {
+    pub(crate) fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Acquire)
     }
 
@@ -102,24 +102,24 @@ impl ClientInfo {
         self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn set_tenant(&self, tenant: &str) {
+    pub(crate) fn set_tenant(&self, tenant: &str) {
         self.names().tenant = Some(tenant.to_string());
     }
 
-    pub fn tenant(&self) -> Option<String> {
+    pub(crate) fn tenant(&self) -> Option<String> {
         self.names().tenant.clone()
     }
 
-    pub fn set_name(&self, name: Option<String>) {
+    pub(crate) fn set_name(&self, name: Option<String>) {
         self.names().client = name;
     }
 
-    pub fn name(&self) -> Option<String> {
+    pub(crate) fn name(&self) -> Option<String> {
         self.names().client.clone()
     }
 
     /// `CLIENT SETINFO`: the library's name or version, `None` to clear it.
-    pub fn set_lib(&self, attribute: LibAttribute, value: Option<String>) {
+    pub(crate) fn set_lib(&self, attribute: LibAttribute, value: Option<String>) {
         let mut names = self.names();
         match attribute {
             LibAttribute::Name => names.lib_name = value,
@@ -128,18 +128,18 @@ impl ClientInfo {
     }
 
     /// Records the client's stateful-command state (on the commands that change it, never per command).
-    pub fn set_state(&self, state: ClientState) {
+    pub(crate) fn set_state(&self, state: ClientState) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
     }
 
     /// Whether the client waits in a blocking command.
-    pub fn is_blocked(&self) -> bool {
+    pub(crate) fn is_blocked(&self) -> bool {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).blocked
     }
 
     /// One line in the format of Redis' CLIENT LIST (fields the gateway does not track are given Redis'
     /// idle values): Redis 7.0's fields, then Redis 7.2's `lib-name` and `lib-ver` (empty when unset).
-    pub fn describe(&self, current_command: &str) -> String {
+    pub(crate) fn describe(&self, current_command: &str) -> String {
         let names = self.names().clone();
         let state = *self.state.lock().unwrap_or_else(|e| e.into_inner());
         let multi = state
@@ -173,21 +173,21 @@ impl ClientInfo {
 }
 
 #[derive(Default)]
-pub struct Clients {
+pub(crate) struct Clients {
     by_id: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
 }
 
 impl Clients {
-    pub fn add(&self, client: Arc<ClientInfo>) {
+    pub(crate) fn add(&self, client: Arc<ClientInfo>) {
         self.lock().insert(client.id, client);
     }
 
-    pub fn remove(&self, id: u64) {
+    pub(crate) fn remove(&self, id: u64) {
         self.lock().remove(&id);
     }
 
     /// Every client of `tenant` (a tenant never sees another tenant's clients).
-    pub fn of_tenant(&self, tenant: &str) -> Vec<Arc<ClientInfo>> {
+    pub(crate) fn of_tenant(&self, tenant: &str) -> Vec<Arc<ClientInfo>> {
         self.lock()
             .values()
             .filter(|c| c.tenant().as_deref() == Some(tenant))
@@ -195,12 +195,8 @@ impl Clients {
             .collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<ClientInfo>>> {

@@ -4,21 +4,26 @@
 //! answers the gateway's own commands, and forwards the rest along the tenant's route ([`route`]) to pipelined
 //! backend connections ([`backend`]); [`reply`] puts the answers back in request order.
 
-pub mod admin;
-pub mod admission;
-pub mod backend;
-pub mod clients;
+mod admin;
+mod admission;
+mod backend;
+mod clients;
 pub mod cmd;
-pub mod metrics;
-pub mod reply;
-pub mod resp;
-pub mod route;
-pub mod server;
+mod metrics;
+mod reply;
+mod resp;
+mod route;
+mod server;
 mod session;
-pub mod signal;
+mod signal;
+mod state;
+mod sync;
+mod worker;
 
-pub use route::sync::ControlPlaneConfig;
-pub use server::{Config, RouteSource, explain, run};
+pub use resp::{Limits, Protocol};
+pub use route::explain;
+pub use server::run;
+pub use state::{Config, ControlPlaneConfig, RouteSource};
 
 /// The Redis version the gateway presents itself as (INFO, HELLO): the one its command table came from.
 pub use cmd::REDIS_VERSION;

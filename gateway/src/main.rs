@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use switchyard_gateway::resp::Limits;
-use switchyard_gateway::{ControlPlaneConfig, RouteSource};
+use switchyard_gateway::{ControlPlaneConfig, Limits, RouteSource};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// Gateway-wide counters.
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     pub connections_open: AtomicI64,
     pub connections_total: AtomicU64,
     pub connections_rejected: AtomicU64,
@@ -24,19 +24,19 @@ pub struct Metrics {
 
 /// Per backend node, summed over workers.
 #[derive(Default)]
-pub struct BackendMetrics {
+pub(crate) struct BackendMetrics {
     pub connections_up: AtomicI64,
     pub failures: AtomicU64,
 }
 
 impl Metrics {
-    pub fn backend(&self, addr: &str) -> Arc<BackendMetrics> {
+    pub(crate) fn backend(&self, addr: &str) -> Arc<BackendMetrics> {
         let mut backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(backends.entry(addr.to_string()).or_default())
     }
 
-    /// The Prometheus text exposition of everything, tenants included.
-    pub fn render(&self, tenants: &[Arc<crate::route::Tenant>]) -> String {
+    /// The Prometheus text exposition of everything, each tenant's counters included (by tenant name).
+    pub(crate) fn render(&self, tenants: &[(&str, &TenantMetrics)]) -> String {
         let mut out = String::new();
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as i64;
         let global = |value: i64| [(String::new(), value)];
@@ -102,14 +102,14 @@ impl Metrics {
         let per_tenant = |value: &dyn Fn(&TenantCounters) -> i64| {
             tenants
                 .iter()
-                .map(|t| (format!("tenant=\"{}\"", t.name), value(&t.metrics)))
+                .map(|(name, metrics)| (format!("tenant=\"{name}\""), value(metrics)))
                 .collect::<Vec<_>>()
         };
-        let commands = tenants.iter().flat_map(|t| {
-            t.metrics
+        let commands = tenants.iter().flat_map(|(name, metrics)| {
+            metrics
                 .commands
                 .counts()
-                .map(|(command, n)| (format!("tenant=\"{}\",command=\"{command}\"", t.name), n))
+                .map(move |(command, n)| (format!("tenant=\"{name}\",command=\"{command}\""), n))
         });
         family(
             &mut out,
@@ -127,9 +127,8 @@ impl Metrics {
         );
         let double_writes: Vec<(String, i64)> = tenants
             .iter()
-            .flat_map(|t| {
-                let counters = t
-                    .metrics
+            .flat_map(|(name, metrics)| {
+                let counters = metrics
                     .double_write_failures
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
@@ -137,7 +136,7 @@ impl Metrics {
                     .iter()
                     .map(|(resource, n)| {
                         (
-                            format!("tenant=\"{}\",resource=\"{resource}\"", t.name),
+                            format!("tenant=\"{name}\",resource=\"{resource}\""),
                             load(n),
                         )
                     })
@@ -183,8 +182,8 @@ impl Metrics {
             per_tenant(&|m| m.dedicated.load(Ordering::Relaxed)),
         );
         out.push_str("# HELP switchyard_command_duration_seconds Time from reading a command to its reply being ready.\n# TYPE switchyard_command_duration_seconds histogram\n");
-        for tenant in tenants {
-            tenant.metrics.latency.render(&mut out, &tenant.name);
+        for (name, metrics) in tenants {
+            metrics.latency.render(&mut out, name);
         }
         out
     }
@@ -211,10 +210,10 @@ fn family(
 
 /// One tenant's counters; cloned into every snapshot that keeps the tenant.
 #[derive(Clone, Default)]
-pub struct TenantMetrics(Arc<TenantCounters>);
+pub(crate) struct TenantMetrics(Arc<TenantCounters>);
 
 #[derive(Default)]
-pub struct TenantCounters {
+pub(crate) struct TenantCounters {
     pub commands: CommandCounters,
     pub errors: AtomicU64,
     pub connections: AtomicI64,
@@ -231,7 +230,7 @@ pub struct TenantCounters {
 
 impl TenantCounters {
     /// The failure counter of double-writes to one secondary resource (created when a route is resolved).
-    pub fn double_write_failures(&self, resource: &str) -> Arc<AtomicU64> {
+    pub(crate) fn double_write_failures(&self, resource: &str) -> Arc<AtomicU64> {
         let mut counters = self
             .double_write_failures
             .lock()
@@ -249,7 +248,7 @@ impl std::ops::Deref for TenantMetrics {
 
 /// Counters keyed by a command's static name, in a fixed lock-free open-addressing table: the key is the
 /// address of the name in the command table, so counting never hashes or compares strings.
-pub struct CommandCounters {
+pub(crate) struct CommandCounters {
     keys: Box<[AtomicUsize]>,
     names: Box<[std::sync::OnceLock<&'static str>]>,
     counts: Box<[AtomicU64]>,
@@ -271,7 +270,7 @@ impl Default for CommandCounters {
 
 impl CommandCounters {
     /// Counts `count` more `name` commands.
-    pub fn add(&self, name: &'static str, count: u64) {
+    pub(crate) fn add(&self, name: &'static str, count: u64) {
         let key = name.as_ptr() as usize;
         let mut slot = (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) % COMMAND_SLOTS;
         for _ in 0..COMMAND_SLOTS {
@@ -297,7 +296,7 @@ impl CommandCounters {
     }
 
     /// (command, count) for every command counted so far, sorted by name.
-    pub fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
+    pub(crate) fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
         let mut rows: Vec<(&'static str, i64)> = self
             .names
             .iter()
@@ -313,7 +312,7 @@ impl CommandCounters {
 /// forward by one interval; a command is refused when that time runs more than one second ahead of now (so
 /// bursts of up to one second's allowance pass). No lock, one compare-and-swap per command.
 #[derive(Default)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     /// Nanoseconds since `epoch()`.
     arrival: AtomicU64,
 }
@@ -324,7 +323,7 @@ fn epoch() -> Instant {
 }
 
 impl RateLimiter {
-    pub fn admit(&self, now: Instant, interval: Duration) -> bool {
+    pub(crate) fn admit(&self, now: Instant, interval: Duration) -> bool {
         let now = now.saturating_duration_since(epoch()).as_nanos() as u64;
         let interval = interval.as_nanos() as u64;
         let burst = 1_000_000_000u64;
@@ -348,7 +347,7 @@ impl RateLimiter {
 }
 
 /// A latency histogram with fixed buckets.
-pub struct Histogram {
+pub(crate) struct Histogram {
     buckets: [AtomicU64; BUCKETS_US.len()],
     count: AtomicU64,
     sum_us: AtomicU64,
@@ -370,7 +369,7 @@ impl Default for Histogram {
 
 impl Histogram {
     /// Counts `count` commands that each took `elapsed`.
-    pub fn observe(&self, elapsed: Duration, count: u32) {
+    pub(crate) fn observe(&self, elapsed: Duration, count: u32) {
         let us = elapsed.as_micros() as u64;
         let count = u64::from(count);
         if let Some(i) = BUCKETS_US.iter().position(|&b| us <= b) {

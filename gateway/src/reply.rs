@@ -26,14 +26,14 @@ use crate::signal::LocalSignal;
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
 /// itself, such as INFO). Boxed, but only those commands pay for it.
-pub type Transform = Box<dyn FnOnce(Bytes) -> Bytes>;
+pub(crate) type Transform = Box<dyn FnOnce(Bytes) -> Bytes>;
 
 /// Builds one reply from the replies of every part of a request, in part order.
-pub type Combine = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
+pub(crate) type Combine = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 
 /// The ordered replies of one client connection.
 #[derive(Default)]
-pub struct ReplyQueue {
+pub(crate) struct ReplyQueue {
     inner: RefCell<Slots>,
     /// Wakes the client task when the oldest slot becomes ready.
     ready: LocalSignal,
@@ -73,7 +73,7 @@ enum Slot {
 }
 
 /// Where a backend delivers the reply to one request (or to one part of it).
-pub struct ReplyHandle {
+pub(crate) struct ReplyHandle {
     to: Destination,
     /// Set for requests a backend may have to resend (Redis Cluster redirects): error replies go there first.
     redirect: Option<Redirect>,
@@ -86,7 +86,7 @@ pub struct ReplyHandle {
 
 /// Who a backend runs a request as (see `backend::identity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RunAs {
+pub(crate) enum RunAs {
     /// The gateway user: every request that is not a script.
     #[default]
     Gateway,
@@ -117,7 +117,7 @@ enum Destination {
 
 /// What a redirecting backend needs to resend a request: the request itself and how often it was redirected.
 /// Cloning `raw` and `via` bumps reference counts; nothing is allocated per request.
-pub struct Redirect {
+pub(crate) struct Redirect {
     pub via: Rc<dyn Redirector>,
     pub raw: Bytes,
     /// How many requests `raw` holds back to back (a run, answered by as many replies delivered as one).
@@ -133,7 +133,7 @@ pub struct Redirect {
 }
 
 /// A backend that wants to see the error replies to its requests before the client does.
-pub trait Redirector {
+pub(crate) trait Redirector {
     /// Handles a reply with an error to a request (or run) sent with `redirect`: resends what was refused
     /// (delivering to `handle` later), or delivers `reply` (or another error) to `handle`.
     fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect);
@@ -148,12 +148,12 @@ struct Gather {
 
 impl ReplyQueue {
     /// Opens a slot for a request that a backend will answer.
-    pub fn reserve(self: &Rc<Self>, started: Instant) -> ReplyHandle {
+    pub(crate) fn reserve(self: &Rc<Self>, started: Instant) -> ReplyHandle {
         self.reserve_with(started, None)
     }
 
     /// Opens a slot whose reply is rewritten by `transform` when it arrives.
-    pub fn reserve_with(
+    pub(crate) fn reserve_with(
         self: &Rc<Self>,
         started: Instant,
         transform: Option<Transform>,
@@ -170,7 +170,7 @@ impl ReplyQueue {
 
     /// Opens one slot for a run of `count` requests sent to one backend connection as one piece: the backend
     /// delivers their replies together (see `BackendConnection::send_run`).
-    pub fn reserve_run(self: &Rc<Self>, started: Instant, count: u32) -> ReplyHandle {
+    pub(crate) fn reserve_run(self: &Rc<Self>, started: Instant, count: u32) -> ReplyHandle {
         self.push(
             Slot::Waiting {
                 started,
@@ -183,7 +183,7 @@ impl ReplyQueue {
 
     /// Opens a slot for `count` requests (one, or a pipeline's run over several nodes) answered by `parts`
     /// backend replies, put together by `combine` once all have arrived.
-    pub fn reserve_parts(
+    pub(crate) fn reserve_parts(
         self: &Rc<Self>,
         started: Instant,
         parts: usize,
@@ -226,7 +226,7 @@ impl ReplyQueue {
     }
 
     /// Queues a reply the gateway produced itself, behind every earlier request.
-    pub fn push_ready(&self, reply: Bytes, started: Instant) {
+    pub(crate) fn push_ready(&self, reply: Bytes, started: Instant) {
         self.inner.borrow_mut().slots.push_back(Slot::Ready {
             reply,
             started,
@@ -235,7 +235,7 @@ impl ReplyQueue {
     }
 
     /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now.
-    pub fn push_message(&self, message: Bytes) {
+    pub(crate) fn push_message(&self, message: Bytes) {
         let mut inner = self.inner.borrow_mut();
         let ready = inner
             .slots
@@ -250,22 +250,22 @@ impl ReplyQueue {
     }
 
     /// Messages not written yet.
-    pub fn messages(&self) -> usize {
+    pub(crate) fn messages(&self) -> usize {
         self.inner.borrow().messages.len()
     }
 
     /// Requests still waiting for their reply or for being written (a run counts once).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.borrow().slots.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with each one's start time and
     /// how many requests it answers.
-    pub fn drain_ready(&self, out: &mut BytesMut, mut done: impl FnMut(Instant, u32)) {
+    pub(crate) fn drain_ready(&self, out: &mut BytesMut, mut done: impl FnMut(Instant, u32)) {
         let mut inner = self.inner.borrow_mut();
         loop {
             let base = inner.base;
@@ -291,7 +291,7 @@ impl ReplyQueue {
     }
 
     /// Waits until the oldest slot may be ready (callers check with `drain_ready`).
-    pub async fn wait_ready(&self) {
+    pub(crate) async fn wait_ready(&self) {
         self.ready.notified().await;
     }
 
@@ -367,32 +367,32 @@ impl ReplyHandle {
     }
 
     /// The same handle, for a request the backend runs as `run_as`.
-    pub fn running_as(mut self, run_as: RunAs) -> ReplyHandle {
+    pub(crate) fn running_as(mut self, run_as: RunAs) -> ReplyHandle {
         self.run_as = run_as;
         self
     }
 
-    pub fn run_as(&self) -> RunAs {
+    pub(crate) fn run_as(&self) -> RunAs {
         self.run_as
     }
 
     /// The same handle, for a script that must follow `ASKING` (see [`ReplyHandle::asking`]).
-    pub fn after_asking(mut self) -> ReplyHandle {
+    pub(crate) fn after_asking(mut self) -> ReplyHandle {
         self.asking = true;
         self
     }
 
-    pub fn asking(&self) -> bool {
+    pub(crate) fn asking(&self) -> bool {
         self.asking
     }
 
     /// A handle whose reply is dropped.
-    pub fn discard() -> ReplyHandle {
+    pub(crate) fn discard() -> ReplyHandle {
         ReplyHandle::new(Destination::Discard)
     }
 
     /// The same destination, with error replies going through `redirect.via` first.
-    pub fn with_redirect(self, redirect: Redirect) -> ReplyHandle {
+    pub(crate) fn with_redirect(self, redirect: Redirect) -> ReplyHandle {
         ReplyHandle {
             redirect: Some(redirect),
             ..self
@@ -401,7 +401,7 @@ impl ReplyHandle {
 
     /// Splits this handle into `parts` handles; once each has its reply, `combine` makes the one reply this
     /// handle delivers. Allocates: for the rare requests a backend fans out itself.
-    pub fn split(self, parts: usize, combine: Combine) -> Vec<ReplyHandle> {
+    pub(crate) fn split(self, parts: usize, combine: Combine) -> Vec<ReplyHandle> {
         if parts == 0 {
             self.deliver(combine(Vec::new()));
             return Vec::new();
@@ -421,14 +421,14 @@ impl ReplyHandle {
             .collect()
     }
 
-    pub fn deliver(self, reply: Bytes) {
+    pub(crate) fn deliver(self, reply: Bytes) {
         let error = reply.first() == Some(&b'-');
         self.deliver_run(reply, error);
     }
 
     /// Delivers the replies to a run of requests; `error` says whether any of them is an error reply (the
     /// backend connection notes it while it reads them), which a redirecting backend must see first.
-    pub fn deliver_run(self, replies: Bytes, error: bool) {
+    pub(crate) fn deliver_run(self, replies: Bytes, error: bool) {
         if let (Some(redirect), true) = (self.redirect, error) {
             let via = Rc::clone(&redirect.via);
             let handle = ReplyHandle::new(self.to).running_as(self.run_as);
@@ -475,7 +475,7 @@ impl Gather {
 
 /// Background writes to one double-write secondary, for one tenant on one worker: bounded, and every failure
 /// counted and logged (with the command name, never its arguments).
-pub struct DetachedWrites {
+pub(crate) struct DetachedWrites {
     pub tenant: String,
     pub resource: String,
     failures: Arc<AtomicU64>,
@@ -483,10 +483,10 @@ pub struct DetachedWrites {
 }
 
 /// Most background writes one secondary may have outstanding per worker before new ones count as failures.
-pub const MAX_DETACHED_IN_FLIGHT: usize = 64 * 1024;
+pub(crate) const MAX_DETACHED_IN_FLIGHT: usize = 64 * 1024;
 
 impl DetachedWrites {
-    pub fn new(tenant: &str, resource: &str, failures: Arc<AtomicU64>) -> DetachedWrites {
+    pub(crate) fn new(tenant: &str, resource: &str, failures: Arc<AtomicU64>) -> DetachedWrites {
         DetachedWrites {
             tenant: tenant.to_string(),
             resource: resource.to_string(),
@@ -496,13 +496,17 @@ impl DetachedWrites {
     }
 
     /// Takes a place for one more write, or counts it as failed when the secondary is too far behind.
-    pub fn admit(self: &Rc<Self>, command: &'static str) -> Option<ReplyHandle> {
+    pub(crate) fn admit(self: &Rc<Self>, command: &'static str) -> Option<ReplyHandle> {
         self.admit_run(command, 1)
     }
 
     /// Takes places for the `count` writes of a run (see `BackendConnection::send_run`), or counts them all as
     /// failed when the secondary is too far behind.
-    pub fn admit_run(self: &Rc<Self>, command: &'static str, count: u32) -> Option<ReplyHandle> {
+    pub(crate) fn admit_run(
+        self: &Rc<Self>,
+        command: &'static str,
+        count: u32,
+    ) -> Option<ReplyHandle> {
         let count_usize = count as usize;
         if self.in_flight.get() + count_usize > MAX_DETACHED_IN_FLIGHT {
             for _ in 0..count {

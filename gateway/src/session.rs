@@ -20,11 +20,12 @@ use crate::cmd::{self, CommandSpec, acl, flag, tenancy};
 use crate::reply::{Combine, DetachedWrites, ReplyQueue, Transform};
 use crate::resp::{self, Frame, Protocol, Request, RequestDecoder};
 use crate::route::{
-    Direct, DirectRoute, Dispatch, Merge, Place, ResolvedRoute, Resolver, Tenant, WriteCopy,
+    Direct, DirectRoute, Dispatch, Place, ResolvedRoute, Resolver, Tenant, WriteCopy,
 };
-use crate::server::Worker;
+use crate::worker::Worker;
 
 mod client;
+mod info;
 mod pubsub;
 mod stateful;
 mod transaction;
@@ -389,7 +390,7 @@ fn forwarded_verbatim(spec: &CommandSpec) -> bool {
         && tenancy::refusal(spec, false).is_none()
 }
 
-pub async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
+pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     let gateway = Arc::clone(&worker.gateway);
     let metrics = &gateway.metrics;
     let stream = match stream
@@ -756,7 +757,7 @@ impl Session {
             transform,
         };
         let sent = match spec.name {
-            "info" => info(
+            "info" => info::info(
                 &mut dispatch,
                 &self.worker.gateway,
                 &view.tenant,
@@ -1228,37 +1229,4 @@ impl Resolver for TenantResolver<'_> {
     fn detached(&self, resource: &str) -> Rc<DetachedWrites> {
         self.worker.detached(self.tenant, resource)
     }
-}
-
-/// INFO: the gateway's own sections, then the keyspace section summed over every shard and cluster master.
-fn info(
-    dispatch: &mut Dispatch<'_>,
-    gateway: &crate::server::Gateway,
-    tenant: &Tenant,
-    spec: &'static CommandSpec,
-    request: &Request,
-    started: Instant,
-    protocol: Protocol,
-) -> Result<(), String> {
-    let local = cmd::info::render(gateway, Some(tenant), request.args());
-    if !cmd::info::wants_keyspace(request.args()) {
-        let mut out = BytesMut::new();
-        resp::verbatim(&mut out, local.as_bytes(), protocol);
-        dispatch.replies.push_ready(out.freeze(), started);
-        return Ok(());
-    }
-    // A tenant sees its own databases, numbered as it selects them; an admin on database 0 sees them all.
-    let base = tenant.route.base_db();
-    let databases = tenant.databases();
-    let count = u32::try_from(databases.end).unwrap_or(1);
-    let merge = Merge::Keyspace {
-        local: Some(local),
-        own: (!tenant.allow_admin || base != 0).then(|| base..base + count),
-        protocol,
-    };
-    let keyspace = Request::from_args(vec![
-        Bytes::from_static(b"INFO"),
-        Bytes::from_static(b"keyspace"),
-    ]);
-    dispatch.fan_out(spec, &keyspace, false, merge, started)
 }

@@ -13,14 +13,14 @@ use std::task::{Poll, Waker};
 /// One task waits, any code on the same thread signals. Like `Notify::notify_one`, a signal sent while nobody
 /// waits is kept (one, not counted) and ends the next wait at once.
 #[derive(Default)]
-pub struct LocalSignal {
+pub(crate) struct LocalSignal {
     signalled: Cell<bool>,
     waiter: Cell<Option<Waker>>,
 }
 
 impl LocalSignal {
     /// Wakes the waiting task, or lets its next wait end at once.
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         self.signalled.set(true);
         if let Some(waker) = self.waiter.take() {
             waker.wake();
@@ -29,7 +29,7 @@ impl LocalSignal {
 
     /// Waits for a signal sent since the last wait ended. Dropping the wait early is fine: at worst the task is
     /// woken once for nothing.
-    pub async fn notified(&self) {
+    pub(crate) async fn notified(&self) {
         poll_fn(|cx| {
             if self.signalled.replace(false) {
                 return Poll::Ready(());
@@ -49,13 +49,13 @@ impl LocalSignal {
 /// snapshot or a shutdown this way, so that a session's wait for those is a flag check rather than a
 /// registration with a channel shared by every thread.
 #[derive(Default)]
-pub struct LocalBroadcast {
+pub(crate) struct LocalBroadcast {
     listeners: RefCell<Vec<Weak<LocalSignal>>>,
 }
 
 impl LocalBroadcast {
     /// A signal that every [`LocalBroadcast::notify_all`] from now on notifies, until it is dropped.
-    pub fn listen(&self) -> Rc<LocalSignal> {
+    pub(crate) fn listen(&self) -> Rc<LocalSignal> {
         let signal = Rc::new(LocalSignal::default());
         let mut listeners = self.listeners.borrow_mut();
         if listeners.len() == listeners.capacity() {
@@ -66,7 +66,7 @@ impl LocalBroadcast {
         signal
     }
 
-    pub fn notify_all(&self) {
+    pub(crate) fn notify_all(&self) {
         self.listeners
             .borrow_mut()
             .retain(|listener| match listener.upgrade() {

@@ -9,7 +9,7 @@ use crate::allocate_port;
 use crate::process::{Process, ScratchDir, binary};
 
 pub const ADMIN_TOKEN: &str = "admin-token-for-tests-0123456789";
-pub const GATEWAY_TOKEN: &str = "gateway-token-for-tests-0123456789";
+pub(crate) const GATEWAY_TOKEN: &str = "gateway-token-for-tests-0123456789";
 
 /// The Postgres server the control plane uses: `SWITCHYARD_TEST_POSTGRES`, else the local one.
 fn postgres_base() -> String {

@@ -6,11 +6,11 @@
 //! When one of these fails after a Redis upgrade, regenerate the table with `scripts/gen-command-table`.
 
 use bytes::{Bytes, BytesMut};
+use switchyard_gateway::Protocol;
 use switchyard_gateway::cmd::{
     self, ACL_CATEGORY_NAMES, BeginSearch, CommandError, CommandSpec, FLAG_NAMES, FindKeys,
     KEY_FLAG_NAMES, KeySpec, flag,
 };
-use switchyard_gateway::resp::Protocol;
 use switchyard_tests::{RawClient, RedisServer};
 
 const PROTOCOLS: [Protocol; 2] = [Protocol::Resp2, Protocol::Resp3];

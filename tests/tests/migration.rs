@@ -281,7 +281,7 @@ struct Stack {
 
 mod tempfile_path {
     /// A file path removed on drop.
-    pub struct Path(pub std::path::PathBuf);
+    pub(crate) struct Path(pub std::path::PathBuf);
     impl Drop for Path {
         fn drop(&mut self) {
             let _ = std::fs::remove_file(&self.0);

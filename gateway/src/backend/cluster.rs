@@ -28,7 +28,7 @@ use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
 
 /// Redis Cluster's number of hash slots.
-pub const SLOTS: usize = 16384;
+pub(crate) const SLOTS: usize = 16384;
 
 /// Redirects (and TRYAGAIN retries) one request may take before the client gets an error.
 pub(super) const MAX_REDIRECTS: u8 = 5;
@@ -46,7 +46,7 @@ const FIRST_MAP_WAIT: Duration = Duration::from_secs(2);
 
 /// How to reach a cluster: seeds, the data nodes' credentials, and whether reads go to replicas.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct ClusterSpec {
+pub(crate) struct ClusterSpec {
     /// `host:port` of each seed.
     pub seeds: Vec<String>,
     pub username: Option<String>,
@@ -83,7 +83,7 @@ impl ClusterSpec {
 }
 
 /// One worker's view of a cluster.
-pub struct ClusterBackend {
+pub(crate) struct ClusterBackend {
     me: Weak<ClusterBackend>,
     spec: ClusterSpec,
     pool: Rc<BackendPool>,
@@ -168,7 +168,7 @@ impl ClusterBackend {
 
     /// Sends a request: to the owner of `Keyspace::Slot`, to slot 0's master when keyless, to every master
     /// (replies combined) for `Keyspace::Every`.
-    pub fn send(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
+    pub(crate) fn send(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
         match keyspace {
             Keyspace::Slot(slot) => self.route(Some(slot), raw, 1, reply, affinity, 0),
             Keyspace::Any => self.route(None, raw, 1, reply, affinity, 0),
@@ -220,7 +220,7 @@ impl ClusterBackend {
 
     /// Waits until the first slot map has arrived (at most `FIRST_MAP_WAIT`): requests that concern every master
     /// (DBSIZE, SCAN...) must not see only the seed in the first milliseconds after the cluster is opened.
-    pub async fn wait_for_map(&self) {
+    pub(crate) async fn wait_for_map(&self) {
         let deadline = Instant::now() + FIRST_MAP_WAIT;
         while self.map.borrow().shards.is_empty() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -228,7 +228,7 @@ impl ClusterBackend {
     }
 
     /// Whether some master is reachable.
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         let map = self.map.borrow();
         match map.shards.is_empty() {
             true => self.seed.is_healthy(),
@@ -237,13 +237,13 @@ impl ClusterBackend {
     }
 
     /// How many masters serve slots (1 while the map is unknown: the seed stands for them all).
-    pub fn masters(&self) -> usize {
+    pub(crate) fn masters(&self) -> usize {
         self.map.borrow().shards.len().max(1)
     }
 
     /// The master owning `slot`, for the commands that need a dedicated connection to the right node (blocking
     /// commands, transactions, subscriptions); `None` while the slot map does not know it (just after start).
-    pub fn master_of(&self, slot: u16) -> Option<NodeSpec> {
+    pub(crate) fn master_of(&self, slot: u16) -> Option<NodeSpec> {
         let map = self.map.borrow();
         let index = *map.owner.get(usize::from(slot))?;
         let shard = map.shards.get(usize::from(index))?;
@@ -253,7 +253,7 @@ impl ClusterBackend {
     /// Sends to the master owning `slot` without following redirects, or returns the request when the slot map
     /// does not know the owner yet. For a transaction's commands, which must reach one node back to back: a
     /// `MOVED` inside it fails the transaction, as on Redis Cluster, instead of resending one command alone.
-    pub fn send_unredirected(
+    pub(crate) fn send_unredirected(
         &self,
         slot: u16,
         raw: Bytes,
@@ -279,13 +279,20 @@ impl ClusterBackend {
     /// (the sub-commands of a split command that one node serves, see `Dispatch::split`): one queue entry, and
     /// one delivery of their replies. When a reply in the run is an error, the run is taken apart and each
     /// refused request follows its own redirect (see `split_run`).
-    pub fn send_run(&self, raw: Bytes, slot: u16, count: u32, reply: ReplyHandle, affinity: usize) {
+    pub(crate) fn send_run(
+        &self,
+        raw: Bytes,
+        slot: u16,
+        count: u32,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) {
         self.route(Some(slot), raw, count, reply, affinity, 0);
     }
 
     /// The master (its index in the slot map) that serves `slot`, while the map knows it: requests for slots
     /// with the same master may travel as one run.
-    pub fn master_index(&self, slot: u16) -> Option<u16> {
+    pub(crate) fn master_index(&self, slot: u16) -> Option<u16> {
         let map = self.map.borrow();
         map.owner
             .get(usize::from(slot))
@@ -731,7 +738,7 @@ fn parse_slots(reply: &Value, answered_by: &str) -> Option<Vec<SlotRange>> {
 }
 
 /// The hash slot of a key (its `{hash tag}` if it has one), as Redis Cluster computes it.
-pub fn slot_of(key: &[u8]) -> u16 {
+pub(crate) fn slot_of(key: &[u8]) -> u16 {
     use switchyard_schemas::placement::{crc16, hash_tag};
     crc16(hash_tag(key)) % SLOTS as u16
 }

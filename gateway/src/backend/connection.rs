@@ -25,7 +25,7 @@ use crate::signal::LocalSignal;
 
 /// How to reach and set up one backend node.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct NodeSpec {
+pub(crate) struct NodeSpec {
     /// `host:port`, as shown in errors and metrics.
     pub addr: String,
     pub username: Option<String>,
@@ -42,7 +42,7 @@ pub struct NodeSpec {
 
 /// The role a node is used in, as far as the connect handshake is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum NodeRole {
+pub(crate) enum NodeRole {
     /// Whatever the node is (standalone resources, cluster masters: a cluster redirects misplaced writes).
     #[default]
     Any,
@@ -57,7 +57,7 @@ pub enum NodeRole {
 
 impl NodeSpec {
     /// The same node, spoken to in `protocol` (the gateway's own queries parse RESP2 replies).
-    pub fn speaking(mut self, protocol: Protocol) -> NodeSpec {
+    pub(crate) fn speaking(mut self, protocol: Protocol) -> NodeSpec {
         self.protocol = protocol;
         self
     }
@@ -76,7 +76,7 @@ impl std::fmt::Debug for NodeSpec {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct ConnectionSettings {
+pub(crate) struct ConnectionSettings {
     pub connect_timeout: Duration,
     /// How long a request may wait for its reply before it fails (and the connection is reset).
     pub command_timeout: Duration,
@@ -84,7 +84,7 @@ pub struct ConnectionSettings {
 
 /// The connection's state as senders see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     Connecting,
     Up,
     Down,
@@ -176,13 +176,13 @@ impl Auths {
 }
 
 /// A handle to the connection; dropping the last one drains and closes it.
-pub struct BackendConnection {
+pub(crate) struct BackendConnection {
     shared: Rc<Shared>,
 }
 
 impl BackendConnection {
     /// Starts the connection task on the current worker's `LocalSet`.
-    pub fn open(
+    pub(crate) fn open(
         node: NodeSpec,
         settings: ConnectionSettings,
         metrics: Arc<BackendMetrics>,
@@ -202,22 +202,18 @@ impl BackendConnection {
         BackendConnection { shared }
     }
 
-    pub fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         self.shared.status.get()
     }
 
-    pub fn addr(&self) -> &str {
-        &self.shared.node.addr
-    }
-
     /// Queues a request; its reply (or an error reply) is delivered to `reply` exactly once.
-    pub fn send(&self, raw: Bytes, reply: ReplyHandle) {
+    pub(crate) fn send(&self, raw: Bytes, reply: ReplyHandle) {
         self.send_run(raw, 1, reply);
     }
 
     /// Queues `count` requests that `raw` holds back to back; their `count` replies (or error replies) are
     /// delivered to `reply` together, exactly once, when the last has arrived.
-    pub fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle) {
+    pub(crate) fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle) {
         if self.shared.status.get() == Status::Down {
             reply.deliver_run(answered_then(&[], count, &self.shared.unavailable()), true);
             return;

@@ -35,13 +35,13 @@ use crate::signal::LocalSignal;
 const MAX_PUSH_BACKLOG: usize = 64 * 1024;
 
 /// One of a tenant's dedicated connections; given back when dropped.
-pub struct Lease {
+pub(crate) struct Lease {
     metrics: TenantMetrics,
 }
 
 impl Lease {
     /// Takes one of the tenant's `max` dedicated connections, or `None` when all are in use.
-    pub fn acquire(metrics: &TenantMetrics, max: usize) -> Option<Lease> {
+    pub(crate) fn acquire(metrics: &TenantMetrics, max: usize) -> Option<Lease> {
         let max = i64::try_from(max).unwrap_or(i64::MAX);
         let taken = metrics.dedicated.fetch_add(1, Ordering::AcqRel);
         if taken >= max {
@@ -62,7 +62,7 @@ impl Drop for Lease {
 
 /// How long a request may wait for its reply.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
+pub(crate) enum Wait {
     /// The command timeout.
     Bounded,
     /// The command timeout, for requests holding a non-admin tenant's script: past it the script is killed
@@ -113,20 +113,20 @@ struct Inner {
 
 /// Where a subscribed connection's messages go: the client's reply queue. Every frame, message or reply, is
 /// renamed on the way (the channel names of a tenant's namespace, see `cmd::tenancy::Channels`).
-pub struct Pushes {
+pub(crate) struct Pushes {
     pub queue: Rc<ReplyQueue>,
     pub rename: Option<Box<dyn Fn(Bytes) -> Bytes>>,
 }
 
 /// A session's own connection to one node.
-pub struct Dedicated {
+pub(crate) struct Dedicated {
     inner: Rc<Inner>,
     _lease: Lease,
 }
 
 impl Dedicated {
     /// Starts connecting to `node` on the current worker; requests sent meanwhile wait for the handshake.
-    pub fn open(
+    pub(crate) fn open(
         node: NodeSpec,
         settings: ConnectionSettings,
         lease: Lease,
@@ -149,17 +149,17 @@ impl Dedicated {
     }
 
     /// The node's `host:port`.
-    pub fn addr(&self) -> &str {
+    pub(crate) fn addr(&self) -> &str {
         &self.inner.node.addr
     }
 
     /// The node, as the connection logged in to it.
-    pub fn node(&self) -> &NodeSpec {
+    pub(crate) fn node(&self) -> &NodeSpec {
         &self.inner.node
     }
 
     /// Sends a request whose replies, one per handle and in order, go to `replies`.
-    pub fn send(&self, raw: Bytes, replies: Vec<ReplyHandle>, wait: Wait) {
+    pub(crate) fn send(&self, raw: Bytes, replies: Vec<ReplyHandle>, wait: Wait) {
         if self.inner.failed.get() {
             let error = self.inner.unavailable("connection lost");
             return self.inner.deliver_all(replies, &error);
@@ -175,12 +175,12 @@ impl Dedicated {
     }
 
     /// Replies sent for but not received yet.
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.inner.pending.get()
     }
 
     /// Whether the connection failed (its requests got error replies).
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.inner.failed.get()
     }
 }

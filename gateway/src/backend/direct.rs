@@ -14,7 +14,7 @@ use crate::resp::{self, ReplyScanner};
 
 /// A decoded RESP2 reply (RESP3 types the gateway never asks for are decoded as the nearest RESP2 type).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
+pub(super) enum Value {
     Simple(Bytes),
     Error(Bytes),
     Int(i64),
@@ -25,21 +25,21 @@ pub enum Value {
 
 impl Value {
     /// The text of a simple or bulk string.
-    pub fn text(&self) -> Option<&str> {
+    pub(super) fn text(&self) -> Option<&str> {
         match self {
             Value::Simple(b) | Value::Bulk(b) => std::str::from_utf8(b).ok(),
             _ => None,
         }
     }
 
-    pub fn int(&self) -> Option<i64> {
+    pub(super) fn int(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
             other => other.text()?.parse().ok(),
         }
     }
 
-    pub fn array(&self) -> Option<&[Value]> {
+    pub(super) fn array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(items) => Some(items),
             _ => None,
@@ -47,7 +47,7 @@ impl Value {
     }
 
     /// Decodes one complete reply (as found by [`ReplyScanner`]).
-    pub fn parse(frame: &Bytes) -> Option<Value> {
+    pub(super) fn parse(frame: &Bytes) -> Option<Value> {
         let (value, used) = parse_at(frame, 0, 0)?;
         (used == frame.len()).then_some(value)
     }
@@ -104,7 +104,7 @@ fn parse_at(frame: &Bytes, offset: usize, depth: usize) -> Option<(Value, usize)
 }
 
 /// A connection that sends one command and reads its reply (or reads pushed messages).
-pub struct DirectConnection {
+pub(super) struct DirectConnection {
     stream: TcpStream,
     buf: BytesMut,
     scanner: ReplyScanner,
@@ -113,7 +113,7 @@ pub struct DirectConnection {
 
 impl DirectConnection {
     /// Connects with the node's handshake (AUTH...); `timeout` bounds the connect and every later call.
-    pub async fn open(node: &NodeSpec, timeout: Duration) -> io::Result<DirectConnection> {
+    pub(super) async fn open(node: &NodeSpec, timeout: Duration) -> io::Result<DirectConnection> {
         let stream = tokio::time::timeout(timeout, super::connection::connect(node))
             .await
             .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
@@ -126,7 +126,7 @@ impl DirectConnection {
     }
 
     /// Sends a command and returns its reply; an error reply is an `Err`.
-    pub async fn call(&mut self, args: &[&[u8]]) -> io::Result<Value> {
+    pub(super) async fn call(&mut self, args: &[&[u8]]) -> io::Result<Value> {
         let mut out = BytesMut::new();
         resp::command(&mut out, args);
         tokio::time::timeout(self.timeout, self.stream.write_all(&out))
@@ -144,7 +144,7 @@ impl DirectConnection {
     }
 
     /// The next reply or pushed message, however long it takes.
-    pub async fn read(&mut self) -> io::Result<Value> {
+    pub(super) async fn read(&mut self) -> io::Result<Value> {
         loop {
             match self.scanner.scan(&self.buf) {
                 Ok(Some(len)) => {

@@ -29,14 +29,14 @@ use switchyard_schemas::credential_digest;
 
 use super::NodeSpec;
 use crate::cmd::CommandSpec;
-pub use crate::reply::RunAs;
+pub(crate) use crate::reply::RunAs;
 use crate::resp;
 
 /// The user the gateway's data connections rest as.
-pub const GATEWAY_USER: &str = "switchyard-gateway";
+pub(crate) const GATEWAY_USER: &str = "switchyard-gateway";
 
 /// The user non-admin tenants' scripts and functions run as.
-pub const SCRIPT_USER: &str = "switchyard-script";
+pub(crate) const SCRIPT_USER: &str = "switchyard-script";
 
 /// The commands that run a script or a function: what [`GATEWAY_USER`] may not run.
 const SCRIPT_COMMANDS: &[&str] = &[
@@ -61,7 +61,7 @@ const SCRIPT_DENIED: &[&str] = &[
 ];
 
 /// Who `spec` runs as for a tenant (`admin`: the tenant has `allow_admin`).
-pub fn run_as(spec: &CommandSpec, admin: bool) -> RunAs {
+pub(crate) fn run_as(spec: &CommandSpec, admin: bool) -> RunAs {
     match (is_script(spec), admin) {
         (false, _) => RunAs::Gateway,
         (true, false) => RunAs::TenantScript,
@@ -70,7 +70,7 @@ pub fn run_as(spec: &CommandSpec, admin: bool) -> RunAs {
 }
 
 /// Whether `spec` runs a script or a function.
-pub fn is_script(spec: &CommandSpec) -> bool {
+pub(crate) fn is_script(spec: &CommandSpec) -> bool {
     SCRIPT_COMMANDS.contains(&spec.name)
 }
 
@@ -84,7 +84,7 @@ fn password(node: &NodeSpec, user: &str) -> String {
 }
 
 /// The handshake commands that create or refresh both users (run as the resource's user, before `SELECT`).
-pub fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
+pub(crate) fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
     for (user, denied) in [
         (SCRIPT_USER, SCRIPT_DENIED),
         (GATEWAY_USER, SCRIPT_COMMANDS),
@@ -101,7 +101,7 @@ pub fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
 }
 
 /// The `AUTH` that switches a connection to `run_as` on `node`.
-pub fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
+pub(crate) fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
     // A resource without a password logs in as `default`, which then has `nopass`: any password does.
     let resource = || {
         (

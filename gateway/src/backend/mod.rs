@@ -5,12 +5,12 @@
 //! route of the current snapshot refers to it any more. A route's resource is an [`Upstream`]: one node, a Redis
 //! Cluster ([`cluster`]) or a sentinel-managed master ([`sentinel`]); the last two use the pool's node backends.
 
-pub mod cluster;
+pub(crate) mod cluster;
 mod connection;
-pub mod dedicated;
+pub(crate) mod dedicated;
 mod direct;
-pub mod identity;
-pub mod sentinel;
+pub(crate) mod identity;
+pub(crate) mod sentinel;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use cluster::{ClusterBackend, ClusterSpec};
-pub use connection::{BackendConnection, ConnectionSettings, NodeRole, NodeSpec, Status};
-pub use sentinel::{SentinelBackend, SentinelSpec};
+pub(crate) use cluster::{ClusterBackend, ClusterSpec};
+pub(crate) use connection::{BackendConnection, ConnectionSettings, NodeRole, NodeSpec, Status};
+pub(crate) use sentinel::{SentinelBackend, SentinelSpec};
 
 use switchyard_schemas::ReplicaMode;
 
@@ -31,7 +31,7 @@ use crate::resp::Protocol;
 
 /// A route's resource, compiled: what a worker opens its [`Upstream`] from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ResourceSpec {
+pub(crate) enum ResourceSpec {
     Node(NodeSpec),
     Cluster(ClusterSpec),
     /// A sentinel set, and for `-slaves` resources how reads use its replicas.
@@ -41,7 +41,7 @@ pub enum ResourceSpec {
 impl ResourceSpec {
     /// The resource as seen by a client that selected database `db` (the `db`th database from the resource's
     /// own; 0: the resource's own database) and speaks `protocol`.
-    pub fn for_client(&self, db: u32, protocol: Protocol) -> Result<ResourceSpec, String> {
+    pub(crate) fn for_client(&self, db: u32, protocol: Protocol) -> Result<ResourceSpec, String> {
         let mut spec = self.clone();
         match &mut spec {
             ResourceSpec::Node(node) => {
@@ -62,7 +62,7 @@ impl ResourceSpec {
     }
 
     /// The database clients get by default.
-    pub fn db(&self) -> u32 {
+    pub(crate) fn db(&self) -> u32 {
         match self {
             ResourceSpec::Node(node) => node.db,
             ResourceSpec::Sentinel(sentinel, _) => sentinel.db,
@@ -73,7 +73,7 @@ impl ResourceSpec {
 
 /// Which part of a resource's keyspace a request concerns; only a cluster tells them apart.
 #[derive(Clone)]
-pub enum Keyspace {
+pub(crate) enum Keyspace {
     /// A keyless command: any one node (for a cluster, deterministically the master of slot 0).
     Any,
     /// A command whose keys all hash to this cluster slot.
@@ -89,7 +89,7 @@ pub enum Keyspace {
 
 /// One resource as a worker serves it.
 #[derive(Clone)]
-pub enum Upstream {
+pub(crate) enum Upstream {
     Node(Rc<Backend>),
     Cluster(Rc<ClusterBackend>),
     /// A sentinel set's master, or with a read mode (`-slaves` resources) its replicas.
@@ -97,13 +97,14 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    /// Sends a keyless request (see [`Upstream::send_to`]).
-    pub fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
-        self.send_to(raw, Keyspace::Any, reply, affinity);
-    }
-
     /// Sends a request; `affinity` (a client id) keeps one client's requests on one connection per node.
-    pub fn send_to(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
+    pub(crate) fn send_to(
+        &self,
+        raw: Bytes,
+        keyspace: Keyspace,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) {
         match self {
             Upstream::Node(backend) => backend.send(raw, reply, affinity),
             Upstream::Cluster(cluster) => cluster.send(raw, keyspace, reply, affinity),
@@ -111,7 +112,7 @@ impl Upstream {
         }
     }
 
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         match self {
             Upstream::Node(backend) => backend.is_healthy(),
             Upstream::Cluster(cluster) => cluster.is_healthy(),
@@ -122,7 +123,7 @@ impl Upstream {
     /// The node a dedicated connection for `slot` (`None`: keyless) goes to: the node itself, the sentinel
     /// set's master (replica modes aside: blocking commands, transactions and subscriptions want the master), or
     /// the cluster master owning the slot (slot 0's for keyless commands).
-    pub fn dedicated_node(&self, slot: Option<u16>) -> Result<NodeSpec, String> {
+    pub(crate) fn dedicated_node(&self, slot: Option<u16>) -> Result<NodeSpec, String> {
         match self {
             Upstream::Node(backend) => Ok(backend.node.clone()),
             Upstream::Cluster(cluster) => {
@@ -143,7 +144,7 @@ impl Upstream {
 
     /// Sends a request to the node [`Upstream::dedicated_node`] names, on the shared connection the client's
     /// earlier commands took, never redirected (a transaction's commands, sent back to back).
-    pub fn send_unredirected(
+    pub(crate) fn send_unredirected(
         &self,
         raw: Bytes,
         slot: Option<u16>,
@@ -164,7 +165,7 @@ impl Upstream {
 
     /// Waits until the resource knows its nodes (a cluster's first slot map, bounded), for requests that visit
     /// every node.
-    pub async fn wait_for_nodes(&self) {
+    pub(crate) async fn wait_for_nodes(&self) {
         if let Upstream::Cluster(cluster) = self {
             cluster.wait_for_map().await;
         }
@@ -172,7 +173,7 @@ impl Upstream {
 
     /// How many nodes hold a part of the resource's keyspace: a cluster's masters (1 while its slot map is
     /// unknown), 1 for anything else. [`Keyspace::Node`] numbers them from 0.
-    pub fn nodes(&self) -> usize {
+    pub(crate) fn nodes(&self) -> usize {
         match self {
             Upstream::Cluster(cluster) => cluster.masters(),
             Upstream::Node(_) | Upstream::Sentinel(..) => 1,
@@ -192,7 +193,7 @@ fn unknown_slot(slot: u16) -> Bytes {
 
 /// A backend node as one worker sees it: a few pipelined connections. Each client sticks to one of them, so
 /// that its commands reach the node in the order it sent them.
-pub struct Backend {
+pub(crate) struct Backend {
     /// The node and its handshake, for the dedicated connections opened next to the shared ones.
     node: NodeSpec,
     connections: Vec<BackendConnection>,
@@ -215,36 +216,28 @@ impl Backend {
     }
 
     /// Sends on the connection `affinity` picks (a client id: the same client always gets the same one).
-    pub fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
+    pub(crate) fn send(&self, raw: Bytes, reply: ReplyHandle, affinity: usize) {
         self.connection(affinity).send(raw, reply);
     }
 
     /// Sends a run of `count` requests (see [`BackendConnection::send_run`]) on the connection `affinity` picks.
-    pub fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle, affinity: usize) {
+    pub(crate) fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle, affinity: usize) {
         self.connection(affinity).send_run(raw, count, reply);
     }
 
     /// The connection `affinity` picks.
-    pub fn connection(&self, affinity: usize) -> &BackendConnection {
+    pub(crate) fn connection(&self, affinity: usize) -> &BackendConnection {
         &self.connections[affinity % self.connections.len()]
     }
 
     /// Whether the node is usable: not every connection is down.
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         self.connections.iter().any(|c| c.status() != Status::Down)
-    }
-
-    /// How many of this node's connections are up.
-    pub fn connections_up(&self) -> usize {
-        self.connections
-            .iter()
-            .filter(|c| c.status() == Status::Up)
-            .count()
     }
 }
 
 /// One worker's backends, by node, and its clusters and sentinel resources.
-pub struct BackendPool {
+pub(crate) struct BackendPool {
     settings: ConnectionSettings,
     connections_per_node: usize,
     metrics: Arc<Metrics>,
@@ -254,7 +247,7 @@ pub struct BackendPool {
 }
 
 impl BackendPool {
-    pub fn new(
+    pub(crate) fn new(
         settings: ConnectionSettings,
         connections_per_node: usize,
         metrics: Arc<Metrics>,
@@ -270,7 +263,7 @@ impl BackendPool {
     }
 
     /// The shared upstream for a resource, opening it if no one holds it.
-    pub fn upstream(self: &Rc<Self>, spec: &ResourceSpec) -> Upstream {
+    pub(crate) fn upstream(self: &Rc<Self>, spec: &ResourceSpec) -> Upstream {
         match spec {
             ResourceSpec::Node(node) => Upstream::Node(self.get(node)),
             ResourceSpec::Cluster(cluster) => {
@@ -296,7 +289,7 @@ impl BackendPool {
     }
 
     /// The shared backend for `node`, opening it if no one holds it.
-    pub fn get(&self, node: &NodeSpec) -> Rc<Backend> {
+    pub(crate) fn get(&self, node: &NodeSpec) -> Rc<Backend> {
         shared(&self.nodes, node, || {
             Rc::new(Backend::open(
                 node,
@@ -305,22 +298,6 @@ impl BackendPool {
                 &self.metrics,
             ))
         })
-    }
-
-    /// (address, connections up, connections) for every node in use.
-    pub fn states(&self) -> Vec<(String, usize, usize)> {
-        self.nodes
-            .borrow()
-            .iter()
-            .filter_map(|(node, backend)| {
-                let backend = backend.upgrade()?;
-                Some((
-                    node.addr.clone(),
-                    backend.connections_up(),
-                    backend.connections.len(),
-                ))
-            })
-            .collect()
     }
 }
 

@@ -39,7 +39,7 @@ const MAX_WAITING: usize = 16 * 1024;
 
 /// How to reach a sentinel-managed master: a sentinel set.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct SentinelSpec {
+pub(crate) struct SentinelSpec {
     /// `host:port` of each sentinel.
     pub sentinels: Vec<String>,
     pub master_name: String,
@@ -92,7 +92,7 @@ impl SentinelSpec {
 }
 
 /// One worker's view of a sentinel-managed master.
-pub struct SentinelBackend {
+pub(crate) struct SentinelBackend {
     spec: SentinelSpec,
     pool: Rc<BackendPool>,
     master: RefCell<Master>,
@@ -155,7 +155,7 @@ impl SentinelBackend {
     }
 
     /// Sends to the master, or with `reads` (a `-slaves` resource) to a replica.
-    pub fn send(
+    pub(crate) fn send(
         &self,
         raw: Bytes,
         reply: ReplyHandle,
@@ -184,14 +184,14 @@ impl SentinelBackend {
     }
 
     /// The current master's backend, once a sentinel has named it.
-    pub fn known_master(&self) -> Option<Rc<Backend>> {
+    pub(crate) fn known_master(&self) -> Option<Rc<Backend>> {
         match &*self.master.borrow() {
             Master::Known { backend, .. } => Some(Rc::clone(backend)),
             _ => None,
         }
     }
 
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         match &*self.master.borrow() {
             Master::Known { backend, .. } => backend.is_healthy(),
             _ => false,
@@ -200,14 +200,14 @@ impl SentinelBackend {
 
     /// The current master, for the commands that will need a dedicated connection to it (blocking commands,
     /// transactions, subscriptions); `None` until a sentinel has named it.
-    pub fn master(&self) -> Option<NodeSpec> {
+    pub(crate) fn master(&self) -> Option<NodeSpec> {
         match &*self.master.borrow() {
             Master::Known { addr, .. } => Some(self.spec.data_node(addr, NodeRole::Master)),
             _ => None,
         }
     }
 
-    pub fn master_name(&self) -> &str {
+    pub(crate) fn master_name(&self) -> &str {
         &self.spec.master_name
     }
 

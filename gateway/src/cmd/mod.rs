@@ -7,7 +7,6 @@
 //! arguments are keys, exactly as `COMMAND GETKEYS` would.
 
 pub mod command;
-pub mod info;
 pub mod spec;
 mod table;
 pub mod tenancy;

@@ -628,6 +628,11 @@ impl CommandSpec {
         self.flags & flag == flag
     }
 
+    /// Whether this is one of the (un)subscribe commands.
+    pub fn is_subscription(&self) -> bool {
+        self.has(flag::PUBSUB) && self.name.ends_with("subscribe")
+    }
+
     /// Whether running this command on two identical copies may leave them different (so it cannot be
     /// double-written): the writes Redis marks `nondeterministic_output`, except an `XADD` that names its entry ID
     /// and trims exactly, which every copy applies alike.

@@ -90,10 +90,6 @@ impl Request {
     pub fn args(&self) -> &[Bytes] {
         &self.args
     }
-
-    pub fn into_args(self) -> Vec<Bytes> {
-        self.args
-    }
 }
 
 /// One complete request as the client sent it (an inline command re-encoded as a multibulk frame), still
@@ -101,7 +97,7 @@ impl Request {
 /// Frames taken one after another off the same buffer are adjacent in memory, so `BytesMut::unsplit` joins them
 /// back without copying: consecutive requests for one backend connection travel as one.
 #[derive(Debug)]
-pub struct Frame(pub BytesMut);
+pub(crate) struct Frame(pub BytesMut);
 
 /// Where the decoder is inside a multibulk frame that has not fully arrived yet.
 #[derive(Debug, Default, Clone, Copy)]
@@ -117,7 +113,7 @@ struct Progress {
 /// A resumable decoder in the shape of tokio-util's `Decoder`: call [`RequestDecoder::decode`] after each read;
 /// a large value arriving over many reads is not re-scanned from its start.
 #[derive(Debug, Default)]
-pub struct RequestDecoder {
+pub(crate) struct RequestDecoder {
     limits: Limits,
     progress: Option<Progress>,
     /// Ranges of the arguments within the frame being decoded; kept from frame to frame, so that decoding
@@ -126,7 +122,7 @@ pub struct RequestDecoder {
 }
 
 impl RequestDecoder {
-    pub fn new(limits: Limits) -> RequestDecoder {
+    pub(crate) fn new(limits: Limits) -> RequestDecoder {
         RequestDecoder {
             limits,
             progress: None,
@@ -135,13 +131,13 @@ impl RequestDecoder {
     }
 
     /// Changes the limits (at AUTH: a client that authenticated gets the normal ones).
-    pub fn set_limits(&mut self, limits: Limits) {
+    pub(crate) fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
     }
 
     /// How many more bytes the frame being decoded needs, when known: lets the reader grow its buffer once for
     /// a large value instead of in many small steps.
-    pub fn bytes_wanted(&self, buffered: usize) -> usize {
+    pub(crate) fn bytes_wanted(&self, buffered: usize) -> usize {
         match &self.progress {
             Some(Progress {
                 pos,
@@ -154,7 +150,7 @@ impl RequestDecoder {
 
     /// Takes one complete request off the front of `buf`, or returns `Ok(None)` when more bytes are needed.
     /// After an error the connection must be closed: the stream position is lost, as in Redis.
-    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
+    pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
         loop {
             if self.progress.is_none() {
                 match buf.first() {
@@ -256,18 +252,18 @@ impl RequestDecoder {
     }
 
     /// How many arguments the frame decoded last has (the command name included).
-    pub fn arg_count(&self) -> usize {
+    pub(crate) fn arg_count(&self) -> usize {
         self.ranges.len()
     }
 
     /// Argument `index` of the frame decoded last (`frame` must be that frame).
-    pub fn arg<'f>(&self, frame: &'f Frame, index: usize) -> Option<&'f [u8]> {
+    pub(crate) fn arg<'f>(&self, frame: &'f Frame, index: usize) -> Option<&'f [u8]> {
         let &(start, end) = self.ranges.get(index)?;
         frame.0.get(start..end)
     }
 
     /// The frame decoded last as a [`Request`], its arguments split off as `Bytes`.
-    pub fn request(&mut self, frame: Frame) -> Request {
+    pub(crate) fn request(&mut self, frame: Frame) -> Request {
         let raw = frame.0.freeze();
         let args = self
             .ranges

@@ -4,7 +4,7 @@ use bytes::{BufMut, BytesMut};
 
 use super::Protocol;
 
-pub fn simple(out: &mut BytesMut, text: &[u8]) {
+pub(crate) fn simple(out: &mut BytesMut, text: &[u8]) {
     out.reserve(text.len() + 3);
     out.put_u8(b'+');
     out.put_slice(text);
@@ -12,7 +12,7 @@ pub fn simple(out: &mut BytesMut, text: &[u8]) {
 }
 
 /// An error reply; `text` starts with its code (`ERR ...`, `NOAUTH ...`) and has no leading `-`.
-pub fn error(out: &mut BytesMut, text: &str) {
+pub(crate) fn error(out: &mut BytesMut, text: &str) {
     out.reserve(text.len() + 3);
     out.put_u8(b'-');
     // An error is one line: a stray newline from anywhere would desynchronise the client.
@@ -22,25 +22,25 @@ pub fn error(out: &mut BytesMut, text: &str) {
     out.put_slice(b"\r\n");
 }
 
-pub fn integer(out: &mut BytesMut, value: i64) {
+pub(crate) fn integer(out: &mut BytesMut, value: i64) {
     out.put_u8(b':');
     out.put_slice(itoa::Buffer::new().format(value).as_bytes());
     out.put_slice(b"\r\n");
 }
 
-pub fn bulk(out: &mut BytesMut, value: &[u8]) {
+pub(crate) fn bulk(out: &mut BytesMut, value: &[u8]) {
     out.reserve(value.len() + 16);
     header(out, b'$', value.len());
     out.put_slice(value);
     out.put_slice(b"\r\n");
 }
 
-pub fn null_bulk(out: &mut BytesMut) {
+pub(crate) fn null_bulk(out: &mut BytesMut) {
     out.put_slice(b"$-1\r\n");
 }
 
 /// Nil: RESP2's nil bulk string, RESP3's null.
-pub fn null(out: &mut BytesMut, protocol: Protocol) {
+pub(crate) fn null(out: &mut BytesMut, protocol: Protocol) {
     match protocol {
         Protocol::Resp2 => null_bulk(out),
         Protocol::Resp3 => out.put_slice(b"_\r\n"),
@@ -48,7 +48,7 @@ pub fn null(out: &mut BytesMut, protocol: Protocol) {
 }
 
 /// Text as Redis sends `INFO` and `CLIENT LIST`: a bulk string, or in RESP3 a verbatim string of format `txt`.
-pub fn verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol) {
+pub(crate) fn verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol) {
     match protocol {
         Protocol::Resp2 => bulk(out, text),
         Protocol::Resp3 => {
@@ -62,7 +62,7 @@ pub fn verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol) {
 }
 
 /// The header of a set of `len` elements: RESP2's array, RESP3's set.
-pub fn set_header(out: &mut BytesMut, len: usize, protocol: Protocol) {
+pub(crate) fn set_header(out: &mut BytesMut, len: usize, protocol: Protocol) {
     match protocol {
         Protocol::Resp2 => array_header(out, len),
         Protocol::Resp3 => header(out, b'~', len),
@@ -70,7 +70,7 @@ pub fn set_header(out: &mut BytesMut, len: usize, protocol: Protocol) {
 }
 
 /// The header of a map of `pairs` entries: RESP2's array of twice as many elements, RESP3's map.
-pub fn map_header(out: &mut BytesMut, pairs: usize, protocol: Protocol) {
+pub(crate) fn map_header(out: &mut BytesMut, pairs: usize, protocol: Protocol) {
     match protocol {
         Protocol::Resp2 => array_header(out, 2 * pairs),
         Protocol::Resp3 => header(out, b'%', pairs),
@@ -78,19 +78,19 @@ pub fn map_header(out: &mut BytesMut, pairs: usize, protocol: Protocol) {
 }
 
 /// The header of a pub/sub frame of `len` elements: RESP2's array, RESP3's push.
-pub fn push_header(out: &mut BytesMut, len: usize, protocol: Protocol) {
+pub(crate) fn push_header(out: &mut BytesMut, len: usize, protocol: Protocol) {
     match protocol {
         Protocol::Resp2 => array_header(out, len),
         Protocol::Resp3 => header(out, b'>', len),
     }
 }
 
-pub fn array_header(out: &mut BytesMut, len: usize) {
+pub(crate) fn array_header(out: &mut BytesMut, len: usize) {
     header(out, b'*', len);
 }
 
 /// A request as a multibulk array of bulk strings.
-pub fn command<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
+pub(crate) fn command<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
     array_header(out, args.len());
     for arg in args {
         bulk(out, arg.as_ref());

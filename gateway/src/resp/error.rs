@@ -2,7 +2,7 @@
 
 /// A client broke the protocol. Like Redis, the gateway answers with this text and closes the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProtocolError {
+pub(crate) enum ProtocolError {
     #[error("Protocol error: invalid multibulk length")]
     InvalidMultibulkLength,
     #[error("Protocol error: invalid bulk length")]

@@ -9,10 +9,11 @@ mod encode;
 mod error;
 mod scanner;
 
-pub use decoder::{Frame, Limits, Request, RequestDecoder};
-pub use encode::*;
-pub use error::ProtocolError;
-pub use scanner::{ReplyScanner, each_reply, reply_len};
+pub use decoder::Limits;
+pub(crate) use decoder::{Frame, Request, RequestDecoder};
+pub(crate) use encode::*;
+pub(crate) use error::ProtocolError;
+pub(crate) use scanner::{ReplyScanner, each_reply, reply_len};
 
 /// The protocol a client connection speaks (`HELLO 2`, `HELLO 3`), and so the backend connections that serve it:
 /// a RESP3 client's commands go to connections that said `HELLO 3`, so that replies pass through untouched.
@@ -35,7 +36,7 @@ impl Protocol {
 
 /// Parses an integer the way Redis' `string2ll` does: optional `-`, digits, no `+`, no spaces, no leading zeros
 /// (so `-0` is refused), the whole `i64` range.
-pub fn parse_int(bytes: &[u8]) -> Option<i64> {
+pub(crate) fn parse_int(bytes: &[u8]) -> Option<i64> {
     let (negative, digits) = match bytes {
         [b'0'] => return Some(0),
         [b'-', rest @ ..] => (true, rest),
@@ -66,7 +67,7 @@ pub fn parse_int(bytes: &[u8]) -> Option<i64> {
 /// malformed number, a line not fully arrived), which callers then read the general way, with `parse_int`. Every
 /// request argument and every bulk reply starts with such a line.
 #[inline(always)]
-pub fn short_length(line: &[u8]) -> Option<(i64, usize)> {
+pub(crate) fn short_length(line: &[u8]) -> Option<(i64, usize)> {
     let mut value: i64 = 0;
     let mut digits = 0;
     let end = loop {

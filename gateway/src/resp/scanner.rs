@@ -5,7 +5,7 @@ use super::{ProtocolError, parse_int, short_length};
 /// Finds the end of the reply at the front of a buffer. Resumable: a reply that arrives over many reads is
 /// scanned once, the scanner remembering how far it got and how many elements each open aggregate still needs.
 #[derive(Debug, Default)]
-pub struct ReplyScanner {
+pub(crate) struct ReplyScanner {
     /// Bytes of the current reply already scanned.
     pos: usize,
     /// Elements still to come for each open aggregate, innermost last.
@@ -15,7 +15,7 @@ pub struct ReplyScanner {
 impl ReplyScanner {
     /// Returns the length of the complete reply at the front of `buf`, or `None` when more bytes are needed.
     /// The caller removes that many bytes before the next call.
-    pub fn scan(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+    pub(crate) fn scan(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
         loop {
             let Some(&kind) = buf.get(self.pos) else {
                 return Ok(None);
@@ -127,7 +127,7 @@ impl ReplyScanner {
 
 /// The complete replies `buf` holds back to back (the replies to a run of requests, or the requests of a run,
 /// which are RESP arrays too), in order; stops before anything incomplete or malformed.
-pub fn each_reply(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn each_reply(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         let len = reply_len(rest)?;
@@ -140,7 +140,7 @@ pub fn each_reply(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// The length of the complete reply at the front of `buf`, if there is one. A bulk string, the most common reply
 /// (and element of an MGET reply), is measured here without a call into the scanner.
 #[inline]
-pub fn reply_len(buf: &[u8]) -> Option<usize> {
+pub(crate) fn reply_len(buf: &[u8]) -> Option<usize> {
     if let [b'$', line @ ..] = buf
         && let Some((len, used)) = short_length(line)
     {

@@ -22,10 +22,10 @@ use crate::cmd::{CommandSpec, flag};
 use crate::reply::{Combine, DetachedWrites, ReplyHandle, ReplyQueue, Transform};
 use crate::resp::{self, Protocol, Request};
 
-pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
 /// A route as one worker serves it: every resource resolved to that worker's upstream.
-pub struct ResolvedRoute {
+pub(crate) struct ResolvedRoute {
     shards: Vec<ResolvedTarget>,
     /// Whether any target has a cluster resource (then keys are looked at even on a single-target route).
     clustered: bool,
@@ -75,7 +75,7 @@ impl ResolvedTarget {
 /// Redis Cluster: one target,
 /// one read resource (or reads from the primary), writes to one resource or double-written with ack `primary` to
 /// plain Redis only. Its commands need no decision but read or write (and, for a cluster, the key's slot).
-pub struct DirectRoute {
+pub(crate) struct DirectRoute {
     pub read: Direct,
     pub write: Direct,
     /// The double-write secondaries (empty when writes go to one resource), each a plain Redis.
@@ -83,13 +83,13 @@ pub struct DirectRoute {
 }
 
 /// A double-write secondary of a direct route, and where its background writes are tracked.
-pub struct WriteCopy {
+pub(crate) struct WriteCopy {
     pub node: Rc<Backend>,
     pub writes: Rc<DetachedWrites>,
 }
 
 /// The resource a direct route sends reads, or writes, to.
-pub enum Direct {
+pub(crate) enum Direct {
     Node(Rc<Backend>),
     /// A sentinel-managed master (not its replicas: `-slaves` resources pick a replica per read).
     Master(Rc<SentinelBackend>),
@@ -124,7 +124,7 @@ impl Endpoint {
 }
 
 /// What resolving needs from the worker and the tenant.
-pub trait Resolver {
+pub(crate) trait Resolver {
     /// The worker's upstream for a resource.
     fn upstream(&self, spec: &ResourceSpec) -> Upstream;
     /// Tracking for background writes to a double-write secondary.
@@ -133,7 +133,7 @@ pub trait Resolver {
 
 impl ResolvedRoute {
     /// Resolves `plan` for database `db` (0 = the resources' own databases) and a client speaking `protocol`.
-    pub fn new(
+    pub(crate) fn new(
         plan: &RoutePlan,
         db: u32,
         protocol: Protocol,
@@ -177,7 +177,7 @@ impl ResolvedRoute {
     }
 
     /// The route's nodes, when it is a direct route.
-    pub fn direct(&self) -> Option<DirectRoute> {
+    pub(crate) fn direct(&self) -> Option<DirectRoute> {
         let [target] = &self.shards[..] else {
             return None;
         };
@@ -217,7 +217,7 @@ impl ResolvedRoute {
     }
 
     /// The shard of a key, and its hash slot when that shard's target has a cluster resource.
-    pub fn locate(&self, plan: &RoutePlan, key: &[u8]) -> Place {
+    pub(crate) fn locate(&self, plan: &RoutePlan, key: &[u8]) -> Place {
         let shard = plan.shard_of(key);
         let clustered = self.shards.get(shard).is_some_and(|t| t.clustered);
         (shard, clustered.then(|| slot_of(key)))
@@ -225,7 +225,7 @@ impl ResolvedRoute {
 
     /// The one place of every key of a command served on a dedicated connection: `None` for a keyless
     /// command, CROSSSLOT when the keys disagree.
-    pub fn place_of(
+    pub(crate) fn place_of(
         &self,
         plan: &RoutePlan,
         spec: &CommandSpec,
@@ -245,7 +245,7 @@ impl ResolvedRoute {
     }
 
     /// The primary write resource of a shard: where dedicated connections go.
-    pub fn primary(&self, shard: usize) -> Result<&Upstream, &Bytes> {
+    pub(crate) fn primary(&self, shard: usize) -> Result<&Upstream, &Bytes> {
         match self.shards.get(shard).and_then(|s| s.write.first()) {
             Some(endpoint) => endpoint.upstream.as_ref(),
             None => Err(&self.no_backend),
@@ -253,7 +253,7 @@ impl ResolvedRoute {
     }
 
     /// Why a write cannot run on a shard: one whose effect is random, on a double-written shard.
-    pub fn double_write_refusal(
+    pub(crate) fn double_write_refusal(
         &self,
         shard: usize,
         spec: &CommandSpec,
@@ -263,12 +263,12 @@ impl ResolvedRoute {
     }
 
     /// Whether a shard's writes go to more than one resource.
-    pub fn double_written(&self, shard: usize) -> bool {
+    pub(crate) fn double_written(&self, shard: usize) -> bool {
         self.shards.get(shard).is_some_and(|s| s.write.len() > 1)
     }
 
     /// The double-write secondaries of a shard, with their background-write tracking.
-    pub fn secondaries(&self, shard: usize) -> Vec<(Upstream, Rc<DetachedWrites>)> {
+    pub(crate) fn secondaries(&self, shard: usize) -> Vec<(Upstream, Rc<DetachedWrites>)> {
         let Some(target) = self.shards.get(shard) else {
             return Vec::new();
         };
@@ -279,18 +279,10 @@ impl ResolvedRoute {
             .filter_map(|e| Some((e.upstream.clone().ok()?, Rc::clone(e.detached.as_ref()?))))
             .collect()
     }
-
-    /// The first shard's read upstream, for the commands answered from one backend (INFO's keyspace).
-    pub fn first_read(&self) -> Result<&Upstream, &Bytes> {
-        match self.shards.first().and_then(|shard| shard.read.first()) {
-            Some(endpoint) => endpoint.upstream.as_ref(),
-            None => Err(&self.no_backend),
-        }
-    }
 }
 
 /// Everything one command's dispatch needs from its session.
-pub struct Dispatch<'a> {
+pub(crate) struct Dispatch<'a> {
     pub plan: &'a RoutePlan,
     pub route: &'a ResolvedRoute,
     pub replies: &'a Rc<ReplyQueue>,
@@ -345,7 +337,7 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
 }
 
 /// Where a key goes: its shard, and its hash slot when that shard's target has a cluster resource.
-pub type Place = (usize, Option<u16>);
+pub(crate) type Place = (usize, Option<u16>);
 
 /// One sub-command of a split or fanned-out command (or a run of them): where it goes and its bytes.
 struct Part {
@@ -362,7 +354,7 @@ struct Part {
 impl Dispatch<'_> {
     /// Sends `request`; its reply (or an error reply) lands in the session's queue. Returns an error text for
     /// commands the route cannot serve as asked (CROSSSLOT, refused double-writes).
-    pub fn forward(
+    pub(crate) fn forward(
         &mut self,
         spec: &'static CommandSpec,
         request: &Request,
@@ -558,7 +550,7 @@ impl Dispatch<'_> {
     }
 
     /// A keyless command that concerns every shard, and every master of a cluster resource.
-    pub fn fan_out(
+    pub(crate) fn fan_out(
         &mut self,
         spec: &'static CommandSpec,
         request: &Request,

@@ -11,14 +11,14 @@ use crate::reply::Combine;
 use crate::resp::{self, Protocol};
 
 /// The parts of a request that one shard's write set (or read) produced: primary first.
-pub struct Group {
+pub(super) struct Group {
     pub parts: Range<usize>,
     pub ack: AckMode,
 }
 
 /// How the shards' replies become the client's reply.
 #[derive(Clone)]
-pub enum Merge {
+pub(crate) enum Merge {
     /// One shard: its reply.
     Only,
     /// MGET: element `i` of the client's reply is element `positions[i].1` of shard group `positions[i].0`.
@@ -37,7 +37,7 @@ pub enum Merge {
     /// RANDOMKEY: one of the non-nil replies (the `n`th, modulo their number), nil when every node is empty.
     Random(u64),
     /// INFO: the gateway's sections (`local`), then the keyspace sections of every backend's `INFO keyspace`
-    /// summed (see `cmd::info::keyspace`). A failed backend adds nothing rather than failing INFO.
+    /// summed (see `keyspace::sum`). A failed backend adds nothing rather than failing INFO.
     Keyspace {
         local: Option<String>,
         /// The backend databases the tenant owns, shown numbered from 0 (none: every database, as it is).
@@ -51,7 +51,7 @@ pub enum Merge {
 }
 
 /// One group per part, each a single reply (shards without double-writes, the masters of a cluster fan-out).
-pub fn one_each(parts: usize) -> Vec<Group> {
+pub(super) fn one_each(parts: usize) -> Vec<Group> {
     (0..parts)
         .map(|i| Group {
             parts: i..i + 1,
@@ -62,12 +62,12 @@ pub fn one_each(parts: usize) -> Vec<Group> {
 
 impl Merge {
     /// Whether every copy of a double-written target must answer (not only those its ack mode waits for).
-    pub fn needs_every_copy(&self) -> bool {
+    pub(crate) fn needs_every_copy(&self) -> bool {
         matches!(self, Merge::AllOf)
     }
 
     /// How the replies of one cluster's masters merge before they join the other shards' replies.
-    pub fn per_node(&self) -> Merge {
+    pub(crate) fn per_node(&self) -> Merge {
         match self {
             // Summed once more with the other shards, where the gateway's sections go first.
             Merge::Keyspace { protocol, .. } => Merge::Keyspace {
@@ -80,7 +80,7 @@ impl Merge {
     }
 }
 
-pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
+pub(super) fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
     Box::new(move |parts: Vec<Bytes>| {
         let replies: Vec<&Bytes> = groups.iter().map(|group| reduce(&parts, group)).collect();
         if let Merge::Keyspace {
@@ -90,7 +90,7 @@ pub fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
         } = &merge
         {
             let replies: Vec<Bytes> = replies.into_iter().cloned().collect();
-            return crate::cmd::info::keyspace(local.as_deref(), &replies, own.clone(), *protocol);
+            return super::keyspace::sum(local.as_deref(), &replies, own.clone(), *protocol);
         }
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
             return Bytes::clone(error);

@@ -10,6 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use switchyard_schemas::{
     RouteTable, RoutesFile, TenantLimits, ValidationErrors, credential_digest,
 };
@@ -17,19 +18,19 @@ use switchyard_schemas::{
 use crate::metrics::TenantMetrics;
 
 mod dispatch;
+mod keyspace;
 mod merge;
 mod plan;
 mod scan;
-pub mod sync;
 
-pub use dispatch::{
+pub(crate) use dispatch::{
     CROSSSLOT, Direct, DirectRoute, Dispatch, Place, ResolvedRoute, Resolver, WriteCopy,
 };
-pub use merge::Merge;
-pub use plan::{ResourcePlan, RoutePlan, TargetPlan};
+pub(crate) use merge::Merge;
+pub(crate) use plan::{ResourcePlan, RoutePlan, TargetPlan};
 
 /// Everything the gateway serves at one moment.
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Increases with every published snapshot; sessions compare it to notice a change.
     pub generation: u64,
     /// The control plane's revision this snapshot reflects (none for a routes file).
@@ -44,7 +45,7 @@ pub struct Snapshot {
 }
 
 /// One tenant: who it is, where its commands go, what it may do.
-pub struct Tenant {
+pub(crate) struct Tenant {
     pub name: String,
     pub allow_admin: bool,
     pub limits: TenantLimits,
@@ -58,12 +59,12 @@ pub struct Tenant {
 
 impl Tenant {
     /// The databases the tenant's clients may SELECT (see `RoutePlan::databases`).
-    pub fn databases(&self) -> std::ops::Range<i64> {
+    pub(crate) fn databases(&self) -> std::ops::Range<i64> {
         self.route.databases(self.allow_admin)
     }
 
     /// The tenant's pub/sub namespace, unless it is an admin, which sees the backend's channels as they are.
-    pub fn channels(&self) -> Option<crate::cmd::tenancy::Channels> {
+    pub(crate) fn channels(&self) -> Option<crate::cmd::tenancy::Channels> {
         let databases = self.databases();
         let count = u32::try_from(databases.end - databases.start).unwrap_or(1);
         (!self.allow_admin)
@@ -91,7 +92,7 @@ enum WithoutCredentials {
 
 impl Snapshot {
     /// A snapshot that serves no one (the gateway before its first routes).
-    pub fn empty() -> Snapshot {
+    pub(crate) fn empty() -> Snapshot {
         Snapshot {
             generation: 0,
             revision: None,
@@ -102,7 +103,7 @@ impl Snapshot {
     }
 
     /// Builds a snapshot from a routes file, after checking every rule.
-    pub fn from_routes_file(
+    pub(crate) fn from_routes_file(
         file: &RoutesFile,
         generation: u64,
         previous: &Snapshot,
@@ -146,7 +147,7 @@ impl Snapshot {
     /// Builds a snapshot from the control plane's, after checking every route as the control plane did: a
     /// gateway never serves a table it would not accept itself. Disabled tenants are left out (their clients
     /// cannot authenticate, and open connections are closed).
-    pub fn from_control_plane(
+    pub(crate) fn from_control_plane(
         snapshot: &switchyard_schemas::Snapshot,
         generation: u64,
         previous: &Snapshot,
@@ -239,26 +240,26 @@ impl Snapshot {
         snapshot
     }
 
-    pub fn tenants(&self) -> &[Arc<Tenant>] {
+    pub(crate) fn tenants(&self) -> &[Arc<Tenant>] {
         &self.tenants
     }
 
-    pub fn tenant_by_name(&self, name: &str) -> Option<&Arc<Tenant>> {
+    pub(crate) fn tenant_by_name(&self, name: &str) -> Option<&Arc<Tenant>> {
         self.tenants.iter().find(|t| t.name == name)
     }
 
     /// Whether clients must AUTH before anything else.
-    pub fn requires_auth(&self) -> bool {
+    pub(crate) fn requires_auth(&self) -> bool {
         self.open_tenant.is_none()
     }
 
-    pub fn open_tenant(&self) -> Option<&Arc<Tenant>> {
+    pub(crate) fn open_tenant(&self) -> Option<&Arc<Tenant>> {
         self.open_tenant.map(|i| &self.tenants[i])
     }
 
     /// The tenant a password selects, and the digest that matched; with a tenant name
     /// (`AUTH tenant password`), only that tenant's.
-    pub fn authenticate(
+    pub(crate) fn authenticate(
         &self,
         tenant: Option<&[u8]>,
         password: &[u8],
@@ -288,6 +289,27 @@ fn digest_prefix(digest: &str) -> u64 {
 /// Equality whose time depends only on the length, not on where the bytes differ.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `switchyard-gateway explain`: where each key of `keys` goes under `tenant`'s route in the routes file.
+pub fn explain(
+    routes: &std::path::Path,
+    tenant: &str,
+    keys: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(routes)
+        .with_context(|| format!("cannot read {}", routes.display()))?;
+    let file: RoutesFile = serde_json::from_str(&text)
+        .with_context(|| format!("invalid routes file {}", routes.display()))?;
+    let snapshot = Snapshot::from_routes_file(&file, 1, &Snapshot::empty())
+        .with_context(|| format!("invalid routes file {}", routes.display()))?;
+    let tenant = snapshot
+        .tenant_by_name(tenant)
+        .with_context(|| format!("no tenant '{tenant}' in the routes file"))?;
+    Ok(keys
+        .iter()
+        .map(|key| tenant.route.explain(key.as_bytes()))
+        .collect())
 }
 
 #[cfg(test)]

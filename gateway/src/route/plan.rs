@@ -8,7 +8,7 @@ use switchyard_schemas::{AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTa
 use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec};
 use crate::resp::Protocol;
 
-pub struct RoutePlan {
+pub(crate) struct RoutePlan {
     /// `None` for a single target (no hashing at all).
     pub placement: Option<Placement>,
     /// A double-write table's secondary placement and shard count. Its shards are then every (primary shard,
@@ -22,7 +22,7 @@ pub struct RoutePlan {
     granted: u32,
 }
 
-pub struct TargetPlan {
+pub(crate) struct TargetPlan {
     pub read: Vec<ResourcePlan>,
     pub read_policy: ReadPolicy,
     /// The primary first, then double-write secondaries.
@@ -32,14 +32,14 @@ pub struct TargetPlan {
 
 /// One resource: its display form (the URL without credentials) and what to connect to.
 #[derive(Clone)]
-pub struct ResourcePlan {
+pub(crate) struct ResourcePlan {
     pub name: String,
     pub spec: Result<ResourceSpec, String>,
 }
 
 impl RoutePlan {
     /// Compiles a validated route; `resolve` maps a resource name to its URL.
-    pub fn new(route: &RouteTable, resolve: &dyn Fn(&str) -> String) -> RoutePlan {
+    pub(crate) fn new(route: &RouteTable, resolve: &dyn Fn(&str) -> String) -> RoutePlan {
         let mut plan = RoutePlan::compile(route, resolve);
         plan.granted = route.databases();
         plan
@@ -98,7 +98,7 @@ impl RoutePlan {
     }
 
     /// The shard that owns `key`.
-    pub fn shard_of(&self, key: &[u8]) -> usize {
+    pub(crate) fn shard_of(&self, key: &[u8]) -> usize {
         let primary = self.placement.as_ref().map_or(0, |p| p.shard_of(key));
         match &self.paired {
             None => primary,
@@ -110,7 +110,7 @@ impl RoutePlan {
 
     /// The shards a keyless command visits, each primary shard once (for reads: DBSIZE, KEYS, SCAN) or, for
     /// writes (FLUSHDB), every primary and every secondary shard at least once.
-    pub fn fan_out(&self, write: bool) -> Vec<usize> {
+    pub(crate) fn fan_out(&self, write: bool) -> Vec<usize> {
         let Some((_, count)) = self.paired else {
             return (0..self.shards.len()).collect();
         };
@@ -124,7 +124,7 @@ impl RoutePlan {
     }
 
     /// Where `key` goes, for people: shard, read resources (with policy), write resources (with ack mode).
-    pub fn explain(&self, key: &[u8]) -> String {
+    pub(crate) fn explain(&self, key: &[u8]) -> String {
         let shard = self.shard_of(key);
         let names = |resources: &[ResourcePlan]| {
             resources
@@ -147,7 +147,7 @@ impl RoutePlan {
     }
 
     /// Every resource any shard may use.
-    pub fn resources(&self) -> impl Iterator<Item = &ResourceSpec> {
+    pub(crate) fn resources(&self) -> impl Iterator<Item = &ResourceSpec> {
         self.shards
             .iter()
             .flat_map(|shard| shard.read.iter().chain(shard.write.iter()))
@@ -155,7 +155,7 @@ impl RoutePlan {
     }
 
     /// Whether some resource is a Redis Cluster, where only database 0 exists.
-    pub fn has_cluster(&self) -> bool {
+    pub(crate) fn has_cluster(&self) -> bool {
         self.resources()
             .any(|spec| matches!(spec, ResourceSpec::Cluster(_)))
     }
@@ -164,7 +164,7 @@ impl RoutePlan {
     /// tenant owns exactly the database its resource names, and the next ones its route grants
     /// (`RouteTable::databases`), so tenants that share a Redis stay apart; an admin tenant whose resource names
     /// db 0 may use all 16 (Redis' test suites and admin tools need them); a Redis Cluster has only db 0.
-    pub fn databases(&self, admin: bool) -> std::ops::Range<i64> {
+    pub(crate) fn databases(&self, admin: bool) -> std::ops::Range<i64> {
         if self.has_cluster() {
             return 0..1;
         }
@@ -176,7 +176,7 @@ impl RoutePlan {
     }
 
     /// The database of the first write resource (what `SELECT 0` means for this tenant).
-    pub fn base_db(&self) -> u32 {
+    pub(crate) fn base_db(&self) -> u32 {
         self.shards
             .first()
             .and_then(|shard| shard.write.first())

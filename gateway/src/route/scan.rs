@@ -20,7 +20,7 @@ use crate::resp;
 const DEFAULT_COUNT: usize = 10;
 
 /// A client cursor: a number, as Redis requires.
-pub fn parse_cursor(cursor: &[u8]) -> Option<u64> {
+pub(super) fn parse_cursor(cursor: &[u8]) -> Option<u64> {
     std::str::from_utf8(cursor).ok()?.parse().ok()
 }
 
@@ -37,7 +37,7 @@ fn encode_cursor(position: usize, next: u64, nodes: usize) -> Option<u64> {
 
 /// Scans the `shards` (the read upstream of each, in route order) from the client's `cursor` on, with the
 /// client's other arguments (`args[2..]`: MATCH, COUNT, TYPE), and delivers one SCAN reply to `reply`.
-pub fn start(
+pub(super) fn start(
     shards: Vec<Result<Upstream, Bytes>>,
     cursor: u64,
     args: Vec<Bytes>,

@@ -26,7 +26,6 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use super::stateful::is_subscription;
 use crate::backend::dedicated::{Dedicated, Wait};
 use crate::cmd::CommandSpec;
 use crate::reply::ReplyHandle;
@@ -118,7 +117,7 @@ impl Session {
         request: &Request,
         started: Instant,
     ) -> bool {
-        if !is_subscription(spec) {
+        if !spec.is_subscription() {
             return false;
         }
         // The channels as the backend knows them (the tenant's namespace, see `cmd::tenancy::Channels`).

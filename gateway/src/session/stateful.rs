@@ -79,11 +79,6 @@ pub(super) fn may_be_stateful(spec: &CommandSpec) -> bool {
     spec.acl_categories & CATEGORIES != 0
 }
 
-/// Whether a command is one of the (un)subscribe commands.
-pub(super) fn is_subscription(spec: &CommandSpec) -> bool {
-    spec.has(flag::PUBSUB) && spec.name.ends_with("subscribe")
-}
-
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
 pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
     match spec.name {
@@ -128,7 +123,7 @@ impl Session {
             None => {
                 matches!(spec.name, "watch" | "reset")
                     || is_blocking(spec, args)
-                    || is_subscription(spec)
+                    || spec.is_subscription()
             }
         }
     }

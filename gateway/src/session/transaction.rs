@@ -17,7 +17,6 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use super::stateful::is_subscription;
 use crate::backend::dedicated::{Dedicated, Wait};
 use crate::backend::identity::{self, RunAs};
 use crate::backend::{Keyspace, Upstream};
@@ -55,7 +54,7 @@ pub(super) struct Watching {
 /// connection inside a transaction, not on the client's: refused there, except those that mean the same.
 fn gateway_state_in_multi(spec: &CommandSpec) -> bool {
     let connection = spec.acl_categories & acl::CONNECTION != 0;
-    let subscription = is_subscription(spec);
+    let subscription = spec.is_subscription();
     (connection || subscription) && !matches!(spec.name, "ping" | "echo")
 }
 

@@ -4,7 +4,7 @@
 //! The control plane being down never stops traffic: the gateway keeps serving the snapshot it has (or, after a
 //! restart, the one in its cache file) and keeps retrying with backoff.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,26 +12,14 @@ use anyhow::Context as _;
 use switchyard_schemas::api::Heartbeat;
 use tokio::sync::Notify;
 
-use crate::server::Gateway;
-
-/// Where and how to reach the control plane.
-#[derive(Debug, Clone)]
-pub struct ControlPlaneConfig {
-    /// Base URL, e.g. `http://127.0.0.1:8080`.
-    pub url: String,
-    pub token: String,
-    /// The last applied snapshot, for starting while the control plane is unreachable.
-    pub cache_file: Option<PathBuf>,
-    /// This gateway's id in heartbeats.
-    pub gateway_id: String,
-}
+use crate::state::{ControlPlaneConfig, Gateway};
 
 /// How long one long-poll waits at the control plane for a change.
 const POLL_WAIT: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
 
-pub struct Sync {
+pub(crate) struct Sync {
     config: ControlPlaneConfig,
     client: reqwest::Client,
     /// Rung after each applied snapshot so the heartbeat reports it at once.
@@ -44,7 +32,7 @@ enum Poll {
 }
 
 impl Sync {
-    pub fn new(config: ControlPlaneConfig) -> anyhow::Result<Sync> {
+    pub(crate) fn new(config: ControlPlaneConfig) -> anyhow::Result<Sync> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .build()
@@ -58,7 +46,7 @@ impl Sync {
 
     /// The first snapshot: from the control plane if it answers quickly, else from the cache file. Without
     /// either the gateway starts not ready and keeps trying in [`Sync::run`].
-    pub async fn bootstrap(&self, gateway: &Gateway) {
+    pub(crate) async fn bootstrap(&self, gateway: &Gateway) {
         match tokio::time::timeout(Duration::from_secs(3), self.poll(None, Duration::ZERO)).await {
             Ok(Ok(Poll::Changed(body))) => match self.apply(gateway, &body) {
                 Ok(()) => return,
@@ -87,7 +75,7 @@ impl Sync {
     }
 
     /// Long-polls forever, applying every new snapshot.
-    pub async fn run(self: Arc<Self>, gateway: Arc<Gateway>) {
+    pub(crate) async fn run(self: Arc<Self>, gateway: Arc<Gateway>) {
         tokio::spawn(Arc::clone(&self).heartbeats(Arc::clone(&gateway)));
         let mut backoff = Duration::from_millis(100);
         // After a rejected snapshot, wait for the next revision rather than fetching the same one again.

@@ -1,0 +1,167 @@
+//! State every worker shares: the configuration, the published snapshot (swapped whole on every route change),
+//! metrics, the client registry and admission.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use switchyard_schemas::RoutesFile;
+use tokio::sync::watch;
+
+use crate::admission::Admission;
+use crate::clients::Clients;
+use crate::metrics::Metrics;
+use crate::resp::Limits;
+use crate::route::Snapshot;
+
+/// Everything `run` needs; the binary fills it from flags and environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    /// Where tenants and routes come from.
+    pub source: RouteSource,
+    pub workers: usize,
+    pub backend_connections: usize,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+    /// Most authenticated client connections at once.
+    pub max_clients: usize,
+    /// Most connections at once that have not authenticated yet (counted apart from `max_clients`).
+    pub max_unauthenticated_clients: usize,
+    /// How long a connection may stay without authenticating before it is closed.
+    pub auth_timeout: Duration,
+    /// Most dedicated backend connections (blocking commands, transactions, subscriptions) one tenant's clients
+    /// may hold at once, per gateway.
+    pub max_dedicated_connections: usize,
+    pub shutdown_grace: Duration,
+    pub limits: Limits,
+}
+
+/// Where a gateway's tenants and routes come from.
+#[derive(Debug, Clone)]
+pub enum RouteSource {
+    /// A local routes file, reloaded on SIGHUP.
+    File(PathBuf),
+    /// The control plane's snapshots, long-polled.
+    ControlPlane(ControlPlaneConfig),
+}
+
+/// State shared by every worker.
+pub(crate) struct Gateway {
+    pub config: Config,
+    snapshot: ArcSwap<Snapshot>,
+    /// Mirrors the published snapshot's generation, so sessions notice a change with one atomic load.
+    generation: AtomicU64,
+    pub metrics: Arc<Metrics>,
+    pub clients: Clients,
+    /// Places for connections, and the failed-AUTH throttle.
+    pub admission: Arc<Admission>,
+    next_client_id: AtomicU64,
+    pub started: Instant,
+    ready: AtomicBool,
+    /// Wakes every session: a new snapshot was published (the value is its generation), or a client was
+    /// killed (the value is unchanged).
+    changes: watch::Sender<u64>,
+}
+
+impl Gateway {
+    /// A gateway with no routes yet (not ready until a snapshot is published).
+    pub(crate) fn new(config: Config) -> Gateway {
+        Gateway {
+            snapshot: ArcSwap::from_pointee(Snapshot::empty()),
+            generation: AtomicU64::new(0),
+            metrics: Arc::new(Metrics::default()),
+            clients: Clients::default(),
+            admission: Arc::new(Admission::new(
+                config.max_clients,
+                config.max_unauthenticated_clients,
+            )),
+            next_client_id: AtomicU64::new(1),
+            started: Instant::now(),
+            ready: AtomicBool::new(false),
+            changes: watch::channel(0).0,
+            config,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn publish(&self, snapshot: Snapshot) {
+        let generation = snapshot.generation;
+        self.snapshot.store(Arc::new(snapshot));
+        self.generation.store(generation, Ordering::Release);
+        self.ready.store(true, Ordering::Release);
+        self.changes.send_replace(generation);
+    }
+
+    /// Makes every session check whether it was killed (CLIENT KILL), and its credential and tenant.
+    pub(crate) fn wake_sessions(&self) {
+        self.changes.send_modify(|_| {});
+    }
+
+    /// A receiver that wakes when a new snapshot is published, or on `wake_sessions`.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Reads, validates and builds the routes file; the current snapshot keeps serving on any error.
+    pub(crate) fn load_routes(&self, path: &Path) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read routes file {}", path.display()))?;
+        let file: RoutesFile = serde_json::from_str(&text)
+            .with_context(|| format!("invalid routes file {}", path.display()))?;
+        let current = self.snapshot();
+        let snapshot = Snapshot::from_routes_file(&file, current.generation + 1, &current)
+            .with_context(|| format!("invalid routes file {}", path.display()))?;
+        self.publish(snapshot);
+        Ok(())
+    }
+
+    /// Validates and builds a control-plane snapshot (its JSON as received) and swaps it in; the current one keeps
+    /// serving on any error.
+    pub(crate) fn apply_control_plane(&self, body: &[u8]) -> anyhow::Result<()> {
+        let parsed: switchyard_schemas::Snapshot = serde_json::from_slice(body)
+            .context("the snapshot is not valid JSON of the expected shape")?;
+        let current = self.snapshot();
+        let snapshot = Snapshot::from_control_plane(&parsed, current.generation + 1, &current)
+            .context("the snapshot breaks the route-table rules")?;
+        tracing::info!(
+            revision = parsed.revision,
+            tenants = parsed.tenants.len(),
+            "snapshot applied"
+        );
+        self.publish(snapshot);
+        Ok(())
+    }
+}
+
+/// Where and how to reach the control plane.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneConfig {
+    /// Base URL, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    pub token: String,
+    /// The last applied snapshot, for starting while the control plane is unreachable.
+    pub cache_file: Option<PathBuf>,
+    /// This gateway's id in heartbeats.
+    pub gateway_id: String,
+}

@@ -1,0 +1,98 @@
+//! A worker thread's context, shared by the sessions it runs: its pool of backend connections, the upstreams of
+//! the current routes held open, and the signal that tells its sessions about route changes and the shutdown.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::backend::{BackendPool, ConnectionSettings, ResourceSpec, Upstream};
+use crate::reply::DetachedWrites;
+use crate::route::Tenant;
+use crate::signal::LocalBroadcast;
+use crate::state::Gateway;
+
+/// The upstreams a worker holds open while no client uses them (see `Worker::upstream`).
+#[derive(Default)]
+struct Pinned {
+    generation: u64,
+    specs: HashSet<ResourceSpec>,
+    upstreams: Vec<Upstream>,
+}
+
+/// The per-worker context every session of that worker shares.
+pub(crate) struct Worker {
+    pub gateway: Arc<Gateway>,
+    pool: Rc<BackendPool>,
+    /// Upstreams of the current snapshot's routes (and those opened since for another database or protocol),
+    /// held open even while no client uses them, so that a new client never waits for a backend connect (or a
+    /// cluster's first slot map). Replaced (and the dropped ones drained) on a route change.
+    pinned: RefCell<Pinned>,
+    /// Background double-write tracking, per tenant and secondary resource.
+    detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
+    pub shutdown: watch::Receiver<bool>,
+    /// Tells every session of this worker that the snapshot changed or the gateway is shutting down.
+    pub control: LocalBroadcast,
+}
+
+impl Worker {
+    /// The context of a new worker thread.
+    pub(crate) fn new(gateway: Arc<Gateway>, shutdown: watch::Receiver<bool>) -> Worker {
+        let settings = ConnectionSettings {
+            connect_timeout: gateway.config.connect_timeout,
+            command_timeout: gateway.config.command_timeout,
+        };
+        Worker {
+            pinned: RefCell::new(Pinned::default()),
+            detached: RefCell::new(HashMap::new()),
+            pool: Rc::new(BackendPool::new(
+                settings,
+                gateway.config.backend_connections,
+                Arc::clone(&gateway.metrics),
+            )),
+            gateway,
+            shutdown,
+            control: LocalBroadcast::default(),
+        }
+    }
+
+    /// The upstream for a resource, shared by every session of this worker.
+    pub(crate) fn upstream(&self, spec: &ResourceSpec) -> Upstream {
+        let generation = self.gateway.generation();
+        let mut pinned = self.pinned.borrow_mut();
+        if pinned.generation != generation {
+            let snapshot = self.gateway.snapshot();
+            let specs: HashSet<ResourceSpec> = snapshot
+                .tenants()
+                .iter()
+                .flat_map(|tenant| tenant.route.resources())
+                .cloned()
+                .collect();
+            let upstreams = specs.iter().map(|spec| self.pool.upstream(spec)).collect();
+            *pinned = Pinned {
+                generation,
+                specs,
+                upstreams,
+            };
+        }
+        let upstream = self.pool.upstream(spec);
+        // Another database or protocol of a resource, once used, stays open until the routes change too.
+        if pinned.specs.insert(spec.clone()) {
+            pinned.upstreams.push(upstream.clone());
+        }
+        upstream
+    }
+
+    /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`.
+    pub(crate) fn detached(&self, tenant: &Tenant, resource: &str) -> Rc<DetachedWrites> {
+        let key = (tenant.name.clone(), resource.to_string());
+        let mut detached = self.detached.borrow_mut();
+        let writes = detached.entry(key).or_insert_with(|| {
+            let failures = tenant.metrics.double_write_failures(resource);
+            Rc::new(DetachedWrites::new(&tenant.name, resource, failures))
+        });
+        Rc::clone(writes)
+    }
+}

@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use switchyard_schemas::ValidationErrors;
 use switchyard_schemas::api::{ErrorBody, ErrorDetail};
 
+use crate::etag::etag;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{0}")]
@@ -198,7 +200,7 @@ impl IntoResponse for ApiError {
         };
         let mut response = (status, Json(body)).into_response();
         if let ApiError::PreconditionFailed { current } = self {
-            let (name, value) = crate::extract::etag(current);
+            let (name, value) = etag(current);
             response.headers_mut().insert(name, value);
         }
         if status == StatusCode::UNAUTHORIZED {

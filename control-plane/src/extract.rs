@@ -1,6 +1,5 @@
 //! Request extractors whose failures are `ApiError`s: JSON bodies (with the JSON pointer of a bad field), query
-//! strings, path parameters, and the numeric entity tags of conditional requests (`If-Match`,
-//! `If-None-Match`, `ETag`).
+//! strings, path parameters, and the entity tags of conditional requests (`If-Match`, `If-None-Match`).
 //!
 //! Text with a NUL character is refused here with a 400, in bodies and paths alike: Postgres cannot store it in a
 //! `text` or `jsonb` value, and nothing an admin means to say contains one.
@@ -9,10 +8,11 @@ use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::{HeaderMap, header};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::etag::tag_number;
 
 /// A JSON request body. Malformed JSON is a 400; well-formed JSON of the wrong shape (unknown field, wrong type,
 /// route table that does not match the schema) is a 422 naming the field.
@@ -206,24 +206,6 @@ pub fn if_none_match(headers: &HeaderMap) -> Option<i64> {
     tag_number(headers.get(header::IF_NONE_MATCH)?.to_str().ok()?.trim())
 }
 
-/// Our entity tags are numbers (route versions, revisions); clients may send them bare, quoted or weak.
-fn tag_number(text: &str) -> Option<i64> {
-    let text = text.strip_prefix("W/").unwrap_or(text);
-    let text = text
-        .strip_prefix('"')
-        .and_then(|t| t.strip_suffix('"'))
-        .unwrap_or(text);
-    text.parse::<i64>().ok().filter(|n| *n >= 0)
-}
-
-/// The `ETag` header for a route version or a revision.
-pub fn etag(number: i64) -> (HeaderName, HeaderValue) {
-    // Digits in quotes are always a valid header value.
-    let value =
-        HeaderValue::try_from(format!("\"{number}\"")).unwrap_or(HeaderValue::from_static("\"\""));
-    (header::ETAG, value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,7 +229,6 @@ mod tests {
         let mut none_match = HeaderMap::new();
         none_match.insert(header::IF_NONE_MATCH, "W/\"7\"".parse().unwrap());
         assert_eq!(if_none_match(&none_match), Some(7));
-        assert_eq!(etag(12).1, "\"12\"");
     }
 
     fn details(json: &str) -> (u16, Vec<String>) {

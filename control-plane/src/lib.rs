@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod etag;
 pub mod extract;
 pub mod metrics;
 pub mod migration;

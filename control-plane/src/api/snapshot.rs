@@ -18,7 +18,8 @@ use crate::app::AppState;
 use crate::auth::Access;
 use crate::db;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiQuery, etag, if_none_match};
+use crate::etag::etag;
+use crate::extract::{ApiQuery, if_none_match};
 use crate::openapi::Operation;
 
 pub fn operations() -> Vec<Operation> {

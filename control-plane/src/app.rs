@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::api;
 use crate::auth::{self, Access, Actor, Tokens};
@@ -34,6 +34,21 @@ impl Default for Settings {
     }
 }
 
+/// Wakes the migration worker when a transition starts a task.
+#[derive(Default)]
+pub struct Wakeup(Notify);
+
+impl Wakeup {
+    pub fn wake(&self) {
+        self.0.notify_one();
+    }
+
+    /// Completes at the next [`Wakeup::wake`] (or at once, if one came since the last wait).
+    pub async fn notified(&self) {
+        self.0.notified().await;
+    }
+}
+
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
@@ -43,7 +58,7 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub snapshots: Arc<SnapshotCache>,
     /// Wakes the migration worker when a step starts a background task.
-    pub migrations: Arc<crate::migration::Wakeup>,
+    pub migrations: Arc<Wakeup>,
     /// Set when the process is shutting down, so waiting long-polls answer at once instead of holding the
     /// graceful shutdown for up to `max_wait`.
     stopping: Arc<watch::Sender<bool>>,
@@ -108,13 +123,22 @@ pub fn router(state: AppState) -> Router {
         };
         *group = std::mem::take(group).route(operation.path, operation.handler);
     }
-    let admin = admin.route_layer(from_fn_with_state(state.clone(), auth::require_admin));
-    let gateway = gateway.route_layer(from_fn_with_state(state.clone(), auth::require_gateway));
+    let admin = admin.route_layer(from_fn_with_state(
+        Arc::clone(&state.tokens),
+        auth::require_admin,
+    ));
+    let gateway = gateway.route_layer(from_fn_with_state(
+        Arc::clone(&state.tokens),
+        auth::require_gateway,
+    ));
     public
         .merge(admin)
         .merge(gateway)
         .fallback(not_found)
-        .layer(from_fn_with_state(state.clone(), metrics::count))
+        .layer(from_fn_with_state(
+            Arc::clone(&state.metrics),
+            metrics::count,
+        ))
         .with_state(state)
 }
 

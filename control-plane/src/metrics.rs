@@ -1,13 +1,12 @@
 //! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots.
 
 use std::fmt::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-
-use crate::app::AppState;
 
 #[derive(Default)]
 pub struct Metrics {
@@ -72,10 +71,10 @@ fn counter(value: &AtomicU64) -> i64 {
 }
 
 /// Middleware counting every response.
-pub async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn count(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let class = usize::from(response.status().as_u16() / 100);
-    if let Some(counter) = state.metrics.responses.get(class) {
+    if let Some(counter) = metrics.responses.get(class) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
     response

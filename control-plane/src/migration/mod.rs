@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::app::AppState;
 use crate::db;
@@ -21,16 +21,6 @@ const LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
 
 /// How often the worker looks for work it was not told about (tasks of other replicas that died).
 const POLL: Duration = Duration::from_secs(2);
-
-/// Wakes the worker when a transition starts a task.
-#[derive(Default)]
-pub struct Wakeup(Notify);
-
-impl Wakeup {
-    pub fn wake(&self) {
-        self.0.notify_one();
-    }
-}
 
 /// Runs the tasks of migrations in `backfilling` or `verifying` until the process stops.
 pub async fn worker(state: AppState) {
@@ -69,7 +59,7 @@ pub async fn worker(state: AppState) {
             Err(e) => tracing::warn!(error = %e, "looking for migration tasks"),
         }
         tokio::select! {
-            _ = state.migrations.0.notified() => {}
+            _ = state.migrations.notified() => {}
             _ = tokio::time::sleep(POLL) => {}
             _ = stopping.changed() => return,
         }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::app::Settings;
+use crate::state::Settings;
 
 /// No `Debug`: it holds the tokens and the database URL (with its password), which must never reach a log.
 #[derive(Clone, Parser)]

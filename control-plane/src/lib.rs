@@ -5,7 +5,6 @@
 //! binary calls; `serve` is the same on a given pool and listener, for tests.
 
 pub mod api;
-pub mod app;
 pub mod auth;
 pub mod config;
 pub mod db;
@@ -20,6 +19,7 @@ pub mod references;
 pub mod revision;
 pub mod route_schema;
 pub mod snapshot_cache;
+pub mod state;
 pub mod watch;
 
 use std::future::Future;
@@ -29,9 +29,10 @@ use sqlx::PgPool;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
 
-pub use app::{AppState, Settings, router};
+pub use api::router;
 pub use auth::Tokens;
 pub use config::Config;
+pub use state::{AppState, Settings};
 
 /// The control plane's schema, from the top-level `migrations/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");

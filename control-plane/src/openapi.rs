@@ -15,8 +15,8 @@ use schemars::schema::Schema;
 use serde_json::{Map, Value, json};
 use switchyard_schemas::api::ErrorBody;
 
-use crate::app::AppState;
 use crate::auth::Access;
+use crate::state::AppState;
 
 type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
 

@@ -10,12 +10,13 @@ use axum::{Extension, Json};
 use switchyard_schemas::api::{Credential, CredentialCreate, CredentialIssued, CredentialList};
 use switchyard_schemas::credential_digest;
 
-use crate::app::AppState;
+use crate::api::lookup;
 use crate::auth::{Access, Actor};
 use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
+use crate::state::AppState;
 
 /// Imported passwords shorter than this are refused: a single unsalted hash is only safe for long secrets.
 pub const MIN_IMPORTED_LEN: usize = 16;
@@ -89,7 +90,7 @@ async fn create(
         None => (issue_secret()?, false),
     };
     let mut change = Change::begin(&state.pool).await?;
-    let row = super::tenant(change.conn(), &tenant).await?;
+    let row = lookup::tenant(change.conn(), &tenant).await?;
     let credential: Credential = db::credentials::insert(
         change.conn(),
         row.id,
@@ -118,7 +119,7 @@ async fn list(
     State(state): State<AppState>,
     ApiPath(tenant): ApiPath<String>,
 ) -> ApiResult<Json<CredentialList>> {
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let credentials = db::credentials::list(&state.pool, row.id).await?;
     Ok(Json(CredentialList {
         credentials: credentials.into_iter().map(Credential::from).collect(),
@@ -131,7 +132,7 @@ async fn revoke(
     ApiPath((tenant, id)): ApiPath<(String, i64)>,
 ) -> ApiResult<StatusCode> {
     let mut change = Change::begin(&state.pool).await?;
-    let row = super::tenant(change.conn(), &tenant).await?;
+    let row = lookup::tenant(change.conn(), &tenant).await?;
     let revoked: Credential = db::credentials::revoke(change.conn(), row.id, id)
         .await?
         .ok_or_else(|| {

@@ -12,13 +12,13 @@ use switchyard_schemas::api::{
     ErrorDetail, Resource, ResourceCreate, ResourceList, ResourceUpdate,
 };
 
-use crate::app::AppState;
 use crate::auth::{Access, Actor};
 use crate::db::resources::Lock;
 use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
+use crate::state::AppState;
 use crate::{redact, references};
 
 pub fn operations() -> Vec<Operation> {

@@ -17,7 +17,7 @@ use switchyard_schemas::api::{
 };
 use switchyard_schemas::placement::TablePlacement;
 
-use crate::app::AppState;
+use crate::api::lookup;
 use crate::auth::{Access, Actor};
 use crate::db::resources::Lock;
 use crate::db::{self, AuditRecord, Change};
@@ -26,6 +26,7 @@ use crate::etag::etag;
 use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
 use crate::openapi::Operation;
 use crate::route_schema;
+use crate::state::AppState;
 use crate::{redact, references};
 
 const DEFAULT_PAGE: i64 = 50;
@@ -117,7 +118,7 @@ async fn current(
     State(state): State<AppState>,
     ApiPath(tenant): ApiPath<String>,
 ) -> ApiResult<Response> {
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let current: RouteVersion = db::routes::get(&state.pool, row.id, None)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
@@ -140,7 +141,7 @@ async fn explain(
     let key = query
         .key
         .ok_or_else(|| ApiError::BadRequest("the key query parameter is required".into()))?;
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let current: RouteVersion = db::routes::get(&state.pool, row.id, None)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
@@ -191,7 +192,7 @@ async fn rollback(
     JsonBody(body): JsonBody<RouteRollback>,
 ) -> ApiResult<Response> {
     let expected = if_match(&headers)?;
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     // Versions are immutable, so reading this one outside the change's transaction is safe.
     let target = db::routes::get(&state.pool, row.id, Some(body.version))
         .await?
@@ -267,7 +268,7 @@ impl NewVersion<'_> {
 
     async fn apply(self, state: &AppState, actor: &Actor) -> ApiResult<Response> {
         let mut change = Change::begin(&state.pool).await?;
-        let tenant = super::tenant_for_update(change.conn(), self.tenant).await?;
+        let tenant = lookup::tenant_for_update(change.conn(), self.tenant).await?;
         // A migration owns the route until it is finished or aborted.
         if let Some(id) = db::migrations::active(change.conn(), tenant.id).await? {
             return Err(ApiError::Conflict {
@@ -316,7 +317,7 @@ async fn history(
             "limit must be 1 to {MAX_PAGE}"
         )));
     }
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let versions: Vec<RouteVersionSummary> =
         db::routes::page(&state.pool, row.id, query.before, limit)
             .await?
@@ -337,7 +338,7 @@ async fn version(
     State(state): State<AppState>,
     ApiPath((tenant, version)): ApiPath<(String, i64)>,
 ) -> ApiResult<Response> {
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let found: RouteVersion = db::routes::get(&state.pool, row.id, Some(version))
         .await?
         .ok_or_else(|| {

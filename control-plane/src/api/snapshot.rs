@@ -14,13 +14,13 @@ use axum::routing::get;
 use serde::Deserialize;
 use switchyard_schemas::Snapshot;
 
-use crate::app::AppState;
 use crate::auth::Access;
 use crate::db;
 use crate::error::{ApiError, ApiResult};
 use crate::etag::etag;
 use crate::extract::{ApiQuery, if_none_match};
 use crate::openapi::Operation;
+use crate::state::AppState;
 
 pub fn operations() -> Vec<Operation> {
     vec![

@@ -13,8 +13,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio::sync::watch;
 
-use crate::app::AppState;
 use crate::db;
+use crate::state::AppState;
 
 /// Advisory-lock class of migration tasks (the second key is the migration id).
 const LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"

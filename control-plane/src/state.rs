@@ -1,18 +1,16 @@
-//! The application state shared by every request, and the router built from the endpoint table.
+//! `AppState`: what every request handler shares (the pool, tokens, revision watch, metrics, snapshot cache,
+//! settings), and the shutdown and migration-worker signals.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::middleware::from_fn_with_state;
 use sqlx::PgPool;
 use tokio::sync::{Notify, watch};
 
-use crate::api;
-use crate::auth::{self, Access, Actor, Tokens};
+use crate::auth::{Actor, Tokens};
 use crate::db::{AuditRecord, Change};
-use crate::error::{ApiError, ApiResult};
-use crate::metrics::{self, Metrics};
+use crate::error::ApiResult;
+use crate::metrics::Metrics;
 use crate::revision::RevisionWatch;
 use crate::snapshot_cache::SnapshotCache;
 
@@ -108,40 +106,4 @@ impl AppState {
         self.revisions.observe(revision);
         Ok(revision)
     }
-}
-
-/// Every endpoint, with its access rule applied.
-pub fn router(state: AppState) -> Router {
-    let mut admin = Router::new();
-    let mut gateway = Router::new();
-    let mut public = Router::new();
-    for operation in api::operations() {
-        let group = match operation.access {
-            Access::Admin => &mut admin,
-            Access::Gateway => &mut gateway,
-            Access::Public => &mut public,
-        };
-        *group = std::mem::take(group).route(operation.path, operation.handler);
-    }
-    let admin = admin.route_layer(from_fn_with_state(
-        Arc::clone(&state.tokens),
-        auth::require_admin,
-    ));
-    let gateway = gateway.route_layer(from_fn_with_state(
-        Arc::clone(&state.tokens),
-        auth::require_gateway,
-    ));
-    public
-        .merge(admin)
-        .merge(gateway)
-        .fallback(not_found)
-        .layer(from_fn_with_state(
-            Arc::clone(&state.metrics),
-            metrics::count,
-        ))
-        .with_state(state)
-}
-
-async fn not_found() -> ApiError {
-    ApiError::not_found("no such endpoint")
 }

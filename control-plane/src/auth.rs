@@ -12,11 +12,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use switchyard_schemas::credential_digest;
 
+use crate::db::audit::Actor;
 use crate::error::ApiError;
-
-/// Who made a change, as the audit log and route history name them: `admin:<first 8 hex of the token digest>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor(pub String);
 
 /// Which callers an endpoint admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

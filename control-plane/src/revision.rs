@@ -14,9 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::db;
-
-/// The NOTIFY channel; the payload is the new revision in decimal.
-pub const CHANNEL: &str = "switchyard_revision";
+use crate::db::revision::CHANNEL;
 
 const RESYNC_EVERY: Duration = Duration::from_secs(5);
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio::sync::{Notify, watch};
 
-use crate::auth::{Actor, Tokens};
-use crate::db::{AuditRecord, Change};
+use crate::auth::Tokens;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::error::ApiResult;
 use crate::metrics::Metrics;
 use crate::revision::RevisionWatch;

@@ -11,8 +11,10 @@ use switchyard_schemas::api::{Credential, CredentialCreate, CredentialIssued, Cr
 use switchyard_schemas::credential_digest;
 
 use crate::api::lookup;
-use crate::auth::{Access, Actor};
-use crate::db::{self, AuditRecord, Change};
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;

@@ -6,8 +6,9 @@ use axum::routing::{get, post};
 use axum::{Extension, Json};
 use switchyard_schemas::api::{GatewayFleet, Heartbeat, HeartbeatAck};
 
-use crate::auth::{Access, Actor};
+use crate::auth::Access;
 use crate::db;
+use crate::db::audit::Actor;
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
 use crate::openapi::Operation;

@@ -13,9 +13,11 @@ use switchyard_schemas::api::{Migration, MigrationCreate, MigrationList, Migrati
 use switchyard_schemas::{AckMode, RouteTable};
 
 use crate::api::{lookup, routes::NewVersion};
-use crate::auth::{Access, Actor};
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::migrations::{MigrationRow, NewMigration};
-use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody, from_value};
 use crate::openapi::Operation;

@@ -12,9 +12,11 @@ use switchyard_schemas::api::{
     ErrorDetail, Resource, ResourceCreate, ResourceList, ResourceUpdate,
 };
 
-use crate::auth::{Access, Actor};
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::resources::Lock;
-use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;

@@ -18,9 +18,11 @@ use switchyard_schemas::api::{
 use switchyard_schemas::placement::TablePlacement;
 
 use crate::api::lookup;
-use crate::auth::{Access, Actor};
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::resources::Lock;
-use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::etag::etag;
 use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};

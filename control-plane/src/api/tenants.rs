@@ -7,9 +7,11 @@ use axum::{Extension, Json};
 use switchyard_schemas::api::{Tenant, TenantCreate, TenantList, TenantPatch};
 
 use crate::api::lookup;
-use crate::auth::{Access, Actor};
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::tenants::TenantRow;
-use crate::db::{self, AuditRecord, Change};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;

@@ -1,12 +1,49 @@
-//! The audit log.
+//! The audit log: who changed what, at which revision, with the before and after of each change.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{FromRow, PgConnection, PgPool};
 use switchyard_schemas::api::AuditEntry;
 
-use super::{AuditRecord, timestamp};
-use crate::auth::Actor;
+use crate::db::timestamp;
+use crate::redact;
+
+/// Who made a change, as the audit log and route history name them: `admin:<first 8 hex of the token digest>`
+/// for a token (see `auth`), `control-plane` for the migration tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor(pub String);
+
+/// What the audit log records about one change.
+pub struct AuditRecord {
+    pub action: &'static str,
+    pub tenant: Option<String>,
+    pub object: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+impl AuditRecord {
+    /// `before`/`after` are anything serializable; they are stored with backend passwords masked.
+    pub fn new(
+        action: &'static str,
+        tenant: Option<&str>,
+        object: String,
+        before: Option<&impl serde::Serialize>,
+        after: Option<&impl serde::Serialize>,
+    ) -> AuditRecord {
+        fn json(v: Option<&impl serde::Serialize>) -> Option<Value> {
+            v.and_then(|v| serde_json::to_value(v).ok())
+                .map(redact::value)
+        }
+        AuditRecord {
+            action,
+            tenant: tenant.map(str::to_string),
+            object,
+            before: json(before),
+            after: json(after),
+        }
+    }
+}
 
 #[derive(FromRow)]
 pub struct AuditRow {

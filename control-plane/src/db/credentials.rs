@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::api::Credential;
 
-use super::timestamp;
+use crate::db::timestamp;
 
 #[derive(FromRow)]
 pub struct CredentialRow {

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
 use switchyard_schemas::api::{Gateway, Heartbeat};
 
-use super::timestamp;
+use crate::db::timestamp;
 
 #[derive(FromRow)]
 pub struct GatewayRow {

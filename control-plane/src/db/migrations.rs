@@ -7,7 +7,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::api::{Migration, MigrationLimits, MigrationProgress, MigrationState};
 use switchyard_schemas::{AckMode, RouteTable};
 
-use super::timestamp;
+use crate::db::timestamp;
 use crate::redact;
 
 #[derive(FromRow, Clone)]

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::api::Resource;
 
-use super::timestamp;
+use crate::db::timestamp;
 use crate::redact;
 
 #[derive(FromRow)]

@@ -1,8 +1,9 @@
-//! The global revision row.
+//! The global revision row, and the NOTIFY that announces each new value.
 
 use sqlx::{PgConnection, PgExecutor};
 
-use crate::revision::CHANNEL;
+/// The NOTIFY channel; the payload is the new revision in decimal.
+pub const CHANNEL: &str = "switchyard_revision";
 
 pub async fn current(db: impl PgExecutor<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT value FROM revision")

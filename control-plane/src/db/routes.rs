@@ -6,7 +6,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{RouteVersion, RouteVersionSummary};
 
-use super::timestamp;
+use crate::db::timestamp;
 use crate::redact;
 
 #[derive(FromRow)]

@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 use switchyard_schemas::{RouteTable, Snapshot, SnapshotCredential, SnapshotTenant};
 
-use super::{resources, revision, tenants};
+use crate::db::{resources, revision, tenants};
 use crate::references;
 
 #[derive(FromRow)]

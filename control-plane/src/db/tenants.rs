@@ -5,7 +5,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::TenantLimits;
 use switchyard_schemas::api::{Tenant, TenantCreate};
 
-use super::timestamp;
+use crate::db::timestamp;
 
 #[derive(FromRow)]
 pub struct TenantRow {

@@ -19,8 +19,9 @@ use switchyard_schemas::api::{MigrationLimits, MigrationState, TaskProgress};
 use tokio::sync::watch;
 
 use super::deployment::{Server, Side};
-use crate::auth::Actor;
-use crate::db::{self, AuditRecord, Change, timestamp};
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
+use crate::db::{self, timestamp};
 use crate::references;
 
 /// Where a task resumes: the phase (verify has two), the server within it, and its SCAN cursor.

@@ -188,3 +188,25 @@ pub async fn save_progress(
     .await?;
     Ok(updated.rows_affected() == 1)
 }
+
+/// Advisory-lock class of migration tasks (the second key is the migration id).
+const TASK_LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
+
+/// Takes the task lock of migration `id` for this connection's session, unless another session holds it. It is
+/// held until [`unlock_task`], or until the connection closes (so a process that dies releases it).
+pub async fn try_lock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<bool> {
+    sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
+        .bind(TASK_LOCK_CLASS)
+        .bind(id)
+        .fetch_one(conn)
+        .await
+}
+
+pub async fn unlock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_advisory_unlock($1, $2)")
+        .bind(TASK_LOCK_CLASS)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}

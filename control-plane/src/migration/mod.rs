@@ -4,6 +4,7 @@
 //! holder of the lock resumes from the last saved cursor.
 
 pub mod deployment;
+mod keys;
 mod task;
 
 use std::collections::HashSet;
@@ -15,9 +16,6 @@ use tokio::sync::watch;
 
 use crate::db;
 use crate::state::AppState;
-
-/// Advisory-lock class of migration tasks (the second key is the migration id).
-const LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
 
 /// How often the worker looks for work it was not told about (tasks of other replicas that died).
 const POLL: Duration = Duration::from_secs(2);
@@ -74,12 +72,7 @@ pub async fn worker(state: AppState) {
 async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<bool> {
     let mut conn = pool.acquire().await?;
     let key = i32::try_from(id)?;
-    let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
-        .bind(LOCK_CLASS)
-        .bind(key)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !got {
+    if !db::migrations::try_lock_task(&mut conn, key).await? {
         return Ok(false);
     }
     let result = task::run(pool, id, stopping).await;
@@ -98,10 +91,6 @@ async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyh
             .await;
         }
     }
-    sqlx::query("SELECT pg_advisory_unlock($1, $2)")
-        .bind(LOCK_CLASS)
-        .bind(key)
-        .execute(&mut *conn)
-        .await?;
+    db::migrations::unlock_task(&mut conn, key).await?;
     result.map(|()| true)
 }

@@ -32,7 +32,7 @@ pub struct Tokens {
 }
 
 /// Shorter tokens are refused at start: they could be guessed.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_TOKEN_LEN: usize = 16;
 
 impl Tokens {
     pub fn new(admin: &[String], gateway: &[String]) -> anyhow::Result<Tokens> {
@@ -82,7 +82,7 @@ fn bearer(request: &Request) -> Option<&str> {
 }
 
 /// Middleware admitting only callers with an admin token; the handler finds the [`Actor`] in the extensions.
-pub async fn require_admin(
+pub(crate) async fn require_admin(
     tokens: State<Arc<Tokens>>,
     request: Request,
     next: Next,
@@ -91,7 +91,7 @@ pub async fn require_admin(
 }
 
 /// Middleware admitting gateway (and admin) tokens.
-pub async fn require_gateway(
+pub(crate) async fn require_gateway(
     tokens: State<Arc<Tokens>>,
     request: Request,
     next: Next,

@@ -12,7 +12,7 @@ use switchyard_schemas::api::{ErrorBody, ErrorDetail};
 use crate::etag::etag;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     #[error("{0}")]
     BadRequest(String),
     #[error("a valid admin or gateway bearer token is required")]
@@ -33,15 +33,15 @@ pub enum ApiError {
     Internal(#[source] anyhow::Error),
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub fn not_found(what: impl Into<String>) -> Self {
+    pub(crate) fn not_found(what: impl Into<String>) -> Self {
         ApiError::NotFound(what.into())
     }
 
     /// A 422 about one field.
-    pub fn invalid(path: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(path: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         ApiError::Unprocessable {
             // "" is the pointer to the whole body.
@@ -58,7 +58,7 @@ impl ApiError {
     }
 
     /// A 422 listing every broken rule of a route table, with paths under `prefix`.
-    pub fn invalid_route(prefix: &str, errors: ValidationErrors) -> Self {
+    pub(crate) fn invalid_route(prefix: &str, errors: ValidationErrors) -> Self {
         ApiError::Unprocessable {
             message: "the route table is invalid".to_string(),
             details: errors

@@ -4,7 +4,7 @@
 use axum::http::{HeaderName, HeaderValue, header};
 
 /// The `ETag` header for a route version or a revision.
-pub fn etag(number: i64) -> (HeaderName, HeaderValue) {
+pub(crate) fn etag(number: i64) -> (HeaderName, HeaderValue) {
     // Digits in quotes are always a valid header value.
     let value =
         HeaderValue::try_from(format!("\"{number}\"")).unwrap_or(HeaderValue::from_static("\"\""));
@@ -12,7 +12,7 @@ pub fn etag(number: i64) -> (HeaderName, HeaderValue) {
 }
 
 /// Our entity tags are numbers (route versions, revisions); clients may send them bare, quoted or weak.
-pub fn tag_number(text: &str) -> Option<i64> {
+pub(crate) fn tag_number(text: &str) -> Option<i64> {
     let text = text.strip_prefix("W/").unwrap_or(text);
     let text = text
         .strip_prefix('"')

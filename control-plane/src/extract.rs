@@ -16,7 +16,7 @@ use crate::etag::tag_number;
 
 /// A JSON request body. Malformed JSON is a 400; well-formed JSON of the wrong shape (unknown field, wrong type,
 /// route table that does not match the schema) is a 422 naming the field.
-pub struct JsonBody<T>(pub T);
+pub(crate) struct JsonBody<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
@@ -30,7 +30,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 }
 
 /// Parses a body as `T`: a syntax error or a NUL in a string is a 400, a wrong shape a 422 naming the field.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // Parsed twice (admin bodies are small): as a document to look for NULs, then straight into `T` so that
     // serde's own checks (duplicate fields among them) apply as written.
     let document: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| not_json(&e))?;
@@ -42,7 +42,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 }
 
 /// Converts an already parsed JSON document, with the same errors as [`parse_json`].
-pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+pub(crate) fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
     check_text(&value)?;
     decode(value)
 }
@@ -153,7 +153,7 @@ fn json_pointer(path: &serde_path_to_error::Path) -> String {
 }
 
 /// A query string; a bad one is a 400 saying which parameter is wrong.
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
@@ -167,7 +167,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 }
 
 /// Path parameters; a bad one (e.g. a version that is not a number, or text with a NUL) is a 400.
-pub struct ApiPath<T>(pub T);
+pub(crate) struct ApiPath<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
     type Rejection = ApiError;
@@ -188,7 +188,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
 
 /// The version an `If-Match` header expects: `3`, `"3"` or `W/"3"`; `*` (any) and no header are `None`.
 /// `0` means "the tenant has no route yet".
-pub fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
+pub(crate) fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
     let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
@@ -202,7 +202,7 @@ pub fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
 }
 
 /// The revision an `If-None-Match` header names, if it names one.
-pub fn if_none_match(headers: &HeaderMap) -> Option<i64> {
+pub(crate) fn if_none_match(headers: &HeaderMap) -> Option<i64> {
     tag_number(headers.get(header::IF_NONE_MATCH)?.to_str().ok()?.trim())
 }
 

@@ -21,7 +21,7 @@ const RESYNC_EVERY: Duration = Duration::from_secs(5);
 /// A handle on the latest revision this process knows of. Cheap to clone; the background tasks stop when the
 /// last clone is dropped.
 #[derive(Clone)]
-pub struct RevisionWatch {
+pub(crate) struct RevisionWatch {
     latest: Arc<watch::Sender<i64>>,
     _tasks: Arc<Tasks>,
 }
@@ -38,7 +38,7 @@ impl Drop for Tasks {
 
 impl RevisionWatch {
     /// Starts listening before reading the current revision, so no change can fall between the two.
-    pub async fn start(pool: &PgPool) -> Result<RevisionWatch, sqlx::Error> {
+    pub(crate) async fn start(pool: &PgPool) -> Result<RevisionWatch, sqlx::Error> {
         let mut listener = PgListener::connect_with(pool).await?;
         listener.listen(CHANNEL).await?;
         let latest = Arc::new(watch::channel(db::revision::current(pool).await?).0);
@@ -50,16 +50,16 @@ impl RevisionWatch {
         })
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<i64> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<i64> {
         self.latest.subscribe()
     }
 
-    pub fn latest(&self) -> i64 {
+    pub(crate) fn latest(&self) -> i64 {
         *self.latest.borrow()
     }
 
     /// Records a revision seen in a commit of this process, without waiting for its NOTIFY.
-    pub fn observe(&self, revision: i64) {
+    pub(crate) fn observe(&self, revision: i64) {
         advance(&self.latest, revision);
     }
 }

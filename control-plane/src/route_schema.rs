@@ -23,7 +23,7 @@ static VALIDATOR: LazyLock<Option<jsonschema::Validator>> = LazyLock::new(|| {
 });
 
 /// Checks `route` (found at `prefix` in the request body) against the schema.
-pub fn check(route: &Value, prefix: &str) -> Result<(), ApiError> {
+pub(crate) fn check(route: &Value, prefix: &str) -> Result<(), ApiError> {
     // Without a validator, deserialization still rejects every table the schema would, with vaguer paths.
     let Some(validator) = VALIDATOR.as_ref() else {
         return Ok(());

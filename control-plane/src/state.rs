@@ -19,9 +19,9 @@ use crate::snapshot_cache::SnapshotCache;
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The longest a snapshot long-poll may wait, whatever `wait` asks.
-    pub max_wait: Duration,
+    pub(crate) max_wait: Duration,
     /// A gateway not heard from for this long is no longer live.
-    pub gateway_ttl: Duration,
+    pub(crate) gateway_ttl: Duration,
 }
 
 impl Default for Settings {
@@ -35,15 +35,15 @@ impl Default for Settings {
 
 /// Wakes the migration worker when a transition starts a task.
 #[derive(Default)]
-pub struct Wakeup(Notify);
+pub(crate) struct Wakeup(Notify);
 
 impl Wakeup {
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.0.notify_one();
     }
 
     /// Completes at the next [`Wakeup::wake`] (or at once, if one came since the last wait).
-    pub async fn notified(&self) {
+    pub(crate) async fn notified(&self) {
         self.0.notified().await;
     }
 }
@@ -51,13 +51,13 @@ impl Wakeup {
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
-    pub tokens: Arc<Tokens>,
-    pub revisions: RevisionWatch,
+    pub(crate) tokens: Arc<Tokens>,
+    pub(crate) revisions: RevisionWatch,
     pub metrics: Arc<Metrics>,
-    pub settings: Arc<Settings>,
-    pub snapshots: Arc<SnapshotCache>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) snapshots: Arc<SnapshotCache>,
     /// Wakes the migration worker when a step starts a background task.
-    pub migrations: Arc<Wakeup>,
+    pub(crate) migrations: Arc<Wakeup>,
     /// Set when the process is shutting down, so waiting long-polls answer at once instead of holding the
     /// graceful shutdown for up to `max_wait`.
     stopping: Arc<watch::Sender<bool>>,
@@ -84,12 +84,12 @@ impl AppState {
         self.stopping.send_replace(true);
     }
 
-    pub fn stopping(&self) -> watch::Receiver<bool> {
+    pub(crate) fn stopping(&self) -> watch::Receiver<bool> {
         self.stopping.subscribe()
     }
 
     /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once.
-    pub async fn commit(
+    pub(crate) async fn commit(
         &self,
         change: Change,
         actor: &Actor,

@@ -21,7 +21,7 @@ pub struct Watch {
 const BAR: usize = 30;
 
 /// One line for people: the state, a bar, the counters, the rate and the time left.
-pub fn line(migration: &Migration) -> String {
+pub(crate) fn line(migration: &Migration) -> String {
     let (task, progress) = match migration.state {
         MigrationState::Backfilling | MigrationState::Backfilled => {
             ("backfill", migration.progress.backfill.as_ref())

@@ -18,7 +18,7 @@ use crate::state::AppState;
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 1000;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new(
             "listAudit",

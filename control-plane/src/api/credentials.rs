@@ -21,12 +21,12 @@ use crate::openapi::Operation;
 use crate::state::AppState;
 
 /// Imported passwords shorter than this are refused: a single unsalted hash is only safe for long secrets.
-pub const MIN_IMPORTED_LEN: usize = 16;
+pub(crate) const MIN_IMPORTED_LEN: usize = 16;
 
 /// Issued secrets start with this, so they are recognisable in a config file or a leak scanner.
-pub const SECRET_PREFIX: &str = "sy_";
+pub(crate) const SECRET_PREFIX: &str = "sy_";
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}/credentials";
     vec![
         Operation::new(

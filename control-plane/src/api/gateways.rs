@@ -14,7 +14,7 @@ use crate::extract::JsonBody;
 use crate::openapi::Operation;
 use crate::state::AppState;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new(
             "heartbeat",

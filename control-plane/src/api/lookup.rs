@@ -10,14 +10,14 @@ fn no_tenant(name: &str) -> ApiError {
 }
 
 /// The tenant named in the path, or a 404.
-pub async fn tenant(db: impl PgExecutor<'_>, name: &str) -> ApiResult<TenantRow> {
+pub(crate) async fn tenant(db: impl PgExecutor<'_>, name: &str) -> ApiResult<TenantRow> {
     crate::db::tenants::get(db, name)
         .await?
         .ok_or_else(|| no_tenant(name))
 }
 
 /// The tenant named in the path, locked for the rest of the transaction, or a 404.
-pub async fn tenant_for_update(conn: &mut PgConnection, name: &str) -> ApiResult<TenantRow> {
+pub(crate) async fn tenant_for_update(conn: &mut PgConnection, name: &str) -> ApiResult<TenantRow> {
     crate::db::tenants::get_for_update(conn, name)
         .await?
         .ok_or_else(|| no_tenant(name))

@@ -27,7 +27,7 @@ use crate::state::AppState;
 /// Most keys per SCAN page and pipelined batch of a migration task.
 const MAX_BATCH: u64 = 10_000;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}/migrations";
     vec![
         Operation::new(

@@ -1,15 +1,15 @@
 //! The REST API: one file per resource, each holding its handlers and its endpoint table; here, the table of
 //! every endpoint and the router built from it.
 
-pub mod audit;
-pub mod credentials;
-pub mod gateways;
-pub mod migrations;
-pub mod resources;
-pub mod routes;
-pub mod snapshot;
-pub mod system;
-pub mod tenants;
+pub(crate) mod audit;
+pub(crate) mod credentials;
+pub(crate) mod gateways;
+pub(crate) mod migrations;
+pub(crate) mod resources;
+pub(crate) mod routes;
+pub(crate) mod snapshot;
+pub(crate) mod system;
+pub(crate) mod tenants;
 
 mod lookup;
 

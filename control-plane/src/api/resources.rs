@@ -23,7 +23,7 @@ use crate::openapi::Operation;
 use crate::state::AppState;
 use crate::{redact, references};
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/resources/{name}";
     vec![
         Operation::new(

@@ -34,7 +34,7 @@ use crate::{redact, references};
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}/route";
     let if_match =
         "Only if the current version is this one (`3` or `\"3\"`; `0`: no route yet); else 412.";
@@ -220,12 +220,12 @@ async fn rollback(
 
 /// A change that appends a version to a tenant's route history.
 pub(crate) struct NewVersion<'a> {
-    pub tenant: &'a str,
-    pub expected: Option<i64>,
-    pub route: RouteTable,
-    pub comment: String,
-    pub action: &'static str,
-    pub error_prefix: &'static str,
+    pub(crate) tenant: &'a str,
+    pub(crate) expected: Option<i64>,
+    pub(crate) route: RouteTable,
+    pub(crate) comment: String,
+    pub(crate) action: &'static str,
+    pub(crate) error_prefix: &'static str,
 }
 
 impl NewVersion<'_> {

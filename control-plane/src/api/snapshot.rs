@@ -22,7 +22,7 @@ use crate::extract::{ApiQuery, if_none_match};
 use crate::openapi::Operation;
 use crate::state::AppState;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new("getSnapshot", Method::GET, "/v1/snapshot", "Everything gateways serve; long-polls for a change", Access::Gateway, get(snapshot))
             .reply::<Snapshot>(200)
@@ -42,7 +42,7 @@ struct SnapshotQuery {
 }
 
 /// `30s`, `500ms`, `2m`, or a bare number of seconds.
-pub fn parse_wait(text: &str) -> Option<Duration> {
+pub(crate) fn parse_wait(text: &str) -> Option<Duration> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => text.split_at(at),

@@ -15,7 +15,7 @@ use crate::state::AppState;
 
 /// `openapi_document` builds what `GET /openapi.json` serves; it is passed in because the endpoint list it
 /// describes is built from this module's own.
-pub fn operations(openapi_document: fn() -> Value) -> Vec<Operation> {
+pub(crate) fn operations(openapi_document: fn() -> Value) -> Vec<Operation> {
     vec![
         Operation::new(
             "health",

@@ -17,7 +17,7 @@ use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
 use crate::state::AppState;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}";
     vec![
         Operation::new(

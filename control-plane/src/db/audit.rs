@@ -11,20 +11,20 @@ use crate::redact;
 /// Who made a change, as the audit log and route history name them: `admin:<first 8 hex of the token digest>`
 /// for a token (see `auth`), `control-plane` for the migration tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor(pub String);
+pub(crate) struct Actor(pub(crate) String);
 
 /// What the audit log records about one change.
-pub struct AuditRecord {
-    pub action: &'static str,
-    pub tenant: Option<String>,
-    pub object: String,
-    pub before: Option<Value>,
-    pub after: Option<Value>,
+pub(crate) struct AuditRecord {
+    pub(crate) action: &'static str,
+    pub(crate) tenant: Option<String>,
+    pub(crate) object: String,
+    pub(crate) before: Option<Value>,
+    pub(crate) after: Option<Value>,
 }
 
 impl AuditRecord {
     /// `before`/`after` are anything serializable; they are stored with backend passwords masked.
-    pub fn new(
+    pub(crate) fn new(
         action: &'static str,
         tenant: Option<&str>,
         object: String,
@@ -46,7 +46,7 @@ impl AuditRecord {
 }
 
 #[derive(FromRow)]
-pub struct AuditRow {
+pub(crate) struct AuditRow {
     id: i64,
     revision: i64,
     at: DateTime<Utc>,
@@ -74,7 +74,7 @@ impl From<AuditRow> for AuditEntry {
     }
 }
 
-pub async fn insert(
+pub(crate) async fn insert(
     conn: &mut PgConnection,
     revision: i64,
     actor: &Actor,
@@ -97,7 +97,7 @@ pub async fn insert(
 }
 
 /// Newest first.
-pub async fn list(
+pub(crate) async fn list(
     pool: &PgPool,
     tenant: Option<&str>,
     since: Option<DateTime<Utc>>,

@@ -7,27 +7,27 @@ use crate::db::audit::{self, Actor, AuditRecord};
 use crate::db::revision;
 
 /// One change in progress.
-pub struct Change {
+pub(crate) struct Change {
     tx: Transaction<'static, Postgres>,
     /// Taken early by [`Change::revision`] when the change must record it.
     revision: Option<i64>,
 }
 
 impl Change {
-    pub async fn begin(pool: &PgPool) -> sqlx::Result<Change> {
+    pub(crate) async fn begin(pool: &PgPool) -> sqlx::Result<Change> {
         Ok(Change {
             tx: pool.begin().await?,
             revision: None,
         })
     }
 
-    pub fn conn(&mut self) -> &mut PgConnection {
+    pub(crate) fn conn(&mut self) -> &mut PgConnection {
         &mut self.tx
     }
 
     /// The revision this change will commit as (bumped now, so the change can store it; the row lock then
     /// orders concurrent changes until commit).
-    pub async fn revision(&mut self) -> sqlx::Result<i64> {
+    pub(crate) async fn revision(&mut self) -> sqlx::Result<i64> {
         if let Some(revision) = self.revision {
             return Ok(revision);
         }
@@ -38,7 +38,7 @@ impl Change {
 
     /// Bumps the revision, records the change and commits; returns the new revision. The NOTIFY is delivered
     /// to listeners only at commit, so no poll can wake to a revision it cannot read yet.
-    pub async fn commit(mut self, actor: &Actor, record: AuditRecord) -> sqlx::Result<i64> {
+    pub(crate) async fn commit(mut self, actor: &Actor, record: AuditRecord) -> sqlx::Result<i64> {
         let revision = self.revision().await?;
         audit::insert(&mut self.tx, revision, actor, &record).await?;
         revision::notify(&mut self.tx, revision).await?;

@@ -7,12 +7,12 @@ use switchyard_schemas::api::Credential;
 use crate::db::timestamp;
 
 #[derive(FromRow)]
-pub struct CredentialRow {
-    pub id: i64,
-    pub description: String,
-    pub imported: bool,
-    pub created_at: DateTime<Utc>,
-    pub revoked_at: Option<DateTime<Utc>>,
+pub(crate) struct CredentialRow {
+    pub(crate) id: i64,
+    pub(crate) description: String,
+    pub(crate) imported: bool,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) revoked_at: Option<DateTime<Utc>>,
 }
 
 impl From<CredentialRow> for Credential {
@@ -29,7 +29,7 @@ impl From<CredentialRow> for Credential {
 
 const COLUMNS: &str = "id, description, imported, created_at, revoked_at";
 
-pub async fn insert(
+pub(crate) async fn insert(
     conn: &mut PgConnection,
     tenant_id: i64,
     digest: &str,
@@ -48,7 +48,10 @@ pub async fn insert(
     .await
 }
 
-pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<CredentialRow>> {
+pub(crate) async fn list(
+    db: impl PgExecutor<'_>,
+    tenant_id: i64,
+) -> sqlx::Result<Vec<CredentialRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM credentials WHERE tenant_id = $1 ORDER BY id"
     ))
@@ -58,7 +61,7 @@ pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<C
 }
 
 /// Revokes an active credential; `None` when there is no such active credential.
-pub async fn revoke(
+pub(crate) async fn revoke(
     conn: &mut PgConnection,
     tenant_id: i64,
     id: i64,

@@ -9,7 +9,7 @@ use switchyard_schemas::api::{Gateway, Heartbeat};
 use crate::db::timestamp;
 
 #[derive(FromRow)]
-pub struct GatewayRow {
+pub(crate) struct GatewayRow {
     id: String,
     address: String,
     revision: i64,
@@ -19,7 +19,7 @@ pub struct GatewayRow {
 }
 
 impl GatewayRow {
-    pub fn to_api(&self, current_revision: i64) -> Gateway {
+    pub(crate) fn to_api(&self, current_revision: i64) -> Gateway {
         Gateway {
             id: self.id.clone(),
             address: self.address.clone(),
@@ -32,7 +32,7 @@ impl GatewayRow {
     }
 }
 
-pub async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Result<()> {
+pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO gateways (id, address, revision, version) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE
@@ -49,7 +49,10 @@ pub async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Res
 }
 
 /// Every gateway ever heard of; `live` when heard from within `window`.
-pub async fn list(db: impl PgExecutor<'_>, window: Duration) -> sqlx::Result<Vec<GatewayRow>> {
+pub(crate) async fn list(
+    db: impl PgExecutor<'_>,
+    window: Duration,
+) -> sqlx::Result<Vec<GatewayRow>> {
     sqlx::query_as(
         "SELECT id, address, revision, version, last_seen,
                 last_seen > now() - make_interval(secs => $1) AS live

@@ -11,32 +11,32 @@ use crate::db::timestamp;
 use crate::redact;
 
 #[derive(FromRow, Clone)]
-pub struct MigrationRow {
-    pub id: i64,
-    pub tenant_id: i64,
-    pub tenant: String,
-    pub state: String,
-    pub source: Json<RouteTable>,
-    pub destination: Json<RouteTable>,
-    pub ack: Json<AckMode>,
-    pub limits: Json<MigrationLimits>,
-    pub route_revision: i64,
-    pub progress: Json<MigrationProgress>,
-    pub task_cursor: Option<Value>,
-    pub error: Option<String>,
-    pub author: String,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+pub(crate) struct MigrationRow {
+    pub(crate) id: i64,
+    pub(crate) tenant_id: i64,
+    pub(crate) tenant: String,
+    pub(crate) state: String,
+    pub(crate) source: Json<RouteTable>,
+    pub(crate) destination: Json<RouteTable>,
+    pub(crate) ack: Json<AckMode>,
+    pub(crate) limits: Json<MigrationLimits>,
+    pub(crate) route_revision: i64,
+    pub(crate) progress: Json<MigrationProgress>,
+    pub(crate) task_cursor: Option<Value>,
+    pub(crate) error: Option<String>,
+    pub(crate) author: String,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
 
 impl MigrationRow {
     /// The state; a name the table's CHECK admits always parses, so the fallback is never taken.
-    pub fn state(&self) -> MigrationState {
+    pub(crate) fn state(&self) -> MigrationState {
         MigrationState::parse(&self.state).unwrap_or(MigrationState::Aborted)
     }
 
     /// The migration as answers show it: inline URLs of both tables masked.
-    pub fn to_api(&self, converged: bool) -> Migration {
+    pub(crate) fn to_api(&self, converged: bool) -> Migration {
         Migration {
             id: self.id,
             tenant: self.tenant.clone(),
@@ -60,17 +60,17 @@ const COLUMNS: &str = "m.id, m.tenant_id, t.name AS tenant, m.state, m.source, m
     to_jsonb(m.ack) AS ack, m.limits, m.route_revision, m.progress, m.task_cursor, m.error, m.author,
     m.created_at, m.updated_at";
 
-pub struct NewMigration<'a> {
-    pub tenant_id: i64,
-    pub source: &'a RouteTable,
-    pub destination: &'a RouteTable,
-    pub ack: AckMode,
-    pub limits: &'a MigrationLimits,
-    pub author: &'a str,
+pub(crate) struct NewMigration<'a> {
+    pub(crate) tenant_id: i64,
+    pub(crate) source: &'a RouteTable,
+    pub(crate) destination: &'a RouteTable,
+    pub(crate) ack: AckMode,
+    pub(crate) limits: &'a MigrationLimits,
+    pub(crate) author: &'a str,
 }
 
 /// Inserts in state `double_write`; `route_revision` is set by [`set_state`] in the same transaction.
-pub async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> sqlx::Result<i64> {
+pub(crate) async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> sqlx::Result<i64> {
     let ack = serde_json::to_value(new.ack).unwrap_or_default();
     sqlx::query_scalar(
         "INSERT INTO tenant_migrations (tenant_id, state, source, destination, ack, limits, route_revision, author)
@@ -87,7 +87,7 @@ pub async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> sqlx::Res
 }
 
 /// One migration of a tenant; `lock` holds its row for the rest of the transaction.
-pub async fn get(
+pub(crate) async fn get(
     db: impl PgExecutor<'_>,
     tenant_id: i64,
     id: i64,
@@ -105,7 +105,7 @@ pub async fn get(
 }
 
 /// A migration by id alone (for the workers).
-pub async fn by_id(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<MigrationRow>> {
+pub(crate) async fn by_id(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<MigrationRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id WHERE m.id = $1"
     ))
@@ -115,7 +115,10 @@ pub async fn by_id(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<Migr
 }
 
 /// The tenant's migrations, newest first.
-pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<MigrationRow>> {
+pub(crate) async fn list(
+    db: impl PgExecutor<'_>,
+    tenant_id: i64,
+) -> sqlx::Result<Vec<MigrationRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
          WHERE m.tenant_id = $1 ORDER BY m.id DESC"
@@ -126,7 +129,7 @@ pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<M
 }
 
 /// The tenant's active migration, if any.
-pub async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Option<i64>> {
+pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
         "SELECT id FROM tenant_migrations
          WHERE tenant_id = $1 AND state NOT IN ('finished', 'aborted')",
@@ -137,7 +140,7 @@ pub async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Opt
 }
 
 /// Migrations whose background task (backfill or verify) should be running.
-pub async fn with_task(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<i64>> {
+pub(crate) async fn with_task(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar(
         "SELECT id FROM tenant_migrations WHERE state IN ('backfilling', 'verifying') ORDER BY id",
     )
@@ -146,7 +149,7 @@ pub async fn with_task(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<i64>> {
 }
 
 /// Moves to `state`; a route change also records its revision. A new task starts from no cursor.
-pub async fn set_state(
+pub(crate) async fn set_state(
     conn: &mut PgConnection,
     id: i64,
     state: MigrationState,
@@ -167,7 +170,7 @@ pub async fn set_state(
 
 /// Saves a task's counters and cursor, only while the migration is still in the task's state (an abort in the
 /// meantime wins). Returns whether it still is.
-pub async fn save_progress(
+pub(crate) async fn save_progress(
     db: impl PgExecutor<'_>,
     id: i64,
     state: MigrationState,
@@ -194,7 +197,7 @@ const TASK_LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
 
 /// Takes the task lock of migration `id` for this connection's session, unless another session holds it. It is
 /// held until [`unlock_task`], or until the connection closes (so a process that dies releases it).
-pub async fn try_lock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<bool> {
+pub(crate) async fn try_lock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<bool> {
     sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
         .bind(TASK_LOCK_CLASS)
         .bind(id)
@@ -202,7 +205,7 @@ pub async fn try_lock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<boo
         .await
 }
 
-pub async fn unlock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<()> {
+pub(crate) async fn unlock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<()> {
     sqlx::query("SELECT pg_advisory_unlock($1, $2)")
         .bind(TASK_LOCK_CLASS)
         .bind(id)

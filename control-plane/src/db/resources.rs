@@ -10,19 +10,19 @@ use crate::db::timestamp;
 use crate::redact;
 
 #[derive(FromRow)]
-pub struct ResourceRow {
-    pub id: i64,
-    pub name: String,
-    pub url: String,
-    pub description: String,
-    pub used_by: Vec<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+pub(crate) struct ResourceRow {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) url: String,
+    pub(crate) description: String,
+    pub(crate) used_by: Vec<String>,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
 
 impl ResourceRow {
     /// The resource as answers show it: the URL's passwords masked (`url` keeps the real one).
-    pub fn to_api(&self) -> Resource {
+    pub(crate) fn to_api(&self) -> Resource {
         Resource {
             name: self.name.clone(),
             url: redact::url(&self.url),
@@ -39,20 +39,20 @@ const SELECT: &str = "SELECT r.id, r.name, r.url, r.description, r.created_at, r
               WHERE x.resource_id = r.id ORDER BY t.name) AS used_by
     FROM resources r";
 
-pub async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<ResourceRow>> {
+pub(crate) async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<ResourceRow>> {
     sqlx::query_as(&format!("{SELECT} ORDER BY r.name"))
         .fetch_all(db)
         .await
 }
 
-pub async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<ResourceRow>> {
+pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<ResourceRow>> {
     sqlx::query_as(&format!("{SELECT} WHERE r.name = $1"))
         .bind(name)
         .fetch_optional(db)
         .await
 }
 
-pub async fn get_for_update(
+pub(crate) async fn get_for_update(
     conn: &mut PgConnection,
     name: &str,
 ) -> sqlx::Result<Option<ResourceRow>> {
@@ -62,7 +62,7 @@ pub async fn get_for_update(
         .await
 }
 
-pub async fn insert(
+pub(crate) async fn insert(
     conn: &mut PgConnection,
     name: &str,
     url: &str,
@@ -79,7 +79,7 @@ pub async fn insert(
     by_id(conn, id).await
 }
 
-pub async fn update(
+pub(crate) async fn update(
     conn: &mut PgConnection,
     id: i64,
     url: &str,
@@ -97,7 +97,7 @@ pub async fn update(
 }
 
 /// Fails with `route_resource_refs_resource_id_fkey` while a current route refers to the resource.
-pub async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
+pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
     sqlx::query("DELETE FROM resources WHERE id = $1")
         .bind(id)
         .execute(conn)
@@ -107,14 +107,14 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
 
 /// Whether [`urls`] locks the rows it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lock {
+pub(crate) enum Lock {
     /// Share-locked until commit: they cannot change or vanish while the caller's route is stored.
     Share,
     None,
 }
 
 /// The URLs of the named resources that exist.
-pub async fn urls(
+pub(crate) async fn urls(
     conn: &mut PgConnection,
     names: &[String],
     lock: Lock,
@@ -127,7 +127,7 @@ pub async fn urls(
     Ok(rows.into_iter().collect())
 }
 
-pub async fn all_urls(db: impl PgExecutor<'_>) -> sqlx::Result<HashMap<String, String>> {
+pub(crate) async fn all_urls(db: impl PgExecutor<'_>) -> sqlx::Result<HashMap<String, String>> {
     let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, url FROM resources")
         .fetch_all(db)
         .await?;

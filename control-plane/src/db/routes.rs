@@ -10,12 +10,12 @@ use crate::db::timestamp;
 use crate::redact;
 
 #[derive(FromRow)]
-pub struct RouteVersionRow {
-    pub version: i64,
-    pub route: Json<RouteTable>,
-    pub comment: String,
-    pub author: String,
-    pub created_at: DateTime<Utc>,
+pub(crate) struct RouteVersionRow {
+    pub(crate) version: i64,
+    pub(crate) route: Json<RouteTable>,
+    pub(crate) comment: String,
+    pub(crate) author: String,
+    pub(crate) created_at: DateTime<Utc>,
 }
 
 /// A version as answers show it: inline URLs masked (`RouteVersionRow::route` keeps the real ones).
@@ -32,7 +32,7 @@ impl From<RouteVersionRow> for RouteVersion {
 }
 
 #[derive(FromRow)]
-pub struct SummaryRow {
+pub(crate) struct SummaryRow {
     version: i64,
     comment: String,
     author: String,
@@ -51,7 +51,7 @@ impl From<SummaryRow> for RouteVersionSummary {
 }
 
 /// One version, or the current one when `version` is `None`.
-pub async fn get(
+pub(crate) async fn get(
     db: impl PgExecutor<'_>,
     tenant_id: i64,
     version: Option<i64>,
@@ -68,7 +68,7 @@ pub async fn get(
 }
 
 /// Newest first, versions below `before`.
-pub async fn page(
+pub(crate) async fn page(
     db: impl PgExecutor<'_>,
     tenant_id: i64,
     before: Option<i64>,
@@ -86,7 +86,7 @@ pub async fn page(
     .await
 }
 
-pub async fn insert(
+pub(crate) async fn insert(
     conn: &mut PgConnection,
     tenant_id: i64,
     version: i64,
@@ -108,7 +108,7 @@ pub async fn insert(
 }
 
 /// Records which resources the tenant's current route uses (what keeps them from being deleted).
-pub async fn replace_references(
+pub(crate) async fn replace_references(
     conn: &mut PgConnection,
     tenant_id: i64,
     names: &[String],
@@ -129,7 +129,7 @@ pub async fn replace_references(
 }
 
 /// The current routes that refer to a resource, by tenant name.
-pub async fn current_using(
+pub(crate) async fn current_using(
     conn: &mut PgConnection,
     resource_id: i64,
 ) -> sqlx::Result<Vec<(String, Json<RouteTable>)>> {

@@ -23,7 +23,7 @@ struct ServedTenant {
 }
 
 /// Reads in one repeatable-read transaction, so the revision and the content always agree.
-pub async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
+pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)

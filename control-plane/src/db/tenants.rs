@@ -8,25 +8,25 @@ use switchyard_schemas::api::{Tenant, TenantCreate};
 use crate::db::timestamp;
 
 #[derive(FromRow)]
-pub struct TenantRow {
-    pub id: i64,
-    pub name: String,
-    pub description: String,
-    pub disabled: bool,
-    pub allow_admin: bool,
-    pub max_connections: Option<i64>,
-    pub max_ops_per_sec: Option<i64>,
-    pub route_version: Option<i64>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+pub(crate) struct TenantRow {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) disabled: bool,
+    pub(crate) allow_admin: bool,
+    pub(crate) max_connections: Option<i64>,
+    pub(crate) max_ops_per_sec: Option<i64>,
+    pub(crate) route_version: Option<i64>,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
 
 impl TenantRow {
-    pub fn limits(&self) -> TenantLimits {
+    pub(crate) fn limits(&self) -> TenantLimits {
         limits(self.max_connections, self.max_ops_per_sec)
     }
 
-    pub fn to_api(&self) -> Tenant {
+    pub(crate) fn to_api(&self) -> Tenant {
         Tenant {
             name: self.name.clone(),
             description: self.description.clone(),
@@ -41,7 +41,7 @@ impl TenantRow {
 }
 
 /// The database keeps limits as bigint (an API u32 does not fit an integer); the CHECKs keep them in range.
-pub fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>) -> TenantLimits {
+pub(crate) fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>) -> TenantLimits {
     TenantLimits {
         max_connections: max_connections.and_then(|v| u32::try_from(v).ok()),
         max_ops_per_sec: max_ops_per_sec.and_then(|v| u32::try_from(v).ok()),
@@ -54,13 +54,13 @@ const SELECT: &str =
         (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS route_version
     FROM tenants t";
 
-pub async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<TenantRow>> {
+pub(crate) async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<TenantRow>> {
     sqlx::query_as(&format!("{SELECT} ORDER BY t.name"))
         .fetch_all(db)
         .await
 }
 
-pub async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<TenantRow>> {
+pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<TenantRow>> {
     sqlx::query_as(&format!("{SELECT} WHERE t.name = $1"))
         .bind(name)
         .fetch_optional(db)
@@ -68,7 +68,7 @@ pub async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<Ten
 }
 
 /// The tenant, locked until the transaction ends: changes to one tenant (and its route) are serialized here.
-pub async fn get_for_update(
+pub(crate) async fn get_for_update(
     conn: &mut PgConnection,
     name: &str,
 ) -> sqlx::Result<Option<TenantRow>> {
@@ -78,7 +78,7 @@ pub async fn get_for_update(
         .await
 }
 
-pub async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> sqlx::Result<TenantRow> {
+pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> sqlx::Result<TenantRow> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
@@ -95,7 +95,7 @@ pub async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> sqlx::Result
 }
 
 /// Writes every editable field of `tenant` back.
-pub async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> sqlx::Result<TenantRow> {
+pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> sqlx::Result<TenantRow> {
     sqlx::query(
         "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
              max_ops_per_sec = $6, updated_at = now()
@@ -112,7 +112,7 @@ pub async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> sqlx::Result
     by_id(conn, tenant.id).await
 }
 
-pub async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
+pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
     sqlx::query("DELETE FROM tenants WHERE id = $1")
         .bind(id)
         .execute(conn)

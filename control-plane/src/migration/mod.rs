@@ -3,7 +3,7 @@
 //! across replicas. A task persists its counters and SCAN cursor as it goes; after a crash or restart the next
 //! holder of the lock resumes from the last saved cursor.
 
-pub mod deployment;
+pub(crate) mod deployment;
 mod keys;
 mod task;
 
@@ -21,7 +21,7 @@ use crate::state::AppState;
 const POLL: Duration = Duration::from_secs(2);
 
 /// Runs the tasks of migrations in `backfilling` or `verifying` until the process stops.
-pub async fn worker(state: AppState) {
+pub(crate) async fn worker(state: AppState) {
     let running: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let mut stopping = state.stopping();
     loop {

@@ -42,7 +42,11 @@ const PENDING_MAX: usize = 5_000;
 
 /// Runs migration `id`'s task (its advisory lock is held by the caller) to the end, or until it is aborted or
 /// the process stops.
-pub async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    pool: &PgPool,
+    id: i64,
+    stopping: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     let Some(row) = db::migrations::by_id(pool, id).await? else {
         return Ok(());
     };

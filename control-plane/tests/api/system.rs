@@ -1,5 +1,6 @@
 //! `/healthz`, `/metrics`, `/openapi.json`
 
+use serde_json::json;
 use sqlx::PgPool;
 
 use crate::common::Api;
@@ -33,4 +34,11 @@ async fn health_metrics_and_openapi(pool: PgPool) {
     let down = api.request("GET", "/healthz", None, &[], None).await;
     assert_eq!(down.status, 503);
     assert_eq!(down.body["status"], "database unavailable");
+    // Any other request that needs it gets the one internal-error answer; the cause is only logged.
+    let failed = api.admin("GET", "/v1/tenants", None).await;
+    assert_eq!(failed.status, 500);
+    assert_eq!(
+        failed.body,
+        json!({"error": "internal", "message": "internal error", "details": []})
+    );
 }

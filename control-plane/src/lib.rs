@@ -33,6 +33,7 @@ use sqlx::postgres::PgPoolOptions;
 pub use api::{openapi_document, operations, router};
 pub use auth::{Access, Tokens};
 pub use config::{Command, Config};
+pub use db::DbError;
 pub use metrics::Metrics;
 pub use openapi::Operation;
 pub use state::{AppState, Settings};

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::db;
 use crate::db::revision::CHANNEL;
+use crate::db::{DbResult, WithOperation};
 
 const RESYNC_EVERY: Duration = Duration::from_secs(5);
 
@@ -38,9 +39,14 @@ impl Drop for Tasks {
 
 impl RevisionWatch {
     /// Starts listening before reading the current revision, so no change can fall between the two.
-    pub(crate) async fn start(pool: &PgPool) -> Result<RevisionWatch, sqlx::Error> {
-        let mut listener = PgListener::connect_with(pool).await?;
-        listener.listen(CHANNEL).await?;
+    pub(crate) async fn start(pool: &PgPool) -> DbResult<RevisionWatch> {
+        let mut listener = PgListener::connect_with(pool)
+            .await
+            .during("connecting the revision listener")?;
+        listener
+            .listen(CHANNEL)
+            .await
+            .during("listening for new revisions")?;
         let latest = Arc::new(watch::channel(db::revision::current(pool).await?).0);
         let follow = tokio::spawn(follow(listener, pool.clone(), Arc::clone(&latest)));
         let resync = tokio::spawn(resync_periodically(pool.clone(), Arc::clone(&latest)));

@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use tokio::sync::{Notify, watch};
 
 use crate::auth::Tokens;
+use crate::db::DbError;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::error::ApiResult;
@@ -65,7 +66,11 @@ pub struct AppState {
 
 impl AppState {
     /// Starts following the revision (one LISTEN connection taken from `pool`).
-    pub async fn new(pool: PgPool, tokens: Tokens, settings: Settings) -> sqlx::Result<AppState> {
+    pub async fn new(
+        pool: PgPool,
+        tokens: Tokens,
+        settings: Settings,
+    ) -> Result<AppState, DbError> {
         let revisions = RevisionWatch::start(&pool).await?;
         Ok(AppState {
             pool,

@@ -66,8 +66,9 @@ pub(crate) fn operations() -> Vec<Operation> {
 /// 256 random bits, hex-encoded after the prefix.
 fn issue_secret() -> Result<String, ApiError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("no randomness for a secret: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(|e| {
+        ApiError::internal("issuing a secret", anyhow::anyhow!("no randomness: {e}"))
+    })?;
     let mut secret = String::from(SECRET_PREFIX);
     for byte in bytes {
         secret.push_str(&format!("{byte:02x}"));

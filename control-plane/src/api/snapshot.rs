@@ -110,7 +110,8 @@ async fn snapshot(
     let snapshot = state
         .snapshots
         .get(&state.pool, &state.metrics, at_least)
-        .await?;
+        .await
+        .map_err(|e| ApiError::internal("loading the snapshot", e))?;
     state
         .metrics
         .snapshots_served

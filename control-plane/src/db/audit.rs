@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::{FromRow, PgConnection, PgPool};
 use switchyard_schemas::api::AuditEntry;
 
-use crate::db::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
 /// Who made a change, as the audit log and route history name them: `admin:<first 8 hex of the token digest>`
@@ -79,7 +79,7 @@ pub(crate) async fn insert(
     revision: i64,
     actor: &Actor,
     record: &AuditRecord,
-) -> sqlx::Result<()> {
+) -> DbResult<()> {
     sqlx::query(
         "INSERT INTO audit_log (revision, actor, action, tenant, object, before, after)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -92,7 +92,8 @@ pub(crate) async fn insert(
     .bind(&record.before)
     .bind(&record.after)
     .execute(conn)
-    .await?;
+    .await
+    .during("recording the audit entry")?;
     Ok(())
 }
 
@@ -103,7 +104,7 @@ pub(crate) async fn list(
     since: Option<DateTime<Utc>>,
     before_id: Option<i64>,
     limit: i64,
-) -> sqlx::Result<Vec<AuditRow>> {
+) -> DbResult<Vec<AuditRow>> {
     sqlx::query_as(
         "SELECT id, revision, at, actor, action, tenant, object, before, after FROM audit_log
          WHERE ($1::text IS NULL OR tenant = $1)
@@ -117,4 +118,5 @@ pub(crate) async fn list(
     .bind(limit)
     .fetch_all(pool)
     .await
+    .during("listing the audit log")
 }

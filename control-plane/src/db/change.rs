@@ -4,7 +4,7 @@
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
 use crate::db::audit::{self, Actor, AuditRecord};
-use crate::db::revision;
+use crate::db::{DbResult, WithOperation, revision};
 
 /// One change in progress.
 pub(crate) struct Change {
@@ -14,9 +14,9 @@ pub(crate) struct Change {
 }
 
 impl Change {
-    pub(crate) async fn begin(pool: &PgPool) -> sqlx::Result<Change> {
+    pub(crate) async fn begin(pool: &PgPool) -> DbResult<Change> {
         Ok(Change {
-            tx: pool.begin().await?,
+            tx: pool.begin().await.during("starting a change")?,
             revision: None,
         })
     }
@@ -27,7 +27,7 @@ impl Change {
 
     /// The revision this change will commit as (bumped now, so the change can store it; the row lock then
     /// orders concurrent changes until commit).
-    pub(crate) async fn revision(&mut self) -> sqlx::Result<i64> {
+    pub(crate) async fn revision(&mut self) -> DbResult<i64> {
         if let Some(revision) = self.revision {
             return Ok(revision);
         }
@@ -38,11 +38,11 @@ impl Change {
 
     /// Bumps the revision, records the change and commits; returns the new revision. The NOTIFY is delivered
     /// to listeners only at commit, so no poll can wake to a revision it cannot read yet.
-    pub(crate) async fn commit(mut self, actor: &Actor, record: AuditRecord) -> sqlx::Result<i64> {
+    pub(crate) async fn commit(mut self, actor: &Actor, record: AuditRecord) -> DbResult<i64> {
         let revision = self.revision().await?;
         audit::insert(&mut self.tx, revision, actor, &record).await?;
         revision::notify(&mut self.tx, revision).await?;
-        self.tx.commit().await?;
+        self.tx.commit().await.during("committing a change")?;
         Ok(revision)
     }
 }

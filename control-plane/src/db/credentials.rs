@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::api::Credential;
 
-use crate::db::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 
 #[derive(FromRow)]
 pub(crate) struct CredentialRow {
@@ -35,7 +35,7 @@ pub(crate) async fn insert(
     digest: &str,
     description: &str,
     imported: bool,
-) -> sqlx::Result<CredentialRow> {
+) -> DbResult<CredentialRow> {
     sqlx::query_as(&format!(
         "INSERT INTO credentials (tenant_id, digest, description, imported) VALUES ($1, $2, $3, $4)
          RETURNING {COLUMNS}"
@@ -46,18 +46,17 @@ pub(crate) async fn insert(
     .bind(imported)
     .fetch_one(conn)
     .await
+    .during("inserting a credential")
 }
 
-pub(crate) async fn list(
-    db: impl PgExecutor<'_>,
-    tenant_id: i64,
-) -> sqlx::Result<Vec<CredentialRow>> {
+pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Vec<CredentialRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM credentials WHERE tenant_id = $1 ORDER BY id"
     ))
     .bind(tenant_id)
     .fetch_all(db)
     .await
+    .during("listing credentials")
 }
 
 /// Revokes an active credential; `None` when there is no such active credential.
@@ -65,7 +64,7 @@ pub(crate) async fn revoke(
     conn: &mut PgConnection,
     tenant_id: i64,
     id: i64,
-) -> sqlx::Result<Option<CredentialRow>> {
+) -> DbResult<Option<CredentialRow>> {
     sqlx::query_as(&format!(
         "UPDATE credentials SET revoked_at = now()
          WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL RETURNING {COLUMNS}"
@@ -74,4 +73,5 @@ pub(crate) async fn revoke(
     .bind(tenant_id)
     .fetch_optional(conn)
     .await
+    .during("revoking a credential")
 }

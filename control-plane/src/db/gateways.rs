@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
 use switchyard_schemas::api::{Gateway, Heartbeat};
 
-use crate::db::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 
 #[derive(FromRow)]
 pub(crate) struct GatewayRow {
@@ -32,7 +32,7 @@ impl GatewayRow {
     }
 }
 
-pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Result<()> {
+pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> DbResult<()> {
     sqlx::query(
         "INSERT INTO gateways (id, address, revision, version) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE
@@ -44,15 +44,13 @@ pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sq
     .bind(heartbeat.revision)
     .bind(&heartbeat.version)
     .execute(db)
-    .await?;
+    .await
+    .during("recording a heartbeat")?;
     Ok(())
 }
 
 /// Every gateway ever heard of; `live` when heard from within `window`.
-pub(crate) async fn list(
-    db: impl PgExecutor<'_>,
-    window: Duration,
-) -> sqlx::Result<Vec<GatewayRow>> {
+pub(crate) async fn list(db: impl PgExecutor<'_>, window: Duration) -> DbResult<Vec<GatewayRow>> {
     sqlx::query_as(
         "SELECT id, address, revision, version, last_seen,
                 last_seen > now() - make_interval(secs => $1) AS live
@@ -61,4 +59,5 @@ pub(crate) async fn list(
     .bind(window.as_secs_f64())
     .fetch_all(db)
     .await
+    .during("listing gateways")
 }

@@ -7,7 +7,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::api::{Migration, MigrationLimits, MigrationProgress, MigrationState};
 use switchyard_schemas::{AckMode, RouteTable};
 
-use crate::db::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
 #[derive(FromRow, Clone)]
@@ -70,7 +70,7 @@ pub(crate) struct NewMigration<'a> {
 }
 
 /// Inserts in state `double_write`; `route_revision` is set by [`set_state`] in the same transaction.
-pub(crate) async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> sqlx::Result<i64> {
+pub(crate) async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> DbResult<i64> {
     let ack = serde_json::to_value(new.ack).unwrap_or_default();
     sqlx::query_scalar(
         "INSERT INTO tenant_migrations (tenant_id, state, source, destination, ack, limits, route_revision, author)
@@ -84,6 +84,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> sq
     .bind(new.author)
     .fetch_one(conn)
     .await
+    .during("inserting a migration")
 }
 
 /// One migration of a tenant; `lock` holds its row for the rest of the transaction.
@@ -92,7 +93,7 @@ pub(crate) async fn get(
     tenant_id: i64,
     id: i64,
     lock: bool,
-) -> sqlx::Result<Option<MigrationRow>> {
+) -> DbResult<Option<MigrationRow>> {
     let lock = if lock { "FOR UPDATE OF m" } else { "" };
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
@@ -102,23 +103,22 @@ pub(crate) async fn get(
     .bind(id)
     .fetch_optional(db)
     .await
+    .during("reading a migration")
 }
 
 /// A migration by id alone (for the workers).
-pub(crate) async fn by_id(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<MigrationRow>> {
+pub(crate) async fn by_id(db: impl PgExecutor<'_>, id: i64) -> DbResult<Option<MigrationRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id WHERE m.id = $1"
     ))
     .bind(id)
     .fetch_optional(db)
     .await
+    .during("reading a migration")
 }
 
 /// The tenant's migrations, newest first.
-pub(crate) async fn list(
-    db: impl PgExecutor<'_>,
-    tenant_id: i64,
-) -> sqlx::Result<Vec<MigrationRow>> {
+pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Vec<MigrationRow>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
          WHERE m.tenant_id = $1 ORDER BY m.id DESC"
@@ -126,10 +126,11 @@ pub(crate) async fn list(
     .bind(tenant_id)
     .fetch_all(db)
     .await
+    .during("listing migrations")
 }
 
 /// The tenant's active migration, if any.
-pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Option<i64>> {
+pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Option<i64>> {
     sqlx::query_scalar(
         "SELECT id FROM tenant_migrations
          WHERE tenant_id = $1 AND state NOT IN ('finished', 'aborted')",
@@ -137,15 +138,17 @@ pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Res
     .bind(tenant_id)
     .fetch_optional(db)
     .await
+    .during("looking for the tenant's active migration")
 }
 
 /// Migrations whose background task (backfill or verify) should be running.
-pub(crate) async fn with_task(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<i64>> {
+pub(crate) async fn with_task(db: impl PgExecutor<'_>) -> DbResult<Vec<i64>> {
     sqlx::query_scalar(
         "SELECT id FROM tenant_migrations WHERE state IN ('backfilling', 'verifying') ORDER BY id",
     )
     .fetch_all(db)
     .await
+    .during("looking for migration tasks")
 }
 
 /// Moves to `state`; a route change also records its revision. A new task starts from no cursor.
@@ -154,7 +157,7 @@ pub(crate) async fn set_state(
     id: i64,
     state: MigrationState,
     route_revision: Option<i64>,
-) -> sqlx::Result<()> {
+) -> DbResult<()> {
     sqlx::query(
         "UPDATE tenant_migrations SET state = $2, route_revision = COALESCE($3, route_revision),
              task_cursor = NULL, error = NULL, updated_at = now()
@@ -164,7 +167,8 @@ pub(crate) async fn set_state(
     .bind(state.as_str())
     .bind(route_revision)
     .execute(conn)
-    .await?;
+    .await
+    .during("changing a migration's state")?;
     Ok(())
 }
 
@@ -177,7 +181,7 @@ pub(crate) async fn save_progress(
     progress: &MigrationProgress,
     cursor: Option<&Value>,
     error: Option<&str>,
-) -> sqlx::Result<bool> {
+) -> DbResult<bool> {
     let updated = sqlx::query(
         "UPDATE tenant_migrations SET progress = $3, task_cursor = $4, error = $5, updated_at = now()
          WHERE id = $1 AND state = $2",
@@ -188,7 +192,7 @@ pub(crate) async fn save_progress(
     .bind(cursor)
     .bind(error)
     .execute(db)
-    .await?;
+    .await.during("saving a migration's progress")?;
     Ok(updated.rows_affected() == 1)
 }
 
@@ -197,19 +201,21 @@ const TASK_LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
 
 /// Takes the task lock of migration `id` for this connection's session, unless another session holds it. It is
 /// held until [`unlock_task`], or until the connection closes (so a process that dies releases it).
-pub(crate) async fn try_lock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<bool> {
+pub(crate) async fn try_lock_task(conn: &mut PgConnection, id: i32) -> DbResult<bool> {
     sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
         .bind(TASK_LOCK_CLASS)
         .bind(id)
         .fetch_one(conn)
         .await
+        .during("taking a migration task's lock")
 }
 
-pub(crate) async fn unlock_task(conn: &mut PgConnection, id: i32) -> sqlx::Result<()> {
+pub(crate) async fn unlock_task(conn: &mut PgConnection, id: i32) -> DbResult<()> {
     sqlx::query("SELECT pg_advisory_unlock($1, $2)")
         .bind(TASK_LOCK_CLASS)
         .bind(id)
         .execute(conn)
-        .await?;
+        .await
+        .during("releasing a migration task's lock")?;
     Ok(())
 }

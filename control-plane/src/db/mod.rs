@@ -1,5 +1,5 @@
 //! The Postgres store: all SQL lives in this module's files, one per aggregate, and every change runs in a
-//! [`change::Change`].
+//! [`change::Change`]. A failed query is a [`DbError`] naming the operation it was part of.
 
 pub(crate) mod audit;
 pub(crate) mod change;
@@ -13,6 +13,28 @@ pub(crate) mod snapshot;
 pub(crate) mod tenants;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+
+/// A database operation that failed: which one (`"locking a tenant"`), and what sqlx said. The API maps
+/// constraint violations to 409/422 by the cause; anything else is an internal error logged with the operation.
+#[derive(Debug, thiserror::Error)]
+#[error("{operation}: {cause}")]
+pub struct DbError {
+    pub(crate) operation: &'static str,
+    pub(crate) cause: sqlx::Error,
+}
+
+pub(crate) type DbResult<T> = Result<T, DbError>;
+
+/// Names the operation a sqlx result belongs to.
+pub(crate) trait WithOperation<T> {
+    fn during(self, operation: &'static str) -> DbResult<T>;
+}
+
+impl<T> WithOperation<T> for sqlx::Result<T> {
+    fn during(self, operation: &'static str) -> DbResult<T> {
+        self.map_err(|cause| DbError { operation, cause })
+    }
+}
 
 /// The API's timestamp format: RFC 3339, UTC, milliseconds.
 pub(crate) fn timestamp(at: DateTime<Utc>) -> String {

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::api::Resource;
 
-use crate::db::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
 #[derive(FromRow)]
@@ -39,27 +39,30 @@ const SELECT: &str = "SELECT r.id, r.name, r.url, r.description, r.created_at, r
               WHERE x.resource_id = r.id ORDER BY t.name) AS used_by
     FROM resources r";
 
-pub(crate) async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<ResourceRow>> {
+pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<ResourceRow>> {
     sqlx::query_as(&format!("{SELECT} ORDER BY r.name"))
         .fetch_all(db)
         .await
+        .during("listing resources")
 }
 
-pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<ResourceRow>> {
+pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<ResourceRow>> {
     sqlx::query_as(&format!("{SELECT} WHERE r.name = $1"))
         .bind(name)
         .fetch_optional(db)
         .await
+        .during("reading a resource")
 }
 
 pub(crate) async fn get_for_update(
     conn: &mut PgConnection,
     name: &str,
-) -> sqlx::Result<Option<ResourceRow>> {
+) -> DbResult<Option<ResourceRow>> {
     sqlx::query_as(&format!("{SELECT} WHERE r.name = $1 FOR UPDATE OF r"))
         .bind(name)
         .fetch_optional(conn)
         .await
+        .during("locking a resource")
 }
 
 pub(crate) async fn insert(
@@ -67,7 +70,7 @@ pub(crate) async fn insert(
     name: &str,
     url: &str,
     description: &str,
-) -> sqlx::Result<ResourceRow> {
+) -> DbResult<ResourceRow> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO resources (name, url, description) VALUES ($1, $2, $3) RETURNING id",
     )
@@ -75,7 +78,8 @@ pub(crate) async fn insert(
     .bind(url)
     .bind(description)
     .fetch_one(&mut *conn)
-    .await?;
+    .await
+    .during("inserting a resource")?;
     by_id(conn, id).await
 }
 
@@ -84,7 +88,7 @@ pub(crate) async fn update(
     id: i64,
     url: &str,
     description: &str,
-) -> sqlx::Result<ResourceRow> {
+) -> DbResult<ResourceRow> {
     sqlx::query(
         "UPDATE resources SET url = $2, description = $3, updated_at = now() WHERE id = $1",
     )
@@ -92,16 +96,18 @@ pub(crate) async fn update(
     .bind(url)
     .bind(description)
     .execute(&mut *conn)
-    .await?;
+    .await
+    .during("updating a resource")?;
     by_id(conn, id).await
 }
 
 /// Fails with `route_resource_refs_resource_id_fkey` while a current route refers to the resource.
-pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
+pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> DbResult<()> {
     sqlx::query("DELETE FROM resources WHERE id = $1")
         .bind(id)
         .execute(conn)
-        .await?;
+        .await
+        .during("deleting a resource")?;
     Ok(())
 }
 
@@ -118,25 +124,31 @@ pub(crate) async fn urls(
     conn: &mut PgConnection,
     names: &[String],
     lock: Lock,
-) -> sqlx::Result<HashMap<String, String>> {
+) -> DbResult<HashMap<String, String>> {
     let sql = match lock {
         Lock::Share => "SELECT name, url FROM resources WHERE name = ANY($1) FOR SHARE",
         Lock::None => "SELECT name, url FROM resources WHERE name = ANY($1)",
     };
-    let rows: Vec<(String, String)> = sqlx::query_as(sql).bind(names).fetch_all(conn).await?;
+    let rows: Vec<(String, String)> = sqlx::query_as(sql)
+        .bind(names)
+        .fetch_all(conn)
+        .await
+        .during("reading resource URLs")?;
     Ok(rows.into_iter().collect())
 }
 
-pub(crate) async fn all_urls(db: impl PgExecutor<'_>) -> sqlx::Result<HashMap<String, String>> {
+pub(crate) async fn all_urls(db: impl PgExecutor<'_>) -> DbResult<HashMap<String, String>> {
     let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, url FROM resources")
         .fetch_all(db)
-        .await?;
+        .await
+        .during("reading every resource URL")?;
     Ok(rows.into_iter().collect())
 }
 
-async fn by_id(conn: &mut PgConnection, id: i64) -> sqlx::Result<ResourceRow> {
+async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<ResourceRow> {
     sqlx::query_as(&format!("{SELECT} WHERE r.id = $1"))
         .bind(id)
         .fetch_one(conn)
         .await
+        .during("reading a resource")
 }

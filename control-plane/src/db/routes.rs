@@ -6,7 +6,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{RouteVersion, RouteVersionSummary};
 
-use crate::db::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
 #[derive(FromRow)]
@@ -55,7 +55,7 @@ pub(crate) async fn get(
     db: impl PgExecutor<'_>,
     tenant_id: i64,
     version: Option<i64>,
-) -> sqlx::Result<Option<RouteVersionRow>> {
+) -> DbResult<Option<RouteVersionRow>> {
     sqlx::query_as(
         "SELECT version, route, comment, author, created_at FROM route_versions
          WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version = $2)
@@ -65,6 +65,7 @@ pub(crate) async fn get(
     .bind(version)
     .fetch_optional(db)
     .await
+    .during("reading a route version")
 }
 
 /// Newest first, versions below `before`.
@@ -73,7 +74,7 @@ pub(crate) async fn page(
     tenant_id: i64,
     before: Option<i64>,
     limit: i64,
-) -> sqlx::Result<Vec<SummaryRow>> {
+) -> DbResult<Vec<SummaryRow>> {
     sqlx::query_as(
         "SELECT version, comment, author, created_at FROM route_versions
          WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version < $2)
@@ -84,6 +85,7 @@ pub(crate) async fn page(
     .bind(limit)
     .fetch_all(db)
     .await
+    .during("listing route versions")
 }
 
 pub(crate) async fn insert(
@@ -93,7 +95,7 @@ pub(crate) async fn insert(
     route: &RouteTable,
     comment: &str,
     author: &str,
-) -> sqlx::Result<RouteVersionRow> {
+) -> DbResult<RouteVersionRow> {
     sqlx::query_as(
         "INSERT INTO route_versions (tenant_id, version, route, comment, author)
          VALUES ($1, $2, $3, $4, $5) RETURNING version, route, comment, author, created_at",
@@ -105,6 +107,7 @@ pub(crate) async fn insert(
     .bind(author)
     .fetch_one(conn)
     .await
+    .during("inserting a route version")
 }
 
 /// Records which resources the tenant's current route uses (what keeps them from being deleted).
@@ -112,11 +115,12 @@ pub(crate) async fn replace_references(
     conn: &mut PgConnection,
     tenant_id: i64,
     names: &[String],
-) -> sqlx::Result<()> {
+) -> DbResult<()> {
     sqlx::query("DELETE FROM route_resource_refs WHERE tenant_id = $1")
         .bind(tenant_id)
         .execute(&mut *conn)
-        .await?;
+        .await
+        .during("recording the route's resource references")?;
     sqlx::query(
         "INSERT INTO route_resource_refs (tenant_id, resource_id)
          SELECT $1, id FROM resources WHERE name = ANY($2)",
@@ -124,7 +128,8 @@ pub(crate) async fn replace_references(
     .bind(tenant_id)
     .bind(names)
     .execute(conn)
-    .await?;
+    .await
+    .during("recording the route's resource references")?;
     Ok(())
 }
 
@@ -132,7 +137,7 @@ pub(crate) async fn replace_references(
 pub(crate) async fn current_using(
     conn: &mut PgConnection,
     resource_id: i64,
-) -> sqlx::Result<Vec<(String, Json<RouteTable>)>> {
+) -> DbResult<Vec<(String, Json<RouteTable>)>> {
     sqlx::query_as(
         "SELECT t.name, rv.route FROM route_resource_refs x
          JOIN tenants t ON t.id = x.tenant_id
@@ -143,4 +148,5 @@ pub(crate) async fn current_using(
     .bind(resource_id)
     .fetch_all(conn)
     .await
+    .during("reading the routes that use a resource")
 }

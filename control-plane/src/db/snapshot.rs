@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgPool};
 use switchyard_schemas::{RouteTable, Snapshot, SnapshotCredential, SnapshotTenant};
 
-use crate::db::{resources, revision, tenants};
+use crate::db::{WithOperation, resources, revision, tenants};
 use crate::references;
 
 #[derive(FromRow)]
@@ -24,10 +24,11 @@ struct ServedTenant {
 
 /// Reads in one repeatable-read transaction, so the revision and the content always agree.
 pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin().await.during("starting the snapshot read")?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
-        .await?;
+        .await
+        .during("starting the snapshot read")?;
     let revision = revision::current(&mut *tx).await?;
     let served: Vec<ServedTenant> = sqlx::query_as(
         "SELECT t.id, t.name, t.disabled, t.allow_admin, t.max_connections, t.max_ops_per_sec,
@@ -38,14 +39,16 @@ pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
          ORDER BY t.name",
     )
     .fetch_all(&mut *tx)
-    .await?;
+    .await
+    .during("reading the served tenants")?;
     let credentials: Vec<(i64, i64, String)> = sqlx::query_as(
         "SELECT tenant_id, id, digest FROM credentials WHERE revoked_at IS NULL ORDER BY id",
     )
     .fetch_all(&mut *tx)
-    .await?;
+    .await
+    .during("reading the active credentials")?;
     let urls = resources::all_urls(&mut *tx).await?;
-    tx.commit().await?;
+    tx.commit().await.during("ending the snapshot read")?;
 
     let mut by_tenant: HashMap<i64, Vec<SnapshotCredential>> = HashMap::new();
     for (tenant_id, id, digest) in credentials {

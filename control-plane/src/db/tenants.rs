@@ -5,7 +5,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use switchyard_schemas::TenantLimits;
 use switchyard_schemas::api::{Tenant, TenantCreate};
 
-use crate::db::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 
 #[derive(FromRow)]
 pub(crate) struct TenantRow {
@@ -54,31 +54,34 @@ const SELECT: &str =
         (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS route_version
     FROM tenants t";
 
-pub(crate) async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<TenantRow>> {
+pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
     sqlx::query_as(&format!("{SELECT} ORDER BY t.name"))
         .fetch_all(db)
         .await
+        .during("listing tenants")
 }
 
-pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<TenantRow>> {
+pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<TenantRow>> {
     sqlx::query_as(&format!("{SELECT} WHERE t.name = $1"))
         .bind(name)
         .fetch_optional(db)
         .await
+        .during("reading a tenant")
 }
 
 /// The tenant, locked until the transaction ends: changes to one tenant (and its route) are serialized here.
 pub(crate) async fn get_for_update(
     conn: &mut PgConnection,
     name: &str,
-) -> sqlx::Result<Option<TenantRow>> {
+) -> DbResult<Option<TenantRow>> {
     sqlx::query_as(&format!("{SELECT} WHERE t.name = $1 FOR UPDATE OF t"))
         .bind(name)
         .fetch_optional(conn)
         .await
+        .during("locking a tenant")
 }
 
-pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> sqlx::Result<TenantRow> {
+pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbResult<TenantRow> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
@@ -90,12 +93,12 @@ pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> sqlx:
     .bind(new.limits.max_connections.map(i64::from))
     .bind(new.limits.max_ops_per_sec.map(i64::from))
     .fetch_one(&mut *conn)
-    .await?;
+    .await.during("inserting a tenant")?;
     by_id(conn, id).await
 }
 
 /// Writes every editable field of `tenant` back.
-pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> sqlx::Result<TenantRow> {
+pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbResult<TenantRow> {
     sqlx::query(
         "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
              max_ops_per_sec = $6, updated_at = now()
@@ -108,21 +111,23 @@ pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> sqlx:
     .bind(tenant.max_connections)
     .bind(tenant.max_ops_per_sec)
     .execute(&mut *conn)
-    .await?;
+    .await.during("updating a tenant")?;
     by_id(conn, tenant.id).await
 }
 
-pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
+pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> DbResult<()> {
     sqlx::query("DELETE FROM tenants WHERE id = $1")
         .bind(id)
         .execute(conn)
-        .await?;
+        .await
+        .during("deleting a tenant")?;
     Ok(())
 }
 
-async fn by_id(conn: &mut PgConnection, id: i64) -> sqlx::Result<TenantRow> {
+async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<TenantRow> {
     sqlx::query_as(&format!("{SELECT} WHERE t.id = $1"))
         .bind(id)
         .fetch_one(conn)
         .await
+        .during("reading a tenant")
 }

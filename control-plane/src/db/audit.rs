@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{FromRow, PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool};
 use switchyard_schemas::api::AuditEntry;
 
 use crate::db::{DbResult, WithOperation, timestamp};
@@ -45,7 +45,6 @@ impl AuditRecord {
     }
 }
 
-#[derive(FromRow)]
 pub(crate) struct AuditRow {
     id: i64,
     revision: i64,
@@ -80,17 +79,17 @@ pub(crate) async fn insert(
     actor: &Actor,
     record: &AuditRecord,
 ) -> DbResult<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO audit_log (revision, actor, action, tenant, object, before, after)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        revision,
+        actor.0,
+        record.action,
+        record.tenant,
+        record.object,
+        record.before,
+        record.after,
     )
-    .bind(revision)
-    .bind(&actor.0)
-    .bind(record.action)
-    .bind(&record.tenant)
-    .bind(&record.object)
-    .bind(&record.before)
-    .bind(&record.after)
     .execute(conn)
     .await
     .during("recording the audit entry")?;
@@ -105,17 +104,18 @@ pub(crate) async fn list(
     before_id: Option<i64>,
     limit: i64,
 ) -> DbResult<Vec<AuditRow>> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        AuditRow,
         "SELECT id, revision, at, actor, action, tenant, object, before, after FROM audit_log
          WHERE ($1::text IS NULL OR tenant = $1)
            AND ($2::timestamptz IS NULL OR at >= $2)
            AND ($3::bigint IS NULL OR id < $3)
          ORDER BY id DESC LIMIT $4",
+        tenant,
+        since,
+        before_id,
+        limit,
     )
-    .bind(tenant)
-    .bind(since)
-    .bind(before_id)
-    .bind(limit)
     .fetch_all(pool)
     .await
     .during("listing the audit log")

@@ -1,12 +1,11 @@
 //! Tenant credentials: digests only.
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::api::Credential;
 
 use crate::db::{DbResult, WithOperation, timestamp};
 
-#[derive(FromRow)]
 pub(crate) struct CredentialRow {
     pub(crate) id: i64,
     pub(crate) description: String,
@@ -27,8 +26,6 @@ impl From<CredentialRow> for Credential {
     }
 }
 
-const COLUMNS: &str = "id, description, imported, created_at, revoked_at";
-
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     tenant_id: i64,
@@ -36,24 +33,27 @@ pub(crate) async fn insert(
     description: &str,
     imported: bool,
 ) -> DbResult<CredentialRow> {
-    sqlx::query_as(&format!(
+    sqlx::query_as!(
+        CredentialRow,
         "INSERT INTO credentials (tenant_id, digest, description, imported) VALUES ($1, $2, $3, $4)
-         RETURNING {COLUMNS}"
-    ))
-    .bind(tenant_id)
-    .bind(digest)
-    .bind(description)
-    .bind(imported)
+         RETURNING id, description, imported, created_at, revoked_at",
+        tenant_id,
+        digest,
+        description,
+        imported,
+    )
     .fetch_one(conn)
     .await
     .during("inserting a credential")
 }
 
 pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Vec<CredentialRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM credentials WHERE tenant_id = $1 ORDER BY id"
-    ))
-    .bind(tenant_id)
+    sqlx::query_as!(
+        CredentialRow,
+        "SELECT id, description, imported, created_at, revoked_at FROM credentials
+         WHERE tenant_id = $1 ORDER BY id",
+        tenant_id,
+    )
     .fetch_all(db)
     .await
     .during("listing credentials")
@@ -65,12 +65,14 @@ pub(crate) async fn revoke(
     tenant_id: i64,
     id: i64,
 ) -> DbResult<Option<CredentialRow>> {
-    sqlx::query_as(&format!(
+    sqlx::query_as!(
+        CredentialRow,
         "UPDATE credentials SET revoked_at = now()
-         WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(tenant_id)
+         WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL
+         RETURNING id, description, imported, created_at, revoked_at",
+        id,
+        tenant_id,
+    )
     .fetch_optional(conn)
     .await
     .during("revoking a credential")

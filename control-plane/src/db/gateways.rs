@@ -3,12 +3,11 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgExecutor};
+use sqlx::PgExecutor;
 use switchyard_schemas::api::{Gateway, Heartbeat};
 
 use crate::db::{DbResult, WithOperation, timestamp};
 
-#[derive(FromRow)]
 pub(crate) struct GatewayRow {
     id: String,
     address: String,
@@ -33,16 +32,16 @@ impl GatewayRow {
 }
 
 pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> DbResult<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO gateways (id, address, revision, version) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE
          SET address = EXCLUDED.address, revision = EXCLUDED.revision, version = EXCLUDED.version,
              last_seen = now()",
+        heartbeat.id,
+        heartbeat.address,
+        heartbeat.revision,
+        heartbeat.version,
     )
-    .bind(&heartbeat.id)
-    .bind(&heartbeat.address)
-    .bind(heartbeat.revision)
-    .bind(&heartbeat.version)
     .execute(db)
     .await
     .during("recording a heartbeat")?;
@@ -51,12 +50,13 @@ pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> Db
 
 /// Every gateway ever heard of; `live` when heard from within `window`.
 pub(crate) async fn list(db: impl PgExecutor<'_>, window: Duration) -> DbResult<Vec<GatewayRow>> {
-    sqlx::query_as(
-        "SELECT id, address, revision, version, last_seen,
-                last_seen > now() - make_interval(secs => $1) AS live
-         FROM gateways ORDER BY id",
+    sqlx::query_as!(
+        GatewayRow,
+        r#"SELECT id, address, revision, version, last_seen,
+                last_seen > now() - make_interval(secs => $1) AS "live!"
+         FROM gateways ORDER BY id"#,
+        window.as_secs_f64(),
     )
-    .bind(window.as_secs_f64())
     .fetch_all(db)
     .await
     .during("listing gateways")

@@ -8,7 +8,7 @@ use crate::db::{DbResult, WithOperation};
 pub(crate) const CHANNEL: &str = "switchyard_revision";
 
 pub(crate) async fn current(db: impl PgExecutor<'_>) -> DbResult<i64> {
-    sqlx::query_scalar("SELECT value FROM revision")
+    sqlx::query_scalar!("SELECT value FROM revision")
         .fetch_one(db)
         .await
         .during("reading the revision")
@@ -16,16 +16,14 @@ pub(crate) async fn current(db: impl PgExecutor<'_>) -> DbResult<i64> {
 
 /// The row lock taken here is held until commit, which orders revisions the way changes commit.
 pub(crate) async fn bump(conn: &mut PgConnection) -> DbResult<i64> {
-    sqlx::query_scalar("UPDATE revision SET value = value + 1 RETURNING value")
+    sqlx::query_scalar!("UPDATE revision SET value = value + 1 RETURNING value")
         .fetch_one(conn)
         .await
         .during("bumping the revision")
 }
 
 pub(crate) async fn notify(conn: &mut PgConnection, revision: i64) -> DbResult<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(CHANNEL)
-        .bind(revision.to_string())
+    sqlx::query!("SELECT pg_notify($1, $2)", CHANNEL, revision.to_string())
         .execute(conn)
         .await
         .during("notifying the new revision")?;

@@ -3,13 +3,12 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::api::Resource;
 
 use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
-#[derive(FromRow)]
 pub(crate) struct ResourceRow {
     pub(crate) id: i64,
     pub(crate) name: String,
@@ -34,35 +33,53 @@ impl ResourceRow {
     }
 }
 
-const SELECT: &str = "SELECT r.id, r.name, r.url, r.description, r.created_at, r.updated_at,
-        ARRAY(SELECT t.name FROM route_resource_refs x JOIN tenants t ON t.id = x.tenant_id
-              WHERE x.resource_id = r.id ORDER BY t.name) AS used_by
-    FROM resources r";
+// Every query that answers a `ResourceRow` repeats its columns: `query_as!` takes its SQL as a literal.
 
 pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<ResourceRow>> {
-    sqlx::query_as(&format!("{SELECT} ORDER BY r.name"))
-        .fetch_all(db)
-        .await
-        .during("listing resources")
+    sqlx::query_as!(
+        ResourceRow,
+        r#"SELECT r.id, r.name, r.url, r.description, r.created_at, r.updated_at,
+                ARRAY(SELECT t.name FROM route_resource_refs x JOIN tenants t ON t.id = x.tenant_id
+                      WHERE x.resource_id = r.id ORDER BY t.name) AS "used_by!"
+         FROM resources r
+         ORDER BY r.name"#
+    )
+    .fetch_all(db)
+    .await
+    .during("listing resources")
 }
 
 pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<ResourceRow>> {
-    sqlx::query_as(&format!("{SELECT} WHERE r.name = $1"))
-        .bind(name)
-        .fetch_optional(db)
-        .await
-        .during("reading a resource")
+    sqlx::query_as!(
+        ResourceRow,
+        r#"SELECT r.id, r.name, r.url, r.description, r.created_at, r.updated_at,
+                ARRAY(SELECT t.name FROM route_resource_refs x JOIN tenants t ON t.id = x.tenant_id
+                      WHERE x.resource_id = r.id ORDER BY t.name) AS "used_by!"
+         FROM resources r
+         WHERE r.name = $1"#,
+        name,
+    )
+    .fetch_optional(db)
+    .await
+    .during("reading a resource")
 }
 
 pub(crate) async fn get_for_update(
     conn: &mut PgConnection,
     name: &str,
 ) -> DbResult<Option<ResourceRow>> {
-    sqlx::query_as(&format!("{SELECT} WHERE r.name = $1 FOR UPDATE OF r"))
-        .bind(name)
-        .fetch_optional(conn)
-        .await
-        .during("locking a resource")
+    sqlx::query_as!(
+        ResourceRow,
+        r#"SELECT r.id, r.name, r.url, r.description, r.created_at, r.updated_at,
+                ARRAY(SELECT t.name FROM route_resource_refs x JOIN tenants t ON t.id = x.tenant_id
+                      WHERE x.resource_id = r.id ORDER BY t.name) AS "used_by!"
+         FROM resources r
+         WHERE r.name = $1 FOR UPDATE OF r"#,
+        name,
+    )
+    .fetch_optional(conn)
+    .await
+    .during("locking a resource")
 }
 
 pub(crate) async fn insert(
@@ -71,12 +88,12 @@ pub(crate) async fn insert(
     url: &str,
     description: &str,
 ) -> DbResult<ResourceRow> {
-    let id: i64 = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "INSERT INTO resources (name, url, description) VALUES ($1, $2, $3) RETURNING id",
+        name,
+        url,
+        description,
     )
-    .bind(name)
-    .bind(url)
-    .bind(description)
     .fetch_one(&mut *conn)
     .await
     .during("inserting a resource")?;
@@ -89,12 +106,12 @@ pub(crate) async fn update(
     url: &str,
     description: &str,
 ) -> DbResult<ResourceRow> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE resources SET url = $2, description = $3, updated_at = now() WHERE id = $1",
+        id,
+        url,
+        description,
     )
-    .bind(id)
-    .bind(url)
-    .bind(description)
     .execute(&mut *conn)
     .await
     .during("updating a resource")?;
@@ -103,8 +120,7 @@ pub(crate) async fn update(
 
 /// Fails with `route_resource_refs_resource_id_fkey` while a current route refers to the resource.
 pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> DbResult<()> {
-    sqlx::query("DELETE FROM resources WHERE id = $1")
-        .bind(id)
+    sqlx::query!("DELETE FROM resources WHERE id = $1", id)
         .execute(conn)
         .await
         .during("deleting a resource")?;
@@ -119,36 +135,61 @@ pub(crate) enum Lock {
     None,
 }
 
+/// A resource's name and URL.
+struct NameUrl {
+    name: String,
+    url: String,
+}
+
 /// The URLs of the named resources that exist.
 pub(crate) async fn urls(
     conn: &mut PgConnection,
     names: &[String],
     lock: Lock,
 ) -> DbResult<HashMap<String, String>> {
-    let sql = match lock {
-        Lock::Share => "SELECT name, url FROM resources WHERE name = ANY($1) FOR SHARE",
-        Lock::None => "SELECT name, url FROM resources WHERE name = ANY($1)",
-    };
-    let rows: Vec<(String, String)> = sqlx::query_as(sql)
-        .bind(names)
-        .fetch_all(conn)
-        .await
-        .during("reading resource URLs")?;
-    Ok(rows.into_iter().collect())
+    let rows = match lock {
+        Lock::Share => {
+            sqlx::query_as!(
+                NameUrl,
+                "SELECT name, url FROM resources WHERE name = ANY($1) FOR SHARE",
+                names
+            )
+            .fetch_all(conn)
+            .await
+        }
+        Lock::None => {
+            sqlx::query_as!(
+                NameUrl,
+                "SELECT name, url FROM resources WHERE name = ANY($1)",
+                names
+            )
+            .fetch_all(conn)
+            .await
+        }
+    }
+    .during("reading resource URLs")?;
+    Ok(rows.into_iter().map(|r| (r.name, r.url)).collect())
 }
 
 pub(crate) async fn all_urls(db: impl PgExecutor<'_>) -> DbResult<HashMap<String, String>> {
-    let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, url FROM resources")
+    let rows = sqlx::query_as!(NameUrl, "SELECT name, url FROM resources")
         .fetch_all(db)
         .await
         .during("reading every resource URL")?;
-    Ok(rows.into_iter().collect())
+    Ok(rows.into_iter().map(|r| (r.name, r.url)).collect())
 }
 
 async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<ResourceRow> {
-    sqlx::query_as(&format!("{SELECT} WHERE r.id = $1"))
-        .bind(id)
-        .fetch_one(conn)
-        .await
-        .during("reading a resource")
+    sqlx::query_as!(
+        ResourceRow,
+        r#"SELECT r.id, r.name, r.url, r.description, r.created_at, r.updated_at,
+                ARRAY(SELECT t.name FROM route_resource_refs x JOIN tenants t ON t.id = x.tenant_id
+                      WHERE x.resource_id = r.id ORDER BY t.name) AS "used_by!"
+         FROM resources r
+         WHERE r.id = $1"#,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+    .during("reading a resource")
 }

@@ -1,13 +1,12 @@
 //! Tenants.
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::TenantLimits;
 use switchyard_schemas::api::{Tenant, TenantCreate};
 
 use crate::db::{DbResult, WithOperation, timestamp};
 
-#[derive(FromRow)]
 pub(crate) struct TenantRow {
     pub(crate) id: i64,
     pub(crate) name: String,
@@ -48,25 +47,35 @@ pub(crate) fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>)
     }
 }
 
-const SELECT: &str =
-    "SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
-        t.max_ops_per_sec, t.created_at, t.updated_at,
-        (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS route_version
-    FROM tenants t";
+// Every query that answers a `TenantRow` repeats its columns: `query_as!` takes its SQL as a literal.
 
 pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
-    sqlx::query_as(&format!("{SELECT} ORDER BY t.name"))
-        .fetch_all(db)
-        .await
-        .during("listing tenants")
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         ORDER BY t.name"#
+    )
+    .fetch_all(db)
+    .await
+    .during("listing tenants")
 }
 
 pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<TenantRow>> {
-    sqlx::query_as(&format!("{SELECT} WHERE t.name = $1"))
-        .bind(name)
-        .fetch_optional(db)
-        .await
-        .during("reading a tenant")
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         WHERE t.name = $1"#,
+        name,
+    )
+    .fetch_optional(db)
+    .await
+    .during("reading a tenant")
 }
 
 /// The tenant, locked until the transaction ends: changes to one tenant (and its route) are serialized here.
@@ -74,50 +83,58 @@ pub(crate) async fn get_for_update(
     conn: &mut PgConnection,
     name: &str,
 ) -> DbResult<Option<TenantRow>> {
-    sqlx::query_as(&format!("{SELECT} WHERE t.name = $1 FOR UPDATE OF t"))
-        .bind(name)
-        .fetch_optional(conn)
-        .await
-        .during("locking a tenant")
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         WHERE t.name = $1 FOR UPDATE OF t"#,
+        name,
+    )
+    .fetch_optional(conn)
+    .await
+    .during("locking a tenant")
 }
 
 pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbResult<TenantRow> {
-    let id: i64 = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        new.name,
+        new.description,
+        new.disabled,
+        new.allow_admin,
+        new.limits.max_connections.map(i64::from),
+        new.limits.max_ops_per_sec.map(i64::from),
     )
-    .bind(&new.name)
-    .bind(&new.description)
-    .bind(new.disabled)
-    .bind(new.allow_admin)
-    .bind(new.limits.max_connections.map(i64::from))
-    .bind(new.limits.max_ops_per_sec.map(i64::from))
     .fetch_one(&mut *conn)
-    .await.during("inserting a tenant")?;
+    .await
+    .during("inserting a tenant")?;
     by_id(conn, id).await
 }
 
 /// Writes every editable field of `tenant` back.
 pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbResult<TenantRow> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
              max_ops_per_sec = $6, updated_at = now()
          WHERE id = $1",
+        tenant.id,
+        tenant.description,
+        tenant.disabled,
+        tenant.allow_admin,
+        tenant.max_connections,
+        tenant.max_ops_per_sec,
     )
-    .bind(tenant.id)
-    .bind(&tenant.description)
-    .bind(tenant.disabled)
-    .bind(tenant.allow_admin)
-    .bind(tenant.max_connections)
-    .bind(tenant.max_ops_per_sec)
     .execute(&mut *conn)
-    .await.during("updating a tenant")?;
+    .await
+    .during("updating a tenant")?;
     by_id(conn, tenant.id).await
 }
 
 pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> DbResult<()> {
-    sqlx::query("DELETE FROM tenants WHERE id = $1")
-        .bind(id)
+    sqlx::query!("DELETE FROM tenants WHERE id = $1", id)
         .execute(conn)
         .await
         .during("deleting a tenant")?;
@@ -125,9 +142,16 @@ pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> DbResult<()> {
 }
 
 async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<TenantRow> {
-    sqlx::query_as(&format!("{SELECT} WHERE t.id = $1"))
-        .bind(id)
-        .fetch_one(conn)
-        .await
-        .during("reading a tenant")
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         WHERE t.id = $1"#,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+    .during("reading a tenant")
 }

@@ -3,14 +3,14 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::api::{Migration, MigrationLimits, MigrationProgress, MigrationState};
 use switchyard_schemas::{AckMode, RouteTable};
 
 use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
-#[derive(FromRow, Clone)]
+#[derive(Clone)]
 pub(crate) struct MigrationRow {
     pub(crate) id: i64,
     pub(crate) tenant_id: i64,
@@ -56,9 +56,7 @@ impl MigrationRow {
     }
 }
 
-const COLUMNS: &str = "m.id, m.tenant_id, t.name AS tenant, m.state, m.source, m.destination,
-    to_jsonb(m.ack) AS ack, m.limits, m.route_revision, m.progress, m.task_cursor, m.error, m.author,
-    m.created_at, m.updated_at";
+// Every query that answers a `MigrationRow` repeats its columns: `query_as!` takes its SQL as a literal.
 
 pub(crate) struct NewMigration<'a> {
     pub(crate) tenant_id: i64,
@@ -72,16 +70,17 @@ pub(crate) struct NewMigration<'a> {
 /// Inserts in state `double_write`; `route_revision` is set by [`set_state`] in the same transaction.
 pub(crate) async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> DbResult<i64> {
     let ack = serde_json::to_value(new.ack).unwrap_or_default();
-    sqlx::query_scalar(
+    // `as _`: the macros type jsonb parameters as serde_json::Value; `Json` encodes the same jsonb.
+    sqlx::query_scalar!(
         "INSERT INTO tenant_migrations (tenant_id, state, source, destination, ack, limits, route_revision, author)
-         VALUES ($1, 'double_write', $2, $3, $4 #>> '{}', $5, 0, $6) RETURNING id",
+         VALUES ($1, 'double_write', $2, $3, $4::jsonb #>> '{}', $5, 0, $6) RETURNING id",
+        new.tenant_id,
+        Json(new.source) as _,
+        Json(new.destination) as _,
+        ack,
+        Json(new.limits) as _,
+        new.author,
     )
-    .bind(new.tenant_id)
-    .bind(Json(new.source))
-    .bind(Json(new.destination))
-    .bind(ack)
-    .bind(Json(new.limits))
-    .bind(new.author)
     .fetch_one(conn)
     .await
     .during("inserting a migration")
@@ -94,24 +93,54 @@ pub(crate) async fn get(
     id: i64,
     lock: bool,
 ) -> DbResult<Option<MigrationRow>> {
-    let lock = if lock { "FOR UPDATE OF m" } else { "" };
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
-         WHERE m.tenant_id = $1 AND m.id = $2 {lock}"
-    ))
-    .bind(tenant_id)
-    .bind(id)
-    .fetch_optional(db)
-    .await
-    .during("reading a migration")
+    if lock {
+        sqlx::query_as!(
+            MigrationRow,
+            r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 AND m.id = $2 FOR UPDATE OF m"#,
+            tenant_id,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+        .during("locking a migration")
+    } else {
+        sqlx::query_as!(
+            MigrationRow,
+            r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 AND m.id = $2"#,
+            tenant_id,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+        .during("reading a migration")
+    }
 }
 
 /// A migration by id alone (for the workers).
 pub(crate) async fn by_id(db: impl PgExecutor<'_>, id: i64) -> DbResult<Option<MigrationRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id WHERE m.id = $1"
-    ))
-    .bind(id)
+    sqlx::query_as!(
+        MigrationRow,
+        r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.id = $1"#,
+        id,
+    )
     .fetch_optional(db)
     .await
     .during("reading a migration")
@@ -119,11 +148,17 @@ pub(crate) async fn by_id(db: impl PgExecutor<'_>, id: i64) -> DbResult<Option<M
 
 /// The tenant's migrations, newest first.
 pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Vec<MigrationRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
-         WHERE m.tenant_id = $1 ORDER BY m.id DESC"
-    ))
-    .bind(tenant_id)
+    sqlx::query_as!(
+        MigrationRow,
+        r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 ORDER BY m.id DESC"#,
+        tenant_id,
+    )
     .fetch_all(db)
     .await
     .during("listing migrations")
@@ -131,11 +166,11 @@ pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Ve
 
 /// The tenant's active migration, if any.
 pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Option<i64>> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM tenant_migrations
          WHERE tenant_id = $1 AND state NOT IN ('finished', 'aborted')",
+        tenant_id,
     )
-    .bind(tenant_id)
     .fetch_optional(db)
     .await
     .during("looking for the tenant's active migration")
@@ -143,7 +178,7 @@ pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<
 
 /// Migrations whose background task (backfill or verify) should be running.
 pub(crate) async fn with_task(db: impl PgExecutor<'_>) -> DbResult<Vec<i64>> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM tenant_migrations WHERE state IN ('backfilling', 'verifying') ORDER BY id",
     )
     .fetch_all(db)
@@ -158,14 +193,14 @@ pub(crate) async fn set_state(
     state: MigrationState,
     route_revision: Option<i64>,
 ) -> DbResult<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE tenant_migrations SET state = $2, route_revision = COALESCE($3, route_revision),
              task_cursor = NULL, error = NULL, updated_at = now()
          WHERE id = $1",
+        id,
+        state.as_str(),
+        route_revision,
     )
-    .bind(id)
-    .bind(state.as_str())
-    .bind(route_revision)
     .execute(conn)
     .await
     .during("changing a migration's state")?;
@@ -182,15 +217,15 @@ pub(crate) async fn save_progress(
     cursor: Option<&Value>,
     error: Option<&str>,
 ) -> DbResult<bool> {
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "UPDATE tenant_migrations SET progress = $3, task_cursor = $4, error = $5, updated_at = now()
          WHERE id = $1 AND state = $2",
+        id,
+        state.as_str(),
+        Json(progress) as _,
+        cursor,
+        error,
     )
-    .bind(id)
-    .bind(state.as_str())
-    .bind(Json(progress))
-    .bind(cursor)
-    .bind(error)
     .execute(db)
     .await.during("saving a migration's progress")?;
     Ok(updated.rows_affected() == 1)
@@ -202,20 +237,25 @@ const TASK_LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
 /// Takes the task lock of migration `id` for this connection's session, unless another session holds it. It is
 /// held until [`unlock_task`], or until the connection closes (so a process that dies releases it).
 pub(crate) async fn try_lock_task(conn: &mut PgConnection, id: i32) -> DbResult<bool> {
-    sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
-        .bind(TASK_LOCK_CLASS)
-        .bind(id)
-        .fetch_one(conn)
-        .await
-        .during("taking a migration task's lock")
+    sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_lock($1, $2) AS "locked!""#,
+        TASK_LOCK_CLASS,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+    .during("taking a migration task's lock")
 }
 
 pub(crate) async fn unlock_task(conn: &mut PgConnection, id: i32) -> DbResult<()> {
-    sqlx::query("SELECT pg_advisory_unlock($1, $2)")
-        .bind(TASK_LOCK_CLASS)
-        .bind(id)
-        .execute(conn)
-        .await
-        .during("releasing a migration task's lock")?;
+    // False only when this session did not hold the lock: nothing to undo then.
+    sqlx::query_scalar!(
+        r#"SELECT pg_advisory_unlock($1, $2) AS "unlocked!""#,
+        TASK_LOCK_CLASS,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+    .during("releasing a migration task's lock")?;
     Ok(())
 }

@@ -2,14 +2,13 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{RouteVersion, RouteVersionSummary};
 
 use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
-#[derive(FromRow)]
 pub(crate) struct RouteVersionRow {
     pub(crate) version: i64,
     pub(crate) route: Json<RouteTable>,
@@ -31,7 +30,6 @@ impl From<RouteVersionRow> for RouteVersion {
     }
 }
 
-#[derive(FromRow)]
 pub(crate) struct SummaryRow {
     version: i64,
     comment: String,
@@ -56,13 +54,15 @@ pub(crate) async fn get(
     tenant_id: i64,
     version: Option<i64>,
 ) -> DbResult<Option<RouteVersionRow>> {
-    sqlx::query_as(
-        "SELECT version, route, comment, author, created_at FROM route_versions
+    sqlx::query_as!(
+        RouteVersionRow,
+        r#"SELECT version, route AS "route: Json<RouteTable>", comment, author, created_at
+         FROM route_versions
          WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version = $2)
-         ORDER BY version DESC LIMIT 1",
+         ORDER BY version DESC LIMIT 1"#,
+        tenant_id,
+        version,
     )
-    .bind(tenant_id)
-    .bind(version)
     .fetch_optional(db)
     .await
     .during("reading a route version")
@@ -75,14 +75,15 @@ pub(crate) async fn page(
     before: Option<i64>,
     limit: i64,
 ) -> DbResult<Vec<SummaryRow>> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        SummaryRow,
         "SELECT version, comment, author, created_at FROM route_versions
          WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version < $2)
          ORDER BY version DESC LIMIT $3",
+        tenant_id,
+        before,
+        limit,
     )
-    .bind(tenant_id)
-    .bind(before)
-    .bind(limit)
     .fetch_all(db)
     .await
     .during("listing route versions")
@@ -96,15 +97,18 @@ pub(crate) async fn insert(
     comment: &str,
     author: &str,
 ) -> DbResult<RouteVersionRow> {
-    sqlx::query_as(
-        "INSERT INTO route_versions (tenant_id, version, route, comment, author)
-         VALUES ($1, $2, $3, $4, $5) RETURNING version, route, comment, author, created_at",
+    sqlx::query_as!(
+        RouteVersionRow,
+        r#"INSERT INTO route_versions (tenant_id, version, route, comment, author)
+         VALUES ($1, $2, $3, $4, $5)
+         RETURNING version, route AS "route: Json<RouteTable>", comment, author, created_at"#,
+        tenant_id,
+        version,
+        // `as _`: the macros type jsonb parameters as serde_json::Value; `Json` encodes the same jsonb.
+        Json(route) as _,
+        comment,
+        author,
     )
-    .bind(tenant_id)
-    .bind(version)
-    .bind(Json(route))
-    .bind(comment)
-    .bind(author)
     .fetch_one(conn)
     .await
     .during("inserting a route version")
@@ -116,17 +120,19 @@ pub(crate) async fn replace_references(
     tenant_id: i64,
     names: &[String],
 ) -> DbResult<()> {
-    sqlx::query("DELETE FROM route_resource_refs WHERE tenant_id = $1")
-        .bind(tenant_id)
-        .execute(&mut *conn)
-        .await
-        .during("recording the route's resource references")?;
-    sqlx::query(
+    sqlx::query!(
+        "DELETE FROM route_resource_refs WHERE tenant_id = $1",
+        tenant_id
+    )
+    .execute(&mut *conn)
+    .await
+    .during("recording the route's resource references")?;
+    sqlx::query!(
         "INSERT INTO route_resource_refs (tenant_id, resource_id)
          SELECT $1, id FROM resources WHERE name = ANY($2)",
+        tenant_id,
+        names,
     )
-    .bind(tenant_id)
-    .bind(names)
     .execute(conn)
     .await
     .during("recording the route's resource references")?;
@@ -138,15 +144,16 @@ pub(crate) async fn current_using(
     conn: &mut PgConnection,
     resource_id: i64,
 ) -> DbResult<Vec<(String, Json<RouteTable>)>> {
-    sqlx::query_as(
-        "SELECT t.name, rv.route FROM route_resource_refs x
+    let rows = sqlx::query!(
+        r#"SELECT t.name, rv.route AS "route!: Json<RouteTable>" FROM route_resource_refs x
          JOIN tenants t ON t.id = x.tenant_id
          JOIN LATERAL (SELECT route FROM route_versions r WHERE r.tenant_id = t.id
                        ORDER BY version DESC LIMIT 1) rv ON true
-         WHERE x.resource_id = $1 ORDER BY t.name",
+         WHERE x.resource_id = $1 ORDER BY t.name"#,
+        resource_id,
     )
-    .bind(resource_id)
     .fetch_all(conn)
     .await
-    .during("reading the routes that use a resource")
+    .during("reading the routes that use a resource")?;
+    Ok(rows.into_iter().map(|r| (r.name, r.route)).collect())
 }

@@ -1,5 +1,6 @@
-//! Entity tags: route versions and revisions as `ETag` header values, and the numbers clients send back in
-//! `If-Match` / `If-None-Match`.
+//! Entity tags: route versions and revisions as `ETag` values, and the numbers clients send back.
+//!
+//! Clients send them in `If-Match` / `If-None-Match`, bare, quoted or weak.
 
 use axum::http::{HeaderName, HeaderValue, header};
 

@@ -1,5 +1,6 @@
-//! Request extractors whose failures are `ApiError`s: JSON bodies (with the JSON pointer of a bad field), query
-//! strings, path parameters, and the entity tags of conditional requests (`If-Match`, `If-None-Match`).
+//! Request extractors whose failures are `ApiError`s: JSON bodies, query strings, path parameters, `If-Match`.
+//!
+//! A bad field of a JSON body is named by its JSON pointer; `If-Match` and `If-None-Match` carry entity tags.
 //!
 //! Text with a NUL character is refused here with a 400, in bodies and paths alike: Postgres cannot store it in a
 //! `text` or `jsonb` value, and nothing an admin means to say contains one.

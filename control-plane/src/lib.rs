@@ -1,9 +1,9 @@
-//! Switchyard's control plane: tenants, credentials, resources and versioned route tables in Postgres, behind a
-//! REST API, with the snapshot gateways long-poll.
+//! Switchyard's control plane: tenants, credentials, resources and versioned routes in Postgres, over REST.
 //!
-//! The process is stateless over Postgres: any number of replicas may serve the same database. `run` is what the
-//! binary calls; `serve` is the same on a given pool and listener, for tests. The modules are private: what the
-//! binaries and the tests use is re-exported here, everything else is `pub(crate)`.
+//! Gateways long-poll its snapshot of all of it. The process is stateless over Postgres: any number of replicas may
+//! serve the same database. `run` is what the binary calls; `serve` is the same on a given pool and listener, for
+//! tests. The modules are private: what the binaries and the tests use is re-exported here, everything else is
+//! `pub(crate)`.
 
 mod api;
 mod auth;

@@ -1,4 +1,4 @@
-//! The endpoint table and the OpenAPI 3.1 document generated from it.
+//! [`Operation`], how an endpoint is declared, and the OpenAPI 3.1 document built from a list of them.
 //!
 //! Each `api/` file lists its endpoints as [`Operation`]s: handler, access, and the Rust types of the bodies.
 //! The router is built from the same list, so the document cannot name an endpoint that is not served or miss

@@ -1,5 +1,6 @@
-//! Masking of backend passwords in resource URLs, for everything that is kept or shown beyond the snapshot: the
-//! audit log and every answer of the admin API. Only the snapshot served to gateways holds the real URLs.
+//! Masking of backend passwords in resource URLs, for everything kept or shown beyond the snapshot.
+//!
+//! That is the audit log and every answer of the admin API; only the snapshot served to gateways holds real URLs.
 
 use serde_json::Value;
 use switchyard_schemas::{RouteTable, Target};

@@ -1,5 +1,6 @@
-//! `AppState`: what every request handler shares (the pool, tokens, revision watch, metrics, snapshot cache,
-//! settings), and the shutdown and migration-worker signals.
+//! `AppState`: what every request handler shares, and the shutdown and migration-worker signals.
+//!
+//! It holds the pool, the tokens, the revision watch, the metrics, the snapshot cache and the settings.
 
 use std::sync::Arc;
 use std::time::Duration;

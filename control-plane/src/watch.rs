@@ -1,5 +1,6 @@
-//! `switchyard-ctl migrations watch`: polls `GET /v1/tenants/{tenant}/migrations/{id}` and draws the running
-//! task's progress, until the task is done (or the migration reaches a given state).
+//! `switchyard-ctl migrations watch`: draws a migration's task progress until the task is done.
+//!
+//! It polls `GET /v1/tenants/{tenant}/migrations/{id}` until no task runs (or the migration reaches a given state).
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;

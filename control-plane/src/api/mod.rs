@@ -1,5 +1,4 @@
-//! The REST API: one file per resource, each holding its handlers and its endpoint table; here, the table of
-//! every endpoint and the router built from it.
+//! The REST API: the table of every endpoint (each `api/` file adds its resource's) and the router built from it.
 
 pub(crate) mod audit;
 pub(crate) mod credentials;

@@ -1,5 +1,6 @@
-//! [`Change`]: one transaction that does a change, bumps the global revision by exactly one, writes the audit
-//! entry and NOTIFYs the new revision, so either all of it happens or none of it does.
+//! [`Change`]: the transaction a change runs in, which also bumps the revision, audits it and NOTIFYs.
+//!
+//! Either all of it happens or none of it does, and the global revision goes up by exactly one.
 
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 

@@ -1,5 +1,6 @@
-//! The Postgres store: all SQL lives in this module's files, one per aggregate, and every change runs in a
-//! [`change::Change`]. A failed query is a [`DbError`] naming the operation it was part of.
+//! The Postgres store: all SQL, one file per aggregate, and the [`DbError`] a failed query answers.
+//!
+//! Every change runs in a [`change::Change`]; a [`DbError`] names the operation its query was part of.
 
 pub(crate) mod audit;
 pub(crate) mod change;

@@ -1,6 +1,7 @@
-//! The Redis deployments a migration reads and writes, reached the way the gateway reaches them: a key goes to
-//! the target its route table's placement picks (`switchyard_schemas::placement`), and within a Redis Cluster to
-//! the master owning its hash slot (CRC16 of its hash tag).
+//! The Redis deployments a migration reads and writes, reached the way the gateway reaches them.
+//!
+//! A key goes to the target its route table's placement picks (`switchyard_schemas::placement`), and within a Redis
+//! Cluster to the master owning its hash slot (CRC16 of its hash tag).
 
 use std::collections::HashMap;
 

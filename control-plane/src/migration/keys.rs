@@ -1,5 +1,6 @@
-//! One key on the servers of a migration's two sides: reading it (DUMP and PTTL, pipelined per server),
-//! sending pipelines whose replies may be errors, and deciding whether two copies hold the same value.
+//! A key on a migration's two sides: reading both copies, sending pipelines, deciding whether they match.
+//!
+//! Reads are DUMP and PTTL, pipelined per server; a pipeline's replies may be errors, which the caller counts.
 
 use std::collections::HashMap;
 

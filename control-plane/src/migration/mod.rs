@@ -1,7 +1,8 @@
-//! The background side of tenant migrations: the backfill and verify tasks, run by whichever control-plane
-//! replica takes the migration's Postgres advisory lock first, so each migration has at most one task running
-//! across replicas. A task persists its counters and SCAN cursor as it goes; after a crash or restart the next
-//! holder of the lock resumes from the last saved cursor.
+//! The background side of tenant migrations: the worker that runs their backfill and verify tasks.
+//!
+//! A task is run by whichever control-plane replica takes the migration's Postgres advisory lock first, so each
+//! migration has at most one task running across replicas. A task persists its counters and SCAN cursor as it goes;
+//! after a crash or restart the next holder of the lock resumes from the last saved cursor.
 
 pub(crate) mod deployment;
 mod keys;

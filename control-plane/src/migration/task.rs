@@ -1,5 +1,7 @@
-//! Backfill and verify: a rate-limited SCAN over every server of a side, one batch at a time, with the counters
-//! and the cursor saved after each batch (at most twice a second) so a restart resumes where the task stood.
+//! Backfill and verify: a rate-limited, resumable SCAN over every server of a side, one batch at a time.
+//!
+//! The counters and the cursor are saved after each batch (at most twice a second), so a restart resumes where the
+//! task stood.
 //!
 //! Backfill copies with DUMP + PTTL and RESTORE without REPLACE: a key already written through double-write
 //! answers BUSYKEY and keeps its newer value. Verify compares old and new key by key (DUMP payload, or a

@@ -4,6 +4,7 @@
 //! and a heap dump holds no token. The actor recorded in the audit log is derived from the token's digest.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -11,12 +12,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use switchyard_schemas::credential_digest;
 
-use crate::app::AppState;
+use crate::db::audit::Actor;
 use crate::error::ApiError;
-
-/// Who made a change, as the audit log and route history name them: `admin:<first 8 hex of the token digest>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor(pub String);
 
 /// Which callers an endpoint admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +32,7 @@ pub struct Tokens {
 }
 
 /// Shorter tokens are refused at start: they could be guessed.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_TOKEN_LEN: usize = 16;
 
 impl Tokens {
     pub fn new(admin: &[String], gateway: &[String]) -> anyhow::Result<Tokens> {
@@ -85,31 +82,30 @@ fn bearer(request: &Request) -> Option<&str> {
 }
 
 /// Middleware admitting only callers with an admin token; the handler finds the [`Actor`] in the extensions.
-pub async fn require_admin(
-    state: State<AppState>,
+pub(crate) async fn require_admin(
+    tokens: State<Arc<Tokens>>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    require(Access::Admin, state, request, next).await
+    require(Access::Admin, tokens, request, next).await
 }
 
 /// Middleware admitting gateway (and admin) tokens.
-pub async fn require_gateway(
-    state: State<AppState>,
+pub(crate) async fn require_gateway(
+    tokens: State<Arc<Tokens>>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    require(Access::Gateway, state, request, next).await
+    require(Access::Gateway, tokens, request, next).await
 }
 
 async fn require(
     access: Access,
-    State(state): State<AppState>,
+    State(tokens): State<Arc<Tokens>>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let actor = state
-        .tokens
+    let actor = tokens
         .admit(access, bearer(&request))
         .ok_or(ApiError::Unauthorized)?;
     request.extensions_mut().insert(actor);

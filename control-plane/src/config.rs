@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::app::Settings;
+use crate::state::Settings;
 
 /// No `Debug`: it holds the tokens and the database URL (with its password), which must never reach a log.
 #[derive(Clone, Parser)]
@@ -15,10 +15,10 @@ pub struct Config {
     pub command: Option<Command>,
     /// Address to serve the REST API on.
     #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// Postgres URL, e.g. postgres://user:password@host:5432/switchyard.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
+    pub(crate) database_url: String,
     /// Admin bearer tokens (repeat the flag, or separate with commas); at least one, 16+ characters each.
     #[arg(
         long = "admin-token",
@@ -26,7 +26,7 @@ pub struct Config {
         value_delimiter = ',',
         hide_env_values = true
     )]
-    pub admin_tokens: Vec<String>,
+    pub(crate) admin_tokens: Vec<String>,
     /// Gateway bearer tokens (repeat the flag, or separate with commas), 16+ characters each.
     #[arg(
         long = "gateway-token",
@@ -34,16 +34,16 @@ pub struct Config {
         value_delimiter = ',',
         hide_env_values = true
     )]
-    pub gateway_tokens: Vec<String>,
+    pub(crate) gateway_tokens: Vec<String>,
     /// The longest a snapshot long-poll waits, in seconds.
     #[arg(long, default_value_t = 60)]
-    pub max_wait_secs: u64,
+    pub(crate) max_wait_secs: u64,
     /// A gateway not heard from for this many seconds no longer counts as live.
     #[arg(long, default_value_t = 30)]
-    pub gateway_ttl_secs: u64,
+    pub(crate) gateway_ttl_secs: u64,
     /// Database connections in the pool (one of them is held by the revision listener).
     #[arg(long, default_value_t = 10)]
-    pub max_db_connections: u32,
+    pub(crate) max_db_connections: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
@@ -55,7 +55,7 @@ pub enum Command {
 }
 
 impl Config {
-    pub fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         Settings {
             max_wait: Duration::from_secs(self.max_wait_secs),
             gateway_ttl: Duration::from_secs(self.gateway_ttl_secs),

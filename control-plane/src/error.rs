@@ -9,8 +9,11 @@ use axum::response::{IntoResponse, Response};
 use switchyard_schemas::ValidationErrors;
 use switchyard_schemas::api::{ErrorBody, ErrorDetail};
 
+use crate::db::DbError;
+use crate::etag::etag;
+
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     #[error("{0}")]
     BadRequest(String),
     #[error("a valid admin or gateway bearer token is required")]
@@ -26,20 +29,32 @@ pub enum ApiError {
         message: String,
         details: Vec<ErrorDetail>,
     },
-    /// Anything the client could not have caused. The cause is logged, never sent.
+    /// Anything the client could not have caused: the operation that failed, and why. Both are logged, never
+    /// sent.
     #[error("internal error")]
-    Internal(#[source] anyhow::Error),
+    Internal {
+        operation: &'static str,
+        #[source]
+        cause: anyhow::Error,
+    },
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub fn not_found(what: impl Into<String>) -> Self {
+    pub(crate) fn internal(operation: &'static str, cause: impl Into<anyhow::Error>) -> Self {
+        ApiError::Internal {
+            operation,
+            cause: cause.into(),
+        }
+    }
+
+    pub(crate) fn not_found(what: impl Into<String>) -> Self {
         ApiError::NotFound(what.into())
     }
 
     /// A 422 about one field.
-    pub fn invalid(path: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(path: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         ApiError::Unprocessable {
             // "" is the pointer to the whole body.
@@ -56,7 +71,7 @@ impl ApiError {
     }
 
     /// A 422 listing every broken rule of a route table, with paths under `prefix`.
-    pub fn invalid_route(prefix: &str, errors: ValidationErrors) -> Self {
+    pub(crate) fn invalid_route(prefix: &str, errors: ValidationErrors) -> Self {
         ApiError::Unprocessable {
             message: "the route table is invalid".to_string(),
             details: errors
@@ -80,14 +95,14 @@ impl ApiError {
                 (StatusCode::PRECONDITION_FAILED, "precondition_failed")
             }
             ApiError::Unprocessable { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 }
 
-impl From<sqlx::Error> for ApiError {
-    fn from(error: sqlx::Error) -> Self {
-        let (constraint, code) = match &error {
+impl From<DbError> for ApiError {
+    fn from(error: DbError) -> Self {
+        let (constraint, code) = match &error.cause {
             sqlx::Error::Database(db) => (
                 db.constraint().map(str::to_string),
                 db.code().map(|c| c.into_owned()),
@@ -110,14 +125,8 @@ impl From<sqlx::Error> for ApiError {
                 message: "a concurrent change got in the way; nothing was changed, retry"
                     .to_string(),
             },
-            _ => ApiError::Internal(error.into()),
+            _ => ApiError::internal(error.operation, error.cause),
         }
-    }
-}
-
-impl From<anyhow::Error> for ApiError {
-    fn from(error: anyhow::Error) -> Self {
-        ApiError::Internal(error)
     }
 }
 
@@ -184,8 +193,8 @@ fn constraint_error(name: &str) -> Option<ApiError> {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        if let ApiError::Internal(cause) = &self {
-            tracing::error!(error = format!("{cause:#}"), "request failed");
+        if let ApiError::Internal { operation, cause } = &self {
+            tracing::error!(operation, error = format!("{cause:#}"), "request failed");
         }
         let details = match &self {
             ApiError::Unprocessable { details, .. } => details.clone(),
@@ -198,7 +207,7 @@ impl IntoResponse for ApiError {
         };
         let mut response = (status, Json(body)).into_response();
         if let ApiError::PreconditionFailed { current } = self {
-            let (name, value) = crate::extract::etag(current);
+            let (name, value) = etag(current);
             response.headers_mut().insert(name, value);
         }
         if status == StatusCode::UNAUTHORIZED {
@@ -208,5 +217,57 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Collects what the fmt subscriber writes.
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Log {
+        type Writer = Log;
+
+        fn make_writer(&'a self) -> Log {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn a_failed_query_is_logged_with_its_operation_and_answered_500() {
+        let error = ApiError::from(DbError {
+            operation: "locking a tenant",
+            cause: sqlx::Error::PoolTimedOut,
+        });
+        let log = Log::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(log.clone())
+            .with_ansi(false)
+            .finish();
+        let response = tracing::subscriber::with_default(subscriber, || error.into_response());
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let logged = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            logged.contains(r#"operation="locking a tenant""#)
+                && logged.contains("pool timed out")
+                && logged.contains("request failed"),
+            "{logged}"
+        );
     }
 }

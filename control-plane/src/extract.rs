@@ -1,6 +1,6 @@
-//! Request extractors whose failures are `ApiError`s: JSON bodies (with the JSON pointer of a bad field), query
-//! strings, path parameters, and the numeric entity tags of conditional requests (`If-Match`,
-//! `If-None-Match`, `ETag`).
+//! Request extractors whose failures are `ApiError`s: JSON bodies, query strings, path parameters, `If-Match`.
+//!
+//! A bad field of a JSON body is named by its JSON pointer; `If-Match` and `If-None-Match` carry entity tags.
 //!
 //! Text with a NUL character is refused here with a 400, in bodies and paths alike: Postgres cannot store it in a
 //! `text` or `jsonb` value, and nothing an admin means to say contains one.
@@ -9,14 +9,15 @@ use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::{HeaderMap, header};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::etag::tag_number;
 
 /// A JSON request body. Malformed JSON is a 400; well-formed JSON of the wrong shape (unknown field, wrong type,
 /// route table that does not match the schema) is a 422 naming the field.
-pub struct JsonBody<T>(pub T);
+pub(crate) struct JsonBody<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
@@ -30,7 +31,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 }
 
 /// Parses a body as `T`: a syntax error or a NUL in a string is a 400, a wrong shape a 422 naming the field.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // Parsed twice (admin bodies are small): as a document to look for NULs, then straight into `T` so that
     // serde's own checks (duplicate fields among them) apply as written.
     let document: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| not_json(&e))?;
@@ -42,7 +43,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 }
 
 /// Converts an already parsed JSON document, with the same errors as [`parse_json`].
-pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+pub(crate) fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
     check_text(&value)?;
     decode(value)
 }
@@ -153,7 +154,7 @@ fn json_pointer(path: &serde_path_to_error::Path) -> String {
 }
 
 /// A query string; a bad one is a 400 saying which parameter is wrong.
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
@@ -167,7 +168,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 }
 
 /// Path parameters; a bad one (e.g. a version that is not a number, or text with a NUL) is a 400.
-pub struct ApiPath<T>(pub T);
+pub(crate) struct ApiPath<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
     type Rejection = ApiError;
@@ -188,7 +189,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
 
 /// The version an `If-Match` header expects: `3`, `"3"` or `W/"3"`; `*` (any) and no header are `None`.
 /// `0` means "the tenant has no route yet".
-pub fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
+pub(crate) fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
     let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
@@ -202,26 +203,8 @@ pub fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
 }
 
 /// The revision an `If-None-Match` header names, if it names one.
-pub fn if_none_match(headers: &HeaderMap) -> Option<i64> {
+pub(crate) fn if_none_match(headers: &HeaderMap) -> Option<i64> {
     tag_number(headers.get(header::IF_NONE_MATCH)?.to_str().ok()?.trim())
-}
-
-/// Our entity tags are numbers (route versions, revisions); clients may send them bare, quoted or weak.
-fn tag_number(text: &str) -> Option<i64> {
-    let text = text.strip_prefix("W/").unwrap_or(text);
-    let text = text
-        .strip_prefix('"')
-        .and_then(|t| t.strip_suffix('"'))
-        .unwrap_or(text);
-    text.parse::<i64>().ok().filter(|n| *n >= 0)
-}
-
-/// The `ETag` header for a route version or a revision.
-pub fn etag(number: i64) -> (HeaderName, HeaderValue) {
-    // Digits in quotes are always a valid header value.
-    let value =
-        HeaderValue::try_from(format!("\"{number}\"")).unwrap_or(HeaderValue::from_static("\"\""));
-    (header::ETAG, value)
 }
 
 #[cfg(test)]
@@ -247,7 +230,6 @@ mod tests {
         let mut none_match = HeaderMap::new();
         none_match.insert(header::IF_NONE_MATCH, "W/\"7\"".parse().unwrap());
         assert_eq!(if_none_match(&none_match), Some(7));
-        assert_eq!(etag(12).1, "\"12\"");
     }
 
     fn details(json: &str) -> (u16, Vec<String>) {

@@ -1,25 +1,27 @@
-//! Switchyard's control plane: tenants, credentials, resources and versioned route tables in Postgres, behind a
-//! REST API, with the snapshot gateways long-poll.
+//! Switchyard's control plane: tenants, credentials, resources and versioned routes in Postgres, over REST.
 //!
-//! The process is stateless over Postgres: any number of replicas may serve the same database. `run` is what the
-//! binary calls; `serve` is the same on a given pool and listener, for tests.
+//! Gateways long-poll its snapshot of all of it. The process is stateless over Postgres: any number of replicas may
+//! serve the same database. `run` is what the binary calls; `serve` is the same on a given pool and listener, for
+//! tests. The modules are private: what the binaries and the tests use is re-exported here, everything else is
+//! `pub(crate)`.
 
-pub mod api;
-pub mod app;
-pub mod auth;
-pub mod config;
-pub mod db;
-pub mod error;
-pub mod extract;
-pub mod metrics;
-pub mod migration;
-pub mod openapi;
-pub mod redact;
-pub mod references;
-pub mod revision;
-pub mod route_schema;
-pub mod snapshot_cache;
-pub mod watch;
+mod api;
+mod auth;
+mod config;
+mod db;
+mod error;
+mod etag;
+mod extract;
+mod metrics;
+mod migration;
+mod openapi;
+mod redact;
+mod references;
+mod revision;
+mod route_schema;
+mod snapshot_cache;
+mod state;
+mod watch;
 
 use std::future::Future;
 
@@ -28,9 +30,14 @@ use sqlx::PgPool;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
 
-pub use app::{AppState, Settings, router};
-pub use auth::Tokens;
-pub use config::Config;
+pub use api::{openapi_document, operations, router};
+pub use auth::{Access, Tokens};
+pub use config::{Command, Config};
+pub use db::DbError;
+pub use metrics::Metrics;
+pub use openapi::Operation;
+pub use state::{AppState, Settings};
+pub use watch::Watch;
 
 /// The control plane's schema, from the top-level `migrations/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");

@@ -1,7 +1,7 @@
 //! `switchyard-control-plane`: parse the configuration, set up logging, serve (or only migrate).
 
 use clap::Parser;
-use switchyard_control_plane::config::{Command, Config};
+use switchyard_control_plane::{Command, Config};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]

@@ -1,26 +1,25 @@
 //! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots.
 
 use std::fmt::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::app::AppState;
-
 #[derive(Default)]
 pub struct Metrics {
     /// Indexed by status / 100 (1xx to 5xx).
     responses: [AtomicU64; 6],
     pub long_polls_waiting: AtomicI64,
-    pub snapshots_served: AtomicU64,
+    pub(crate) snapshots_served: AtomicU64,
     /// Snapshots read from the database (the rest were shared from the cache).
     pub snapshots_loaded: AtomicU64,
 }
 
 impl Metrics {
-    pub fn render(&self, revision: i64) -> String {
+    pub(crate) fn render(&self, revision: i64) -> String {
         let mut out = String::new();
         out.push_str("# HELP switchyard_cp_responses_total HTTP responses by status class.\n");
         out.push_str("# TYPE switchyard_cp_responses_total counter\n");
@@ -72,10 +71,14 @@ fn counter(value: &AtomicU64) -> i64 {
 }
 
 /// Middleware counting every response.
-pub async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn count(
+    State(metrics): State<Arc<Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let response = next.run(request).await;
     let class = usize::from(response.status().as_u16() / 100);
-    if let Some(counter) = state.metrics.responses.get(class) {
+    if let Some(counter) = metrics.responses.get(class) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
     response

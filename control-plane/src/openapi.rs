@@ -1,4 +1,4 @@
-//! The endpoint table and the OpenAPI 3.1 document generated from it.
+//! [`Operation`], how an endpoint is declared, and the OpenAPI 3.1 document built from a list of them.
 //!
 //! Each `api/` file lists its endpoints as [`Operation`]s: handler, access, and the Rust types of the bodies.
 //! The router is built from the same list, so the document cannot name an endpoint that is not served or miss
@@ -15,8 +15,8 @@ use schemars::schema::Schema;
 use serde_json::{Map, Value, json};
 use switchyard_schemas::api::ErrorBody;
 
-use crate::app::AppState;
 use crate::auth::Access;
+use crate::state::AppState;
 
 type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
 
@@ -33,12 +33,12 @@ struct Parameter {
 
 /// One endpoint: how it is served and how it is documented.
 pub struct Operation {
-    pub id: &'static str,
+    pub(crate) id: &'static str,
     pub method: Method,
     pub path: &'static str,
-    pub summary: &'static str,
+    pub(crate) summary: &'static str,
     pub access: Access,
-    pub handler: MethodRouter<AppState>,
+    pub(crate) handler: MethodRouter<AppState>,
     request: Option<SchemaFn>,
     status: u16,
     response: Option<SchemaFn>,
@@ -49,7 +49,7 @@ pub struct Operation {
 }
 
 impl Operation {
-    pub fn new(
+    pub(crate) fn new(
         id: &'static str,
         method: Method,
         path: &'static str,
@@ -75,50 +75,50 @@ impl Operation {
     }
 
     /// A JSON request body of type `T` (bad JSON is a 400, a bad shape a 422).
-    pub fn request<T: JsonSchema>(mut self) -> Operation {
+    pub(crate) fn request<T: JsonSchema>(mut self) -> Operation {
         self.request = Some(schema::<T>);
         self.errors(&[400, 422])
     }
 
     /// The success status and its JSON body of type `T`.
-    pub fn reply<T: JsonSchema>(mut self, status: u16) -> Operation {
+    pub(crate) fn reply<T: JsonSchema>(mut self, status: u16) -> Operation {
         self.status = status;
         self.response = Some(schema::<T>);
         self
     }
 
     /// A success status without a body.
-    pub fn reply_empty(mut self, status: u16) -> Operation {
+    pub(crate) fn reply_empty(mut self, status: u16) -> Operation {
         self.status = status;
         self
     }
 
     /// A success body that is not JSON.
-    pub fn reply_text(mut self, content_type: &'static str) -> Operation {
+    pub(crate) fn reply_text(mut self, content_type: &'static str) -> Operation {
         self.content_type = content_type;
         self
     }
 
-    pub fn errors(mut self, statuses: &[u16]) -> Operation {
+    pub(crate) fn errors(mut self, statuses: &[u16]) -> Operation {
         self.errors.extend_from_slice(statuses);
         self
     }
 
     /// Another answer without a body (e.g. 304).
-    pub fn also(mut self, status: u16) -> Operation {
+    pub(crate) fn also(mut self, status: u16) -> Operation {
         self.bodiless.push(status);
         self
     }
 
-    pub fn query(self, name: &'static str, description: &'static str) -> Operation {
+    pub(crate) fn query(self, name: &'static str, description: &'static str) -> Operation {
         self.parameter("query", name, description, "string")
     }
 
-    pub fn query_integer(self, name: &'static str, description: &'static str) -> Operation {
+    pub(crate) fn query_integer(self, name: &'static str, description: &'static str) -> Operation {
         self.parameter("query", name, description, "integer")
     }
 
-    pub fn header(self, name: &'static str, description: &'static str) -> Operation {
+    pub(crate) fn header(self, name: &'static str, description: &'static str) -> Operation {
         self.parameter("header", name, description, "string")
     }
 
@@ -210,7 +210,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// The OpenAPI 3.1 document of `operations`.
-pub fn document(operations: &[Operation]) -> Value {
+pub(crate) fn document(operations: &[Operation]) -> Value {
     let mut settings = SchemaSettings::draft07();
     settings.definitions_path = "#/components/schemas/".to_string();
     settings.meta_schema = None;

@@ -1,11 +1,12 @@
-//! Masking of backend passwords in resource URLs, for everything that is kept or shown beyond the snapshot: the
-//! audit log and every answer of the admin API. Only the snapshot served to gateways holds the real URLs.
+//! Masking of backend passwords in resource URLs, for everything kept or shown beyond the snapshot.
+//!
+//! That is the audit log and every answer of the admin API; only the snapshot served to gateways holds real URLs.
 
 use serde_json::Value;
 use switchyard_schemas::{RouteTable, Target};
 
 /// What a masked password reads as.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// The query parameters of a resource URL that hold a secret, each masked like the password.
 const SECRET_PARAMETERS: [&str; 2] = ["sentinelPassword", "scriptPassword"];
@@ -99,7 +100,7 @@ impl<'a> Parts<'a> {
 
 /// The URL with its password (and `sentinelPassword`, `scriptPassword` parameters) replaced by `***`; other text
 /// unchanged.
-pub fn url(text: &str) -> String {
+pub(crate) fn url(text: &str) -> String {
     match Parts::of(text) {
         Some(parts) => parts.join(|_| MASK.to_string(), |_, _| MASK.to_string()),
         None => text.to_string(),
@@ -109,7 +110,7 @@ pub fn url(text: &str) -> String {
 /// A submitted URL whose password (or `sentinelPassword`) is the mask gets the stored URL's secret back, so that
 /// a URL shown masked can be edited and sent back without typing the password again. A mask with no stored
 /// secret to stand for is an error naming which one.
-pub fn restore(submitted: &str, stored: &str) -> Result<String, &'static str> {
+pub(crate) fn restore(submitted: &str, stored: &str) -> Result<String, &'static str> {
     let (Some(new), Some(old)) = (Parts::of(submitted), Parts::of(stored)) else {
         return Ok(submitted.to_string());
     };
@@ -142,7 +143,7 @@ pub fn restore(submitted: &str, stored: &str) -> Result<String, &'static str> {
 }
 
 /// A route table as answers show it: every inline URL masked (resource names are left as they are).
-pub fn route(mut table: RouteTable) -> RouteTable {
+pub(crate) fn route(mut table: RouteTable) -> RouteTable {
     for reference in references_mut(&mut table) {
         *reference = url(reference);
     }
@@ -152,7 +153,7 @@ pub fn route(mut table: RouteTable) -> RouteTable {
 /// A route table sent back as answers show it: each inline URL with a masked secret gets the secrets of the
 /// stored table's URL that masks to the same text. One that matches none is an error: storing `***` as a password
 /// would lock the tenant out of its backend.
-pub fn restore_route(
+pub(crate) fn restore_route(
     mut table: RouteTable,
     stored: Option<&RouteTable>,
 ) -> Result<RouteTable, String> {
@@ -212,7 +213,7 @@ fn references_mut(table: &mut RouteTable) -> Vec<&mut String> {
 }
 
 /// Masks every URL-looking string anywhere in a JSON document.
-pub fn value(value: Value) -> Value {
+pub(crate) fn value(value: Value) -> Value {
     match value {
         Value::String(text) if text.contains("://") => Value::String(url(&text)),
         Value::Array(items) => Value::Array(items.into_iter().map(self::value).collect()),

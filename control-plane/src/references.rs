@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use switchyard_schemas::{RouteTable, SplitTarget, Target};
 
-pub fn is_name(reference: &str) -> bool {
+pub(crate) fn is_name(reference: &str) -> bool {
     !reference.contains("://")
 }
 
@@ -22,7 +22,7 @@ fn references_mut(target: &mut Target) -> Vec<&mut String> {
 }
 
 /// Every resource name the table refers to, sorted and without repeats.
-pub fn names(route: &RouteTable) -> Vec<String> {
+pub(crate) fn names(route: &RouteTable) -> Vec<String> {
     route
         .targets()
         .into_iter()
@@ -35,7 +35,7 @@ pub fn names(route: &RouteTable) -> Vec<String> {
 }
 
 /// Replaces every resource name by its URL; `Err` names the first reference `urls` does not know.
-pub fn inline(route: &mut RouteTable, urls: &HashMap<String, String>) -> Result<(), String> {
+pub(crate) fn inline(route: &mut RouteTable, urls: &HashMap<String, String>) -> Result<(), String> {
     for target in route.targets_mut() {
         for reference in references_mut(target) {
             if is_name(reference) {

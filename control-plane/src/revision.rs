@@ -14,16 +14,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::db;
-
-/// The NOTIFY channel; the payload is the new revision in decimal.
-pub const CHANNEL: &str = "switchyard_revision";
+use crate::db::revision::CHANNEL;
+use crate::db::{DbResult, WithOperation};
 
 const RESYNC_EVERY: Duration = Duration::from_secs(5);
 
 /// A handle on the latest revision this process knows of. Cheap to clone; the background tasks stop when the
 /// last clone is dropped.
 #[derive(Clone)]
-pub struct RevisionWatch {
+pub(crate) struct RevisionWatch {
     latest: Arc<watch::Sender<i64>>,
     _tasks: Arc<Tasks>,
 }
@@ -40,9 +39,14 @@ impl Drop for Tasks {
 
 impl RevisionWatch {
     /// Starts listening before reading the current revision, so no change can fall between the two.
-    pub async fn start(pool: &PgPool) -> Result<RevisionWatch, sqlx::Error> {
-        let mut listener = PgListener::connect_with(pool).await?;
-        listener.listen(CHANNEL).await?;
+    pub(crate) async fn start(pool: &PgPool) -> DbResult<RevisionWatch> {
+        let mut listener = PgListener::connect_with(pool)
+            .await
+            .during("connecting the revision listener")?;
+        listener
+            .listen(CHANNEL)
+            .await
+            .during("listening for new revisions")?;
         let latest = Arc::new(watch::channel(db::revision::current(pool).await?).0);
         let follow = tokio::spawn(follow(listener, pool.clone(), Arc::clone(&latest)));
         let resync = tokio::spawn(resync_periodically(pool.clone(), Arc::clone(&latest)));
@@ -52,16 +56,16 @@ impl RevisionWatch {
         })
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<i64> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<i64> {
         self.latest.subscribe()
     }
 
-    pub fn latest(&self) -> i64 {
+    pub(crate) fn latest(&self) -> i64 {
         *self.latest.borrow()
     }
 
     /// Records a revision seen in a commit of this process, without waiting for its NOTIFY.
-    pub fn observe(&self, revision: i64) {
+    pub(crate) fn observe(&self, revision: i64) {
         advance(&self.latest, revision);
     }
 }

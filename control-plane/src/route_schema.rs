@@ -1,9 +1,9 @@
-//! Route tables checked against their JSON Schema (the one committed as `schemas/route-table.schema.json`,
-//! generated from `RouteTable`) before they are deserialized.
+//! Route tables checked against their JSON Schema before they are deserialized, for exact error paths.
 //!
-//! serde alone loses the position of an error inside the tagged and untagged enums of a route table; the schema
-//! check names the exact JSON pointer. Messages are the masked ones: they never echo the offending value, which
-//! may be a URL with a password in it.
+//! The schema is the one committed as `schemas/route-table.schema.json`, generated from `RouteTable`. serde alone
+//! loses the position of an error inside the tagged and untagged enums of a route table; the schema check names the
+//! exact JSON pointer. Messages are the masked ones: they never echo the offending value, which may be a URL with a
+//! password in it.
 
 use std::sync::LazyLock;
 
@@ -23,7 +23,7 @@ static VALIDATOR: LazyLock<Option<jsonschema::Validator>> = LazyLock::new(|| {
 });
 
 /// Checks `route` (found at `prefix` in the request body) against the schema.
-pub fn check(route: &Value, prefix: &str) -> Result<(), ApiError> {
+pub(crate) fn check(route: &Value, prefix: &str) -> Result<(), ApiError> {
     // Without a validator, deserialization still rejects every table the schema would, with vaguer paths.
     let Some(validator) = VALIDATOR.as_ref() else {
         return Ok(());

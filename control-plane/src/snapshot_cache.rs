@@ -13,14 +13,14 @@ use crate::db;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
-pub struct CachedSnapshot {
-    pub revision: i64,
+pub(crate) struct CachedSnapshot {
+    pub(crate) revision: i64,
     /// The snapshot as JSON.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 #[derive(Default)]
-pub struct SnapshotCache {
+pub(crate) struct SnapshotCache {
     // An async mutex held across the database read on purpose: polls woken by the same change queue here, and
     // all but the first find the fresh snapshot when they get the lock.
     latest: Mutex<Option<CachedSnapshot>>,
@@ -28,7 +28,7 @@ pub struct SnapshotCache {
 
 impl SnapshotCache {
     /// A snapshot at revision `at_least` or later.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         pool: &PgPool,
         metrics: &Metrics,

@@ -1,5 +1,6 @@
-//! `switchyard-ctl migrations watch`: polls `GET /v1/tenants/{tenant}/migrations/{id}` and draws the running
-//! task's progress, until the task is done (or the migration reaches a given state).
+//! `switchyard-ctl migrations watch`: draws a migration's task progress until the task is done.
+//!
+//! It polls `GET /v1/tenants/{tenant}/migrations/{id}` until no task runs (or the migration reaches a given state).
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -21,7 +22,7 @@ pub struct Watch {
 const BAR: usize = 30;
 
 /// One line for people: the state, a bar, the counters, the rate and the time left.
-pub fn line(migration: &Migration) -> String {
+pub(crate) fn line(migration: &Migration) -> String {
     let (task, progress) = match migration.state {
         MigrationState::Backfilling | MigrationState::Backfilled => {
             ("backfill", migration.progress.backfill.as_ref())

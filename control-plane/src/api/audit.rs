@@ -8,17 +8,17 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use switchyard_schemas::api::{AuditEntry, AuditPage};
 
-use crate::app::AppState;
 use crate::auth::Access;
 use crate::db;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiQuery;
 use crate::openapi::Operation;
+use crate::state::AppState;
 
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 1000;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new(
             "listAudit",

@@ -10,20 +10,23 @@ use axum::{Extension, Json};
 use switchyard_schemas::api::{Credential, CredentialCreate, CredentialIssued, CredentialList};
 use switchyard_schemas::credential_digest;
 
-use crate::app::AppState;
-use crate::auth::{Access, Actor};
-use crate::db::{self, AuditRecord, Change};
+use crate::api::lookup;
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
+use crate::state::AppState;
 
 /// Imported passwords shorter than this are refused: a single unsalted hash is only safe for long secrets.
-pub const MIN_IMPORTED_LEN: usize = 16;
+pub(crate) const MIN_IMPORTED_LEN: usize = 16;
 
 /// Issued secrets start with this, so they are recognisable in a config file or a leak scanner.
-pub const SECRET_PREFIX: &str = "sy_";
+pub(crate) const SECRET_PREFIX: &str = "sy_";
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}/credentials";
     vec![
         Operation::new(
@@ -63,8 +66,9 @@ pub fn operations() -> Vec<Operation> {
 /// 256 random bits, hex-encoded after the prefix.
 fn issue_secret() -> Result<String, ApiError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("no randomness for a secret: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(|e| {
+        ApiError::internal("issuing a secret", anyhow::anyhow!("no randomness: {e}"))
+    })?;
     let mut secret = String::from(SECRET_PREFIX);
     for byte in bytes {
         secret.push_str(&format!("{byte:02x}"));
@@ -89,7 +93,7 @@ async fn create(
         None => (issue_secret()?, false),
     };
     let mut change = Change::begin(&state.pool).await?;
-    let row = super::tenant(change.conn(), &tenant).await?;
+    let row = lookup::tenant(change.conn(), &tenant).await?;
     let credential: Credential = db::credentials::insert(
         change.conn(),
         row.id,
@@ -118,7 +122,7 @@ async fn list(
     State(state): State<AppState>,
     ApiPath(tenant): ApiPath<String>,
 ) -> ApiResult<Json<CredentialList>> {
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let credentials = db::credentials::list(&state.pool, row.id).await?;
     Ok(Json(CredentialList {
         credentials: credentials.into_iter().map(Credential::from).collect(),
@@ -131,7 +135,7 @@ async fn revoke(
     ApiPath((tenant, id)): ApiPath<(String, i64)>,
 ) -> ApiResult<StatusCode> {
     let mut change = Change::begin(&state.pool).await?;
-    let row = super::tenant(change.conn(), &tenant).await?;
+    let row = lookup::tenant(change.conn(), &tenant).await?;
     let revoked: Credential = db::credentials::revoke(change.conn(), row.id, id)
         .await?
         .ok_or_else(|| {

@@ -6,14 +6,15 @@ use axum::routing::{get, post};
 use axum::{Extension, Json};
 use switchyard_schemas::api::{GatewayFleet, Heartbeat, HeartbeatAck};
 
-use crate::app::AppState;
-use crate::auth::{Access, Actor};
+use crate::auth::Access;
 use crate::db;
+use crate::db::audit::Actor;
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
 use crate::openapi::Operation;
+use crate::state::AppState;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new(
             "heartbeat",

@@ -12,20 +12,22 @@ use axum::{Extension, Json};
 use switchyard_schemas::api::{Migration, MigrationCreate, MigrationList, MigrationState};
 use switchyard_schemas::{AckMode, RouteTable};
 
-use super::routes::NewVersion;
-use crate::app::AppState;
-use crate::auth::{Access, Actor};
+use crate::api::{lookup, routes::NewVersion};
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::migrations::{MigrationRow, NewMigration};
-use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody, from_value};
 use crate::openapi::Operation;
 use crate::route_schema;
+use crate::state::AppState;
 
 /// Most keys per SCAN page and pipelined batch of a migration task.
 const MAX_BATCH: u64 = 10_000;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}/migrations";
     vec![
         Operation::new(
@@ -126,7 +128,7 @@ async fn create(
         ));
     }
     let mut change = Change::begin(&state.pool).await?;
-    let row = super::tenant_for_update(change.conn(), &tenant).await?;
+    let row = lookup::tenant_for_update(change.conn(), &tenant).await?;
     if let Some(id) = db::migrations::active(change.conn(), row.id).await? {
         return Err(conflict(
             "migration_active",
@@ -196,7 +198,7 @@ async fn list(
     State(state): State<AppState>,
     ApiPath(tenant): ApiPath<String>,
 ) -> ApiResult<Json<MigrationList>> {
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let mut migrations = Vec::new();
     for migration in db::migrations::list(&state.pool, row.id).await? {
         migrations.push(answer(&state, &migration).await?);
@@ -205,7 +207,7 @@ async fn list(
 }
 
 async fn find(state: &AppState, tenant: &str, id: i64) -> ApiResult<MigrationRow> {
-    let row = super::tenant(&state.pool, tenant).await?;
+    let row = lookup::tenant(&state.pool, tenant).await?;
     db::migrations::get(&state.pool, row.id, id, false)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no migration {id}")))
@@ -225,7 +227,7 @@ async fn step(
     ApiPath((tenant, id, action)): ApiPath<(String, i64, String)>,
 ) -> ApiResult<Json<Migration>> {
     let mut change = Change::begin(&state.pool).await?;
-    let tenant_row = super::tenant_for_update(change.conn(), &tenant).await?;
+    let tenant_row = lookup::tenant_for_update(change.conn(), &tenant).await?;
     let row = db::migrations::get(change.conn(), tenant_row.id, id, true)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no migration {id}")))?;

@@ -1,20 +1,28 @@
-//! The REST API: one file per resource, each holding its handlers and its endpoint table.
+//! The REST API: the table of every endpoint (each `api/` file adds its resource's) and the router built from it.
 
-pub mod audit;
-pub mod credentials;
-pub mod gateways;
-pub mod migrations;
-pub mod resources;
-pub mod routes;
-pub mod snapshot;
-pub mod system;
-pub mod tenants;
+pub(crate) mod audit;
+pub(crate) mod credentials;
+pub(crate) mod gateways;
+pub(crate) mod migrations;
+pub(crate) mod resources;
+pub(crate) mod routes;
+pub(crate) mod snapshot;
+pub(crate) mod system;
+pub(crate) mod tenants;
 
-use sqlx::{PgConnection, PgExecutor};
+mod lookup;
 
-use crate::db::tenants::TenantRow;
-use crate::error::{ApiError, ApiResult};
-use crate::openapi::Operation;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use serde_json::Value;
+
+use crate::auth::{self, Access};
+use crate::error::ApiError;
+use crate::metrics;
+use crate::openapi::{self, Operation};
+use crate::state::AppState;
 
 /// Every endpoint the control plane serves.
 pub fn operations() -> Vec<Operation> {
@@ -27,27 +35,50 @@ pub fn operations() -> Vec<Operation> {
         snapshot::operations(),
         gateways::operations(),
         audit::operations(),
-        system::operations(),
+        system::operations(openapi_document),
     ]
     .into_iter()
     .flatten()
     .collect()
 }
 
-fn no_tenant(name: &str) -> ApiError {
-    ApiError::not_found(format!("no tenant named '{name}'"))
+/// The OpenAPI document of every endpoint, as `GET /openapi.json` serves it.
+pub fn openapi_document() -> Value {
+    openapi::document(&operations())
 }
 
-/// The tenant named in the path, or a 404.
-pub async fn tenant(db: impl PgExecutor<'_>, name: &str) -> ApiResult<TenantRow> {
-    crate::db::tenants::get(db, name)
-        .await?
-        .ok_or_else(|| no_tenant(name))
+/// Every endpoint, with its access rule applied.
+pub fn router(state: AppState) -> Router {
+    let mut admin = Router::new();
+    let mut gateway = Router::new();
+    let mut public = Router::new();
+    for operation in operations() {
+        let group = match operation.access {
+            Access::Admin => &mut admin,
+            Access::Gateway => &mut gateway,
+            Access::Public => &mut public,
+        };
+        *group = std::mem::take(group).route(operation.path, operation.handler);
+    }
+    let admin = admin.route_layer(from_fn_with_state(
+        Arc::clone(&state.tokens),
+        auth::require_admin,
+    ));
+    let gateway = gateway.route_layer(from_fn_with_state(
+        Arc::clone(&state.tokens),
+        auth::require_gateway,
+    ));
+    public
+        .merge(admin)
+        .merge(gateway)
+        .fallback(not_found)
+        .layer(from_fn_with_state(
+            Arc::clone(&state.metrics),
+            metrics::count,
+        ))
+        .with_state(state)
 }
 
-/// The tenant named in the path, locked for the rest of the transaction, or a 404.
-pub async fn tenant_for_update(conn: &mut PgConnection, name: &str) -> ApiResult<TenantRow> {
-    crate::db::tenants::get_for_update(conn, name)
-        .await?
-        .ok_or_else(|| no_tenant(name))
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint")
 }

@@ -12,16 +12,18 @@ use switchyard_schemas::api::{
     ErrorDetail, Resource, ResourceCreate, ResourceList, ResourceUpdate,
 };
 
-use crate::app::AppState;
-use crate::auth::{Access, Actor};
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::resources::Lock;
-use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
+use crate::state::AppState;
 use crate::{redact, references};
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/resources/{name}";
     vec![
         Operation::new(

@@ -17,20 +17,24 @@ use switchyard_schemas::api::{
 };
 use switchyard_schemas::placement::TablePlacement;
 
-use crate::app::AppState;
-use crate::auth::{Access, Actor};
+use crate::api::lookup;
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::resources::Lock;
-use crate::db::{self, AuditRecord, Change};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiPath, ApiQuery, JsonBody, etag, from_value, if_match};
+use crate::etag::etag;
+use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
 use crate::openapi::Operation;
 use crate::route_schema;
+use crate::state::AppState;
 use crate::{redact, references};
 
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}/route";
     let if_match =
         "Only if the current version is this one (`3` or `\"3\"`; `0`: no route yet); else 412.";
@@ -116,7 +120,7 @@ async fn current(
     State(state): State<AppState>,
     ApiPath(tenant): ApiPath<String>,
 ) -> ApiResult<Response> {
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let current: RouteVersion = db::routes::get(&state.pool, row.id, None)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
@@ -139,7 +143,7 @@ async fn explain(
     let key = query
         .key
         .ok_or_else(|| ApiError::BadRequest("the key query parameter is required".into()))?;
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let current: RouteVersion = db::routes::get(&state.pool, row.id, None)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
@@ -190,7 +194,7 @@ async fn rollback(
     JsonBody(body): JsonBody<RouteRollback>,
 ) -> ApiResult<Response> {
     let expected = if_match(&headers)?;
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     // Versions are immutable, so reading this one outside the change's transaction is safe.
     let target = db::routes::get(&state.pool, row.id, Some(body.version))
         .await?
@@ -216,12 +220,12 @@ async fn rollback(
 
 /// A change that appends a version to a tenant's route history.
 pub(crate) struct NewVersion<'a> {
-    pub tenant: &'a str,
-    pub expected: Option<i64>,
-    pub route: RouteTable,
-    pub comment: String,
-    pub action: &'static str,
-    pub error_prefix: &'static str,
+    pub(crate) tenant: &'a str,
+    pub(crate) expected: Option<i64>,
+    pub(crate) route: RouteTable,
+    pub(crate) comment: String,
+    pub(crate) action: &'static str,
+    pub(crate) error_prefix: &'static str,
 }
 
 impl NewVersion<'_> {
@@ -266,7 +270,7 @@ impl NewVersion<'_> {
 
     async fn apply(self, state: &AppState, actor: &Actor) -> ApiResult<Response> {
         let mut change = Change::begin(&state.pool).await?;
-        let tenant = super::tenant_for_update(change.conn(), self.tenant).await?;
+        let tenant = lookup::tenant_for_update(change.conn(), self.tenant).await?;
         // A migration owns the route until it is finished or aborted.
         if let Some(id) = db::migrations::active(change.conn(), tenant.id).await? {
             return Err(ApiError::Conflict {
@@ -315,7 +319,7 @@ async fn history(
             "limit must be 1 to {MAX_PAGE}"
         )));
     }
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let versions: Vec<RouteVersionSummary> =
         db::routes::page(&state.pool, row.id, query.before, limit)
             .await?
@@ -336,7 +340,7 @@ async fn version(
     State(state): State<AppState>,
     ApiPath((tenant, version)): ApiPath<(String, i64)>,
 ) -> ApiResult<Response> {
-    let row = super::tenant(&state.pool, &tenant).await?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
     let found: RouteVersion = db::routes::get(&state.pool, row.id, Some(version))
         .await?
         .ok_or_else(|| {

@@ -14,14 +14,15 @@ use axum::routing::get;
 use serde::Deserialize;
 use switchyard_schemas::Snapshot;
 
-use crate::app::AppState;
 use crate::auth::Access;
 use crate::db;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiQuery, etag, if_none_match};
+use crate::etag::etag;
+use crate::extract::{ApiQuery, if_none_match};
 use crate::openapi::Operation;
+use crate::state::AppState;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     vec![
         Operation::new("getSnapshot", Method::GET, "/v1/snapshot", "Everything gateways serve; long-polls for a change", Access::Gateway, get(snapshot))
             .reply::<Snapshot>(200)
@@ -41,7 +42,7 @@ struct SnapshotQuery {
 }
 
 /// `30s`, `500ms`, `2m`, or a bare number of seconds.
-pub fn parse_wait(text: &str) -> Option<Duration> {
+pub(crate) fn parse_wait(text: &str) -> Option<Duration> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => text.split_at(at),
@@ -109,7 +110,8 @@ async fn snapshot(
     let snapshot = state
         .snapshots
         .get(&state.pool, &state.metrics, at_least)
-        .await?;
+        .await
+        .map_err(|e| ApiError::internal("loading the snapshot", e))?;
     state
         .metrics
         .snapshots_served

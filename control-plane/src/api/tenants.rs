@@ -6,15 +6,18 @@ use axum::routing::{delete, get, patch, post};
 use axum::{Extension, Json};
 use switchyard_schemas::api::{Tenant, TenantCreate, TenantList, TenantPatch};
 
-use crate::app::AppState;
-use crate::auth::{Access, Actor};
+use crate::api::lookup;
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
 use crate::db::tenants::TenantRow;
-use crate::db::{self, AuditRecord, Change};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
+use crate::state::AppState;
 
-pub fn operations() -> Vec<Operation> {
+pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/tenants/{tenant}";
     vec![
         Operation::new(
@@ -104,7 +107,7 @@ async fn show(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<Tenant>> {
-    Ok(Json(super::tenant(&state.pool, &name).await?.to_api()))
+    Ok(Json(lookup::tenant(&state.pool, &name).await?.to_api()))
 }
 
 async fn update(
@@ -114,7 +117,7 @@ async fn update(
     JsonBody(patch): JsonBody<TenantPatch>,
 ) -> ApiResult<Json<Tenant>> {
     let mut change = Change::begin(&state.pool).await?;
-    let mut row = super::tenant_for_update(change.conn(), &name).await?;
+    let mut row = lookup::tenant_for_update(change.conn(), &name).await?;
     let before = row.to_api();
     let editable = |t: &TenantRow| {
         (
@@ -161,7 +164,7 @@ async fn remove(
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     let mut change = Change::begin(&state.pool).await?;
-    let row = super::tenant_for_update(change.conn(), &name).await?;
+    let row = lookup::tenant_for_update(change.conn(), &name).await?;
     db::tenants::delete(change.conn(), row.id).await?;
     let record = AuditRecord::new(
         "tenant.delete",

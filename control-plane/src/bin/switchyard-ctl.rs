@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use switchyard_control_plane::watch::Watch;
+use switchyard_control_plane::Watch;
 use switchyard_schemas::api::MigrationState;
 
 #[derive(Parser)]

@@ -1,15 +1,51 @@
-//! The audit log.
+//! The audit log: who changed what, at which revision, with the before and after of each change.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{FromRow, PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool};
 use switchyard_schemas::api::AuditEntry;
 
-use super::{AuditRecord, timestamp};
-use crate::auth::Actor;
+use crate::db::{DbResult, WithOperation, timestamp};
+use crate::redact;
 
-#[derive(FromRow)]
-pub struct AuditRow {
+/// Who made a change, as the audit log and route history name them: `admin:<first 8 hex of the token digest>`
+/// for a token (see `auth`), `control-plane` for the migration tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Actor(pub(crate) String);
+
+/// What the audit log records about one change.
+pub(crate) struct AuditRecord {
+    pub(crate) action: &'static str,
+    pub(crate) tenant: Option<String>,
+    pub(crate) object: String,
+    pub(crate) before: Option<Value>,
+    pub(crate) after: Option<Value>,
+}
+
+impl AuditRecord {
+    /// `before`/`after` are anything serializable; they are stored with backend passwords masked.
+    pub(crate) fn new(
+        action: &'static str,
+        tenant: Option<&str>,
+        object: String,
+        before: Option<&impl serde::Serialize>,
+        after: Option<&impl serde::Serialize>,
+    ) -> AuditRecord {
+        fn json(v: Option<&impl serde::Serialize>) -> Option<Value> {
+            v.and_then(|v| serde_json::to_value(v).ok())
+                .map(redact::value)
+        }
+        AuditRecord {
+            action,
+            tenant: tenant.map(str::to_string),
+            object,
+            before: json(before),
+            after: json(after),
+        }
+    }
+}
+
+pub(crate) struct AuditRow {
     id: i64,
     revision: i64,
     at: DateTime<Utc>,
@@ -37,47 +73,50 @@ impl From<AuditRow> for AuditEntry {
     }
 }
 
-pub async fn insert(
+pub(crate) async fn insert(
     conn: &mut PgConnection,
     revision: i64,
     actor: &Actor,
     record: &AuditRecord,
-) -> sqlx::Result<()> {
-    sqlx::query(
+) -> DbResult<()> {
+    sqlx::query!(
         "INSERT INTO audit_log (revision, actor, action, tenant, object, before, after)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        revision,
+        actor.0,
+        record.action,
+        record.tenant,
+        record.object,
+        record.before,
+        record.after,
     )
-    .bind(revision)
-    .bind(&actor.0)
-    .bind(record.action)
-    .bind(&record.tenant)
-    .bind(&record.object)
-    .bind(&record.before)
-    .bind(&record.after)
     .execute(conn)
-    .await?;
+    .await
+    .during("recording the audit entry")?;
     Ok(())
 }
 
 /// Newest first.
-pub async fn list(
+pub(crate) async fn list(
     pool: &PgPool,
     tenant: Option<&str>,
     since: Option<DateTime<Utc>>,
     before_id: Option<i64>,
     limit: i64,
-) -> sqlx::Result<Vec<AuditRow>> {
-    sqlx::query_as(
+) -> DbResult<Vec<AuditRow>> {
+    sqlx::query_as!(
+        AuditRow,
         "SELECT id, revision, at, actor, action, tenant, object, before, after FROM audit_log
          WHERE ($1::text IS NULL OR tenant = $1)
            AND ($2::timestamptz IS NULL OR at >= $2)
            AND ($3::bigint IS NULL OR id < $3)
          ORDER BY id DESC LIMIT $4",
+        tenant,
+        since,
+        before_id,
+        limit,
     )
-    .bind(tenant)
-    .bind(since)
-    .bind(before_id)
-    .bind(limit)
     .fetch_all(pool)
     .await
+    .during("listing the audit log")
 }

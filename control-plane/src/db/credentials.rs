@@ -1,18 +1,17 @@
 //! Tenant credentials: digests only.
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::api::Credential;
 
-use super::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 
-#[derive(FromRow)]
-pub struct CredentialRow {
-    pub id: i64,
-    pub description: String,
-    pub imported: bool,
-    pub created_at: DateTime<Utc>,
-    pub revoked_at: Option<DateTime<Utc>>,
+pub(crate) struct CredentialRow {
+    pub(crate) id: i64,
+    pub(crate) description: String,
+    pub(crate) imported: bool,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) revoked_at: Option<DateTime<Utc>>,
 }
 
 impl From<CredentialRow> for Credential {
@@ -27,48 +26,54 @@ impl From<CredentialRow> for Credential {
     }
 }
 
-const COLUMNS: &str = "id, description, imported, created_at, revoked_at";
-
-pub async fn insert(
+pub(crate) async fn insert(
     conn: &mut PgConnection,
     tenant_id: i64,
     digest: &str,
     description: &str,
     imported: bool,
-) -> sqlx::Result<CredentialRow> {
-    sqlx::query_as(&format!(
+) -> DbResult<CredentialRow> {
+    sqlx::query_as!(
+        CredentialRow,
         "INSERT INTO credentials (tenant_id, digest, description, imported) VALUES ($1, $2, $3, $4)
-         RETURNING {COLUMNS}"
-    ))
-    .bind(tenant_id)
-    .bind(digest)
-    .bind(description)
-    .bind(imported)
+         RETURNING id, description, imported, created_at, revoked_at",
+        tenant_id,
+        digest,
+        description,
+        imported,
+    )
     .fetch_one(conn)
     .await
+    .during("inserting a credential")
 }
 
-pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<CredentialRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM credentials WHERE tenant_id = $1 ORDER BY id"
-    ))
-    .bind(tenant_id)
+pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Vec<CredentialRow>> {
+    sqlx::query_as!(
+        CredentialRow,
+        "SELECT id, description, imported, created_at, revoked_at FROM credentials
+         WHERE tenant_id = $1 ORDER BY id",
+        tenant_id,
+    )
     .fetch_all(db)
     .await
+    .during("listing credentials")
 }
 
 /// Revokes an active credential; `None` when there is no such active credential.
-pub async fn revoke(
+pub(crate) async fn revoke(
     conn: &mut PgConnection,
     tenant_id: i64,
     id: i64,
-) -> sqlx::Result<Option<CredentialRow>> {
-    sqlx::query_as(&format!(
+) -> DbResult<Option<CredentialRow>> {
+    sqlx::query_as!(
+        CredentialRow,
         "UPDATE credentials SET revoked_at = now()
-         WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(tenant_id)
+         WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL
+         RETURNING id, description, imported, created_at, revoked_at",
+        id,
+        tenant_id,
+    )
     .fetch_optional(conn)
     .await
+    .during("revoking a credential")
 }

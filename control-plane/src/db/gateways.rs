@@ -3,13 +3,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgExecutor};
+use sqlx::PgExecutor;
 use switchyard_schemas::api::{Gateway, Heartbeat};
 
-use super::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 
-#[derive(FromRow)]
-pub struct GatewayRow {
+pub(crate) struct GatewayRow {
     id: String,
     address: String,
     revision: i64,
@@ -19,7 +18,7 @@ pub struct GatewayRow {
 }
 
 impl GatewayRow {
-    pub fn to_api(&self, current_revision: i64) -> Gateway {
+    pub(crate) fn to_api(&self, current_revision: i64) -> Gateway {
         Gateway {
             id: self.id.clone(),
             address: self.address.clone(),
@@ -32,30 +31,33 @@ impl GatewayRow {
     }
 }
 
-pub async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> sqlx::Result<()> {
-    sqlx::query(
+pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> DbResult<()> {
+    sqlx::query!(
         "INSERT INTO gateways (id, address, revision, version) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE
          SET address = EXCLUDED.address, revision = EXCLUDED.revision, version = EXCLUDED.version,
              last_seen = now()",
+        heartbeat.id,
+        heartbeat.address,
+        heartbeat.revision,
+        heartbeat.version,
     )
-    .bind(&heartbeat.id)
-    .bind(&heartbeat.address)
-    .bind(heartbeat.revision)
-    .bind(&heartbeat.version)
     .execute(db)
-    .await?;
+    .await
+    .during("recording a heartbeat")?;
     Ok(())
 }
 
 /// Every gateway ever heard of; `live` when heard from within `window`.
-pub async fn list(db: impl PgExecutor<'_>, window: Duration) -> sqlx::Result<Vec<GatewayRow>> {
-    sqlx::query_as(
-        "SELECT id, address, revision, version, last_seen,
-                last_seen > now() - make_interval(secs => $1) AS live
-         FROM gateways ORDER BY id",
+pub(crate) async fn list(db: impl PgExecutor<'_>, window: Duration) -> DbResult<Vec<GatewayRow>> {
+    sqlx::query_as!(
+        GatewayRow,
+        r#"SELECT id, address, revision, version, last_seen,
+                last_seen > now() - make_interval(secs => $1) AS "live!"
+         FROM gateways ORDER BY id"#,
+        window.as_secs_f64(),
     )
-    .bind(window.as_secs_f64())
     .fetch_all(db)
     .await
+    .during("listing gateways")
 }

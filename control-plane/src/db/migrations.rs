@@ -3,40 +3,40 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::api::{Migration, MigrationLimits, MigrationProgress, MigrationState};
 use switchyard_schemas::{AckMode, RouteTable};
 
-use super::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
-#[derive(FromRow, Clone)]
-pub struct MigrationRow {
-    pub id: i64,
-    pub tenant_id: i64,
-    pub tenant: String,
-    pub state: String,
-    pub source: Json<RouteTable>,
-    pub destination: Json<RouteTable>,
-    pub ack: Json<AckMode>,
-    pub limits: Json<MigrationLimits>,
-    pub route_revision: i64,
-    pub progress: Json<MigrationProgress>,
-    pub task_cursor: Option<Value>,
-    pub error: Option<String>,
-    pub author: String,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+#[derive(Clone)]
+pub(crate) struct MigrationRow {
+    pub(crate) id: i64,
+    pub(crate) tenant_id: i64,
+    pub(crate) tenant: String,
+    pub(crate) state: String,
+    pub(crate) source: Json<RouteTable>,
+    pub(crate) destination: Json<RouteTable>,
+    pub(crate) ack: Json<AckMode>,
+    pub(crate) limits: Json<MigrationLimits>,
+    pub(crate) route_revision: i64,
+    pub(crate) progress: Json<MigrationProgress>,
+    pub(crate) task_cursor: Option<Value>,
+    pub(crate) error: Option<String>,
+    pub(crate) author: String,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
 
 impl MigrationRow {
     /// The state; a name the table's CHECK admits always parses, so the fallback is never taken.
-    pub fn state(&self) -> MigrationState {
+    pub(crate) fn state(&self) -> MigrationState {
         MigrationState::parse(&self.state).unwrap_or(MigrationState::Aborted)
     }
 
     /// The migration as answers show it: inline URLs of both tables masked.
-    pub fn to_api(&self, converged: bool) -> Migration {
+    pub(crate) fn to_api(&self, converged: bool) -> Migration {
         Migration {
             id: self.id,
             tenant: self.tenant.clone(),
@@ -56,135 +56,206 @@ impl MigrationRow {
     }
 }
 
-const COLUMNS: &str = "m.id, m.tenant_id, t.name AS tenant, m.state, m.source, m.destination,
-    to_jsonb(m.ack) AS ack, m.limits, m.route_revision, m.progress, m.task_cursor, m.error, m.author,
-    m.created_at, m.updated_at";
+// Every query that answers a `MigrationRow` repeats its columns: `query_as!` takes its SQL as a literal.
 
-pub struct NewMigration<'a> {
-    pub tenant_id: i64,
-    pub source: &'a RouteTable,
-    pub destination: &'a RouteTable,
-    pub ack: AckMode,
-    pub limits: &'a MigrationLimits,
-    pub author: &'a str,
+pub(crate) struct NewMigration<'a> {
+    pub(crate) tenant_id: i64,
+    pub(crate) source: &'a RouteTable,
+    pub(crate) destination: &'a RouteTable,
+    pub(crate) ack: AckMode,
+    pub(crate) limits: &'a MigrationLimits,
+    pub(crate) author: &'a str,
 }
 
 /// Inserts in state `double_write`; `route_revision` is set by [`set_state`] in the same transaction.
-pub async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> sqlx::Result<i64> {
+pub(crate) async fn insert(conn: &mut PgConnection, new: NewMigration<'_>) -> DbResult<i64> {
     let ack = serde_json::to_value(new.ack).unwrap_or_default();
-    sqlx::query_scalar(
+    // `as _`: the macros type jsonb parameters as serde_json::Value; `Json` encodes the same jsonb.
+    sqlx::query_scalar!(
         "INSERT INTO tenant_migrations (tenant_id, state, source, destination, ack, limits, route_revision, author)
-         VALUES ($1, 'double_write', $2, $3, $4 #>> '{}', $5, 0, $6) RETURNING id",
+         VALUES ($1, 'double_write', $2, $3, $4::jsonb #>> '{}', $5, 0, $6) RETURNING id",
+        new.tenant_id,
+        Json(new.source) as _,
+        Json(new.destination) as _,
+        ack,
+        Json(new.limits) as _,
+        new.author,
     )
-    .bind(new.tenant_id)
-    .bind(Json(new.source))
-    .bind(Json(new.destination))
-    .bind(ack)
-    .bind(Json(new.limits))
-    .bind(new.author)
     .fetch_one(conn)
     .await
+    .during("inserting a migration")
 }
 
 /// One migration of a tenant; `lock` holds its row for the rest of the transaction.
-pub async fn get(
+pub(crate) async fn get(
     db: impl PgExecutor<'_>,
     tenant_id: i64,
     id: i64,
     lock: bool,
-) -> sqlx::Result<Option<MigrationRow>> {
-    let lock = if lock { "FOR UPDATE OF m" } else { "" };
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
-         WHERE m.tenant_id = $1 AND m.id = $2 {lock}"
-    ))
-    .bind(tenant_id)
-    .bind(id)
-    .fetch_optional(db)
-    .await
+) -> DbResult<Option<MigrationRow>> {
+    if lock {
+        sqlx::query_as!(
+            MigrationRow,
+            r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 AND m.id = $2 FOR UPDATE OF m"#,
+            tenant_id,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+        .during("locking a migration")
+    } else {
+        sqlx::query_as!(
+            MigrationRow,
+            r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 AND m.id = $2"#,
+            tenant_id,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+        .during("reading a migration")
+    }
 }
 
 /// A migration by id alone (for the workers).
-pub async fn by_id(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<MigrationRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id WHERE m.id = $1"
-    ))
-    .bind(id)
+pub(crate) async fn by_id(db: impl PgExecutor<'_>, id: i64) -> DbResult<Option<MigrationRow>> {
+    sqlx::query_as!(
+        MigrationRow,
+        r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.id = $1"#,
+        id,
+    )
     .fetch_optional(db)
     .await
+    .during("reading a migration")
 }
 
 /// The tenant's migrations, newest first.
-pub async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Vec<MigrationRow>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
-         WHERE m.tenant_id = $1 ORDER BY m.id DESC"
-    ))
-    .bind(tenant_id)
+pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Vec<MigrationRow>> {
+    sqlx::query_as!(
+        MigrationRow,
+        r#"SELECT m.id, m.tenant_id, t.name AS tenant, m.state,
+                m.source AS "source: Json<RouteTable>", m.destination AS "destination: Json<RouteTable>",
+                to_jsonb(m.ack) AS "ack!: Json<AckMode>", m.limits AS "limits: Json<MigrationLimits>",
+                m.route_revision, m.progress AS "progress: Json<MigrationProgress>", m.task_cursor, m.error,
+                m.author, m.created_at, m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.tenant_id = $1 ORDER BY m.id DESC"#,
+        tenant_id,
+    )
     .fetch_all(db)
     .await
+    .during("listing migrations")
 }
 
 /// The tenant's active migration, if any.
-pub async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar(
+pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Option<i64>> {
+    sqlx::query_scalar!(
         "SELECT id FROM tenant_migrations
          WHERE tenant_id = $1 AND state NOT IN ('finished', 'aborted')",
+        tenant_id,
     )
-    .bind(tenant_id)
     .fetch_optional(db)
     .await
+    .during("looking for the tenant's active migration")
 }
 
 /// Migrations whose background task (backfill or verify) should be running.
-pub async fn with_task(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar(
+pub(crate) async fn with_task(db: impl PgExecutor<'_>) -> DbResult<Vec<i64>> {
+    sqlx::query_scalar!(
         "SELECT id FROM tenant_migrations WHERE state IN ('backfilling', 'verifying') ORDER BY id",
     )
     .fetch_all(db)
     .await
+    .during("looking for migration tasks")
 }
 
 /// Moves to `state`; a route change also records its revision. A new task starts from no cursor.
-pub async fn set_state(
+pub(crate) async fn set_state(
     conn: &mut PgConnection,
     id: i64,
     state: MigrationState,
     route_revision: Option<i64>,
-) -> sqlx::Result<()> {
-    sqlx::query(
+) -> DbResult<()> {
+    sqlx::query!(
         "UPDATE tenant_migrations SET state = $2, route_revision = COALESCE($3, route_revision),
              task_cursor = NULL, error = NULL, updated_at = now()
          WHERE id = $1",
+        id,
+        state.as_str(),
+        route_revision,
     )
-    .bind(id)
-    .bind(state.as_str())
-    .bind(route_revision)
     .execute(conn)
-    .await?;
+    .await
+    .during("changing a migration's state")?;
     Ok(())
 }
 
 /// Saves a task's counters and cursor, only while the migration is still in the task's state (an abort in the
 /// meantime wins). Returns whether it still is.
-pub async fn save_progress(
+pub(crate) async fn save_progress(
     db: impl PgExecutor<'_>,
     id: i64,
     state: MigrationState,
     progress: &MigrationProgress,
     cursor: Option<&Value>,
     error: Option<&str>,
-) -> sqlx::Result<bool> {
-    let updated = sqlx::query(
+) -> DbResult<bool> {
+    let updated = sqlx::query!(
         "UPDATE tenant_migrations SET progress = $3, task_cursor = $4, error = $5, updated_at = now()
          WHERE id = $1 AND state = $2",
+        id,
+        state.as_str(),
+        Json(progress) as _,
+        cursor,
+        error,
     )
-    .bind(id)
-    .bind(state.as_str())
-    .bind(Json(progress))
-    .bind(cursor)
-    .bind(error)
     .execute(db)
-    .await?;
+    .await.during("saving a migration's progress")?;
     Ok(updated.rows_affected() == 1)
+}
+
+/// Advisory-lock class of migration tasks (the second key is the migration id).
+const TASK_LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
+
+/// Takes the task lock of migration `id` for this connection's session, unless another session holds it. It is
+/// held until [`unlock_task`], or until the connection closes (so a process that dies releases it).
+pub(crate) async fn try_lock_task(conn: &mut PgConnection, id: i32) -> DbResult<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_lock($1, $2) AS "locked!""#,
+        TASK_LOCK_CLASS,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+    .during("taking a migration task's lock")
+}
+
+pub(crate) async fn unlock_task(conn: &mut PgConnection, id: i32) -> DbResult<()> {
+    // False only when this session did not hold the lock: nothing to undo then.
+    sqlx::query_scalar!(
+        r#"SELECT pg_advisory_unlock($1, $2) AS "unlocked!""#,
+        TASK_LOCK_CLASS,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+    .during("releasing a migration task's lock")?;
+    Ok(())
 }

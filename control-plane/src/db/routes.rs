@@ -2,20 +2,19 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{RouteVersion, RouteVersionSummary};
 
-use super::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 use crate::redact;
 
-#[derive(FromRow)]
-pub struct RouteVersionRow {
-    pub version: i64,
-    pub route: Json<RouteTable>,
-    pub comment: String,
-    pub author: String,
-    pub created_at: DateTime<Utc>,
+pub(crate) struct RouteVersionRow {
+    pub(crate) version: i64,
+    pub(crate) route: Json<RouteTable>,
+    pub(crate) comment: String,
+    pub(crate) author: String,
+    pub(crate) created_at: DateTime<Utc>,
 }
 
 /// A version as answers show it: inline URLs masked (`RouteVersionRow::route` keeps the real ones).
@@ -31,8 +30,7 @@ impl From<RouteVersionRow> for RouteVersion {
     }
 }
 
-#[derive(FromRow)]
-pub struct SummaryRow {
+pub(crate) struct SummaryRow {
     version: i64,
     comment: String,
     author: String,
@@ -51,96 +49,111 @@ impl From<SummaryRow> for RouteVersionSummary {
 }
 
 /// One version, or the current one when `version` is `None`.
-pub async fn get(
+pub(crate) async fn get(
     db: impl PgExecutor<'_>,
     tenant_id: i64,
     version: Option<i64>,
-) -> sqlx::Result<Option<RouteVersionRow>> {
-    sqlx::query_as(
-        "SELECT version, route, comment, author, created_at FROM route_versions
+) -> DbResult<Option<RouteVersionRow>> {
+    sqlx::query_as!(
+        RouteVersionRow,
+        r#"SELECT version, route AS "route: Json<RouteTable>", comment, author, created_at
+         FROM route_versions
          WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version = $2)
-         ORDER BY version DESC LIMIT 1",
+         ORDER BY version DESC LIMIT 1"#,
+        tenant_id,
+        version,
     )
-    .bind(tenant_id)
-    .bind(version)
     .fetch_optional(db)
     .await
+    .during("reading a route version")
 }
 
 /// Newest first, versions below `before`.
-pub async fn page(
+pub(crate) async fn page(
     db: impl PgExecutor<'_>,
     tenant_id: i64,
     before: Option<i64>,
     limit: i64,
-) -> sqlx::Result<Vec<SummaryRow>> {
-    sqlx::query_as(
+) -> DbResult<Vec<SummaryRow>> {
+    sqlx::query_as!(
+        SummaryRow,
         "SELECT version, comment, author, created_at FROM route_versions
          WHERE tenant_id = $1 AND ($2::bigint IS NULL OR version < $2)
          ORDER BY version DESC LIMIT $3",
+        tenant_id,
+        before,
+        limit,
     )
-    .bind(tenant_id)
-    .bind(before)
-    .bind(limit)
     .fetch_all(db)
     .await
+    .during("listing route versions")
 }
 
-pub async fn insert(
+pub(crate) async fn insert(
     conn: &mut PgConnection,
     tenant_id: i64,
     version: i64,
     route: &RouteTable,
     comment: &str,
     author: &str,
-) -> sqlx::Result<RouteVersionRow> {
-    sqlx::query_as(
-        "INSERT INTO route_versions (tenant_id, version, route, comment, author)
-         VALUES ($1, $2, $3, $4, $5) RETURNING version, route, comment, author, created_at",
+) -> DbResult<RouteVersionRow> {
+    sqlx::query_as!(
+        RouteVersionRow,
+        r#"INSERT INTO route_versions (tenant_id, version, route, comment, author)
+         VALUES ($1, $2, $3, $4, $5)
+         RETURNING version, route AS "route: Json<RouteTable>", comment, author, created_at"#,
+        tenant_id,
+        version,
+        // `as _`: the macros type jsonb parameters as serde_json::Value; `Json` encodes the same jsonb.
+        Json(route) as _,
+        comment,
+        author,
     )
-    .bind(tenant_id)
-    .bind(version)
-    .bind(Json(route))
-    .bind(comment)
-    .bind(author)
     .fetch_one(conn)
     .await
+    .during("inserting a route version")
 }
 
 /// Records which resources the tenant's current route uses (what keeps them from being deleted).
-pub async fn replace_references(
+pub(crate) async fn replace_references(
     conn: &mut PgConnection,
     tenant_id: i64,
     names: &[String],
-) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM route_resource_refs WHERE tenant_id = $1")
-        .bind(tenant_id)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query(
+) -> DbResult<()> {
+    sqlx::query!(
+        "DELETE FROM route_resource_refs WHERE tenant_id = $1",
+        tenant_id
+    )
+    .execute(&mut *conn)
+    .await
+    .during("recording the route's resource references")?;
+    sqlx::query!(
         "INSERT INTO route_resource_refs (tenant_id, resource_id)
          SELECT $1, id FROM resources WHERE name = ANY($2)",
+        tenant_id,
+        names,
     )
-    .bind(tenant_id)
-    .bind(names)
     .execute(conn)
-    .await?;
+    .await
+    .during("recording the route's resource references")?;
     Ok(())
 }
 
 /// The current routes that refer to a resource, by tenant name.
-pub async fn current_using(
+pub(crate) async fn current_using(
     conn: &mut PgConnection,
     resource_id: i64,
-) -> sqlx::Result<Vec<(String, Json<RouteTable>)>> {
-    sqlx::query_as(
-        "SELECT t.name, rv.route FROM route_resource_refs x
+) -> DbResult<Vec<(String, Json<RouteTable>)>> {
+    let rows = sqlx::query!(
+        r#"SELECT t.name, rv.route AS "route!: Json<RouteTable>" FROM route_resource_refs x
          JOIN tenants t ON t.id = x.tenant_id
          JOIN LATERAL (SELECT route FROM route_versions r WHERE r.tenant_id = t.id
                        ORDER BY version DESC LIMIT 1) rv ON true
-         WHERE x.resource_id = $1 ORDER BY t.name",
+         WHERE x.resource_id = $1 ORDER BY t.name"#,
+        resource_id,
     )
-    .bind(resource_id)
     .fetch_all(conn)
     .await
+    .during("reading the routes that use a resource")?;
+    Ok(rows.into_iter().map(|r| (r.name, r.route)).collect())
 }

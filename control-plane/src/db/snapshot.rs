@@ -3,14 +3,13 @@
 use std::collections::HashMap;
 
 use anyhow::Context;
+use sqlx::PgPool;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgPool};
 use switchyard_schemas::{RouteTable, Snapshot, SnapshotCredential, SnapshotTenant};
 
-use super::{resources, revision, tenants};
+use crate::db::{WithOperation, resources, revision, tenants};
 use crate::references;
 
-#[derive(FromRow)]
 struct ServedTenant {
     id: i64,
     name: String,
@@ -23,36 +22,43 @@ struct ServedTenant {
 }
 
 /// Reads in one repeatable-read transaction, so the revision and the content always agree.
-pub async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
+    let mut tx = pool.begin().await.during("starting the snapshot read")?;
+    sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
-        .await?;
+        .await
+        .during("starting the snapshot read")?;
     let revision = revision::current(&mut *tx).await?;
-    let served: Vec<ServedTenant> = sqlx::query_as(
-        "SELECT t.id, t.name, t.disabled, t.allow_admin, t.max_connections, t.max_ops_per_sec,
-                rv.version AS route_version, rv.route
+    let served = sqlx::query_as!(
+        ServedTenant,
+        r#"SELECT t.id, t.name, t.disabled, t.allow_admin, t.max_connections, t.max_ops_per_sec,
+                rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>"
          FROM tenants t
          JOIN LATERAL (SELECT version, route FROM route_versions r WHERE r.tenant_id = t.id
                        ORDER BY version DESC LIMIT 1) rv ON true
-         ORDER BY t.name",
+         ORDER BY t.name"#
     )
     .fetch_all(&mut *tx)
-    .await?;
-    let credentials: Vec<(i64, i64, String)> = sqlx::query_as(
-        "SELECT tenant_id, id, digest FROM credentials WHERE revoked_at IS NULL ORDER BY id",
+    .await
+    .during("reading the served tenants")?;
+    let credentials = sqlx::query!(
+        "SELECT tenant_id, id, digest FROM credentials WHERE revoked_at IS NULL ORDER BY id"
     )
     .fetch_all(&mut *tx)
-    .await?;
+    .await
+    .during("reading the active credentials")?;
     let urls = resources::all_urls(&mut *tx).await?;
-    tx.commit().await?;
+    tx.commit().await.during("ending the snapshot read")?;
 
     let mut by_tenant: HashMap<i64, Vec<SnapshotCredential>> = HashMap::new();
-    for (tenant_id, id, digest) in credentials {
+    for credential in credentials {
         by_tenant
-            .entry(tenant_id)
+            .entry(credential.tenant_id)
             .or_default()
-            .push(SnapshotCredential { id, digest });
+            .push(SnapshotCredential {
+                id: credential.id,
+                digest: credential.digest,
+            });
     }
     let tenants = served
         .into_iter()

@@ -1,32 +1,31 @@
 //! Tenants.
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::TenantLimits;
 use switchyard_schemas::api::{Tenant, TenantCreate};
 
-use super::timestamp;
+use crate::db::{DbResult, WithOperation, timestamp};
 
-#[derive(FromRow)]
-pub struct TenantRow {
-    pub id: i64,
-    pub name: String,
-    pub description: String,
-    pub disabled: bool,
-    pub allow_admin: bool,
-    pub max_connections: Option<i64>,
-    pub max_ops_per_sec: Option<i64>,
-    pub route_version: Option<i64>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+pub(crate) struct TenantRow {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) disabled: bool,
+    pub(crate) allow_admin: bool,
+    pub(crate) max_connections: Option<i64>,
+    pub(crate) max_ops_per_sec: Option<i64>,
+    pub(crate) route_version: Option<i64>,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
 
 impl TenantRow {
-    pub fn limits(&self) -> TenantLimits {
+    pub(crate) fn limits(&self) -> TenantLimits {
         limits(self.max_connections, self.max_ops_per_sec)
     }
 
-    pub fn to_api(&self) -> Tenant {
+    pub(crate) fn to_api(&self) -> Tenant {
         Tenant {
             name: self.name.clone(),
             description: self.description.clone(),
@@ -41,88 +40,118 @@ impl TenantRow {
 }
 
 /// The database keeps limits as bigint (an API u32 does not fit an integer); the CHECKs keep them in range.
-pub fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>) -> TenantLimits {
+pub(crate) fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>) -> TenantLimits {
     TenantLimits {
         max_connections: max_connections.and_then(|v| u32::try_from(v).ok()),
         max_ops_per_sec: max_ops_per_sec.and_then(|v| u32::try_from(v).ok()),
     }
 }
 
-const SELECT: &str =
-    "SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
-        t.max_ops_per_sec, t.created_at, t.updated_at,
-        (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS route_version
-    FROM tenants t";
+// Every query that answers a `TenantRow` repeats its columns: `query_as!` takes its SQL as a literal.
 
-pub async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<TenantRow>> {
-    sqlx::query_as(&format!("{SELECT} ORDER BY t.name"))
-        .fetch_all(db)
-        .await
+pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         ORDER BY t.name"#
+    )
+    .fetch_all(db)
+    .await
+    .during("listing tenants")
 }
 
-pub async fn get(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<TenantRow>> {
-    sqlx::query_as(&format!("{SELECT} WHERE t.name = $1"))
-        .bind(name)
-        .fetch_optional(db)
-        .await
+pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<TenantRow>> {
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         WHERE t.name = $1"#,
+        name,
+    )
+    .fetch_optional(db)
+    .await
+    .during("reading a tenant")
 }
 
 /// The tenant, locked until the transaction ends: changes to one tenant (and its route) are serialized here.
-pub async fn get_for_update(
+pub(crate) async fn get_for_update(
     conn: &mut PgConnection,
     name: &str,
-) -> sqlx::Result<Option<TenantRow>> {
-    sqlx::query_as(&format!("{SELECT} WHERE t.name = $1 FOR UPDATE OF t"))
-        .bind(name)
-        .fetch_optional(conn)
-        .await
+) -> DbResult<Option<TenantRow>> {
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         WHERE t.name = $1 FOR UPDATE OF t"#,
+        name,
+    )
+    .fetch_optional(conn)
+    .await
+    .during("locking a tenant")
 }
 
-pub async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> sqlx::Result<TenantRow> {
-    let id: i64 = sqlx::query_scalar(
+pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbResult<TenantRow> {
+    let id = sqlx::query_scalar!(
         "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        new.name,
+        new.description,
+        new.disabled,
+        new.allow_admin,
+        new.limits.max_connections.map(i64::from),
+        new.limits.max_ops_per_sec.map(i64::from),
     )
-    .bind(&new.name)
-    .bind(&new.description)
-    .bind(new.disabled)
-    .bind(new.allow_admin)
-    .bind(new.limits.max_connections.map(i64::from))
-    .bind(new.limits.max_ops_per_sec.map(i64::from))
     .fetch_one(&mut *conn)
-    .await?;
+    .await
+    .during("inserting a tenant")?;
     by_id(conn, id).await
 }
 
 /// Writes every editable field of `tenant` back.
-pub async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> sqlx::Result<TenantRow> {
-    sqlx::query(
+pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbResult<TenantRow> {
+    sqlx::query!(
         "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
              max_ops_per_sec = $6, updated_at = now()
          WHERE id = $1",
+        tenant.id,
+        tenant.description,
+        tenant.disabled,
+        tenant.allow_admin,
+        tenant.max_connections,
+        tenant.max_ops_per_sec,
     )
-    .bind(tenant.id)
-    .bind(&tenant.description)
-    .bind(tenant.disabled)
-    .bind(tenant.allow_admin)
-    .bind(tenant.max_connections)
-    .bind(tenant.max_ops_per_sec)
     .execute(&mut *conn)
-    .await?;
+    .await
+    .during("updating a tenant")?;
     by_id(conn, tenant.id).await
 }
 
-pub async fn delete(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM tenants WHERE id = $1")
-        .bind(id)
+pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> DbResult<()> {
+    sqlx::query!("DELETE FROM tenants WHERE id = $1", id)
         .execute(conn)
-        .await?;
+        .await
+        .during("deleting a tenant")?;
     Ok(())
 }
 
-async fn by_id(conn: &mut PgConnection, id: i64) -> sqlx::Result<TenantRow> {
-    sqlx::query_as(&format!("{SELECT} WHERE t.id = $1"))
-        .bind(id)
-        .fetch_one(conn)
-        .await
+async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<TenantRow> {
+    sqlx::query_as!(
+        TenantRow,
+        r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
+                t.max_ops_per_sec, t.created_at, t.updated_at,
+                (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
+         FROM tenants t
+         WHERE t.id = $1"#,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+    .during("reading a tenant")
 }

@@ -1,6 +1,7 @@
-//! The Redis deployments a migration reads and writes, reached the way the gateway reaches them: a key goes to
-//! the target its route table's placement picks (`switchyard_schemas::placement`), and within a Redis Cluster to
-//! the master owning its hash slot (CRC16 of its hash tag).
+//! The Redis deployments a migration reads and writes, reached the way the gateway reaches them.
+//!
+//! A key goes to the target its route table's placement picks (`switchyard_schemas::placement`), and within a Redis
+//! Cluster to the master owning its hash slot (CRC16 of its hash tag).
 
 use std::collections::HashMap;
 
@@ -14,14 +15,14 @@ const SLOTS: usize = 16384;
 
 /// One Redis server, connected.
 #[derive(Clone)]
-pub struct Server {
+pub(crate) struct Server {
     /// `host:port`, for logs and errors.
-    pub addr: String,
-    pub conn: MultiplexedConnection,
+    pub(crate) addr: String,
+    pub(crate) conn: MultiplexedConnection,
 }
 
 /// A resource of a route: one server, or a cluster's masters with the slot map.
-pub enum Resource {
+pub(crate) enum Resource {
     Server(Server),
     Cluster {
         masters: Vec<Server>,
@@ -56,7 +57,7 @@ async fn connect(node: &Node, auth: Option<&Credentials>, db: u32) -> anyhow::Re
 
 impl Resource {
     /// Connects to the resource at `url` (its masters, for a cluster; the current master, for sentinel).
-    pub async fn connect(url: &str) -> anyhow::Result<Resource> {
+    pub(crate) async fn connect(url: &str) -> anyhow::Result<Resource> {
         let parsed = ResourceUrl::parse(url).map_err(|e| anyhow!("bad resource URL: {e}"))?;
         if parsed.tls {
             bail!("TLS resources (rediss://) are not supported");
@@ -156,7 +157,7 @@ impl Resource {
     }
 
     /// The servers holding the resource's data, each once.
-    pub fn masters(&self) -> Vec<Server> {
+    pub(crate) fn masters(&self) -> Vec<Server> {
         match self {
             Resource::Server(server) => vec![server.clone()],
             Resource::Cluster { masters, .. } => masters.clone(),
@@ -164,7 +165,7 @@ impl Resource {
     }
 
     /// The server that holds `key`.
-    pub fn server_for(&self, key: &[u8]) -> &Server {
+    pub(crate) fn server_for(&self, key: &[u8]) -> &Server {
         match self {
             Resource::Server(server) => server,
             Resource::Cluster { masters, owners } => {
@@ -176,7 +177,7 @@ impl Resource {
 }
 
 /// One side of a migration: a route table, with every resource it writes to connected.
-pub struct Side {
+pub(crate) struct Side {
     route: RouteTable,
     /// Connected resources by URL.
     resources: HashMap<String, Resource>,
@@ -184,7 +185,7 @@ pub struct Side {
 
 impl Side {
     /// Connects to every write resource of `route` (names already inlined to URLs).
-    pub async fn connect(route: RouteTable) -> anyhow::Result<Side> {
+    pub(crate) async fn connect(route: RouteTable) -> anyhow::Result<Side> {
         let mut resources = HashMap::new();
         for target in route.targets() {
             for url in target.write_resources() {
@@ -199,13 +200,13 @@ impl Side {
         Ok(Side { route, resources })
     }
 
-    pub fn placement(&self) -> TablePlacement<'_> {
+    pub(crate) fn placement(&self) -> TablePlacement<'_> {
         TablePlacement::new(&self.route)
     }
 
     /// Every server that holds data of this side: the masters of each target's primary write resource, in a
     /// stable order (a persisted cursor names a server by its position here).
-    pub fn servers(&self) -> Vec<Server> {
+    pub(crate) fn servers(&self) -> Vec<Server> {
         let mut seen = std::collections::HashSet::new();
         let mut servers = Vec::new();
         for target in self.route.targets() {
@@ -227,7 +228,7 @@ impl Side {
 
     /// Where `key` lives: every write resource of its target, the primary first (a target that double-writes
     /// keeps its copies in step), each narrowed to the server holding the key.
-    pub fn servers_for(&self, placement: &TablePlacement<'_>, key: &[u8]) -> Vec<Server> {
+    pub(crate) fn servers_for(&self, placement: &TablePlacement<'_>, key: &[u8]) -> Vec<Server> {
         let Some((_, target)) = placement.target_of(key) else {
             return Vec::new();
         };

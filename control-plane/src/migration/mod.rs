@@ -1,9 +1,11 @@
-//! The background side of tenant migrations: the backfill and verify tasks, run by whichever control-plane
-//! replica takes the migration's Postgres advisory lock first, so each migration has at most one task running
-//! across replicas. A task persists its counters and SCAN cursor as it goes; after a crash or restart the next
-//! holder of the lock resumes from the last saved cursor.
+//! The background side of tenant migrations: the worker that runs their backfill and verify tasks.
+//!
+//! A task is run by whichever control-plane replica takes the migration's Postgres advisory lock first, so each
+//! migration has at most one task running across replicas. A task persists its counters and SCAN cursor as it goes;
+//! after a crash or restart the next holder of the lock resumes from the last saved cursor.
 
-pub mod deployment;
+pub(crate) mod deployment;
+mod keys;
 mod task;
 
 use std::collections::HashSet;
@@ -11,29 +13,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
-use crate::app::AppState;
 use crate::db;
-
-/// Advisory-lock class of migration tasks (the second key is the migration id).
-const LOCK_CLASS: i32 = 0x5359_4d47; // "SYMG"
+use crate::state::AppState;
 
 /// How often the worker looks for work it was not told about (tasks of other replicas that died).
 const POLL: Duration = Duration::from_secs(2);
 
-/// Wakes the worker when a transition starts a task.
-#[derive(Default)]
-pub struct Wakeup(Notify);
-
-impl Wakeup {
-    pub fn wake(&self) {
-        self.0.notify_one();
-    }
-}
-
 /// Runs the tasks of migrations in `backfilling` or `verifying` until the process stops.
-pub async fn worker(state: AppState) {
+pub(crate) async fn worker(state: AppState) {
     let running: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let mut stopping = state.stopping();
     loop {
@@ -69,7 +58,7 @@ pub async fn worker(state: AppState) {
             Err(e) => tracing::warn!(error = %e, "looking for migration tasks"),
         }
         tokio::select! {
-            _ = state.migrations.0.notified() => {}
+            _ = state.migrations.notified() => {}
             _ = tokio::time::sleep(POLL) => {}
             _ = stopping.changed() => return,
         }
@@ -84,12 +73,7 @@ pub async fn worker(state: AppState) {
 async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<bool> {
     let mut conn = pool.acquire().await?;
     let key = i32::try_from(id)?;
-    let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
-        .bind(LOCK_CLASS)
-        .bind(key)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !got {
+    if !db::migrations::try_lock_task(&mut conn, key).await? {
         return Ok(false);
     }
     let result = task::run(pool, id, stopping).await;
@@ -108,10 +92,6 @@ async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyh
             .await;
         }
     }
-    sqlx::query("SELECT pg_advisory_unlock($1, $2)")
-        .bind(LOCK_CLASS)
-        .bind(key)
-        .execute(&mut *conn)
-        .await?;
+    db::migrations::unlock_task(&mut conn, key).await?;
     result.map(|()| true)
 }

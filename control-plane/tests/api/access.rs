@@ -1,8 +1,7 @@
 //! Every endpoint admits exactly the callers it should.
 
 use sqlx::PgPool;
-use switchyard_control_plane::api;
-use switchyard_control_plane::auth::Access;
+use switchyard_control_plane::{Access, operations};
 
 use crate::common::{ADMIN, Api, GATEWAY};
 
@@ -18,7 +17,7 @@ async fn tokens_are_required_where_they_should_be(pool: PgPool) {
     let api = Api::new(pool).await;
     api.create_tenant("acme").await;
     let revision = api.revision().await;
-    let operations = api::operations();
+    let operations = operations();
     assert!(operations.len() >= 25, "{} endpoints", operations.len());
     for operation in &operations {
         let method = operation.method.as_str();

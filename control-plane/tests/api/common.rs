@@ -10,35 +10,35 @@ use sqlx::postgres::PgPoolOptions;
 use switchyard_control_plane::{AppState, Settings, Tokens, router};
 use tower::ServiceExt;
 
-pub const ADMIN: &str = "admin-token-for-tests-0001";
-pub const GATEWAY: &str = "gateway-token-for-tests-01";
+pub(crate) const ADMIN: &str = "admin-token-for-tests-0001";
+pub(crate) const GATEWAY: &str = "gateway-token-for-tests-01";
 
 /// One control-plane instance: what one replica process would be.
 #[derive(Clone)]
-pub struct Api {
-    pub router: Router,
-    pub state: AppState,
+pub(crate) struct Api {
+    pub(crate) router: Router,
+    pub(crate) state: AppState,
 }
 
-pub struct Reply {
-    pub status: u16,
-    pub headers: HeaderMap,
-    pub body: Value,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Value,
 }
 
 impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// The `error` code of an error body.
-    pub fn error(&self) -> &str {
+    pub(crate) fn error(&self) -> &str {
         self.body["error"].as_str().unwrap_or("")
     }
 }
 
 impl Api {
-    pub async fn new(pool: PgPool) -> Api {
+    pub(crate) async fn new(pool: PgPool) -> Api {
         let tokens = Tokens::new(&[ADMIN.to_string()], &[GATEWAY.to_string()]).unwrap();
         let state = AppState::new(pool, tokens, Settings::default())
             .await
@@ -50,7 +50,7 @@ impl Api {
     }
 
     /// Another replica over the same database, with its own pool and its own LISTEN connection.
-    pub async fn replica(pool: &PgPool) -> Api {
+    pub(crate) async fn replica(pool: &PgPool) -> Api {
         let options = (*pool.connect_options()).clone();
         let own = PgPoolOptions::new()
             .max_connections(4)
@@ -60,7 +60,7 @@ impl Api {
         Api::new(own).await
     }
 
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         method: &str,
         path: &str,
@@ -97,11 +97,11 @@ impl Api {
     }
 
     /// An admin call with an optional JSON body.
-    pub async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
+    pub(crate) async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
         self.admin_with(method, path, &[], body).await
     }
 
-    pub async fn admin_with(
+    pub(crate) async fn admin_with(
         &self,
         method: &str,
         path: &str,
@@ -112,27 +112,27 @@ impl Api {
         self.request(method, path, Some(ADMIN), headers, body).await
     }
 
-    pub async fn gateway(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
+    pub(crate) async fn gateway(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
         let body = body.map(|b| Body::from(b.to_string()));
         self.request(method, path, Some(GATEWAY), &[], body).await
     }
 
     /// The current global revision, as the database has it.
-    pub async fn revision(&self) -> i64 {
+    pub(crate) async fn revision(&self) -> i64 {
         sqlx::query_scalar("SELECT value FROM revision")
             .fetch_one(&self.state.pool)
             .await
             .unwrap()
     }
 
-    pub async fn create_tenant(&self, name: &str) {
+    pub(crate) async fn create_tenant(&self, name: &str) {
         let reply = self
             .admin("POST", "/v1/tenants", Some(json!({"name": name})))
             .await;
         assert_eq!(reply.status, 201, "{}", reply.body);
     }
 
-    pub async fn create_resource(&self, name: &str, url: &str) {
+    pub(crate) async fn create_resource(&self, name: &str, url: &str) {
         let reply = self
             .admin(
                 "POST",
@@ -143,7 +143,7 @@ impl Api {
         assert_eq!(reply.status, 201, "{}", reply.body);
     }
 
-    pub async fn put_route(&self, tenant: &str, route: Value) -> Reply {
+    pub(crate) async fn put_route(&self, tenant: &str, route: Value) -> Reply {
         self.admin(
             "PUT",
             &format!("/v1/tenants/{tenant}/route"),
@@ -153,7 +153,7 @@ impl Api {
     }
 
     /// Issues a credential and returns (id, secret).
-    pub async fn issue_credential(&self, tenant: &str) -> (i64, String) {
+    pub(crate) async fn issue_credential(&self, tenant: &str) -> (i64, String) {
         let reply = self
             .admin(
                 "POST",
@@ -170,7 +170,7 @@ impl Api {
 }
 
 /// Asserts the JSON error shape and returns the details as "path: message" lines.
-pub fn details(reply: &Reply) -> Vec<String> {
+pub(crate) fn details(reply: &Reply) -> Vec<String> {
     assert!(reply.body["error"].is_string(), "{}", reply.body);
     assert!(reply.body["message"].is_string(), "{}", reply.body);
     reply.body["details"]
@@ -187,6 +187,6 @@ pub fn details(reply: &Reply) -> Vec<String> {
         .collect()
 }
 
-pub fn single(target: &str) -> Value {
+pub(crate) fn single(target: &str) -> Value {
     json!({"type": "single", "target": target})
 }

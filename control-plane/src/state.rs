@@ -1,18 +1,19 @@
-//! The application state shared by every request, and the router built from the endpoint table.
+//! `AppState`: what every request handler shares, and the shutdown and migration-worker signals.
+//!
+//! It holds the pool, the tokens, the revision watch, the metrics, the snapshot cache and the settings.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::middleware::from_fn_with_state;
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
-use crate::api;
-use crate::auth::{self, Access, Actor, Tokens};
-use crate::db::{AuditRecord, Change};
-use crate::error::{ApiError, ApiResult};
-use crate::metrics::{self, Metrics};
+use crate::auth::Tokens;
+use crate::db::DbError;
+use crate::db::audit::{Actor, AuditRecord};
+use crate::db::change::Change;
+use crate::error::ApiResult;
+use crate::metrics::Metrics;
 use crate::revision::RevisionWatch;
 use crate::snapshot_cache::SnapshotCache;
 
@@ -20,9 +21,9 @@ use crate::snapshot_cache::SnapshotCache;
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The longest a snapshot long-poll may wait, whatever `wait` asks.
-    pub max_wait: Duration,
+    pub(crate) max_wait: Duration,
     /// A gateway not heard from for this long is no longer live.
-    pub gateway_ttl: Duration,
+    pub(crate) gateway_ttl: Duration,
 }
 
 impl Default for Settings {
@@ -34,16 +35,31 @@ impl Default for Settings {
     }
 }
 
+/// Wakes the migration worker when a transition starts a task.
+#[derive(Default)]
+pub(crate) struct Wakeup(Notify);
+
+impl Wakeup {
+    pub(crate) fn wake(&self) {
+        self.0.notify_one();
+    }
+
+    /// Completes at the next [`Wakeup::wake`] (or at once, if one came since the last wait).
+    pub(crate) async fn notified(&self) {
+        self.0.notified().await;
+    }
+}
+
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
-    pub tokens: Arc<Tokens>,
-    pub revisions: RevisionWatch,
+    pub(crate) tokens: Arc<Tokens>,
+    pub(crate) revisions: RevisionWatch,
     pub metrics: Arc<Metrics>,
-    pub settings: Arc<Settings>,
-    pub snapshots: Arc<SnapshotCache>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) snapshots: Arc<SnapshotCache>,
     /// Wakes the migration worker when a step starts a background task.
-    pub migrations: Arc<crate::migration::Wakeup>,
+    pub(crate) migrations: Arc<Wakeup>,
     /// Set when the process is shutting down, so waiting long-polls answer at once instead of holding the
     /// graceful shutdown for up to `max_wait`.
     stopping: Arc<watch::Sender<bool>>,
@@ -51,7 +67,11 @@ pub struct AppState {
 
 impl AppState {
     /// Starts following the revision (one LISTEN connection taken from `pool`).
-    pub async fn new(pool: PgPool, tokens: Tokens, settings: Settings) -> sqlx::Result<AppState> {
+    pub async fn new(
+        pool: PgPool,
+        tokens: Tokens,
+        settings: Settings,
+    ) -> Result<AppState, DbError> {
         let revisions = RevisionWatch::start(&pool).await?;
         Ok(AppState {
             pool,
@@ -70,12 +90,12 @@ impl AppState {
         self.stopping.send_replace(true);
     }
 
-    pub fn stopping(&self) -> watch::Receiver<bool> {
+    pub(crate) fn stopping(&self) -> watch::Receiver<bool> {
         self.stopping.subscribe()
     }
 
     /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once.
-    pub async fn commit(
+    pub(crate) async fn commit(
         &self,
         change: Change,
         actor: &Actor,
@@ -93,31 +113,4 @@ impl AppState {
         self.revisions.observe(revision);
         Ok(revision)
     }
-}
-
-/// Every endpoint, with its access rule applied.
-pub fn router(state: AppState) -> Router {
-    let mut admin = Router::new();
-    let mut gateway = Router::new();
-    let mut public = Router::new();
-    for operation in api::operations() {
-        let group = match operation.access {
-            Access::Admin => &mut admin,
-            Access::Gateway => &mut gateway,
-            Access::Public => &mut public,
-        };
-        *group = std::mem::take(group).route(operation.path, operation.handler);
-    }
-    let admin = admin.route_layer(from_fn_with_state(state.clone(), auth::require_admin));
-    let gateway = gateway.route_layer(from_fn_with_state(state.clone(), auth::require_gateway));
-    public
-        .merge(admin)
-        .merge(gateway)
-        .fallback(not_found)
-        .layer(from_fn_with_state(state.clone(), metrics::count))
-        .with_state(state)
-}
-
-async fn not_found() -> ApiError {
-    ApiError::not_found("no such endpoint")
 }

@@ -81,7 +81,7 @@ impl Platform {
             .expect("connect to the shared Redis")
     }
 
-    /// Every key of every database the tenants own, with its DUMP and TTL: what must not change.
+    /// Every key of every database the tenants own, with its DUMP and expiry time: what must not change.
     fn contents(&self) -> BTreeMap<(String, u32), Keys> {
         let mut all = BTreeMap::new();
         for db in 0..16 {
@@ -98,8 +98,9 @@ fn dump(con: &mut redis::Connection) -> Keys {
     keys.into_iter()
         .map(|key| {
             let value: Vec<u8> = redis::cmd("DUMP").arg(&key).query(con).unwrap();
-            let ttl: i64 = redis::cmd("TTL").arg(&key).query(con).unwrap();
-            (key, value, ttl)
+            // When it expires, in Unix seconds: unlike TTL, it does not change while the test runs.
+            let expires: i64 = redis::cmd("EXPIRETIME").arg(&key).query(con).unwrap();
+            (key, value, expires)
         })
         .collect()
 }

@@ -18,7 +18,7 @@ use std::io;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use switchyard_schemas::ReplicaMode;
 
 use super::direct::{DirectConnection, Value};
@@ -310,7 +310,7 @@ impl ClusterBackend {
         attempts: u8,
     ) {
         let Some(me) = self.me.upgrade() else {
-            let closed = error_reply("ERR the cluster backend is closed");
+            let closed = resp::error_reply("ERR the cluster backend is closed");
             return reply.deliver(Bytes::from(closed.repeat(count as usize)));
         };
         let backend = self.node_for(slot);
@@ -333,7 +333,7 @@ impl ClusterBackend {
         let answers: Vec<&[u8]> = resp::each_reply(&replies).collect();
         if requests.len() != redirect.count as usize || answers.len() != requests.len() {
             // A connection answers each request of a run exactly once; anything else is a bug, not a redirect.
-            return handle.deliver(error_reply("ERR unexpected reply from a backend"));
+            return handle.deliver(resp::error_reply("ERR unexpected reply from a backend"));
         }
         let concat: Combine = Box::new(|parts: Vec<Bytes>| Bytes::from(parts.concat()));
         let parts = handle.split(requests.len(), concat);
@@ -551,7 +551,7 @@ impl Redirector for ClusterBackend {
         if redirecting && redirect.attempts >= MAX_REDIRECTS {
             let line = String::from_utf8_lossy(&reply);
             let last = line.trim_start_matches('-').trim_end();
-            return handle.deliver(error_reply(&format!(
+            return handle.deliver(resp::error_reply(&format!(
                 "ERR too many cluster redirects (last: {last})"
             )));
         }
@@ -619,12 +619,6 @@ impl Redirector for ClusterBackend {
 
 fn asking() -> Bytes {
     Bytes::from_static(b"*1\r\n$6\r\nASKING\r\n")
-}
-
-fn error_reply(text: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    resp::error(&mut out, text);
-    out.freeze()
 }
 
 /// Keeps one cluster's slot map fresh until the cluster is dropped. Holds only a weak reference between

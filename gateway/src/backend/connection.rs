@@ -235,7 +235,7 @@ impl Drop for BackendConnection {
 
 impl Shared {
     fn unavailable(&self) -> Bytes {
-        error_reply(&format!(
+        resp::error_reply(&format!(
             "ERR backend {} unavailable: {}",
             self.node.addr,
             self.down_reason.borrow()
@@ -250,12 +250,6 @@ impl Shared {
                 .deliver_run(answered_then(&[], pending.count, reply), true);
         }
     }
-}
-
-pub(super) fn error_reply(text: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    resp::error(&mut out, text);
-    out.freeze()
 }
 
 /// A short, lowercase reason for an I/O failure, as it appears in error replies.
@@ -469,7 +463,7 @@ fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Result<(), St
     ) else {
         let error = "protocol error: a script's replies are missing".to_string();
         return (
-            error_reply(&format!("ERR backend {node} {error}")),
+            resp::error_reply(&format!("ERR backend {node} {error}")),
             Err(error),
         );
     };
@@ -493,7 +487,10 @@ fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Result<(), St
                 "cannot run scripts: AUTH as the script user failed ({})",
                 text(first)
             );
-            (error_reply(&format!("ERR backend {node} {why}")), Err(why))
+            (
+                resp::error_reply(&format!("ERR backend {node} {why}")),
+                Err(why),
+            )
         }
     }
 }
@@ -542,7 +539,7 @@ async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), String> {
     let mut replies = Replies::default();
     let result = pipeline(shared, stream, &mut in_flight, &mut replies).await;
     if let Err(reason) = &result {
-        let error = error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
+        let error = resp::error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
         // The oldest request may be a run with some of its replies in: those go to the client as they are.
         let mut received = &replies.buf[..replies.scanned];
         for request in in_flight.drain(..) {

@@ -22,12 +22,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
-use super::connection::{
-    self, ConnectionSettings, KILL_GRACE, NodeSpec, describe, error_reply, kill_scripts,
-};
+use super::connection::{self, ConnectionSettings, KILL_GRACE, NodeSpec, describe, kill_scripts};
 use crate::metrics::TenantMetrics;
 use crate::reply::{ReplyHandle, ReplyQueue};
-use crate::resp::ReplyScanner;
+use crate::resp::{self, ReplyScanner};
 use crate::signal::LocalSignal;
 
 /// Messages a subscriber may have waiting in its reply queue before the gateway stops reading from the node
@@ -194,7 +192,7 @@ impl Drop for Dedicated {
 
 impl Inner {
     fn unavailable(&self, reason: &str) -> Bytes {
-        error_reply(&format!(
+        resp::error_reply(&format!(
             "ERR backend {} unavailable: {reason}",
             self.node.addr
         ))
@@ -259,7 +257,7 @@ async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings)
         };
         redirects += 1;
         if redirects > MAX_REDIRECTS {
-            let reply = error_reply(&format!(
+            let reply = resp::error_reply(&format!(
                 "ERR too many cluster redirects (last: to {})",
                 redirected.addr
             ));

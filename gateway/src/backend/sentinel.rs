@@ -21,7 +21,7 @@ use std::io;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use switchyard_schemas::ReplicaMode;
 
 use super::direct::{DirectConnection, Value};
@@ -173,7 +173,7 @@ impl SentinelBackend {
                 return waiting.push((raw, reply, affinity));
             }
             Master::Unknown(_) => {
-                return reply.deliver(error_reply(&format!(
+                return reply.deliver(resp::error_reply(&format!(
                     "ERR sentinel master {} not known yet",
                     self.spec.master_name
                 )));
@@ -255,7 +255,7 @@ impl SentinelBackend {
         if matches!(&*master, Master::Known { .. }) {
             return; // keep serving the last known master
         }
-        let error = error_reply(&format!(
+        let error = resp::error_reply(&format!(
             "ERR sentinel master {} unknown: {reason}",
             self.spec.master_name
         ));
@@ -281,12 +281,6 @@ impl Drop for SentinelBackend {
         self.signal.closed.set(true);
         self.signal.wake.notify();
     }
-}
-
-fn error_reply(text: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    resp::error(&mut out, text);
-    out.freeze()
 }
 
 /// Follows the master until the resource is dropped: subscribe on one sentinel, look up, then react to switches

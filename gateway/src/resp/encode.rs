@@ -1,6 +1,6 @@
 //! Writing RESP replies into an output buffer.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::Protocol;
 
@@ -12,6 +12,13 @@ pub(crate) fn simple(out: &mut BytesMut, text: &[u8]) {
 }
 
 /// An error reply; `text` starts with its code (`ERR ...`, `NOAUTH ...`) and has no leading `-`.
+/// An error reply on its own, for a reply slot.
+pub(crate) fn error_reply(text: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    error(&mut out, text);
+    out.freeze()
+}
+
 pub(crate) fn error(out: &mut BytesMut, text: &str) {
     out.reserve(text.len() + 3);
     out.put_u8(b'-');

@@ -144,8 +144,8 @@ impl ResolvedRoute {
                 Ok(spec) => spec
                     .for_client(db, protocol)
                     .map(|spec| resolver.upstream(&spec))
-                    .map_err(|text| error_reply(&text)),
-                Err(text) => Err(error_reply(text)),
+                    .map_err(|text| resp::error_reply(&text)),
+                Err(text) => Err(resp::error_reply(text)),
             },
             detached: secondary.then(|| resolver.detached(&resource.name)),
         };
@@ -172,7 +172,7 @@ impl ResolvedRoute {
         ResolvedRoute {
             clustered: shards.iter().any(|t| t.clustered),
             shards,
-            no_backend: error_reply("ERR the route has no backend"),
+            no_backend: resp::error_reply("ERR the route has no backend"),
         }
     }
 
@@ -786,12 +786,6 @@ fn sort_patterns(args: &[Bytes]) -> Result<(), String> {
         j += 1;
     }
     Ok(())
-}
-
-fn error_reply(text: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    resp::error(&mut out, text);
-    out.freeze()
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ pub(super) fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
                 .find(|r| is_error(r))
             {
                 Some(error) => Bytes::copy_from_slice(error),
-                None => error_reply("ERR unexpected reply from a backend"),
+                None => resp::error_reply("ERR unexpected reply from a backend"),
             }
         })
     })
@@ -240,12 +240,6 @@ fn merge_replies(replies: &[&Bytes], merge: &Merge) -> Option<Bytes> {
 
 fn is_error(reply: &[u8]) -> bool {
     reply.first() == Some(&b'-')
-}
-
-pub(super) fn error_reply(text: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    resp::error(&mut out, text);
-    out.freeze()
 }
 
 fn integer(reply: &[u8]) -> Option<i64> {

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::merge::{array_elements, error_reply};
+use super::merge::array_elements;
 use crate::backend::{Keyspace, Upstream};
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp;
@@ -73,7 +73,7 @@ async fn walk(
     let mut keys: Vec<Bytes> = Vec::new();
     loop {
         let Some(&(upstream, index)) = nodes.get(position) else {
-            return error_reply("ERR invalid cursor");
+            return resp::error_reply("ERR invalid cursor");
         };
         let upstream = match upstream {
             Ok(upstream) => upstream,
@@ -84,7 +84,7 @@ async fn walk(
             return reply;
         }
         let Some((next, page)) = parse_reply(&reply) else {
-            return error_reply("ERR unexpected reply from a backend");
+            return resp::error_reply("ERR unexpected reply from a backend");
         };
         keys.extend(page);
         let client_cursor = match next {
@@ -98,7 +98,7 @@ async fn walk(
             next => encode_cursor(position, next, nodes.len()),
         };
         let Some(client_cursor) = client_cursor else {
-            return error_reply(
+            return resp::error_reply(
                 "ERR a backend's SCAN cursor is too large to share among the route's nodes",
             );
         };

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::Session;
 use super::pubsub::Subscription;
@@ -239,12 +239,12 @@ impl Session {
     pub(super) fn open_dedicated(&self, place: Place, pushes: bool) -> Result<Dedicated, Bytes> {
         let node = self.dedicated_node(place)?;
         let Some(view) = &self.tenant else {
-            return Err(error_reply("ERR no tenant"));
+            return Err(resp::error_reply("ERR no tenant"));
         };
         let config = &self.worker.gateway.config;
         let max = config.max_dedicated_connections;
         let Some(lease) = Lease::acquire(&view.tenant.metrics, max) else {
-            return Err(error_reply(&format!(
+            return Err(resp::error_reply(&format!(
                 "ERR tenant '{}' holds its maximum of {max} dedicated backend connections (blocking commands, transactions, subscriptions); try again later",
                 view.tenant.name
             )));
@@ -265,11 +265,13 @@ impl Session {
     /// The node a dedicated connection for `place` goes to.
     pub(super) fn dedicated_node(&self, place: Place) -> Result<NodeSpec, Bytes> {
         let Some(view) = &self.tenant else {
-            return Err(error_reply("ERR no tenant"));
+            return Err(resp::error_reply("ERR no tenant"));
         };
         let (shard, slot) = place;
         let upstream = view.route.primary(shard).map_err(Bytes::clone)?;
-        upstream.dedicated_node(slot).map_err(|e| error_reply(&e))
+        upstream
+            .dedicated_node(slot)
+            .map_err(|e| resp::error_reply(&e))
     }
 
     /// Queues an error reply made elsewhere, counting it as the tenant's error.
@@ -279,12 +281,6 @@ impl Session {
         }
         self.replies.push_ready(reply, started);
     }
-}
-
-pub(super) fn error_reply(text: &str) -> Bytes {
-    let mut out = BytesMut::new();
-    resp::error(&mut out, text);
-    out.freeze()
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod dispatch;
 mod keyspace;
 mod merge;
 mod plan;
+mod run;
 mod scan;
 
 pub(crate) use dispatch::{
@@ -28,6 +29,7 @@ pub(crate) use dispatch::{
 };
 pub(crate) use merge::Merge;
 pub(crate) use plan::{ResourcePlan, RoutePlan, TargetPlan};
+pub(crate) use run::{Run, RunTarget};
 
 /// Everything the gateway serves at one moment.
 pub(crate) struct Snapshot {

@@ -397,7 +397,8 @@ pub async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
 }
 
-/// Where a workspace binary is: `env_var`, or the target directory this test binary lives in.
+/// Where a workspace binary is: `env_var` (taken as it is), or the target directory this test binary lives in,
+/// provided that the binary is newer than every source it is built from: a test never runs a stale build.
 pub fn binary(name: &str, env_var: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(env_var) {
         return PathBuf::from(path);
@@ -406,10 +407,49 @@ pub fn binary(name: &str, env_var: &str) -> PathBuf {
     // target/<profile>/deps/<test binary> -> target/<profile>/<name>
     let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
     let binary = profile_dir.join(name);
-    assert!(
-        binary.exists(),
-        "{} does not exist: build it first (scripts/test does: cargo build --workspace --bins)",
-        binary.display()
-    );
+    let build = "build it first (scripts/test does: cargo build --workspace --bins)";
+    let built = std::fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} does not exist: {build}", binary.display()));
+    // The sources of the binary's crate and of the crates it uses (their `src`, which every change to the binary
+    // touches, and which `cargo build` always rebuilds from).
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace");
+    let crates: &[&str] = match name {
+        "switchyard-gateway" => &["gateway", "schemas"],
+        _ => &["control-plane", "schemas"],
+    };
+    let sources = crates.iter().map(|dir| workspace.join(dir).join("src"));
+    if let Some((changed, when)) = newest(sources)
+        && when > built
+    {
+        panic!(
+            "{} is older than {}: {build}",
+            binary.display(),
+            changed.display()
+        );
+    }
     binary
+}
+
+/// The most recently modified file under `paths` (files or directories), and when.
+fn newest(paths: impl Iterator<Item = PathBuf>) -> Option<(PathBuf, std::time::SystemTime)> {
+    let mut newest: Option<(PathBuf, std::time::SystemTime)> = None;
+    let mut pending: Vec<PathBuf> = paths.collect();
+    while let Some(path) = pending.pop() {
+        let Ok(metadata) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if metadata.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                pending.extend(entries.filter_map(|e| e.ok()).map(|e| e.path()));
+            }
+        } else if let Ok(modified) = metadata.modified()
+            && newest.as_ref().is_none_or(|(_, when)| modified > *when)
+        {
+            newest = Some((path, modified));
+        }
+    }
+    newest
 }

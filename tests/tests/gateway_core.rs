@@ -398,7 +398,7 @@ fn sighup_reloads_a_valid_file_and_keeps_serving_on_an_invalid_one() {
 
 #[test]
 fn an_invalid_routes_file_stops_startup_with_the_bad_field_named() {
-    let output = std::process::Command::new(gateway_bin())
+    let output = std::process::Command::new(switchyard_tests::binary("switchyard-gateway", "SWITCHYARD_GATEWAY_BIN"))
         .args(["--listen", "127.0.0.1:0", "--routes", "/dev/stdin"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -417,15 +417,6 @@ fn an_invalid_routes_file_stops_startup_with_the_bad_field_named() {
         stderr.contains("/tenants/0/route/shards: at least one shard is required"),
         "{stderr}"
     );
-}
-
-fn gateway_bin() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("switchyard-gateway")
 }
 
 #[test]

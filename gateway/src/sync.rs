@@ -177,8 +177,8 @@ fn revision_of(body: &[u8]) -> Option<i64> {
         .as_i64()
 }
 
-/// Writes `body` to a temporary file next to `path`, then renames it over `path`: a crash never leaves a
-/// half-written cache. The file holds backend passwords and credential digests, so it is readable by its owner
+/// Writes `body` to a temporary file next to `path`, flushed to disk, then renames it over `path` and flushes the
+/// directory: a crash or a power loss never leaves a half-written cache. The file holds backend passwords and credential digests, so it is readable by its owner
 /// only; the temporary file is created that way and the rename keeps its mode.
 fn write_atomically(path: &Path, body: &[u8]) -> anyhow::Result<()> {
     use std::io::Write as _;
@@ -200,6 +200,14 @@ fn write_atomically(path: &Path, body: &[u8]) -> anyhow::Result<()> {
     drop(file);
     std::fs::rename(&temp, path)
         .with_context(|| format!("rename {} to {}", temp.display(), path.display()))?;
+    // The rename is durable once the directory is.
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(directory)
+        .and_then(|directory| directory.sync_all())
+        .with_context(|| format!("sync {}", directory.display()))?;
     Ok(())
 }
 

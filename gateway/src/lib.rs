@@ -7,6 +7,7 @@
 mod admin;
 mod admission;
 mod backend;
+mod backoff;
 mod clients;
 pub mod cmd;
 mod metrics;

@@ -37,6 +37,8 @@ pub(crate) struct ReplyQueue {
     inner: RefCell<Slots>,
     /// Wakes the client task when the oldest slot becomes ready.
     ready: LocalSignal,
+    /// Wakes a subscription's connection, paused while too many messages wait here, when some are written.
+    drained: LocalSignal,
 }
 
 #[derive(Default)]
@@ -254,6 +256,11 @@ impl ReplyQueue {
         self.inner.borrow().messages.len()
     }
 
+    /// Waits until messages have been written since the last wait (callers check with `messages`).
+    pub(crate) async fn wait_drained(&self) {
+        self.drained.notified().await;
+    }
+
     /// Requests still waiting for their reply or for being written (a run counts once).
     pub(crate) fn len(&self) -> usize {
         self.inner.borrow().slots.len()
@@ -273,6 +280,7 @@ impl ReplyQueue {
                 inner.messages.pop_front_if(|(before, _)| *before <= base)
             {
                 out.extend_from_slice(&message);
+                self.drained.notify();
             }
             if !matches!(inner.slots.front(), Some(Slot::Ready { .. })) {
                 break;

@@ -12,6 +12,7 @@ use anyhow::Context as _;
 use switchyard_schemas::api::Heartbeat;
 use tokio::sync::Notify;
 
+use crate::backoff::Backoff;
 use crate::state::{ControlPlaneConfig, Gateway};
 
 /// How long one long-poll waits at the control plane for a change.
@@ -77,15 +78,15 @@ impl Sync {
     /// Long-polls forever, applying every new snapshot.
     pub(crate) async fn run(self: Arc<Self>, gateway: Arc<Gateway>) {
         tokio::spawn(Arc::clone(&self).heartbeats(Arc::clone(&gateway)));
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new(Duration::from_millis(100), MAX_BACKOFF);
         // After a rejected snapshot, wait for the next revision rather than fetching the same one again.
         let mut rejected: Option<i64> = None;
         loop {
             let after = rejected.max(gateway.snapshot().revision);
             match self.poll(after, POLL_WAIT).await {
-                Ok(Poll::Unchanged) => backoff = Duration::from_millis(100),
+                Ok(Poll::Unchanged) => backoff.reset(),
                 Ok(Poll::Changed(body)) => {
-                    backoff = Duration::from_millis(100);
+                    backoff.reset();
                     if let Err(e) = self.apply(&gateway, &body) {
                         gateway
                             .metrics
@@ -96,9 +97,9 @@ impl Sync {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!("control plane poll failed, retrying in {backoff:?}: {e:#}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    let wait = backoff.next();
+                    tracing::warn!("control plane poll failed, retrying in {wait:?}: {e:#}");
+                    tokio::time::sleep(wait).await;
                 }
             }
         }

@@ -291,6 +291,58 @@ async fn a_subscriber_receives_100000_messages_in_order_while_other_clients_work
     assert!(slowest < Duration::from_secs(5), "INCR took {slowest:?}");
 }
 
+/// A subscriber that stops reading: once 65,536 messages wait in the gateway for it, the gateway stops reading
+/// from the node (which holds the rest, within its own pubsub output buffer limit); when the client reads again,
+/// every message arrives, in order.
+#[test]
+fn a_subscriber_that_stops_reading_pauses_its_node_connection_and_loses_nothing() {
+    const MESSAGES: usize = 120_000;
+    let (backend, gateway) = admin_tenant();
+    let mut subscriber = RawClient::connect(gateway.port());
+    subscriber.request(&[b"SUBSCRIBE", b"flood"]);
+    let mut publisher = RawClient::connect(gateway.port());
+    let payload = "x".repeat(200);
+    for batch in 0..MESSAGES / 1000 {
+        let mut pipeline = Vec::new();
+        for i in batch * 1000..(batch + 1) * 1000 {
+            let message = format!("{i:06}{payload}");
+            pipeline.extend_from_slice(
+                format!(
+                    "*3\r\n$7\r\nPUBLISH\r\n$5\r\nflood\r\n${}\r\n{message}\r\n",
+                    message.len()
+                )
+                .as_bytes(),
+            );
+        }
+        publisher.send(&pipeline);
+        for _ in 0..1000 {
+            assert_eq!(publisher.read_reply(), b":1\r\n");
+        }
+    }
+    // The gateway paused: the node holds what it could not send to the gateway's subscription connection.
+    wait_for(
+        "the node buffers for the paused subscription",
+        Duration::from_secs(20),
+        || {
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query(&mut backend.client())
+                .unwrap();
+            list.lines()
+                .filter(|l| l.contains(" sub=1 "))
+                .any(|l| !l.contains(" omem=0 "))
+        },
+    );
+    for i in 0..MESSAGES {
+        let frame = subscriber.read_reply();
+        let expected = format!("{i:06}{payload}\r\n");
+        assert!(
+            frame.ends_with(expected.as_bytes()),
+            "message {i} out of order or lost"
+        );
+    }
+}
+
 #[test]
 fn patterns_keyspace_notifications_and_leaving() {
     let (backend, gateway) = admin_tenant();

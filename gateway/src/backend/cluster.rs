@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use switchyard_schemas::ReplicaMode;
+use tokio::sync::Notify;
 
 use super::direct::{DirectConnection, Value};
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
@@ -90,6 +91,8 @@ pub(crate) struct ClusterBackend {
     map: RefCell<SlotMap>,
     /// What the map was made of, for a sibling that opens later (see [`ClusterBackend::open`]).
     ranges: RefCell<Vec<SlotRange>>,
+    /// Wakes whoever waits for a slot map (see [`ClusterBackend::wait_for_map`]) when one is installed.
+    mapped: Notify,
     /// Where requests go while the map has no owner for their slot: its MOVED answers fill the map in.
     seed: Rc<Backend>,
     refresh: Rc<RefreshSignal>,
@@ -148,6 +151,7 @@ impl ClusterBackend {
                 shards: Vec::new(),
             }),
             ranges: RefCell::new(Vec::new()),
+            mapped: Notify::new(),
             seed,
             refresh: Rc::clone(&refresh),
             next_read: Cell::new(0),
@@ -221,9 +225,9 @@ impl ClusterBackend {
     /// Waits until the first slot map has arrived (at most `FIRST_MAP_WAIT`): requests that concern every master
     /// (DBSIZE, SCAN...) must not see only the seed in the first milliseconds after the cluster is opened.
     pub(crate) async fn wait_for_map(&self) {
-        let deadline = Instant::now() + FIRST_MAP_WAIT;
-        while self.map.borrow().shards.is_empty() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let mapped = self.mapped.notified();
+        if self.map.borrow().shards.is_empty() {
+            let _ = tokio::time::timeout(FIRST_MAP_WAIT, mapped).await;
         }
     }
 
@@ -488,6 +492,7 @@ impl ClusterBackend {
             );
         }
         *map = SlotMap { owner, shards };
+        self.mapped.notify_waiters();
     }
 }
 

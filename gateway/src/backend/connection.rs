@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::identity::{self, RunAs};
+use crate::backoff::Backoff;
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol, ReplyScanner};
@@ -263,10 +264,8 @@ pub(super) fn describe(error: &io::Error) -> String {
     }
 }
 
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
 async fn run(shared: Rc<Shared>) {
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
         shared.status.set(Status::Connecting);
         let reason = match tokio::time::timeout(
@@ -277,7 +276,7 @@ async fn run(shared: Rc<Shared>) {
         {
             Ok(Ok(stream)) => {
                 shared.status.set(Status::Up);
-                backoff = Duration::from_millis(50);
+                backoff.reset();
                 tracing::debug!(backend = %shared.node.addr, "connected");
                 shared
                     .metrics
@@ -304,8 +303,7 @@ async fn run(shared: Rc<Shared>) {
         if shared.closed.get() {
             return;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(backoff.next()).await;
         if shared.closed.get() {
             return;
         }

@@ -386,8 +386,8 @@ async fn serve(
                     }
                 }
             }
-            // Polled only while the subscriber's queue is too long: a pause, then a look at the queue again.
-            () = tokio::time::sleep(Duration::from_millis(1)), if backlogged => {}
+            // Only while the subscriber's queue is too long: until the client has been written some of it.
+            () = drained(inner), if backlogged => {}
             () = inner.wake.notified() => {}
             () = sleep_until(deadline) => {
                 let mut killing = false;
@@ -403,6 +403,14 @@ async fn serve(
                 tokio::task::spawn_local(kill_scripts(inner.node.clone()));
             }
         }
+    }
+}
+
+/// Resolves once some of a subscriber's messages have been written to it.
+async fn drained(inner: &Inner) {
+    match &inner.pushes {
+        Some(pushes) => pushes.queue.wait_drained().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -239,6 +239,39 @@ impl TenantCounters {
     }
 }
 
+/// One of a tenant's places that a limit bounds (a client connection, a dedicated backend connection), counted
+/// while held and given back when dropped.
+pub(crate) struct Held {
+    metrics: TenantMetrics,
+    counter: fn(&TenantCounters) -> &AtomicI64,
+}
+
+impl Held {
+    /// Takes a place counted by `counter`, or `None` when `max` are held already: checked and taken in one atomic
+    /// step, so that two workers never both take the last place.
+    pub(crate) fn take(
+        metrics: &TenantMetrics,
+        counter: fn(&TenantCounters) -> &AtomicI64,
+        max: Option<i64>,
+    ) -> Option<Held> {
+        let held = counter(metrics).fetch_add(1, Ordering::AcqRel);
+        if max.is_some_and(|max| held >= max) {
+            counter(metrics).fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Held {
+            metrics: metrics.clone(),
+            counter,
+        })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        (self.counter)(&self.metrics).fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl std::ops::Deref for TenantMetrics {
     type Target = TenantCounters;
     fn deref(&self) -> &TenantCounters {
@@ -401,5 +434,24 @@ impl Histogram {
             self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
         );
         let _ = writeln!(out, "{name}_count{{tenant=\"{tenant}\"}} {count}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_is_refused_beyond_the_limit_and_given_back_on_drop() {
+        let metrics = TenantMetrics::default();
+        let dedicated = |m: &TenantCounters| &m.dedicated;
+        let first = Held::take(&metrics, dedicated, Some(2));
+        let second = Held::take(&metrics, dedicated, Some(2));
+        assert!(first.is_some() && second.is_some());
+        assert!(Held::take(&metrics, dedicated, Some(2)).is_none());
+        drop(first);
+        assert!(Held::take(&metrics, dedicated, Some(2)).is_some());
+        assert_eq!(metrics.dedicated.load(Ordering::Relaxed), 1);
+        assert!(Held::take(&metrics, |m| &m.connections, None).is_some());
     }
 }

@@ -72,10 +72,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 RouteSource::ControlPlane(_) => tracing::info!("SIGHUP ignored: routes come from the control plane"),
             },
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let _ = senders[next_worker].send(stream.into_std()?);
-                    next_worker = (next_worker + 1) % senders.len();
-                }
+                // A socket that cannot be handed over is dropped (closed); the loop goes on.
+                Ok((stream, peer)) => match stream.into_std() {
+                    Ok(stream) => {
+                        let _ = senders[next_worker].send(stream);
+                        next_worker = (next_worker + 1) % senders.len();
+                    }
+                    Err(e) => tracing::warn!(client = %peer, "cannot hand an accepted connection to a worker: {e}"),
+                },
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!("accept failed: {e}");

@@ -17,6 +17,7 @@ use crate::backend::cluster::slot_of;
 use crate::backend::{ResourceSpec, Upstream, identity};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, acl, flag, tenancy};
+use crate::metrics::Held;
 use crate::reply::{DetachedWrites, ReplyQueue, Transform};
 use crate::resp::{self, Frame, Protocol, Request, RequestDecoder};
 use crate::route::{
@@ -58,6 +59,8 @@ struct TenantView {
     /// Digest of the credential the client authenticated with (none for the tenant without passwords): when a
     /// snapshot no longer has it, the connection is closed.
     credential: Option<String>,
+    /// The connection's place among the tenant's `max_connections`.
+    place: Held,
 }
 
 enum AuthOutcome {
@@ -128,6 +131,12 @@ fn forwarded_verbatim(spec: &CommandSpec) -> bool {
         && tenancy::refusal(spec, false).is_none()
 }
 
+/// A place among `tenant`'s client connections, or `None` when its `max_connections` are taken.
+fn tenant_place(tenant: &Tenant) -> Option<Held> {
+    let max = tenant.limits.max_connections.map(i64::from);
+    Held::take(&tenant.metrics, |m| &m.connections, max)
+}
+
 pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     let gateway = Arc::clone(&worker.gateway);
     let metrics = &gateway.metrics;
@@ -144,7 +153,12 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     };
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
     let open_tenant = gateway.snapshot().open_tenant().cloned();
-    let Some(ticket) = gateway.admission.admit(open_tenant.is_some()) else {
+    let open_place = open_tenant.as_deref().map(tenant_place);
+    let admitted = match open_place {
+        Some(None) => None, // the open tenant's max_connections are taken
+        _ => gateway.admission.admit(open_tenant.is_some()),
+    };
+    let Some(ticket) = admitted else {
         metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
         let mut stream = stream;
         let _ = stream.write_all(MAX_CLIENTS.as_bytes()).await;
@@ -172,8 +186,8 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         penalty: None,
         rearm: false,
     };
-    if let Some(tenant) = open_tenant {
-        session.enter_tenant(tenant, None);
+    if let (Some(tenant), Some(Some(place))) = (open_tenant, open_place) {
+        session.enter_tenant(tenant, None, place);
     }
     if let Err(e) = session.run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
@@ -677,12 +691,13 @@ impl Session {
             .tenant
             .as_ref()
             .is_some_and(|v| Arc::ptr_eq(&v.tenant, found));
-        if let Some(max) = found.limits.max_connections
-            && !already_here
-            && found.metrics.connections.load(Ordering::Relaxed) >= i64::from(max)
-        {
-            return AuthOutcome::TooManyClients;
-        }
+        let place = match already_here {
+            true => None,
+            false => match tenant_place(found) {
+                Some(place) => Some(place),
+                None => return AuthOutcome::TooManyClients,
+            },
+        };
         if !self.ticket.authenticate() {
             return AuthOutcome::TooManyClients;
         }
@@ -694,8 +709,10 @@ impl Session {
             self.stateful.watching = None;
             self.info.set_name(None);
         }
-        self.leave_tenant();
-        self.enter_tenant(found, Some(digest));
+        let kept = self.leave_tenant();
+        if let Some(place) = place.or(kept) {
+            self.enter_tenant(found, Some(digest), place);
+        }
         AuthOutcome::Ok
     }
 
@@ -876,9 +893,9 @@ impl Session {
             .tenant
             .as_ref()
             .map(|v| (Arc::clone(&v.tenant), v.credential.clone()))
+            && let Some(place) = self.leave_tenant()
         {
-            self.leave_tenant();
-            self.enter_tenant(tenant, credential);
+            self.enter_tenant(tenant, credential, place);
         }
     }
 
@@ -907,24 +924,24 @@ impl Session {
                 None => tenant.credentials.is_empty(),
             })
             .cloned();
-        self.leave_tenant();
-        match current {
-            Some(tenant) if tenant.databases().contains(&i64::from(self.db)) => {
-                self.enter_tenant(tenant, credential)
+        let place = self.leave_tenant();
+        match (current, place) {
+            (Some(tenant), Some(place)) if tenant.databases().contains(&i64::from(self.db)) => {
+                self.enter_tenant(tenant, credential, place)
             }
             // Moving the client to another database behind its back could send its writes anywhere.
-            Some(_) => {
+            (Some(_), _) => {
                 tracing::info!(client = %self.info.addr, db = self.db, "closing a connection whose database the tenant no longer owns");
                 self.closing = true;
             }
-            None => {
+            (None, _) => {
                 tracing::info!(client = %self.info.addr, "closing a connection whose tenant or credential was removed");
                 self.closing = true;
             }
         }
     }
 
-    fn enter_tenant(&mut self, tenant: Arc<Tenant>, credential: Option<String>) {
+    fn enter_tenant(&mut self, tenant: Arc<Tenant>, credential: Option<String>, place: Held) {
         let generation = self.worker.gateway.generation();
         let resolver = TenantResolver {
             worker: &self.worker,
@@ -932,7 +949,6 @@ impl Session {
         };
         let route = ResolvedRoute::new(&tenant.route, self.db, self.protocol, &resolver);
         let direct = route.direct();
-        tenant.metrics.connections.fetch_add(1, Ordering::Relaxed);
         self.info.set_tenant(&tenant.name);
         self.tenant = Some(TenantView {
             tenant,
@@ -940,16 +956,13 @@ impl Session {
             route,
             direct,
             credential,
+            place,
         });
     }
 
-    fn leave_tenant(&mut self) {
-        if let Some(view) = self.tenant.take() {
-            view.tenant
-                .metrics
-                .connections
-                .fetch_sub(1, Ordering::Relaxed);
-        }
+    /// Leaves the tenant; its place among the tenant's connections is returned, to keep or to drop.
+    fn leave_tenant(&mut self) -> Option<Held> {
+        self.tenant.take().map(|view| view.place)
     }
 }
 

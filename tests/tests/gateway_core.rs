@@ -85,6 +85,50 @@ fn a_tenant_without_passwords_needs_no_auth() {
     assert_eq!(in0.as_deref(), Some("v"));
 }
 
+/// A tenant's `max_connections` holds for the tenant without passwords too, and for clients that authenticate
+/// all at once on several workers: the limit is checked and taken in one atomic step.
+#[test]
+fn max_connections_hold_for_open_tenants_and_concurrent_auth() {
+    let backend = RedisServer::start();
+    let open = json!({"tenants": [{"name": "demo", "passwords": [], "limits": {"max_connections": 2},
+        "route": {"type": "single", "target": backend.url()}}]});
+    let gateway = Gateway::start(&open);
+    let mut first = RawClient::connect(gateway.port());
+    first.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    let mut second = RawClient::connect(gateway.port());
+    second.roundtrip(b"PING\r\n", b"+PONG\r\n");
+    let mut third = RawClient::connect(gateway.port());
+    third.expect(b"-ERR max number of clients reached\r\n");
+    third.expect_closed();
+    drop(first);
+    wait_for(|| {
+        let mut again = RawClient::connect(gateway.port());
+        again.request(&[b"PING"]) == b"+PONG\r\n"
+    });
+
+    let limited = json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "limits": {"max_connections": 3},
+        "route": {"type": "single", "target": backend.url()}}]});
+    let gateway = Gateway::builder().arg("--workers").arg("2").start(&limited);
+    let clients: Vec<RawClient> = (0..40)
+        .map(|_| RawClient::connect(gateway.port()))
+        .collect();
+    // Every client stays connected until all have their answer, so no place is given back meanwhile.
+    let answers: Vec<(bool, RawClient)> = std::thread::scope(|scope| {
+        let auths: Vec<_> = clients
+            .into_iter()
+            .map(|mut client| {
+                scope.spawn(move || {
+                    let reply = client.request(&[b"AUTH", PASSWORD.as_bytes()]);
+                    (reply == b"+OK\r\n", client)
+                })
+            })
+            .collect();
+        auths.into_iter().map(|auth| auth.join().unwrap()).collect()
+    });
+    let accepted = answers.iter().filter(|(ok, _)| *ok).count();
+    assert_eq!(accepted, 3, "40 clients authenticating at once");
+}
+
 #[test]
 fn unknown_commands_and_wrong_arity_keep_the_connection() {
     let backend = RedisServer::start();

@@ -14,7 +14,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -23,7 +22,7 @@ use tokio::net::TcpStream;
 
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
 use super::connection::{self, ConnectionSettings, KILL_GRACE, NodeSpec, describe, kill_scripts};
-use crate::metrics::TenantMetrics;
+use crate::metrics::Held;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, ReplyScanner};
 use crate::signal::LocalSignal;
@@ -31,32 +30,6 @@ use crate::signal::LocalSignal;
 /// Messages a subscriber may have waiting in its reply queue before the gateway stops reading from the node
 /// (which then applies its own `client-output-buffer-limit pubsub` to the slow subscriber).
 const MAX_PUSH_BACKLOG: usize = 64 * 1024;
-
-/// One of a tenant's dedicated connections; given back when dropped.
-pub(crate) struct Lease {
-    metrics: TenantMetrics,
-}
-
-impl Lease {
-    /// Takes one of the tenant's `max` dedicated connections, or `None` when all are in use.
-    pub(crate) fn acquire(metrics: &TenantMetrics, max: usize) -> Option<Lease> {
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let taken = metrics.dedicated.fetch_add(1, Ordering::AcqRel);
-        if taken >= max {
-            metrics.dedicated.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        Some(Lease {
-            metrics: metrics.clone(),
-        })
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        self.metrics.dedicated.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// How long a request may wait for its reply.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -119,7 +92,7 @@ pub(crate) struct Pushes {
 /// A session's own connection to one node.
 pub(crate) struct Dedicated {
     inner: Rc<Inner>,
-    _lease: Lease,
+    _lease: Held,
 }
 
 impl Dedicated {
@@ -127,7 +100,7 @@ impl Dedicated {
     pub(crate) fn open(
         node: NodeSpec,
         settings: ConnectionSettings,
-        lease: Lease,
+        lease: Held,
         pushes: Option<Pushes>,
     ) -> Dedicated {
         let inner = Rc::new(Inner {
@@ -439,17 +412,5 @@ mod tests {
         ));
         assert!(!is_message(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"));
         assert!(!is_message(b"-ERR x\r\n"));
-    }
-
-    #[test]
-    fn a_lease_is_refused_beyond_the_limit_and_given_back_on_drop() {
-        let metrics = TenantMetrics::default();
-        let first = Lease::acquire(&metrics, 2);
-        let second = Lease::acquire(&metrics, 2);
-        assert!(first.is_some() && second.is_some());
-        assert!(Lease::acquire(&metrics, 2).is_none());
-        drop(first);
-        assert!(Lease::acquire(&metrics, 2).is_some());
-        assert_eq!(metrics.dedicated.load(Ordering::Relaxed), 1);
     }
 }

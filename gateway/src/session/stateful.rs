@@ -18,11 +18,11 @@ use bytes::Bytes;
 use super::Session;
 use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
-use crate::backend::dedicated::{Dedicated, Lease, Pushes, Wait};
+use crate::backend::dedicated::{Dedicated, Pushes, Wait};
 use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::clients::ClientState;
 use crate::cmd::{CommandSpec, acl, flag};
-use crate::metrics::Metrics;
+use crate::metrics::{Held, Metrics};
 use crate::resp::{self, Protocol, Request};
 use crate::route::Place;
 
@@ -243,7 +243,8 @@ impl Session {
         };
         let config = &self.worker.gateway.config;
         let max = config.max_dedicated_connections;
-        let Some(lease) = Lease::acquire(&view.tenant.metrics, max) else {
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let Some(lease) = Held::take(&view.tenant.metrics, |m| &m.dedicated, Some(limit)) else {
             return Err(resp::error_reply(&format!(
                 "ERR tenant '{}' holds its maximum of {max} dedicated backend connections (blocking commands, transactions, subscriptions); try again later",
                 view.tenant.name

@@ -443,8 +443,10 @@ mod tests {
 
     #[test]
     fn a_place_is_refused_beyond_the_limit_and_given_back_on_drop() {
+        fn dedicated(m: &TenantCounters) -> &AtomicI64 {
+            &m.dedicated
+        }
         let metrics = TenantMetrics::default();
-        let dedicated = |m: &TenantCounters| &m.dedicated;
         let first = Held::take(&metrics, dedicated, Some(2));
         let second = Held::take(&metrics, dedicated, Some(2));
         assert!(first.is_some() && second.is_some());

@@ -29,7 +29,15 @@ pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
 /// Waits until the gateway on `port` knows its cluster's slot map (loaded a moment after the first client
 /// arrives): until then, commands that need a dedicated connection to a slot's master get `-TRYAGAIN`.
 pub fn wait_for_slot_map(port: u16) {
+    wait_for_slot_map_as(port, None);
+}
+
+/// `wait_for_slot_map` for a tenant that needs `AUTH password`.
+pub fn wait_for_slot_map_as(port: u16, password: Option<&str>) {
     let mut client = crate::RawClient::connect(port);
+    if let Some(password) = password {
+        assert_eq!(client.request(&[b"AUTH", password.as_bytes()]), b"+OK\r\n");
+    }
     crate::wait_for(
         "the gateway's cluster slot map",
         std::time::Duration::from_secs(20),

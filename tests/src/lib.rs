@@ -14,7 +14,9 @@ mod resp;
 mod topology;
 
 pub use control_plane::{ADMIN_TOKEN, ControlPlane};
-pub use helpers::{command_calls, open_single_tenant, open_tenant, wait_for_slot_map};
+pub use helpers::{
+    command_calls, open_single_tenant, open_tenant, wait_for_slot_map, wait_for_slot_map_as,
+};
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, binary, connect};
 pub use protocol::{PROTOCOLS, assert_speaks, each_protocol, each_protocol_async, null_reply};

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::json;
-use switchyard_tests::{Gateway, RedisServer};
+use switchyard_tests::{Gateway, RedisCluster, RedisServer, wait_for_slot_map_as};
 
 const SCRIPT: &str = r#"
 import os, redis
@@ -79,12 +79,17 @@ const { createClient } = require('redis');
 })().catch((e) => { console.error(e); process.exit(1); });
 "#;
 
-/// Two gateways' worth of routes for one tenant: one Redis, or a ring over three.
+/// One tenant's gateway for each route kind: one Redis, a ring over three, a Redis Cluster of three masters.
 fn each_route(password: &str, mut check: impl FnMut(&str, &Gateway)) {
-    for target in ["single", "sharded"] {
-        let backends: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-        let route = match target {
-            "single" => json!({"type": "single", "target": backends[0].url()}),
+    for target in ["single", "sharded", "cluster"] {
+        let backends: Vec<RedisServer> = match target {
+            "cluster" => Vec::new(),
+            _ => (0..3).map(|_| RedisServer::start()).collect(),
+        };
+        let cluster = (target == "cluster").then(|| RedisCluster::start(3, 0, None));
+        let route = match (target, &cluster) {
+            (_, Some(cluster)) => json!({"type": "single", "target": cluster.url()}),
+            ("single", _) => json!({"type": "single", "target": backends[0].url()}),
             _ => {
                 let shards: Vec<_> = backends
                     .iter()
@@ -97,6 +102,7 @@ fn each_route(password: &str, mut check: impl FnMut(&str, &Gateway)) {
         let gateway = Gateway::start(&json!({"tenants": [
             {"name": "app", "passwords": [password], "route": route}
         ]}));
+        wait_for_slot_map_as(gateway.port(), Some(password));
         check(target, &gateway);
     }
 }

@@ -2,7 +2,7 @@
 //! with every option left as it is: they speak RESP3 (`HELLO 3 AUTH ...` on connect), and the first things an
 //! application does through the gateway work, with the types a RESP3 client gets (maps as dicts, doubles as
 //! floats, nulls), pub/sub included, and the library name and version they send with `CLIENT SETINFO` show in
-//! `CLIENT INFO`.
+//! `CLIENT INFO`; through one Redis, a ring of three and a Redis Cluster.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -21,14 +21,16 @@ mod dispatch;
 mod keyspace;
 mod merge;
 mod plan;
+mod resolve;
 mod run;
 mod scan;
 
-pub(crate) use dispatch::{
-    CROSSSLOT, Direct, DirectRoute, Dispatch, Place, ResolvedRoute, Resolver, WriteCopy,
-};
+pub(crate) use dispatch::Dispatch;
 pub(crate) use merge::Merge;
 pub(crate) use plan::{ResourcePlan, RoutePlan, TargetPlan};
+pub(crate) use resolve::{
+    CROSSSLOT, Direct, DirectRoute, Place, ResolvedRoute, Resolver, WriteCopy,
+};
 pub(crate) use run::{Run, RunTarget};
 
 /// Everything the gateway serves at one moment.

@@ -1,0 +1,293 @@
+//! A tenant's route resolved on one worker: each shard's read and write resources as upstreams (or the error
+//! their commands get), where a key goes, and the direct path's targets for routes that need no dispatch.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use switchyard_schemas::{AckMode, ReadPolicy};
+
+use super::{RoutePlan, TargetPlan};
+use crate::backend::cluster::slot_of;
+use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, SentinelBackend, Upstream};
+use crate::cmd::CommandSpec;
+use crate::reply::{DetachedWrites, ReplyHandle};
+use crate::resp::{self, Protocol};
+
+pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// A route as one worker serves it: every resource resolved to that worker's upstream.
+pub(crate) struct ResolvedRoute {
+    pub(super) shards: Vec<ResolvedTarget>,
+    /// Whether any target has a cluster resource (then keys are looked at even on a single-target route).
+    pub(super) clustered: bool,
+    no_backend: Bytes,
+}
+
+pub(super) struct ResolvedTarget {
+    pub(super) read: Vec<Endpoint>,
+    pub(super) read_policy: ReadPolicy,
+    pub(super) write: Vec<Endpoint>,
+    pub(super) ack: AckMode,
+    /// Whether a command's keys must share a hash slot here (some resource is a cluster).
+    pub(super) clustered: bool,
+}
+
+impl ResolvedTarget {
+    /// The cluster every read (or every write) of this target goes to, when that is its one resource: split
+    /// sub-commands for one of its masters can then travel as one run.
+    pub(super) fn only_cluster(&self, write: bool) -> Option<&Rc<ClusterBackend>> {
+        match (write, &self.write[..]) {
+            (true, [endpoint]) => endpoint.cluster(),
+            (true, _) => None,
+            (false, _) => self.only_read()?.cluster(),
+        }
+    }
+
+    /// The resource every read goes to, when `Dispatch::pick_read` has no choice to make.
+    pub(super) fn only_read(&self) -> Option<&Endpoint> {
+        match (self.read_policy, &self.read[..]) {
+            (_, [read]) | (ReadPolicy::Primary, [read, ..]) => Some(read),
+            _ => None,
+        }
+    }
+
+    /// Writes whose effect is random would make double-written copies diverge.
+    pub(super) fn double_write_refusal(
+        &self,
+        spec: &CommandSpec,
+        args: &[Bytes],
+    ) -> Option<String> {
+        (self.write.len() > 1 && spec.random_effect(args)).then(|| {
+            let name = spec.display_name();
+            format!(
+                "ERR {name} is refused on a double-written route: its effect is random and the copies would diverge"
+            )
+        })
+    }
+}
+
+/// A route that is one resource for reads and one for writes, each a plain Redis, a sentinel-managed master or a
+/// Redis Cluster: one target,
+/// one read resource (or reads from the primary), writes to one resource or double-written with ack `primary` to
+/// plain Redis only. Its commands need no decision but read or write (and, for a cluster, the key's slot).
+pub(crate) struct DirectRoute {
+    pub read: Direct,
+    pub write: Direct,
+    /// The double-write secondaries (empty when writes go to one resource), each a plain Redis.
+    pub copies: Rc<[WriteCopy]>,
+}
+
+/// A double-write secondary of a direct route, and where its background writes are tracked.
+pub(crate) struct WriteCopy {
+    pub node: Rc<Backend>,
+    pub writes: Rc<DetachedWrites>,
+}
+
+/// The resource a direct route sends reads, or writes, to.
+pub(crate) enum Direct {
+    Node(Rc<Backend>),
+    /// A sentinel-managed master (not its replicas: `-slaves` resources pick a replica per read).
+    Master(Rc<SentinelBackend>),
+    Cluster(Rc<ClusterBackend>),
+}
+
+/// One resource of a target: its upstream, or the error reply its commands get.
+pub(super) struct Endpoint {
+    pub(super) upstream: Result<Upstream, Bytes>,
+    /// For double-write secondaries: where background writes are tracked.
+    pub(super) detached: Option<Rc<DetachedWrites>>,
+}
+
+impl Endpoint {
+    pub(super) fn send(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
+        match &self.upstream {
+            Ok(upstream) => upstream.send_to(raw, keyspace, reply, affinity),
+            Err(error) => reply.deliver(error.clone()),
+        }
+    }
+
+    pub(super) fn healthy(&self) -> bool {
+        self.upstream.as_ref().is_ok_and(Upstream::is_healthy)
+    }
+
+    pub(super) fn cluster(&self) -> Option<&Rc<ClusterBackend>> {
+        match &self.upstream {
+            Ok(Upstream::Cluster(cluster)) => Some(cluster),
+            _ => None,
+        }
+    }
+}
+
+/// What resolving needs from the worker and the tenant.
+pub(crate) trait Resolver {
+    /// The worker's upstream for a resource.
+    fn upstream(&self, spec: &ResourceSpec) -> Upstream;
+    /// Tracking for background writes to a double-write secondary.
+    fn detached(&self, resource: &str) -> Rc<DetachedWrites>;
+}
+
+impl ResolvedRoute {
+    /// Resolves `plan` for database `db` (0 = the resources' own databases) and a client speaking `protocol`.
+    pub(crate) fn new(
+        plan: &RoutePlan,
+        db: u32,
+        protocol: Protocol,
+        resolver: &dyn Resolver,
+    ) -> ResolvedRoute {
+        let endpoint = |resource: &super::ResourcePlan, secondary: bool| Endpoint {
+            upstream: match &resource.spec {
+                Ok(spec) => spec
+                    .for_client(db, protocol)
+                    .map(|spec| resolver.upstream(&spec))
+                    .map_err(|text| resp::error_reply(&text)),
+                Err(text) => Err(resp::error_reply(text)),
+            },
+            detached: secondary.then(|| resolver.detached(&resource.name)),
+        };
+        let target = |t: &TargetPlan| {
+            let read: Vec<Endpoint> = t.read.iter().map(|r| endpoint(r, false)).collect();
+            let write: Vec<Endpoint> = t
+                .write
+                .iter()
+                .enumerate()
+                .map(|(i, r)| endpoint(r, i > 0))
+                .collect();
+            ResolvedTarget {
+                clustered: read
+                    .iter()
+                    .chain(write.iter())
+                    .any(|e| e.cluster().is_some()),
+                read,
+                read_policy: t.read_policy,
+                write,
+                ack: t.ack,
+            }
+        };
+        let shards: Vec<ResolvedTarget> = plan.shards.iter().map(target).collect();
+        ResolvedRoute {
+            clustered: shards.iter().any(|t| t.clustered),
+            shards,
+            no_backend: resp::error_reply("ERR the route has no backend"),
+        }
+    }
+
+    /// The route's nodes, when it is a direct route.
+    pub(crate) fn direct(&self) -> Option<DirectRoute> {
+        let [target] = &self.shards[..] else {
+            return None;
+        };
+        let [write, copies @ ..] = &target.write[..] else {
+            return None;
+        };
+        // A double-write is direct when the client waits for the primary only, and every copy is a plain Redis.
+        if !copies.is_empty() && target.ack != AckMode::Primary {
+            return None;
+        }
+        let copies = copies
+            .iter()
+            .map(|copy| match (&copy.upstream, &copy.detached) {
+                (Ok(Upstream::Node(node)), Some(writes)) => Some(WriteCopy {
+                    node: Rc::clone(node),
+                    writes: Rc::clone(writes),
+                }),
+                _ => None,
+            })
+            .collect::<Option<Rc<[WriteCopy]>>>()?;
+        let read = target.only_read()?;
+        let direct = |endpoint: &Endpoint| match &endpoint.upstream {
+            Ok(Upstream::Node(node)) => Some(Direct::Node(Rc::clone(node))),
+            Ok(Upstream::Sentinel(sentinel, None)) => Some(Direct::Master(Rc::clone(sentinel))),
+            Ok(Upstream::Cluster(cluster)) => Some(Direct::Cluster(Rc::clone(cluster))),
+            _ => None,
+        };
+        let write = direct(write)?;
+        if !copies.is_empty() && !matches!(write, Direct::Node(_)) {
+            return None;
+        }
+        Some(DirectRoute {
+            read: direct(read)?,
+            write,
+            copies,
+        })
+    }
+
+    /// The shard of a key, and its hash slot when that shard's target has a cluster resource.
+    pub(crate) fn locate(&self, plan: &RoutePlan, key: &[u8]) -> Place {
+        let shard = plan.shard_of(key);
+        let clustered = self.shards.get(shard).is_some_and(|t| t.clustered);
+        (shard, clustered.then(|| slot_of(key)))
+    }
+
+    /// The one place of every key of a command served on a dedicated connection: `None` for a keyless
+    /// command, CROSSSLOT when the keys disagree.
+    pub(crate) fn place_of(
+        &self,
+        plan: &RoutePlan,
+        spec: &CommandSpec,
+        args: &[Bytes],
+        keys: &mut Vec<usize>,
+    ) -> Result<Option<Place>, String> {
+        routing_keys(spec, args, keys);
+        let mut place = None;
+        for &key in keys.iter() {
+            let here = self.locate(plan, &args[key]);
+            if place.is_some_and(|first| first != here) {
+                return Err(CROSSSLOT.to_string());
+            }
+            place = Some(here);
+        }
+        Ok(place)
+    }
+
+    /// The primary write resource of a shard: where dedicated connections go.
+    pub(crate) fn primary(&self, shard: usize) -> Result<&Upstream, &Bytes> {
+        match self.shards.get(shard).and_then(|s| s.write.first()) {
+            Some(endpoint) => endpoint.upstream.as_ref(),
+            None => Err(&self.no_backend),
+        }
+    }
+
+    /// Why a write cannot run on a shard: one whose effect is random, on a double-written shard.
+    pub(crate) fn double_write_refusal(
+        &self,
+        shard: usize,
+        spec: &CommandSpec,
+        args: &[Bytes],
+    ) -> Option<String> {
+        self.shards.get(shard)?.double_write_refusal(spec, args)
+    }
+
+    /// Whether a shard's writes go to more than one resource.
+    pub(crate) fn double_written(&self, shard: usize) -> bool {
+        self.shards.get(shard).is_some_and(|s| s.write.len() > 1)
+    }
+
+    /// The double-write secondaries of a shard, with their background-write tracking.
+    pub(crate) fn secondaries(&self, shard: usize) -> Vec<(Upstream, Rc<DetachedWrites>)> {
+        let Some(target) = self.shards.get(shard) else {
+            return Vec::new();
+        };
+        target
+            .write
+            .iter()
+            .skip(1)
+            .filter_map(|e| Some((e.upstream.clone().ok()?, Rc::clone(e.detached.as_ref()?))))
+            .collect()
+    }
+}
+
+/// Where a key goes: its shard, and its hash slot when that shard's target has a cluster resource.
+pub(crate) type Place = (usize, Option<u16>);
+
+/// The arguments a command is placed by: its keys, or a shard channel's name (`SPUBLISH`, `SSUBSCRIBE`), which
+/// Redis Cluster places like a key although its key spec says "not a key".
+pub(super) fn routing_keys(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) {
+    if spec.key_indices(args, keys).is_err() {
+        keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
+    }
+    match spec.name {
+        "spublish" => keys.push(1),
+        "ssubscribe" => keys.extend(1..args.len()),
+        _ => {}
+    }
+}

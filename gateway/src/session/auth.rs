@@ -1,0 +1,300 @@
+//! Who a client is: `AUTH` and `HELLO`, the tenant it is served as (its place among the tenant's connections and
+//! its route resolved on this worker), and following the tenant across route changes.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{MAX_CLIENTS, Session, TenantView, WRONGPASS};
+use crate::backend::{ResourceSpec, Upstream};
+use crate::metrics::Held;
+use crate::reply::DetachedWrites;
+use crate::resp::{self, Protocol};
+use crate::route::{ResolvedRoute, Resolver, Tenant};
+use crate::worker::Worker;
+
+pub(super) enum AuthOutcome {
+    Ok,
+    WrongPassword,
+    TooManyClients,
+}
+
+/// A place among `tenant`'s client connections, or `None` when its `max_connections` are taken.
+pub(super) fn tenant_place(tenant: &Tenant) -> Option<Held> {
+    let max = tenant.limits.max_connections.map(i64::from);
+    Held::take(&tenant.metrics, |m| &m.connections, max)
+}
+
+impl Session {
+    /// `AUTH password` or `AUTH tenant password`. The tenant name `default` (what clients send when they only
+    /// know a password) matches any tenant.
+    pub(super) fn auth(&mut self, started: Instant, args: &[Bytes]) {
+        let (tenant, password) = match args {
+            [_, password] => (None, password),
+            [_, tenant, password] => (Some(&tenant[..]).filter(|t| *t != b"default"), password),
+            _ => return self.local_error(started, "ERR syntax error"),
+        };
+        match self.try_auth(tenant, password) {
+            AuthOutcome::Ok => self.local_reply(started, |out| resp::simple(out, b"OK")),
+            failure => self.auth_failed(started, failure),
+        }
+    }
+
+    pub(super) fn try_auth(&mut self, tenant: Option<&[u8]>, password: &[u8]) -> AuthOutcome {
+        let snapshot = self.worker.gateway.snapshot();
+        let Some((found, digest)) = snapshot.authenticate(tenant, password) else {
+            self.note_auth_failure(&snapshot, tenant);
+            return AuthOutcome::WrongPassword;
+        };
+        let already_here = self
+            .tenant
+            .as_ref()
+            .is_some_and(|v| Arc::ptr_eq(&v.tenant, found));
+        let place = match already_here {
+            true => None,
+            false => match tenant_place(found) {
+                Some(place) => Some(place),
+                None => return AuthOutcome::TooManyClients,
+            },
+        };
+        if !self.ticket.authenticate() {
+            return AuthOutcome::TooManyClients;
+        }
+        let found = Arc::clone(found);
+        if !already_here {
+            // Nothing of the previous tenant's carries over: its database, watched keys, client name.
+            self.db = 0;
+            self.info.db.store(0, Ordering::Relaxed);
+            self.stateful.watching = None;
+            self.info.set_name(None);
+        }
+        let kept = self.leave_tenant();
+        if let Some(place) = place.or(kept) {
+            self.enter_tenant(found, Some(digest), place);
+        }
+        AuthOutcome::Ok
+    }
+
+    /// When the connection's timer must next fire: at the end of a failed AUTH's wait, or at its AUTH deadline
+    /// while it has not authenticated.
+    pub(super) fn next_deadline(&self, auth_deadline: Instant) -> Option<Instant> {
+        let auth = (!self.ticket.is_authenticated()).then_some(auth_deadline);
+        match (self.penalty, auth) {
+            (Some(penalty), Some(auth)) => Some(penalty.min(auth)),
+            (penalty, auth) => penalty.or(auth),
+        }
+    }
+
+    /// Counts a failed AUTH for the tenant it named, logs it (at a bounded rate) and slows the connection when
+    /// its address fails too often (see `admission`).
+    pub(super) fn note_auth_failure(
+        &mut self,
+        snapshot: &crate::route::Snapshot,
+        tenant: Option<&[u8]>,
+    ) {
+        let gateway = &self.worker.gateway;
+        let named = tenant
+            .and_then(|name| std::str::from_utf8(name).ok())
+            .and_then(|name| snapshot.tenant_by_name(name));
+        match named {
+            Some(tenant) => tenant.metrics.auth_failures.fetch_add(1, Ordering::Relaxed),
+            None => gateway
+                .metrics
+                .auth_failures_unknown
+                .fetch_add(1, Ordering::Relaxed),
+        };
+        let now = Instant::now();
+        let ip = self.info.addr.ip();
+        let penalty = gateway.admission.failed(ip, now);
+        if let Some(suppressed) = gateway.admission.log_failure(now) {
+            tracing::warn!(
+                client = %self.info.addr,
+                tenant = named.map_or("-", |t| t.name.as_str()),
+                slowed_ms = penalty.map_or(0, |p| p.as_millis()),
+                suppressed,
+                "failed AUTH"
+            );
+        }
+        self.penalty = penalty.map(|wait| now + wait);
+        self.rearm |= self.penalty.is_some();
+    }
+
+    pub(super) fn auth_failed(&mut self, started: Instant, outcome: AuthOutcome) {
+        if let AuthOutcome::TooManyClients = outcome {
+            self.local_error(started, MAX_CLIENTS.trim_start_matches('-').trim_end());
+            self.closing = true;
+        } else {
+            self.local_error(started, &self.auth_failure());
+        }
+    }
+
+    pub(super) fn auth_failure(&self) -> String {
+        let snapshot = self.worker.gateway.snapshot();
+        if !snapshot.requires_auth() && snapshot.tenants().len() == 1 {
+            // Exactly what Redis says when no password is configured at all.
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".to_string()
+        } else {
+            WRONGPASS.to_string()
+        }
+    }
+
+    /// `HELLO [protover [AUTH user pass] [SETNAME name]]`: RESP2 or RESP3, for the rest of the connection or
+    /// until the next `HELLO`.
+    pub(super) fn hello(&mut self, started: Instant, args: &[Bytes]) {
+        let mut protocol = self.protocol;
+        if let Some(version) = args.get(1) {
+            match resp::parse_int(version) {
+                Some(2) => protocol = Protocol::Resp2,
+                Some(3) => protocol = Protocol::Resp3,
+                Some(_) => {
+                    return self.local_error(started, "NOPROTO unsupported protocol version");
+                }
+                _ => {
+                    return self.local_error(
+                        started,
+                        "ERR Protocol version is not an integer or out of range",
+                    );
+                }
+            }
+        }
+        if protocol != self.protocol && self.subscribed() {
+            // Its node's connection speaks the protocol it was opened with (see `session::pubsub`).
+            return self.local_error(
+                started,
+                "ERR the gateway does not switch the protocol of a subscribed connection; unsubscribe first",
+            );
+        }
+        let mut i = 2;
+        let mut setname = None;
+        while i < args.len() {
+            let option = args[i].to_ascii_lowercase();
+            match (&option[..], args.len() - i - 1) {
+                (b"auth", 2..) => {
+                    let tenant = Some(&args[i + 1][..]).filter(|t| *t != b"default");
+                    match self.try_auth(tenant, &args[i + 2]) {
+                        AuthOutcome::Ok => {}
+                        failure => return self.auth_failed(started, failure),
+                    }
+                    i += 3;
+                }
+                (b"setname", 1..) => {
+                    setname = Some(args[i + 1].clone());
+                    i += 2;
+                }
+                _ => {
+                    let option = String::from_utf8_lossy(&args[i]);
+                    return self.local_error(
+                        started,
+                        &format!("ERR Syntax error in HELLO option '{option}'"),
+                    );
+                }
+            }
+        }
+        if self.tenant.is_none() {
+            return self.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        }
+        if let Some(Err(e)) = setname.map(|name| self.set_name(&name)) {
+            return self.local_error(started, e);
+        }
+        self.set_protocol(protocol);
+        let id = self.info.id;
+        self.local_reply(started, |out| {
+            resp::map_header(out, 7, protocol);
+            for (key, value) in [("server", "redis"), ("version", crate::REDIS_VERSION)] {
+                resp::bulk(out, key.as_bytes());
+                resp::bulk(out, value.as_bytes());
+            }
+            resp::bulk(out, b"proto");
+            resp::integer(out, if protocol == Protocol::Resp3 { 3 } else { 2 });
+            resp::bulk(out, b"id");
+            resp::integer(out, id as i64);
+            for (key, value) in [("mode", "standalone"), ("role", "master")] {
+                resp::bulk(out, key.as_bytes());
+                resp::bulk(out, value.as_bytes());
+            }
+            resp::bulk(out, b"modules");
+            resp::array_header(out, 0);
+        });
+    }
+
+    /// Picks up a new snapshot at the first command after it was published.
+    pub(super) fn refresh_tenant(&mut self) {
+        let generation = self.worker.gateway.generation();
+        let Some(view) = &self.tenant else { return };
+        if view.generation == generation {
+            return;
+        }
+        let snapshot = self.worker.gateway.snapshot();
+        let credential = view.credential.clone();
+        let current = snapshot
+            .tenant_by_name(&view.tenant.name)
+            .filter(|tenant| match &credential {
+                Some(digest) => tenant.credentials.contains(digest),
+                None => tenant.credentials.is_empty(),
+            })
+            .cloned();
+        let place = self.leave_tenant();
+        match (current, place) {
+            (Some(tenant), Some(place)) if tenant.databases().contains(&i64::from(self.db)) => {
+                self.enter_tenant(tenant, credential, place)
+            }
+            // Moving the client to another database behind its back could send its writes anywhere.
+            (Some(_), _) => {
+                tracing::info!(client = %self.info.addr, db = self.db, "closing a connection whose database the tenant no longer owns");
+                self.closing = true;
+            }
+            (None, _) => {
+                tracing::info!(client = %self.info.addr, "closing a connection whose tenant or credential was removed");
+                self.closing = true;
+            }
+        }
+    }
+
+    pub(super) fn enter_tenant(
+        &mut self,
+        tenant: Arc<Tenant>,
+        credential: Option<String>,
+        place: Held,
+    ) {
+        let generation = self.worker.gateway.generation();
+        let resolver = TenantResolver {
+            worker: &self.worker,
+            tenant: &tenant,
+        };
+        let route = ResolvedRoute::new(&tenant.route, self.db, self.protocol, &resolver);
+        let direct = route.direct();
+        self.info.set_tenant(&tenant.name);
+        self.tenant = Some(TenantView {
+            tenant,
+            generation,
+            route,
+            direct,
+            credential,
+            place,
+        });
+    }
+
+    /// Leaves the tenant; its place among the tenant's connections is returned, to keep or to drop.
+    pub(super) fn leave_tenant(&mut self) -> Option<Held> {
+        self.tenant.take().map(|view| view.place)
+    }
+}
+
+/// Resolves a tenant's route with the worker's backends.
+struct TenantResolver<'a> {
+    worker: &'a Worker,
+    tenant: &'a Tenant,
+}
+
+impl Resolver for TenantResolver<'_> {
+    fn upstream(&self, spec: &ResourceSpec) -> Upstream {
+        self.worker.upstream(spec)
+    }
+
+    fn detached(&self, resource: &str) -> Rc<DetachedWrites> {
+        self.worker.detached(self.tenant, resource)
+    }
+}

@@ -440,6 +440,76 @@ fn sighup_reloads_a_valid_file_and_keeps_serving_on_an_invalid_one() {
     client.roundtrip(b"GET where\r\n", b"$6\r\nsecond\r\n");
 }
 
+/// After a route change away from a resource, the gateway's connections to it close (once what was in flight is
+/// answered) and it does not reconnect, even when that Redis goes away.
+#[test]
+fn connections_to_a_resource_no_route_uses_close_and_are_not_reopened() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let gateway = Gateway::start(&routes(&old));
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    // Connections of the gateway's own ACL user (see docs/operations.md#tenant-isolation).
+    let gateway_connections = |backend: &RedisServer| {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut backend.client())
+            .unwrap();
+        list.lines()
+            .filter(|l| l.contains("user=switchyard-gateway"))
+            .count()
+    };
+    assert!(gateway_connections(&old) > 0);
+    gateway.reload(&routes(&new));
+    wait_for(|| {
+        client.send(b"SET k v\r\n");
+        client.read_line() == b"+OK\r\n" && gateway_connections(&new) > 0
+    });
+    wait_for(|| gateway_connections(&old) == 0);
+    let failures = || {
+        let (_, metrics) = gateway.admin_get("/metrics");
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("switchyard_backend_failures_total"))
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+    };
+    let before = failures();
+    drop(old);
+    // A negative check: nothing may try the old address for a while after it went away (reconnects back off to
+    // 1 s at most).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        failures(),
+        before,
+        "the gateway reconnected to a resource no route uses"
+    );
+    client.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n");
+
+    // A resource that is down when the routes move away from it: its reconnect attempts stop.
+    let down = RedisServer::start();
+    gateway.reload(&routes(&down));
+    wait_for(|| {
+        client.send(b"SET k v\r\n");
+        client.read_line() == b"+OK\r\n" && gateway_connections(&down) > 0
+    });
+    drop(down);
+    wait_for(|| failures() != before);
+    gateway.reload(&routes(&new));
+    wait_for(|| {
+        client.send(b"GET k\r\n");
+        client.read_line() == b"$1\r\n"
+    });
+    client.read_line();
+    let settled = failures();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        failures(),
+        settled,
+        "the gateway kept reconnecting to a resource no route uses"
+    );
+}
+
 #[test]
 fn an_invalid_routes_file_stops_startup_with_the_bad_field_named() {
     let output = std::process::Command::new(switchyard_tests::binary("switchyard-gateway", "SWITCHYARD_GATEWAY_BIN"))

@@ -516,6 +516,7 @@ impl LookupCache {
     }
 
     /// The remembered command named `name`, and its mark.
+    #[inline]
     fn find(&self, name: &[u8]) -> Option<(&'static CommandSpec, bool)> {
         self.entries
             .iter()
@@ -524,7 +525,8 @@ impl LookupCache {
     }
 
     /// The remembered command and its mark, if the client named it again (`name`, with `args` arguments in all)
-    /// with a number of arguments its arity admits.
+    /// with a number of arguments its arity admits. Asked for every request on the direct path: inlined there.
+    #[inline]
     pub fn cached(&self, name: &[u8], args: usize) -> Option<(&'static CommandSpec, bool)> {
         self.find(name).filter(|(spec, _)| spec.arity_ok(args))
     }

@@ -8,25 +8,26 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::admission::Ticket;
 use crate::backend::cluster::slot_of;
-use crate::backend::identity;
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, acl, flag, tenancy};
 use crate::metrics::Held;
 use crate::reply::{ReplyQueue, Transform};
-use crate::resp::{self, Frame, Protocol, Request, RequestDecoder};
+use crate::resp::{Frame, Protocol, Request, RequestDecoder};
 use crate::route::{Direct, DirectRoute, Dispatch, Place, ResolvedRoute, Run, RunTarget, Tenant};
 use crate::worker::Worker;
 use auth::tenant_place;
+use local::forwarded_verbatim;
 
 mod auth;
 mod client;
 mod info;
+mod local;
 mod pubsub;
 mod stateful;
 mod transaction;
@@ -90,39 +91,6 @@ pub(crate) struct Session {
     penalty: Option<Instant>,
     /// The connection's timer must be set again (see `next_deadline`).
     rearm: bool,
-}
-
-/// Whether the session forwards `spec` untouched on a direct route (see `Session::direct`): not answered by the
-/// gateway, not stateful, never refused or rewritten. Computed once per command a connection repeats (see
-/// `cmd::LookupCache`).
-fn forwarded_verbatim(spec: &CommandSpec) -> bool {
-    // Answered by the gateway (`local_command`, `info`), or refused or rewritten on some routes (`database_refusal`,
-    // `Dispatch::forward`'s FLUSHALL); container commands (`|`) are never remembered by the lookup cache anyway.
-    // Scripts run as another ACL user than the requests around them (see `identity`).
-    const SPECIAL: &[&str] = &[
-        "ping",
-        "echo",
-        "quit",
-        "auth",
-        "hello",
-        "select",
-        "command",
-        "readonly",
-        "readwrite",
-        "asking",
-        "info",
-        "move",
-        "swapdb",
-        "copy",
-        "flushall",
-        "publish",
-        "spublish",
-    ];
-    !SPECIAL.contains(&spec.name)
-        && !spec.name.contains('|')
-        && !identity::is_script(spec)
-        && !stateful::may_be_stateful(spec)
-        && tenancy::refusal(spec, false).is_none()
 }
 
 pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
@@ -554,158 +522,5 @@ impl Session {
             sharded,
         )?;
         Ok((narrowed.unwrap_or(request), None))
-    }
-
-    /// Answers a command the gateway owns. Returns false for everything that goes to a backend.
-    fn local_command(
-        &mut self,
-        spec: &'static CommandSpec,
-        request: &Request,
-        started: Instant,
-    ) -> bool {
-        let args = request.args();
-        match spec.name {
-            "ping" => match args {
-                [_] => self.local_reply(started, |out| resp::simple(out, b"PONG")),
-                [_, message] => self.local_reply(started, |out| resp::bulk(out, message)),
-                // PING's arity (-1) admits this; Redis' pingCommand refuses it itself.
-                _ => self.local_error(started, "ERR wrong number of arguments for 'ping' command"),
-            },
-            "echo" => self.local_reply(started, |out| resp::bulk(out, &args[1])),
-            "quit" => self.quit(started),
-            "auth" => self.auth(started, args),
-            "hello" => self.hello(started, args),
-            "select" => self.select(started, &args[1]),
-            "command"
-            | "command|count"
-            | "command|info"
-            | "command|docs"
-            | "command|list"
-            | "command|getkeys"
-            | "command|getkeysandflags" => {
-                let mut out = BytesMut::new();
-                cmd::command::reply(args, self.protocol, &mut out);
-                self.replies.push_ready(out.freeze(), started);
-            }
-            // To its clients the gateway is one standalone Redis, whatever is behind it: cluster-aware clients must
-            // not learn the backend nodes and go around it.
-            "readonly" | "readwrite" | "asking" => self.local_error(started, CLUSTER_DISABLED),
-            // One test for every subcommand: plain commands (the hot path) pay only that.
-            name if name.contains('|') => return self.local_subcommand(spec, args, started),
-            _ => return false,
-        }
-        true
-    }
-
-    /// The container commands' subcommands the gateway answers or refuses itself (see `local_command`).
-    fn local_subcommand(
-        &mut self,
-        spec: &'static CommandSpec,
-        args: &[Bytes],
-        started: Instant,
-    ) -> bool {
-        let (container, _) = spec.name.split_once('|').unwrap_or((spec.name, ""));
-        match container {
-            "client" => self.client(started, spec, args),
-            "cluster" => self.local_error(started, CLUSTER_DISABLED),
-            // The client's user is its tenant (as CLIENT LIST shows); users live in the control plane.
-            "acl" => match spec.name {
-                "acl|whoami" => {
-                    let tenant = self.info.tenant().unwrap_or_default();
-                    self.local_reply(started, |out| resp::bulk(out, tenant.as_bytes()));
-                }
-                "acl|cat" | "acl|genpass" | "acl|help" => return false,
-                _ => {
-                    let text = format!(
-                        "ERR {} is not supported by the gateway: tenants and their passwords are managed by \
-                         the control plane",
-                        spec.display_name()
-                    );
-                    self.local_error(started, &text);
-                }
-            },
-            "slowlog" | "latency" => {
-                let text = format!(
-                    "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \
-                     latency is the switchyard_command_duration_seconds histogram on its admin port",
-                    spec.display_name()
-                );
-                self.local_error(started, &text);
-            }
-            _ => return false,
-        }
-        true
-    }
-
-    fn local_reply(&self, started: Instant, write: impl FnOnce(&mut BytesMut)) {
-        let mut out = BytesMut::new();
-        write(&mut out);
-        self.replies.push_ready(out.freeze(), started);
-    }
-
-    fn local_error(&self, started: Instant, text: &str) {
-        if let Some(view) = &self.tenant {
-            view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        self.local_reply(started, |out| resp::error(out, text));
-    }
-
-    fn quit(&mut self, started: Instant) {
-        self.local_reply(started, |out| resp::simple(out, b"OK"));
-        self.closing = true;
-    }
-
-    /// `SELECT n`, within the databases the route offers (see `RoutePlan::databases`).
-    fn select(&mut self, started: Instant, index: &[u8]) {
-        let Some(index) = resp::parse_int(index) else {
-            return self.local_error(started, "ERR value is not an integer or out of range");
-        };
-        let databases = self.tenant.as_ref().map_or(0..1, |v| v.tenant.databases());
-        if !databases.contains(&index) {
-            return self.local_error(started, "ERR DB index is out of range");
-        }
-        self.set_db(index as u32);
-        self.local_reply(started, |out| resp::simple(out, b"OK"));
-    }
-
-    /// Switches the session to database `db`, re-resolving its route there.
-    fn set_db(&mut self, db: u32) {
-        if db == self.db {
-            return;
-        }
-        self.db = db;
-        self.info.db.store(self.db, Ordering::Relaxed);
-        self.reresolve();
-    }
-
-    /// Switches the session to `protocol`: its route is resolved again, to backend connections that speak it.
-    fn set_protocol(&mut self, protocol: Protocol) {
-        if protocol != self.protocol {
-            self.protocol = protocol;
-            let resp = if protocol == Protocol::Resp3 { 3 } else { 2 };
-            self.info.resp.store(resp, Ordering::Relaxed);
-            self.reresolve();
-        }
-    }
-
-    /// Resolves the tenant's route again, for the session's database and protocol.
-    fn reresolve(&mut self) {
-        if let Some((tenant, credential)) = self
-            .tenant
-            .as_ref()
-            .map(|v| (Arc::clone(&v.tenant), v.credential.clone()))
-            && let Some(place) = self.leave_tenant()
-        {
-            self.enter_tenant(tenant, credential, place);
-        }
-    }
-
-    fn set_name(&self, name: &[u8]) -> Result<(), &'static str> {
-        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-            return Err("ERR Client names cannot contain spaces, newlines or special characters.");
-        }
-        let name = (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned());
-        self.info.set_name(name);
-        Ok(())
     }
 }

@@ -298,3 +298,37 @@ impl Resolver for TenantResolver<'_> {
         self.worker.detached(self.tenant, resource)
     }
 }
+
+impl Session {
+    /// Switches the session to database `db`, re-resolving its route there.
+    pub(super) fn set_db(&mut self, db: u32) {
+        if db == self.db {
+            return;
+        }
+        self.db = db;
+        self.info.db.store(self.db, Ordering::Relaxed);
+        self.reresolve();
+    }
+
+    /// Switches the session to `protocol`: its route is resolved again, to backend connections that speak it.
+    pub(super) fn set_protocol(&mut self, protocol: Protocol) {
+        if protocol != self.protocol {
+            self.protocol = protocol;
+            let resp = if protocol == Protocol::Resp3 { 3 } else { 2 };
+            self.info.resp.store(resp, Ordering::Relaxed);
+            self.reresolve();
+        }
+    }
+
+    /// Resolves the tenant's route again, for the session's database and protocol.
+    pub(super) fn reresolve(&mut self) {
+        if let Some((tenant, credential)) = self
+            .tenant
+            .as_ref()
+            .map(|v| (Arc::clone(&v.tenant), v.credential.clone()))
+            && let Some(place) = self.leave_tenant()
+        {
+            self.enter_tenant(tenant, credential, place);
+        }
+    }
+}

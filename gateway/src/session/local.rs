@@ -1,0 +1,168 @@
+//! The commands the gateway answers itself (`PING`, `ECHO`, `QUIT`, `SELECT`, `COMMAND`, `CLIENT`, ...) or refuses,
+//! and which commands it forwards untouched on the direct path.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use super::{CLUSTER_DISABLED, Session, stateful};
+use crate::backend::identity;
+use crate::cmd::{self, CommandSpec, tenancy};
+use crate::resp::{self, Request};
+
+/// Whether the session forwards `spec` untouched on a direct route (see `Session::direct`): not answered by the
+/// gateway, not stateful, never refused or rewritten. Computed once per command a connection repeats (see
+/// `cmd::LookupCache`).
+pub(super) fn forwarded_verbatim(spec: &CommandSpec) -> bool {
+    // Answered by the gateway (`local_command`, `info`), or refused or rewritten on some routes (`database_refusal`,
+    // `Dispatch::forward`'s FLUSHALL); container commands (`|`) are never remembered by the lookup cache anyway.
+    // Scripts run as another ACL user than the requests around them (see `identity`).
+    const SPECIAL: &[&str] = &[
+        "ping",
+        "echo",
+        "quit",
+        "auth",
+        "hello",
+        "select",
+        "command",
+        "readonly",
+        "readwrite",
+        "asking",
+        "info",
+        "move",
+        "swapdb",
+        "copy",
+        "flushall",
+        "publish",
+        "spublish",
+    ];
+    !SPECIAL.contains(&spec.name)
+        && !spec.name.contains('|')
+        && !identity::is_script(spec)
+        && !stateful::may_be_stateful(spec)
+        && tenancy::refusal(spec, false).is_none()
+}
+
+impl Session {
+    /// Answers a command the gateway owns. Returns false for everything that goes to a backend.
+    pub(super) fn local_command(
+        &mut self,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) -> bool {
+        let args = request.args();
+        match spec.name {
+            "ping" => match args {
+                [_] => self.local_reply(started, |out| resp::simple(out, b"PONG")),
+                [_, message] => self.local_reply(started, |out| resp::bulk(out, message)),
+                // PING's arity (-1) admits this; Redis' pingCommand refuses it itself.
+                _ => self.local_error(started, "ERR wrong number of arguments for 'ping' command"),
+            },
+            "echo" => self.local_reply(started, |out| resp::bulk(out, &args[1])),
+            "quit" => self.quit(started),
+            "auth" => self.auth(started, args),
+            "hello" => self.hello(started, args),
+            "select" => self.select(started, &args[1]),
+            "command"
+            | "command|count"
+            | "command|info"
+            | "command|docs"
+            | "command|list"
+            | "command|getkeys"
+            | "command|getkeysandflags" => {
+                let mut out = BytesMut::new();
+                cmd::command::reply(args, self.protocol, &mut out);
+                self.replies.push_ready(out.freeze(), started);
+            }
+            // To its clients the gateway is one standalone Redis, whatever is behind it: cluster-aware clients must
+            // not learn the backend nodes and go around it.
+            "readonly" | "readwrite" | "asking" => self.local_error(started, CLUSTER_DISABLED),
+            // One test for every subcommand: plain commands (the hot path) pay only that.
+            name if name.contains('|') => return self.local_subcommand(spec, args, started),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The container commands' subcommands the gateway answers or refuses itself (see `local_command`).
+    pub(super) fn local_subcommand(
+        &mut self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        started: Instant,
+    ) -> bool {
+        let (container, _) = spec.name.split_once('|').unwrap_or((spec.name, ""));
+        match container {
+            "client" => self.client(started, spec, args),
+            "cluster" => self.local_error(started, CLUSTER_DISABLED),
+            // The client's user is its tenant (as CLIENT LIST shows); users live in the control plane.
+            "acl" => match spec.name {
+                "acl|whoami" => {
+                    let tenant = self.info.tenant().unwrap_or_default();
+                    self.local_reply(started, |out| resp::bulk(out, tenant.as_bytes()));
+                }
+                "acl|cat" | "acl|genpass" | "acl|help" => return false,
+                _ => {
+                    let text = format!(
+                        "ERR {} is not supported by the gateway: tenants and their passwords are managed by \
+                         the control plane",
+                        spec.display_name()
+                    );
+                    self.local_error(started, &text);
+                }
+            },
+            "slowlog" | "latency" => {
+                let text = format!(
+                    "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \
+                     latency is the switchyard_command_duration_seconds histogram on its admin port",
+                    spec.display_name()
+                );
+                self.local_error(started, &text);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    pub(super) fn local_reply(&self, started: Instant, write: impl FnOnce(&mut BytesMut)) {
+        let mut out = BytesMut::new();
+        write(&mut out);
+        self.replies.push_ready(out.freeze(), started);
+    }
+
+    pub(super) fn local_error(&self, started: Instant, text: &str) {
+        if let Some(view) = &self.tenant {
+            view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.local_reply(started, |out| resp::error(out, text));
+    }
+
+    pub(super) fn quit(&mut self, started: Instant) {
+        self.local_reply(started, |out| resp::simple(out, b"OK"));
+        self.closing = true;
+    }
+
+    /// `SELECT n`, within the databases the route offers (see `RoutePlan::databases`).
+    pub(super) fn select(&mut self, started: Instant, index: &[u8]) {
+        let Some(index) = resp::parse_int(index) else {
+            return self.local_error(started, "ERR value is not an integer or out of range");
+        };
+        let databases = self.tenant.as_ref().map_or(0..1, |v| v.tenant.databases());
+        if !databases.contains(&index) {
+            return self.local_error(started, "ERR DB index is out of range");
+        }
+        self.set_db(index as u32);
+        self.local_reply(started, |out| resp::simple(out, b"OK"));
+    }
+
+    pub(super) fn set_name(&self, name: &[u8]) -> Result<(), &'static str> {
+        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+            return Err("ERR Client names cannot contain spaces, newlines or special characters.");
+        }
+        let name = (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned());
+        self.info.set_name(name);
+        Ok(())
+    }
+}

@@ -31,6 +31,23 @@ pub fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) 
     }
 }
 
+/// [`wait_for`] for async tests: polls without holding up a runtime thread, so that the tasks the condition
+/// watches keep running.
+pub async fn wait_for_async(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A number field (`name:value`) of an `INFO` reply.
+fn info_field(info: &str, name: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// A node line of `CLUSTER NODES`.
 #[derive(Debug, Clone)]
 pub struct ClusterNode {
@@ -232,7 +249,11 @@ impl RedisCluster {
 
     /// The port of the master owning each slot (0 for an unassigned slot), per `CLUSTER SLOTS` on a live node.
     pub fn slot_owners(&self) -> Vec<u16> {
-        let port = self.live_ports()[0];
+        self.slot_owners_seen_by(self.live_ports()[0])
+    }
+
+    /// [`RedisCluster::slot_owners`] as the node at `port` sees them.
+    fn slot_owners_seen_by(&self, port: u16) -> Vec<u16> {
         let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query(&mut self.client(port))
@@ -276,6 +297,50 @@ impl RedisCluster {
             }
         }
         replicas.len()
+    }
+
+    /// Waits until a failover would lose nothing written so far: every live node sees the same slot owners (a
+    /// replica promoted with an older view would claim slots its master no longer has), and every replica has
+    /// applied everything its master had written when this was called (its `slave_repl_offset` reaches the
+    /// master's `master_repl_offset`).
+    pub fn wait_in_sync(&self) {
+        wait_for(
+            "every node to agree on the slot owners",
+            READY_TIMEOUT,
+            || {
+                let views: Vec<Vec<u16>> = self
+                    .live_ports()
+                    .into_iter()
+                    .map(|port| self.slot_owners_seen_by(port))
+                    .collect();
+                views.windows(2).all(|pair| pair[0] == pair[1])
+            },
+        );
+        let nodes = self.nodes_seen_by(self.live_ports()[0]);
+        let offset = |port: u16, field: &str| {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut self.client(port))
+                .unwrap_or_default();
+            info_field(&info, field)
+        };
+        for master in nodes.iter().filter(|n| n.master && !n.failed) {
+            let written = offset(master.port, "master_repl_offset")
+                .unwrap_or_else(|| panic!("no master_repl_offset on {}", master.port));
+            for replica in nodes
+                .iter()
+                .filter(|n| !n.failed && n.master_id.as_ref() == Some(&master.id))
+            {
+                wait_for(
+                    &format!(
+                        "replica {} to reach offset {written} of master {}",
+                        replica.port, master.port
+                    ),
+                    READY_TIMEOUT,
+                    || offset(replica.port, "slave_repl_offset").is_some_and(|o| o >= written),
+                );
+            }
+        }
     }
 
     /// Kills a node (SIGKILL).

@@ -7,13 +7,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use switchyard_schemas::placement::{crc16, hash_tag};
 use switchyard_tests::{
     Gateway, PROTOCOLS, RawClient, RedisCluster, RedisServer, assert_speaks, each_protocol_async,
+    wait_for_async,
 };
 
 const PASSWORD: &str = "cluster-secret";
@@ -260,12 +261,14 @@ struct Load {
 }
 
 /// A client speaking `protocol` (see [`Gateway::url_speaking`]) at `url`, writing and reading its own keys until
-/// `stop`: SET then GET (checked), and every tenth round an MGET over several slots.
+/// `stop`: SET then GET (checked), and every tenth round an MGET over several slots. `rounds` counts the rounds
+/// it has done.
 async fn load(
     url: String,
     protocol: u8,
     client: usize,
     keys: usize,
+    rounds: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
 ) -> Load {
     let mut connection = switchyard_tests::connect(&url).await;
@@ -273,6 +276,7 @@ async fn load(
     let mut load = Load::default();
     let mut round: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
+        rounds.store(round, Ordering::Relaxed);
         round += 1;
         let key = format!("load:{client}:{}", round as usize % keys);
         let set: redis::RedisResult<()> = redis::cmd("SET")
@@ -314,6 +318,25 @@ async fn load(
     load
 }
 
+/// Waits until every load client has done `more` rounds beyond those it had done when called.
+async fn rounds_by_every_client(rounds: &[Arc<AtomicU64>], more: u64) {
+    let targets: Vec<u64> = rounds
+        .iter()
+        .map(|r| r.load(Ordering::Relaxed) + more)
+        .collect();
+    wait_for_async(
+        &format!("every load client to do {more} more rounds"),
+        Duration::from_secs(30),
+        || {
+            rounds
+                .iter()
+                .zip(&targets)
+                .all(|(r, &target)| r.load(Ordering::Relaxed) >= target)
+        },
+    )
+    .await;
+}
+
 /// Checks through the gateway that every acknowledged write is readable with its value.
 async fn verify(gateway: &Gateway, loads: &[Load]) -> usize {
     let mut client = gateway.client(None).await;
@@ -339,14 +362,17 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
 
     // Resharding under load: 20 clients, half of them speaking RESP3, zero errors, nothing lost.
     let stop = Arc::new(AtomicBool::new(false));
+    let rounds: Vec<Arc<AtomicU64>> = (0..20).map(|_| Arc::default()).collect();
     let clients: Vec<_> = (0..20)
         .map(|c| {
             let protocol = PROTOCOLS[c % 2];
             let url = gateway.url_speaking(None, protocol);
-            tokio::spawn(load(url, protocol, c, 200, Arc::clone(&stop)))
+            let (rounds, stop) = (Arc::clone(&rounds[c]), Arc::clone(&stop));
+            tokio::spawn(load(url, protocol, c, 200, rounds, stop))
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every client under way (an MGET included) before the resharding starts.
+    rounds_by_every_client(&rounds, 10).await;
     let masters = cluster.masters();
     let (from, to) = (masters[0].clone(), masters[1].clone());
     let started = Instant::now();
@@ -374,7 +400,8 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
         String::from_utf8_lossy(&reshard.stdout)
     );
     let resharding = started.elapsed();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // And every client served by the new slot owners for a while after it.
+    rounds_by_every_client(&rounds, 20).await;
     stop.store(true, Ordering::Relaxed);
     let mut loads = Vec::new();
     for client in clients {
@@ -396,8 +423,8 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
     let checked = verify(&gateway, &loads).await;
     eprintln!("resharding of 1500 slots took {resharding:?} under load; {checked} writes verified");
 
-    // Master failover: a quiet period so the replicas have every write, then kill a master under load.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Master failover: once the replicas have every write and know the new slot owners, kill a master.
+    cluster.wait_in_sync();
     let victim = cluster.slot_owners()[slot("load:0:0")];
     cluster.kill(victim);
     let killed = Instant::now();
@@ -449,7 +476,7 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
             .unwrap();
         assert_eq!(value, i);
     }
-    // Every write acknowledged before the quiet period survived (load:0:0 was just overwritten).
+    // Every write acknowledged before the failover survived (load:0:0 was just overwritten).
     for load in &mut loads {
         load.acknowledged.remove("load:0:0");
     }

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use switchyard_tests::{Gateway, RawClient, RedisServer};
+use switchyard_tests::{Gateway, RawClient, RedisServer, wait_for};
 
 const PASSWORD: &str = "s3cret";
 
@@ -101,10 +101,14 @@ fn max_connections_hold_for_open_tenants_and_concurrent_auth() {
     third.expect(b"-ERR max number of clients reached\r\n");
     third.expect_closed();
     drop(first);
-    wait_for(|| {
-        let mut again = RawClient::connect(gateway.port());
-        again.request(&[b"PING"]) == b"+PONG\r\n"
-    });
+    wait_for(
+        "the closed client's place given back",
+        Duration::from_secs(10),
+        || {
+            let mut again = RawClient::connect(gateway.port());
+            again.request(&[b"PING"]) == b"+PONG\r\n"
+        },
+    );
 
     let limited = json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "limits": {"max_connections": 3},
         "route": {"type": "single", "target": backend.url()}}]});
@@ -286,12 +290,16 @@ fn backend_killed_mid_pipeline_fails_pending_requests_then_recovers() {
     let gateway = Gateway::start(&routes(&backend));
     let mut client = authed(&gateway);
     client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
-    // DEBUG SLEEP holds the backend while a pipeline queues behind it; then the backend dies.
+    // Paused for writes, the backend holds the pipeline's first SET and the 99 behind it; then it dies.
     let mut direct = RawClient::connect(port);
-    direct.send(b"DEBUG SLEEP 2\r\n");
-    std::thread::sleep(Duration::from_millis(100));
-    client.send(&b"GET k\r\n".repeat(100));
-    std::thread::sleep(Duration::from_millis(200));
+    direct.roundtrip(b"CLIENT PAUSE 10000 WRITE\r\n", b"+OK\r\n");
+    let set = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nw\r\n";
+    client.send(&set.repeat(100));
+    wait_for(
+        "the backend holding the whole pipeline",
+        Duration::from_secs(10),
+        || held(&backend, "set") == Some(99 * set.len()),
+    );
     drop(backend);
     let lost = format!("-ERR backend 127.0.0.1:{port} connection lost: ");
     for _ in 0..100 {
@@ -307,10 +315,14 @@ fn backend_killed_mid_pipeline_fails_pending_requests_then_recovers() {
     );
 
     let _revived = RedisServer::builder().start_on(port);
-    wait_for(|| {
-        client.send(b"SET k again\r\n");
-        client.read_line() == b"+OK\r\n"
-    });
+    wait_for(
+        "writes to the revived backend",
+        Duration::from_secs(10),
+        || {
+            client.send(b"SET k again\r\n");
+            client.read_line() == b"+OK\r\n"
+        },
+    );
     client.roundtrip(b"GET k\r\n", b"$5\r\nagain\r\n");
 }
 
@@ -328,8 +340,13 @@ fn a_backend_lost_halfway_through_a_pipeline_answers_what_it_answered() {
     // Paused for writes, Redis answers the GET and holds the SET (and what follows it) until it dies.
     let mut direct = RawClient::connect(port);
     direct.roundtrip(b"CLIENT PAUSE 10000 WRITE\r\n", b"+OK\r\n");
+    let last_get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
     client.send(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nw\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for(
+        "the backend holding the SET with the last GET behind it",
+        Duration::from_secs(10),
+        || held(&backend, "set") == Some(last_get.len()),
+    );
     drop(backend);
     assert_eq!(client.read_line(), b"$1\r\n");
     assert_eq!(client.read_line(), b"v\r\n");
@@ -400,11 +417,19 @@ fn a_slow_reply_within_its_own_timeout_is_not_cut_by_an_earlier_deadline() {
         .arg("1000")
         .start(&routes(&backend));
     let mut client = authed(&gateway);
-    client.roundtrip(b"SET k v\r\n", b"+OK\r\n"); // arms the timer for about now + 1 s
-    std::thread::sleep(Duration::from_millis(600));
+    // The timer shows nowhere outside the gateway, so the steps are placed by the deadlines the test can bound:
+    // the SET's is 1 s after the gateway wrote it, between `sent` and `answered`.
+    let sleep_until =
+        |at: Instant| std::thread::sleep(at.saturating_duration_since(Instant::now()));
+    let sent = Instant::now();
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    let answered = Instant::now();
+    sleep_until(sent + Duration::from_millis(600));
     backend.freeze();
-    client.send(b"GET k\r\n"); // its deadline: about now + 1 s, after the timer fires for SET
-    std::thread::sleep(Duration::from_millis(500));
+    client.send(b"GET k\r\n"); // its deadline: at least 1 s from now, after the SET's
+    // Thawed just after the SET's deadline, when the timer has fired with the GET waiting, and long before the
+    // GET's own.
+    sleep_until(answered + Duration::from_millis(1050));
     backend.thaw();
     assert_eq!(client.read_line(), b"$1\r\n");
     assert_eq!(client.read_line(), b"v\r\n");
@@ -419,19 +444,27 @@ fn sighup_reloads_a_valid_file_and_keeps_serving_on_an_invalid_one() {
     client.roundtrip(b"SET where first\r\n", b"+OK\r\n");
 
     gateway.reload(&routes(&second));
-    wait_for(|| {
-        client.send(b"SET where second\r\n");
-        client.read_line() == b"+OK\r\n"
-            && redis::cmd("GET")
-                .arg("where")
-                .query::<Option<String>>(&mut second.client())
-                .unwrap()
-                .is_some()
-    });
+    wait_for(
+        "writes reaching the reloaded route",
+        Duration::from_secs(10),
+        || {
+            client.send(b"SET where second\r\n");
+            client.read_line() == b"+OK\r\n"
+                && redis::cmd("GET")
+                    .arg("where")
+                    .query::<Option<String>>(&mut second.client())
+                    .unwrap()
+                    .is_some()
+        },
+    );
 
     let invalid = json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "route": {"type": "single", "target": "redis://127.0.0.1:notaport"}}]});
     gateway.reload(&invalid);
-    wait_for(|| gateway.log().contains("routes not reloaded"));
+    wait_for(
+        "the rejected reload in the log",
+        Duration::from_secs(10),
+        || gateway.log().contains("routes not reloaded"),
+    );
     assert!(
         gateway.log().contains("/tenants/0/route/target"),
         "the error names the bad field:\n{}",
@@ -461,11 +494,19 @@ fn connections_to_a_resource_no_route_uses_close_and_are_not_reopened() {
     };
     assert!(gateway_connections(&old) > 0);
     gateway.reload(&routes(&new));
-    wait_for(|| {
-        client.send(b"SET k v\r\n");
-        client.read_line() == b"+OK\r\n" && gateway_connections(&new) > 0
-    });
-    wait_for(|| gateway_connections(&old) == 0);
+    wait_for(
+        "writes reaching the new resource",
+        Duration::from_secs(10),
+        || {
+            client.send(b"SET k v\r\n");
+            client.read_line() == b"+OK\r\n" && gateway_connections(&new) > 0
+        },
+    );
+    wait_for(
+        "the connections to the old resource closed",
+        Duration::from_secs(10),
+        || gateway_connections(&old) == 0,
+    );
     let failures = || {
         let (_, metrics) = gateway.admin_get("/metrics");
         metrics
@@ -489,17 +530,29 @@ fn connections_to_a_resource_no_route_uses_close_and_are_not_reopened() {
     // A resource that is down when the routes move away from it: its reconnect attempts stop.
     let down = RedisServer::start();
     gateway.reload(&routes(&down));
-    wait_for(|| {
-        client.send(b"SET k v\r\n");
-        client.read_line() == b"+OK\r\n" && gateway_connections(&down) > 0
-    });
+    wait_for(
+        "writes reaching the resource that goes down",
+        Duration::from_secs(10),
+        || {
+            client.send(b"SET k v\r\n");
+            client.read_line() == b"+OK\r\n" && gateway_connections(&down) > 0
+        },
+    );
     drop(down);
-    wait_for(|| failures() != before);
+    wait_for(
+        "a failure counted for the resource that went down",
+        Duration::from_secs(10),
+        || failures() != before,
+    );
     gateway.reload(&routes(&new));
-    wait_for(|| {
-        client.send(b"GET k\r\n");
-        client.read_line() == b"$1\r\n"
-    });
+    wait_for(
+        "reads reaching the new resource again",
+        Duration::from_secs(10),
+        || {
+            client.send(b"GET k\r\n");
+            client.read_line() == b"$1\r\n"
+        },
+    );
     client.read_line();
     let settled = failures();
     std::thread::sleep(Duration::from_millis(1500));
@@ -536,9 +589,7 @@ fn an_invalid_routes_file_stops_startup_with_the_bad_field_named() {
 #[test]
 fn admin_endpoints_and_graceful_shutdown() {
     let backend = RedisServer::start();
-    let mut routes = routes(&backend);
-    routes["tenants"][0]["allow_admin"] = json!(true);
-    let mut gateway = Gateway::start(&routes);
+    let mut gateway = Gateway::start(&routes(&backend));
     assert_eq!(gateway.admin_get("/healthz").0, 200);
     assert_eq!(gateway.admin_get("/readyz").0, 200);
     let mut client = authed(&gateway);
@@ -570,10 +621,24 @@ fn admin_endpoints_and_graceful_shutdown() {
         "{metrics}"
     );
 
-    // A slow command in flight when SIGTERM arrives still gets its reply.
-    client.send(b"DEBUG SLEEP 0.3\r\n");
-    std::thread::sleep(Duration::from_millis(50));
+    // A command in flight when SIGTERM arrives still gets its reply: the backend holds it (paused for writes)
+    // until the shutdown has reached the sessions, which closes an idle client's connection (one worker, the
+    // default, serves both clients).
+    let mut idle = authed(&gateway);
+    let mut direct = RawClient::connect(backend.port());
+    direct.roundtrip(b"CLIENT PAUSE 10000 WRITE\r\n", b"+OK\r\n");
+    client.send(b"SET k x\r\n");
+    wait_for(
+        "the backend holding the SET",
+        Duration::from_secs(10),
+        || held(&backend, "set").is_some(),
+    );
     gateway.signal("TERM");
+    idle.expect_closed();
+    // The gateway waits for the command as long as it takes (within its grace period). That it does not give up
+    // on it is a negative check, so a bounded one: the backend answers a little later still.
+    std::thread::sleep(Duration::from_millis(200));
+    direct.roundtrip(b"CLIENT UNPAUSE\r\n", b"+OK\r\n");
     client.expect(b"+OK\r\n");
     let status = gateway
         .wait_exit(Duration::from_secs(10))
@@ -581,12 +646,23 @@ fn admin_endpoints_and_graceful_shutdown() {
     assert!(status.success());
 }
 
-fn wait_for(mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !condition() {
-        assert!(Instant::now() < deadline, "condition not met within 5 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// How many bytes of further requests wait behind the `command` that `CLIENT PAUSE` holds on `backend`: the held
+/// connection is flagged `b` in `CLIENT LIST`, its `cmd` is the held command and its `qbuf` what follows it.
+/// `None` while no connection is held at `command`.
+fn held(backend: &RedisServer, command: &str) -> Option<usize> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut backend.client())
+        .expect("CLIENT LIST");
+    list.lines()
+        .map(|line| line.split(' ').collect::<Vec<&str>>())
+        .find(|fields| fields.contains(&"flags=b") && fields.contains(&&*format!("cmd={command}")))
+        .and_then(|fields| {
+            fields
+                .iter()
+                .find_map(|f| f.strip_prefix("qbuf="))
+                .and_then(|n| n.parse().ok())
+        })
 }
 
 #[test]

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchyard_tests::{Gateway, SentinelGroup, assert_speaks, each_protocol_async, wait_for};
+use switchyard_tests::{
+    Gateway, SentinelGroup, assert_speaks, each_protocol_async, wait_for, wait_for_async,
+};
 
 /// Gateway clients (not the replication link) on a node whose last command was a write.
 fn gateway_writers(group: &SentinelGroup, port: u16) -> Vec<String> {
@@ -118,7 +120,10 @@ async fn follows_a_failover_speaking(protocol: u8) {
             errors
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for_async("the writer under way", Duration::from_secs(10), || {
+        acknowledged.load(Ordering::Relaxed) >= 20
+    })
+    .await;
     group.failover();
     let asked = Instant::now();
     let mut new_master = old_master;
@@ -160,12 +165,21 @@ async fn follows_a_failover_speaking(protocol: u8) {
         gateway.log()
     );
 
-    // The old master, restarted as a replica, gets no write from the gateway.
+    // The old master, restarted as a replica, gets no write from the gateway. A negative check, so a bounded
+    // one: from when it answers again, for a little longer than the gateway's longest wait before reconnecting to
+    // a node (1 s), and until a write 20 further on than the last acknowledged one is acknowledged too.
     group.kill(old_master);
     group.restart_as_replica(old_master, new_master);
     let restarted = Instant::now();
-    while restarted.elapsed() < Duration::from_secs(2) {
+    let before = acknowledged.load(Ordering::Relaxed);
+    while restarted.elapsed() < Duration::from_millis(1200)
+        || acknowledged.load(Ordering::Relaxed) < before + 20
+    {
         assert!(gateway_writers(&group, old_master).is_empty());
+        assert!(
+            restarted.elapsed() < Duration::from_secs(10),
+            "the writer stalled after the old master came back"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stop.store(true, Ordering::Relaxed);

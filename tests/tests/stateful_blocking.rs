@@ -6,18 +6,15 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchyard_tests::compare::{Comparison, Topology};
+use switchyard_tests::compare::{Backends, Comparison, Topology};
 use switchyard_tests::{
     Gateway, RawClient, RedisServer, connect, open_single_tenant, open_tenant, wait_for,
     wait_for_slot_map,
 };
 
-/// How many clients the backend reports as blocked.
-fn blocked_clients(backend: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("clients")
-        .query(&mut backend.client())
-        .unwrap();
+/// How many clients the server behind `con` reports as blocked.
+fn blocked_clients(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("clients").query(con).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("blocked_clients:"))
         .and_then(|n| n.trim().parse().ok())
@@ -59,7 +56,7 @@ async fn a_thousand_blocked_clients_are_all_released_by_pushes() {
     wait_for(
         "1000 clients blocked on the backend",
         Duration::from_secs(60),
-        || blocked_clients(&backend) == 1000,
+        || blocked_clients(&mut backend.client()) == 1000,
     );
     let mut pusher = connect(&url).await;
     for i in 0..1000 {
@@ -105,7 +102,7 @@ fn a_client_killed_while_blocked_frees_its_backend_connection() {
         Duration::from_secs(20),
         || clients_running(&backend, "blpop") == 0,
     );
-    assert_eq!(blocked_clients(&backend), 0);
+    assert_eq!(blocked_clients(&mut backend.client()), 0);
 
     // Killed with CLIENT KILL through the gateway: the same.
     let mut client = RawClient::connect(gateway.port());
@@ -151,9 +148,15 @@ fn client_timeouts_are_honoured_and_not_cut_by_the_command_timeout() {
         b"*-1\r\n"
     );
 
-    // Timeout 0 waits for as long as it takes.
+    // Timeout 0 waits for as long as it takes: blocked on the backend, it outlives the command timeout. That is a
+    // negative check, so a bounded wait: twice the command timeout, which would have cut it by then.
     client.send_command(&[b"BRPOP", b"later", b"0"]);
-    std::thread::sleep(Duration::from_millis(1200));
+    wait_for(
+        "the BRPOP blocked on the backend",
+        Duration::from_secs(20),
+        || blocked_clients(&mut backend.client()) == 1,
+    );
+    std::thread::sleep(Duration::from_millis(600));
     let mut other = backend.client();
     let _: i64 = redis::cmd("RPUSH")
         .arg("later")
@@ -253,7 +256,7 @@ fn dedicated_connections_are_bounded_per_tenant() {
         })
         .collect();
     wait_for("two clients blocked", Duration::from_secs(20), || {
-        blocked_clients(&backend) == 2
+        blocked_clients(&mut backend.client()) == 2
     });
     let mut third = RawClient::connect(gateway.port());
     let refused = third.request(&[b"BLPOP", b"q", b"0"]);
@@ -282,7 +285,21 @@ fn blocking_commands_on_a_cluster_go_to_the_slot_master() {
         b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
     );
     blocked.send_command(&[b"BLMOVE", b"{q}src", b"{q}dst", b"LEFT", b"RIGHT", b"0"]);
-    std::thread::sleep(Duration::from_millis(200));
+    let Backends::Cluster(cluster) = comparison.backends() else {
+        unreachable!("a cluster comparison has a cluster");
+    };
+    wait_for(
+        "the BLMOVE blocked on a master",
+        Duration::from_secs(20),
+        || {
+            cluster
+                .live_ports()
+                .into_iter()
+                .map(|port| blocked_clients(&mut cluster.client(port)))
+                .sum::<u64>()
+                == 1
+        },
+    );
     assert_eq!(pusher.request(&[b"RPUSH", b"{q}src", b"job"]), b":1\r\n");
     assert_eq!(blocked.read_reply(), b"$3\r\njob\r\n");
     assert_eq!(

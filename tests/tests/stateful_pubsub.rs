@@ -522,8 +522,9 @@ fn idle_subscribers_and_watchers_outlive_the_command_timeout() {
     let mut other = RawClient::connect(gateway.port());
     subscriber.request(&[b"SUBSCRIBE", b"quiet"]);
     assert_eq!(watcher.request(&[b"WATCH", b"w"]), b"+OK\r\n");
-    // Idle for several command timeouts: nothing is waiting for a reply, so nothing times out.
-    std::thread::sleep(Duration::from_millis(800));
+    // Idle for more than twice the command timeout: nothing is waiting for a reply, so nothing times out. A
+    // negative check, so a bounded wait, long enough for the timeout to have struck if it applied.
+    std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
         other.request(&[b"PUBLISH", b"quiet", b"still here"]),
         b":1\r\n"

@@ -1,0 +1,361 @@
+//! A Redis Cluster as one upstream: the slot map, redirects, and replica reads.
+//!
+//! Each worker keeps its own slot map per cluster: `owner[slot]` is an index into the cluster's shards (a master,
+//! and the nodes that serve its reads for `-slaves` resources), so routing a key is one array index. Requests ride
+//! the worker's shared, pipelined node connections from the [`BackendPool`]. The map comes from `CLUSTER SLOTS`
+//! and is refreshed by one background task per cluster: at start, periodically, after a `MOVED`, and when a node
+//! connection fails; refreshes are rate-limited and never overlap.
+//!
+//! Requests carry a [`Redirect`], so a `MOVED`/`ASK`/`TRYAGAIN` error comes back here instead of reaching the
+//! client: `MOVED` fixes the slot in place and resends to the new owner, `ASK` sends `ASKING` plus the request to
+//! the importing node for that one request, `TRYAGAIN` (a multi-key request during a migration) resends after a
+//! short pause. The reply still lands in the client's ordered slot, wherever it finally came from. A run of
+//! requests for one master (a split command's sub-commands) is answered as one piece; when an error is among its
+//! replies, the run is taken apart and each request handled as if it had been sent alone.
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use switchyard_schemas::ReplicaMode;
+use tokio::sync::Notify;
+
+use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
+use crate::reply::{Combine, Redirect, ReplyHandle};
+use crate::resp::{self, Protocol};
+use crate::signal::LocalSignal;
+
+mod redirect;
+mod slots;
+
+pub(super) use redirect::{ClusterError, classify};
+use slots::{NO_OWNER, RefreshSignal, Shard, SlotMap, SlotRange, refresh_loop};
+
+/// Redis Cluster's number of hash slots.
+pub(crate) const SLOTS: usize = 16384;
+
+/// Redirects (and TRYAGAIN retries) one request may take before the client gets an error.
+pub(super) const MAX_REDIRECTS: u8 = 5;
+
+/// How long a request that concerns every master waits for the first slot map before it makes do with the seed.
+const FIRST_MAP_WAIT: Duration = Duration::from_secs(2);
+
+/// How to reach a cluster: seeds, the data nodes' credentials, and whether reads go to replicas.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ClusterSpec {
+    /// `host:port` of each seed.
+    pub seeds: Vec<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// An operator-provisioned script user (see `NodeSpec::script_user`).
+    pub script_user: Option<(String, String)>,
+    pub protocol: Protocol,
+    pub replicas: Option<ReplicaMode>,
+}
+
+impl std::fmt::Debug for ClusterSpec {
+    // Never print the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSpec")
+            .field("seeds", &self.seeds)
+            .field("username", &self.username)
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterSpec {
+    fn node(&self, addr: &str, role: NodeRole) -> NodeSpec {
+        NodeSpec {
+            addr: addr.to_string(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            db: 0,
+            role,
+            script_user: self.script_user.clone(),
+            protocol: self.protocol,
+        }
+    }
+}
+
+/// One worker's view of a cluster.
+pub(crate) struct ClusterBackend {
+    me: Weak<ClusterBackend>,
+    spec: ClusterSpec,
+    pool: Rc<BackendPool>,
+    map: RefCell<SlotMap>,
+    /// What the map was made of, for a sibling that opens later (see [`ClusterBackend::open`]).
+    ranges: RefCell<Vec<SlotRange>>,
+    /// Wakes whoever waits for a slot map (see [`ClusterBackend::wait_for_map`]) when one is installed.
+    mapped: Notify,
+    /// Where requests go while the map has no owner for their slot: its MOVED answers fill the map in.
+    seed: Rc<Backend>,
+    refresh: Rc<RefreshSignal>,
+    /// Rotates replica reads over a shard's read nodes.
+    next_read: Cell<usize>,
+}
+
+impl ClusterBackend {
+    /// Opens the cluster and starts its refresh task on the current worker. `sibling`, the same cluster opened
+    /// for the other protocol, lends its slot map until this one has read its own: a client that switches
+    /// protocols finds its keys' nodes known.
+    pub(super) fn open(
+        spec: ClusterSpec,
+        pool: &Rc<BackendPool>,
+        sibling: Option<Rc<ClusterBackend>>,
+    ) -> Rc<ClusterBackend> {
+        let seed_addr = spec.seeds.first().cloned().unwrap_or_default();
+        let seed = pool.get(&spec.node(&seed_addr, NodeRole::Any));
+        let refresh = Rc::new(RefreshSignal {
+            wake: LocalSignal::default(),
+            closed: Cell::new(false),
+        });
+        let cluster = Rc::new_cyclic(|me| ClusterBackend {
+            me: me.clone(),
+            spec,
+            pool: Rc::clone(pool),
+            map: RefCell::new(SlotMap {
+                owner: vec![NO_OWNER; SLOTS].into_boxed_slice(),
+                shards: Vec::new(),
+            }),
+            ranges: RefCell::new(Vec::new()),
+            mapped: Notify::new(),
+            seed,
+            refresh: Rc::clone(&refresh),
+            next_read: Cell::new(0),
+        });
+        if let Some(sibling) = sibling {
+            let ranges = sibling.ranges.borrow().clone();
+            cluster.install(ranges);
+        }
+        tokio::task::spawn_local(refresh_loop(
+            Rc::downgrade(&cluster),
+            refresh,
+            pool.settings
+                .connect_timeout
+                .max(Duration::from_millis(500)),
+        ));
+        cluster
+    }
+
+    /// Sends a request: to the owner of `Keyspace::Slot`, to slot 0's master when keyless, to every master
+    /// (replies combined) for `Keyspace::Every`.
+    pub(crate) fn send(&self, raw: Bytes, keyspace: Keyspace, reply: ReplyHandle, affinity: usize) {
+        match keyspace {
+            Keyspace::Slot(slot) => self.route(Some(slot), raw, 1, reply, affinity, 0),
+            Keyspace::Any => self.route(None, raw, 1, reply, affinity, 0),
+            Keyspace::Node(index) => {
+                let node = {
+                    let map = self.map.borrow();
+                    map.shards
+                        .get(index)
+                        .map_or_else(|| Rc::clone(&self.seed), |shard| self.read_node(shard))
+                };
+                node.send(raw, reply, affinity);
+            }
+            Keyspace::Every(combine) => {
+                // Before the first slot map, "every master" is unknown: the request waits for the map.
+                if self.map.borrow().shards.is_empty()
+                    && let Some(me) = self.me.upgrade()
+                {
+                    tokio::task::spawn_local(async move {
+                        me.wait_for_map().await;
+                        me.send_to_masters(raw, &*combine, reply, affinity);
+                    });
+                    return;
+                }
+                self.send_to_masters(raw, &*combine, reply, affinity);
+            }
+        }
+    }
+
+    /// Sends a request to every master (the seed while the map is unknown) and combines their replies.
+    fn send_to_masters(
+        &self,
+        raw: Bytes,
+        combine: &dyn Fn(usize) -> Combine,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) {
+        let masters: Vec<Rc<Backend>> = {
+            let map = self.map.borrow();
+            match map.shards.is_empty() {
+                true => vec![Rc::clone(&self.seed)],
+                false => map.shards.iter().map(|s| Rc::clone(&s.master)).collect(),
+            }
+        };
+        let handles = reply.split(masters.len(), combine(masters.len()));
+        for (master, handle) in masters.iter().zip(handles) {
+            master.send(raw.clone(), handle, affinity);
+        }
+    }
+
+    /// Waits until the first slot map has arrived (at most `FIRST_MAP_WAIT`): requests that concern every master
+    /// (DBSIZE, SCAN...) must not see only the seed in the first milliseconds after the cluster is opened.
+    pub(crate) async fn wait_for_map(&self) {
+        let mapped = self.mapped.notified();
+        if self.map.borrow().shards.is_empty() {
+            let _ = tokio::time::timeout(FIRST_MAP_WAIT, mapped).await;
+        }
+    }
+
+    /// Whether some master is reachable.
+    pub(crate) fn is_healthy(&self) -> bool {
+        let map = self.map.borrow();
+        match map.shards.is_empty() {
+            true => self.seed.is_healthy(),
+            false => map.shards.iter().any(|s| s.master.is_healthy()),
+        }
+    }
+
+    /// How many masters serve slots (1 while the map is unknown: the seed stands for them all).
+    pub(crate) fn masters(&self) -> usize {
+        self.map.borrow().shards.len().max(1)
+    }
+
+    /// The master owning `slot`, for the commands that need a dedicated connection to the right node (blocking
+    /// commands, transactions, subscriptions); `None` while the slot map does not know it (just after start).
+    pub(crate) fn master_of(&self, slot: u16) -> Option<NodeSpec> {
+        let map = self.map.borrow();
+        let index = *map.owner.get(usize::from(slot))?;
+        let shard = map.shards.get(usize::from(index))?;
+        Some(self.spec.node(&shard.addr, NodeRole::Any))
+    }
+
+    /// Sends to the master owning `slot` without following redirects, or returns the request when the slot map
+    /// does not know the owner yet. For a transaction's commands, which must reach one node back to back: a
+    /// `MOVED` inside it fails the transaction, as on Redis Cluster, instead of resending one command alone.
+    pub(crate) fn send_unredirected(
+        &self,
+        slot: u16,
+        raw: Bytes,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) -> Result<(), ReplyHandle> {
+        let master = {
+            let map = self.map.borrow();
+            let shard = map
+                .owner
+                .get(usize::from(slot))
+                .and_then(|&index| map.shards.get(usize::from(index)));
+            match shard {
+                Some(shard) => Rc::clone(&shard.master),
+                None => return Err(reply),
+            }
+        };
+        master.send(raw, reply, affinity);
+        Ok(())
+    }
+
+    /// Sends `count` requests that `raw` holds back to back, each for a slot that the master of `slot` serves
+    /// (the sub-commands of a split command that one node serves, see `Dispatch::split`): one queue entry, and
+    /// one delivery of their replies. When a reply in the run is an error, the run is taken apart and each
+    /// refused request follows its own redirect (see `split_run`).
+    pub(crate) fn send_run(
+        &self,
+        raw: Bytes,
+        slot: u16,
+        count: u32,
+        reply: ReplyHandle,
+        affinity: usize,
+    ) {
+        self.route(Some(slot), raw, count, reply, affinity, 0);
+    }
+
+    /// The master (its index in the slot map) that serves `slot`, while the map knows it: requests for slots
+    /// with the same master may travel as one run.
+    pub(crate) fn master_index(&self, slot: u16) -> Option<u16> {
+        let map = self.map.borrow();
+        map.owner
+            .get(usize::from(slot))
+            .copied()
+            .filter(|&index| index != NO_OWNER)
+    }
+
+    fn route(
+        &self,
+        slot: Option<u16>,
+        raw: Bytes,
+        count: u32,
+        reply: ReplyHandle,
+        affinity: usize,
+        attempts: u8,
+    ) {
+        let Some(me) = self.me.upgrade() else {
+            let closed = resp::error_reply("ERR the cluster backend is closed");
+            return reply.deliver(Bytes::from(closed.repeat(count as usize)));
+        };
+        let backend = self.node_for(slot);
+        let redirect = Redirect {
+            via: me,
+            raw: raw.clone(),
+            count,
+            attempts,
+            affinity: affinity as u32,
+            slot,
+        };
+        backend.send_run(raw, count, reply.with_redirect(redirect), affinity);
+    }
+
+    /// The node for a slot (a read node for `-slaves` resources), or the seed while the slot has no owner.
+    fn node_for(&self, slot: Option<u16>) -> Rc<Backend> {
+        let map = self.map.borrow();
+        // A keyless request goes to slot 0's master: the same node as long as the slots stay where they are.
+        let index = map.owner.get(usize::from(slot.unwrap_or(0))).copied();
+        match index.and_then(|i| map.shards.get(usize::from(i))) {
+            Some(shard) => self.read_node(shard),
+            None => Rc::clone(&self.seed),
+        }
+    }
+
+    /// The node that serves a shard's reads: its master, or one of its read nodes for `-slaves` resources.
+    fn read_node(&self, shard: &Shard) -> Rc<Backend> {
+        if shard.reads.is_empty() {
+            return Rc::clone(&shard.master);
+        }
+        // Round robin over the healthy read nodes; the master when none is.
+        let start = self.next_read.get();
+        self.next_read.set(start.wrapping_add(1));
+        let count = shard.reads.len();
+        (0..count)
+            .map(|i| &shard.reads[(start + i) % count])
+            .find(|b| b.is_healthy())
+            .map_or_else(|| Rc::clone(&shard.master), Rc::clone)
+    }
+
+    /// The backend of the node at `addr`: a known master's, or a new one from the pool.
+    fn node_at(&self, addr: &str) -> Rc<Backend> {
+        let map = self.map.borrow();
+        match map.shards.iter().find(|s| s.addr == addr) {
+            Some(shard) => Rc::clone(&shard.master),
+            None => self.pool.get(&self.spec.node(addr, NodeRole::Any)),
+        }
+    }
+}
+
+impl Drop for ClusterBackend {
+    fn drop(&mut self) {
+        self.refresh.closed.set(true);
+        self.refresh.wake.notify();
+    }
+}
+
+/// The hash slot of a key (its `{hash tag}` if it has one), as Redis Cluster computes it.
+pub(crate) fn slot_of(key: &[u8]) -> u16 {
+    use switchyard_schemas::placement::{crc16, hash_tag};
+    crc16(hash_tag(key)) % SLOTS as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // CLUSTER KEYSLOT on redis-server 7.0.
+        assert_eq!(slot_of(b"foo"), 12182);
+        assert_eq!(slot_of(b"{user1000}.following"), slot_of(b"user1000"));
+        assert_eq!(slot_of(b""), 0);
+    }
+}

@@ -1,0 +1,133 @@
+//! The connect handshake: AUTH, the gateway's ACL users, SELECT, READONLY or ROLE, HELLO, each reply checked.
+
+use std::io;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::{NodeRole, NodeSpec};
+use crate::backend::identity::{self, RunAs};
+use crate::resp::{self, Protocol, ReplyScanner};
+
+/// Connects and runs the handshake: AUTH with the resource's credentials, the gateway's ACL users (see
+/// `identity`), SELECT, READONLY or ROLE, then AUTH as the gateway user. Every step must answer `+OK`, and ROLE
+/// must say `master`.
+pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(&node.addr).await?;
+    stream.set_nodelay(true)?;
+    let mut handshake = BytesMut::new();
+    let mut expected: Vec<&'static [u8]> = Vec::new();
+    if let Some(password) = &node.password {
+        match &node.username {
+            Some(user) => resp::command(
+                &mut handshake,
+                &[&b"AUTH"[..], user.as_bytes(), password.as_bytes()],
+            ),
+            None => resp::command(&mut handshake, &[&b"AUTH"[..], password.as_bytes()]),
+        }
+        expected.push(b"+OK\r\n");
+    }
+    let data_node = node.role != NodeRole::Sentinel;
+    // With provisioned users, the URL's user is the gateway's: it must not be able to run a script.
+    let (creates_users, checks_scripts) = match &node.script_user {
+        _ if !data_node => (false, false),
+        None => (true, false),
+        Some(_) => (false, true),
+    };
+    if creates_users {
+        identity::setup_commands(node, &mut handshake);
+        expected.extend([&b"+OK\r\n"[..]; 2]);
+    }
+    if checks_scripts {
+        resp::command(&mut handshake, &[&b"EVAL"[..], b"return 1", b"0"]);
+        expected.push(NOPERM);
+    }
+    if node.db != 0 {
+        resp::command(
+            &mut handshake,
+            &[&b"SELECT"[..], node.db.to_string().as_bytes()],
+        );
+        expected.push(b"+OK\r\n");
+    }
+    match node.role {
+        NodeRole::Any | NodeRole::Sentinel => {}
+        NodeRole::ClusterReplica => {
+            resp::command(&mut handshake, &[&b"READONLY"[..]]);
+            expected.push(b"+OK\r\n");
+        }
+        NodeRole::Master => {
+            resp::command(&mut handshake, &[&b"ROLE"[..]]);
+            expected.push(ROLE_MASTER);
+        }
+    }
+    if creates_users {
+        handshake.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
+        expected.push(b"+OK\r\n");
+    }
+    if data_node && node.protocol == Protocol::Resp3 {
+        resp::command(&mut handshake, &[&b"HELLO"[..], b"3"]);
+        expected.push(RESP3_HELLO);
+    }
+    if expected.is_empty() {
+        return Ok(stream);
+    }
+    stream.write_all(&handshake).await?;
+    let mut buf = BytesMut::with_capacity(256);
+    let mut scanner = ReplyScanner::default();
+    let mut expected = expected.into_iter();
+    let mut wanted = expected.next();
+    while let Some(prefix) = wanted {
+        match scanner.scan(&buf) {
+            Ok(Some(len)) => {
+                let reply = buf.split_to(len);
+                if !reply.starts_with(prefix) {
+                    return Err(io::Error::other(handshake_failure(prefix, &reply)));
+                }
+                wanted = expected.next();
+            }
+            Ok(None) => {
+                if stream.read_buf(&mut buf).await? == 0 {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+            Err(e) => return Err(io::Error::other(e.to_string())),
+        }
+    }
+    Ok(stream)
+}
+
+/// How a refusal for want of ACL permissions starts.
+const NOPERM: &[u8] = b"-NOPERM";
+
+/// How a master's `ROLE` reply starts.
+const ROLE_MASTER: &[u8] = b"*3\r\n$6\r\nmaster\r\n";
+
+/// How `HELLO 3`'s reply starts: a map.
+const RESP3_HELLO: &[u8] = b"%";
+
+fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
+    if expected == ROLE_MASTER {
+        // `*5\r\n$5\r\nslave\r\n...`: name the role the node reports.
+        let role = reply
+            .split(|&b| b == b'\n')
+            .nth(2)
+            .map(|line| String::from_utf8_lossy(line).trim_end().to_string())
+            .unwrap_or_default();
+        return format!("handshake failed: the node is not a master (ROLE {role})");
+    }
+    if expected == NOPERM {
+        return "handshake failed: the resource's user may run scripts, so tenants' scripts would not be \
+                restricted; with scriptUserName, the URL's user must be denied EVAL, EVALSHA, EVAL_RO, \
+                EVALSHA_RO, FCALL and FCALL_RO"
+            .to_string();
+    }
+    let text = String::from_utf8_lossy(reply);
+    let text = text.trim_start_matches(['-', '+']).trim_end();
+    if expected == RESP3_HELLO {
+        return format!(
+            "handshake failed: the node does not speak RESP3, which RESP3 clients need (Redis 6 or later): {text}"
+        );
+    }
+    format!("handshake failed: {text}")
+}

@@ -140,6 +140,10 @@ pub(crate) trait Redirector {
     /// Handles a reply with an error to a request (or run) sent with `redirect`: resends what was refused
     /// (delivering to `handle` later), or delivers `reply` (or another error) to `handle`.
     fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect);
+
+    /// A node a request was sent to could not answer it (connection lost or refused, timed out): the backend's
+    /// picture of where things live may be out of date.
+    fn on_failure(&self);
 }
 
 /// The parts of a reply a backend gathers itself; the combined reply goes to `whole`.
@@ -435,6 +439,15 @@ impl ReplyHandle {
         self.deliver_run(reply, error);
     }
 
+    /// Delivers what a run gets when its node could not answer: the replies that came, then the gateway's error for
+    /// each request that got none. A redirecting backend hears of the failure first.
+    pub(crate) fn failed(self, replies: Bytes) {
+        if let Some(redirect) = &self.redirect {
+            redirect.via.on_failure();
+        }
+        self.deliver_run(replies, true);
+    }
+
     /// Delivers the replies to a run of requests; `error` says whether any of them is an error reply (the
     /// backend connection notes it while it reads them), which a redirecting backend must see first.
     pub(crate) fn deliver_run(self, replies: Bytes, error: bool) {
@@ -492,13 +505,17 @@ mod tests {
         out.to_vec()
     }
 
-    /// Answers every error it sees with a fixed reply, counting the calls.
-    struct Rewrite(Cell<usize>);
+    /// Answers every error it sees with a fixed reply, counting the calls (and the failures it is told of).
+    struct Rewrite(Cell<usize>, Cell<usize>);
 
     impl Redirector for Rewrite {
         fn on_error(&self, _reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
             self.0.set(self.0.get() + 1);
             handle.deliver(Bytes::from(format!("+resent {}\r\n", redirect.attempts)));
+        }
+
+        fn on_failure(&self) {
+            self.1.set(self.1.get() + 1);
         }
     }
 
@@ -524,7 +541,7 @@ mod tests {
     #[test]
     fn only_error_replies_go_through_the_redirector() {
         let queue = Rc::new(ReplyQueue::default());
-        let redirector = Rc::new(Rewrite(Cell::new(0)));
+        let redirector = Rc::new(Rewrite(Cell::new(0), Cell::new(0)));
         let redirect = || Redirect {
             via: Rc::clone(&redirector) as Rc<dyn Redirector>,
             raw: Bytes::from_static(b"*1\r\n$3\r\nGET\r\n"),
@@ -544,6 +561,15 @@ mod tests {
             .deliver(Bytes::from_static(b"+OK\r\n"));
         assert_eq!(ready(&queue), b"+resent 2\r\n+OK\r\n");
         assert_eq!(redirector.0.get(), 1);
+        // A node that could not answer: the redirector hears of it, whatever the error's text.
+        queue
+            .reserve(now)
+            .with_redirect(redirect())
+            .failed(Bytes::from_static(
+                b"-ERR backend h:1 timed out after 1 ms\r\n",
+            ));
+        assert_eq!(ready(&queue), b"+resent 2\r\n");
+        assert_eq!((redirector.0.get(), redirector.1.get()), (2, 1));
     }
 
     #[test]

@@ -45,12 +45,15 @@ pub(crate) fn classify(reply: &[u8]) -> ClusterError<'_> {
         },
         Some("-TRYAGAIN") => ClusterError::TryAgain,
         Some("-CLUSTERDOWN") => ClusterError::Stale,
-        Some("-ERR") if line.starts_with("-ERR backend ") => ClusterError::Stale,
         _ => ClusterError::Other,
     }
 }
 
 impl Redirector for ClusterBackend {
+    fn on_failure(&self) {
+        self.schedule_refresh();
+    }
+
     fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
         if redirect.count > 1 {
             return self.split_run(reply, handle, redirect);
@@ -205,9 +208,11 @@ mod tests {
             classify(b"-TRYAGAIN Multiple keys\r\n"),
             ClusterError::TryAgain
         );
+        // The gateway's own errors for a node that could not answer are not looked at: the connection tells the
+        // cluster backend directly (`Redirector::on_failure`).
         assert_eq!(
             classify(b"-ERR backend h:1 unavailable: connection refused\r\n"),
-            ClusterError::Stale
+            ClusterError::Other
         );
         assert_eq!(classify(b"-ERR wrong type\r\n"), ClusterError::Other);
         assert_eq!(classify(b"-\xff\r\n"), ClusterError::Other);

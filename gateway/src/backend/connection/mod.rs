@@ -126,7 +126,7 @@ impl InFlight {
             // A script is one request: it gets the error, whatever its `AUTH`s got.
             _ => error.clone(),
         };
-        self.reply.deliver_run(reply, true);
+        self.reply.failed(reply);
     }
 }
 
@@ -223,7 +223,7 @@ impl BackendConnection {
     /// delivered to `reply` together, exactly once, when the last has arrived.
     pub(crate) fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle) {
         if self.shared.status.get() == Status::Down {
-            reply.deliver_run(answered_then(&[], count, &self.shared.unavailable()), true);
+            reply.failed(answered_then(&[], count, &self.shared.unavailable()));
             return;
         }
         self.shared
@@ -255,7 +255,7 @@ impl Shared {
         for pending in queued {
             pending
                 .reply
-                .deliver_run(answered_then(&[], pending.count, reply), true);
+                .failed(answered_then(&[], pending.count, reply));
         }
     }
 }

@@ -8,14 +8,15 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::spec::{self, ACL_CATEGORY_NAMES, CommandSpec, KEY_FLAG_NAMES};
+use super::lookup;
+use super::spec::{ACL_CATEGORY_NAMES, CommandSpec, KEY_FLAG_NAMES};
 use super::table::{HELP, TOP_LEVEL_COUNT, TOP_LEVEL_DOCS, TOP_LEVEL_INFO};
 use crate::resp::{self, Protocol};
 
 /// Answers a `COMMAND ...` request (`args[0]` is `COMMAND`, in any case) into `out` in `protocol`, errors
 /// included.
 pub fn reply(args: &[Bytes], protocol: Protocol, out: &mut BytesMut) {
-    let spec = match spec::lookup(args) {
+    let spec = match lookup::lookup(args) {
         Ok(spec) => spec,
         Err(error) => return error.write_reply(out),
     };
@@ -27,7 +28,7 @@ pub fn reply(args: &[Bytes], protocol: Protocol, out: &mut BytesMut) {
         "command|info" => {
             resp::array_header(out, names.len());
             for name in names {
-                match spec::lookup_by_name(name) {
+                match lookup::lookup_by_name(name) {
                     Some(spec) => out.put_slice(spec.info.get(protocol)),
                     // `addReplyNull`.
                     None => resp::null(out, protocol),
@@ -40,7 +41,7 @@ pub fn reply(args: &[Bytes], protocol: Protocol, out: &mut BytesMut) {
         }
         "command|docs" => {
             // Unknown names are left out of the map.
-            let found = || names.iter().filter_map(|name| spec::lookup_by_name(name));
+            let found = || names.iter().filter_map(|name| lookup::lookup_by_name(name));
             resp::map_header(out, found().count(), protocol);
             for spec in found() {
                 out.put_slice(spec.docs.get(protocol));
@@ -96,7 +97,7 @@ fn list(options: &[Bytes], out: &mut BytesMut) {
         Filter::Pattern(pattern) => glob_match(pattern, spec.name.as_bytes(), &mut false),
     };
     let listed = || {
-        spec::commands()
+        lookup::commands()
             .iter()
             .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
             .filter(|spec| matches(spec))
@@ -109,7 +110,7 @@ fn list(options: &[Bytes], out: &mut BytesMut) {
 
 /// `COMMAND GETKEYS` / `GETKEYSANDFLAGS` (server.c `getKeysSubcommandImpl`), with its checks in Redis' order.
 fn getkeys(command: &[Bytes], with_flags: bool, protocol: Protocol, out: &mut BytesMut) {
-    let Some(spec) = spec::resolve(command) else {
+    let Some(spec) = lookup::resolve(command) else {
         return resp::error(out, "ERR Invalid command specified");
     };
     if !spec.takes_keys() {
@@ -253,7 +254,7 @@ mod tests {
         let one_reply = |bytes: &[u8], what: &str| {
             assert_eq!(resp::reply_len(bytes), Some(bytes.len()), "{what}");
         };
-        for spec in spec::commands()
+        for spec in lookup::commands()
             .iter()
             .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
         {

@@ -1,5 +1,6 @@
-//! Redis commands as the gateway knows them: the command table generated from redis-server (`table`), lookup,
-//! arity and key extraction over it (`spec`), and the commands the gateway answers itself (`command`, ...).
+//! Redis commands as the gateway knows them: the command table generated from redis-server (`table`) and its
+//! types (`spec`), lookup and arity (`lookup`), key extraction (`keys`, `keys_proc`), and the commands the gateway
+//! answers itself (`command`, ...).
 //!
 //! Per request the session calls `lookup(&args)` (no allocation): an error is answered with
 //! `CommandError::write_reply` and the connection keeps serving, as Redis does. The spec's `flags` say how to
@@ -7,13 +8,16 @@
 //! arguments are keys, exactly as `COMMAND GETKEYS` would.
 
 pub mod command;
+mod keys;
+mod keys_proc;
+mod lookup;
 pub mod spec;
 mod table;
 pub mod tenancy;
 
+pub use lookup::{CommandError, LookupCache, commands, lookup, lookup_by_name, resolve};
 pub use spec::{
-    ACL_CATEGORY_NAMES, BeginSearch, CommandError, CommandSpec, FLAG_NAMES, FindKeys,
-    KEY_FLAG_NAMES, KeySpec, KeysProc, LookupCache, acl, commands, flag, key_flag, lookup,
-    lookup_by_name, resolve,
+    ACL_CATEGORY_NAMES, BeginSearch, CommandSpec, FLAG_NAMES, FindKeys, KEY_FLAG_NAMES, KeySpec,
+    KeysProc, acl, flag, key_flag,
 };
 pub use table::REDIS_VERSION;

@@ -65,10 +65,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         tokio::select! {
             () = &mut shutdown => break,
             _ = hangup.recv() => match &config.source {
-                RouteSource::File(path) => match gateway.load_routes(path) {
-                    Ok(()) => tracing::info!(generation = gateway.generation(), "routes reloaded"),
-                    Err(e) => tracing::error!("routes not reloaded, the previous routes keep serving: {e:#}"),
-                },
+                // Reading and building the file is blocking work: off the runtime that accepts connections.
+                RouteSource::File(path) => {
+                    let (gateway, path) = (Arc::clone(&gateway), path.clone());
+                    tokio::task::spawn_blocking(move || match gateway.load_routes(&path) {
+                        Ok(()) => tracing::info!(generation = gateway.generation(), "routes reloaded"),
+                        Err(e) => tracing::error!("routes not reloaded, the previous routes keep serving: {e:#}"),
+                    });
+                }
                 RouteSource::ControlPlane(_) => tracing::info!("SIGHUP ignored: routes come from the control plane"),
             },
             accepted = listener.accept() => match accepted {

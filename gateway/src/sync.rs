@@ -87,7 +87,10 @@ impl Sync {
                 Ok(Poll::Unchanged) => backoff.reset(),
                 Ok(Poll::Changed(body)) => {
                     backoff.reset();
-                    if let Err(e) = self.apply(&gateway, &body) {
+                    let applied = Arc::clone(&self)
+                        .apply_off_runtime(Arc::clone(&gateway), body.clone())
+                        .await;
+                    if let Err(e) = applied {
                         gateway
                             .metrics
                             .snapshots_rejected
@@ -129,6 +132,18 @@ impl Sync {
             )),
             status => anyhow::bail!("GET /v1/snapshot answered {status}"),
         }
+    }
+
+    /// `apply` on the blocking pool: building a snapshot and writing the cache file must not hold up the runtime
+    /// that accepts connections.
+    async fn apply_off_runtime(
+        self: Arc<Self>,
+        gateway: Arc<Gateway>,
+        body: bytes::Bytes,
+    ) -> anyhow::Result<()> {
+        tokio::task::spawn_blocking(move || self.apply(&gateway, &body))
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("applying the snapshot failed: {e}")))
     }
 
     /// Validates and swaps in a snapshot, then keeps it as the last good one on disk.

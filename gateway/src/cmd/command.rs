@@ -238,10 +238,7 @@ mod tests {
     }
 
     fn run_in(protocol: Protocol, words: &[&str]) -> String {
-        let args: Vec<Bytes> = words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect();
+        let args = crate::cmd::words(words);
         let mut out = BytesMut::new();
         reply(&args, protocol, &mut out);
         String::from_utf8_lossy(&out).into_owned()

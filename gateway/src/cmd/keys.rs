@@ -162,12 +162,7 @@ mod tests {
     use crate::cmd::table::COMMANDS;
     use proptest::prelude::*;
 
-    fn args(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::words as args;
 
     fn keys(words: &[&str]) -> Result<Vec<String>, CommandError> {
         let args = args(words);

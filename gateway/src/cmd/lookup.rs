@@ -319,12 +319,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn args(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::words as args;
 
     fn err(words: &[&str]) -> String {
         lookup(&args(words)).unwrap_err().to_string()
@@ -332,12 +327,6 @@ mod tests {
 
     #[test]
     fn the_lookup_cache_answers_as_lookup_does() {
-        let args = |words: &[&str]| -> Vec<Bytes> {
-            words
-                .iter()
-                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-                .collect()
-        };
         let readonly = |spec: &CommandSpec| spec.has(flag::READONLY);
         let mut cache = LookupCache::new(readonly);
         for words in [

@@ -21,3 +21,12 @@ pub use spec::{
     KeysProc, acl, flag, key_flag,
 };
 pub use table::REDIS_VERSION;
+
+/// A request's arguments from words, for tests.
+#[cfg(test)]
+pub(crate) fn words(words: &[&str]) -> Vec<bytes::Bytes> {
+    words
+        .iter()
+        .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
+}

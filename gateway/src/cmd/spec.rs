@@ -353,16 +353,12 @@ impl CommandSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::cmd::table::COMMANDS;
 
     #[test]
     fn xadd_is_double_writable_only_with_an_explicit_id_and_exact_trimming() {
         let random = |words: &[&str]| {
-            let args: Vec<Bytes> = words
-                .iter()
-                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-                .collect();
+            let args = crate::cmd::words(words);
             // The table itself, not `lookup` (which builds on this module): every name here is top-level.
             let spec = COMMANDS
                 .iter()

@@ -21,6 +21,7 @@
 //! speaks the protocol it was opened with.
 
 use std::collections::HashSet;
+use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -28,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use super::Session;
 use crate::backend::dedicated::{Dedicated, Wait};
 use crate::cmd::CommandSpec;
-use crate::reply::ReplyHandle;
+use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, Protocol, Request};
 use crate::route::Place;
 
@@ -171,16 +172,11 @@ impl Session {
         }
         let channels = &request.args()[1..];
         subscription.set(spec.name).extend(channels.iter().cloned());
-        let confirmations = self.confirmations(channels.len(), started);
+        let confirmations = confirmations(&self.replies, channels.len(), started);
         subscription
             .connection
             .send(request.raw().clone(), confirmations, Wait::Bounded);
         self.stateful.subscription = Some(subscription);
-    }
-
-    /// The slots of `count` confirmations.
-    fn confirmations(&self, count: usize, started: Instant) -> Vec<ReplyHandle> {
-        (0..count).map(|_| self.replies.reserve(started)).collect()
     }
 
     /// An unsubscribe command, `request` as the client sent it and `outbound` as the backend knows its channels.
@@ -191,7 +187,7 @@ impl Session {
         outbound: &Request,
         started: Instant,
     ) {
-        if self.stateful.subscription.is_none() {
+        let Some(subscription) = &mut self.stateful.subscription else {
             // Not subscribed: what Redis answers, one confirmation per channel (or one for none), count 0.
             let channels = &request.args()[1..];
             let (name, protocol) = (spec.name.as_bytes(), self.protocol);
@@ -203,12 +199,8 @@ impl Session {
                     unsubscribed(out, name, Some(channel), protocol);
                 }
             });
-        }
-        let channels = &outbound.args()[1..];
-        let replies = channels.len();
-        let Some(subscription) = &mut self.stateful.subscription else {
-            return;
         };
+        let channels = &outbound.args()[1..];
         let set = subscription.set(spec.name);
         let replies = if channels.is_empty() {
             let count = set.len().max(1);
@@ -218,14 +210,12 @@ impl Session {
             for channel in channels {
                 set.remove(channel);
             }
-            replies
+            channels.len()
         };
-        let confirmations = self.confirmations(replies, started);
-        if let Some(subscription) = &self.stateful.subscription {
-            subscription
-                .connection
-                .send(outbound.raw().clone(), confirmations, Wait::Bounded);
-        }
+        let confirmations = confirmations(&self.replies, replies, started);
+        subscription
+            .connection
+            .send(outbound.raw().clone(), confirmations, Wait::Bounded);
     }
 
     /// A RESP3 client's `PUBLISH` or `SPUBLISH` (`request` as the backend knows its channel) while subscribed on
@@ -300,6 +290,11 @@ impl Session {
             self.stateful.subscription = None;
         }
     }
+}
+
+/// The reply slots of `count` confirmations, taken when their command is sent.
+fn confirmations(replies: &Rc<ReplyQueue>, count: usize, started: Instant) -> Vec<ReplyHandle> {
+    (0..count).map(|_| replies.reserve(started)).collect()
 }
 
 /// One `unsubscribe`-style confirmation with count 0: an array in RESP2, a push in RESP3.

@@ -24,7 +24,7 @@ pub use resource::{Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, Re
 pub use route::{
     AckMode, HashSpec, ReadPolicy, ReadSet, RouteTable, Shard, SplitTarget, Target, WriteSet,
 };
-pub use routes_file::{RoutesFile, TenantConfig, TenantLimits};
+pub use routes_file::{OutputBufferLimit, RoutesFile, TenantConfig, TenantLimits};
 pub use snapshot::{Snapshot, SnapshotCredential, SnapshotTenant};
 pub use validate::{ValidationError, ValidationErrors};
 

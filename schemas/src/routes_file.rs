@@ -41,4 +41,23 @@ pub struct TenantLimits {
     /// Most commands per second this tenant may run on one gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ops_per_sec: Option<u32>,
+    /// How many reply bytes one of the tenant's connections may leave unread, in place of the gateway's
+    /// `--output-buffer-limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_buffer_limit: Option<OutputBufferLimit>,
+    /// The same for a connection while it is subscribed (pub/sub messages included), in place of the gateway's
+    /// `--pubsub-output-buffer-limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pubsub_output_buffer_limit: Option<OutputBufferLimit>,
+}
+
+/// What a client connection may leave unread (replies and messages the gateway holds because the client does not
+/// read them as fast as they come), as Redis' `client-output-buffer-limit`: the connection is closed at once over
+/// `hard_bytes`, or once it has stayed over `soft_bytes` for `soft_seconds`. 0 turns a bound off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputBufferLimit {
+    pub hard_bytes: u64,
+    pub soft_bytes: u64,
+    pub soft_seconds: u32,
 }

@@ -44,6 +44,8 @@ pub(crate) fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>)
     TenantLimits {
         max_connections: max_connections.and_then(|v| u32::try_from(v).ok()),
         max_ops_per_sec: max_ops_per_sec.and_then(|v| u32::try_from(v).ok()),
+        output_buffer_limit: None,
+        pubsub_output_buffer_limit: None,
     }
 }
 

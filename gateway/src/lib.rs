@@ -24,7 +24,9 @@ mod worker;
 pub use resp::{Limits, Protocol};
 pub use route::explain;
 pub use server::run;
-pub use state::{Config, ControlPlaneConfig, RouteSource};
+pub use state::{
+    ClientLimits, Config, ControlPlaneConfig, RouteSource, parse_bytes, parse_output_buffer_limit,
+};
 
 /// The Redis version the gateway presents itself as (INFO, HELLO): the one its command table came from.
 pub use cmd::REDIS_VERSION;

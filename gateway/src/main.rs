@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use switchyard_gateway::{ControlPlaneConfig, Limits, RouteSource};
+use switchyard_gateway::{
+    ClientLimits, ControlPlaneConfig, Limits, RouteSource, parse_bytes, parse_output_buffer_limit,
+};
+use switchyard_schemas::OutputBufferLimit;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -107,6 +110,41 @@ struct Args {
     /// Longest inline command, in bytes.
     #[arg(long, env = "SWITCHYARD_MAX_INLINE_LEN", default_value_t = Limits::default().max_inline_len)]
     max_inline_len: usize,
+    /// Most unparsed input one client may have the gateway hold (a request larger than this closes the
+    /// connection), in bytes with an optional unit (k, kb, m, mb, g, gb).
+    #[arg(long, env = "SWITCHYARD_MAX_QUERY_BUFFER", default_value = "1gb", value_parser = parse_bytes)]
+    max_query_buffer: u64,
+    /// What a client connection that is not subscribed may leave unread, as Redis' client-output-buffer-limit:
+    /// "HARD SOFT SECONDS" (closed at once over HARD bytes, or after SECONDS over SOFT bytes; 0 turns one off).
+    /// Redis leaves it unbounded; a gateway shared by many tenants bounds it at the largest bulk string Redis
+    /// accepts, and at 64 MB held for a minute.
+    #[arg(long, env = "SWITCHYARD_OUTPUT_BUFFER_LIMIT", default_value = "512mb 64mb 60",
+          value_parser = parse_output_buffer_limit)]
+    output_buffer_limit: OutputBufferLimit,
+    /// The same for a subscribed client connection, pub/sub messages included.
+    #[arg(long, env = "SWITCHYARD_PUBSUB_OUTPUT_BUFFER_LIMIT", default_value = "32mb 8mb 60",
+          value_parser = parse_output_buffer_limit)]
+    pubsub_output_buffer_limit: OutputBufferLimit,
+    /// How long replies may wait for a client that reads none of them before it is closed, in milliseconds
+    /// (0: forever).
+    #[arg(
+        long,
+        env = "SWITCHYARD_CLIENT_WRITE_TIMEOUT_MS",
+        default_value_t = 60_000
+    )]
+    client_write_timeout_ms: u64,
+    /// Closes a client connection that sends nothing for this long while nothing of it is in flight, in seconds
+    /// (Redis' timeout; subscribed clients are exempt; 0: never).
+    #[arg(long, env = "SWITCHYARD_CLIENT_IDLE_TIMEOUT_S", default_value_t = 0)]
+    client_idle_timeout_s: u64,
+    /// TCP keepalive on client sockets: probes after this many seconds of silence (Redis' tcp-keepalive; 0: off).
+    #[arg(long, env = "SWITCHYARD_TCP_KEEPALIVE_S", default_value_t = 300)]
+    tcp_keepalive_s: u64,
+}
+
+/// `Some(duration)`, or none for 0 (a bound turned off).
+fn unless_zero(duration: Duration) -> Option<Duration> {
+    (!duration.is_zero()).then_some(duration)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -161,6 +199,14 @@ fn main() -> anyhow::Result<()> {
             max_args: args.max_args,
             max_inline_len: args.max_inline_len,
             unauthenticated: false,
+        },
+        clients: ClientLimits {
+            output_buffer: args.output_buffer_limit,
+            pubsub_output_buffer: args.pubsub_output_buffer_limit,
+            write_timeout: unless_zero(Duration::from_millis(args.client_write_timeout_ms)),
+            idle_timeout: unless_zero(Duration::from_secs(args.client_idle_timeout_s)),
+            tcp_keepalive: unless_zero(Duration::from_secs(args.tcp_keepalive_s)),
+            max_query_buffer: usize::try_from(args.max_query_buffer).unwrap_or(usize::MAX),
         },
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -181,6 +181,28 @@ impl Metrics {
             "gauge",
             per_tenant(&|m| m.dedicated.load(Ordering::Relaxed)),
         );
+        let closed = tenants.iter().flat_map(|(name, metrics)| {
+            Closed::ALL.iter().map(move |&reason| {
+                (
+                    format!("tenant=\"{name}\",reason=\"{}\"", reason.label()),
+                    load(&metrics.closed[reason as usize]),
+                )
+            })
+        });
+        family(
+            &mut out,
+            "switchyard_client_closed_total",
+            "Client connections the gateway closed for breaking a bound, by tenant and reason.",
+            "counter",
+            closed,
+        );
+        family(
+            &mut out,
+            "switchyard_replies_lost_total",
+            "Requests answered with `ERR internal: reply lost` (a bug: a reply slot dropped unanswered).",
+            "counter",
+            global(load(&crate::reply::REPLIES_LOST)),
+        );
         out.push_str("# HELP switchyard_command_duration_seconds Time from reading a command to its reply being ready.\n# TYPE switchyard_command_duration_seconds histogram\n");
         for (name, metrics) in tenants {
             metrics.latency.render(&mut out, name);
@@ -208,6 +230,41 @@ fn family(
     }
 }
 
+/// Why a client connection is closed by the gateway (the `reason` label of `switchyard_client_closed_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// Unread replies over the hard limit.
+    OutputHard,
+    /// Unread replies over the soft limit for longer than its seconds.
+    OutputSoft,
+    /// The client took nothing from its socket for the client write timeout.
+    WriteTimeout,
+    /// Nothing came from the client for the idle timeout.
+    Idle,
+    /// A request larger than the query buffer limit.
+    QueryBuffer,
+}
+
+impl Closed {
+    pub(crate) const ALL: [Closed; 5] = [
+        Closed::OutputHard,
+        Closed::OutputSoft,
+        Closed::WriteTimeout,
+        Closed::Idle,
+        Closed::QueryBuffer,
+    ];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Closed::OutputHard => "output_buffer_hard",
+            Closed::OutputSoft => "output_buffer_soft",
+            Closed::WriteTimeout => "write_timeout",
+            Closed::Idle => "idle",
+            Closed::QueryBuffer => "query_buffer",
+        }
+    }
+}
+
 /// One tenant's counters; cloned into every snapshot that keeps the tenant.
 #[derive(Clone, Default)]
 pub(crate) struct TenantMetrics(Arc<TenantCounters>);
@@ -226,9 +283,16 @@ pub(crate) struct TenantCounters {
     /// Dedicated backend connections held by the tenant's clients (blocking commands, transactions,
     /// subscriptions), on every worker.
     pub dedicated: AtomicI64,
+    /// Client connections the gateway closed, by `Closed` reason.
+    closed: [AtomicU64; Closed::ALL.len()],
 }
 
 impl TenantCounters {
+    /// Counts a client connection closed for breaking a bound.
+    pub(crate) fn closed(&self, reason: Closed) {
+        self.closed[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The failure counter of double-writes to one secondary resource (created when a route is resolved).
     pub(crate) fn double_write_failures(&self, resource: &str) -> Arc<AtomicU64> {
         let mut counters = self

@@ -9,32 +9,41 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::admission::Ticket;
-use crate::backend::cluster::slot_of;
 use crate::clients::ClientInfo;
-use crate::cmd::{self, CommandSpec, acl, flag, tenancy};
-use crate::metrics::Held;
+use crate::cmd::{self, CommandSpec, acl, tenancy};
+use crate::metrics::{Closed, Held};
 use crate::reply::{ReplyQueue, Transform};
-use crate::resp::{Frame, Protocol, Request, RequestDecoder};
-use crate::route::{Direct, DirectRoute, Dispatch, Place, ResolvedRoute, Run, RunTarget, Tenant};
+use crate::resp::{Protocol, Request, RequestDecoder};
+use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
 use auth::tenant_place;
 use local::forwarded_verbatim;
+use output::Output;
 
 mod auth;
 mod client;
+mod direct;
+#[cfg(debug_assertions)]
+mod fault;
 mod info;
 mod local;
+mod output;
 mod pubsub;
 mod stateful;
 mod transaction;
 
-/// Reply slots a client may have waiting before the gateway stops reading from it: one per request, or per run of
-/// requests read together (a run is bounded by what one read brought in).
-const MAX_PENDING: usize = 16 * 1024;
+/// Requests of one client in flight or with replies not yet written: beyond them the gateway dispatches nothing
+/// more of that client's, and reads nothing more from it. Deep enough for any pipeline to run at full speed; small
+/// enough that replies a client does not read cannot pile up (a 100 KB value each: 13 MB at most, before the
+/// output buffer limits).
+const MAX_OUTSTANDING: usize = 128;
+
+/// Replies a client has not taken from its socket beyond which the gateway stops reading from it.
+const MAX_UNREAD_WHILE_READING: usize = 1024 * 1024;
 
 /// Input a client may send while a request of it is parked (see `stateful`): reading goes on, so that a client
 /// that hangs up while blocked is noticed, but only this far.
@@ -91,6 +100,10 @@ pub(crate) struct Session {
     penalty: Option<Instant>,
     /// The connection's timer must be set again (see `next_deadline`).
     rearm: bool,
+    /// Complete requests wait in the input, read beyond `MAX_OUTSTANDING`.
+    held_back: bool,
+    /// When the client last sent something (for `--client-idle-timeout-s`).
+    last_input: Instant,
 }
 
 pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
@@ -104,6 +117,10 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         Err(e) => return tracing::warn!("cannot adopt a client socket: {e}"),
     };
     let _ = stream.set_nodelay(true);
+    if let Some(idle) = gateway.config.clients.tcp_keepalive {
+        let keepalive = socket2::TcpKeepalive::new().with_time(idle);
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+    }
     let (Ok(addr), Ok(local_addr)) = (stream.peer_addr(), stream.local_addr()) else {
         return;
     };
@@ -141,6 +158,8 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         ticket,
         penalty: None,
         rearm: false,
+        held_back: false,
+        last_input: Instant::now(),
     };
     if let (Some(tenant), Some(Some(place))) = (open_tenant, open_place) {
         session.enter_tenant(tenant, None, place);
@@ -148,42 +167,62 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     if let Err(e) = session.run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
     }
-    session.leave_tenant();
-    gateway.clients.remove(session.info.id);
-    metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+}
+
+impl Drop for Session {
+    /// Whether the session ended or its task panicked: the client leaves the registry and the counts, and replies
+    /// that still come for it are dropped.
+    fn drop(&mut self) {
+        let gateway = &self.worker.gateway;
+        self.replies.close();
+        gateway.clients.remove(self.info.id);
+        gateway
+            .metrics
+            .connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Session {
     async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
         let limits = gateway.config.limits;
+        let clients = gateway.config.clients;
         let mut decoder = RequestDecoder::new(if self.tenant.is_some() {
             limits
         } else {
             limits.unauthenticated()
         });
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
-        let mut output = BytesMut::with_capacity(BUFFER_SIZE);
+        let mut output = Output::new();
         let control = self.worker.control.listen();
         // One timer, made once and re-armed in place (a timer made per loop costs every request), for what a
-        // connection may wait for without sending anything: its AUTH deadline, and the end of a failed AUTH's
-        // wait (see `admission`).
+        // connection may wait for: its AUTH deadline, the end of a failed AUTH's wait (see `admission`), and the
+        // bounds on replies it does not read and on its silence.
         let auth_deadline = Instant::now() + gateway.config.auth_timeout;
         let timer = tokio::time::sleep(gateway.config.auth_timeout);
         tokio::pin!(timer);
+        let mut armed = true;
         loop {
+            // A client is read from while it reads its replies (backpressure): a pipeline is slowed, never
+            // buffered without end.
             let reading = !self.closing
                 && self.penalty.is_none()
-                && self.replies.len() < MAX_PENDING
+                && self.keeps_up(&output)
                 && (self.stateful.parked.is_none() || input.len() < MAX_PARKED_INPUT);
             if self.rearm {
                 self.rearm = false;
-                if let Some(deadline) = self.next_deadline(auth_deadline) {
+                let deadline = self.next_deadline(auth_deadline, &output);
+                armed = deadline.is_some();
+                if let Some(deadline) = deadline {
                     timer.as_mut().reset(deadline.into());
                 }
             }
             let wanted = decoder.bytes_wanted(input.len());
             if input.capacity() - input.len() < 1024 || wanted > input.capacity() - input.len() {
+                if input.len() >= clients.max_query_buffer {
+                    return self.close(Closed::QueryBuffer, addr);
+                }
                 // Grow geometrically, and never by more than the client has already sent.
                 input.reserve(wanted.clamp(BUFFER_SIZE, input.len().max(BUFFER_SIZE)));
             }
@@ -191,12 +230,18 @@ impl Session {
                 biased;
                 // A subscribed client's messages arrive on their own.
                 () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() => {}
-                read = stream.read_buf(&mut input), if reading => {
-                    if read? == 0 {
-                        return Ok(()); // the client hung up; replies still pending have no one to go to
-                    }
-                    if self.stateful.parked.is_none() {
-                        self.decode(&mut decoder, &mut input, addr);
+                writable = stream.writable(), if !output.is_empty() => writable?,
+                readable = stream.readable(), if reading => {
+                    readable?;
+                    match stream.try_read_buf(&mut input) {
+                        // The client hung up; replies still pending have no one to go to.
+                        Ok(0) => return Ok(()),
+                        Ok(_) if self.stateful.parked.is_none() => {
+                            self.decode(&mut decoder, &mut input, addr);
+                        }
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e),
                     }
                 }
                 // A new snapshot, a CLIENT KILL or the shutdown. A revoked credential or a removed tenant
@@ -210,7 +255,7 @@ impl Session {
                         self.closing = true;
                     }
                 }
-                () = &mut timer, if self.penalty.is_some() || !self.ticket.is_authenticated() => {
+                () = &mut timer, if armed => {
                     let now = Instant::now();
                     // A failed AUTH's wait is over: what the client sent meanwhile is served.
                     if self.penalty.is_some_and(|until| until <= now) {
@@ -224,6 +269,12 @@ impl Session {
                         tracing::debug!(client = %addr, "closing a connection that did not authenticate in time");
                         return Ok(());
                     }
+                    if output.timed_out(clients.write_timeout, now) {
+                        return self.close(Closed::WriteTimeout, addr);
+                    }
+                    if self.idle_deadline(&output).is_some_and(|deadline| deadline <= now) {
+                        return self.close(Closed::Idle, addr);
+                    }
                     self.rearm = true;
                 }
             }
@@ -233,17 +284,29 @@ impl Session {
                     .as_ref()
                     .map(|view| &view.tenant.metrics.latency);
                 let now = Instant::now();
-                self.replies.drain_ready(&mut output, |started, count| {
+                self.replies.drain_ready(output.buf(), |started, count| {
                     if let Some(latency) = latency {
                         latency.observe(now.saturating_duration_since(started), count);
                     }
                 });
                 if !output.is_empty() {
-                    stream.write_all(&output).await?;
-                    output.clear();
-                    if output.capacity() > 1024 * 1024 {
-                        output = BytesMut::with_capacity(BUFFER_SIZE); // give back what a huge reply took
+                    output.flush(&stream, now)?;
+                    if !output.is_empty() {
+                        // The client is slow to read: the bounds on what it leaves unread apply.
+                        if let Err(reason) = output.check(self.output_limit(), now) {
+                            return self.close(reason, addr);
+                        }
+                        self.rearm = true;
+                        break;
                     }
+                }
+                // Requests read beyond MAX_OUTSTANDING go as earlier ones are answered and written.
+                if self.held_back
+                    && self.keeps_up(&output)
+                    && self.stateful.parked.is_none()
+                    && !self.closing
+                {
+                    self.decode(&mut decoder, &mut input, addr);
                 }
                 if !self.replies.is_empty() {
                     break;
@@ -268,9 +331,15 @@ impl Session {
         }
     }
 
+    /// Whether the client keeps up with its replies, so that more of its requests may be read and dispatched.
+    fn keeps_up(&self, output: &Output) -> bool {
+        self.replies.requests() < MAX_OUTSTANDING && output.len() < MAX_UNREAD_WHILE_READING
+    }
+
     /// Dispatches every complete request in `input`, until one is parked, the connection is closing or waits
     /// after a failed AUTH.
     fn decode(&mut self, decoder: &mut RequestDecoder, input: &mut BytesMut, addr: SocketAddr) {
+        self.held_back = false;
         if self.penalty.is_some() {
             return;
         }
@@ -278,10 +347,21 @@ impl Session {
         let limits = gateway.config.limits;
         // One clock read per batch: per command it shows in profiles of pipelined clients.
         let now = Instant::now();
+        self.last_input = now;
         let mut run = Run::new(&self.replies, now, self.info.id as usize, input.len());
         loop {
+            if self.replies.requests() + run.len() >= MAX_OUTSTANDING {
+                self.held_back = true;
+                break;
+            }
             match decoder.decode(input) {
                 Ok(Some(frame)) => {
+                    #[cfg(debug_assertions)]
+                    if fault::drops_reply(decoder, &frame) {
+                        run.send();
+                        drop(self.replies.reserve(now));
+                        continue;
+                    }
                     if let Some((to, command)) = self.direct(decoder, &frame) {
                         run.push(to, command, frame);
                         continue;
@@ -317,76 +397,6 @@ impl Session {
         }
         run.send();
         self.count_commands();
-    }
-
-    /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
-    /// resource for reads, one for writes), the session holds no state (transaction, subscription...), and the
-    /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
-    /// Everything else takes `dispatch`, which would send such a request to the same place. Returns the run the
-    /// request joins, and its command.
-    fn direct(&self, decoder: &RequestDecoder, frame: &Frame) -> Option<(RunTarget, &'static str)> {
-        let view = self.tenant.as_ref()?;
-        let direct = view.direct.as_ref()?;
-        if view.generation != self.worker.gateway.generation()
-            || view.tenant.ops_interval.is_some()
-            || !self.stateful.is_idle()
-        {
-            return None;
-        }
-        let (spec, verbatim) = self
-            .commands
-            .cached(decoder.arg(frame, 0)?, decoder.arg_count())?;
-        if !verbatim {
-            return None;
-        }
-        let target = if spec.has(flag::READONLY) {
-            &direct.read
-        } else {
-            &direct.write
-        };
-        // Writes also go to the double-write copies, unless their effect may differ from copy to copy.
-        let copies = (!spec.has(flag::READONLY) && !direct.copies.is_empty())
-            .then(|| Rc::clone(&direct.copies));
-        if copies.is_some() && spec.has(flag::NONDETERMINISTIC) {
-            return None;
-        }
-        let to = match target {
-            Direct::Node(backend) => RunTarget::Node {
-                backend: Rc::clone(backend),
-                copies,
-            },
-            // Until a sentinel names the master, `dispatch` holds the request for it.
-            Direct::Master(sentinel) => RunTarget::Node {
-                backend: sentinel.known_master()?,
-                copies,
-            },
-            Direct::Cluster(cluster) if spec.key_is_first_argument() => {
-                let slot = slot_of(decoder.arg(frame, 1)?);
-                RunTarget::Cluster {
-                    master: cluster.master_index(slot),
-                    cluster: Rc::clone(cluster),
-                    slot,
-                }
-            }
-            Direct::Cluster(_) => return None,
-        };
-        match self.uncounted.get() {
-            (name, count) if std::ptr::eq(name, spec.name) => {
-                self.uncounted.set((name, count + 1));
-            }
-            _ => {
-                self.count_commands();
-                self.uncounted.set((spec.name, 1));
-            }
-        }
-        Some((to, spec.name))
-    }
-
-    /// Adds the commands the direct path forwarded since the last call to the tenant's counters.
-    fn count_commands(&self) {
-        if let ((name, count @ 1..), Some(view)) = (self.uncounted.replace(("", 0)), &self.tenant) {
-            view.tenant.metrics.commands.add(name, count);
-        }
     }
 
     fn dispatch(&mut self, request: Request, started: Instant) {

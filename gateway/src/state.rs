@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
-use switchyard_schemas::RoutesFile;
+use switchyard_schemas::{OutputBufferLimit, RoutesFile};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
@@ -40,6 +40,70 @@ pub struct Config {
     pub max_dedicated_connections: usize,
     pub shutdown_grace: Duration,
     pub limits: Limits,
+    pub clients: ClientLimits,
+}
+
+/// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it
+/// may go without reading or sending, how large its unparsed input may grow.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientLimits {
+    /// Unread replies, for a connection that is not subscribed (a tenant's `output_buffer_limit` wins).
+    pub output_buffer: OutputBufferLimit,
+    /// Unread replies and messages, for a subscribed connection (a tenant's `pubsub_output_buffer_limit` wins).
+    pub pubsub_output_buffer: OutputBufferLimit,
+    /// How long replies may wait for a client that takes nothing from its socket.
+    pub write_timeout: Option<Duration>,
+    /// How long a connection may send nothing while nothing of it is in flight (Redis' `timeout`); subscribed
+    /// connections are exempt.
+    pub idle_timeout: Option<Duration>,
+    /// TCP keepalive probes after this much silence on a client socket (Redis' `tcp-keepalive`).
+    pub tcp_keepalive: Option<Duration>,
+    /// Most bytes of a client's input the gateway holds unparsed (Redis' `client-query-buffer-limit`).
+    pub max_query_buffer: usize,
+}
+
+/// Parses an output buffer limit as Redis' `client-output-buffer-limit` writes one: hard bytes, soft bytes and soft
+/// seconds, separated by spaces, sizes with an optional unit (`k`/`m`/`g` for powers of 1000, `kb`/`mb`/`gb` for
+/// powers of 1024), e.g. `32mb 8mb 60`; 0 turns a bound off.
+pub fn parse_output_buffer_limit(text: &str) -> Result<OutputBufferLimit, String> {
+    let [hard, soft, seconds] = text.split_whitespace().collect::<Vec<_>>()[..] else {
+        return Err(format!(
+            "'{text}' is not 'HARD SOFT SECONDS' (e.g. '32mb 8mb 60')"
+        ));
+    };
+    let seconds = seconds
+        .parse()
+        .map_err(|_| format!("'{seconds}' is not a number of seconds"))?;
+    Ok(OutputBufferLimit {
+        hard_bytes: parse_bytes(hard)?,
+        soft_bytes: parse_bytes(soft)?,
+        soft_seconds: seconds,
+    })
+}
+
+/// Parses a size in bytes with an optional unit, as Redis' configuration does (see `parse_output_buffer_limit`).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let lower = text.to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: u64 = match &lower[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => {
+            return Err(format!(
+                "'{text}' has an unknown unit (b, k, kb, m, mb, g, gb)"
+            ));
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("'{text}' is not a size in bytes"))
 }
 
 /// Where a gateway's tenants and routes come from.
@@ -164,4 +228,29 @@ pub struct ControlPlaneConfig {
     pub cache_file: Option<PathBuf>,
     /// This gateway's id in heartbeats.
     pub gateway_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_buffer_limits_read_as_redis_writes_them() {
+        let limit = parse_output_buffer_limit("32mb 8MB 60").unwrap();
+        assert_eq!(
+            limit,
+            OutputBufferLimit {
+                hard_bytes: 32 << 20,
+                soft_bytes: 8 << 20,
+                soft_seconds: 60
+            }
+        );
+        assert_eq!(parse_bytes("1k"), Ok(1000));
+        assert_eq!(parse_bytes("1gb"), Ok(1 << 30));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        for bad in ["", "1 2", "1mb 2mb x", "1tb 0 0", "-1 0 0"] {
+            assert!(parse_output_buffer_limit(bad).is_err(), "{bad}");
+        }
+        assert!(parse_bytes("99999999999gb").is_err());
+    }
 }

@@ -214,6 +214,7 @@ pub struct Gateway {
 #[derive(Default)]
 pub struct GatewayBuilder {
     args: Vec<String>,
+    env: Vec<(String, String)>,
     port: Option<u16>,
 }
 
@@ -221,6 +222,12 @@ impl GatewayBuilder {
     /// Extra command-line arguments.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// An extra environment variable.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
         self
     }
 
@@ -267,7 +274,7 @@ impl GatewayBuilder {
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
             .env("RUST_LOG", "info");
         let routes = source(&dir.0, &mut command);
-        command.args(&self.args);
+        command.args(&self.args).envs(self.env);
         let mut process = Process::spawn(&mut command, &log);
         wait_until_answering(port, &mut process, &log);
         Gateway {
@@ -354,6 +361,32 @@ impl Gateway {
             std::thread::sleep(Duration::from_millis(10));
         }
         None
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// The gateway's resident memory, in bytes (`VmRSS`).
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read the gateway's /proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+    }
+
+    /// The value of the sample `series` (name and labels, as `/metrics` writes them), 0 when absent.
+    pub fn metric(&self, series: &str) -> i64 {
+        let (_, metrics) = self.admin_get("/metrics");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
     }
 
     /// What the gateway logged so far.

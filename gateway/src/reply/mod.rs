@@ -9,16 +9,21 @@
 //! arrive, after every reply that was ready by then (as Redis writes a message to a subscriber's connection
 //! when it is published, between the replies to that client's commands).
 //!
+//! Every request gets exactly one reply: a handle dropped without a reply (a bug, or a task that panicked) answers
+//! its requests with [`REPLY_LOST`] and counts it, so that one lost reply never hangs a client's pipeline.
+//!
 //! A handle may carry a [`Redirect`]: requests to a Redis Cluster do, so that a `MOVED`/`ASK` answer goes back to
 //! the cluster backend (which resends the request) instead of to the client. Only error replies are looked at.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::resp;
 use crate::signal::LocalSignal;
 
 mod detached;
@@ -31,6 +36,12 @@ pub(crate) type Transform = Box<dyn FnOnce(Bytes) -> Bytes>;
 
 /// Builds one reply from the replies of every part of a request, in part order.
 pub(crate) type Combine = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
+
+/// What a request whose reply was lost gets.
+pub(crate) const REPLY_LOST: &str = "ERR internal: reply lost";
+
+/// Replies lost so far, gateway-wide (`switchyard_replies_lost_total`): each is a bug.
+pub(crate) static REPLIES_LOST: AtomicU64 = AtomicU64::new(0);
 
 /// The ordered replies of one client connection.
 #[derive(Default)]
@@ -47,8 +58,12 @@ struct Slots {
     /// Sequence number of `slots[0]`.
     base: u64,
     slots: VecDeque<Slot>,
+    /// Requests the slots answer (a run's slot answers several).
+    requests: usize,
     /// Messages, each with the sequence number of the slot it is written before.
     messages: VecDeque<(u64, Bytes)>,
+    /// The client is gone: replies and messages that still come are dropped.
+    closed: bool,
 }
 
 enum Slot {
@@ -165,27 +180,23 @@ impl ReplyQueue {
         started: Instant,
         transform: Option<Transform>,
     ) -> ReplyHandle {
-        self.push(
-            Slot::Waiting {
-                started,
-                transform,
-                count: 1,
-            },
-            0,
-        )
+        let seq = self.push(Slot::Waiting {
+            started,
+            transform,
+            count: 1,
+        });
+        self.handle(seq, 0)
     }
 
     /// Opens one slot for a run of `count` requests sent to one backend connection as one piece: the backend
     /// delivers their replies together (see `BackendConnection::send_run`).
     pub(crate) fn reserve_run(self: &Rc<Self>, started: Instant, count: u32) -> ReplyHandle {
-        self.push(
-            Slot::Waiting {
-                started,
-                transform: None,
-                count,
-            },
-            0,
-        )
+        let seq = self.push(Slot::Waiting {
+            started,
+            transform: None,
+            count,
+        });
+        self.handle(seq, 0)
     }
 
     /// Opens a slot for `count` requests (one, or a pipeline's run over several nodes) answered by `parts`
@@ -197,34 +208,27 @@ impl ReplyQueue {
         count: u32,
         combine: Combine,
     ) -> Vec<ReplyHandle> {
-        let first = self.push(
-            Slot::Gathering {
-                started,
-                parts: vec![None; parts],
-                missing: parts,
-                combine: Some(combine),
-                count,
-            },
-            0,
-        );
-        let Destination::Slot { seq, .. } = first.to else {
-            return Vec::new();
-        };
-        std::iter::once(first)
-            .chain((1..parts).map(|part| {
-                ReplyHandle::new(Destination::Slot {
-                    queue: Rc::clone(self),
-                    seq,
-                    part,
-                })
-            }))
-            .collect()
+        let seq = self.push(Slot::Gathering {
+            started,
+            parts: vec![None; parts],
+            missing: parts,
+            combine: Some(combine),
+            count,
+        });
+        (0..parts).map(|part| self.handle(seq, part)).collect()
     }
 
-    fn push(self: &Rc<Self>, slot: Slot, part: usize) -> ReplyHandle {
+    fn push(&self, slot: Slot) -> u64 {
         let mut inner = self.inner.borrow_mut();
         let seq = inner.base + inner.slots.len() as u64;
-        inner.slots.push_back(slot);
+        if !inner.closed {
+            inner.requests += slot.count() as usize;
+            inner.slots.push_back(slot);
+        }
+        seq
+    }
+
+    fn handle(self: &Rc<Self>, seq: u64, part: usize) -> ReplyHandle {
         ReplyHandle::new(Destination::Slot {
             queue: Rc::clone(self),
             seq,
@@ -234,7 +238,7 @@ impl ReplyQueue {
 
     /// Queues a reply the gateway produced itself, behind every earlier request.
     pub(crate) fn push_ready(&self, reply: Bytes, started: Instant) {
-        self.inner.borrow_mut().slots.push_back(Slot::Ready {
+        self.push(Slot::Ready {
             reply,
             started,
             count: 1,
@@ -244,6 +248,9 @@ impl ReplyQueue {
     /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now.
     pub(crate) fn push_message(&self, message: Bytes) {
         let mut inner = self.inner.borrow_mut();
+        if inner.closed {
+            return;
+        }
         let ready = inner
             .slots
             .iter()
@@ -266,13 +273,23 @@ impl ReplyQueue {
         self.drained.notified().await;
     }
 
-    /// Requests still waiting for their reply or for being written (a run counts once).
-    pub(crate) fn len(&self) -> usize {
-        self.inner.borrow().slots.len()
+    /// Requests still waiting for their reply or for being written.
+    pub(crate) fn requests(&self) -> usize {
+        self.inner.borrow().requests
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.inner.borrow().slots.is_empty()
+    }
+
+    /// The client is gone: what is queued is dropped, and so is every reply and message that still comes.
+    pub(crate) fn close(&self) {
+        let mut inner = self.inner.borrow_mut();
+        inner.closed = true;
+        inner.base += inner.slots.len() as u64;
+        inner.slots.clear();
+        inner.messages.clear();
+        inner.requests = 0;
     }
 
     /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with each one's start time and
@@ -297,6 +314,7 @@ impl ReplyQueue {
             }) = inner.slots.pop_front()
             {
                 out.extend_from_slice(&reply);
+                inner.requests -= count as usize;
                 done(started, count);
             }
             inner.base += 1;
@@ -367,6 +385,51 @@ impl ReplyQueue {
             }
         }
     }
+
+    /// A handle to slot `seq` was dropped unanswered: the whole slot fails (a gathering slot's other parts no
+    /// longer matter), one error per request it answers. The queue may be borrowed already when a panic unwinds
+    /// through a borrow of it: then nothing is done, the session is going down anyway.
+    fn lost(&self, seq: u64) {
+        let Ok(mut inner) = self.inner.try_borrow_mut() else {
+            return;
+        };
+        let Some(index) = seq.checked_sub(inner.base) else {
+            return;
+        };
+        let Some(slot) = inner.slots.get_mut(index as usize) else {
+            return;
+        };
+        let (Slot::Waiting { started, count, .. } | Slot::Gathering { started, count, .. }) = *slot
+        else {
+            return;
+        };
+        *slot = Slot::Ready {
+            reply: lost_replies(count),
+            started,
+            count,
+        };
+        if index == 0 {
+            self.ready.notify();
+        }
+    }
+}
+
+impl Slot {
+    /// How many requests the slot answers.
+    fn count(&self) -> u32 {
+        match self {
+            Slot::Waiting { count, .. }
+            | Slot::Gathering { count, .. }
+            | Slot::Ready { count, .. } => *count,
+        }
+    }
+}
+
+/// [`REPLY_LOST`] for each of `count` requests, counted.
+fn lost_replies(count: u32) -> Bytes {
+    REPLIES_LOST.fetch_add(u64::from(count), Ordering::Relaxed);
+    let error = resp::error_reply(REPLY_LOST);
+    error.repeat(count as usize).into()
 }
 
 impl ReplyHandle {
@@ -405,11 +468,9 @@ impl ReplyHandle {
     }
 
     /// The same destination, with error replies going through `redirect.via` first.
-    pub(crate) fn with_redirect(self, redirect: Redirect) -> ReplyHandle {
-        ReplyHandle {
-            redirect: Some(redirect),
-            ..self
-        }
+    pub(crate) fn with_redirect(mut self, redirect: Redirect) -> ReplyHandle {
+        self.redirect = Some(redirect);
+        self
     }
 
     /// Splits this handle into `parts` handles; once each has its reply, `combine` makes the one reply this
@@ -450,13 +511,20 @@ impl ReplyHandle {
 
     /// Delivers the replies to a run of requests; `error` says whether any of them is an error reply (the
     /// backend connection notes it while it reads them), which a redirecting backend must see first.
-    pub(crate) fn deliver_run(self, replies: Bytes, error: bool) {
-        if let (Some(redirect), true) = (self.redirect, error) {
+    pub(crate) fn deliver_run(mut self, replies: Bytes, error: bool) {
+        let to = std::mem::replace(&mut self.to, Destination::Discard);
+        if let (Some(redirect), true) = (self.redirect.take(), error) {
             let via = Rc::clone(&redirect.via);
-            let handle = ReplyHandle::new(self.to).running_as(self.run_as);
+            let handle = ReplyHandle::new(to).running_as(self.run_as);
             return via.on_error(replies, handle, redirect);
         }
-        match self.to {
+        to.deliver(replies);
+    }
+}
+
+impl Destination {
+    fn deliver(self, replies: Bytes) {
+        match self {
             Destination::Slot { queue, seq, part } => queue.fill(seq, part, replies),
             Destination::Detached {
                 writes,
@@ -465,6 +533,22 @@ impl ReplyHandle {
             } => writes.finish(command, &replies, count),
             Destination::Part { gather, index } => gather.fill(index, replies),
             Destination::Discard => {}
+        }
+    }
+}
+
+impl Drop for ReplyHandle {
+    /// A handle dropped unanswered answers with [`REPLY_LOST`] (see the module's documentation).
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.to, Destination::Discard) {
+            Destination::Discard => {}
+            Destination::Slot { queue, seq, .. } => queue.lost(seq),
+            Destination::Detached {
+                writes,
+                command,
+                count,
+            } => writes.finish(command, &lost_replies(count), count),
+            Destination::Part { gather, index } => gather.fill(index, lost_replies(1)),
         }
     }
 }
@@ -496,94 +580,4 @@ impl Gather {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ready(queue: &ReplyQueue) -> Vec<u8> {
-        let mut out = BytesMut::new();
-        queue.drain_ready(&mut out, |_, _| {});
-        out.to_vec()
-    }
-
-    /// Answers every error it sees with a fixed reply, counting the calls (and the failures it is told of).
-    struct Rewrite(Cell<usize>, Cell<usize>);
-
-    impl Redirector for Rewrite {
-        fn on_error(&self, _reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
-            self.0.set(self.0.get() + 1);
-            handle.deliver(Bytes::from(format!("+resent {}\r\n", redirect.attempts)));
-        }
-
-        fn on_failure(&self) {
-            self.1.set(self.1.get() + 1);
-        }
-    }
-
-    #[test]
-    fn a_message_goes_after_the_replies_ready_when_it_came() {
-        let queue = Rc::new(ReplyQueue::default());
-        let now = Instant::now();
-        let first = queue.reserve(now);
-        let second = queue.reserve(now);
-        first.deliver(Bytes::from_static(b"+1\r\n"));
-        queue.push_message(Bytes::from_static(b">m1\r\n"));
-        let third = queue.reserve(now);
-        third.deliver(Bytes::from_static(b"+3\r\n"));
-        queue.push_message(Bytes::from_static(b">m2\r\n"));
-        assert_eq!(ready(&queue), b"+1\r\n>m1\r\n>m2\r\n");
-        assert_eq!(queue.messages(), 0);
-        second.deliver(Bytes::from_static(b"+2\r\n"));
-        queue.push_message(Bytes::from_static(b">m3\r\n"));
-        assert_eq!(ready(&queue), b"+2\r\n+3\r\n>m3\r\n");
-        assert!(queue.is_empty());
-    }
-
-    #[test]
-    fn only_error_replies_go_through_the_redirector() {
-        let queue = Rc::new(ReplyQueue::default());
-        let redirector = Rc::new(Rewrite(Cell::new(0), Cell::new(0)));
-        let redirect = || Redirect {
-            via: Rc::clone(&redirector) as Rc<dyn Redirector>,
-            raw: Bytes::from_static(b"*1\r\n$3\r\nGET\r\n"),
-            count: 1,
-            attempts: 2,
-            affinity: 0,
-            slot: Some(1),
-        };
-        let now = Instant::now();
-        queue
-            .reserve(now)
-            .with_redirect(redirect())
-            .deliver(Bytes::from_static(b"-MOVED 1 h:1\r\n"));
-        queue
-            .reserve(now)
-            .with_redirect(redirect())
-            .deliver(Bytes::from_static(b"+OK\r\n"));
-        assert_eq!(ready(&queue), b"+resent 2\r\n+OK\r\n");
-        assert_eq!(redirector.0.get(), 1);
-        // A node that could not answer: the redirector hears of it, whatever the error's text.
-        queue
-            .reserve(now)
-            .with_redirect(redirect())
-            .failed(Bytes::from_static(
-                b"-ERR backend h:1 timed out after 1 ms\r\n",
-            ));
-        assert_eq!(ready(&queue), b"+resent 2\r\n");
-        assert_eq!((redirector.0.get(), redirector.1.get()), (2, 1));
-    }
-
-    #[test]
-    fn a_split_handle_delivers_once_every_part_has_answered() {
-        let queue = Rc::new(ReplyQueue::default());
-        let combine: Combine = Box::new(|parts: Vec<Bytes>| Bytes::from(parts.concat()));
-        let mut parts = queue.reserve(Instant::now()).split(3, combine);
-        let last = parts.pop().unwrap();
-        for (i, part) in parts.into_iter().enumerate() {
-            part.deliver(Bytes::from(format!(":{i}\r\n")));
-            assert!(ready(&queue).is_empty());
-        }
-        last.deliver(Bytes::from_static(b":2\r\n"));
-        assert_eq!(ready(&queue), b":0\r\n:1\r\n:2\r\n");
-        ReplyHandle::discard().deliver(Bytes::from_static(b"+OK\r\n"));
-    }
-}
+mod tests;

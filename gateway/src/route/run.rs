@@ -102,6 +102,11 @@ impl Run {
     }
 
     /// Adds a request for `to`; a run that goes elsewhere is sent first.
+    /// Requests in the run so far.
+    pub(crate) fn len(&self) -> usize {
+        self.count as usize
+    }
+
     pub(crate) fn push(&mut self, to: RunTarget, command: &'static str, frame: Frame) {
         let lane = match self.lane_for(&to) {
             Some(lane) => lane,

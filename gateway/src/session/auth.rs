@@ -78,16 +78,6 @@ impl Session {
         AuthOutcome::Ok
     }
 
-    /// When the connection's timer must next fire: at the end of a failed AUTH's wait, or at its AUTH deadline
-    /// while it has not authenticated.
-    pub(super) fn next_deadline(&self, auth_deadline: Instant) -> Option<Instant> {
-        let auth = (!self.ticket.is_authenticated()).then_some(auth_deadline);
-        match (self.penalty, auth) {
-            (Some(penalty), Some(auth)) => Some(penalty.min(auth)),
-            (penalty, auth) => penalty.or(auth),
-        }
-    }
-
     /// Counts a failed AUTH for the tenant it named, logs it (at a bounded rate) and slows the connection when
     /// its address fails too often (see `admission`).
     pub(super) fn note_auth_failure(
@@ -275,6 +265,7 @@ impl Session {
             credential,
             place,
         });
+        self.rearm = true; // the AUTH deadline is over, an idle timeout may start
     }
 
     /// Leaves the tenant; its place among the tenant's connections is returned, to keep or to drop.

@@ -1,0 +1,85 @@
+//! The direct path: requests forwarded untouched, in runs, when nothing about them needs a decision.
+
+use std::rc::Rc;
+
+use super::Session;
+use crate::backend::cluster::slot_of;
+use crate::cmd::flag;
+use crate::resp::{Frame, RequestDecoder};
+use crate::route::{Direct, RunTarget};
+
+impl Session {
+    /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
+    /// resource for reads, one for writes), the session holds no state (transaction, subscription...), and the
+    /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
+    /// Everything else takes `dispatch`, which would send such a request to the same place. Returns the run the
+    /// request joins, and its command.
+    pub(super) fn direct(
+        &self,
+        decoder: &RequestDecoder,
+        frame: &Frame,
+    ) -> Option<(RunTarget, &'static str)> {
+        let view = self.tenant.as_ref()?;
+        let direct = view.direct.as_ref()?;
+        if view.generation != self.worker.gateway.generation()
+            || view.tenant.ops_interval.is_some()
+            || !self.stateful.is_idle()
+        {
+            return None;
+        }
+        let (spec, verbatim) = self
+            .commands
+            .cached(decoder.arg(frame, 0)?, decoder.arg_count())?;
+        if !verbatim {
+            return None;
+        }
+        let target = if spec.has(flag::READONLY) {
+            &direct.read
+        } else {
+            &direct.write
+        };
+        // Writes also go to the double-write copies, unless their effect may differ from copy to copy.
+        let copies = (!spec.has(flag::READONLY) && !direct.copies.is_empty())
+            .then(|| Rc::clone(&direct.copies));
+        if copies.is_some() && spec.has(flag::NONDETERMINISTIC) {
+            return None;
+        }
+        let to = match target {
+            Direct::Node(backend) => RunTarget::Node {
+                backend: Rc::clone(backend),
+                copies,
+            },
+            // Until a sentinel names the master, `dispatch` holds the request for it.
+            Direct::Master(sentinel) => RunTarget::Node {
+                backend: sentinel.known_master()?,
+                copies,
+            },
+            Direct::Cluster(cluster) if spec.key_is_first_argument() => {
+                let slot = slot_of(decoder.arg(frame, 1)?);
+                RunTarget::Cluster {
+                    master: cluster.master_index(slot),
+                    cluster: Rc::clone(cluster),
+                    slot,
+                }
+            }
+            Direct::Cluster(_) => return None,
+        };
+        match self.uncounted.get() {
+            (name, count) if std::ptr::eq(name, spec.name) => {
+                self.uncounted.set((name, count + 1));
+            }
+            _ => {
+                self.count_commands();
+                self.uncounted.set((spec.name, 1));
+            }
+        }
+        Some((to, spec.name))
+    }
+
+    /// Adds the commands the direct path forwarded since the last call to the tenant's counters.
+    pub(super) fn count_commands(&self) {
+        if let ((name, count @ 1..), Some(view)) = (self.uncounted.replace(("", 0)), &self.tenant) {
+            view.tenant.metrics.commands.add(name, count);
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! What a client has not read yet: the replies waiting for its socket, written without ever blocking the session,
+//! and the bounds on a client connection (`--output-buffer-limit`, `--pubsub-output-buffer-limit`,
+//! `--client-write-timeout-ms`, `--client-idle-timeout-s`, `--max-query-buffer`).
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use switchyard_schemas::OutputBufferLimit;
+use tokio::net::TcpStream;
+
+use super::{BUFFER_SIZE, Session};
+use crate::metrics::Closed;
+
+/// The bytes written to a client's socket once it takes them, in order.
+pub(super) struct Output {
+    buf: BytesMut,
+    /// Since when bytes have been waiting that the socket would not take (none while it takes everything).
+    stalled: Option<Instant>,
+    /// Since when the buffer has been over the soft limit.
+    over_soft: Option<Instant>,
+}
+
+impl Output {
+    pub(super) fn new() -> Output {
+        Output {
+            buf: BytesMut::with_capacity(BUFFER_SIZE),
+            stalled: None,
+            over_soft: None,
+        }
+    }
+
+    /// Where replies go to be written.
+    pub(super) fn buf(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Bytes not taken by the socket yet.
+    pub(super) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Writes what the socket takes now, without waiting; what it does not take waits for `wait_writable`.
+    /// Returns whether bytes started waiting (the session's timer must then be set again).
+    pub(super) fn flush(&mut self, stream: &TcpStream, now: Instant) -> io::Result<bool> {
+        let mut progress = false;
+        while !self.buf.is_empty() {
+            match stream.try_write(&self.buf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.buf.advance(n);
+                    progress = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.buf.is_empty() {
+            self.stalled = None;
+            self.over_soft = None;
+            if self.buf.capacity() > 1024 * 1024 {
+                self.buf = BytesMut::with_capacity(BUFFER_SIZE); // give back what a huge reply took
+            }
+            return Ok(false);
+        }
+        let started = self.stalled.is_none();
+        if started || progress {
+            self.stalled = Some(now); // the write timeout counts from the last byte the client took
+        }
+        Ok(started)
+    }
+
+    /// Checks the bytes waiting against `limit`; returns why the connection must close, if it must.
+    pub(super) fn check(&mut self, limit: OutputBufferLimit, now: Instant) -> Result<(), Closed> {
+        let len = self.buf.len() as u64;
+        if limit.hard_bytes > 0 && len > limit.hard_bytes {
+            return Err(Closed::OutputHard);
+        }
+        if limit.soft_bytes == 0 || len <= limit.soft_bytes {
+            self.over_soft = None;
+            return Ok(());
+        }
+        let since = *self.over_soft.get_or_insert(now);
+        if now.saturating_duration_since(since) >= soft_window(limit) {
+            return Err(Closed::OutputSoft);
+        }
+        Ok(())
+    }
+
+    /// The earliest moment the bytes waiting can break a bound: the soft limit's window or the write timeout.
+    pub(super) fn deadline(
+        &self,
+        limit: OutputBufferLimit,
+        write_timeout: Option<Duration>,
+    ) -> Option<Instant> {
+        let soft = self.over_soft.map(|since| since + soft_window(limit));
+        let write = self.stalled.zip(write_timeout).map(|(since, t)| since + t);
+        soft.into_iter().chain(write).min()
+    }
+
+    /// Whether the client has taken nothing for `write_timeout`.
+    pub(super) fn timed_out(&self, write_timeout: Option<Duration>, now: Instant) -> bool {
+        self.stalled
+            .zip(write_timeout)
+            .is_some_and(|(since, timeout)| now.saturating_duration_since(since) >= timeout)
+    }
+}
+
+impl Session {
+    /// The bound on what this connection may leave unread: its tenant's, or the gateway's.
+    pub(super) fn output_limit(&self) -> OutputBufferLimit {
+        let clients = &self.worker.gateway.config.clients;
+        let limits = self.tenant.as_ref().map(|view| &view.tenant.limits);
+        if self.stateful.subscription.is_some() {
+            limits
+                .and_then(|l| l.pubsub_output_buffer_limit)
+                .unwrap_or(clients.pubsub_output_buffer)
+        } else {
+            limits
+                .and_then(|l| l.output_buffer_limit)
+                .unwrap_or(clients.output_buffer)
+        }
+    }
+
+    /// When the connection's timer must next fire: at the end of a failed AUTH's wait, at its AUTH deadline while
+    /// it has not authenticated, when what it leaves unread breaks a bound, at the end of its idle timeout.
+    pub(super) fn next_deadline(&self, auth_deadline: Instant, output: &Output) -> Option<Instant> {
+        let clients = &self.worker.gateway.config.clients;
+        [
+            self.penalty,
+            (!self.ticket.is_authenticated()).then_some(auth_deadline),
+            output.deadline(self.output_limit(), clients.write_timeout),
+            self.idle_deadline(output),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// When the connection's idle timeout ends, if it has one running: not while a request of it is in flight or
+    /// it is subscribed (as Redis' `timeout`), nor while replies wait for it to read them (the write timeout's
+    /// case).
+    pub(super) fn idle_deadline(&self, output: &Output) -> Option<Instant> {
+        let timeout = self.worker.gateway.config.clients.idle_timeout?;
+        let busy = !self.replies.is_empty()
+            || !output.is_empty()
+            || self.stateful.subscription.is_some()
+            || self.stateful.parked.is_some();
+        (!busy).then(|| self.last_input + timeout)
+    }
+
+    /// Ends the connection for breaking a bound (returned from `run`): counted by tenant and reason, and logged.
+    pub(super) fn close(&self, reason: Closed, addr: std::net::SocketAddr) -> io::Result<()> {
+        let tenant = self.info.tenant().unwrap_or_default();
+        if let Some(view) = &self.tenant {
+            view.tenant.metrics.closed(reason);
+        }
+        tracing::warn!(client = %addr, %tenant, reason = reason.label(), "closing a client connection that broke a bound");
+        Ok(())
+    }
+}
+
+fn soft_window(limit: OutputBufferLimit) -> Duration {
+    Duration::from_secs(u64::from(limit.soft_seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(hard: u64, soft: u64, seconds: u32) -> OutputBufferLimit {
+        OutputBufferLimit {
+            hard_bytes: hard,
+            soft_bytes: soft,
+            soft_seconds: seconds,
+        }
+    }
+
+    fn holding(bytes: usize) -> Output {
+        let mut output = Output::new();
+        output.buf().extend_from_slice(&vec![b'x'; bytes]);
+        output
+    }
+
+    #[test]
+    fn over_the_hard_limit_closes_at_once() {
+        let now = Instant::now();
+        assert_eq!(holding(100).check(limit(100, 0, 0), now), Ok(()));
+        assert_eq!(
+            holding(101).check(limit(100, 0, 0), now),
+            Err(Closed::OutputHard)
+        );
+        assert_eq!(holding(1 << 20).check(limit(0, 0, 0), now), Ok(()));
+    }
+
+    #[test]
+    fn over_the_soft_limit_closes_once_its_window_has_passed() {
+        let now = Instant::now();
+        let soft = limit(0, 10, 60);
+        let mut output = holding(11);
+        assert_eq!(output.check(soft, now), Ok(()));
+        assert_eq!(
+            output.deadline(soft, None),
+            Some(now + Duration::from_secs(60))
+        );
+        assert_eq!(output.check(soft, now + Duration::from_secs(59)), Ok(()));
+        assert_eq!(
+            output.check(soft, now + Duration::from_secs(60)),
+            Err(Closed::OutputSoft)
+        );
+        // Back under the limit: the window starts again next time.
+        output.buf().truncate(5);
+        assert_eq!(output.check(soft, now + Duration::from_secs(61)), Ok(()));
+        assert_eq!(output.deadline(soft, None), None);
+    }
+}

@@ -70,6 +70,17 @@ impl ApiError {
         }
     }
 
+    /// A 422 listing several problems under one summary; a single problem reads as [`ApiError::invalid`].
+    pub(crate) fn invalid_all(summary: &str, details: Vec<ErrorDetail>) -> Self {
+        if let [only] = details.as_slice() {
+            return ApiError::invalid(&only.path, only.message.clone());
+        }
+        ApiError::Unprocessable {
+            message: summary.to_string(),
+            details,
+        }
+    }
+
     /// A 422 listing every broken rule of a route table, with paths under `prefix`.
     pub(crate) fn invalid_route(prefix: &str, errors: ValidationErrors) -> Self {
         ApiError::Unprocessable {
@@ -130,6 +141,9 @@ impl From<DbError> for ApiError {
     }
 }
 
+const OUTPUT_BUFFER_LIMIT_RULES: &str = "hard_bytes and soft_bytes must be at most 9223372036854775807, \
+    soft_seconds greater than 0 when soft_bytes is not 0, and hard_bytes 0 or not below soft_bytes";
+
 /// What a violated constraint means to the client. Names are those of `migrations/`.
 fn constraint_error(name: &str) -> Option<ApiError> {
     let conflict = |code, message: &str| ApiError::Conflict {
@@ -178,6 +192,14 @@ fn constraint_error(name: &str) -> Option<ApiError> {
         "tenants_max_ops_per_sec_positive" => {
             ApiError::invalid("/limits/max_ops_per_sec", "must be greater than 0")
         }
+        // The API checks these rules first, with a message per field; the database has the last word.
+        "tenants_output_buffer_limit_valid" => {
+            ApiError::invalid("/limits/output_buffer_limit", OUTPUT_BUFFER_LIMIT_RULES)
+        }
+        "tenants_pubsub_output_buffer_limit_valid" => ApiError::invalid(
+            "/limits/pubsub_output_buffer_limit",
+            OUTPUT_BUFFER_LIMIT_RULES,
+        ),
         "gateways_id_format" => ApiError::invalid("/id", "must be 1 to 200 characters"),
         "gateways_address_length" => {
             ApiError::invalid("/address", "must be at most 200 characters")

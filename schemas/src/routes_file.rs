@@ -56,8 +56,25 @@ pub struct TenantLimits {
 /// `hard_bytes`, or once it has stayed over `soft_bytes` for `soft_seconds`. 0 turns a bound off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = "OutputBufferLimit::example")]
 pub struct OutputBufferLimit {
+    /// Unread bytes over which the connection is closed at once; 0: no hard bound. When both bounds are on,
+    /// the control plane refuses a `hard_bytes` below `soft_bytes`.
     pub hard_bytes: u64,
+    /// Unread bytes the connection may stay over for at most `soft_seconds`; 0: no soft bound.
     pub soft_bytes: u64,
+    /// Seconds the connection may stay over `soft_bytes` before it is closed. The control plane refuses 0 while
+    /// `soft_bytes` is not 0.
     pub soft_seconds: u32,
+}
+
+impl OutputBufferLimit {
+    /// The gateway's default `--output-buffer-limit`, `512mb 64mb 60`: the documentation's example.
+    fn example() -> OutputBufferLimit {
+        OutputBufferLimit {
+            hard_bytes: 512 << 20,
+            soft_bytes: 64 << 20,
+            soft_seconds: 60,
+        }
+    }
 }

@@ -4,7 +4,8 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::{delete, get, patch, post};
 use axum::{Extension, Json};
-use switchyard_schemas::api::{Tenant, TenantCreate, TenantList, TenantPatch};
+use switchyard_schemas::api::{ErrorDetail, Tenant, TenantCreate, TenantList, TenantPatch};
+use switchyard_schemas::{OutputBufferLimit, TenantLimits};
 
 use crate::api::lookup;
 use crate::auth::Access;
@@ -12,7 +13,7 @@ use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::db::tenants::TenantRow;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
 use crate::state::AppState;
@@ -78,11 +79,72 @@ fn object(name: &str) -> String {
     format!("tenants/{name}")
 }
 
+/// The rules of `limits` that their types do not express: a 422 naming every broken one.
+fn check_limits(limits: &TenantLimits) -> ApiResult<()> {
+    let mut problems = Vec::new();
+    let buffers = [
+        ("output_buffer_limit", limits.output_buffer_limit),
+        (
+            "pubsub_output_buffer_limit",
+            limits.pubsub_output_buffer_limit,
+        ),
+    ];
+    for (field, limit) in buffers {
+        if let Some(limit) = limit {
+            output_buffer_problems(&format!("/limits/{field}"), limit, &mut problems);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_all("the limits are invalid", problems))
+    }
+}
+
+/// What makes an output buffer limit unusable, with paths under `path`: a byte count Postgres' bigint cannot hold
+/// (the database keeps and checks them as bigint), a soft bound without a duration, a hard bound that closes the
+/// connection before the soft one could.
+fn output_buffer_problems(path: &str, limit: OutputBufferLimit, problems: &mut Vec<ErrorDetail>) {
+    let mut problem = |field: &str, message: String| {
+        problems.push(ErrorDetail {
+            path: format!("{path}/{field}"),
+            message,
+        })
+    };
+    for (field, bytes) in [
+        ("hard_bytes", limit.hard_bytes),
+        ("soft_bytes", limit.soft_bytes),
+    ] {
+        if i64::try_from(bytes).is_err() {
+            problem(field, format!("must be at most {}", i64::MAX));
+        }
+    }
+    if limit.soft_bytes > 0 && limit.soft_seconds == 0 {
+        problem(
+            "soft_seconds",
+            "must be greater than 0 when soft_bytes is not 0: a soft bound needs a duration (soft_bytes 0 \
+             turns it off)"
+                .to_string(),
+        );
+    }
+    if limit.hard_bytes > 0 && limit.soft_bytes > 0 && limit.hard_bytes < limit.soft_bytes {
+        problem(
+            "hard_bytes",
+            format!(
+                "must not be below soft_bytes ({}): the hard bound would close the connection before the soft \
+                 one could apply (hard_bytes 0 turns it off)",
+                limit.soft_bytes
+            ),
+        );
+    }
+}
+
 async fn create(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
     JsonBody(new): JsonBody<TenantCreate>,
 ) -> ApiResult<(StatusCode, Json<Tenant>)> {
+    check_limits(&new.limits)?;
     let mut change = Change::begin(&state.pool).await?;
     let tenant = db::tenants::insert(change.conn(), &new).await?.to_api();
     let record = AuditRecord::new(
@@ -116,6 +178,9 @@ async fn update(
     ApiPath(name): ApiPath<String>,
     JsonBody(patch): JsonBody<TenantPatch>,
 ) -> ApiResult<Json<Tenant>> {
+    if let Some(limits) = &patch.limits {
+        check_limits(limits)?;
+    }
     let mut change = Change::begin(&state.pool).await?;
     let mut row = lookup::tenant_for_update(change.conn(), &name).await?;
     let before = row.to_api();
@@ -126,6 +191,8 @@ async fn update(
             t.allow_admin,
             t.max_connections,
             t.max_ops_per_sec,
+            t.output_buffer_limit,
+            t.pubsub_output_buffer_limit,
         )
     };
     let unchanged = editable(&row);
@@ -138,9 +205,8 @@ async fn update(
     if let Some(allow_admin) = patch.allow_admin {
         row.allow_admin = allow_admin;
     }
-    if let Some(limits) = patch.limits {
-        row.max_connections = limits.max_connections.map(i64::from);
-        row.max_ops_per_sec = limits.max_ops_per_sec.map(i64::from);
+    if let Some(limits) = &patch.limits {
+        row.set_limits(limits);
     }
     // A patch that changes nothing is not a change: no revision, no audit entry.
     if editable(&row) == unchanged {

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use anyhow::Context;
 use sqlx::PgPool;
 use sqlx::types::Json;
-use switchyard_schemas::{RouteTable, Snapshot, SnapshotCredential, SnapshotTenant};
+use switchyard_schemas::{
+    OutputBufferLimit, RouteTable, Snapshot, SnapshotCredential, SnapshotTenant,
+};
 
 use crate::db::{WithOperation, resources, revision, tenants};
 use crate::references;
@@ -17,6 +19,8 @@ struct ServedTenant {
     allow_admin: bool,
     max_connections: Option<i64>,
     max_ops_per_sec: Option<i64>,
+    output_buffer_limit: Option<Json<OutputBufferLimit>>,
+    pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
     route_version: i64,
     route: Json<RouteTable>,
 }
@@ -32,6 +36,8 @@ pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
     let served = sqlx::query_as!(
         ServedTenant,
         r#"SELECT t.id, t.name, t.disabled, t.allow_admin, t.max_connections, t.max_ops_per_sec,
+                t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
+                t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
                 rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>"
          FROM tenants t
          JOIN LATERAL (SELECT version, route FROM route_versions r WHERE r.tenant_id = t.id
@@ -70,7 +76,12 @@ pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
                 anyhow::anyhow!("tenant '{}' refers to unknown resource '{name}'", t.name)
             })?;
             Ok(SnapshotTenant {
-                limits: tenants::limits(t.max_connections, t.max_ops_per_sec),
+                limits: tenants::limits(
+                    t.max_connections,
+                    t.max_ops_per_sec,
+                    t.output_buffer_limit,
+                    t.pubsub_output_buffer_limit,
+                ),
                 credentials: by_tenant.remove(&t.id).unwrap_or_default(),
                 name: t.name,
                 disabled: t.disabled,

@@ -1,9 +1,10 @@
 //! Tenants.
 
 use chrono::{DateTime, Utc};
+use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};
-use switchyard_schemas::TenantLimits;
 use switchyard_schemas::api::{Tenant, TenantCreate};
+use switchyard_schemas::{OutputBufferLimit, TenantLimits};
 
 use crate::db::{DbResult, WithOperation, timestamp};
 
@@ -15,6 +16,8 @@ pub(crate) struct TenantRow {
     pub(crate) allow_admin: bool,
     pub(crate) max_connections: Option<i64>,
     pub(crate) max_ops_per_sec: Option<i64>,
+    pub(crate) output_buffer_limit: Option<Json<OutputBufferLimit>>,
+    pub(crate) pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
     pub(crate) route_version: Option<i64>,
     pub(crate) created_at: DateTime<Utc>,
     pub(crate) updated_at: DateTime<Utc>,
@@ -22,7 +25,20 @@ pub(crate) struct TenantRow {
 
 impl TenantRow {
     pub(crate) fn limits(&self) -> TenantLimits {
-        limits(self.max_connections, self.max_ops_per_sec)
+        limits(
+            self.max_connections,
+            self.max_ops_per_sec,
+            self.output_buffer_limit,
+            self.pubsub_output_buffer_limit,
+        )
+    }
+
+    /// Replaces every limit (what `limits` in a PATCH does).
+    pub(crate) fn set_limits(&mut self, limits: &TenantLimits) {
+        self.max_connections = limits.max_connections.map(i64::from);
+        self.max_ops_per_sec = limits.max_ops_per_sec.map(i64::from);
+        self.output_buffer_limit = limits.output_buffer_limit.map(Json);
+        self.pubsub_output_buffer_limit = limits.pubsub_output_buffer_limit.map(Json);
     }
 
     pub(crate) fn to_api(&self) -> Tenant {
@@ -39,13 +55,19 @@ impl TenantRow {
     }
 }
 
-/// The database keeps limits as bigint (an API u32 does not fit an integer); the CHECKs keep them in range.
-pub(crate) fn limits(max_connections: Option<i64>, max_ops_per_sec: Option<i64>) -> TenantLimits {
+/// The limits from their columns. The database keeps counts as bigint (an API u32 does not fit an integer) and
+/// output buffer limits as jsonb; the CHECKs keep both to what the API accepts.
+pub(crate) fn limits(
+    max_connections: Option<i64>,
+    max_ops_per_sec: Option<i64>,
+    output_buffer_limit: Option<Json<OutputBufferLimit>>,
+    pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
+) -> TenantLimits {
     TenantLimits {
         max_connections: max_connections.and_then(|v| u32::try_from(v).ok()),
         max_ops_per_sec: max_ops_per_sec.and_then(|v| u32::try_from(v).ok()),
-        output_buffer_limit: None,
-        pubsub_output_buffer_limit: None,
+        output_buffer_limit: output_buffer_limit.map(|Json(limit)| limit),
+        pubsub_output_buffer_limit: pubsub_output_buffer_limit.map(|Json(limit)| limit),
     }
 }
 
@@ -55,7 +77,10 @@ pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
     sqlx::query_as!(
         TenantRow,
         r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
-                t.max_ops_per_sec, t.created_at, t.updated_at,
+                t.max_ops_per_sec,
+                t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
+                t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
+                t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          ORDER BY t.name"#
@@ -69,7 +94,10 @@ pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<
     sqlx::query_as!(
         TenantRow,
         r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
-                t.max_ops_per_sec, t.created_at, t.updated_at,
+                t.max_ops_per_sec,
+                t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
+                t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
+                t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.name = $1"#,
@@ -88,7 +116,10 @@ pub(crate) async fn get_for_update(
     sqlx::query_as!(
         TenantRow,
         r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
-                t.max_ops_per_sec, t.created_at, t.updated_at,
+                t.max_ops_per_sec,
+                t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
+                t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
+                t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.name = $1 FOR UPDATE OF t"#,
@@ -101,14 +132,18 @@ pub(crate) async fn get_for_update(
 
 pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbResult<TenantRow> {
     let id = sqlx::query_scalar!(
-        "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec)
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec,
+             output_buffer_limit, pubsub_output_buffer_limit)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
         new.name,
         new.description,
         new.disabled,
         new.allow_admin,
         new.limits.max_connections.map(i64::from),
         new.limits.max_ops_per_sec.map(i64::from),
+        // `as _`: the macros type jsonb parameters as serde_json::Value; `Json` encodes the same jsonb.
+        new.limits.output_buffer_limit.map(Json) as _,
+        new.limits.pubsub_output_buffer_limit.map(Json) as _,
     )
     .fetch_one(&mut *conn)
     .await
@@ -120,7 +155,8 @@ pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbRes
 pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbResult<TenantRow> {
     sqlx::query!(
         "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
-             max_ops_per_sec = $6, updated_at = now()
+             max_ops_per_sec = $6, output_buffer_limit = $7, pubsub_output_buffer_limit = $8,
+             updated_at = now()
          WHERE id = $1",
         tenant.id,
         tenant.description,
@@ -128,6 +164,8 @@ pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbRes
         tenant.allow_admin,
         tenant.max_connections,
         tenant.max_ops_per_sec,
+        tenant.output_buffer_limit as _,
+        tenant.pubsub_output_buffer_limit as _,
     )
     .execute(&mut *conn)
     .await
@@ -147,7 +185,10 @@ async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<TenantRow> {
     sqlx::query_as!(
         TenantRow,
         r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
-                t.max_ops_per_sec, t.created_at, t.updated_at,
+                t.max_ops_per_sec,
+                t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
+                t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
+                t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.id = $1"#,

@@ -12,5 +12,6 @@ mod routes;
 mod server;
 mod snapshot;
 mod system;
+mod tenant_limits;
 mod tenant_migrations;
 mod tenants;

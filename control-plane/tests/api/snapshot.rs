@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
-use switchyard_schemas::{Snapshot, credential_digest};
+use switchyard_schemas::{OutputBufferLimit, Snapshot, TenantLimits, credential_digest};
 
 use std::sync::atomic::Ordering;
 
@@ -116,6 +116,78 @@ async fn carries_what_gateways_serve(pool: PgPool) {
             .body
             .to_string()
             .contains("redis://127.0.0.1:7777")
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn carries_each_tenants_output_buffer_limits(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let limits = json!({
+        "max_ops_per_sec": 100,
+        "output_buffer_limit": {"hard_bytes": 1_048_576, "soft_bytes": 524_288, "soft_seconds": 10},
+        "pubsub_output_buffer_limit": {"hard_bytes": 0, "soft_bytes": 65_536, "soft_seconds": 5},
+    });
+    let created = api
+        .admin(
+            "POST",
+            "/v1/tenants",
+            Some(json!({"name": "acme", "limits": limits})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    api.create_tenant("plain").await;
+    for tenant in ["acme", "plain"] {
+        let route = single("redis://127.0.0.1:6379");
+        assert_eq!(api.put_route(tenant, route).await.status, 200);
+    }
+
+    let reply = api.gateway("GET", "/v1/snapshot", None).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["tenants"][0]["limits"], limits);
+    assert_eq!(reply.body["tenants"][1]["limits"], json!({}));
+    let snapshot = parse(&reply.body);
+    assert_eq!(
+        snapshot.tenants[0].limits,
+        TenantLimits {
+            max_connections: None,
+            max_ops_per_sec: Some(100),
+            output_buffer_limit: Some(OutputBufferLimit {
+                hard_bytes: 1_048_576,
+                soft_bytes: 524_288,
+                soft_seconds: 10,
+            }),
+            pubsub_output_buffer_limit: Some(OutputBufferLimit {
+                hard_bytes: 0,
+                soft_bytes: 65_536,
+                soft_seconds: 5,
+            }),
+        }
+    );
+    assert_eq!(snapshot.tenants[1].limits, TenantLimits::default());
+
+    // A change of the limits reaches the next snapshot.
+    let patched = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/plain",
+            Some(json!({"limits": {"pubsub_output_buffer_limit":
+                {"hard_bytes": 4096, "soft_bytes": 0, "soft_seconds": 0}}})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    let next = parse(&api.gateway("GET", "/v1/snapshot", None).await.body);
+    assert_eq!(next.revision, snapshot.revision + 1);
+    assert_eq!(next.tenants[0].limits, snapshot.tenants[0].limits);
+    assert_eq!(
+        next.tenants[1].limits,
+        TenantLimits {
+            pubsub_output_buffer_limit: Some(OutputBufferLimit {
+                hard_bytes: 4096,
+                soft_bytes: 0,
+                soft_seconds: 0,
+            }),
+            ..TenantLimits::default()
+        }
     );
 }
 

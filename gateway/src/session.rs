@@ -357,10 +357,14 @@ impl Session {
             match decoder.decode(input) {
                 Ok(Some(frame)) => {
                     #[cfg(debug_assertions)]
-                    if fault::drops_reply(decoder, &frame) {
-                        run.send();
-                        drop(self.replies.reserve(now));
-                        continue;
+                    match fault::injected(decoder, &frame) {
+                        Some(fault::Fault::DropReply) => {
+                            run.send();
+                            drop(self.replies.reserve(now));
+                            continue;
+                        }
+                        Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
+                        None => {}
                     }
                     if let Some((to, command)) = self.direct(decoder, &frame) {
                         run.push(to, command, frame);

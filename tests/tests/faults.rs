@@ -271,3 +271,23 @@ fn a_lost_reply_slot_answers_an_error_instead_of_hanging() {
     client.expect(b"$1\r\ns\r\n-ERR internal: reply lost\r\n+PONG\r\n");
     assert_eq!(gateway.metric("switchyard_replies_lost_total"), 1);
 }
+
+/// A session whose task panics (injected in a debug build) closes its connection and gives back its places; the
+/// gateway and its other clients go on.
+#[test]
+fn a_panicking_session_closes_its_connection_and_nothing_else() {
+    let backend = backend_with_values();
+    let gateway = Gateway::builder()
+        .env("SWITCHYARD_TEST_FAULTS", "1")
+        .start(&two_tenants(&backend, json!({"max_connections": 1})));
+    let mut other = authenticated(&gateway, "quiet-pw");
+    let mut doomed = authenticated(&gateway, "noisy-pw");
+    doomed.send(b"GET switchyard:test:panic\r\n");
+    doomed.expect_closed();
+    assert!(gateway.log().contains("a fault injected by a test"));
+    other.roundtrip(b"GET small\r\n", b"$1\r\ns\r\n");
+    // The tenant's only place is free again.
+    let mut again = authenticated(&gateway, "noisy-pw");
+    again.roundtrip(b"GET small\r\n", b"$1\r\ns\r\n");
+    assert_eq!(gateway.metric("switchyard_client_connections"), 2);
+}

@@ -2,6 +2,7 @@
 //! writes every reply back in request order, coalesced into as few writes as possible.
 
 use std::cell::Cell;
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -230,8 +231,9 @@ impl Session {
                 biased;
                 // A subscribed client's messages arrive on their own.
                 () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() => {}
-                writable = stream.writable(), if !output.is_empty() => writable?,
-                readable = stream.readable(), if reading => {
+                // Readiness through the socket's own waker slots (`readable()` would queue a waiter per wait).
+                writable = poll_fn(|cx| stream.poll_write_ready(cx)), if !output.is_empty() => writable?,
+                readable = poll_fn(|cx| stream.poll_read_ready(cx)), if reading => {
                     readable?;
                     match stream.try_read_buf(&mut input) {
                         // The client hung up; replies still pending have no one to go to.

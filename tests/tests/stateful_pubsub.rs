@@ -291,13 +291,12 @@ async fn a_subscriber_receives_100000_messages_in_order_while_other_clients_work
     assert!(slowest < Duration::from_secs(5), "INCR took {slowest:?}");
 }
 
-/// A subscriber that stops reading: once 65,536 messages wait in the gateway for it, the gateway stops reading
-/// from the node (which holds the rest, within its own pubsub output buffer limit); when the client reads again,
-/// every message arrives, in order.
+/// A subscriber that stops reading while 120,000 messages (about 30 MB, within the default pub/sub output buffer
+/// limit) are published: the gateway holds them, and when the client reads again every message arrives, in order.
 #[test]
-fn a_subscriber_that_stops_reading_pauses_its_node_connection_and_loses_nothing() {
+fn a_subscriber_that_stops_reading_loses_nothing_within_its_limit() {
     const MESSAGES: usize = 120_000;
-    let (backend, gateway) = admin_tenant();
+    let (_backend, gateway) = admin_tenant();
     let mut subscriber = RawClient::connect(gateway.port());
     subscriber.request(&[b"SUBSCRIBE", b"flood"]);
     let mut publisher = RawClient::connect(gateway.port());
@@ -319,20 +318,6 @@ fn a_subscriber_that_stops_reading_pauses_its_node_connection_and_loses_nothing(
             assert_eq!(publisher.read_reply(), b":1\r\n");
         }
     }
-    // The gateway paused: the node holds what it could not send to the gateway's subscription connection.
-    wait_for(
-        "the node buffers for the paused subscription",
-        Duration::from_secs(20),
-        || {
-            let list: String = redis::cmd("CLIENT")
-                .arg("LIST")
-                .query(&mut backend.client())
-                .unwrap();
-            list.lines()
-                .filter(|l| l.contains(" sub=1 "))
-                .any(|l| !l.contains(" omem=0 "))
-        },
-    );
     for i in 0..MESSAGES {
         let frame = subscriber.read_reply();
         let expected = format!("{i:06}{payload}\r\n");

@@ -15,14 +15,13 @@ use tokio::net::TcpStream;
 
 use crate::admission::Ticket;
 use crate::clients::ClientInfo;
-use crate::cmd::{self, CommandSpec, acl, tenancy};
+use crate::cmd::{self, CommandSpec, Policy, acl, tenancy};
 use crate::metrics::{Closed, Held};
 use crate::reply::{ReplyQueue, Transform};
 use crate::resp::{Protocol, Request, RequestDecoder};
 use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
 use auth::tenant_place;
-use local::forwarded_verbatim;
 use output::Output;
 
 mod auth;
@@ -152,7 +151,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         closing: false,
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
-        commands: cmd::LookupCache::new(forwarded_verbatim),
+        commands: cmd::LookupCache::default(),
         uncounted: Cell::new(("", 0)),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         stateful: stateful::Stateful::default(),
@@ -406,8 +405,8 @@ impl Session {
     }
 
     fn dispatch(&mut self, request: Request, started: Instant) {
-        let spec = match self.commands.lookup(request.args()) {
-            Ok(spec) => spec,
+        let (spec, policy) = match self.commands.lookup(request.args()) {
+            Ok(found) => found,
             Err(e) => {
                 self.fail_transaction();
                 // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
@@ -450,15 +449,13 @@ impl Session {
             let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
             return self.local_error(started, &text);
         }
-        if self.stateful_command(spec, &request, started) {
+        let stateless = self.stateful.transaction.is_none() && self.stateful.subscription.is_none();
+        if (policy == Policy::Stateful || !stateless)
+            && self.stateful_command(spec, &request, started)
+        {
             return;
         }
-        if self.local_command(spec, &request, started) {
-            debug_assert!(
-                !forwarded_verbatim(spec),
-                "{} is answered locally",
-                spec.name
-            );
+        if policy == Policy::Local && self.local_command(spec, &request, started) {
             return;
         }
         let (request, transform) = match self.narrow(spec, request) {

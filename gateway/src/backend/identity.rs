@@ -29,6 +29,7 @@ use switchyard_schemas::credential_digest;
 
 use super::NodeSpec;
 use crate::cmd::CommandSpec;
+use crate::cmd::policy::{SCRIPT_COMMANDS, is_script};
 pub(crate) use crate::reply::RunAs;
 use crate::resp;
 
@@ -37,16 +38,6 @@ pub(crate) const GATEWAY_USER: &str = "switchyard-gateway";
 
 /// The user non-admin tenants' scripts and functions run as.
 pub(crate) const SCRIPT_USER: &str = "switchyard-script";
-
-/// The commands that run a script or a function: what [`GATEWAY_USER`] may not run.
-const SCRIPT_COMMANDS: &[&str] = &[
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-];
 
 /// What both users start from: `reset` first, so that a user is exactly what the gateway says whatever an older
 /// version or an operator left, then every key, channel and command.
@@ -67,11 +58,6 @@ pub(crate) fn run_as(spec: &CommandSpec, admin: bool) -> RunAs {
         (true, false) => RunAs::TenantScript,
         (true, true) => RunAs::AdminScript,
     }
-}
-
-/// Whether `spec` runs a script or a function.
-pub(crate) fn is_script(spec: &CommandSpec) -> bool {
-    SCRIPT_COMMANDS.contains(&spec.name)
 }
 
 /// The password of `user` on a node: derived from the resource's own credentials, the same on every gateway.

@@ -7,6 +7,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::policy::Policy;
 use super::spec::{CommandSpec, KeysProc, RawReply, acl, c_str, flag};
 use super::table::COMMANDS;
 
@@ -221,69 +222,65 @@ fn newer_subcommand(args: &[Bytes]) -> Option<&'static CommandSpec> {
 
 /// The last few commands a connection looked up, as the client spelled them. Pipelines repeat a handful of
 /// commands, and comparing a few bytes is cheaper than lower-casing and hashing a name again. Only top-level
-/// commands without subcommands are remembered (for the others the second argument decides), each with one
-/// property of theirs that the connection asks about on every request (`mark`), computed once.
+/// commands without subcommands are remembered (for the others the second argument decides), each with its
+/// [`Policy`], which the connection asks about on every request, computed once.
+#[derive(Default)]
 pub struct LookupCache {
     entries: [Cached; CACHED_COMMANDS],
     /// The entry the next miss replaces (round robin).
     next: usize,
-    mark: fn(&CommandSpec) -> bool,
 }
 
 #[derive(Clone, Copy, Default)]
 struct Cached {
     name: [u8; CACHED_NAME],
     len: usize,
-    spec: Option<(&'static CommandSpec, bool)>,
+    spec: Option<(&'static CommandSpec, Policy)>,
 }
 
 const CACHED_COMMANDS: usize = 4;
 const CACHED_NAME: usize = 16;
 
 impl LookupCache {
-    pub fn new(mark: fn(&CommandSpec) -> bool) -> LookupCache {
-        LookupCache {
-            entries: [Cached::default(); CACHED_COMMANDS],
-            next: 0,
-            mark,
-        }
-    }
-
-    /// The remembered command named `name`, and its mark.
+    /// The remembered command named `name`, and its policy.
     #[inline]
-    fn find(&self, name: &[u8]) -> Option<(&'static CommandSpec, bool)> {
+    fn find(&self, name: &[u8]) -> Option<(&'static CommandSpec, Policy)> {
         self.entries
             .iter()
             .find(|entry| name == &entry.name[..entry.len])?
             .spec
     }
 
-    /// The remembered command and its mark, if the client named it again (`name`, with `args` arguments in all)
-    /// with a number of arguments its arity admits. Asked for every request on the direct path: inlined there.
+    /// The remembered command and its policy, if the client named it again (`name`, with `args` arguments in
+    /// all) with a number of arguments its arity admits. Asked for every request on the direct path: inlined there.
     #[inline]
-    pub fn cached(&self, name: &[u8], args: usize) -> Option<(&'static CommandSpec, bool)> {
+    pub fn cached(&self, name: &[u8], args: usize) -> Option<(&'static CommandSpec, Policy)> {
         self.find(name).filter(|(spec, _)| spec.arity_ok(args))
     }
 
-    /// [`lookup`], remembering the answer for the next requests.
-    pub fn lookup(&mut self, args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
+    /// [`lookup`] and the command's [`Policy`], remembering both for the next requests.
+    pub fn lookup(
+        &mut self,
+        args: &[Bytes],
+    ) -> Result<(&'static CommandSpec, Policy), CommandError> {
         let name = args.first().map_or(&[][..], |name| &name[..]);
-        if let Some((spec, _)) = self.find(name) {
+        if let Some((spec, policy)) = self.find(name) {
             return if spec.arity_ok(args.len()) {
-                Ok(spec)
+                Ok((spec, policy))
             } else {
                 Err(CommandError::WrongArity { name: spec.name })
             };
         }
         let spec = lookup(args)?;
+        let policy = Policy::of(spec);
         if spec.subcommands.is_empty() && !spec.name.contains('|') && name.len() <= CACHED_NAME {
             let entry = &mut self.entries[self.next];
             entry.name[..name.len()].copy_from_slice(name);
             entry.len = name.len();
-            entry.spec = Some((spec, (self.mark)(spec)));
+            entry.spec = Some((spec, policy));
             self.next = (self.next + 1) % CACHED_COMMANDS;
         }
-        Ok(spec)
+        Ok((spec, policy))
     }
 }
 
@@ -327,8 +324,7 @@ mod tests {
 
     #[test]
     fn the_lookup_cache_answers_as_lookup_does() {
-        let readonly = |spec: &CommandSpec| spec.has(flag::READONLY);
-        let mut cache = LookupCache::new(readonly);
+        let mut cache = LookupCache::default();
         for words in [
             &["GET", "k"][..],
             &["GET", "k"],
@@ -345,19 +341,19 @@ mod tests {
             let expected = lookup(&args)
                 .map(|spec| spec.name)
                 .map_err(|e| format!("{e:?}"));
-            // A hit says what lookup says, with the command's mark.
-            if let Some((spec, mark)) = cache.cached(&args[0], args.len()) {
+            // A hit says what lookup says, with the command's policy.
+            if let Some((spec, policy)) = cache.cached(&args[0], args.len()) {
                 assert_eq!(Ok(spec.name), expected, "{words:?}");
-                assert_eq!(mark, readonly(spec), "{words:?}");
+                assert_eq!(policy, Policy::of(spec), "{words:?}");
             }
             let cached = cache
                 .lookup(&args)
-                .map(|spec| spec.name)
+                .map(|(spec, _)| spec.name)
                 .map_err(|e| format!("{e:?}"));
             assert_eq!(cached, expected, "{words:?}");
         }
         // A pipeline alternating a few commands finds each of them remembered.
-        let mut cache = LookupCache::new(readonly);
+        let mut cache = LookupCache::default();
         for words in [
             &["GET", "k"][..],
             &["SET", "k", "v"],

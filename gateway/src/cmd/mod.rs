@@ -11,11 +11,13 @@ pub mod command;
 mod keys;
 mod keys_proc;
 mod lookup;
+pub mod policy;
 pub mod spec;
 mod table;
 pub mod tenancy;
 
 pub use lookup::{CommandError, LookupCache, commands, lookup, lookup_by_name, resolve};
+pub use policy::Policy;
 pub use spec::{
     ACL_CATEGORY_NAMES, BeginSearch, CommandSpec, FLAG_NAMES, FindKeys, KEY_FLAG_NAMES, KeySpec,
     KeysProc, acl, flag, key_flag,

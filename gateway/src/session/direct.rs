@@ -4,7 +4,7 @@ use std::rc::Rc;
 
 use super::Session;
 use crate::backend::cluster::slot_of;
-use crate::cmd::flag;
+use crate::cmd::{Policy, flag};
 use crate::resp::{Frame, RequestDecoder};
 use crate::route::{Direct, RunTarget};
 
@@ -27,10 +27,10 @@ impl Session {
         {
             return None;
         }
-        let (spec, verbatim) = self
+        let (spec, policy) = self
             .commands
             .cached(decoder.arg(frame, 0)?, decoder.arg_count())?;
-        if !verbatim {
+        if policy != Policy::Verbatim {
             return None;
         }
         let target = if spec.has(flag::READONLY) {

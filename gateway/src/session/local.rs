@@ -1,48 +1,14 @@
-//! The commands the gateway answers itself (`PING`, `ECHO`, `QUIT`, `SELECT`, `COMMAND`, `CLIENT`, ...) or refuses,
-//! and which commands it forwards untouched on the direct path.
+//! The commands the gateway answers itself (`PING`, `ECHO`, `QUIT`, `SELECT`, `COMMAND`, `CLIENT`, ...) or refuses
+//! (`cmd::Policy::Local`).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::{CLUSTER_DISABLED, Session, stateful};
-use crate::backend::identity;
-use crate::cmd::{self, CommandSpec, tenancy};
+use super::{CLUSTER_DISABLED, Session};
+use crate::cmd::{self, CommandSpec};
 use crate::resp::{self, Request};
-
-/// Whether the session forwards `spec` untouched on a direct route (see `Session::direct`): not answered by the
-/// gateway, not stateful, never refused or rewritten. Computed once per command a connection repeats (see
-/// `cmd::LookupCache`).
-pub(super) fn forwarded_verbatim(spec: &CommandSpec) -> bool {
-    // Answered by the gateway (`local_command`, `info`), or refused or rewritten on some routes (`database_refusal`,
-    // `Dispatch::forward`'s FLUSHALL); container commands (`|`) are never remembered by the lookup cache anyway.
-    // Scripts run as another ACL user than the requests around them (see `identity`).
-    const SPECIAL: &[&str] = &[
-        "ping",
-        "echo",
-        "quit",
-        "auth",
-        "hello",
-        "select",
-        "command",
-        "readonly",
-        "readwrite",
-        "asking",
-        "info",
-        "move",
-        "swapdb",
-        "copy",
-        "flushall",
-        "publish",
-        "spublish",
-    ];
-    !SPECIAL.contains(&spec.name)
-        && !spec.name.contains('|')
-        && !identity::is_script(spec)
-        && !stateful::may_be_stateful(spec)
-        && tenancy::refusal(spec, false).is_none()
-}
 
 impl Session {
     /// Answers a command the gateway owns. Returns false for everything that goes to a backend.

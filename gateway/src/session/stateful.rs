@@ -21,7 +21,8 @@ use super::transaction::{Transaction, Watching};
 use crate::backend::dedicated::{Dedicated, Pushes, Wait};
 use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::clients::ClientState;
-use crate::cmd::{CommandSpec, acl, flag};
+use crate::cmd::policy::may_be_stateful;
+use crate::cmd::{CommandSpec, flag};
 use crate::metrics::{Held, Metrics};
 use crate::resp::{self, Protocol, Request};
 use crate::route::Place;
@@ -70,13 +71,6 @@ impl Drop for Blocked {
     fn drop(&mut self) {
         self.0.blocked_clients.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// Whether a command may be one this module serves (or one whose order it keeps): a test of its categories,
-/// so that ordinary commands skip the checks by name.
-pub(super) fn may_be_stateful(spec: &CommandSpec) -> bool {
-    const CATEGORIES: u32 = acl::TRANSACTION | acl::PUBSUB | acl::BLOCKING | acl::CONNECTION;
-    spec.acl_categories & CATEGORIES != 0
 }
 
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
@@ -156,17 +150,14 @@ impl Session {
         });
     }
 
-    /// Serves the commands that need a dedicated connection. Returns false for every other command.
+    /// Serves the commands that need a dedicated connection, and every command while the connection is in a
+    /// transaction or subscribed. Returns false for every other command.
     pub(super) fn stateful_command(
         &mut self,
         spec: &'static CommandSpec,
         request: &Request,
         started: Instant,
     ) -> bool {
-        let stateless = self.stateful.transaction.is_none() && self.stateful.subscription.is_none();
-        if stateless && !may_be_stateful(spec) {
-            return false; // the common case, decided by flags alone
-        }
         let served = if self.subscribed() && self.protocol == Protocol::Resp2 {
             self.subscribed_command(spec, request, started)
         } else if self.transaction_command(spec, request, started)
@@ -313,29 +304,5 @@ mod tests {
             ">"
         ]));
         assert!(!blocking(&["LPOP", "a"]));
-    }
-
-    #[test]
-    fn ordinary_commands_are_told_apart_by_flags() {
-        let spec = |name: &str| crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
-        for name in [
-            "blpop",
-            "xread",
-            "wait",
-            "multi",
-            "exec",
-            "discard",
-            "watch",
-            "unwatch",
-            "reset",
-            "subscribe",
-            "ssubscribe",
-            "punsubscribe",
-        ] {
-            assert!(may_be_stateful(spec(name)), "{name}");
-        }
-        for name in ["get", "set", "mget", "lpop", "xadd", "eval"] {
-            assert!(!may_be_stateful(spec(name)), "{name}");
-        }
     }
 }

@@ -1,0 +1,164 @@
+//! What the gateway does with each command: the one decision, made once from the command's spec, that every path
+//! takes. `Session::dispatch` answers `Local` commands, serves `Stateful` ones on the connection's state
+//! (`session::stateful`) when they touch it, and looks at `Checked` ones (`cmd::tenancy`, scripts' identity,
+//! rewritten replies) before `route::Dispatch` forwards them; the direct path (`session::direct`) forwards only
+//! `Verbatim` commands, untouched.
+
+use super::spec::{CommandSpec, acl};
+use super::tenancy;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Answered by the gateway itself (`PING`, `SELECT`, `COMMAND`, `CLIENT`, ...), or refused to everyone
+    /// (`CLUSTER`, `ACL SETUSER`, `SLOWLOG`, ...).
+    Local,
+    /// May open, use or change the connection's state (transactions, subscriptions, blocking commands, `RESET`),
+    /// or must keep its order with commands that do (`PUBLISH`).
+    Stateful,
+    /// Forwarded once the gateway has looked at it: it may be refused to a tenant without admin rights, name
+    /// databases or channels the gateway renames, run as another user (scripts), get its reply rewritten (`INFO`,
+    /// `CONFIG GET`), or reach past a tenant's own database on some routes (`FLUSHALL`).
+    Checked,
+    /// Forwarded untouched to wherever its keys go.
+    Verbatim,
+}
+
+impl Policy {
+    pub fn of(spec: &CommandSpec) -> Policy {
+        if answered_locally(spec) {
+            Policy::Local
+        } else if may_be_stateful(spec) {
+            Policy::Stateful
+        } else if spec.name.contains('|')
+            || is_script(spec)
+            || CHECKED.contains(&spec.name)
+            || tenancy::refusal(spec, false).is_some()
+        {
+            Policy::Checked
+        } else {
+            Policy::Verbatim
+        }
+    }
+}
+
+/// Commands forwarded with a check or a rewrite that neither their flags nor `tenancy::refusal` tell.
+const CHECKED: &[&str] = &["info", "move", "swapdb", "copy", "flushall"];
+
+/// The commands that run a script or a function (which run as another ACL user: see `backend::identity`).
+pub const SCRIPT_COMMANDS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
+/// Whether `spec` runs a script or a function.
+pub fn is_script(spec: &CommandSpec) -> bool {
+    SCRIPT_COMMANDS.contains(&spec.name)
+}
+
+/// Whether a command may touch the connection's state, or must keep its order with those that do: a test of its
+/// categories, so that ordinary commands skip the checks by name.
+pub fn may_be_stateful(spec: &CommandSpec) -> bool {
+    const CATEGORIES: u32 = acl::TRANSACTION | acl::PUBSUB | acl::BLOCKING | acl::CONNECTION;
+    spec.acl_categories & CATEGORIES != 0
+}
+
+/// The commands `Session::local_command` answers.
+fn answered_locally(spec: &CommandSpec) -> bool {
+    match spec.name.split_once('|') {
+        None => matches!(
+            spec.name,
+            "ping"
+                | "echo"
+                | "quit"
+                | "auth"
+                | "hello"
+                | "select"
+                | "command"
+                | "readonly"
+                | "readwrite"
+                | "asking"
+        ),
+        Some(("command", sub)) => matches!(
+            sub,
+            "count" | "info" | "docs" | "list" | "getkeys" | "getkeysandflags"
+        ),
+        Some(("acl", sub)) => !matches!(sub, "cat" | "genpass" | "help"),
+        Some((container, _)) => matches!(container, "client" | "cluster" | "slowlog" | "latency"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::lookup_by_name;
+
+    fn policy(name: &str) -> Policy {
+        Policy::of(lookup_by_name(name.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn every_command_has_the_policy_its_path_expects() {
+        for name in [
+            "ping",
+            "echo",
+            "select",
+            "auth",
+            "hello",
+            "quit",
+            "command",
+            "command|docs",
+            "client|list",
+            "client|kill",
+            "cluster|info",
+            "acl|whoami",
+            "acl|setuser",
+            "slowlog|get",
+            "readonly",
+        ] {
+            assert_eq!(policy(name), Policy::Local, "{name}");
+        }
+        for name in [
+            "multi",
+            "exec",
+            "watch",
+            "reset",
+            "subscribe",
+            "ssubscribe",
+            "publish",
+            "blpop",
+            "xread",
+            "wait",
+            "pubsub|channels",
+        ] {
+            assert_eq!(policy(name), Policy::Stateful, "{name}");
+        }
+        for name in [
+            "info",
+            "flushall",
+            "move",
+            "swapdb",
+            "copy",
+            "eval",
+            "fcall_ro",
+            "config|get",
+            "acl|cat",
+            "keys",
+            "flushdb",
+            "migrate",
+            "monitor",
+            "debug",
+        ] {
+            assert_eq!(policy(name), Policy::Checked, "{name}");
+        }
+        for name in [
+            "get", "set", "mget", "mset", "del", "incr", "hgetall", "xadd", "lpop", "scan",
+            "dbsize",
+        ] {
+            assert_eq!(policy(name), Policy::Verbatim, "{name}");
+        }
+    }
+}

@@ -247,8 +247,8 @@ mod tests {
     use super::*;
 
     fn request(args: &[&str]) -> (&'static CommandSpec, Request) {
-        let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
-        let spec = crate::cmd::lookup(&args).unwrap();
+        let args = crate::cmd::words(args);
+        let spec = crate::cmd::resolve(&args).unwrap();
         (spec, Request::from_args(args))
     }
 

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -169,6 +170,22 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     }
 }
 
+/// Reads what the socket has into `input`, waiting until it has something (as `read_buf` would on a stream the
+/// session does not share with its writes).
+fn poll_read(
+    stream: &TcpStream,
+    cx: &mut Context<'_>,
+    input: &mut BytesMut,
+) -> Poll<std::io::Result<usize>> {
+    loop {
+        ready!(stream.poll_read_ready(cx))?;
+        match stream.try_read_buf(input) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue, // readiness was stale
+            read => return Poll::Ready(read),
+        }
+    }
+}
+
 impl Drop for Session {
     /// Whether the session ended or its task panicked: the client leaves the registry and the counts, and replies
     /// that still come for it are dropped.
@@ -232,17 +249,12 @@ impl Session {
                 () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() => {}
                 // Readiness through the socket's own waker slots (`readable()` would queue a waiter per wait).
                 writable = poll_fn(|cx| stream.poll_write_ready(cx)), if !output.is_empty() => writable?,
-                readable = poll_fn(|cx| stream.poll_read_ready(cx)), if reading => {
-                    readable?;
-                    match stream.try_read_buf(&mut input) {
-                        // The client hung up; replies still pending have no one to go to.
-                        Ok(0) => return Ok(()),
-                        Ok(_) if self.stateful.parked.is_none() => {
-                            self.decode(&mut decoder, &mut input, addr);
-                        }
-                        Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                        Err(e) => return Err(e),
+                read = poll_fn(|cx| poll_read(&stream, cx, &mut input)), if reading => {
+                    if read? == 0 {
+                        return Ok(()); // the client hung up; replies still pending have no one to go to
+                    }
+                    if self.stateful.parked.is_none() {
+                        self.decode(&mut decoder, &mut input, addr);
                     }
                 }
                 // A new snapshot, a CLIENT KILL or the shutdown. A revoked credential or a removed tenant

@@ -320,6 +320,7 @@ impl Session {
                     && !self.closing
                 {
                     self.decode(&mut decoder, &mut input, addr);
+                    continue; // what the gateway answered itself is ready now: no backend wakes the session for it
                 }
                 if !self.replies.is_empty() {
                     break;

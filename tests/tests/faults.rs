@@ -89,7 +89,9 @@ fn closed_by_gateway(stream: &mut TcpStream) -> bool {
 
 /// A client that pipelines 10,000 `GET` of a 100 KB value (1 GB of replies) and reads none is slowed down, not
 /// buffered: the gateway stops reading from it, its memory stays within 64 MB of where it was, and another
-/// tenant's client keeps its latency.
+/// tenant's client on the same backend keeps getting its replies at once (without the bound, the flood holds the
+/// shared backend connection past the command timeout and the other client gets timeout errors). Latency figures
+/// belong to benchmarks: the test only bounds each reply's wait far below the command timeout.
 #[test]
 fn a_client_that_never_reads_is_throttled_and_costs_others_nothing() {
     let backend = backend_with_values();
@@ -100,26 +102,27 @@ fn a_client_that_never_reads_is_throttled_and_costs_others_nothing() {
     }
     let before = gateway.rss_bytes();
     let _flood = flood_without_reading(&gateway, 10_000);
-    let mut latencies = Vec::new();
+    let mut slowest = Duration::ZERO;
     let mut peak = before;
     let until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < until {
+    for round in 0.. {
+        if Instant::now() >= until {
+            break;
+        }
         let started = Instant::now();
         quiet.roundtrip(b"GET small\r\n", b"$1\r\ns\r\n");
-        latencies.push(started.elapsed());
-        if latencies.len() % 50 == 0 {
+        slowest = slowest.max(started.elapsed());
+        if round % 50 == 0 {
             peak = peak.max(gateway.rss_bytes());
         }
         std::thread::sleep(Duration::from_millis(2));
     }
     peak = peak.max(gateway.rss_bytes());
-    latencies.sort();
-    let p99 = latencies[latencies.len() * 99 / 100];
     let grown = peak.saturating_sub(before) >> 20;
     assert!(grown < 64, "the gateway grew by {grown} MB");
     assert!(
-        p99 < Duration::from_millis(10),
-        "the other tenant's p99 went to {p99:?}"
+        slowest < Duration::from_millis(500),
+        "the other tenant waited {slowest:?} for a reply"
     );
 }
 
@@ -175,9 +178,12 @@ fn a_subscriber_that_stops_reading_is_dropped_at_its_limit_and_others_keep_recei
     expected.extend_from_slice(format!("${VALUE_LEN}\r\n").as_bytes());
     expected.extend_from_slice(&message);
     expected.extend_from_slice(b"\r\n");
+    // The reader reads each message before the next is published: only the stalled subscriber falls behind.
+    let (received, each) = std::sync::mpsc::channel();
     let reading = std::thread::spawn(move || {
         for _ in 0..messages {
             reader.expect(&expected);
+            let _ = received.send(());
         }
     });
     let mut publisher = authenticated(&gateway, "noisy-pw");
@@ -185,6 +191,8 @@ fn a_subscriber_that_stops_reading_is_dropped_at_its_limit_and_others_keep_recei
         publisher.send_command(&[b"PUBLISH", b"busy", &message]);
         let receivers = publisher.read_reply();
         assert!(receivers == b":2\r\n" || receivers == b":1\r\n");
+        each.recv_timeout(Duration::from_secs(10))
+            .expect("the reading subscriber got the message");
     }
     reading
         .join()
@@ -290,4 +298,17 @@ fn a_panicking_session_closes_its_connection_and_nothing_else() {
     let mut again = authenticated(&gateway, "noisy-pw");
     again.roundtrip(b"GET small\r\n", b"$1\r\ns\r\n");
     assert_eq!(gateway.metric("switchyard_client_connections"), 2);
+}
+
+/// A pipeline far deeper than the requests a client may have outstanding is answered whole and in order, whether
+/// the gateway answers its commands itself or a backend does.
+#[test]
+fn a_pipeline_deeper_than_the_outstanding_bound_is_answered_whole() {
+    let backend = backend_with_values();
+    let gateway = Gateway::start(&two_tenants(&backend, json!({})));
+    let mut client = authenticated(&gateway, "quiet-pw");
+    client.send(&b"PING\r\n".repeat(1000));
+    client.expect(&b"+PONG\r\n".repeat(1000));
+    client.send(&b"PING\r\nGET small\r\nECHO e\r\n".repeat(1000));
+    client.expect(&b"+PONG\r\n$1\r\ns\r\n$1\r\ne\r\n".repeat(1000));
 }

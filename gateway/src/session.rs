@@ -35,6 +35,8 @@ mod local;
 mod output;
 mod pubsub;
 mod stateful;
+#[cfg(test)]
+mod tests;
 mod transaction;
 
 /// Requests of one client in flight or with replies not yet written: beyond them the gateway dispatches nothing

@@ -51,6 +51,8 @@ impl Output {
         while !self.buf.is_empty() {
             match stream.try_write(&self.buf) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                // All of it, as nearly always: cleared, which keeps the buffer's whole capacity at hand.
+                Ok(n) if n == self.buf.len() => self.buf.clear(),
                 Ok(n) => {
                     self.buf.advance(n);
                     progress = true;

@@ -22,10 +22,12 @@ use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
 
 mod handshake;
+mod outbox;
 mod pipeline;
 mod script;
 
 pub(crate) use handshake::connect;
+pub(super) use outbox::Outbox;
 use pipeline::serve;
 pub(super) use script::{KILL_GRACE, kill_scripts};
 

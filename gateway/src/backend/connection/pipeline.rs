@@ -5,10 +5,11 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::outbox::Outbox;
 use super::script::{ASKING, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
@@ -44,7 +45,8 @@ impl InFlight {
 const KILLABLE: u8 = 0x80;
 
 /// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone
-/// and nothing is in flight (`Ok`). On failure every request in flight gets an error reply.
+/// and nothing is in flight (`Ok`). On failure every request in flight or queued gets the error reply (`timed
+/// out after N ms`, `connection lost: ...`).
 pub(super) async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), String> {
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let mut replies = Replies::default();
@@ -57,6 +59,7 @@ pub(super) async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), Stri
             request.fail(received, std::mem::take(&mut replies.answered), &error);
             received = &[];
         }
+        shared.fail_queued(&error);
     }
     result
 }
@@ -129,8 +132,9 @@ async fn pipeline(
     in_flight: &mut VecDeque<InFlight>,
     replies: &mut Replies,
 ) -> Result<(), String> {
-    let (mut reader, mut writer) = stream.split();
-    let mut write_buf = BytesMut::with_capacity(16 * 1024);
+    let (mut reader, writer) = stream.split();
+    let socket: &TcpStream = writer.as_ref();
+    let mut outbox = Outbox::with_capacity(16 * 1024);
     let timeout = shared.settings.command_timeout;
     let far_future = Instant::now() + Duration::from_secs(86400 * 365);
     let timer = tokio::time::sleep_until(far_future);
@@ -141,10 +145,12 @@ async fn pipeline(
     // Swapped with the shared queue, so neither is reallocated batch after batch.
     let mut batch: VecDeque<Pending> = VecDeque::new();
     loop {
-        // Everything queued since the last write goes out in one write.
+        // Everything queued since the last write goes out in one write. A request's deadline starts here: it
+        // bounds the write too, however long the node takes to read it.
         std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
         if !batch.is_empty() {
             let deadline = Instant::now() + timeout;
+            let write_buf = outbox.buf();
             for pending in batch.drain(..) {
                 let (count, wrapped) = match pending.reply.run_as() {
                     RunAs::Gateway => {
@@ -176,11 +182,7 @@ async fn pipeline(
                     deadline,
                 });
             }
-            writer
-                .write_all(&write_buf)
-                .await
-                .map_err(|e| format!("connection lost: {}", describe(&e)))?;
-            write_buf.clear();
+            outbox.write(socket)?;
         }
         if shared.closed.get() && in_flight.is_empty() && shared.queue.borrow().is_empty() {
             return Ok(());
@@ -213,6 +215,11 @@ async fn pipeline(
                     timer_deadline = in_flight.front().map_or(far_future, |r| r.deadline);
                     timer.as_mut().reset(timer_deadline);
                 }
+            }
+            // Only while the node has not taken everything written to it.
+            writable = socket.writable(), if outbox.pending() => {
+                writable.map_err(|e| format!("connection lost: {}", describe(&e)))?;
+                outbox.write(socket)?;
             }
             () = shared.wake.notified() => {}
             () = &mut timer => {

@@ -2,7 +2,8 @@
 //!
 //! Many client requests ride one connection: senders append to a queue, and the connection's task writes
 //! everything queued in one write and matches replies to requests in FIFO order. The task owns the socket; it
-//! reconnects with backoff, and while the node is down requests fail at once instead of waiting.
+//! reconnects with backoff, and while the node is down (from a failure until a reconnect's handshake passes)
+//! requests fail at once instead of waiting.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -93,8 +94,10 @@ pub(crate) struct ConnectionSettings {
 /// The connection's state as senders see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {
+    /// The connection's very first connect: requests wait for it.
     Connecting,
     Up,
+    /// Failed, and not connected again since (a reconnect's handshake must pass first): requests fail at once.
     Down,
 }
 
@@ -247,10 +250,14 @@ pub(super) fn describe(error: &io::Error) -> String {
     }
 }
 
+/// Connects, serves, and after a failure reconnects with backoff, until the last handle is gone. A node that
+/// failed (timed out, lost, refused) is down until a reconnect's handshake, which always ends with a round trip,
+/// passes: meanwhile requests fail at once instead of each waiting its timeout on a node that accepts
+/// connections but answers nothing. Only the connection's very first connect keeps requests waiting
+/// (`Connecting`).
 async fn run(shared: Rc<Shared>) {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
-        shared.status.set(Status::Connecting);
         let reason = match tokio::time::timeout(
             shared.settings.connect_timeout,
             connect(&shared.node),

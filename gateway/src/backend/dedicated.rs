@@ -21,6 +21,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use super::OnPanic;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
 use super::connection::{
     self, ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, describe, kill_scripts,
@@ -212,6 +213,9 @@ impl Inner {
 }
 
 async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings) {
+    // A panic in this task fails the connection as a lost one would: the session sees it failed, and what it
+    // queued is answered (what was in flight goes with the task's state).
+    let _failed = OnPanic(|| inner.fail("internal error", &mut VecDeque::new()));
     let mut in_flight = VecDeque::new();
     let mut redirects = 0;
     loop {

@@ -3,7 +3,7 @@
 //! Many client requests ride one connection: senders append to a queue, and the connection's task writes
 //! everything queued in one write and matches replies to requests in FIFO order. The task owns the socket; it
 //! reconnects with backoff, and while the node is down (from a failure until a reconnect's handshake passes)
-//! requests fail at once instead of waiting.
+//! requests fail at once instead of waiting. A panic in the task is caught: see `restart`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use super::OnPanic;
 use super::identity::{self, RunAs};
 use crate::backoff::Backoff;
 use crate::metrics::BackendMetrics;
@@ -174,18 +175,8 @@ impl BackendConnection {
         settings: ConnectionSettings,
         metrics: Arc<BackendMetrics>,
     ) -> BackendConnection {
-        let shared = Rc::new(Shared {
-            auth: Auths::new(&node),
-            node,
-            settings,
-            queue: RefCell::new(VecDeque::new()),
-            wake: LocalSignal::default(),
-            status: Cell::new(Status::Connecting),
-            down_reason: RefCell::new(String::new()),
-            closed: Cell::new(false),
-            metrics,
-        });
-        tokio::task::spawn_local(run(Rc::clone(&shared)));
+        let shared = Rc::new(Shared::new(node, settings, metrics));
+        tokio::task::spawn_local(run(Rc::clone(&shared), Duration::ZERO));
         BackendConnection { shared }
     }
 
@@ -221,6 +212,20 @@ impl Drop for BackendConnection {
 }
 
 impl Shared {
+    fn new(node: NodeSpec, settings: ConnectionSettings, metrics: Arc<BackendMetrics>) -> Shared {
+        Shared {
+            auth: Auths::new(&node),
+            node,
+            settings,
+            queue: RefCell::new(VecDeque::new()),
+            wake: LocalSignal::default(),
+            status: Cell::new(Status::Connecting),
+            down_reason: RefCell::new(String::new()),
+            closed: Cell::new(false),
+            metrics,
+        }
+    }
+
     fn unavailable(&self) -> Bytes {
         resp::error_reply(&format!(
             "ERR backend {} unavailable: {}",
@@ -250,12 +255,20 @@ pub(super) fn describe(error: &io::Error) -> String {
     }
 }
 
+/// How long a connection whose task panicked waits before its new task connects: a panic that comes back at
+/// once (say, in the handshake) does not spin.
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
 /// Connects, serves, and after a failure reconnects with backoff, until the last handle is gone. A node that
 /// failed (timed out, lost, refused) is down until a reconnect's handshake, which always ends with a round trip,
 /// passes: meanwhile requests fail at once instead of each waiting its timeout on a node that accepts
 /// connections but answers nothing. Only the connection's very first connect keeps requests waiting
-/// (`Connecting`).
-async fn run(shared: Rc<Shared>) {
+/// (`Connecting`). `delay`: a pause before the first attempt.
+async fn run(shared: Rc<Shared>, delay: Duration) {
+    let _restart = OnPanic(|| restart(&shared));
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
         let reason = match tokio::time::timeout(
@@ -273,6 +286,8 @@ async fn run(shared: Rc<Shared>) {
                     .connections_up
                     .fetch_add(1, Ordering::Relaxed);
                 let served = serve(&shared, stream).await;
+                // Before the count goes down, so that `restart` never counts it down twice.
+                shared.status.set(Status::Down);
                 shared
                     .metrics
                     .connections_up
@@ -297,5 +312,100 @@ async fn run(shared: Rc<Shared>) {
         if shared.closed.get() {
             return;
         }
+    }
+}
+
+/// After a panic in the connection's task, as tokio drops the task's future: the connection is down, what is
+/// queued gets the error, and a new task takes over unless the last handle is gone. The requests in flight went
+/// with the old task's state (their handles answer for themselves).
+fn restart(shared: &Rc<Shared>) {
+    tracing::error!(backend = %shared.node.addr, "backend connection task panicked; starting a new one");
+    shared.metrics.failures.fetch_add(1, Ordering::Relaxed);
+    if shared.status.replace(Status::Down) == Status::Up {
+        shared
+            .metrics
+            .connections_up
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+    if let Ok(mut reason) = shared.down_reason.try_borrow_mut() {
+        *reason = "internal error".to_string();
+    }
+    shared.fail_queued(&shared.unavailable());
+    if !shared.closed.get() {
+        tokio::task::spawn_local(run(Rc::clone(shared), RESTART_DELAY));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::reply::ReplyQueue;
+
+    /// A panic inside the guarded scope of a connection's task (as `run` guards itself): the connection is down
+    /// at once, the queued request gets the error, and a new task connects (after `RESTART_DELAY`) and serves.
+    #[tokio::test]
+    async fn a_panicking_task_is_replaced_and_what_it_left_queued_is_answered() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap().to_string();
+                let node = NodeSpec {
+                    addr: addr.clone(),
+                    username: None,
+                    password: None,
+                    db: 0,
+                    // Its handshake is a bare PING.
+                    role: NodeRole::Sentinel,
+                    script_user: None,
+                    protocol: Protocol::Resp2,
+                };
+                let settings = ConnectionSettings {
+                    connect_timeout: Duration::from_secs(1),
+                    command_timeout: Duration::from_secs(1),
+                };
+                let shared = Rc::new(Shared::new(node, settings, Arc::default()));
+                let connection = BackendConnection {
+                    shared: Rc::clone(&shared),
+                };
+                let queue = Rc::new(ReplyQueue::default());
+                connection.send(
+                    Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+                    queue.reserve(Instant::now()),
+                );
+                let task = tokio::task::spawn_local(async move {
+                    let _restart = OnPanic(|| restart(&shared));
+                    panic!("a bug in the connection's task");
+                });
+                assert!(task.await.unwrap_err().is_panic());
+                assert_eq!(connection.status(), Status::Down);
+                let mut answered = BytesMut::new();
+                queue.drain_ready(&mut answered, |_, _| {});
+                assert_eq!(
+                    answered,
+                    format!("-ERR backend {addr} unavailable: internal error\r\n").as_bytes()
+                );
+
+                let (mut node, _) = listener.accept().await.unwrap();
+                let mut handshake = BytesMut::new();
+                while !handshake.ends_with(b"PING\r\n") {
+                    assert!(node.read_buf(&mut handshake).await.unwrap() > 0);
+                }
+                node.write_all(b"+PONG\r\n").await.unwrap();
+                let up = async {
+                    while connection.status() != Status::Up {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                };
+                tokio::time::timeout(Duration::from_secs(5), up)
+                    .await
+                    .expect("the new task connects");
+            })
+            .await;
     }
 }

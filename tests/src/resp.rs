@@ -37,6 +37,13 @@ impl RawClient {
         client
     }
 
+    /// A second handle on the same connection, so that one thread can write while another reads.
+    pub fn try_clone(&self) -> RawClient {
+        RawClient {
+            stream: self.stream.try_clone().expect("clone the client's socket"),
+        }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("send");
     }

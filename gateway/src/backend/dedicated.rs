@@ -4,8 +4,9 @@
 //! A dedicated connection runs the shared connections' connect handshake (AUTH, SELECT, ROLE for sentinel
 //! masters) and belongs to one session. Dropping the [`Dedicated`] handle closes the socket at once, even while a
 //! command is blocked on it, so the node forgets the client as soon as the client leaves. Replies are matched to
-//! requests in FIFO order as on a shared connection; blocking commands get no deadline (the client's own timeout
-//! is the node's business, and 0 means forever), every other request the command timeout. A subscribed client's
+//! requests in FIFO order as on a shared connection; a blocking command's reply gets no deadline (the client's own
+//! timeout is the node's business, and 0 means forever), every other request's the command timeout, and writing
+//! any request has the command timeout too: a node that stops reading fails the connection. A subscribed client's
 //! connection has [`Pushes`]: the pub/sub messages the node sends between replies go to the client's reply queue
 //! as messages (see `ReplyQueue::push_message`), and every frame is renamed on the way.
 //!
@@ -17,11 +18,14 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use super::OnPanic;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
-use super::connection::{self, ConnectionSettings, KILL_GRACE, NodeSpec, describe, kill_scripts};
+use super::connection::{
+    self, ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, describe, kill_scripts,
+};
 use crate::metrics::Held;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, ReplyScanner};
@@ -209,6 +213,9 @@ impl Inner {
 }
 
 async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings) {
+    // A panic in this task fails the connection as a lost one would: the session sees it failed, and what it
+    // queued is answered (what was in flight goes with the task's state).
+    let _failed = OnPanic(|| inner.fail("internal error", &mut VecDeque::new()));
     let mut in_flight = VecDeque::new();
     let mut redirects = 0;
     loop {
@@ -285,9 +292,13 @@ async fn serve(
     timeout: Duration,
     in_flight: &mut VecDeque<InFlight>,
 ) -> Result<Option<Redirected>, String> {
-    let (mut reader, mut writer) = stream.split();
+    let (mut reader, writer) = stream.split();
+    let socket: &TcpStream = writer.as_ref();
     let mut read_buf = BytesMut::with_capacity(4096);
-    let mut write_buf = BytesMut::new();
+    let mut outbox = Outbox::with_capacity(0);
+    // When the oldest bytes the node has not taken yet must be written by: a blocking command's reply has no
+    // deadline, but writing it has.
+    let mut write_deadline: Option<Instant> = None;
     let mut scanner = ReplyScanner::default();
     loop {
         if inner.closed.get() {
@@ -296,8 +307,9 @@ async fn serve(
         let batch: Vec<Outgoing> = inner.queue.borrow_mut().drain(..).collect();
         if !batch.is_empty() {
             let now = Instant::now();
+            write_deadline.get_or_insert(now + timeout);
             for outgoing in batch {
-                write_buf.extend_from_slice(&outgoing.raw);
+                outbox.buf().extend_from_slice(&outgoing.raw);
                 let deadline = (outgoing.wait != Wait::Unbounded).then(|| now + timeout);
                 let killable = outgoing.wait == Wait::TenantScript;
                 let resend = (outgoing.wait == Wait::Unbounded && outgoing.replies.len() == 1)
@@ -309,13 +321,16 @@ async fn serve(
                     resend: resend.clone(),
                 }));
             }
-            writer
-                .write_all(&write_buf)
-                .await
-                .map_err(|e| format!("connection lost: {}", describe(&e)))?;
-            write_buf.clear();
+            outbox.write(socket)?;
         }
-        let deadline = in_flight.iter().filter_map(|f| f.deadline).min();
+        if !outbox.pending() {
+            write_deadline = None;
+        }
+        let deadline = in_flight
+            .iter()
+            .filter_map(|f| f.deadline)
+            .chain(write_deadline)
+            .min();
         let backlogged = inner
             .pushes
             .as_ref()
@@ -361,8 +376,16 @@ async fn serve(
             }
             // Only while the subscriber's queue is too long: until the client has been written some of it.
             () = drained(inner), if backlogged => {}
+            // Only while the node has not taken everything written to it.
+            writable = socket.writable(), if outbox.pending() => {
+                writable.map_err(|e| format!("connection lost: {}", describe(&e)))?;
+                outbox.write(socket)?;
+            }
             () = inner.wake.notified() => {}
             () = sleep_until(deadline) => {
+                if write_deadline.is_some_and(|at| at <= Instant::now()) {
+                    return Err(format!("timed out after {} ms", timeout.as_millis()));
+                }
                 let mut killing = false;
                 for request in in_flight.iter_mut().filter(|r| r.killable) {
                     request.killable = false;
@@ -412,5 +435,46 @@ mod tests {
         ));
         assert!(!is_message(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"));
         assert!(!is_message(b"-ERR x\r\n"));
+    }
+
+    /// A node that takes none of a blocking command's bytes (stopped, its socket full): the write is bounded by
+    /// the command timeout, although the command's reply is not.
+    #[tokio::test]
+    async fn a_write_the_node_never_takes_times_out_even_for_a_blocking_command() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (_stopped, _) = listener.accept().await.unwrap();
+        // Far more than the two sockets' buffers hold.
+        let command = Outgoing {
+            raw: Bytes::from(vec![b'x'; 64 << 20]),
+            replies: vec![ReplyHandle::discard()],
+            wait: Wait::Unbounded,
+        };
+        let inner = Inner {
+            node: NodeSpec {
+                addr: addr.to_string(),
+                username: None,
+                password: None,
+                db: 0,
+                role: Default::default(),
+                script_user: None,
+                protocol: Default::default(),
+            },
+            queue: RefCell::new(VecDeque::from([command])),
+            wake: LocalSignal::default(),
+            closed: Cell::new(false),
+            failed: Cell::new(false),
+            pushes: None,
+            pending: Cell::new(1),
+        };
+        let timeout = Duration::from_millis(200);
+        let served = tokio::time::timeout(
+            Duration::from_secs(5),
+            serve(&inner, stream, timeout, &mut VecDeque::new()),
+        )
+        .await
+        .expect("the write ends at the command timeout");
+        assert_eq!(served.err().as_deref(), Some("timed out after 200 ms"));
     }
 }

@@ -317,3 +317,36 @@ fn shared<K: std::hash::Hash + Eq + Clone, V>(
     cache.insert(key.clone(), Rc::downgrade(&value));
     value
 }
+
+/// Calls its function when dropped while the thread unwinds from a panic. Tokio catches a panic inside a task and
+/// drops the task's future while unwinding, so a guard the task holds answers for what the task owned (its
+/// queued requests) instead of leaving them to wait for a task that is gone.
+pub(super) struct OnPanic<F: FnMut()>(pub(super) F);
+
+impl<F: FnMut()> Drop for OnPanic<F> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            (self.0)();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::OnPanic;
+
+    #[test]
+    fn on_panic_runs_only_while_a_panic_unwinds() {
+        let calls = Cell::new(0);
+        drop(OnPanic(|| calls.set(calls.get() + 1)));
+        assert_eq!(calls.get(), 0);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = OnPanic(|| calls.set(calls.get() + 1));
+            panic!("inside the guarded scope");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(calls.get(), 1);
+    }
+}

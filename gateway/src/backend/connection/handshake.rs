@@ -1,4 +1,7 @@
-//! The connect handshake: AUTH, the gateway's ACL users, SELECT, READONLY or ROLE, HELLO, each reply checked.
+//! The connect handshake: AUTH, the gateway's ACL users, SELECT, READONLY or ROLE, HELLO, each reply checked. It
+//! is also the node's health check: a node is used again after a failure only once a handshake has passed, so it
+//! always ends with a round trip (`PING` when nothing else is sent), and a node that accepts connections but
+//! answers nothing (a stopped process) never passes it.
 
 use std::io;
 
@@ -11,8 +14,9 @@ use crate::backend::identity::{self, RunAs};
 use crate::resp::{self, Protocol, ReplyScanner};
 
 /// Connects and runs the handshake: AUTH with the resource's credentials, the gateway's ACL users (see
-/// `identity`), SELECT, READONLY or ROLE, then AUTH as the gateway user. Every step must answer `+OK`, and ROLE
-/// must say `master`.
+/// `identity`), SELECT, READONLY or ROLE, then AUTH as the gateway user, or `PING` when none of these is needed.
+/// Every step must answer `+OK` (`PING`: `+PONG`), and ROLE must say `master`. Callers bound it with the connect
+/// timeout.
 pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
     let mut stream = TcpStream::connect(&node.addr).await?;
     stream.set_nodelay(true)?;
@@ -70,7 +74,8 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
         expected.push(RESP3_HELLO);
     }
     if expected.is_empty() {
-        return Ok(stream);
+        resp::command(&mut handshake, &[&b"PING"[..]]);
+        expected.push(b"+PONG\r\n");
     }
     stream.write_all(&handshake).await?;
     let mut buf = BytesMut::with_capacity(256);
@@ -130,4 +135,65 @@ fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
         );
     }
     format!("handshake failed: {text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A sentinel without a password needs no AUTH: the handshake is a bare `PING`.
+    fn sentinel(addr: String) -> NodeSpec {
+        NodeSpec {
+            addr,
+            username: None,
+            password: None,
+            db: 0,
+            role: NodeRole::Sentinel,
+            script_user: None,
+            protocol: Protocol::Resp2,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_that_accepts_but_never_answers_fails_the_handshake() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let node = sentinel(listener.local_addr().unwrap().to_string());
+        let stopped = async {
+            // Accepted, as the kernel does for a stopped process, and never answered.
+            let (socket, _) = listener.accept().await.unwrap();
+            std::future::pending::<()>().await;
+            drop(socket);
+        };
+        tokio::select! {
+            connected = tokio::time::timeout(Duration::from_millis(300), connect(&node)) => {
+                assert!(connected.is_err(), "the handshake waits for an answer");
+            }
+            () = stopped => unreachable!(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_that_answers_ping_passes_the_handshake() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let node = sentinel(listener.local_addr().unwrap().to_string());
+        let answering = async {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = BytesMut::new();
+            while !request.ends_with(b"PING\r\n") {
+                assert!(socket.read_buf(&mut request).await.unwrap() > 0);
+            }
+            socket.write_all(b"+PONG\r\n").await.unwrap();
+            socket
+        };
+        let (connected, _socket) = tokio::time::timeout(Duration::from_secs(5), async {
+            tokio::join!(connect(&node), answering)
+        })
+        .await
+        .expect("the handshake sends PING");
+        assert!(connected.is_ok());
+    }
 }

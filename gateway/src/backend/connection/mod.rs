@@ -2,7 +2,8 @@
 //!
 //! Many client requests ride one connection: senders append to a queue, and the connection's task writes
 //! everything queued in one write and matches replies to requests in FIFO order. The task owns the socket; it
-//! reconnects with backoff, and while the node is down requests fail at once instead of waiting.
+//! reconnects with backoff, and while the node is down (from a failure until a reconnect's handshake passes)
+//! requests fail at once instead of waiting. A panic in the task is caught: see `restart`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -13,22 +14,23 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::time::Instant;
 
+use super::OnPanic;
 use super::identity::{self, RunAs};
 use crate::backoff::Backoff;
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
-use crate::resp::{self, Protocol, ReplyScanner};
+use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
 
 mod handshake;
+mod outbox;
+mod pipeline;
 mod script;
 
 pub(crate) use handshake::connect;
-use script::{ASKING, unwrap_script};
+pub(super) use outbox::Outbox;
+use pipeline::serve;
 pub(super) use script::{KILL_GRACE, kill_scripts};
 
 /// How to reach and set up one backend node.
@@ -93,8 +95,10 @@ pub(crate) struct ConnectionSettings {
 /// The connection's state as senders see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {
+    /// The connection's very first connect: requests wait for it.
     Connecting,
     Up,
+    /// Failed, and not connected again since (a reconnect's handshake must pass first): requests fail at once.
     Down,
 }
 
@@ -104,30 +108,6 @@ struct Pending {
     raw: Bytes,
     reply: ReplyHandle,
     count: u32,
-}
-
-struct InFlight {
-    reply: ReplyHandle,
-    /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
-    count: u32,
-    /// For a script: how many replies come before its own (`AUTH`, and `ASKING` after a cluster's `ASK`), which
-    /// are the gateway's and not delivered, like the last one (see `identity`), with [`KILLABLE`] for a
-    /// non-admin tenant's script not yet killed; 0 for anything else. One byte: an entry is moved twice per
-    /// request.
-    wrapped: u8,
-    deadline: Instant,
-}
-
-impl InFlight {
-    /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
-    fn fail(self, replies: &[u8], answered: u32, error: &Bytes) {
-        let reply = match self.wrapped {
-            0 => answered_then(replies, self.count - answered, error),
-            // A script is one request: it gets the error, whatever its `AUTH`s got.
-            _ => error.clone(),
-        };
-        self.reply.failed(reply);
-    }
 }
 
 /// `replies`, then `error` once for each of `missing` requests: what a run whose connection failed gets.
@@ -195,18 +175,8 @@ impl BackendConnection {
         settings: ConnectionSettings,
         metrics: Arc<BackendMetrics>,
     ) -> BackendConnection {
-        let shared = Rc::new(Shared {
-            auth: Auths::new(&node),
-            node,
-            settings,
-            queue: RefCell::new(VecDeque::new()),
-            wake: LocalSignal::default(),
-            status: Cell::new(Status::Connecting),
-            down_reason: RefCell::new(String::new()),
-            closed: Cell::new(false),
-            metrics,
-        });
-        tokio::task::spawn_local(run(Rc::clone(&shared)));
+        let shared = Rc::new(Shared::new(node, settings, metrics));
+        tokio::task::spawn_local(run(Rc::clone(&shared), Duration::ZERO));
         BackendConnection { shared }
     }
 
@@ -242,6 +212,20 @@ impl Drop for BackendConnection {
 }
 
 impl Shared {
+    fn new(node: NodeSpec, settings: ConnectionSettings, metrics: Arc<BackendMetrics>) -> Shared {
+        Shared {
+            auth: Auths::new(&node),
+            node,
+            settings,
+            queue: RefCell::new(VecDeque::new()),
+            wake: LocalSignal::default(),
+            status: Cell::new(Status::Connecting),
+            down_reason: RefCell::new(String::new()),
+            closed: Cell::new(false),
+            metrics,
+        }
+    }
+
     fn unavailable(&self) -> Bytes {
         resp::error_reply(&format!(
             "ERR backend {} unavailable: {}",
@@ -271,10 +255,22 @@ pub(super) fn describe(error: &io::Error) -> String {
     }
 }
 
-async fn run(shared: Rc<Shared>) {
+/// How long a connection whose task panicked waits before its new task connects: a panic that comes back at
+/// once (say, in the handshake) does not spin.
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
+/// Connects, serves, and after a failure reconnects with backoff, until the last handle is gone. A node that
+/// failed (timed out, lost, refused) is down until a reconnect's handshake, which always ends with a round trip,
+/// passes: meanwhile requests fail at once instead of each waiting its timeout on a node that accepts
+/// connections but answers nothing. Only the connection's very first connect keeps requests waiting
+/// (`Connecting`). `delay`: a pause before the first attempt.
+async fn run(shared: Rc<Shared>, delay: Duration) {
+    let _restart = OnPanic(|| restart(&shared));
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
-        shared.status.set(Status::Connecting);
         let reason = match tokio::time::timeout(
             shared.settings.connect_timeout,
             connect(&shared.node),
@@ -290,6 +286,8 @@ async fn run(shared: Rc<Shared>) {
                     .connections_up
                     .fetch_add(1, Ordering::Relaxed);
                 let served = serve(&shared, stream).await;
+                // Before the count goes down, so that `restart` never counts it down twice.
+                shared.status.set(Status::Down);
                 shared
                     .metrics
                     .connections_up
@@ -317,204 +315,97 @@ async fn run(shared: Rc<Shared>) {
     }
 }
 
-/// In [`InFlight::wrapped`]: a non-admin tenant's script, which the gateway kills when it runs too long.
-const KILLABLE: u8 = 0x80;
-
-/// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone
-/// and nothing is in flight (`Ok`). On failure every request in flight gets an error reply.
-async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), String> {
-    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
-    let mut replies = Replies::default();
-    let result = pipeline(shared, stream, &mut in_flight, &mut replies).await;
-    if let Err(reason) = &result {
-        let error = resp::error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
-        // The oldest request may be a run with some of its replies in: those go to the client as they are.
-        let mut received = &replies.buf[..replies.scanned];
-        for request in in_flight.drain(..) {
-            request.fail(received, std::mem::take(&mut replies.answered), &error);
-            received = &[];
-        }
+/// After a panic in the connection's task, as tokio drops the task's future: the connection is down, what is
+/// queued gets the error, and a new task takes over unless the last handle is gone. The requests in flight went
+/// with the old task's state (their handles answer for themselves).
+fn restart(shared: &Rc<Shared>) {
+    tracing::error!(backend = %shared.node.addr, "backend connection task panicked; starting a new one");
+    shared.metrics.failures.fetch_add(1, Ordering::Relaxed);
+    if shared.status.replace(Status::Down) == Status::Up {
+        shared
+            .metrics
+            .connections_up
+            .fetch_sub(1, Ordering::Relaxed);
     }
-    result
-}
-
-/// Replies read from the node and not yet delivered.
-struct Replies {
-    buf: BytesMut,
-    scanner: ReplyScanner,
-    /// Complete replies at the front of `buf` for the oldest request in flight (a run waits for all of its own),
-    /// their length, and whether one of them is an error reply.
-    answered: u32,
-    scanned: usize,
-    error: bool,
-}
-
-impl Default for Replies {
-    fn default() -> Replies {
-        Replies {
-            buf: BytesMut::with_capacity(16 * 1024),
-            scanner: ReplyScanner::default(),
-            answered: 0,
-            scanned: 0,
-            error: false,
-        }
+    if let Ok(mut reason) = shared.down_reason.try_borrow_mut() {
+        *reason = "internal error".to_string();
+    }
+    shared.fail_queued(&shared.unavailable());
+    if !shared.closed.get() {
+        tokio::task::spawn_local(run(Rc::clone(shared), RESTART_DELAY));
     }
 }
 
-impl Replies {
-    /// Delivers every request in flight whose replies are all in.
-    fn deliver(&mut self, in_flight: &mut VecDeque<InFlight>, node: &str) -> Result<(), String> {
-        loop {
-            let len = match self.scanner.scan(&self.buf[self.scanned..]) {
-                Ok(Some(len)) => len,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(format!("protocol error: {e}")),
-            };
-            self.error |= self.buf.get(self.scanned) == Some(&b'-');
-            self.scanned += len;
-            self.answered += 1;
-            let Some(oldest) = in_flight.front() else {
-                return Err("protocol error: reply without a request".to_string());
-            };
-            if self.answered < oldest.count {
-                continue;
-            }
-            let reply = self.buf.split_to(self.scanned).freeze();
-            self.scanned = 0;
-            self.answered = 0;
-            let error = std::mem::take(&mut self.error);
-            let Some(request) = in_flight.pop_front() else {
-                continue;
-            };
-            match request.wrapped & !KILLABLE {
-                0 => request.reply.deliver_run(reply, error),
-                lead => {
-                    let (reply, switched_back) = unwrap_script(&reply, lead, node);
-                    let error = reply.first() == Some(&b'-');
-                    request.reply.deliver_run(reply, error);
-                    // Anything after it would run as the script's user: the connection is not the gateway's.
-                    switched_back?;
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::reply::ReplyQueue;
+
+    /// A panic inside the guarded scope of a connection's task (as `run` guards itself): the connection is down
+    /// at once, the queued request gets the error, and a new task connects (after `RESTART_DELAY`) and serves.
+    #[tokio::test]
+    async fn a_panicking_task_is_replaced_and_what_it_left_queued_is_answered() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap().to_string();
+                let node = NodeSpec {
+                    addr: addr.clone(),
+                    username: None,
+                    password: None,
+                    db: 0,
+                    // Its handshake is a bare PING.
+                    role: NodeRole::Sentinel,
+                    script_user: None,
+                    protocol: Protocol::Resp2,
+                };
+                let settings = ConnectionSettings {
+                    connect_timeout: Duration::from_secs(1),
+                    command_timeout: Duration::from_secs(1),
+                };
+                let shared = Rc::new(Shared::new(node, settings, Arc::default()));
+                let connection = BackendConnection {
+                    shared: Rc::clone(&shared),
+                };
+                let queue = Rc::new(ReplyQueue::default());
+                connection.send(
+                    Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+                    queue.reserve(Instant::now()),
+                );
+                let task = tokio::task::spawn_local(async move {
+                    let _restart = OnPanic(|| restart(&shared));
+                    panic!("a bug in the connection's task");
+                });
+                assert!(task.await.unwrap_err().is_panic());
+                assert_eq!(connection.status(), Status::Down);
+                let mut answered = BytesMut::new();
+                queue.drain_ready(&mut answered, |_, _| {});
+                assert_eq!(
+                    answered,
+                    format!("-ERR backend {addr} unavailable: internal error\r\n").as_bytes()
+                );
+
+                let (mut node, _) = listener.accept().await.unwrap();
+                let mut handshake = BytesMut::new();
+                while !handshake.ends_with(b"PING\r\n") {
+                    assert!(node.read_buf(&mut handshake).await.unwrap() > 0);
                 }
-            }
-        }
-    }
-}
-
-async fn pipeline(
-    shared: &Shared,
-    mut stream: TcpStream,
-    in_flight: &mut VecDeque<InFlight>,
-    replies: &mut Replies,
-) -> Result<(), String> {
-    let (mut reader, mut writer) = stream.split();
-    let mut write_buf = BytesMut::with_capacity(16 * 1024);
-    let timeout = shared.settings.command_timeout;
-    let far_future = Instant::now() + Duration::from_secs(86400 * 365);
-    let timer = tokio::time::sleep_until(far_future);
-    tokio::pin!(timer);
-    let mut timer_deadline = far_future;
-    // Set while the timer waits for a killed script's reply, whose deadline is later than the requests' after it.
-    let mut killing = false;
-    // Swapped with the shared queue, so neither is reallocated batch after batch.
-    let mut batch: VecDeque<Pending> = VecDeque::new();
-    loop {
-        // Everything queued since the last write goes out in one write.
-        std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
-        if !batch.is_empty() {
-            let deadline = Instant::now() + timeout;
-            for pending in batch.drain(..) {
-                let (count, wrapped) = match pending.reply.run_as() {
-                    RunAs::Gateway => {
-                        write_buf.extend_from_slice(&pending.raw);
-                        (pending.count, 0)
-                    }
-                    // A script, between the AUTHs that make it run as its user and back (see `identity`).
-                    run_as => {
-                        write_buf.extend_from_slice(shared.auth.of(run_as));
-                        let lead = if pending.reply.asking() {
-                            write_buf.extend_from_slice(ASKING);
-                            2
-                        } else {
-                            1
-                        };
-                        write_buf.extend_from_slice(&pending.raw);
-                        write_buf.extend_from_slice(&shared.auth.gateway);
-                        let killable = match run_as {
-                            RunAs::TenantScript => KILLABLE,
-                            _ => 0,
-                        };
-                        (pending.count + u32::from(lead) + 1, lead | killable)
+                node.write_all(b"+PONG\r\n").await.unwrap();
+                let up = async {
+                    while connection.status() != Status::Up {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                 };
-                in_flight.push_back(InFlight {
-                    reply: pending.reply,
-                    count,
-                    wrapped,
-                    deadline,
-                });
-            }
-            writer
-                .write_all(&write_buf)
-                .await
-                .map_err(|e| format!("connection lost: {}", describe(&e)))?;
-            write_buf.clear();
-        }
-        if shared.closed.get() && in_flight.is_empty() && shared.queue.borrow().is_empty() {
-            return Ok(());
-        }
-        // The timer is armed for the oldest request when the connection has none armed, and otherwise left
-        // alone until it fires: resetting it per batch costs a trip through the timer wheel. Deadlines only grow
-        // along the queue, so an armed timer never fires later than the oldest request's deadline.
-        if timer_deadline == far_future
-            && let Some(oldest) = in_flight.front()
-        {
-            timer.as_mut().reset(oldest.deadline);
-            timer_deadline = oldest.deadline;
-        }
-        let read_buf = &mut replies.buf;
-        if read_buf.capacity() - read_buf.len() < 4096 {
-            read_buf.reserve(read_buf.len().max(16 * 1024));
-        }
-        tokio::select! {
-            biased;
-            read = reader.read_buf(read_buf) => {
-                match read {
-                    Ok(0) => return Err("connection lost: connection closed by the backend".to_string()),
-                    Ok(_) => {}
-                    Err(e) => return Err(format!("connection lost: {}", describe(&e))),
-                }
-                replies.deliver(in_flight, &shared.node.addr)?;
-                if killing && in_flight.front().is_none_or(|r| r.deadline < timer_deadline) {
-                    // The killed script answered: the timer goes back to the oldest request's deadline.
-                    killing = false;
-                    timer_deadline = in_flight.front().map_or(far_future, |r| r.deadline);
-                    timer.as_mut().reset(timer_deadline);
-                }
-            }
-            () = shared.wake.notified() => {}
-            () = &mut timer => {
-                match in_flight.front_mut() {
-                    // A tenant's script that runs too long holds the node for every tenant: it is killed, and
-                    // its reply (Redis' error) gets until the kill is done to come.
-                    Some(oldest) if oldest.deadline <= timer_deadline && oldest.wrapped & KILLABLE != 0 => {
-                        oldest.wrapped &= !KILLABLE;
-                        oldest.deadline = Instant::now() + KILL_GRACE;
-                        killing = true;
-                        timer_deadline = oldest.deadline;
-                        timer.as_mut().reset(timer_deadline);
-                        tracing::warn!(backend = %shared.node.addr, "killing a tenant's script that ran past the command timeout");
-                        tokio::task::spawn_local(kill_scripts(shared.node.clone()));
-                    }
-                    Some(oldest) if oldest.deadline <= timer_deadline => {
-                        return Err(format!("timed out after {} ms", timeout.as_millis()));
-                    }
-                    // The request the timer was armed for has its reply; re-arm for the oldest one left.
-                    oldest => {
-                        timer_deadline = oldest.map_or(far_future, |r| r.deadline);
-                        timer.as_mut().reset(timer_deadline);
-                    }
-                }
-            }
-        }
+                tokio::time::timeout(Duration::from_secs(5), up)
+                    .await
+                    .expect("the new task connects");
+            })
+            .await;
     }
 }

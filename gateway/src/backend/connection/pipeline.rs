@@ -1,0 +1,250 @@
+//! A connected socket's work: writing what is queued, matching replies to requests in FIFO order, and the
+//! command timeout.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::outbox::Outbox;
+use super::script::{ASKING, unwrap_script};
+use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
+use crate::backend::identity::RunAs;
+use crate::reply::ReplyHandle;
+use crate::resp::{self, ReplyScanner};
+
+/// A request written (or being written) to the node, waiting for its replies.
+struct InFlight {
+    reply: ReplyHandle,
+    /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
+    count: u32,
+    /// For a script: how many replies come before its own (`AUTH`, and `ASKING` after a cluster's `ASK`), which
+    /// are the gateway's and not delivered, like the last one (see `identity`), with [`KILLABLE`] for a
+    /// non-admin tenant's script not yet killed; 0 for anything else. One byte: an entry is moved twice per
+    /// request.
+    wrapped: u8,
+    deadline: Instant,
+}
+
+impl InFlight {
+    /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
+    fn fail(self, replies: &[u8], answered: u32, error: &Bytes) {
+        let reply = match self.wrapped {
+            0 => answered_then(replies, self.count - answered, error),
+            // A script is one request: it gets the error, whatever its `AUTH`s got.
+            _ => error.clone(),
+        };
+        self.reply.failed(reply);
+    }
+}
+
+/// In [`InFlight::wrapped`]: a non-admin tenant's script, which the gateway kills when it runs too long.
+const KILLABLE: u8 = 0x80;
+
+/// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone
+/// and nothing is in flight (`Ok`). On failure every request in flight or queued gets the error reply (`timed
+/// out after N ms`, `connection lost: ...`).
+pub(super) async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), String> {
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    let mut replies = Replies::default();
+    let result = pipeline(shared, stream, &mut in_flight, &mut replies).await;
+    if let Err(reason) = &result {
+        let error = resp::error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
+        // The oldest request may be a run with some of its replies in: those go to the client as they are.
+        let mut received = &replies.buf[..replies.scanned];
+        for request in in_flight.drain(..) {
+            request.fail(received, std::mem::take(&mut replies.answered), &error);
+            received = &[];
+        }
+        shared.fail_queued(&error);
+    }
+    result
+}
+
+/// Replies read from the node and not yet delivered.
+struct Replies {
+    buf: BytesMut,
+    scanner: ReplyScanner,
+    /// Complete replies at the front of `buf` for the oldest request in flight (a run waits for all of its own),
+    /// their length, and whether one of them is an error reply.
+    answered: u32,
+    scanned: usize,
+    error: bool,
+}
+
+impl Default for Replies {
+    fn default() -> Replies {
+        Replies {
+            buf: BytesMut::with_capacity(16 * 1024),
+            scanner: ReplyScanner::default(),
+            answered: 0,
+            scanned: 0,
+            error: false,
+        }
+    }
+}
+
+impl Replies {
+    /// Delivers every request in flight whose replies are all in.
+    fn deliver(&mut self, in_flight: &mut VecDeque<InFlight>, node: &str) -> Result<(), String> {
+        loop {
+            let len = match self.scanner.scan(&self.buf[self.scanned..]) {
+                Ok(Some(len)) => len,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("protocol error: {e}")),
+            };
+            self.error |= self.buf.get(self.scanned) == Some(&b'-');
+            self.scanned += len;
+            self.answered += 1;
+            let Some(oldest) = in_flight.front() else {
+                return Err("protocol error: reply without a request".to_string());
+            };
+            if self.answered < oldest.count {
+                continue;
+            }
+            let reply = self.buf.split_to(self.scanned).freeze();
+            self.scanned = 0;
+            self.answered = 0;
+            let error = std::mem::take(&mut self.error);
+            let Some(request) = in_flight.pop_front() else {
+                continue;
+            };
+            match request.wrapped & !KILLABLE {
+                0 => request.reply.deliver_run(reply, error),
+                lead => {
+                    let (reply, switched_back) = unwrap_script(&reply, lead, node);
+                    let error = reply.first() == Some(&b'-');
+                    request.reply.deliver_run(reply, error);
+                    // Anything after it would run as the script's user: the connection is not the gateway's.
+                    switched_back?;
+                }
+            }
+        }
+    }
+}
+
+async fn pipeline(
+    shared: &Shared,
+    mut stream: TcpStream,
+    in_flight: &mut VecDeque<InFlight>,
+    replies: &mut Replies,
+) -> Result<(), String> {
+    let (mut reader, writer) = stream.split();
+    let socket: &TcpStream = writer.as_ref();
+    let mut outbox = Outbox::with_capacity(16 * 1024);
+    let timeout = shared.settings.command_timeout;
+    let far_future = Instant::now() + Duration::from_secs(86400 * 365);
+    let timer = tokio::time::sleep_until(far_future);
+    tokio::pin!(timer);
+    let mut timer_deadline = far_future;
+    // Set while the timer waits for a killed script's reply, whose deadline is later than the requests' after it.
+    let mut killing = false;
+    // Swapped with the shared queue, so neither is reallocated batch after batch.
+    let mut batch: VecDeque<Pending> = VecDeque::new();
+    loop {
+        // Everything queued since the last write goes out in one write. A request's deadline starts here: it
+        // bounds the write too, however long the node takes to read it.
+        std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
+        if !batch.is_empty() {
+            let deadline = Instant::now() + timeout;
+            let write_buf = outbox.buf();
+            for pending in batch.drain(..) {
+                let (count, wrapped) = match pending.reply.run_as() {
+                    RunAs::Gateway => {
+                        write_buf.extend_from_slice(&pending.raw);
+                        (pending.count, 0)
+                    }
+                    // A script, between the AUTHs that make it run as its user and back (see `identity`).
+                    run_as => {
+                        write_buf.extend_from_slice(shared.auth.of(run_as));
+                        let lead = if pending.reply.asking() {
+                            write_buf.extend_from_slice(ASKING);
+                            2
+                        } else {
+                            1
+                        };
+                        write_buf.extend_from_slice(&pending.raw);
+                        write_buf.extend_from_slice(&shared.auth.gateway);
+                        let killable = match run_as {
+                            RunAs::TenantScript => KILLABLE,
+                            _ => 0,
+                        };
+                        (pending.count + u32::from(lead) + 1, lead | killable)
+                    }
+                };
+                in_flight.push_back(InFlight {
+                    reply: pending.reply,
+                    count,
+                    wrapped,
+                    deadline,
+                });
+            }
+            outbox.write(socket)?;
+        }
+        if shared.closed.get() && in_flight.is_empty() && shared.queue.borrow().is_empty() {
+            return Ok(());
+        }
+        // The timer is armed for the oldest request when the connection has none armed, and otherwise left
+        // alone until it fires: resetting it per batch costs a trip through the timer wheel. Deadlines only grow
+        // along the queue, so an armed timer never fires later than the oldest request's deadline.
+        if timer_deadline == far_future
+            && let Some(oldest) = in_flight.front()
+        {
+            timer.as_mut().reset(oldest.deadline);
+            timer_deadline = oldest.deadline;
+        }
+        let read_buf = &mut replies.buf;
+        if read_buf.capacity() - read_buf.len() < 4096 {
+            read_buf.reserve(read_buf.len().max(16 * 1024));
+        }
+        tokio::select! {
+            biased;
+            read = reader.read_buf(read_buf) => {
+                match read {
+                    Ok(0) => return Err("connection lost: connection closed by the backend".to_string()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("connection lost: {}", describe(&e))),
+                }
+                replies.deliver(in_flight, &shared.node.addr)?;
+                if killing && in_flight.front().is_none_or(|r| r.deadline < timer_deadline) {
+                    // The killed script answered: the timer goes back to the oldest request's deadline.
+                    killing = false;
+                    timer_deadline = in_flight.front().map_or(far_future, |r| r.deadline);
+                    timer.as_mut().reset(timer_deadline);
+                }
+            }
+            // Only while the node has not taken everything written to it.
+            writable = socket.writable(), if outbox.pending() => {
+                writable.map_err(|e| format!("connection lost: {}", describe(&e)))?;
+                outbox.write(socket)?;
+            }
+            () = shared.wake.notified() => {}
+            () = &mut timer => {
+                match in_flight.front_mut() {
+                    // A tenant's script that runs too long holds the node for every tenant: it is killed, and
+                    // its reply (Redis' error) gets until the kill is done to come.
+                    Some(oldest) if oldest.deadline <= timer_deadline && oldest.wrapped & KILLABLE != 0 => {
+                        oldest.wrapped &= !KILLABLE;
+                        oldest.deadline = Instant::now() + KILL_GRACE;
+                        killing = true;
+                        timer_deadline = oldest.deadline;
+                        timer.as_mut().reset(timer_deadline);
+                        tracing::warn!(backend = %shared.node.addr, "killing a tenant's script that ran past the command timeout");
+                        tokio::task::spawn_local(kill_scripts(shared.node.clone()));
+                    }
+                    Some(oldest) if oldest.deadline <= timer_deadline => {
+                        return Err(format!("timed out after {} ms", timeout.as_millis()));
+                    }
+                    // The request the timer was armed for has its reply; re-arm for the oldest one left.
+                    oldest => {
+                        timer_deadline = oldest.map_or(far_future, |r| r.deadline);
+                        timer.as_mut().reset(timer_deadline);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -172,18 +172,34 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     }
 }
 
-/// Reads what the socket has into `input`, waiting until it has something (as `read_buf` would on a stream the
-/// session does not share with its writes).
-fn poll_read(
+/// What a client's socket is ready for.
+enum Socket {
+    /// It takes writes again.
+    Writable,
+    /// This many bytes were read into the input (0: the client hung up).
+    Read(usize),
+}
+
+/// Waits until the socket takes writes (when `write`), or reads what it has into `input` (when `read`), as
+/// `read_buf` would on a stream the session does not share with its writes.
+fn poll_socket(
     stream: &TcpStream,
     cx: &mut Context<'_>,
     input: &mut BytesMut,
-) -> Poll<std::io::Result<usize>> {
+    read: bool,
+    write: bool,
+) -> Poll<std::io::Result<Socket>> {
+    if write && stream.poll_write_ready(cx)?.is_ready() {
+        return Poll::Ready(Ok(Socket::Writable));
+    }
+    if !read {
+        return Poll::Pending;
+    }
     loop {
         ready!(stream.poll_read_ready(cx))?;
         match stream.try_read_buf(input) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue, // readiness was stale
-            read => return Poll::Ready(read),
+            read => return Poll::Ready(read.map(Socket::Read)),
         }
     }
 }
@@ -249,14 +265,18 @@ impl Session {
                 biased;
                 // A subscribed client's messages arrive on their own.
                 () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() => {}
-                // Readiness through the socket's own waker slots (`readable()` would queue a waiter per wait).
-                writable = poll_fn(|cx| stream.poll_write_ready(cx)), if !output.is_empty() => writable?,
-                read = poll_fn(|cx| poll_read(&stream, cx, &mut input)), if reading => {
-                    if read? == 0 {
-                        return Ok(()); // the client hung up; replies still pending have no one to go to
-                    }
-                    if self.stateful.parked.is_none() {
-                        self.decode(&mut decoder, &mut input, addr);
+                // One branch for the socket, through its own waker slots (`readable()` would queue a waiter per
+                // wait): writable when replies wait for it, or input read.
+                socket = poll_fn(|cx| poll_socket(&stream, cx, &mut input, reading, !output.is_empty())),
+                    if reading || !output.is_empty() => {
+                    match socket? {
+                        Socket::Writable => {}
+                        // The client hung up; replies still pending have no one to go to.
+                        Socket::Read(0) => return Ok(()),
+                        Socket::Read(_) if self.stateful.parked.is_none() => {
+                            self.decode(&mut decoder, &mut input, addr);
+                        }
+                        Socket::Read(_) => {}
                     }
                 }
                 // A new snapshot, a CLIENT KILL or the shutdown. A revoked credential or a removed tenant

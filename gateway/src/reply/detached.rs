@@ -50,11 +50,11 @@ impl DetachedWrites {
             return None;
         }
         self.in_flight.set(self.in_flight.get() + count_usize);
-        Some(ReplyHandle::new(Destination::Detached {
-            writes: Rc::clone(self),
+        Some(ReplyHandle::new(Destination::detached(
+            Rc::clone(self),
             command,
             count,
-        }))
+        )))
     }
 
     /// The replies to `count` writes: every error among them is a failure.

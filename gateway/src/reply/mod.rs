@@ -27,8 +27,10 @@ use crate::resp;
 use crate::signal::LocalSignal;
 
 mod detached;
+mod owed;
 
 pub(crate) use detached::DetachedWrites;
+use owed::{DetachedAddress, Owed, PartAddress, SlotAddress};
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
 /// itself, such as INFO). Boxed, but only those commands pay for it.
@@ -115,22 +117,42 @@ pub(crate) enum RunAs {
 }
 
 enum Destination {
-    Slot {
-        queue: Rc<ReplyQueue>,
-        seq: u64,
-        part: usize,
-    },
+    /// A slot of a client's queue (one part of it, for a slot gathering several).
+    Slot(Owed<SlotAddress>),
     /// A double-write to a secondary that the client does not wait for (`count` writes of a run): only failures
     /// are counted.
-    Detached {
-        writes: Rc<DetachedWrites>,
-        command: &'static str,
-        count: u32,
-    },
+    Detached(Owed<DetachedAddress>),
     /// One part of a reply that a backend itself assembles from several nodes (a cluster fan-out).
-    Part { gather: Rc<Gather>, index: usize },
+    Part(Owed<PartAddress>),
     /// A reply nobody needs (the `+OK` of an `ASKING` sent ahead of a redirected request).
     Discard,
+}
+
+impl Destination {
+    fn slot(queue: Rc<ReplyQueue>, seq: u64, part: usize) -> Destination {
+        Destination::Slot(Owed(Some(SlotAddress { queue, seq, part })))
+    }
+
+    fn detached(writes: Rc<DetachedWrites>, command: &'static str, count: u32) -> Destination {
+        Destination::Detached(Owed(Some(DetachedAddress {
+            writes,
+            command,
+            count,
+        })))
+    }
+
+    fn part(gather: Rc<Gather>, index: usize) -> Destination {
+        Destination::Part(Owed(Some(PartAddress { gather, index })))
+    }
+
+    fn deliver(self, replies: Bytes) {
+        match self {
+            Destination::Slot(slot) => slot.fill(replies),
+            Destination::Detached(writes) => writes.fill(replies),
+            Destination::Part(part) => part.fill(replies),
+            Destination::Discard => {}
+        }
+    }
 }
 
 /// What a redirecting backend needs to resend a request: the request itself and how often it was redirected.
@@ -180,22 +202,28 @@ impl ReplyQueue {
         started: Instant,
         transform: Option<Transform>,
     ) -> ReplyHandle {
-        let seq = self.push(Slot::Waiting {
-            started,
-            transform,
-            count: 1,
-        });
+        let seq = self.push(
+            Slot::Waiting {
+                started,
+                transform,
+                count: 1,
+            },
+            1,
+        );
         self.handle(seq, 0)
     }
 
     /// Opens one slot for a run of `count` requests sent to one backend connection as one piece: the backend
     /// delivers their replies together (see `BackendConnection::send_run`).
     pub(crate) fn reserve_run(self: &Rc<Self>, started: Instant, count: u32) -> ReplyHandle {
-        let seq = self.push(Slot::Waiting {
-            started,
-            transform: None,
+        let seq = self.push(
+            Slot::Waiting {
+                started,
+                transform: None,
+                count,
+            },
             count,
-        });
+        );
         self.handle(seq, 0)
     }
 
@@ -208,41 +236,45 @@ impl ReplyQueue {
         count: u32,
         combine: Combine,
     ) -> Vec<ReplyHandle> {
-        let seq = self.push(Slot::Gathering {
-            started,
-            parts: vec![None; parts],
-            missing: parts,
-            combine: Some(combine),
+        let seq = self.push(
+            Slot::Gathering {
+                started,
+                parts: vec![None; parts],
+                missing: parts,
+                combine: Some(combine),
+                count,
+            },
             count,
-        });
+        );
         (0..parts).map(|part| self.handle(seq, part)).collect()
     }
 
-    fn push(&self, slot: Slot) -> u64 {
+    /// Queues `slot`, which answers `count` requests; returns its sequence number.
+    #[inline]
+    fn push(&self, slot: Slot, count: u32) -> u64 {
         let mut inner = self.inner.borrow_mut();
         let seq = inner.base + inner.slots.len() as u64;
         if !inner.closed {
-            inner.requests += slot.count() as usize;
+            inner.requests += count as usize;
             inner.slots.push_back(slot);
         }
         seq
     }
 
     fn handle(self: &Rc<Self>, seq: u64, part: usize) -> ReplyHandle {
-        ReplyHandle::new(Destination::Slot {
-            queue: Rc::clone(self),
-            seq,
-            part,
-        })
+        ReplyHandle::new(Destination::slot(Rc::clone(self), seq, part))
     }
 
     /// Queues a reply the gateway produced itself, behind every earlier request.
     pub(crate) fn push_ready(&self, reply: Bytes, started: Instant) {
-        self.push(Slot::Ready {
-            reply,
-            started,
-            count: 1,
-        });
+        self.push(
+            Slot::Ready {
+                reply,
+                started,
+                count: 1,
+            },
+            1,
+        );
     }
 
     /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now.
@@ -414,17 +446,6 @@ impl ReplyQueue {
     }
 }
 
-impl Slot {
-    /// How many requests the slot answers.
-    fn count(&self) -> u32 {
-        match self {
-            Slot::Waiting { count, .. }
-            | Slot::Gathering { count, .. }
-            | Slot::Ready { count, .. } => *count,
-        }
-    }
-}
-
 /// [`REPLY_LOST`] for each of `count` requests, counted.
 fn lost_replies(count: u32) -> Bytes {
     REPLIES_LOST.fetch_add(u64::from(count), Ordering::Relaxed);
@@ -468,9 +489,11 @@ impl ReplyHandle {
     }
 
     /// The same destination, with error replies going through `redirect.via` first.
-    pub(crate) fn with_redirect(mut self, redirect: Redirect) -> ReplyHandle {
-        self.redirect = Some(redirect);
-        self
+    pub(crate) fn with_redirect(self, redirect: Redirect) -> ReplyHandle {
+        ReplyHandle {
+            redirect: Some(redirect),
+            ..self
+        }
     }
 
     /// Splits this handle into `parts` handles; once each has its reply, `combine` makes the one reply this
@@ -486,12 +509,7 @@ impl ReplyHandle {
             whole: RefCell::new(Some((self, combine))),
         });
         (0..parts)
-            .map(|index| {
-                ReplyHandle::new(Destination::Part {
-                    gather: Rc::clone(&gather),
-                    index,
-                })
-            })
+            .map(|index| ReplyHandle::new(Destination::part(Rc::clone(&gather), index)))
             .collect()
     }
 
@@ -511,45 +529,13 @@ impl ReplyHandle {
 
     /// Delivers the replies to a run of requests; `error` says whether any of them is an error reply (the
     /// backend connection notes it while it reads them), which a redirecting backend must see first.
-    pub(crate) fn deliver_run(mut self, replies: Bytes, error: bool) {
-        let to = std::mem::replace(&mut self.to, Destination::Discard);
-        if let (Some(redirect), true) = (self.redirect.take(), error) {
+    pub(crate) fn deliver_run(self, replies: Bytes, error: bool) {
+        if let (Some(redirect), true) = (self.redirect, error) {
             let via = Rc::clone(&redirect.via);
-            let handle = ReplyHandle::new(to).running_as(self.run_as);
+            let handle = ReplyHandle::new(self.to).running_as(self.run_as);
             return via.on_error(replies, handle, redirect);
         }
-        to.deliver(replies);
-    }
-}
-
-impl Destination {
-    fn deliver(self, replies: Bytes) {
-        match self {
-            Destination::Slot { queue, seq, part } => queue.fill(seq, part, replies),
-            Destination::Detached {
-                writes,
-                command,
-                count,
-            } => writes.finish(command, &replies, count),
-            Destination::Part { gather, index } => gather.fill(index, replies),
-            Destination::Discard => {}
-        }
-    }
-}
-
-impl Drop for ReplyHandle {
-    /// A handle dropped unanswered answers with [`REPLY_LOST`] (see the module's documentation).
-    fn drop(&mut self) {
-        match std::mem::replace(&mut self.to, Destination::Discard) {
-            Destination::Discard => {}
-            Destination::Slot { queue, seq, .. } => queue.lost(seq),
-            Destination::Detached {
-                writes,
-                command,
-                count,
-            } => writes.finish(command, &lost_replies(count), count),
-            Destination::Part { gather, index } => gather.fill(index, lost_replies(1)),
-        }
+        self.to.deliver(replies);
     }
 }
 

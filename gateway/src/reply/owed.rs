@@ -1,0 +1,83 @@
+//! The addresses a reply is owed to (a queue's slot, a detached double-write, a part of a gathered reply), each
+//! answered exactly once: filled, or, when dropped unfilled, with `REPLY_LOST`.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use super::{DetachedWrites, Gather, ReplyQueue, lost_replies};
+
+/// Where a reply is owed: filled once, or, dropped unfilled, answered with `REPLY_LOST` (see the module's
+/// documentation). `None` only once filled.
+pub(super) struct Owed<T: Addressee>(pub(super) Option<T>);
+
+/// Somewhere a reply goes.
+pub(super) trait Addressee {
+    fn fill(self, replies: Bytes);
+    /// Answers `REPLY_LOST` for every request the reply was owed for.
+    fn lose(self);
+}
+
+impl<T: Addressee> Owed<T> {
+    pub(super) fn fill(mut self, replies: Bytes) {
+        if let Some(to) = self.0.take() {
+            to.fill(replies);
+        }
+    }
+}
+
+impl<T: Addressee> Drop for Owed<T> {
+    fn drop(&mut self) {
+        if let Some(to) = self.0.take() {
+            to.lose();
+        }
+    }
+}
+
+pub(super) struct SlotAddress {
+    pub(super) queue: Rc<ReplyQueue>,
+    pub(super) seq: u64,
+    pub(super) part: usize,
+}
+
+impl Addressee for SlotAddress {
+    fn fill(self, replies: Bytes) {
+        self.queue.fill(self.seq, self.part, replies);
+    }
+
+    fn lose(self) {
+        self.queue.lost(self.seq);
+    }
+}
+
+pub(super) struct DetachedAddress {
+    pub(super) writes: Rc<DetachedWrites>,
+    pub(super) command: &'static str,
+    pub(super) count: u32,
+}
+
+impl Addressee for DetachedAddress {
+    fn fill(self, replies: Bytes) {
+        self.writes.finish(self.command, &replies, self.count);
+    }
+
+    fn lose(self) {
+        let replies = lost_replies(self.count);
+        self.fill(replies);
+    }
+}
+
+pub(super) struct PartAddress {
+    pub(super) gather: Rc<Gather>,
+    pub(super) index: usize,
+}
+
+impl Addressee for PartAddress {
+    fn fill(self, replies: Bytes) {
+        self.gather.fill(self.index, replies);
+    }
+
+    fn lose(self) {
+        self.fill(lost_replies(1));
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::local::valid_name;
 use super::{MAX_CLIENTS, Session, TenantView, WRONGPASS};
 use crate::backend::{ResourceSpec, Upstream};
 use crate::metrics::Held;
@@ -157,21 +158,23 @@ impl Session {
                 "ERR the gateway does not switch the protocol of a subscribed connection; unsubscribe first",
             );
         }
+        // As Redis: every option is read (and a name checked) before the credentials are tried, and the name is set
+        // once the connection is authenticated.
         let mut i = 2;
+        let mut credentials = None;
         let mut setname = None;
         while i < args.len() {
             let option = args[i].to_ascii_lowercase();
             match (&option[..], args.len() - i - 1) {
                 (b"auth", 2..) => {
-                    let tenant = Some(&args[i + 1][..]).filter(|t| *t != b"default");
-                    match self.try_auth(tenant, &args[i + 2]) {
-                        AuthOutcome::Ok => {}
-                        failure => return self.auth_failed(started, failure),
-                    }
+                    credentials = Some((&args[i + 1], &args[i + 2]));
                     i += 3;
                 }
                 (b"setname", 1..) => {
-                    setname = Some(args[i + 1].clone());
+                    if let Err(e) = valid_name(&args[i + 1]) {
+                        return self.local_error(started, e);
+                    }
+                    setname = Some(&args[i + 1]);
                     i += 2;
                 }
                 _ => {
@@ -183,11 +186,18 @@ impl Session {
                 }
             }
         }
+        if let Some((user, password)) = credentials {
+            let tenant = Some(&user[..]).filter(|t| *t != b"default");
+            match self.try_auth(tenant, password) {
+                AuthOutcome::Ok => {}
+                failure => return self.auth_failed(started, failure),
+            }
+        }
         if self.tenant.is_none() {
             return self.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
-        if let Some(Err(e)) = setname.map(|name| self.set_name(&name)) {
-            return self.local_error(started, e);
+        if let Some(name) = setname {
+            self.set_name(name);
         }
         self.set_protocol(protocol);
         let id = self.info.id;

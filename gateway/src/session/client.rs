@@ -8,6 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::Session;
+use super::local::valid_name;
 use crate::clients::{ClientInfo, LibAttribute};
 use crate::cmd::CommandSpec;
 use crate::cmd::spec::c_str;
@@ -92,8 +93,11 @@ const UNMATCHED: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
 impl Session {
     pub(super) fn client(&mut self, started: Instant, spec: &'static CommandSpec, args: &[Bytes]) {
         match spec.name {
-            "client|setname" => match self.set_name(&args[2]) {
-                Ok(()) => self.local_reply(started, |out| resp::simple(out, b"OK")),
+            "client|setname" => match valid_name(&args[2]) {
+                Ok(()) => {
+                    self.set_name(&args[2]);
+                    self.local_reply(started, |out| resp::simple(out, b"OK"));
+                }
                 Err(e) => self.local_error(started, e),
             },
             "client|getname" => match self.info.name() {

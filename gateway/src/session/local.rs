@@ -123,12 +123,17 @@ impl Session {
         self.local_reply(started, |out| resp::simple(out, b"OK"));
     }
 
-    pub(super) fn set_name(&self, name: &[u8]) -> Result<(), &'static str> {
-        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-            return Err("ERR Client names cannot contain spaces, newlines or special characters.");
-        }
+    /// Sets the connection's name, checked with `valid_name` (an empty one removes it).
+    pub(super) fn set_name(&self, name: &[u8]) {
         let name = (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned());
         self.info.set_name(name);
-        Ok(())
     }
+}
+
+/// Whether `name` may name a connection (`CLIENT SETNAME`, `HELLO ... SETNAME`), with Redis' error if not.
+pub(super) fn valid_name(name: &[u8]) -> Result<(), &'static str> {
+    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err("ERR Client names cannot contain spaces, newlines or special characters.");
+    }
+    Ok(())
 }

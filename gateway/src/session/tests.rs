@@ -263,6 +263,17 @@ fn hello_3_switches_the_connection_to_resp3_and_hello_2_back() {
         client
             .roundtrip(b"HELLO 3 AUTH shop nope\r\n", WRONGPASS)
             .await;
+        // Every option is read before the credentials are tried, as Redis does: a bad one leaves the client out.
+        let bad = b"-ERR Syntax error in HELLO option 'X'\r\n";
+        client
+            .roundtrip(b"HELLO 3 AUTH shop shop-secret X\r\n", bad)
+            .await;
+        client
+            .roundtrip(
+                b"HELLO 3 AUTH shop nope X\r\nPING\r\n",
+                &[&bad[..], NOAUTH].concat(),
+            )
+            .await;
         client
             .roundtrip(b"HELLO 3 AUTH shop shop-secret\r\n", &hello_reply(3, 1))
             .await;

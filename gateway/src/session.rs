@@ -385,8 +385,11 @@ impl Session {
         let now = Instant::now();
         self.last_input = now;
         let mut run = Run::new(&self.replies, now, self.info.id as usize, input.len());
+        // Requests that may join the run before the client has MAX_OUTSTANDING: counted again after every request
+        // that does not join it.
+        let mut room = MAX_OUTSTANDING.saturating_sub(self.replies.requests());
         loop {
-            if self.replies.requests() + run.len() >= MAX_OUTSTANDING {
+            if run.len() >= room {
                 self.held_back = true;
                 break;
             }
@@ -397,6 +400,7 @@ impl Session {
                         Some(fault::Fault::DropReply) => {
                             run.send();
                             drop(self.replies.reserve(now));
+                            room = MAX_OUTSTANDING.saturating_sub(self.replies.requests());
                             continue;
                         }
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
@@ -420,6 +424,7 @@ impl Session {
                     if self.closing || self.stateful.parked.is_some() || self.penalty.is_some() {
                         break;
                     }
+                    room = MAX_OUTSTANDING.saturating_sub(self.replies.requests());
                 }
                 Ok(None) => break,
                 Err(e) => {

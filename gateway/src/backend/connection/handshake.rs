@@ -145,23 +145,10 @@ mod tests {
 
     use super::*;
 
-    /// A sentinel without a password needs no AUTH: the handshake is a bare `PING`.
-    fn sentinel(addr: String) -> NodeSpec {
-        NodeSpec {
-            addr,
-            username: None,
-            password: None,
-            db: 0,
-            role: NodeRole::Sentinel,
-            script_user: None,
-            protocol: Protocol::Resp2,
-        }
-    }
-
     #[tokio::test]
     async fn a_node_that_accepts_but_never_answers_fails_the_handshake() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let node = sentinel(listener.local_addr().unwrap().to_string());
+        let node = NodeSpec::bare_sentinel(listener.local_addr().unwrap().to_string());
         let stopped = async {
             // Accepted, as the kernel does for a stopped process, and never answered.
             let (socket, _) = listener.accept().await.unwrap();
@@ -179,7 +166,7 @@ mod tests {
     #[tokio::test]
     async fn a_node_that_answers_ping_passes_the_handshake() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let node = sentinel(listener.local_addr().unwrap().to_string());
+        let node = NodeSpec::bare_sentinel(listener.local_addr().unwrap().to_string());
         let answering = async {
             let (mut socket, _) = listener.accept().await.unwrap();
             let mut request = BytesMut::new();

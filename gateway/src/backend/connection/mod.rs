@@ -66,6 +66,20 @@ pub(crate) enum NodeRole {
 }
 
 impl NodeSpec {
+    /// A sentinel without a password, for tests: its handshake is a bare `PING`.
+    #[cfg(test)]
+    pub(crate) fn bare_sentinel(addr: String) -> NodeSpec {
+        NodeSpec {
+            addr,
+            username: None,
+            password: None,
+            db: 0,
+            role: NodeRole::Sentinel,
+            script_user: None,
+            protocol: Protocol::Resp2,
+        }
+    }
+
     /// The same node, spoken to in `protocol` (the gateway's own queries parse RESP2 replies).
     pub(crate) fn speaking(mut self, protocol: Protocol) -> NodeSpec {
         self.protocol = protocol;
@@ -355,16 +369,7 @@ mod tests {
             .run_until(async {
                 let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let addr = listener.local_addr().unwrap().to_string();
-                let node = NodeSpec {
-                    addr: addr.clone(),
-                    username: None,
-                    password: None,
-                    db: 0,
-                    // Its handshake is a bare PING.
-                    role: NodeRole::Sentinel,
-                    script_user: None,
-                    protocol: Protocol::Resp2,
-                };
+                let node = NodeSpec::bare_sentinel(addr.clone());
                 let settings = ConnectionSettings {
                     connect_timeout: Duration::from_secs(1),
                     command_timeout: Duration::from_secs(1),

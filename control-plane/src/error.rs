@@ -10,6 +10,7 @@ use switchyard_schemas::ValidationErrors;
 use switchyard_schemas::api::{ErrorBody, ErrorDetail};
 
 use crate::db::DbError;
+use crate::db::snapshot::SnapshotError;
 use crate::etag::etag;
 
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +138,15 @@ impl From<DbError> for ApiError {
                     .to_string(),
             },
             _ => ApiError::internal(error.operation, error.cause),
+        }
+    }
+}
+
+impl From<SnapshotError> for ApiError {
+    fn from(error: SnapshotError) -> Self {
+        match error {
+            SnapshotError::Db(error) => error.into(),
+            other => ApiError::internal("building the snapshot", other),
         }
     }
 }

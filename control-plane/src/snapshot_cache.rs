@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use tokio::sync::Mutex;
 
 use crate::db;
+use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -33,7 +34,7 @@ impl SnapshotCache {
         pool: &PgPool,
         metrics: &Metrics,
         at_least: i64,
-    ) -> anyhow::Result<CachedSnapshot> {
+    ) -> ApiResult<CachedSnapshot> {
         let mut latest = self.latest.lock().await;
         if let Some(cached) = latest.as_ref().filter(|c| c.revision >= at_least) {
             return Ok(cached.clone());
@@ -42,7 +43,10 @@ impl SnapshotCache {
         metrics.snapshots_loaded.fetch_add(1, Ordering::Relaxed);
         let cached = CachedSnapshot {
             revision: snapshot.revision,
-            body: Bytes::from(serde_json::to_vec(&snapshot)?),
+            body: Bytes::from(
+                serde_json::to_vec(&snapshot)
+                    .map_err(|e| ApiError::internal("serializing the snapshot", e))?,
+            ),
         };
         *latest = Some(cached.clone());
         Ok(cached)

@@ -110,8 +110,7 @@ async fn snapshot(
     let snapshot = state
         .snapshots
         .get(&state.pool, &state.metrics, at_least)
-        .await
-        .map_err(|e| ApiError::internal("loading the snapshot", e))?;
+        .await?;
     state
         .metrics
         .snapshots_served

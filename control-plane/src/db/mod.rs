@@ -1,6 +1,10 @@
 //! The Postgres store: all SQL, one file per aggregate, and the [`DbError`] a failed query answers.
 //!
 //! Every change runs in a [`change::Change`]; a [`DbError`] names the operation its query was part of.
+//!
+//! A row type's columns are listed again in each `query_as!` that answers it (the macro takes its SQL as a
+//! literal). A view would not save that: sqlx takes every column of a view as nullable, so each query would still
+//! list the columns, to mark the non-null ones (`id AS "id!"`) and type the jsonb ones.
 
 pub(crate) mod audit;
 pub(crate) mod change;

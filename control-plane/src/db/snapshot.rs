@@ -2,15 +2,25 @@
 
 use std::collections::HashMap;
 
-use anyhow::Context;
 use sqlx::PgPool;
 use sqlx::types::Json;
 use switchyard_schemas::{
     OutputBufferLimit, RouteTable, Snapshot, SnapshotCredential, SnapshotTenant,
 };
 
-use crate::db::{WithOperation, resources, revision, tenants};
+use crate::db::{DbError, WithOperation, resources, revision, tenants};
 use crate::references;
+
+/// Why no snapshot could be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SnapshotError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The reference table's foreign keys make this unreachable; if it ever happens, serving no snapshot
+    /// (gateways keep their last good one) beats serving a tenant a half-resolved route.
+    #[error("tenant '{tenant}' refers to unknown resource '{resource}'")]
+    UnknownResource { tenant: String, resource: String },
+}
 
 struct ServedTenant {
     id: i64,
@@ -26,7 +36,7 @@ struct ServedTenant {
 }
 
 /// Reads in one repeatable-read transaction, so the revision and the content always agree.
-pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
+pub(crate) async fn load(pool: &PgPool) -> Result<Snapshot, SnapshotError> {
     let mut tx = pool.begin().await.during("starting the snapshot read")?;
     sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
@@ -70,10 +80,11 @@ pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
         .into_iter()
         .map(|t| {
             let mut route = t.route.0;
-            // The reference table's foreign keys make this unreachable; if it ever happens, serving no snapshot
-            // (gateways keep their last good one) beats serving a tenant a half-resolved route.
-            references::inline(&mut route, &urls).map_err(|name| {
-                anyhow::anyhow!("tenant '{}' refers to unknown resource '{name}'", t.name)
+            references::inline(&mut route, &urls).map_err(|resource| {
+                SnapshotError::UnknownResource {
+                    tenant: t.name.clone(),
+                    resource,
+                }
             })?;
             Ok(SnapshotTenant {
                 limits: tenants::limits(
@@ -90,7 +101,6 @@ pub(crate) async fn load(pool: &PgPool) -> anyhow::Result<Snapshot> {
                 route_version: t.route_version,
             })
         })
-        .collect::<anyhow::Result<Vec<_>>>()
-        .context("building the snapshot")?;
+        .collect::<Result<Vec<_>, SnapshotError>>()?;
     Ok(Snapshot { revision, tenants })
 }

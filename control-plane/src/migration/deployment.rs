@@ -4,12 +4,15 @@
 //! Cluster to the master owning its hash slot (CRC16 of its hash tag).
 
 use std::collections::HashMap;
+use std::io;
+use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
 use redis::aio::MultiplexedConnection;
 use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, Value};
 use switchyard_schemas::placement::{TablePlacement, crc16, hash_tag};
 use switchyard_schemas::{Credentials, Node, ResourceKind, ResourceUrl, RouteTable};
+
+use crate::migration::error::{TaskError, TaskResult};
 
 const SLOTS: usize = 16384;
 
@@ -31,7 +34,9 @@ pub(crate) enum Resource {
     },
 }
 
-async fn connect(node: &Node, auth: Option<&Credentials>, db: u32) -> anyhow::Result<Server> {
+async fn connect(node: &Node, auth: Option<&Credentials>, db: u32) -> TaskResult<Server> {
+    let addr = node.to_string();
+    let failed = |cause| TaskError::redis("connecting", &addr, cause);
     let info = ConnectionInfo {
         addr: ConnectionAddr::Tcp(node.host.clone(), node.port),
         redis: RedisConnectionInfo {
@@ -41,26 +46,26 @@ async fn connect(node: &Node, auth: Option<&Credentials>, db: u32) -> anyhow::Re
             ..RedisConnectionInfo::default()
         },
     };
-    let client = redis::Client::open(info)?;
+    let client = redis::Client::open(info).map_err(failed)?;
     let conn = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
+        Duration::from_secs(10),
         client.get_multiplexed_async_connection(),
     )
     .await
-    .map_err(|_| anyhow!("connecting to {node}: timed out"))?
-    .with_context(|| format!("connecting to {node}"))?;
-    Ok(Server {
-        addr: node.to_string(),
-        conn,
-    })
+    .map_err(|_| failed(io::Error::from(io::ErrorKind::TimedOut).into()))?
+    .map_err(failed)?;
+    Ok(Server { addr, conn })
 }
 
 impl Resource {
     /// Connects to the resource at `url` (its masters, for a cluster; the current master, for sentinel).
-    pub(crate) async fn connect(url: &str) -> anyhow::Result<Resource> {
-        let parsed = ResourceUrl::parse(url).map_err(|e| anyhow!("bad resource URL: {e}"))?;
+    pub(crate) async fn connect(url: &str) -> TaskResult<Resource> {
+        let parsed = ResourceUrl::parse(url)
+            .map_err(|e| TaskError::Unusable(format!("bad resource URL: {e}")))?;
         if parsed.tls {
-            bail!("TLS resources (rediss://) are not supported");
+            return Err(TaskError::Unusable(
+                "TLS resources (rediss://) are not supported".to_string(),
+            ));
         }
         let auth = parsed.auth.as_ref();
         match &parsed.kind {
@@ -74,7 +79,7 @@ impl Resource {
                 sentinel_auth,
                 ..
             } => {
-                let mut last = anyhow!("no sentinel given");
+                let mut last = TaskError::Unusable("no sentinel given".to_string());
                 for sentinel in sentinels {
                     let found = async {
                         let mut server = connect(sentinel, sentinel_auth.as_ref(), 0).await?;
@@ -82,7 +87,14 @@ impl Resource {
                             .arg("get-master-addr-by-name")
                             .arg(master_name)
                             .query_async(&mut server.conn)
-                            .await?;
+                            .await
+                            .map_err(|e| {
+                                TaskError::redis(
+                                    "SENTINEL get-master-addr-by-name",
+                                    &server.addr,
+                                    e,
+                                )
+                            })?;
                         connect(&Node { host, port }, auth, *db).await
                     };
                     match found.await {
@@ -93,7 +105,7 @@ impl Resource {
                 Err(last)
             }
             ResourceKind::Cluster { seeds, .. } => {
-                let mut last = anyhow!("no seed given");
+                let mut last = TaskError::Unusable("no seed given".to_string());
                 for seed in seeds {
                     match Resource::cluster(seed, auth).await {
                         Ok(cluster) => return Ok(cluster),
@@ -106,29 +118,32 @@ impl Resource {
     }
 
     /// The cluster's masters and slot map, as `seed` sees them.
-    async fn cluster(seed: &Node, auth: Option<&Credentials>) -> anyhow::Result<Resource> {
+    async fn cluster(seed: &Node, auth: Option<&Credentials>) -> TaskResult<Resource> {
         let mut server = connect(seed, auth, 0).await?;
+        let addr = server.addr.clone();
+        let failed = |cause| TaskError::redis("CLUSTER SLOTS", &addr, cause);
+        let unexpected = |problem: String| TaskError::unexpected(&addr, problem);
         let ranges: Vec<Vec<Value>> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query_async(&mut server.conn)
             .await
-            .with_context(|| format!("CLUSTER SLOTS on {seed}"))?;
+            .map_err(failed)?;
         let mut masters: Vec<Server> = Vec::new();
         let mut by_addr: HashMap<String, usize> = HashMap::new();
         let mut owners = vec![usize::MAX; SLOTS];
         for range in ranges {
             let (first, last, master) = match range.as_slice() {
                 [first, last, master, ..] => (first, last, master),
-                _ => bail!("unexpected CLUSTER SLOTS reply from {seed}"),
+                _ => return Err(unexpected("unexpected CLUSTER SLOTS reply".to_string())),
             };
-            let first: usize = redis::from_redis_value(first)?;
-            let last: usize = redis::from_redis_value(last)?;
+            let first: usize = redis::from_redis_value(first).map_err(failed)?;
+            let last: usize = redis::from_redis_value(last).map_err(failed)?;
             let (host, port): (String, u16) = match master {
                 Value::Array(parts) if parts.len() >= 2 => (
-                    redis::from_redis_value(&parts[0])?,
-                    redis::from_redis_value(&parts[1])?,
+                    redis::from_redis_value(&parts[0]).map_err(failed)?,
+                    redis::from_redis_value(&parts[1]).map_err(failed)?,
                 ),
-                _ => bail!("unexpected CLUSTER SLOTS reply from {seed}"),
+                _ => return Err(unexpected("unexpected CLUSTER SLOTS reply".to_string())),
             };
             // An empty host means "the node you asked".
             let host = if host.is_empty() {
@@ -146,12 +161,14 @@ impl Resource {
                 }
             };
             if first > last || last >= SLOTS {
-                bail!("bad slot range {first}-{last} from {seed}");
+                return Err(unexpected(format!("bad slot range {first}-{last}")));
             }
             owners[first..=last].fill(index);
         }
         if let Some(slot) = owners.iter().position(|&o| o == usize::MAX) {
-            bail!("slot {slot} has no master (the cluster at {seed} is not healthy)");
+            return Err(unexpected(format!(
+                "slot {slot} has no master (the cluster is not healthy)"
+            )));
         }
         Ok(Resource::Cluster { masters, owners })
     }
@@ -184,15 +201,15 @@ pub(crate) struct Side {
 }
 
 impl Side {
-    /// Connects to every write resource of `route` (names already inlined to URLs).
-    pub(crate) async fn connect(route: RouteTable) -> anyhow::Result<Side> {
+    /// Connects to every write resource of `route` (names already inlined to URLs); `side` names it in errors.
+    pub(crate) async fn connect(side: &'static str, route: RouteTable) -> TaskResult<Side> {
         let mut resources = HashMap::new();
         for target in route.targets() {
             for url in target.write_resources() {
                 if !resources.contains_key(url) {
-                    let resource = Resource::connect(url)
-                        .await
-                        .with_context(|| format!("resource {}", crate::redact::url(url)))?;
+                    let resource = Resource::connect(url).await.map_err(|cause| {
+                        TaskError::resource(side, crate::redact::url(url), cause)
+                    })?;
                     resources.insert(url.clone(), resource);
                 }
             }

@@ -4,11 +4,11 @@
 
 use std::collections::HashMap;
 
-use anyhow::{Context, bail};
-use redis::{Pipeline, Value};
+use redis::{Pipeline, RedisResult, Value};
 use sha2::{Digest, Sha256};
 
 use crate::migration::deployment::Server;
+use crate::migration::error::{TaskError, TaskResult};
 
 /// A key as one server holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,30 +27,25 @@ pub(crate) struct Pair {
 }
 
 /// Sends `pipe` and answers each command's reply, errors included (a plain query fails on the first error).
-pub(crate) async fn send(
-    server: &Server,
-    pipe: &Pipeline,
-    count: usize,
-) -> anyhow::Result<Vec<Value>> {
+pub(crate) async fn send(server: &Server, pipe: &Pipeline, count: usize) -> TaskResult<Vec<Value>> {
     if count == 0 {
         return Ok(Vec::new());
     }
     let mut conn = server.conn.clone();
     let replies = redis::aio::ConnectionLike::req_packed_commands(&mut conn, pipe, 0, count)
         .await
-        .with_context(|| format!("talking to {}", server.addr))?;
+        .map_err(|e| TaskError::redis("sending a pipeline", &server.addr, e))?;
     if replies.len() != count {
-        bail!(
-            "{} answered {} replies to {count} commands",
-            server.addr,
-            replies.len()
-        );
+        return Err(TaskError::unexpected(
+            &server.addr,
+            format!("answered {} replies to {count} commands", replies.len()),
+        ));
     }
     Ok(replies)
 }
 
 /// DUMP and PTTL of `keys` on one server.
-pub(crate) async fn read(server: &Server, keys: &[&[u8]]) -> anyhow::Result<Vec<Copy>> {
+pub(crate) async fn read(server: &Server, keys: &[&[u8]]) -> TaskResult<Vec<Copy>> {
     let mut pipe = redis::pipe();
     for key in keys {
         pipe.cmd("DUMP").arg(*key).cmd("PTTL").arg(*key);
@@ -73,7 +68,7 @@ pub(crate) async fn read(server: &Server, keys: &[&[u8]]) -> anyhow::Result<Vec<
 }
 
 /// Reads both sides of every pair, grouped into one pipeline per server.
-pub(crate) async fn read_pairs(pairs: &[Pair]) -> anyhow::Result<Vec<(Copy, Copy)>> {
+pub(crate) async fn read_pairs(pairs: &[Pair]) -> TaskResult<Vec<(Copy, Copy)>> {
     let mut old = vec![None; pairs.len()];
     let mut new = vec![None; pairs.len()];
     for (side, pick) in [
@@ -113,15 +108,11 @@ pub(crate) fn error_code(reply: &Value) -> Option<String> {
 }
 
 /// Whether new's copy equals old's: both absent, or the same value (payload, or type-specific digest when
-/// the payloads' encodings differ) with TTLs within the tolerance.
-pub(crate) async fn same(
-    pair: &Pair,
-    old: &Copy,
-    new: &Copy,
-    ttl_tolerance_ms: u64,
-) -> anyhow::Result<bool> {
+/// the payloads' encodings differ) with TTLs within the tolerance. A digest that cannot be read counts as a
+/// difference, which the re-checks settle.
+pub(crate) async fn same(pair: &Pair, old: &Copy, new: &Copy, ttl_tolerance_ms: u64) -> bool {
     let (Some(a), Some(b)) = (&old.dump, &new.dump) else {
-        return Ok(old.dump.is_none() && new.dump.is_none());
+        return old.dump.is_none() && new.dump.is_none();
     };
     let ttl_ok = match (old.pttl, new.pttl) {
         (-1, -1) => true,
@@ -129,24 +120,24 @@ pub(crate) async fn same(
         _ => false,
     };
     if !ttl_ok {
-        return Ok(false);
+        return false;
     }
     if a == b {
-        return Ok(true);
+        return true;
     }
     // A key changing type between two reads (WRONGTYPE) is a difference like any other: re-checked later.
     match (
         digest(&pair.old, &pair.key).await,
         digest(&pair.new, &pair.key).await,
     ) {
-        (Ok(a), Ok(b)) => Ok(a == b),
-        _ => Ok(false),
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }
 
 /// A digest of a key's type and value that does not depend on how the server encodes it (hash tables iterate
 /// in a per-process order, so equal sets can DUMP differently).
-async fn digest(server: &Server, key: &[u8]) -> anyhow::Result<Vec<u8>> {
+async fn digest(server: &Server, key: &[u8]) -> RedisResult<Vec<u8>> {
     let mut conn = server.conn.clone();
     let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut conn).await?;
     let mut hasher = Sha256::new();

@@ -5,6 +5,7 @@
 //! after a crash or restart the next holder of the lock resumes from the last saved cursor.
 
 pub(crate) mod deployment;
+mod error;
 mod keys;
 mod task;
 
@@ -15,7 +16,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio::sync::watch;
 
-use crate::db;
+use crate::db::{self, WithOperation};
+use crate::migration::error::{TaskError, TaskResult};
 use crate::state::AppState;
 
 /// How often the worker looks for work it was not told about (tasks of other replicas that died).
@@ -48,7 +50,7 @@ pub(crate) async fn worker(state: AppState) {
                             // Retried at the next poll, not at once: the cause may take a while to go away.
                             Err(e) => tracing::warn!(
                                 migration = id,
-                                error = format!("{e:#}"),
+                                error = %e,
                                 "migration task stopped"
                             ),
                         }
@@ -70,16 +72,19 @@ pub(crate) async fn worker(state: AppState) {
 
 /// Runs migration `id`'s task if this process gets its advisory lock (held on one connection for the task's
 /// life; Postgres releases it if the process dies). Answers whether it ran.
-async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> anyhow::Result<bool> {
-    let mut conn = pool.acquire().await?;
-    let key = i32::try_from(id)?;
+async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> TaskResult<bool> {
+    let key = i32::try_from(id).map_err(|_| TaskError::LockKey(id))?;
+    let mut conn = pool
+        .acquire()
+        .await
+        .during("taking a connection for a migration task's lock")?;
     if !db::migrations::try_lock_task(&mut conn, key).await? {
         return Ok(false);
     }
     let result = task::run(pool, id, stopping).await;
     if let Err(e) = &result {
         // Shown in GET .../migrations/{id}; the task is retried at the next poll.
-        let message = format!("{e:#}");
+        let message = e.to_string();
         if let Ok(Some(row)) = db::migrations::by_id(pool, id).await {
             let _ = db::migrations::save_progress(
                 pool,

@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
 use redis::Pipeline;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -23,6 +22,7 @@ use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::db::{self, timestamp};
 use crate::migration::deployment::{Server, Side};
+use crate::migration::error::{TaskError, TaskResult};
 use crate::migration::keys::{self, Pair, error_code, read, read_pairs, restore_ttl, send};
 use crate::references;
 
@@ -44,11 +44,7 @@ const PENDING_MAX: usize = 5_000;
 
 /// Runs migration `id`'s task (its advisory lock is held by the caller) to the end, or until it is aborted or
 /// the process stops.
-pub(crate) async fn run(
-    pool: &PgPool,
-    id: i64,
-    stopping: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> TaskResult<()> {
     let Some(row) = db::migrations::by_id(pool, id).await? else {
         return Ok(());
     };
@@ -62,12 +58,10 @@ pub(crate) async fn run(
     let urls = db::resources::all_urls(pool).await?;
     let (mut source, mut destination) = (row.source.0.clone(), row.destination.0.clone());
     for route in [&mut source, &mut destination] {
-        references::inline(route, &urls).map_err(|name| {
-            anyhow::anyhow!("the route names resource '{name}', which no longer exists")
-        })?;
+        references::inline(route, &urls).map_err(TaskError::UnknownResource)?;
     }
-    let old = Side::connect(source).await.context("old deployment")?;
-    let new = Side::connect(destination).await.context("new deployment")?;
+    let old = Side::connect("old", source).await?;
+    let new = Side::connect("new", destination).await?;
     let mut progress = row.progress.0.clone();
     let cursor: Option<Cursor> = row
         .task_cursor
@@ -84,7 +78,10 @@ pub(crate) async fn run(
             let mut total = 0;
             for server in phases.iter().flatten() {
                 let mut conn = server.conn.clone();
-                let size: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await?;
+                let size: u64 = redis::cmd("DBSIZE")
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| TaskError::redis("DBSIZE", &server.addr, e))?;
                 total += size;
             }
             TaskProgress {
@@ -129,7 +126,7 @@ pub(crate) async fn run(
             .arg(task.limits.batch.max(1))
             .query_async(&mut conn)
             .await
-            .with_context(|| format!("SCAN on {}", server.addr))?;
+            .map_err(|e| TaskError::redis("SCAN", &server.addr, e))?;
         counters.scanned += keys.len() as u64;
         match (state, cursor.phase) {
             (MigrationState::Backfilling, _) => task.backfill(server, &keys, &mut counters).await?,
@@ -149,7 +146,7 @@ pub(crate) async fn run(
             // Differences are settled before the cursor moves past them, so a resumed run never skips one.
             task.settle_pending(&mut counters).await?;
             store(&mut progress, &counters);
-            let cursor = serde_json::to_value(cursor)?;
+            let cursor = serde_json::to_value(cursor).map_err(TaskError::Cursor)?;
             if !db::migrations::save_progress(pool, id, state, &progress, Some(&cursor), None)
                 .await?
             {
@@ -176,7 +173,7 @@ async fn finish(
     id: i64,
     state: MigrationState,
     progress: &switchyard_schemas::api::MigrationProgress,
-) -> anyhow::Result<()> {
+) -> TaskResult<()> {
     let (done, action) = match state {
         MigrationState::Backfilling => (MigrationState::Backfilled, "migration.backfilled"),
         _ => (MigrationState::Verified, "migration.verified"),
@@ -237,7 +234,7 @@ impl Task {
         server: &Server,
         keys: &[Vec<u8>],
         counters: &mut TaskProgress,
-    ) -> anyhow::Result<()> {
+    ) -> TaskResult<()> {
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let copies = read(server, &refs).await?;
         let placement = self.new.placement();
@@ -294,7 +291,7 @@ impl Task {
         server: &Server,
         keys: &[Vec<u8>],
         counters: &mut TaskProgress,
-    ) -> anyhow::Result<()> {
+    ) -> TaskResult<()> {
         let placement = self.new.placement();
         let pairs: Vec<Pair> = keys
             .iter()
@@ -312,7 +309,7 @@ impl Task {
         let mut differing = Vec::new();
         for (pair, (old, new)) in pairs.iter().zip(read_pairs(&pairs).await?) {
             self.bytes += old.dump.as_ref().map_or(0, Vec::len) as u64;
-            if keys::same(pair, &old, &new, self.limits.ttl_tolerance_ms).await? {
+            if keys::same(pair, &old, &new, self.limits.ttl_tolerance_ms).await {
                 counters.matched += 1;
             } else {
                 differing.push(pair.clone());
@@ -324,7 +321,7 @@ impl Task {
 
     /// Looks for keys of new (on `server`) that old does not have: leftovers of a key deleted while backfill
     /// copied it. They are removed once a re-check confirms old still lacks them.
-    async fn verify_new(&mut self, server: &Server, keys: &[Vec<u8>]) -> anyhow::Result<()> {
+    async fn verify_new(&mut self, server: &Server, keys: &[Vec<u8>]) -> TaskResult<()> {
         let placement = self.old.placement();
         let pairs: Vec<Pair> = keys
             .iter()
@@ -355,7 +352,7 @@ impl Task {
     }
 
     /// Settles the deferred differences, once the first of them is at least `SETTLE_DELAY` old.
-    async fn settle_pending(&mut self, counters: &mut TaskProgress) -> anyhow::Result<()> {
+    async fn settle_pending(&mut self, counters: &mut TaskProgress) -> TaskResult<()> {
         let pending = std::mem::take(&mut self.pending);
         if let Some(wait) = self
             .pending_since
@@ -373,7 +370,7 @@ impl Task {
         &mut self,
         mut pending: Vec<Pair>,
         counters: &mut TaskProgress,
-    ) -> anyhow::Result<()> {
+    ) -> TaskResult<()> {
         let mut repaired = std::collections::HashSet::new();
         for round in 0..SETTLE_ROUNDS {
             if pending.is_empty() {
@@ -384,7 +381,7 @@ impl Task {
             }
             let mut still = Vec::new();
             for (pair, (old, new)) in pending.iter().zip(read_pairs(&pending).await?) {
-                if keys::same(pair, &old, &new, self.limits.ttl_tolerance_ms).await? {
+                if keys::same(pair, &old, &new, self.limits.ttl_tolerance_ms).await {
                     if !repaired.contains(&(pair.key.clone(), pair.new.addr.clone())) {
                         counters.matched += 1; // a double-write that was still in flight
                     }
@@ -414,11 +411,11 @@ impl Task {
     /// first, so what is restored is old's value of this moment, not of the round's start (a round over many keys
     /// takes a while, and restoring an older value would undo a write made since). Returns whether it deleted,
     /// or `None` when the sides agree by now.
-    async fn repair(&self, pair: &Pair) -> anyhow::Result<Option<bool>> {
+    async fn repair(&self, pair: &Pair) -> TaskResult<Option<bool>> {
         let Some((old, new)) = read_pairs(std::slice::from_ref(pair)).await?.pop() else {
             return Ok(None);
         };
-        if keys::same(pair, &old, &new, self.limits.ttl_tolerance_ms).await? {
+        if keys::same(pair, &old, &new, self.limits.ttl_tolerance_ms).await {
             return Ok(None);
         }
         let mut pipe = redis::pipe();
@@ -438,7 +435,10 @@ impl Task {
         };
         let reply = send(&pair.new, &pipe, 1).await?;
         if let Some(code) = reply.first().and_then(error_code) {
-            bail!("repairing a key on {}: {code}", pair.new.addr);
+            return Err(TaskError::unexpected(
+                &pair.new.addr,
+                format!("repairing a key: {code}"),
+            ));
         }
         Ok(Some(removed))
     }

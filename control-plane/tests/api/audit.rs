@@ -136,7 +136,7 @@ async fn every_change_is_recorded_once_without_secrets(pool: PgPool) {
     );
 
     // The log is append-only in the database too.
-    let rewrite = sqlx::query("UPDATE audit_log SET actor = 'someone else'")
+    let rewrite = sqlx::query!("UPDATE audit_log SET actor = 'someone else'")
         .execute(&api.state.pool)
         .await;
     assert!(rewrite.is_err());

@@ -119,7 +119,7 @@ impl Api {
 
     /// The current global revision, as the database has it.
     pub(crate) async fn revision(&self) -> i64 {
-        sqlx::query_scalar("SELECT value FROM revision")
+        sqlx::query_scalar!("SELECT value FROM revision")
             .fetch_one(&self.state.pool)
             .await
             .unwrap()

@@ -25,8 +25,7 @@ async fn issue_list_revoke(pool: PgPool) {
     let id = issued.body["id"].as_i64().unwrap();
 
     // Stored as its digest only.
-    let stored: String = sqlx::query_scalar("SELECT digest FROM credentials WHERE id = $1")
-        .bind(id)
+    let stored = sqlx::query_scalar!("SELECT digest FROM credentials WHERE id = $1", id)
         .fetch_one(&api.state.pool)
         .await
         .unwrap();

@@ -47,7 +47,7 @@ async fn heartbeats_show_convergence(pool: PgPool) {
     assert_eq!(fleet.body["converged"], true);
 
     // A gateway that stopped reporting no longer holds convergence back.
-    sqlx::query(
+    sqlx::query!(
         "UPDATE gateways SET last_seen = now() - interval '1 hour', revision = 0 WHERE id = 'gw-1'",
     )
     .execute(&api.state.pool)

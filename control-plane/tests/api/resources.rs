@@ -140,7 +140,7 @@ async fn a_resource_in_use_cannot_be_deleted_or_broken(pool: PgPool) {
     assert!(in_use.body["message"].as_str().unwrap().contains("acme"));
 
     // The database itself refuses, not only the handler.
-    let direct = sqlx::query("DELETE FROM resources WHERE name = 'main'")
+    let direct = sqlx::query!("DELETE FROM resources WHERE name = 'main'")
         .execute(&api.state.pool)
         .await
         .unwrap_err();

@@ -109,7 +109,7 @@ async fn versions_history_and_rollback(pool: PgPool) {
     );
 
     // Versions are immutable in the database too.
-    let update = sqlx::query("UPDATE route_versions SET comment = 'x'")
+    let update = sqlx::query!("UPDATE route_versions SET comment = 'x'")
         .execute(&api.state.pool)
         .await;
     assert!(update.is_err());

@@ -36,12 +36,14 @@ async fn heartbeat(api: &Api, revision: i64) {
 
 /// What a background task does when it completes.
 async fn task_done(api: &Api, id: i64, state: &str) {
-    sqlx::query("UPDATE tenant_migrations SET state = $2 WHERE id = $1")
-        .bind(id)
-        .bind(state)
-        .execute(&api.state.pool)
-        .await
-        .unwrap();
+    sqlx::query!(
+        "UPDATE tenant_migrations SET state = $2 WHERE id = $1",
+        id,
+        state,
+    )
+    .execute(&api.state.pool)
+    .await
+    .unwrap();
 }
 
 fn assert_conflict(reply: &Reply, code: &str) {

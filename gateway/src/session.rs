@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -23,7 +22,7 @@ use crate::resp::{Protocol, Request, RequestDecoder};
 use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
 use auth::tenant_place;
-use output::Output;
+use output::{Output, Socket, poll_socket};
 
 mod auth;
 mod client;
@@ -107,6 +106,18 @@ pub(crate) struct Session {
     held_back: bool,
     /// When the client last sent something (for `--client-idle-timeout-s`).
     last_input: Instant,
+    /// Which replies the client wants written (`CLIENT REPLY`).
+    replying: Replying,
+}
+
+/// Which replies a client wants written (`CLIENT REPLY`): the replies it does not want are still awaited, in order,
+/// and dropped instead of written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replying {
+    On,
+    Off,
+    /// None to the next command.
+    SkipNext,
 }
 
 pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
@@ -163,44 +174,13 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         rearm: false,
         held_back: false,
         last_input: Instant::now(),
+        replying: Replying::On,
     };
     if let (Some(tenant), Some(Some(place))) = (open_tenant, open_place) {
         session.enter_tenant(tenant, None, place);
     }
     if let Err(e) = session.run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
-    }
-}
-
-/// What a client's socket is ready for.
-enum Socket {
-    /// It takes writes again.
-    Writable,
-    /// This many bytes were read into the input (0: the client hung up).
-    Read(usize),
-}
-
-/// Waits until the socket takes writes (when `write`), or reads what it has into `input` (when `read`), as
-/// `read_buf` would on a stream the session does not share with its writes.
-fn poll_socket(
-    stream: &TcpStream,
-    cx: &mut Context<'_>,
-    input: &mut BytesMut,
-    read: bool,
-    write: bool,
-) -> Poll<std::io::Result<Socket>> {
-    if write && stream.poll_write_ready(cx)?.is_ready() {
-        return Poll::Ready(Ok(Socket::Writable));
-    }
-    if !read {
-        return Poll::Pending;
-    }
-    loop {
-        ready!(stream.poll_read_ready(cx))?;
-        match stream.try_read_buf(input) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue, // readiness was stale
-            read => return Poll::Ready(read.map(Socket::Read)),
-        }
     }
 }
 
@@ -444,7 +424,23 @@ impl Session {
         self.count_commands();
     }
 
+    /// Dispatches `request`, without writing its reply when the client asked to skip it (`CLIENT REPLY SKIP`).
     fn dispatch(&mut self, request: Request, started: Instant) {
+        if self.replying != Replying::SkipNext {
+            return self.dispatch_command(request, started);
+        }
+        self.replying = Replying::On;
+        self.replies.set_muted(true);
+        self.dispatch_command(request, started);
+        if self.replying == Replying::On {
+            self.replies.set_muted(false);
+            if self.stateful.parked.is_some() {
+                self.replying = Replying::SkipNext; // it is skipped when it goes
+            }
+        }
+    }
+
+    fn dispatch_command(&mut self, request: Request, started: Instant) {
         let (spec, policy) = match self.commands.lookup(request.args()) {
             Ok(found) => found,
             Err(e) => {

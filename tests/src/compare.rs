@@ -211,6 +211,33 @@ impl Comparison {
         }
     }
 
+    /// Sends every command, then `PING`, as one pipeline on both sides, and compares everything each side answers up
+    /// to the `PONG`: for commands whose replies are left out (`CLIENT REPLY`), where replies cannot be paired
+    /// with commands.
+    pub fn pipeline_up_to_ping_same(&mut self, commands: &[&[&str]]) {
+        let answers = |client: &mut RawClient| {
+            for args in commands.iter().chain([&&["PING"][..]]) {
+                let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+                client.send_command(&args);
+            }
+            let mut replies = Vec::new();
+            loop {
+                let reply = client.read_reply();
+                if reply == b"+PONG\r\n" {
+                    return replies;
+                }
+                replies.push(show(&reply));
+            }
+        };
+        let reference = answers(&mut self.reference);
+        let gateway = answers(&mut self.gateway);
+        assert_eq!(
+            gateway, reference,
+            "[{}] pipelined {commands:?}: the gateway's replies (left) differ from Redis' (right)",
+            self.topology
+        );
+    }
+
     /// Asserts an array reply with the same elements as Redis', in any order (gathered from several shards).
     pub fn unordered(&mut self, args: &[&str]) {
         let (reference, gateway) = self.both(args);

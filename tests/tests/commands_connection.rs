@@ -229,3 +229,31 @@ fn client_setinfo_is_redis_7_2s() {
 fn text(reply: &[u8]) -> String {
     String::from_utf8_lossy(reply).into_owned()
 }
+
+/// `CLIENT REPLY OFF`, `SKIP` and `ON` leave out exactly the replies Redis leaves out, whether the gateway answers
+/// a command itself or a backend does, and whatever the command is (`SKIP` skipping `ON`, a syntax error).
+#[test]
+fn client_reply_leaves_out_the_replies_redis_leaves_out() {
+    each_topology(|c| {
+        c.pipeline_up_to_ping_same(&[
+            &["CLIENT", "REPLY", "OFF"],
+            &["SET", "{r}a", "1"],
+            &["GET", "{r}a"],
+            &["ECHO", "unseen"],
+            &["CLIENT", "REPLY", "NOPE"],
+            &["CLIENT", "REPLY", "ON"],
+            &["GET", "{r}a"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["INCR", "{r}n"],
+            &["INCR", "{r}n"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["CLIENT", "REPLY", "ON"],
+            &["MGET", "{r}a", "{r}n"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["ECHO", "skipped"],
+            &["ECHO", "seen"],
+        ]);
+        c.same(&["GET", "{r}n"]);
+    });
+}

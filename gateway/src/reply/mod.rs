@@ -66,6 +66,10 @@ struct Slots {
     messages: VecDeque<(u64, Bytes)>,
     /// The client is gone: replies and messages that still come are dropped.
     closed: bool,
+    /// The client asked for no replies (`CLIENT REPLY OFF`, or `SKIP` for one command): the slots opened
+    /// meanwhile are answered but not written (`silent`, in order), and messages are dropped.
+    muted: bool,
+    silent: VecDeque<u64>,
 }
 
 enum Slot {
@@ -257,6 +261,9 @@ impl ReplyQueue {
         if !inner.closed {
             inner.requests += count as usize;
             inner.slots.push_back(slot);
+            if inner.muted {
+                inner.silent.push_back(seq);
+            }
         }
         seq
     }
@@ -280,7 +287,7 @@ impl ReplyQueue {
     /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now.
     pub(crate) fn push_message(&self, message: Bytes) {
         let mut inner = self.inner.borrow_mut();
-        if inner.closed {
+        if inner.closed || inner.muted {
             return;
         }
         let ready = inner
@@ -321,7 +328,13 @@ impl ReplyQueue {
         inner.base += inner.slots.len() as u64;
         inner.slots.clear();
         inner.messages.clear();
+        inner.silent.clear();
         inner.requests = 0;
+    }
+
+    /// Whether the slots opened from now on are written to the client (see `Slots::muted`).
+    pub(crate) fn set_muted(&self, muted: bool) {
+        self.inner.borrow_mut().muted = muted;
     }
 
     /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with each one's start time and
@@ -345,7 +358,11 @@ impl ReplyQueue {
                 count,
             }) = inner.slots.pop_front()
             {
-                out.extend_from_slice(&reply);
+                if inner.silent.front() == Some(&base) {
+                    inner.silent.pop_front();
+                } else {
+                    out.extend_from_slice(&reply);
+                }
                 inner.requests -= count as usize;
                 done(started, count);
             }

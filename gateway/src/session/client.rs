@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::Session;
 use super::local::valid_name;
+use super::{Replying, Session};
 use crate::clients::{ClientInfo, LibAttribute};
 use crate::cmd::CommandSpec;
 use crate::cmd::spec::c_str;
@@ -100,6 +100,7 @@ impl Session {
                 }
                 Err(e) => self.local_error(started, e),
             },
+            "client|reply" => self.client_reply(started, &args[2]),
             "client|getname" => match self.info.name() {
                 Some(name) => self.local_reply(started, |out| resp::bulk(out, name.as_bytes())),
                 None => self.local_reply(started, |out| resp::null(out, self.protocol)),
@@ -164,6 +165,27 @@ impl Session {
                 )
             }
         }
+    }
+
+    /// `CLIENT REPLY ON|OFF|SKIP`: which of the client's replies are written. `OFF` and `SKIP` answer nothing
+    /// (their own reply is the first one not written); `ON` always answers `+OK`, even as the command a `SKIP`
+    /// skips, as Redis does.
+    fn client_reply(&mut self, started: Instant, mode: &[u8]) {
+        match mode.to_ascii_lowercase().as_slice() {
+            b"on" => {
+                self.set_replying(Replying::On);
+                self.local_reply(started, |out| resp::simple(out, b"OK"));
+            }
+            b"off" => self.set_replying(Replying::Off),
+            b"skip" if self.replying == Replying::On => self.replying = Replying::SkipNext,
+            b"skip" => {}
+            _ => self.local_error(started, "ERR syntax error"),
+        }
+    }
+
+    pub(super) fn set_replying(&mut self, replying: Replying) {
+        self.replying = replying;
+        self.replies.set_muted(replying == Replying::Off);
     }
 
     /// Every client of the session's tenant (a tenant never sees another's).
@@ -278,7 +300,7 @@ fn client_refusal(name: &str) -> &'static str {
         "client|pause" | "client|unpause" => {
             ": it would pause the backend for every tenant and every gateway"
         }
-        "client|no-evict" | "client|reply" => {
+        "client|no-evict" => {
             ": backend connections are shared by many clients, so per-client settings cannot reach them"
         }
         "client|unblock" => {

@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use super::Session;
+use super::{Replying, Session};
 use crate::backend::cluster::slot_of;
 use crate::cmd::{Policy, flag};
 use crate::resp::{Frame, RequestDecoder};
@@ -24,6 +24,7 @@ impl Session {
         if view.generation != self.worker.gateway.generation()
             || view.tenant.ops_interval.is_some()
             || !self.stateful.is_idle()
+            || self.replying != Replying::On
         {
             return None;
         }

@@ -1,8 +1,9 @@
-//! What a client has not read yet: the replies waiting for its socket, written without ever blocking the session,
-//! and the bounds on a client connection (`--output-buffer-limit`, `--pubsub-output-buffer-limit`,
+//! A client's socket: what it is ready for, what the client has not read yet (the replies waiting for it, written
+//! without ever blocking the session), and the bounds on a client connection (`--output-buffer-limit`, `--pubsub-output-buffer-limit`,
 //! `--client-write-timeout-ms`, `--client-idle-timeout-s`, `--max-query-buffer`).
 
 use std::io;
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
@@ -11,6 +12,38 @@ use tokio::net::TcpStream;
 
 use super::{BUFFER_SIZE, Session};
 use crate::metrics::Closed;
+
+/// What a client's socket is ready for.
+pub(super) enum Socket {
+    /// It takes writes again.
+    Writable,
+    /// This many bytes were read into the input (0: the client hung up).
+    Read(usize),
+}
+
+/// Waits until the socket takes writes (when `write`), or reads what it has into `input` (when `read`), as
+/// `read_buf` would on a stream the session does not share with its writes.
+pub(super) fn poll_socket(
+    stream: &TcpStream,
+    cx: &mut Context<'_>,
+    input: &mut BytesMut,
+    read: bool,
+    write: bool,
+) -> Poll<std::io::Result<Socket>> {
+    if write && stream.poll_write_ready(cx)?.is_ready() {
+        return Poll::Ready(Ok(Socket::Writable));
+    }
+    if !read {
+        return Poll::Pending;
+    }
+    loop {
+        ready!(stream.poll_read_ready(cx))?;
+        match stream.try_read_buf(input) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue, // readiness was stale
+            read => return Poll::Ready(read.map(Socket::Read)),
+        }
+    }
+}
 
 /// The bytes written to a client's socket once it takes them, in order.
 pub(super) struct Output {

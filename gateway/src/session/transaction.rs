@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::Session;
+use super::{Replying, Session};
 use crate::backend::dedicated::{Dedicated, Wait};
 use crate::backend::identity::{self, RunAs};
 use crate::backend::{Keyspace, Upstream};
@@ -334,6 +334,7 @@ impl Session {
         self.set_db(0);
         self.set_protocol(Protocol::Resp2);
         self.info.set_name(None);
+        self.set_replying(Replying::On);
         // A subscribed client's RESET goes to the node, whose +RESET comes after every message before it.
         if !self.leave_subscriptions(started) {
             self.replies

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
-use crate::{ResourceUrl, RouteTable, RoutesFile, SplitTarget, Target};
+use crate::{ResourceUrl, RouteTable, RoutesFile, SplitTarget, Target, TenantLimits};
 
 /// Most buckets of a bucket algorithm: CRC16 has 65,536 values, and camellia deployments use a few hundred or
 /// thousand buckets. Placement keeps one `u16` owner per bucket.
@@ -320,6 +320,43 @@ impl RouteTable {
     }
 }
 
+impl TenantLimits {
+    /// The rules of a tenant's limits that their types do not express, each at its path under `path`: a soft
+    /// output buffer bound needs a duration, and a hard one below it would close the connection before it applies.
+    pub fn problems(&self, path: &str) -> Vec<ValidationError> {
+        let mut errors = Vec::new();
+        let buffers = [
+            ("output_buffer_limit", self.output_buffer_limit),
+            (
+                "pubsub_output_buffer_limit",
+                self.pubsub_output_buffer_limit,
+            ),
+        ];
+        for (field, limit) in buffers {
+            let Some(limit) = limit else { continue };
+            if limit.soft_bytes > 0 && limit.soft_seconds == 0 {
+                errors.push(ValidationError {
+                    path: format!("{path}/{field}/soft_seconds"),
+                    message: "must be greater than 0 when soft_bytes is not 0: a soft bound needs a duration \
+                              (soft_bytes 0 turns it off)"
+                        .to_string(),
+                });
+            }
+            if limit.hard_bytes > 0 && limit.soft_bytes > 0 && limit.hard_bytes < limit.soft_bytes {
+                errors.push(ValidationError {
+                    path: format!("{path}/{field}/hard_bytes"),
+                    message: format!(
+                        "must not be below soft_bytes ({}): the hard bound would close the connection before \
+                         the soft one could apply (hard_bytes 0 turns it off)",
+                        limit.soft_bytes
+                    ),
+                });
+            }
+        }
+        errors
+    }
+}
+
 impl RoutesFile {
     /// Checks every tenant of the file, including that passwords select exactly one tenant.
     pub fn validate(&self) -> Result<(), ValidationErrors> {
@@ -358,6 +395,9 @@ impl RoutesFile {
                     format!("duplicate tenant name '{}'", tenant.name),
                 );
             }
+            checker
+                .errors
+                .extend(tenant.limits.problems(&format!("{path}/limits")));
             if tenant.passwords.is_empty()
                 && let Some(other) = open_tenant.replace(&tenant.name)
             {

@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::{delete, get, patch, post};
 use axum::{Extension, Json};
+use switchyard_schemas::TenantLimits;
 use switchyard_schemas::api::{ErrorDetail, Tenant, TenantCreate, TenantList, TenantPatch};
-use switchyard_schemas::{OutputBufferLimit, TenantLimits};
 
 use crate::api::lookup;
 use crate::auth::Access;
@@ -79,9 +79,11 @@ fn object(name: &str) -> String {
     format!("tenants/{name}")
 }
 
-/// The rules of `limits` that their types do not express: a 422 naming every broken one.
+/// The rules of `limits` that their types do not express (`TenantLimits::problems`, which the gateway holds a
+/// routes file to as well), and the database's own: a byte count must fit Postgres' bigint. A 422 naming every
+/// broken one.
 fn check_limits(limits: &TenantLimits) -> ApiResult<()> {
-    let mut problems = Vec::new();
+    let mut problems: Vec<ErrorDetail> = Vec::new();
     let buffers = [
         ("output_buffer_limit", limits.output_buffer_limit),
         (
@@ -90,52 +92,27 @@ fn check_limits(limits: &TenantLimits) -> ApiResult<()> {
         ),
     ];
     for (field, limit) in buffers {
-        if let Some(limit) = limit {
-            output_buffer_problems(&format!("/limits/{field}"), limit, &mut problems);
+        let Some(limit) = limit else { continue };
+        for (bytes_field, bytes) in [
+            ("hard_bytes", limit.hard_bytes),
+            ("soft_bytes", limit.soft_bytes),
+        ] {
+            if i64::try_from(bytes).is_err() {
+                problems.push(ErrorDetail {
+                    path: format!("/limits/{field}/{bytes_field}"),
+                    message: format!("must be at most {}", i64::MAX),
+                });
+            }
         }
     }
+    problems.extend(limits.problems("/limits").into_iter().map(|e| ErrorDetail {
+        path: e.path,
+        message: e.message,
+    }));
     if problems.is_empty() {
         Ok(())
     } else {
         Err(ApiError::invalid_all("the limits are invalid", problems))
-    }
-}
-
-/// What makes an output buffer limit unusable, with paths under `path`: a byte count Postgres' bigint cannot hold
-/// (the database keeps and checks them as bigint), a soft bound without a duration, a hard bound that closes the
-/// connection before the soft one could.
-fn output_buffer_problems(path: &str, limit: OutputBufferLimit, problems: &mut Vec<ErrorDetail>) {
-    let mut problem = |field: &str, message: String| {
-        problems.push(ErrorDetail {
-            path: format!("{path}/{field}"),
-            message,
-        })
-    };
-    for (field, bytes) in [
-        ("hard_bytes", limit.hard_bytes),
-        ("soft_bytes", limit.soft_bytes),
-    ] {
-        if i64::try_from(bytes).is_err() {
-            problem(field, format!("must be at most {}", i64::MAX));
-        }
-    }
-    if limit.soft_bytes > 0 && limit.soft_seconds == 0 {
-        problem(
-            "soft_seconds",
-            "must be greater than 0 when soft_bytes is not 0: a soft bound needs a duration (soft_bytes 0 \
-             turns it off)"
-                .to_string(),
-        );
-    }
-    if limit.hard_bytes > 0 && limit.soft_bytes > 0 && limit.hard_bytes < limit.soft_bytes {
-        problem(
-            "hard_bytes",
-            format!(
-                "must not be below soft_bytes ({}): the hard bound would close the connection before the soft \
-                 one could apply (hard_bytes 0 turns it off)",
-                limit.soft_bytes
-            ),
-        );
     }
 }
 

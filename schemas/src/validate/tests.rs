@@ -240,3 +240,26 @@ fn routes_file_rules() {
         ]
     );
 }
+
+#[test]
+fn output_buffer_limits_hold_together_as_the_control_plane_requires() {
+    let tenant = |limits: &str| {
+        format!(
+            r#"{{"tenants":[{{"name":"t","passwords":["p"],"limits":{limits},"route":{{"type":"single","target":"redis://h:1"}}}}]}}"#
+        )
+    };
+    let fine = r#"{"output_buffer_limit":{"hard_bytes":0,"soft_bytes":10,"soft_seconds":5},
+                   "pubsub_output_buffer_limit":{"hard_bytes":20,"soft_bytes":10,"soft_seconds":1}}"#;
+    assert!(file_errors(&tenant(fine)).is_empty());
+    let broken = r#"{"output_buffer_limit":{"hard_bytes":0,"soft_bytes":10,"soft_seconds":0},
+                     "pubsub_output_buffer_limit":{"hard_bytes":5,"soft_bytes":10,"soft_seconds":1}}"#;
+    assert_eq!(
+        file_errors(&tenant(broken)),
+        vec![
+            "/tenants/0/limits/output_buffer_limit/soft_seconds: must be greater than 0 when soft_bytes is not 0: \
+             a soft bound needs a duration (soft_bytes 0 turns it off)",
+            "/tenants/0/limits/pubsub_output_buffer_limit/hard_bytes: must not be below soft_bytes (10): the hard \
+             bound would close the connection before the soft one could apply (hard_bytes 0 turns it off)",
+        ]
+    );
+}

@@ -10,6 +10,7 @@ mod backend;
 mod backoff;
 mod clients;
 pub mod cmd;
+mod info;
 mod metrics;
 mod reply;
 mod resp;

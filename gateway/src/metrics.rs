@@ -3,9 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+mod commands;
+mod stats;
+
+pub(crate) use commands::CommandCounters;
+pub(crate) use stats::{ErrorStats, Stat};
 
 /// Gateway-wide counters.
 #[derive(Default)]
@@ -123,7 +129,7 @@ impl Metrics {
             "switchyard_command_errors_total",
             "Error replies by tenant.",
             "counter",
-            per_tenant(&|m| load(&m.errors)),
+            per_tenant(&|m| m.errors.total.total() as i64),
         );
         let double_writes: Vec<(String, i64)> = tenants
             .iter()
@@ -272,8 +278,12 @@ pub(crate) struct TenantMetrics(Arc<TenantCounters>);
 #[derive(Default)]
 pub(crate) struct TenantCounters {
     pub commands: CommandCounters,
-    pub errors: AtomicU64,
+    /// Error replies written to the tenant's clients.
+    pub errors: ErrorStats,
     pub connections: AtomicI64,
+    /// Connections that entered the tenant, and those its `max_connections` refused (INFO's stats).
+    pub connections_received: Stat,
+    pub connections_rejected: Stat,
     pub latency: Histogram,
     double_write_failures: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
     pub rate: RateLimiter,
@@ -288,6 +298,14 @@ pub(crate) struct TenantCounters {
 }
 
 impl TenantCounters {
+    /// `CONFIG RESETSTAT`: INFO's figures of the tenant start again from zero.
+    pub(crate) fn reset_stats(&self) {
+        self.commands.reset();
+        self.errors.reset();
+        self.connections_received.reset();
+        self.connections_rejected.reset();
+    }
+
     /// Counts a client connection closed for breaking a bound.
     pub(crate) fn closed(&self, reason: Closed) {
         self.closed[reason as usize].fetch_add(1, Ordering::Relaxed);
@@ -340,68 +358,6 @@ impl std::ops::Deref for TenantMetrics {
     type Target = TenantCounters;
     fn deref(&self) -> &TenantCounters {
         &self.0
-    }
-}
-
-/// Counters keyed by a command's static name, in a fixed lock-free open-addressing table: the key is the
-/// address of the name in the command table, so counting never hashes or compares strings.
-pub(crate) struct CommandCounters {
-    keys: Box<[AtomicUsize]>,
-    names: Box<[std::sync::OnceLock<&'static str>]>,
-    counts: Box<[AtomicU64]>,
-}
-
-const COMMAND_SLOTS: usize = 1024;
-
-impl Default for CommandCounters {
-    fn default() -> Self {
-        CommandCounters {
-            keys: (0..COMMAND_SLOTS).map(|_| AtomicUsize::new(0)).collect(),
-            names: (0..COMMAND_SLOTS)
-                .map(|_| std::sync::OnceLock::new())
-                .collect(),
-            counts: (0..COMMAND_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-}
-
-impl CommandCounters {
-    /// Counts `count` more `name` commands.
-    pub(crate) fn add(&self, name: &'static str, count: u64) {
-        let key = name.as_ptr() as usize;
-        let mut slot = (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) % COMMAND_SLOTS;
-        for _ in 0..COMMAND_SLOTS {
-            let current = self.keys[slot].load(Ordering::Relaxed);
-            if current == key
-                || (current == 0
-                    && match self.keys[slot].compare_exchange(
-                        0,
-                        key,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => true,
-                        Err(other) => other == key,
-                    })
-            {
-                let _ = self.names[slot].set(name);
-                self.counts[slot].fetch_add(count, Ordering::Relaxed);
-                return;
-            }
-            slot = (slot + 1) % COMMAND_SLOTS;
-        }
-    }
-
-    /// (command, count) for every command counted so far, sorted by name.
-    pub(crate) fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
-        let mut rows: Vec<(&'static str, i64)> = self
-            .names
-            .iter()
-            .zip(self.counts.iter())
-            .filter_map(|(name, count)| Some((*name.get()?, count.load(Ordering::Relaxed) as i64)))
-            .collect();
-        rows.sort_unstable();
-        rows.into_iter()
     }
 }
 

@@ -294,16 +294,18 @@ impl Session {
                 }
             }
             loop {
-                let latency = self
-                    .tenant
-                    .as_ref()
-                    .map(|view| &view.tenant.metrics.latency);
+                let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
                 let now = Instant::now();
-                self.replies.drain_ready(output.buf(), |started, count| {
-                    if let Some(latency) = latency {
-                        latency.observe(now.saturating_duration_since(started), count);
-                    }
-                });
+                self.replies
+                    .drain_ready(output.buf(), |started, count, error| {
+                        if let Some(metrics) = metrics {
+                            let elapsed = now.saturating_duration_since(started);
+                            metrics.latency.observe(elapsed, count);
+                            if let Some(replies) = error {
+                                metrics.errors.count(replies);
+                            }
+                        }
+                    });
                 if !output.is_empty() {
                     output.flush(&stream, now)?;
                     if !output.is_empty() {
@@ -446,9 +448,6 @@ impl Session {
             Err(e) => {
                 self.fail_transaction();
                 // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
-                if let Some(view) = &self.tenant {
-                    view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
-                }
                 return self.local_reply(started, |out| e.write_reply(out));
             }
         };
@@ -483,7 +482,7 @@ impl Session {
                 .rate_limited
                 .fetch_add(1, Ordering::Relaxed);
             let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
-            return self.local_error(started, &text);
+            return self.reject(spec, started, &text);
         }
         let stateless = self.stateful.transaction.is_none() && self.stateful.subscription.is_none();
         if (policy == Policy::Stateful || !stateless)
@@ -496,7 +495,7 @@ impl Session {
         }
         let (request, transform) = match self.narrow(spec, request) {
             Ok(narrowed) => narrowed,
-            Err(text) => return self.local_error(started, &text),
+            Err(text) => return self.reject(spec, started, &text),
         };
         if self.stateful.subscription.is_some() && self.publish_in_order(spec, &request, started) {
             return;
@@ -523,10 +522,13 @@ impl Session {
                 started,
                 self.protocol,
             ),
+            "config|resetstat" => {
+                info::resetstat(&mut dispatch, &view.tenant, spec, &request, started)
+            }
             _ => dispatch.forward(spec, &request, started),
         };
         if let Err(text) = sent {
-            self.local_error(started, &text);
+            self.reject(spec, started, &text);
         }
     }
 

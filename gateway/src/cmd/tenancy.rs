@@ -26,7 +26,9 @@ pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
             spec.display_name()
         ));
     }
-    let admin_only = (spec.has(flag::ADMIN) && spec.name != "config|get")
+    // CONFIG RESETSTAT resets the tenant's own figures for anyone, and reaches the backends for admins only.
+    let admin_only = (spec.has(flag::ADMIN)
+        && !matches!(spec.name, "config|get" | "config|resetstat"))
         || matches!(
             spec.name,
             "flushall"

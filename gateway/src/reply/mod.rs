@@ -15,7 +15,7 @@
 //! A handle may carry a [`Redirect`]: requests to a Redis Cluster do, so that a `MOVED`/`ASK` answer goes back to
 //! the cluster backend (which resends the request) instead of to the client. Only error replies are looked at.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,9 +27,11 @@ use crate::resp;
 use crate::signal::LocalSignal;
 
 mod detached;
+mod gather;
 mod owed;
 
 pub(crate) use detached::DetachedWrites;
+use gather::Gather;
 use owed::{DetachedAddress, Owed, PartAddress, SlotAddress};
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
@@ -84,6 +86,8 @@ enum Slot {
         started: Instant,
         parts: Vec<Option<Bytes>>,
         missing: usize,
+        /// Some part holds an error reply.
+        error: bool,
         combine: Option<Combine>,
         /// How many requests the combined reply answers.
         count: u32,
@@ -93,6 +97,8 @@ enum Slot {
         started: Instant,
         /// How many requests `reply` answers.
         count: u32,
+        /// `reply` may hold an error reply (a run's replies are looked into only then).
+        error: bool,
     },
 }
 
@@ -149,11 +155,11 @@ impl Destination {
         Destination::Part(Owed(Some(PartAddress { gather, index })))
     }
 
-    fn deliver(self, replies: Bytes) {
+    fn deliver(self, replies: Bytes, error: bool) {
         match self {
-            Destination::Slot(slot) => slot.fill(replies),
-            Destination::Detached(writes) => writes.fill(replies),
-            Destination::Part(part) => part.fill(replies),
+            Destination::Slot(slot) => slot.fill(replies, error),
+            Destination::Detached(writes) => writes.fill(replies, error),
+            Destination::Part(part) => part.fill(replies, error),
             Destination::Discard => {}
         }
     }
@@ -185,13 +191,6 @@ pub(crate) trait Redirector {
     /// A node a request was sent to could not answer it (connection lost or refused, timed out): the backend's
     /// picture of where things live may be out of date.
     fn on_failure(&self);
-}
-
-/// The parts of a reply a backend gathers itself; the combined reply goes to `whole`.
-struct Gather {
-    parts: RefCell<Vec<Option<Bytes>>>,
-    missing: Cell<usize>,
-    whole: RefCell<Option<(ReplyHandle, Combine)>>,
 }
 
 impl ReplyQueue {
@@ -245,6 +244,7 @@ impl ReplyQueue {
                 started,
                 parts: vec![None; parts],
                 missing: parts,
+                error: false,
                 combine: Some(combine),
                 count,
             },
@@ -274,11 +274,13 @@ impl ReplyQueue {
 
     /// Queues a reply the gateway produced itself, behind every earlier request.
     pub(crate) fn push_ready(&self, reply: Bytes, started: Instant) {
+        let error = reply.first() == Some(&b'-');
         self.push(
             Slot::Ready {
                 reply,
                 started,
                 count: 1,
+                error,
             },
             1,
         );
@@ -337,9 +339,14 @@ impl ReplyQueue {
         self.inner.borrow_mut().muted = muted;
     }
 
-    /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with each one's start time and
-    /// how many requests it answers.
-    pub(crate) fn drain_ready(&self, out: &mut BytesMut, mut done: impl FnMut(Instant, u32)) {
+    /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with
+    /// each one's start time, how many requests it answers and, when it may hold an error reply, the reply (even
+    /// one the client asked not to be written, as Redis counts those errors too).
+    pub(crate) fn drain_ready(
+        &self,
+        out: &mut BytesMut,
+        mut done: impl FnMut(Instant, u32, Option<&[u8]>),
+    ) {
         let mut inner = self.inner.borrow_mut();
         loop {
             let base = inner.base;
@@ -356,6 +363,7 @@ impl ReplyQueue {
                 reply,
                 started,
                 count,
+                error,
             }) = inner.slots.pop_front()
             {
                 if inner.silent.front() == Some(&base) {
@@ -364,7 +372,7 @@ impl ReplyQueue {
                     out.extend_from_slice(&reply);
                 }
                 inner.requests -= count as usize;
-                done(started, count);
+                done(started, count, error.then_some(&reply[..]));
             }
             inner.base += 1;
         }
@@ -375,7 +383,7 @@ impl ReplyQueue {
         self.ready.notified().await;
     }
 
-    fn fill(&self, seq: u64, part: usize, reply: Bytes) {
+    fn fill(&self, seq: u64, part: usize, reply: Bytes, error: bool) {
         let mut inner = self.inner.borrow_mut();
         let Some(index) = seq.checked_sub(inner.base) else {
             return;
@@ -389,23 +397,26 @@ impl ReplyQueue {
                 started,
                 transform,
                 count,
-            } => {
-                let reply = match transform.take() {
-                    Some(transform) => transform(reply),
-                    None => reply,
-                };
-                Some((reply, *started, *count))
-            }
+            } => match transform.take() {
+                Some(transform) => {
+                    let reply = transform(reply);
+                    let error = reply.first() == Some(&b'-');
+                    Some((reply, *started, *count, error))
+                }
+                None => Some((reply, *started, *count, error)),
+            },
             Slot::Gathering {
                 started,
                 parts,
                 missing,
+                error: any_error,
                 combine,
                 count,
             } => {
                 if let Some(entry) = parts.get_mut(part).filter(|entry| entry.is_none()) {
                     *entry = Some(reply);
                     *missing -= 1;
+                    *any_error |= error;
                 }
                 match (*missing, combine.take()) {
                     (0, Some(combine)) => {
@@ -413,7 +424,9 @@ impl ReplyQueue {
                             .iter_mut()
                             .map(|p| p.take().unwrap_or_default())
                             .collect();
-                        Some((combine(replies), *started, *count))
+                        let reply = combine(replies);
+                        let error = *any_error || reply.first() == Some(&b'-');
+                        Some((reply, *started, *count, error))
                     }
                     (_, combine_back) => {
                         *combine = combine_back;
@@ -423,11 +436,12 @@ impl ReplyQueue {
             }
             Slot::Ready { .. } => None,
         };
-        if let Some((reply, started, count)) = finished {
+        if let Some((reply, started, count, error)) = finished {
             *slot = Slot::Ready {
                 reply,
                 started,
                 count,
+                error,
             };
             if index == 0 {
                 self.ready.notify();
@@ -456,6 +470,7 @@ impl ReplyQueue {
             reply: lost_replies(count),
             started,
             count,
+            error: true,
         };
         if index == 0 {
             self.ready.notify();
@@ -520,11 +535,7 @@ impl ReplyHandle {
             self.deliver(combine(Vec::new()));
             return Vec::new();
         }
-        let gather = Rc::new(Gather {
-            parts: RefCell::new(vec![None; parts]),
-            missing: Cell::new(parts),
-            whole: RefCell::new(Some((self, combine))),
-        });
+        let gather = Rc::new(Gather::new(self, parts, combine));
         (0..parts)
             .map(|index| ReplyHandle::new(Destination::part(Rc::clone(&gather), index)))
             .collect()
@@ -552,33 +563,7 @@ impl ReplyHandle {
             let handle = ReplyHandle::new(self.to).running_as(self.run_as);
             return via.on_error(replies, handle, redirect);
         }
-        self.to.deliver(replies);
-    }
-}
-
-impl Gather {
-    fn fill(&self, index: usize, reply: Bytes) {
-        {
-            let mut parts = self.parts.borrow_mut();
-            match parts.get_mut(index) {
-                Some(entry @ None) => *entry = Some(reply),
-                _ => return,
-            }
-        }
-        self.missing.set(self.missing.get() - 1);
-        if self.missing.get() > 0 {
-            return;
-        }
-        let replies = self
-            .parts
-            .borrow_mut()
-            .iter_mut()
-            .map(|p| p.take().unwrap_or_default())
-            .collect();
-        let whole = self.whole.borrow_mut().take();
-        if let Some((whole, combine)) = whole {
-            whole.deliver(combine(replies));
-        }
+        self.to.deliver(replies, error);
     }
 }
 

@@ -13,15 +13,16 @@ pub(super) struct Owed<T: Addressee>(pub(super) Option<T>);
 
 /// Somewhere a reply goes.
 pub(super) trait Addressee {
-    fn fill(self, replies: Bytes);
+    /// Fills it with `replies`; `error` when they may hold an error reply.
+    fn fill(self, replies: Bytes, error: bool);
     /// Answers `REPLY_LOST` for every request the reply was owed for.
     fn lose(self);
 }
 
 impl<T: Addressee> Owed<T> {
-    pub(super) fn fill(mut self, replies: Bytes) {
+    pub(super) fn fill(mut self, replies: Bytes, error: bool) {
         if let Some(to) = self.0.take() {
-            to.fill(replies);
+            to.fill(replies, error);
         }
     }
 }
@@ -41,8 +42,8 @@ pub(super) struct SlotAddress {
 }
 
 impl Addressee for SlotAddress {
-    fn fill(self, replies: Bytes) {
-        self.queue.fill(self.seq, self.part, replies);
+    fn fill(self, replies: Bytes, error: bool) {
+        self.queue.fill(self.seq, self.part, replies, error);
     }
 
     fn lose(self) {
@@ -57,13 +58,13 @@ pub(super) struct DetachedAddress {
 }
 
 impl Addressee for DetachedAddress {
-    fn fill(self, replies: Bytes) {
+    fn fill(self, replies: Bytes, _error: bool) {
         self.writes.finish(self.command, &replies, self.count);
     }
 
     fn lose(self) {
         let replies = lost_replies(self.count);
-        self.fill(replies);
+        self.fill(replies, true);
     }
 }
 
@@ -73,11 +74,11 @@ pub(super) struct PartAddress {
 }
 
 impl Addressee for PartAddress {
-    fn fill(self, replies: Bytes) {
+    fn fill(self, replies: Bytes, _error: bool) {
         self.gather.fill(self.index, replies);
     }
 
     fn lose(self) {
-        self.fill(lost_replies(1));
+        self.fill(lost_replies(1), true);
     }
 }

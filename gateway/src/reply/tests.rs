@@ -1,10 +1,12 @@
 //! The reply queue's ordering, redirects, split handles and lost replies.
 
+use std::cell::Cell;
+
 use super::*;
 
 fn ready(queue: &ReplyQueue) -> Vec<u8> {
     let mut out = BytesMut::new();
-    queue.drain_ready(&mut out, |_, _| {});
+    queue.drain_ready(&mut out, |_, _, _| {});
     out.to_vec()
 }
 
@@ -137,4 +139,35 @@ fn a_closed_queue_drops_what_still_comes() {
     drop(queue.reserve(now));
     assert!(ready(&queue).is_empty());
     assert_eq!(queue.messages(), 0);
+}
+
+/// Replies that may hold an error reply are handed to the drain's caller (which counts them), runs and gathered
+/// replies included; the others are not looked into.
+#[test]
+fn replies_with_errors_are_told_apart_when_drained() {
+    let queue = Rc::new(ReplyQueue::default());
+    let now = Instant::now();
+    queue.reserve(now).deliver(Bytes::from_static(b"+OK\r\n"));
+    queue
+        .reserve_run(now, 2)
+        .deliver_run(Bytes::from_static(b"+OK\r\n-ERR x\r\n"), true);
+    let parts = queue.reserve_parts(now, 2, 1, Box::new(|parts| parts[0].clone()));
+    for (part, reply) in parts.into_iter().zip([&b":1\r\n"[..], b"-ERR y\r\n"]) {
+        part.deliver(Bytes::copy_from_slice(reply));
+    }
+    queue.push_ready(Bytes::from_static(b"-ERR z\r\n"), now);
+    let mut errors = Vec::new();
+    queue.drain_ready(&mut BytesMut::new(), |_, _, error| {
+        errors.push(error.map(<[u8]>::to_vec));
+    });
+    let some = |bytes: &[u8]| Some(bytes.to_vec());
+    assert_eq!(
+        errors,
+        [
+            None,
+            some(b"+OK\r\n-ERR x\r\n"),
+            some(b":1\r\n"),
+            some(b"-ERR z\r\n")
+        ]
+    );
 }

@@ -3,6 +3,7 @@
 //! gets a half-merged answer.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use switchyard_schemas::AckMode;
@@ -36,10 +37,11 @@ pub(crate) enum Merge {
     Counts,
     /// RANDOMKEY: one of the non-nil replies (the `n`th, modulo their number), nil when every node is empty.
     Random(u64),
-    /// INFO: the gateway's sections (`local`), then the keyspace sections of every backend's `INFO keyspace`
-    /// summed (see `keyspace::sum`). A failed backend adds nothing rather than failing INFO.
-    Keyspace {
-        local: Option<String>,
+    /// INFO: the gateway's fields and sections (`local`) with the backends' fields combined from every backend's
+    /// INFO reply (see `crate::info`). A failed backend adds nothing rather than failing INFO.
+    Info {
+        /// `None` for a partial combination (one cluster's masters), combined again with the other shards'.
+        local: Option<Arc<crate::info::Local>>,
         /// The backend databases the tenant owns, shown numbered from 0 (none: every database, as it is).
         own: Option<std::ops::Range<u32>>,
         /// What the client speaks: the reply is a verbatim string in RESP3.
@@ -70,7 +72,7 @@ impl Merge {
     pub(crate) fn per_node(&self) -> Merge {
         match self {
             // Summed once more with the other shards, where the gateway's sections go first.
-            Merge::Keyspace { protocol, .. } => Merge::Keyspace {
+            Merge::Info { protocol, .. } => Merge::Info {
                 local: None,
                 own: None,
                 protocol: *protocol,
@@ -83,14 +85,17 @@ impl Merge {
 pub(super) fn combiner(groups: Vec<Group>, merge: Merge) -> Combine {
     Box::new(move |parts: Vec<Bytes>| {
         let replies: Vec<&Bytes> = groups.iter().map(|group| reduce(&parts, group)).collect();
-        if let Merge::Keyspace {
+        if let Merge::Info {
             local,
             own,
             protocol,
         } = &merge
         {
             let replies: Vec<Bytes> = replies.into_iter().cloned().collect();
-            return super::keyspace::sum(local.as_deref(), &replies, own.clone(), *protocol);
+            return match local {
+                Some(local) => local.reply(&replies, own.clone(), *protocol),
+                None => crate::info::partial(&replies, *protocol),
+            };
         }
         if let Some(error) = replies.iter().find(|r| is_error(r)) {
             return Bytes::clone(error);
@@ -124,7 +129,7 @@ fn reduce<'a>(parts: &'a [Bytes], group: &Group) -> &'a Bytes {
 fn merge_replies(replies: &[&Bytes], merge: &Merge) -> Option<Bytes> {
     let mut out = BytesMut::new();
     match merge {
-        Merge::Only | Merge::First | Merge::Keyspace { .. } => {
+        Merge::Only | Merge::First | Merge::Info { .. } => {
             return replies.first().map(|r| Bytes::clone(r));
         }
         Merge::AllOk => {

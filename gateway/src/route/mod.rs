@@ -18,7 +18,6 @@ use switchyard_schemas::{
 use crate::metrics::TenantMetrics;
 
 mod dispatch;
-mod keyspace;
 mod merge;
 mod plan;
 mod resolve;

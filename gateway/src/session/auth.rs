@@ -23,10 +23,16 @@ pub(super) enum AuthOutcome {
     TooManyClients,
 }
 
-/// A place among `tenant`'s client connections, or `None` when its `max_connections` are taken.
+/// A place among `tenant`'s client connections, or `None` when its `max_connections` are taken; counted as a
+/// connection the tenant received, or rejected (INFO's stats).
 pub(super) fn tenant_place(tenant: &Tenant) -> Option<Held> {
     let max = tenant.limits.max_connections.map(i64::from);
-    Held::take(&tenant.metrics, |m| &m.connections, max)
+    let place = Held::take(&tenant.metrics, |m| &m.connections, max);
+    match place {
+        Some(_) => tenant.metrics.connections_received.add(1),
+        None => tenant.metrics.connections_rejected.add(1),
+    }
+    place
 }
 
 impl Session {

@@ -1,7 +1,6 @@
 //! The commands the gateway answers itself (`PING`, `ECHO`, `QUIT`, `SELECT`, `COMMAND`, `CLIENT`, ...) or refuses
 //! (`cmd::Policy::Local`).
 
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -99,10 +98,16 @@ impl Session {
     }
 
     pub(super) fn local_error(&self, started: Instant, text: &str) {
-        if let Some(view) = &self.tenant {
-            view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
-        }
         self.local_reply(started, |out| resp::error(out, text));
+    }
+
+    /// Refuses `spec` before running it (INFO's `rejected_calls`): a limit, a refusal of the tenant's rules, a
+    /// route that cannot serve it as asked.
+    pub(super) fn reject(&self, spec: &CommandSpec, started: Instant, text: &str) {
+        if let Some(view) = &self.tenant {
+            view.tenant.metrics.commands.reject(spec.name);
+        }
+        self.local_error(started, text);
     }
 
     pub(super) fn quit(&mut self, started: Instant) {

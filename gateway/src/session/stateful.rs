@@ -266,11 +266,8 @@ impl Session {
             .map_err(|e| resp::error_reply(&e))
     }
 
-    /// Queues an error reply made elsewhere, counting it as the tenant's error.
+    /// Queues an error reply made elsewhere.
     pub(super) fn local_error_reply(&self, started: Instant, reply: Bytes) {
-        if let Some(view) = &self.tenant {
-            view.tenant.metrics.errors.fetch_add(1, Ordering::Relaxed);
-        }
         self.replies.push_ready(reply, started);
     }
 }

@@ -55,7 +55,9 @@ pub(super) struct Watching {
 fn gateway_state_in_multi(spec: &CommandSpec) -> bool {
     let connection = spec.acl_categories & acl::CONNECTION != 0;
     let subscription = spec.is_subscription();
-    (connection || subscription) && !matches!(spec.name, "ping" | "echo")
+    // INFO and CONFIG RESETSTAT are the gateway's figures (a backend's INFO shows every tenant's databases).
+    let figures = matches!(spec.name, "info" | "config|resetstat");
+    ((connection || subscription) && !matches!(spec.name, "ping" | "echo")) || figures
 }
 
 impl Session {

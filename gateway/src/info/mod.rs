@@ -64,7 +64,8 @@ impl Local {
         self.lines.insert(section, lines);
     }
 
-    /// The sections asked for that take values from the backends: what to ask them for (none: answer alone).
+    /// The sections asked for that take values from the backends (none: answer alone). All of them are among
+    /// Redis' default sections.
     pub(crate) fn backend_sections(&self) -> Vec<&'static str> {
         self.sections
             .iter()

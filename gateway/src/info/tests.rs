@@ -37,6 +37,14 @@ fn sections_are_asked_as_redis_reads_its_arguments() {
         asked(&["all"]).backend_sections(),
         ["memory", "persistence", "stats", "replication", "keyspace"]
     );
+    // Several are asked of a backend as plain INFO (see `session::info`): its default set must hold them.
+    let default = asked(&[]);
+    assert!(
+        asked(&["all"])
+            .backend_sections()
+            .iter()
+            .all(|s| default.wants(s))
+    );
 }
 
 #[test]

@@ -124,9 +124,14 @@ pub(super) fn info(
         own: (!tenant.allow_admin || base != 0).then(|| base..base + count),
         protocol,
     };
+    // Redis before 7 answers one section per INFO: several are asked as its default set, which holds them all.
+    let section = match sections[..] {
+        [one] => Some(one),
+        _ => None,
+    };
     let asked = Request::from_args(
         std::iter::once("INFO")
-            .chain(sections)
+            .chain(section)
             .map(|arg| Bytes::from_static(arg.as_bytes()))
             .collect(),
     );

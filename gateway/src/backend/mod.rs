@@ -11,6 +11,7 @@ pub(crate) mod dedicated;
 mod direct;
 pub(crate) mod identity;
 pub(crate) mod sentinel;
+pub(crate) mod spares;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use switchyard_tests::{Gateway, RawClient, RedisServer};
+use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer, wait_for_slot_map_as};
 
 const SPIN: &str = "while true do end";
 /// A script that writes, then never ends: Redis can no longer kill it.
@@ -114,31 +114,78 @@ fn script_kill_and_function_kill_stop_an_admin_script_on_a_connection_of_their_o
     }
 }
 
+/// Runs scripts on the node `key` lives on (not the one keyless commands go to) and kills them through the
+/// gateway: `+OK` for one that can be killed, `UNKILLABLE` (not the other nodes' `NOTBUSY`) for one that wrote.
+fn kill_reaches_the_node_of(gateway: &Gateway, key: &str) {
+    let mut killer = client(gateway, "root-password");
+    assert_eq!(call(&mut killer, &["SCRIPT", "KILL"]), NOTBUSY);
+    let mut runner = client(gateway, "root-password");
+    send(&mut runner, &["EVAL", SPIN, "1", key]);
+    let killed = kill_until_killed(&mut killer, "SCRIPT", Duration::from_millis(1500));
+    assert_eq!(killed, "+OK\r\n");
+    assert!(read(&mut runner).starts_with(KILLED));
+    assert_eq!(call(&mut killer, &["SCRIPT", "KILL"]), NOTBUSY);
+    send(&mut runner, &["EVAL", WRITE_THEN_SPIN, "1", key]);
+    let refused = kill_until_killed(&mut killer, "SCRIPT", Duration::from_millis(1500));
+    assert!(
+        refused.starts_with("-UNKILLABLE Sorry the script already executed write commands"),
+        "{refused}"
+    );
+    // That node is busy for good: it goes with its guard.
+}
+
 #[test]
 fn script_kill_reaches_every_shard_and_says_notbusy_when_none_runs_a_script() {
     let shards = [busy_redis(), busy_redis()];
     let route = json!({"type": "sharded", "shards": [
         {"name": "s0", "target": shards[0].url()}, {"name": "s1", "target": shards[1].url()}]});
     let gateway = Gateway::start(&admin_tenant(route, json!({})));
-    let mut killer = client(&gateway, "root-password");
-    assert_eq!(call(&mut killer, &["SCRIPT", "KILL"]), NOTBUSY);
+    let mut setter = client(&gateway, "root-password");
     // A key of the second shard, whose script the first shard knows nothing of.
     let key = (0..100)
         .map(|i| format!("key:{i}"))
         .find(|key| {
-            assert_eq!(call(&mut killer, &["SET", key, "1"]), "+OK\r\n");
+            assert_eq!(call(&mut setter, &["SET", key, "1"]), "+OK\r\n");
             redis::cmd("EXISTS")
                 .arg(key)
                 .query::<bool>(&mut shards[1].client())
                 .unwrap()
         })
         .expect("some key lands on the second shard");
-    let mut runner = client(&gateway, "root-password");
-    send(&mut runner, &["EVAL", SPIN, "1", &key]);
-    let killed = kill_until_killed(&mut killer, "SCRIPT", Duration::from_millis(1500));
-    assert_eq!(killed, "+OK\r\n");
-    assert!(read(&mut runner).starts_with(KILLED));
-    assert_eq!(call(&mut killer, &["SCRIPT", "KILL"]), NOTBUSY);
+    kill_reaches_the_node_of(&gateway, &key);
+}
+
+#[test]
+fn script_kill_reaches_every_master_of_a_cluster() {
+    let cluster = RedisCluster::start(3, 0, None);
+    for master in cluster.masters() {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("busy-reply-threshold")
+            .arg(200)
+            .query(&mut cluster.client(master.port))
+            .unwrap();
+    }
+    let gateway = Gateway::start(&admin_tenant(
+        json!({"type": "single", "target": cluster.url()}),
+        json!({}),
+    ));
+    wait_for_slot_map_as(gateway.port(), Some("root-password"));
+    // A key of another master than slot 0's, where keyless commands go.
+    let owners = cluster.slot_owners();
+    let mut direct = cluster.client(owners[0]);
+    let key = (0..100)
+        .map(|i| format!("key:{i}"))
+        .find(|key| {
+            let slot: usize = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(key)
+                .query(&mut direct)
+                .unwrap();
+            owners[slot] != owners[0]
+        })
+        .expect("some key lives on another master");
+    kill_reaches_the_node_of(&gateway, &key);
 }
 
 #[test]

@@ -511,6 +511,7 @@ impl Session {
             keys: &mut self.keys,
             places: &mut self.places,
             admin: view.tenant.allow_admin,
+            script_limit_ms: view.tenant.limits.script_limit_ms(),
             transform,
         };
         let sent = match spec.name {
@@ -523,6 +524,10 @@ impl Session {
                 started,
                 self.protocol,
             ),
+            "script|kill" | "function|kill" => {
+                dispatch.kill_scripts(&request, started);
+                Ok(())
+            }
             _ => dispatch.forward(spec, &request, started),
         };
         if let Err(text) = sent {

@@ -36,13 +36,13 @@ use crate::signal::LocalSignal;
 const MAX_PUSH_BACKLOG: usize = 64 * 1024;
 
 /// How long a request may wait for its reply.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Wait {
     /// The command timeout.
     Bounded,
-    /// The command timeout, for requests holding a non-admin tenant's script: past it the script is killed
-    /// (see `connection::kill_scripts`), and its reply gets that long again to come.
-    TenantScript,
+    /// A transaction holding a script: its tenant's script limit. Past it a non-admin tenant's script
+    /// (`kill`) is killed (see `connection::kill_scripts`), and its reply gets `KILL_GRACE` to come.
+    Script { limit: Duration, kill: bool },
     /// As long as the node takes: a blocking command.
     Unbounded,
 }
@@ -59,7 +59,9 @@ struct Outgoing {
 struct InFlight {
     reply: ReplyHandle,
     deadline: Option<Instant>,
-    /// Holds a tenant's script not killed yet (see [`Wait::TenantScript`]).
+    /// How long it was given, for the error once that has passed.
+    timeout: Duration,
+    /// Holds a tenant's script not killed yet (see [`Wait::Script`]).
     killable: bool,
     /// A blocking command's bytes, kept so that a cluster redirect can be followed (see [`Redirected`]).
     resend: Option<Bytes>,
@@ -357,8 +359,12 @@ async fn serve(
             write_deadline.get_or_insert(now + timeout);
             for outgoing in batch {
                 outbox.buf().extend_from_slice(&outgoing.raw);
-                let deadline = (outgoing.wait != Wait::Unbounded).then(|| now + timeout);
-                let killable = outgoing.wait == Wait::TenantScript;
+                let (waits, killable) = match outgoing.wait {
+                    Wait::Bounded => (Some(timeout), false),
+                    Wait::Script { limit, kill } => (Some(limit), kill),
+                    Wait::Unbounded => (None, false),
+                };
+                let deadline = waits.map(|waits| now + waits);
                 let resend = (outgoing.wait == Wait::Unbounded && outgoing.replies.len() == 1)
                     .then(|| outgoing.raw.clone());
                 let mut blocked = outgoing.blocked;
@@ -368,6 +374,7 @@ async fn serve(
                     InFlight {
                         reply,
                         deadline,
+                        timeout: waits.unwrap_or(timeout),
                         killable,
                         resend: resend.clone(),
                         blocked: if i == last { blocked.take() } else { None },
@@ -439,19 +446,22 @@ async fn serve(
             }
             () = inner.wake.notified() => {}
             () = sleep_until(deadline) => {
-                if write_deadline.is_some_and(|at| at <= Instant::now()) {
+                let now = Instant::now();
+                if write_deadline.is_some_and(|at| at <= now) {
                     return Err(format!("timed out after {} ms", timeout.as_millis()));
                 }
                 let mut killing = false;
                 for request in in_flight.iter_mut().filter(|r| r.killable) {
                     request.killable = false;
-                    request.deadline = Some(Instant::now() + KILL_GRACE);
+                    request.deadline = Some(now + KILL_GRACE);
                     killing = true;
                 }
                 if !killing {
-                    return Err(format!("timed out after {} ms", timeout.as_millis()));
+                    let expired = in_flight.iter().find(|r| r.deadline.is_some_and(|at| at <= now));
+                    let waited = expired.map_or(timeout, |r| r.timeout);
+                    return Err(format!("timed out after {} ms", waited.as_millis()));
                 }
-                tracing::warn!(backend = %inner.node.addr, "killing a tenant's script that ran past the command timeout");
+                tracing::warn!(backend = %inner.node.addr, "killing a tenant's script that ran past its limit");
                 tokio::task::spawn_local(kill_scripts(inner.node.clone()));
             }
         }

@@ -19,6 +19,7 @@ use crate::metrics::TenantMetrics;
 
 mod dispatch;
 mod keyspace;
+mod kill;
 mod merge;
 mod plan;
 mod resolve;

@@ -202,6 +202,9 @@ fn constraint_error(name: &str) -> Option<ApiError> {
         "tenants_max_ops_per_sec_positive" => {
             ApiError::invalid("/limits/max_ops_per_sec", "must be greater than 0")
         }
+        "tenants_script_timeout_ms_positive" => {
+            ApiError::invalid("/limits/script_timeout_ms", "must be greater than 0")
+        }
         // The API checks these rules first, with a message per field; the database has the last word.
         "tenants_output_buffer_limit_valid" => {
             ApiError::invalid("/limits/output_buffer_limit", OUTPUT_BUFFER_LIMIT_RULES)

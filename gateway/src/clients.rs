@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::metrics::Metrics;
+
 pub(crate) struct ClientInfo {
     pub id: u64,
     pub addr: SocketAddr,
@@ -22,6 +24,8 @@ pub(crate) struct ClientInfo {
     /// Set by CLIENT KILL from another connection (any worker); the session closes when it is woken (see
     /// `Gateway::wake_sessions`).
     killed: AtomicBool,
+    /// Set while a blocking command of the client's waits on its node (see [`Blocked`]).
+    blocked: AtomicBool,
     state: Mutex<ClientState>,
 }
 
@@ -43,7 +47,7 @@ pub(crate) enum LibAttribute {
     Version,
 }
 
-/// What the client's transactions, subscriptions and blocking commands left it in, as CLIENT LIST shows it.
+/// What the client's transactions and subscriptions left it in, as CLIENT LIST shows it.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ClientState {
     pub channels: usize,
@@ -51,12 +55,11 @@ pub(crate) struct ClientState {
     pub shard_channels: usize,
     /// Commands queued, while in a transaction.
     pub multi: Option<usize>,
-    pub blocked: bool,
 }
 
 impl ClientState {
     /// CLIENT LIST's `flags` (Redis' letters: P subscribed, x in MULTI, b blocked; N for none).
-    fn flags(&self) -> String {
+    fn flags(&self, blocked: bool) -> String {
         let mut flags = String::new();
         if self.channels + self.patterns + self.shard_channels > 0 {
             flags.push('P');
@@ -64,7 +67,7 @@ impl ClientState {
         if self.multi.is_some() {
             flags.push('x');
         }
-        if self.blocked {
+        if blocked {
             flags.push('b');
         }
         if flags.is_empty() {
@@ -85,6 +88,7 @@ impl ClientInfo {
             resp: AtomicU32::new(2),
             names: Mutex::new(Names::default()),
             killed: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
             state: Mutex::new(ClientState::default()),
         }
     }
@@ -127,14 +131,15 @@ impl ClientInfo {
         }
     }
 
-    /// Records the client's stateful-command state (on the commands that change it, never per command).
+    /// Records the client's transaction and subscription state (on the commands that change it, never per
+    /// command).
     pub(crate) fn set_state(&self, state: ClientState) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
     }
 
     /// Whether the client waits in a blocking command.
     pub(crate) fn is_blocked(&self) -> bool {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).blocked
+        self.blocked.load(Ordering::Acquire)
     }
 
     /// One line in the format of Redis' CLIENT LIST (fields the gateway does not track are given Redis'
@@ -156,7 +161,7 @@ impl ClientInfo {
             self.local_addr,
             names.client.unwrap_or_default(),
             self.created.elapsed().as_secs(),
-            state.flags(),
+            state.flags(self.is_blocked()),
             self.db.load(Ordering::Relaxed),
             state.channels,
             state.patterns,
@@ -169,6 +174,44 @@ impl ClientInfo {
             names.lib_ver.unwrap_or_default(),
         );
         line
+    }
+}
+
+/// A client's blocking command, counted as blocked (CLIENT LIST's `b`, INFO's `blocked_clients`) from when
+/// [`Blocked::reached`] says its node has it until the guard is dropped (its reply came, or its connection went).
+/// Clients and test suites wait for a client to show as blocked before they act on what it waits for (push to the
+/// list, delete the stream): counted any earlier, their command could reach the node first.
+pub(crate) struct Blocked {
+    client: Arc<ClientInfo>,
+    metrics: Arc<Metrics>,
+    counted: bool,
+}
+
+impl Blocked {
+    pub(crate) fn new(client: Arc<ClientInfo>, metrics: Arc<Metrics>) -> Blocked {
+        Blocked {
+            client,
+            metrics,
+            counted: false,
+        }
+    }
+
+    /// The command has been written to its node in full.
+    pub(crate) fn reached(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            self.metrics.blocked_clients.fetch_add(1, Ordering::Relaxed);
+            self.client.blocked.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        if self.counted {
+            self.metrics.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            self.client.blocked.store(false, Ordering::Release);
+        }
     }
 }
 

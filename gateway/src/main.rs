@@ -98,6 +98,11 @@ struct Args {
         default_value_t = 2048
     )]
     max_dedicated_connections: usize,
+    /// Spare dedicated connections each worker keeps connected and ready per backend node and database that
+    /// blocking commands, transactions or subscriptions use, so that those start without a connect; closed after
+    /// 30 s unused. 0: none.
+    #[arg(long, env = "SWITCHYARD_DEDICATED_SPARES", default_value_t = 1)]
+    dedicated_spares: usize,
     /// On SIGTERM, how long clients get to finish their commands in flight, in milliseconds.
     #[arg(long, env = "SWITCHYARD_SHUTDOWN_GRACE_MS", default_value_t = 5000)]
     shutdown_grace_ms: u64,
@@ -193,6 +198,7 @@ fn main() -> anyhow::Result<()> {
         max_unauthenticated_clients: args.max_unauthenticated_clients,
         auth_timeout: Duration::from_millis(args.auth_timeout_ms),
         max_dedicated_connections: args.max_dedicated_connections,
+        dedicated_spares: args.dedicated_spares,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         limits: Limits {
             max_bulk_len: args.max_bulk_len,

@@ -510,6 +510,7 @@ impl Session {
             keys: &mut self.keys,
             places: &mut self.places,
             admin: view.tenant.allow_admin,
+            script_limit_ms: view.tenant.limits.script_limit_ms(),
             transform,
         };
         let sent = match spec.name {
@@ -524,6 +525,10 @@ impl Session {
             ),
             "config|resetstat" => {
                 info::resetstat(&mut dispatch, &view.tenant, spec, &request, started)
+            }
+            "script|kill" | "function|kill" => {
+                dispatch.kill_scripts(&request, started);
+                Ok(())
             }
             _ => dispatch.forward(spec, &request, started),
         };

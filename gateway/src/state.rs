@@ -38,6 +38,8 @@ pub struct Config {
     /// Most dedicated backend connections (blocking commands, transactions, subscriptions) one tenant's clients
     /// may hold at once, per gateway.
     pub max_dedicated_connections: usize,
+    /// Spare dedicated connections each worker keeps ready per backend node and database in use.
+    pub dedicated_spares: usize,
     pub shutdown_grace: Duration,
     pub limits: Limits,
     pub clients: ClientLimits,

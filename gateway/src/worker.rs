@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::backend::spares::Spares;
 use crate::backend::{BackendPool, ConnectionSettings, ResourceSpec, Upstream};
 use crate::reply::DetachedWrites;
 use crate::route::Tenant;
@@ -26,6 +27,8 @@ struct Pinned {
 pub(crate) struct Worker {
     pub gateway: Arc<Gateway>,
     pool: Rc<BackendPool>,
+    /// Spare dedicated connections (see `backend::spares`).
+    pub spares: Rc<Spares>,
     /// Upstreams of the current snapshot's routes (and those opened since for another database or protocol),
     /// held open even while no client uses them, so that a new client never waits for a backend connect (or a
     /// cluster's first slot map). Replaced (and the dropped ones drained) on a route change.
@@ -47,6 +50,10 @@ impl Worker {
         Worker {
             pinned: RefCell::new(Pinned::default()),
             detached: RefCell::new(HashMap::new()),
+            spares: Rc::new(Spares::new(
+                gateway.config.dedicated_spares,
+                gateway.config.connect_timeout,
+            )),
             pool: Rc::new(BackendPool::new(
                 settings,
                 gateway.config.backend_connections,

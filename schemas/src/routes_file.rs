@@ -49,6 +49,24 @@ pub struct TenantLimits {
     /// `--pubsub-output-buffer-limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pubsub_output_buffer_limit: Option<OutputBufferLimit>,
+    /// How long one of the tenant's script or function calls may run, in milliseconds (default 5000, Redis'
+    /// `busy-reply-threshold`): the gateway waits that long for its reply in place of `--command-timeout-ms`,
+    /// then kills it (`SCRIPT KILL`, `FUNCTION KILL`) unless the tenant has `allow_admin`. At least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub script_timeout_ms: Option<u32>,
+}
+
+impl TenantLimits {
+    /// `script_timeout_ms` when none is given: Redis' own `busy-reply-threshold`, after which Redis itself
+    /// serves `SCRIPT KILL`.
+    pub const DEFAULT_SCRIPT_TIMEOUT_MS: u32 = 5000;
+
+    /// How long one of the tenant's script or function calls may run, in milliseconds.
+    pub fn script_limit_ms(&self) -> u32 {
+        self.script_timeout_ms
+            .unwrap_or(Self::DEFAULT_SCRIPT_TIMEOUT_MS)
+    }
 }
 
 /// What a client connection may leave unread (replies and messages the gateway holds because the client does not

@@ -322,9 +322,16 @@ impl RouteTable {
 
 impl TenantLimits {
     /// The rules of a tenant's limits that their types do not express, each at its path under `path`: a soft
-    /// output buffer bound needs a duration, and a hard one below it would close the connection before it applies.
+    /// output buffer bound needs a duration, a hard one below it would close the connection before it applies,
+    /// and a script needs some time to run.
     pub fn problems(&self, path: &str) -> Vec<ValidationError> {
         let mut errors = Vec::new();
+        if self.script_timeout_ms == Some(0) {
+            errors.push(ValidationError {
+                path: format!("{path}/script_timeout_ms"),
+                message: "must be greater than 0".to_string(),
+            });
+        }
         let buffers = [
             ("output_buffer_limit", self.output_buffer_limit),
             (

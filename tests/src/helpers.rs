@@ -12,6 +12,15 @@ pub fn open_single_tenant(target: Value) -> Value {
     open_tenant(json!({"type": "single", "target": target}))
 }
 
+/// How many connections the server behind `con` has accepted since it started (`con`'s own included).
+pub fn connections_received(con: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// How many times `command` ran on the server behind `con`, from `INFO commandstats`.
 pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
     let stats: String = redis::cmd("INFO")

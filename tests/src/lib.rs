@@ -15,7 +15,8 @@ mod topology;
 
 pub use control_plane::{ADMIN_TOKEN, ControlPlane};
 pub use helpers::{
-    command_calls, open_single_tenant, open_tenant, wait_for_slot_map, wait_for_slot_map_as,
+    command_calls, connections_received, open_single_tenant, open_tenant, wait_for_slot_map,
+    wait_for_slot_map_as,
 };
 pub use ports::allocate_port;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, binary, connect};

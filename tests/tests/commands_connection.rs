@@ -257,3 +257,29 @@ fn client_reply_leaves_out_the_replies_redis_leaves_out() {
         c.same(&["GET", "{r}n"]);
     });
 }
+
+/// 300 rounds of a command, `QUIT` and the next connection, as a client that opens a connection per unit of work
+/// does: `QUIT` answers `+OK` after the command's reply and the connection is closed at once, before the next
+/// connection's command runs, on Redis and through the gateway alike.
+#[test]
+fn quit_answers_then_closes_before_the_next_connection_runs() {
+    let redis = RedisServer::start();
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&json!({"tenants": [
+        {"name": "t", "passwords": [], "route": {"type": "single", "target": backend.url()}}
+    ]}));
+    for port in [redis.port(), gateway.port()] {
+        for round in 0..300 {
+            let value = round.to_string();
+            let mut client = RawClient::connect(port);
+            client.send_command(&[b"SET", b"k", value.as_bytes()]);
+            client.send_command(&[b"QUIT"]);
+            client.send_command(&[b"PING"]); // after QUIT: never answered
+            client.expect(b"+OK\r\n+OK\r\n");
+            client.expect_closed();
+            let mut next = RawClient::connect(port);
+            let got = next.request(&[b"GET", b"k"]);
+            assert_eq!(got, format!("${}\r\n{value}\r\n", value.len()).as_bytes());
+        }
+    }
+}

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use switchyard_tests::compare::{Backends, Comparison, Topology};
 use switchyard_tests::{
-    Gateway, RawClient, RedisServer, connect, open_single_tenant, open_tenant, wait_for,
-    wait_for_slot_map,
+    Gateway, RawClient, RedisServer, connect, connections_received, open_single_tenant,
+    open_tenant, wait_for, wait_for_slot_map,
 };
 
 /// How many clients the server behind `con` reports as blocked.
@@ -81,7 +81,13 @@ async fn a_thousand_blocked_clients_are_all_released_by_pushes() {
     wait_for(
         "dedicated connections released",
         Duration::from_secs(30),
-        || clients_running(&backend, "blpop") == 0,
+        || gateway.metric("switchyard_tenant_dedicated_connections{tenant=\"t\"}") == 0,
+    );
+    // Closed on the node too, but for the spares the worker keeps (twice `--dedicated-spares`).
+    wait_for(
+        "released connections closed",
+        Duration::from_secs(30),
+        || clients_running(&backend, "blpop") <= 2,
     );
 }
 
@@ -424,4 +430,117 @@ fn a_blocking_command_follows_its_moved_slot() {
         blocked.read_reply(),
         b"*2\r\n$12\r\n{moved}queue\r\n$3\r\njob\r\n"
     );
+}
+
+/// `XREADGROUP ... BLOCK 0` from one client; once the server says it is blocked, `FLUSHALL` from another. Redis
+/// releases the reader with `-UNBLOCKED`; a gateway that counted the reader blocked before its node had the command
+/// let `FLUSHALL` overtake it (`-NOGROUP`). The reply of each of `rounds` rounds on the server at `port`.
+fn flush_a_blocked_stream_reader(port: u16, rounds: usize) -> Vec<Vec<u8>> {
+    let mut other = RawClient::connect(port);
+    (0..rounds)
+        .map(|_| {
+            assert_eq!(
+                other.request(&[b"XGROUP", b"CREATE", b"s", b"g", b"$", b"MKSTREAM"]),
+                b"+OK\r\n"
+            );
+            let mut reader = RawClient::connect(port);
+            reader.send_command(&[
+                b"XREADGROUP",
+                b"GROUP",
+                b"g",
+                b"c",
+                b"BLOCK",
+                b"0",
+                b"STREAMS",
+                b"s",
+                b">",
+            ]);
+            // As Redis' own test suite waits for a blocked client: polling INFO, no sleeps.
+            loop {
+                let info = other.request(&[b"INFO", b"clients"]);
+                if String::from_utf8_lossy(&info).contains("blocked_clients:1\r\n") {
+                    break;
+                }
+            }
+            assert_eq!(other.request(&[b"FLUSHALL"]), b"+OK\r\n");
+            reader.read_reply()
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_counts_as_blocked_only_once_its_node_has_the_command() {
+    let redis = RedisServer::start();
+    let expected = flush_a_blocked_stream_reader(redis.port(), 1);
+    assert_eq!(
+        expected[0],
+        b"-UNBLOCKED the stream key no longer exists\r\n"
+    );
+
+    // One worker and several: each reader's session and the INFO/FLUSHALL session may be on different workers.
+    for workers in ["1", "2"] {
+        let backend = RedisServer::start();
+        let gateway = Gateway::builder()
+            .arg("--workers")
+            .arg(workers)
+            .start(&json!({
+                "tenants": [{"name": "t", "passwords": [], "allow_admin": true,
+                             "route": {"type": "single", "target": backend.url()}}]
+            }));
+        let got = flush_a_blocked_stream_reader(gateway.port(), 20);
+        for (round, reply) in got.iter().enumerate() {
+            assert_eq!(
+                String::from_utf8_lossy(reply),
+                String::from_utf8_lossy(&expected[0]),
+                "round {round} with {workers} worker(s)"
+            );
+        }
+    }
+}
+
+/// One `BLPOP` through `client`, released by an `LPUSH` from `pusher` once the node (`probe` is connected to it)
+/// has it.
+fn blpop_released(probe: &mut redis::Connection, client: &mut RawClient, pusher: &mut RawClient) {
+    client.send_command(&[b"BLPOP", b"jobs", b"0"]);
+    wait_for(
+        "the client blocked on the backend",
+        Duration::from_secs(20),
+        || blocked_clients(probe) == 1,
+    );
+    assert_eq!(pusher.request(&[b"LPUSH", b"jobs", b"x"]), b":1\r\n");
+    assert_eq!(
+        client.read_reply(),
+        b"*2\r\n$4\r\njobs\r\n$1\r\nx\r\n",
+        "BLPOP's reply"
+    );
+}
+
+#[test]
+fn blocking_commands_start_on_spare_connections_instead_of_connecting() {
+    // `timeout 1`: the node closes connections idle for a second, spares included.
+    let backend = RedisServer::builder().arg("--timeout").arg("1").start();
+    let gateway = Gateway::builder()
+        .arg("--workers")
+        .arg("1")
+        .start(&open_single_tenant(json!(backend.url())));
+    let mut client = RawClient::connect(gateway.port());
+    let mut pusher = RawClient::connect(gateway.port());
+    let mut probe = backend.client();
+    for _ in 0..3 {
+        blpop_released(&mut probe, &mut client, &mut pusher); // the node's spares are made
+    }
+    let before = connections_received(&mut probe);
+    for _ in 0..10 {
+        blpop_released(&mut probe, &mut client, &mut pusher);
+    }
+    let connects = connections_received(&mut probe) - before;
+    assert_eq!(
+        connects, 0,
+        "10 blocking commands opened {connects} connections"
+    );
+
+    // Spares the node has closed meanwhile are never handed out: the next blocking command still works.
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut probe = backend.client();
+    blpop_released(&mut probe, &mut client, &mut pusher);
 }

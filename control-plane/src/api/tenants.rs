@@ -170,6 +170,7 @@ async fn update(
             t.max_ops_per_sec,
             t.output_buffer_limit,
             t.pubsub_output_buffer_limit,
+            t.script_timeout_ms,
         )
     };
     let unchanged = editable(&row);

@@ -31,6 +31,7 @@ struct ServedTenant {
     max_ops_per_sec: Option<i64>,
     output_buffer_limit: Option<Json<OutputBufferLimit>>,
     pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
+    script_timeout_ms: Option<i64>,
     route_version: i64,
     route: Json<RouteTable>,
 }
@@ -48,7 +49,7 @@ pub(crate) async fn load(pool: &PgPool) -> Result<Snapshot, SnapshotError> {
         r#"SELECT t.id, t.name, t.disabled, t.allow_admin, t.max_connections, t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>"
+                t.script_timeout_ms, rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>"
          FROM tenants t
          JOIN LATERAL (SELECT version, route FROM route_versions r WHERE r.tenant_id = t.id
                        ORDER BY version DESC LIMIT 1) rv ON true
@@ -92,6 +93,7 @@ pub(crate) async fn load(pool: &PgPool) -> Result<Snapshot, SnapshotError> {
                     t.max_ops_per_sec,
                     t.output_buffer_limit,
                     t.pubsub_output_buffer_limit,
+                    t.script_timeout_ms,
                 ),
                 credentials: by_tenant.remove(&t.id).unwrap_or_default(),
                 name: t.name,

@@ -18,6 +18,7 @@ pub(crate) struct TenantRow {
     pub(crate) max_ops_per_sec: Option<i64>,
     pub(crate) output_buffer_limit: Option<Json<OutputBufferLimit>>,
     pub(crate) pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
+    pub(crate) script_timeout_ms: Option<i64>,
     pub(crate) route_version: Option<i64>,
     pub(crate) created_at: DateTime<Utc>,
     pub(crate) updated_at: DateTime<Utc>,
@@ -30,6 +31,7 @@ impl TenantRow {
             self.max_ops_per_sec,
             self.output_buffer_limit,
             self.pubsub_output_buffer_limit,
+            self.script_timeout_ms,
         )
     }
 
@@ -39,6 +41,7 @@ impl TenantRow {
         self.max_ops_per_sec = limits.max_ops_per_sec.map(i64::from);
         self.output_buffer_limit = limits.output_buffer_limit.map(Json);
         self.pubsub_output_buffer_limit = limits.pubsub_output_buffer_limit.map(Json);
+        self.script_timeout_ms = limits.script_timeout_ms.map(i64::from);
     }
 
     pub(crate) fn to_api(&self) -> Tenant {
@@ -62,12 +65,14 @@ pub(crate) fn limits(
     max_ops_per_sec: Option<i64>,
     output_buffer_limit: Option<Json<OutputBufferLimit>>,
     pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
+    script_timeout_ms: Option<i64>,
 ) -> TenantLimits {
     TenantLimits {
         max_connections: max_connections.and_then(|v| u32::try_from(v).ok()),
         max_ops_per_sec: max_ops_per_sec.and_then(|v| u32::try_from(v).ok()),
         output_buffer_limit: output_buffer_limit.map(|Json(limit)| limit),
         pubsub_output_buffer_limit: pubsub_output_buffer_limit.map(|Json(limit)| limit),
+        script_timeout_ms: script_timeout_ms.and_then(|v| u32::try_from(v).ok()),
     }
 }
 
@@ -80,7 +85,7 @@ pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.created_at, t.updated_at,
+                t.script_timeout_ms, t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          ORDER BY t.name"#
@@ -97,7 +102,7 @@ pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.created_at, t.updated_at,
+                t.script_timeout_ms, t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.name = $1"#,
@@ -119,7 +124,7 @@ pub(crate) async fn get_for_update(
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.created_at, t.updated_at,
+                t.script_timeout_ms, t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.name = $1 FOR UPDATE OF t"#,
@@ -133,8 +138,8 @@ pub(crate) async fn get_for_update(
 pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbResult<TenantRow> {
     let id = sqlx::query_scalar!(
         "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec,
-             output_buffer_limit, pubsub_output_buffer_limit)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+             output_buffer_limit, pubsub_output_buffer_limit, script_timeout_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
         new.name,
         new.description,
         new.disabled,
@@ -144,6 +149,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbRes
         // `as _`: the macros type jsonb parameters as serde_json::Value; `Json` encodes the same jsonb.
         new.limits.output_buffer_limit.map(Json) as _,
         new.limits.pubsub_output_buffer_limit.map(Json) as _,
+        new.limits.script_timeout_ms.map(i64::from),
     )
     .fetch_one(&mut *conn)
     .await
@@ -156,7 +162,7 @@ pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbRes
     sqlx::query!(
         "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
              max_ops_per_sec = $6, output_buffer_limit = $7, pubsub_output_buffer_limit = $8,
-             updated_at = now()
+             script_timeout_ms = $9, updated_at = now()
          WHERE id = $1",
         tenant.id,
         tenant.description,
@@ -166,6 +172,7 @@ pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbRes
         tenant.max_ops_per_sec,
         tenant.output_buffer_limit as _,
         tenant.pubsub_output_buffer_limit as _,
+        tenant.script_timeout_ms,
     )
     .execute(&mut *conn)
     .await
@@ -188,7 +195,7 @@ async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<TenantRow> {
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.created_at, t.updated_at,
+                t.script_timeout_ms, t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.id = $1"#,

@@ -120,10 +120,11 @@ async fn carries_what_gateways_serve(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "../migrations")]
-async fn carries_each_tenants_output_buffer_limits(pool: PgPool) {
+async fn carries_each_tenants_limits(pool: PgPool) {
     let api = Api::new(pool).await;
     let limits = json!({
         "max_ops_per_sec": 100,
+        "script_timeout_ms": 300,
         "output_buffer_limit": {"hard_bytes": 1_048_576, "soft_bytes": 524_288, "soft_seconds": 10},
         "pubsub_output_buffer_limit": {"hard_bytes": 0, "soft_bytes": 65_536, "soft_seconds": 5},
     });
@@ -161,6 +162,7 @@ async fn carries_each_tenants_output_buffer_limits(pool: PgPool) {
                 soft_bytes: 65_536,
                 soft_seconds: 5,
             }),
+            script_timeout_ms: Some(300),
         }
     );
     assert_eq!(snapshot.tenants[1].limits, TenantLimits::default());

@@ -1,5 +1,6 @@
-//! A tenant's output buffer limits (`limits.output_buffer_limit`, `limits.pubsub_output_buffer_limit`): kept
-//! through create, patch, show and the audit log, and refused with a 422 naming the field when unusable.
+//! A tenant's output buffer limits (`limits.output_buffer_limit`, `limits.pubsub_output_buffer_limit`) and script
+//! limit (`limits.script_timeout_ms`): kept through create, patch, show and the audit log, and refused with a 422
+//! naming the field when unusable.
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -38,6 +39,7 @@ async fn create_patch_show_and_audit(pool: PgPool) {
     let created_limits = json!({
         "max_connections": 10,
         "output_buffer_limit": buffer(536_870_912, 67_108_864, 60),
+        "script_timeout_ms": u32::MAX,
     });
     let created = api
         .admin(
@@ -179,6 +181,10 @@ async fn unusable_limits_are_422s_naming_the_field(pool: PgPool) {
         soft_without_seconds,
         hard_below_soft,
         beyond_bigint,
+        (
+            json!({"script_timeout_ms": 0}),
+            vec!["/limits/script_timeout_ms: must be greater than 0"],
+        ),
         (
             json!({"pubsub_output_buffer_limit": buffer(0, u64::MAX, 1)}),
             vec![

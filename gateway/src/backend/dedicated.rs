@@ -23,9 +23,9 @@ use tokio::net::TcpStream;
 
 use super::OnPanic;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
-use super::connection::{
-    self, ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, describe, kill_scripts,
-};
+use super::connection::{ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, describe, kill_scripts};
+use super::spares::Spares;
+use crate::clients::Blocked;
 use crate::metrics::Held;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, ReplyScanner};
@@ -36,13 +36,13 @@ use crate::signal::LocalSignal;
 const MAX_PUSH_BACKLOG: usize = 64 * 1024;
 
 /// How long a request may wait for its reply.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Wait {
     /// The command timeout.
     Bounded,
-    /// The command timeout, for requests holding a non-admin tenant's script: past it the script is killed
-    /// (see `connection::kill_scripts`), and its reply gets that long again to come.
-    TenantScript,
+    /// A transaction holding a script: its tenant's script limit. Past it a non-admin tenant's script
+    /// (`kill`) is killed (see `connection::kill_scripts`), and its reply gets `KILL_GRACE` to come.
+    Script { limit: Duration, kill: bool },
     /// As long as the node takes: a blocking command.
     Unbounded,
 }
@@ -52,15 +52,21 @@ struct Outgoing {
     /// One handle per reply the request produces, in order.
     replies: Vec<ReplyHandle>,
     wait: Wait,
+    /// A blocking command's client, shown blocked once the node has the command.
+    blocked: Option<Blocked>,
 }
 
 struct InFlight {
     reply: ReplyHandle,
     deadline: Option<Instant>,
-    /// Holds a tenant's script not killed yet (see [`Wait::TenantScript`]).
+    /// How long it was given, for the error once that has passed.
+    timeout: Duration,
+    /// Holds a tenant's script not killed yet (see [`Wait::Script`]).
     killable: bool,
     /// A blocking command's bytes, kept so that a cluster redirect can be followed (see [`Redirected`]).
     resend: Option<Bytes>,
+    /// A blocking command's client, unblocked when the reply comes or the connection goes.
+    blocked: Option<Blocked>,
 }
 
 /// A blocking command that a cluster node answered with `-MOVED` or `-ASK` (its slot moved since the gateway's
@@ -71,6 +77,7 @@ struct Redirected {
     asking: bool,
     raw: Bytes,
     reply: ReplyHandle,
+    blocked: Option<Blocked>,
 }
 
 struct Inner {
@@ -84,6 +91,10 @@ struct Inner {
     pushes: Option<Pushes>,
     /// Replies sent for but not received yet.
     pending: Cell<usize>,
+    /// Whether the connection has served only blocking commands (no transaction, no subscription): once every
+    /// reply has come it holds no state, and it goes back to the spares when released.
+    reusable: Cell<bool>,
+    spares: Rc<Spares>,
 }
 
 /// Where a subscribed connection's messages go: the client's reply queue. Every frame, message or reply, is
@@ -100,10 +111,12 @@ pub(crate) struct Dedicated {
 }
 
 impl Dedicated {
-    /// Starts connecting to `node` on the current worker; requests sent meanwhile wait for the handshake.
+    /// Starts connecting to `node` on the current worker (or takes one of its spares); requests sent meanwhile
+    /// wait for the handshake.
     pub(crate) fn open(
         node: NodeSpec,
         settings: ConnectionSettings,
+        spares: Rc<Spares>,
         lease: Held,
         pushes: Option<Pushes>,
     ) -> Dedicated {
@@ -113,8 +126,10 @@ impl Dedicated {
             wake: LocalSignal::default(),
             closed: Cell::new(false),
             failed: Cell::new(false),
+            reusable: Cell::new(pushes.is_none()),
             pushes,
             pending: Cell::new(0),
+            spares,
         });
         tokio::task::spawn_local(run(Rc::clone(&inner), node, settings));
         Dedicated {
@@ -135,17 +150,34 @@ impl Dedicated {
 
     /// Sends a request whose replies, one per handle and in order, go to `replies`.
     pub(crate) fn send(&self, raw: Bytes, replies: Vec<ReplyHandle>, wait: Wait) {
+        self.inner.reusable.set(false);
+        self.enqueue(Outgoing {
+            raw,
+            replies,
+            wait,
+            blocked: None,
+        });
+    }
+
+    /// Sends a blocking command: no deadline for its reply, and its client shows as blocked once the node has it.
+    pub(crate) fn send_blocking(&self, raw: Bytes, reply: ReplyHandle, blocked: Blocked) {
+        self.enqueue(Outgoing {
+            raw,
+            replies: vec![reply],
+            wait: Wait::Unbounded,
+            blocked: Some(blocked),
+        });
+    }
+
+    fn enqueue(&self, outgoing: Outgoing) {
         if self.inner.failed.get() {
             let error = self.inner.unavailable("connection lost");
-            return self.inner.deliver_all(replies, &error);
+            return self.inner.deliver_all(outgoing.replies, &error);
         }
         self.inner
             .pending
-            .set(self.inner.pending.get() + replies.len());
-        self.inner
-            .queue
-            .borrow_mut()
-            .push_back(Outgoing { raw, replies, wait });
+            .set(self.inner.pending.get() + outgoing.replies.len());
+        self.inner.queue.borrow_mut().push_back(outgoing);
         self.inner.wake.notify();
     }
 
@@ -219,20 +251,23 @@ async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings)
     let mut in_flight = VecDeque::new();
     let mut redirects = 0;
     loop {
-        let connect = tokio::time::timeout(settings.connect_timeout, connection::connect(&node));
         let stream = tokio::select! {
-            connected = connect => match connected {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => return inner.fail(&describe(&e), &mut in_flight),
-                Err(_) => return inner.fail("connect timed out", &mut in_flight),
+            connected = inner.spares.connect(&node) => match connected {
+                Ok(stream) => stream,
+                Err(e) => return inner.fail(&describe(&e), &mut in_flight),
             },
             () = closed(&inner) => return,
         };
         tracing::debug!(backend = %node.addr, "dedicated connection up");
         let redirected = match serve(&inner, stream, settings.command_timeout, &mut in_flight).await
         {
-            Ok(None) => return inner.fail("connection closed", &mut in_flight),
-            Ok(Some(redirected)) => redirected,
+            Ok(Ended::Released(idle)) => {
+                if let Some(stream) = idle {
+                    inner.spares.give_back(&node, stream);
+                }
+                return inner.fail("connection closed", &mut in_flight);
+            }
+            Ok(Ended::Redirected(redirected)) => redirected,
             Err(reason) => return inner.fail(&reason, &mut in_flight),
         };
         redirects += 1;
@@ -261,6 +296,7 @@ async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings)
             raw,
             replies,
             wait: Wait::Unbounded,
+            blocked: redirected.blocked,
         });
     }
 }
@@ -284,14 +320,22 @@ fn is_message(frame: &[u8]) -> bool {
             || rest.starts_with(b"3\r\n$8\r\nsmessage\r\n"))
 }
 
-/// Writes requests and matches replies until the handle is dropped (`Ok(None)`), a blocking command must follow a
-/// cluster redirect (`Ok(Some)`), or the connection fails.
+/// Why [`serve`] ended, short of a failure.
+enum Ended {
+    /// The handle was dropped; the connection comes back if it may serve again (see `Inner::reusable`).
+    Released(Option<TcpStream>),
+    /// A blocking command must follow a cluster redirect.
+    Redirected(Redirected),
+}
+
+/// Writes requests and matches replies until the handle is dropped, a blocking command must follow a cluster
+/// redirect, or the connection fails.
 async fn serve(
     inner: &Inner,
     mut stream: TcpStream,
     timeout: Duration,
     in_flight: &mut VecDeque<InFlight>,
-) -> Result<Option<Redirected>, String> {
+) -> Result<Ended, String> {
     let (mut reader, writer) = stream.split();
     let socket: &TcpStream = writer.as_ref();
     let mut read_buf = BytesMut::with_capacity(4096);
@@ -302,7 +346,12 @@ async fn serve(
     let mut scanner = ReplyScanner::default();
     loop {
         if inner.closed.get() {
-            return Ok(None);
+            let idle = inner.reusable.get()
+                && in_flight.is_empty()
+                && read_buf.is_empty()
+                && !outbox.pending()
+                && inner.queue.borrow().is_empty();
+            return Ok(Ended::Released(idle.then_some(stream)));
         }
         let batch: Vec<Outgoing> = inner.queue.borrow_mut().drain(..).collect();
         if !batch.is_empty() {
@@ -310,18 +359,30 @@ async fn serve(
             write_deadline.get_or_insert(now + timeout);
             for outgoing in batch {
                 outbox.buf().extend_from_slice(&outgoing.raw);
-                let deadline = (outgoing.wait != Wait::Unbounded).then(|| now + timeout);
-                let killable = outgoing.wait == Wait::TenantScript;
+                let (waits, killable) = match outgoing.wait {
+                    Wait::Bounded => (Some(timeout), false),
+                    Wait::Script { limit, kill } => (Some(limit), kill),
+                    Wait::Unbounded => (None, false),
+                };
+                let deadline = waits.map(|waits| now + waits);
                 let resend = (outgoing.wait == Wait::Unbounded && outgoing.replies.len() == 1)
                     .then(|| outgoing.raw.clone());
-                in_flight.extend(outgoing.replies.into_iter().map(|reply| InFlight {
-                    reply,
-                    deadline,
-                    killable,
-                    resend: resend.clone(),
+                let mut blocked = outgoing.blocked;
+                // A blocking command has one reply; the guard goes with the last.
+                let last = outgoing.replies.len().saturating_sub(1);
+                in_flight.extend(outgoing.replies.into_iter().enumerate().map(|(i, reply)| {
+                    InFlight {
+                        reply,
+                        deadline,
+                        timeout: waits.unwrap_or(timeout),
+                        killable,
+                        resend: resend.clone(),
+                        blocked: if i == last { blocked.take() } else { None },
+                    }
                 }));
             }
             outbox.write(socket)?;
+            reached(&outbox, in_flight);
         }
         if !outbox.pending() {
             write_deadline = None;
@@ -368,7 +429,8 @@ async fn serve(
                     };
                     match (redirect, request.resend) {
                         (Some((addr, asking)), Some(raw)) => {
-                            return Ok(Some(Redirected { addr, asking, raw, reply: request.reply }));
+                            let (reply, blocked) = (request.reply, request.blocked);
+                            return Ok(Ended::Redirected(Redirected { addr, asking, raw, reply, blocked }));
                         }
                         _ => request.reply.deliver(frame),
                     }
@@ -380,24 +442,37 @@ async fn serve(
             writable = socket.writable(), if outbox.pending() => {
                 writable.map_err(|e| format!("connection lost: {}", describe(&e)))?;
                 outbox.write(socket)?;
+                reached(&outbox, in_flight);
             }
             () = inner.wake.notified() => {}
             () = sleep_until(deadline) => {
-                if write_deadline.is_some_and(|at| at <= Instant::now()) {
+                let now = Instant::now();
+                if write_deadline.is_some_and(|at| at <= now) {
                     return Err(format!("timed out after {} ms", timeout.as_millis()));
                 }
                 let mut killing = false;
                 for request in in_flight.iter_mut().filter(|r| r.killable) {
                     request.killable = false;
-                    request.deadline = Some(Instant::now() + KILL_GRACE);
+                    request.deadline = Some(now + KILL_GRACE);
                     killing = true;
                 }
                 if !killing {
-                    return Err(format!("timed out after {} ms", timeout.as_millis()));
+                    let expired = in_flight.iter().find(|r| r.deadline.is_some_and(|at| at <= now));
+                    let waited = expired.map_or(timeout, |r| r.timeout);
+                    return Err(format!("timed out after {} ms", waited.as_millis()));
                 }
-                tracing::warn!(backend = %inner.node.addr, "killing a tenant's script that ran past the command timeout");
+                tracing::warn!(backend = %inner.node.addr, "killing a tenant's script that ran past its limit");
                 tokio::task::spawn_local(kill_scripts(inner.node.clone()));
             }
+        }
+    }
+}
+
+/// Once the node has taken every byte written to it, the blocking commands among them count as blocked.
+fn reached(outbox: &Outbox, in_flight: &mut VecDeque<InFlight>) {
+    if !outbox.pending() {
+        for blocked in in_flight.iter_mut().filter_map(|f| f.blocked.as_mut()) {
+            blocked.reached();
         }
     }
 }
@@ -450,6 +525,7 @@ mod tests {
             raw: Bytes::from(vec![b'x'; 64 << 20]),
             replies: vec![ReplyHandle::discard()],
             wait: Wait::Unbounded,
+            blocked: None,
         };
         let inner = Inner {
             node: NodeSpec {
@@ -467,6 +543,8 @@ mod tests {
             failed: Cell::new(false),
             pushes: None,
             pending: Cell::new(1),
+            reusable: Cell::new(true),
+            spares: Rc::new(Spares::new(0, Duration::from_secs(1))),
         };
         let timeout = Duration::from_millis(200);
         let served = tokio::time::timeout(

@@ -11,6 +11,7 @@ pub(crate) mod dedicated;
 mod direct;
 pub(crate) mod identity;
 pub(crate) mod sentinel;
+pub(crate) mod spares;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -20,7 +21,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub(crate) use cluster::{ClusterBackend, ClusterSpec};
-pub(crate) use connection::{BackendConnection, ConnectionSettings, NodeRole, NodeSpec, Status};
+pub(crate) use connection::{
+    BackendConnection, ConnectionSettings, NodeRole, NodeSpec, Status, kill_on,
+};
 pub(crate) use sentinel::{SentinelBackend, SentinelSpec};
 
 use switchyard_schemas::ReplicaMode;
@@ -168,6 +171,22 @@ impl Upstream {
     pub(crate) async fn wait_for_nodes(&self) {
         if let Upstream::Cluster(cluster) = self {
             cluster.wait_for_map().await;
+        }
+    }
+
+    /// The nodes a script sent to this resource may be running on, for `SCRIPT KILL` and `FUNCTION KILL`: the
+    /// node, the sentinel set's master (an error reply while it is not known), every master of a cluster.
+    pub(crate) async fn script_nodes(&self) -> Vec<Result<NodeSpec, Bytes>> {
+        match self {
+            Upstream::Node(backend) => vec![Ok(backend.node.clone())],
+            Upstream::Sentinel(..) => vec![
+                self.dedicated_node(None)
+                    .map_err(|e| crate::resp::error_reply(&e)),
+            ],
+            Upstream::Cluster(cluster) => {
+                cluster.wait_for_map().await;
+                cluster.master_nodes().into_iter().map(Ok).collect()
+            }
         }
     }
 

@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
@@ -112,6 +112,9 @@ pub(crate) struct ReplyHandle {
     run_as: RunAs,
     /// The request is a script that a cluster resends after `ASK`: `ASKING` goes between its `AUTH`s.
     asking: bool,
+    /// For a script: how long it may run, in milliseconds (its tenant's `script_timeout_ms`), which is its
+    /// deadline on the backend connection instead of the command timeout.
+    script_limit_ms: u32,
 }
 
 /// Who a backend runs a request as (see `backend::identity`).
@@ -492,17 +495,25 @@ impl ReplyHandle {
             redirect: None,
             run_as: RunAs::Gateway,
             asking: false,
+            script_limit_ms: 0,
         }
     }
 
-    /// The same handle, for a request the backend runs as `run_as`.
-    pub(crate) fn running_as(mut self, run_as: RunAs) -> ReplyHandle {
+    /// The same handle, for a request the backend runs as `run_as` and, for a script, may run for
+    /// `script_limit_ms`.
+    pub(crate) fn running_as(mut self, run_as: RunAs, script_limit_ms: u32) -> ReplyHandle {
         self.run_as = run_as;
+        self.script_limit_ms = script_limit_ms;
         self
     }
 
     pub(crate) fn run_as(&self) -> RunAs {
         self.run_as
+    }
+
+    /// How long the script may run (see [`ReplyHandle::running_as`]).
+    pub(crate) fn script_limit(&self) -> Duration {
+        Duration::from_millis(u64::from(self.script_limit_ms))
     }
 
     /// The same handle, for a script that must follow `ASKING` (see [`ReplyHandle::asking`]).
@@ -560,7 +571,7 @@ impl ReplyHandle {
     pub(crate) fn deliver_run(self, replies: Bytes, error: bool) {
         if let (Some(redirect), true) = (self.redirect, error) {
             let via = Rc::clone(&redirect.via);
-            let handle = ReplyHandle::new(self.to).running_as(self.run_as);
+            let handle = ReplyHandle::new(self.to).running_as(self.run_as, self.script_limit_ms);
             return via.on_error(replies, handle, redirect);
         }
         self.to.deliver(replies, error);

@@ -37,6 +37,8 @@ pub(crate) struct Dispatch<'a> {
     /// The tenant may run admin commands, and its scripts run as the resource's own user (see
     /// `backend::identity`).
     pub admin: bool,
+    /// How long the tenant's scripts may run, in milliseconds (see `ReplyHandle::running_as`).
+    pub script_limit_ms: u32,
     /// Rewrites the reply before the client sees it (what a tenant may see of `CONFIG GET`, its channel names
     /// in `PUBSUB`): taken by the request's reply slot.
     pub transform: Option<Transform>,
@@ -151,7 +153,8 @@ impl Dispatch<'_> {
             endpoint.send(
                 request.raw().clone(),
                 keyspace,
-                self.reserve(started).running_as(run_as),
+                self.reserve(started)
+                    .running_as(run_as, self.script_limit_ms),
                 self.affinity,
             );
             return Ok(());
@@ -174,7 +177,7 @@ impl Dispatch<'_> {
     }
 
     /// The request's reply slot, rewritten by `transform` if set.
-    fn reserve(&mut self, started: Instant) -> ReplyHandle {
+    pub(super) fn reserve(&mut self, started: Instant) -> ReplyHandle {
         self.replies.reserve_with(started, self.transform.take())
     }
 
@@ -414,7 +417,7 @@ impl Dispatch<'_> {
                 },
                 (None, None) => continue,
             };
-            let handle = handle.running_as(run_as);
+            let handle = handle.running_as(run_as, self.script_limit_ms);
             endpoint.send(raw.clone(), keyspace.clone(), handle, self.affinity);
         }
     }

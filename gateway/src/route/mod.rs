@@ -18,6 +18,7 @@ use switchyard_schemas::{
 use crate::metrics::TenantMetrics;
 
 mod dispatch;
+mod kill;
 mod merge;
 mod plan;
 mod resolve;

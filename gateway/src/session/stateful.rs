@@ -10,7 +10,6 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -18,12 +17,12 @@ use bytes::Bytes;
 use super::Session;
 use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
-use crate::backend::dedicated::{Dedicated, Pushes, Wait};
+use crate::backend::dedicated::{Dedicated, Pushes};
 use crate::backend::{ConnectionSettings, NodeSpec};
-use crate::clients::ClientState;
+use crate::clients::{Blocked, ClientState};
 use crate::cmd::policy::may_be_stateful;
 use crate::cmd::{CommandSpec, flag};
-use crate::metrics::{Held, Metrics};
+use crate::metrics::Held;
 use crate::resp::{self, Protocol, Request};
 use crate::route::Place;
 
@@ -37,8 +36,6 @@ pub(super) struct Stateful {
     pub(super) barrier: bool,
     /// The connection of a blocking command or an `EXEC` in flight, released once its reply is written.
     pub(super) held: Option<Dedicated>,
-    /// Set while `held` serves a blocking command.
-    blocked: Option<Blocked>,
     /// The commands queued since `MULTI`.
     pub(super) transaction: Option<Transaction>,
     /// The connection holding `WATCH`ed keys.
@@ -54,22 +51,6 @@ impl Stateful {
             && self.subscription.is_none()
             && self.parked.is_none()
             && !self.barrier
-    }
-}
-
-/// Counts a client in INFO's `blocked_clients` for as long as it lives.
-struct Blocked(Arc<Metrics>);
-
-impl Blocked {
-    fn new(metrics: &Arc<Metrics>) -> Blocked {
-        metrics.blocked_clients.fetch_add(1, Ordering::Relaxed);
-        Blocked(Arc::clone(metrics))
-    }
-}
-
-impl Drop for Blocked {
-    fn drop(&mut self) {
-        self.0.blocked_clients.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -125,11 +106,10 @@ impl Session {
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
     pub(super) fn settle(&mut self) {
         self.stateful.barrier = false;
-        self.stateful.blocked = None;
-        let released = self.stateful.held.take().is_some();
+        self.stateful.held = None;
         let subscribed = self.stateful.subscription.is_some();
         self.settle_subscription();
-        if released || (subscribed && self.stateful.subscription.is_none()) {
+        if subscribed && self.stateful.subscription.is_none() {
             self.publish_state();
         }
     }
@@ -146,7 +126,6 @@ impl Session {
             patterns,
             shard_channels,
             multi: self.stateful.transaction.as_ref().map(Transaction::len),
-            blocked: self.stateful.blocked.is_some(),
         });
     }
 
@@ -201,9 +180,10 @@ impl Session {
         match self.open_dedicated(place, false) {
             Ok(connection) => {
                 let reply = self.replies.reserve(started);
-                connection.send(request.raw().clone(), vec![reply], Wait::Unbounded);
+                let metrics = Arc::clone(&self.worker.gateway.metrics);
+                let blocked = Blocked::new(Arc::clone(&self.info), metrics);
+                connection.send_blocking(request.raw().clone(), reply, blocked);
                 self.stateful.held = Some(connection);
-                self.stateful.blocked = Some(Blocked::new(&self.worker.gateway.metrics));
                 self.stateful.barrier = true;
             }
             Err(reply) => self.local_error_reply(started, reply),
@@ -251,7 +231,8 @@ impl Session {
                 Box::new(move |frame| channels.inbound_frame(frame)) as Box<dyn Fn(Bytes) -> Bytes>
             }),
         });
-        Ok(Dedicated::open(node, settings, lease, pushes))
+        let spares = Rc::clone(&self.worker.spares);
+        Ok(Dedicated::open(node, settings, spares, lease, pushes))
     }
 
     /// The node a dedicated connection for `place` goes to.

@@ -58,6 +58,7 @@ fn config() -> Config {
         max_unauthenticated_clients: 16,
         auth_timeout: Duration::from_secs(30),
         max_dedicated_connections: 4,
+        dedicated_spares: 1,
         shutdown_grace: Duration::from_secs(1),
         limits: Limits::default(),
         clients: ClientLimits {

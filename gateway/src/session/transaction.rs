@@ -12,7 +12,7 @@
 //! Under double-write the transaction runs on the primary; once its `EXEC` succeeded, its write commands are sent
 //! to each secondary in order, in the background, as other double-writes with ack `primary` are.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
@@ -259,9 +259,14 @@ impl Session {
                 }
                 raw.extend_from_slice(&exec);
                 replies.push(reply);
-                let wait = match run_as {
-                    RunAs::TenantScript => Wait::TenantScript,
-                    _ => Wait::Bounded,
+                let wait = match (run_as, &self.tenant) {
+                    (RunAs::Gateway, _) | (_, None) => Wait::Bounded,
+                    (run_as, Some(view)) => Wait::Script {
+                        limit: Duration::from_millis(u64::from(
+                            view.tenant.limits.script_limit_ms(),
+                        )),
+                        kill: run_as == RunAs::TenantScript,
+                    },
                 };
                 connection.send(raw.freeze(), replies, wait);
                 self.stateful.held = Some(connection);
@@ -304,7 +309,10 @@ impl Session {
         if secondaries.is_empty() {
             return None;
         }
-        let admin = view.tenant.allow_admin;
+        let (admin, script_limit_ms) = (
+            view.tenant.allow_admin,
+            view.tenant.limits.script_limit_ms(),
+        );
         let writes: Vec<(&'static str, RunAs, Bytes)> = queued
             .iter()
             .filter(|(spec, _)| !spec.has(flag::READONLY))
@@ -318,7 +326,7 @@ impl Session {
                 for (upstream, detached) in &secondaries {
                     for (name, run_as, raw) in &writes {
                         if let Some(handle) = detached.admit(name) {
-                            let handle = handle.running_as(*run_as);
+                            let handle = handle.running_as(*run_as, script_limit_ms);
                             upstream.send_to(raw.clone(), keyspace.clone(), handle, affinity);
                         }
                     }

@@ -214,6 +214,19 @@ impl ClusterBackend {
         self.map.borrow().shards.len().max(1)
     }
 
+    /// Every master serving slots (the seed while the slot map is unknown).
+    pub(crate) fn master_nodes(&self) -> Vec<NodeSpec> {
+        let map = self.map.borrow();
+        match map.shards.is_empty() {
+            true => vec![self.seed.node.clone()],
+            false => map
+                .shards
+                .iter()
+                .map(|s| self.spec.node(&s.addr, NodeRole::Any))
+                .collect(),
+        }
+    }
+
     /// The master owning `slot`, for the commands that need a dedicated connection to the right node (blocking
     /// commands, transactions, subscriptions); `None` while the slot map does not know it (just after start).
     pub(crate) fn master_of(&self, slot: u16) -> Option<NodeSpec> {

@@ -31,6 +31,7 @@ mod script;
 pub(crate) use handshake::connect;
 pub(super) use outbox::Outbox;
 use pipeline::serve;
+pub(crate) use script::kill_on;
 pub(super) use script::{KILL_GRACE, kill_scripts};
 
 /// How to reach and set up one backend node.

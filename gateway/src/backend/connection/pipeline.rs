@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::outbox::Outbox;
-use super::script::{ASKING, unwrap_script};
+use super::script::{ASKING, busy, calls_function, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
 use crate::reply::ReplyHandle;
@@ -21,10 +21,10 @@ struct InFlight {
     reply: ReplyHandle,
     /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
     count: u32,
-    /// For a script: how many replies come before its own (`AUTH`, and `ASKING` after a cluster's `ASK`), which
-    /// are the gateway's and not delivered, like the last one (see `identity`), with [`KILLABLE`] for a
-    /// non-admin tenant's script not yet killed; 0 for anything else. One byte: an entry is moved twice per
-    /// request.
+    /// For a script: how many replies come before its own ([`LEAD`]: `AUTH`, and `ASKING` after a cluster's
+    /// `ASK`), which are the gateway's and not delivered, like the last one (see `identity`), with [`FUNCTION`]
+    /// for a function call, [`KILLABLE`] for a non-admin tenant's script not yet killed and [`KILLED`] once it
+    /// is; 0 for anything else. One byte: an entry is moved twice per request.
     wrapped: u8,
     deadline: Instant,
 }
@@ -41,8 +41,14 @@ impl InFlight {
     }
 }
 
-/// In [`InFlight::wrapped`]: a non-admin tenant's script, which the gateway kills when it runs too long.
+/// In [`InFlight::wrapped`]: how many replies come before the script's own.
+const LEAD: u8 = 0x03;
+/// In [`InFlight::wrapped`]: a non-admin tenant's script, which the gateway kills when it runs past its limit.
 const KILLABLE: u8 = 0x80;
+/// In [`InFlight::wrapped`]: a script the gateway has tried to kill.
+const KILLED: u8 = 0x40;
+/// In [`InFlight::wrapped`]: a function call (`FCALL`), whose `BUSY` names `FUNCTION KILL`.
+const FUNCTION: u8 = 0x20;
 
 /// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone
 /// and nothing is in flight (`Ok`). On failure every request in flight or queued gets the error reply (`timed
@@ -52,7 +58,7 @@ pub(super) async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), Stri
     let mut replies = Replies::default();
     let result = pipeline(shared, stream, &mut in_flight, &mut replies).await;
     if let Err(reason) = &result {
-        let error = resp::error_reply(&format!("ERR backend {} {reason}", shared.node.addr));
+        let error = failed(shared, reason);
         // The oldest request may be a run with some of its replies in: those go to the client as they are.
         let mut received = &replies.buf[..replies.scanned];
         for request in in_flight.drain(..) {
@@ -62,6 +68,34 @@ pub(super) async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), Stri
         shared.fail_queued(&error);
     }
     result
+}
+
+/// The error reply of a request whose connection failed for `reason`.
+fn failed(shared: &Shared, reason: &str) -> Bytes {
+    resp::error_reply(&format!("ERR backend {} {reason}", shared.node.addr))
+}
+
+/// When the connection gives up on the script that is its oldest request: Redis still runs it, and answers
+/// whatever comes after it with `BUSY`, so the requests behind it, sent or queued, get that. The script gets the
+/// connection's error (`reason`).
+fn busy_behind(
+    shared: &Shared,
+    in_flight: &mut VecDeque<InFlight>,
+    replies: &mut Replies,
+    reason: &str,
+) {
+    let Some(script) = in_flight.pop_front() else {
+        return;
+    };
+    let busy = busy(script.wrapped & FUNCTION != 0);
+    script.fail(&[], 0, &failed(shared, reason));
+    // What was read of the script's replies (its `AUTH`'s) is no one else's.
+    replies.buf.clear();
+    (replies.scanned, replies.answered) = (0, 0);
+    for request in in_flight.drain(..) {
+        request.fail(&[], 0, &busy);
+    }
+    shared.fail_queued(&busy);
 }
 
 /// Replies read from the node and not yet delivered.
@@ -112,7 +146,7 @@ impl Replies {
             let Some(request) = in_flight.pop_front() else {
                 continue;
             };
-            match request.wrapped & !KILLABLE {
+            match request.wrapped & LEAD {
                 0 => request.reply.deliver_run(reply, error),
                 lead => {
                     let (reply, switched_back) = unwrap_script(&reply, lead, node);
@@ -149,7 +183,12 @@ async fn pipeline(
         // bounds the write too, however long the node takes to read it.
         std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
         if !batch.is_empty() {
-            let deadline = Instant::now() + timeout;
+            let now = Instant::now();
+            // A script's deadline is its tenant's limit, not the command timeout; the requests behind it wait
+            // for it, so deadlines still grow along the queue.
+            let mut deadline = in_flight
+                .back()
+                .map_or(now + timeout, |last| last.deadline.max(now + timeout));
             let write_buf = outbox.buf();
             for pending in batch.drain(..) {
                 let (count, wrapped) = match pending.reply.run_as() {
@@ -172,7 +211,15 @@ async fn pipeline(
                             RunAs::TenantScript => KILLABLE,
                             _ => 0,
                         };
-                        (pending.count + u32::from(lead) + 1, lead | killable)
+                        let function = match calls_function(&pending.raw) {
+                            true => FUNCTION,
+                            false => 0,
+                        };
+                        deadline = deadline.max(now + pending.reply.script_limit());
+                        (
+                            pending.count + u32::from(lead) + 1,
+                            lead | killable | function,
+                        )
                     }
                 };
                 in_flight.push_back(InFlight {
@@ -224,16 +271,26 @@ async fn pipeline(
             () = shared.wake.notified() => {}
             () = &mut timer => {
                 match in_flight.front_mut() {
-                    // A tenant's script that runs too long holds the node for every tenant: it is killed, and
-                    // its reply (Redis' error) gets until the kill is done to come.
+                    // A tenant's script that runs past its limit holds the node for every tenant: it is killed,
+                    // and its reply (Redis' error) gets until the kill is done to come.
                     Some(oldest) if oldest.deadline <= timer_deadline && oldest.wrapped & KILLABLE != 0 => {
-                        oldest.wrapped &= !KILLABLE;
+                        oldest.wrapped = (oldest.wrapped & !KILLABLE) | KILLED;
                         oldest.deadline = Instant::now() + KILL_GRACE;
                         killing = true;
                         timer_deadline = oldest.deadline;
                         timer.as_mut().reset(timer_deadline);
-                        tracing::warn!(backend = %shared.node.addr, "killing a tenant's script that ran past the command timeout");
+                        tracing::warn!(backend = %shared.node.addr, "killing a tenant's script that ran past its limit");
                         tokio::task::spawn_local(kill_scripts(shared.node.clone()));
+                    }
+                    Some(oldest) if oldest.deadline <= timer_deadline && oldest.wrapped & LEAD != 0 => {
+                        let grace = match oldest.wrapped & KILLED {
+                            0 => Duration::ZERO,
+                            _ => KILL_GRACE,
+                        };
+                        let waited = oldest.reply.script_limit() + grace;
+                        let reason = format!("timed out after {} ms", waited.as_millis());
+                        busy_behind(shared, in_flight, replies, &reason);
+                        return Err(reason);
                     }
                     Some(oldest) if oldest.deadline <= timer_deadline => {
                         return Err(format!("timed out after {} ms", timeout.as_millis()));

@@ -1,5 +1,6 @@
-//! Tenants' scripts on a shared connection: a script's own reply out of the `AUTH`s around it, and killing one
-//! that runs too long.
+//! Scripts on a shared connection: a script's own reply out of the `AUTH`s around it, what waits behind one
+//! that keeps its node busy, and killing one (a tenant's that runs past its limit, or a client's `SCRIPT KILL`
+//! or `FUNCTION KILL`) on a connection of its own.
 
 use std::io;
 use std::time::Duration;
@@ -16,44 +17,129 @@ use crate::resp::{self, ReplyScanner};
 /// `busy-reply-threshold` (5 s by default; until then it serves nothing at all), so this must be longer.
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(10);
 
-/// Stops the script or function that keeps `node` busy, on a connection of its own (the shared ones queue
-/// behind it): `AUTH` as the gateway (allowed while Redis is busy), `SCRIPT KILL`, `FUNCTION KILL` (one of them
-/// answers `NOTBUSY`). A script that has written already cannot be killed (`UNKILLABLE`): the connection then
-/// times out as any other, and Redis stays busy until an operator acts, as it would without the gateway.
+/// Stops the script or function that keeps `node` busy (see [`past_the_script`]): `SCRIPT KILL`, then
+/// `FUNCTION KILL` (one of them answers `BUSY`, the other kills). A script that has written already cannot be
+/// killed (`UNKILLABLE`): the connection then times out as any other, and Redis stays busy until an operator
+/// acts, as it would without the gateway.
 pub(crate) async fn kill_scripts(node: NodeSpec) {
-    let killed = tokio::time::timeout(KILL_GRACE, async {
-        let mut stream = TcpStream::connect(&node.addr).await?;
-        let mut request = BytesMut::new();
-        request.extend_from_slice(&identity::auth_command(&node, RunAs::Gateway));
-        resp::command(&mut request, &[&b"SCRIPT"[..], b"KILL"]);
-        resp::command(&mut request, &[&b"FUNCTION"[..], b"KILL"]);
-        stream.write_all(&request).await?;
-        let (mut buf, mut scanner, mut replies) =
-            (BytesMut::new(), ReplyScanner::default(), Vec::new());
-        while replies.len() < 3 {
-            match scanner.scan(&buf) {
-                Ok(Some(len)) => replies.push(buf.split_to(len)),
-                Ok(None) if stream.read_buf(&mut buf).await? > 0 => {}
-                Ok(None) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Err(e) => return Err(io::Error::other(e.to_string())),
-            }
-        }
-        Ok::<_, io::Error>(replies)
-    })
-    .await;
-    match killed {
-        Ok(Ok(replies)) => {
+    let mut request = BytesMut::new();
+    resp::command(&mut request, &[&b"SCRIPT"[..], b"KILL"]);
+    resp::command(&mut request, &[&b"FUNCTION"[..], b"KILL"]);
+    match past_the_script(&node, &request, 2).await {
+        Ok(replies) => {
             let replies: Vec<String> = replies
                 .iter()
                 .map(|r| String::from_utf8_lossy(r).trim_end().to_string())
                 .collect();
             tracing::info!(backend = %node.addr, ?replies, "SCRIPT KILL and FUNCTION KILL sent");
         }
-        Ok(Err(e)) => {
-            tracing::warn!(backend = %node.addr, "cannot kill a runaway script: {}", describe(&e))
-        }
-        Err(_) => tracing::warn!(backend = %node.addr, "cannot kill a runaway script: timed out"),
+        Err(e) => tracing::warn!(backend = %node.addr, "cannot kill a runaway script: {e}"),
     }
+}
+
+/// A client's `SCRIPT KILL` or `FUNCTION KILL` (`request`), sent to each of `nodes` (see [`past_the_script`])
+/// at once, or the error reply of a node that is not known: `+OK` when one of them killed a script, else the
+/// first error other than `NOTBUSY` (a script that cannot be killed, a node that cannot be reached), else
+/// `NOTBUSY`.
+pub(crate) async fn kill_on(nodes: Vec<Result<NodeSpec, Bytes>>, request: Bytes) -> Bytes {
+    let sent: Vec<_> = nodes
+        .into_iter()
+        .map(|node| {
+            let request = request.clone();
+            tokio::task::spawn_local(async move {
+                let node = match node {
+                    Ok(node) => node,
+                    Err(reply) => return reply,
+                };
+                let reply = past_the_script(&node, &request, 1)
+                    .await
+                    .and_then(|mut replies| {
+                        replies.pop().ok_or_else(|| "sent no reply".to_string())
+                    });
+                reply.unwrap_or_else(|e| {
+                    resp::error_reply(&format!("ERR backend {} {e}", node.addr))
+                })
+            })
+        })
+        .collect();
+    let mut replies = Vec::with_capacity(sent.len());
+    for task in sent {
+        replies
+            .push(task.await.unwrap_or_else(|_| {
+                resp::error_reply("ERR internal: the kill of a script failed")
+            }));
+    }
+    let rank = |reply: &Bytes| match reply.first() {
+        Some(b'-') if reply.starts_with(b"-NOTBUSY") => 2,
+        Some(b'-') => 1,
+        _ => 0,
+    };
+    replies
+        .iter()
+        .min_by_key(|reply| rank(reply))
+        .cloned()
+        .unwrap_or_else(|| resp::error_reply(NOTBUSY))
+}
+
+/// Redis' own reply to a kill with no script running, for a route without nodes.
+const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
+
+/// Sends `requests` (`count` of them) to `node` on a connection of its own, after an `AUTH` as the gateway, and
+/// returns their replies, within [`KILL_GRACE`]. The shared connections queue behind a script that keeps a node
+/// busy; Redis serves `AUTH` and the kills on another connection meanwhile.
+async fn past_the_script(
+    node: &NodeSpec,
+    requests: &[u8],
+    count: usize,
+) -> Result<Vec<Bytes>, String> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(&node.addr).await?;
+        let mut out = BytesMut::new();
+        out.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
+        out.extend_from_slice(requests);
+        stream.write_all(&out).await?;
+        let (mut buf, mut scanner, mut replies) =
+            (BytesMut::new(), ReplyScanner::default(), Vec::new());
+        while replies.len() <= count {
+            match scanner.scan(&buf) {
+                Ok(Some(len)) => replies.push(buf.split_to(len).freeze()),
+                Ok(None) if stream.read_buf(&mut buf).await? > 0 => {}
+                Ok(None) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+        }
+        Ok::<_, io::Error>(replies)
+    };
+    let mut replies = match tokio::time::timeout(KILL_GRACE, exchange).await {
+        Ok(Ok(replies)) => replies.into_iter(),
+        Ok(Err(e)) => return Err(format!("unavailable: {}", describe(&e))),
+        Err(_) => return Err(format!("timed out after {} ms", KILL_GRACE.as_millis())),
+    };
+    match replies.next() {
+        Some(auth) if auth.first() == Some(&b'-') => Err(format!(
+            "refused the gateway's AUTH: {}",
+            String::from_utf8_lossy(&auth[1..]).trim_end()
+        )),
+        _ => Ok(replies.collect()),
+    }
+}
+
+/// Redis' reply to a request that waits behind a script (`function`: a function) that keeps the node busy.
+pub(super) fn busy(function: bool) -> Bytes {
+    let kill = if function { "FUNCTION" } else { "SCRIPT" };
+    resp::error_reply(&format!(
+        "BUSY Redis is busy running a script. You can only call {kill} KILL or SHUTDOWN NOSAVE."
+    ))
+}
+
+/// Whether a script request calls a function (`FCALL`, `FCALL_RO`) rather than a script (`EVAL`, `EVALSHA`
+/// and their `_RO`): of those names, only a function's starts with an F. `raw` is a multibulk request, its
+/// name on the third line.
+pub(super) fn calls_function(raw: &[u8]) -> bool {
+    raw.split(|&b| b == b'\n')
+        .nth(2)
+        .and_then(|name| name.first())
+        .is_some_and(|c| c.eq_ignore_ascii_case(&b'f'))
 }
 
 /// `ASKING`, which a script redirected by `ASK` needs right before it, after its `AUTH`.

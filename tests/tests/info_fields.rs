@@ -4,7 +4,7 @@
 //! RESETSTAT, which zeroes one tenant's figures and no one else's.
 
 use serde_json::json;
-use switchyard_tests::compare::each_topology;
+use switchyard_tests::compare::{Comparison, each_topology};
 use switchyard_tests::{Gateway, RawClient, RedisServer, command_calls};
 
 /// The text of an INFO reply (a bulk string, or a RESP3 verbatim string).
@@ -49,11 +49,7 @@ fn field(client: &mut RawClient, section: &str, field: &str) -> Option<String> {
 }
 
 fn number(client: &mut RawClient, section: &str, name: &str) -> i64 {
-    let value = field(client, section, name);
-    value
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{name} in INFO {section}: {value:?}"))
+    value_of(&body(&client.request(&[b"INFO", section.as_bytes()])), name)
 }
 
 /// `INFO everything` through the gateway has the fields a plain redis-server writes, section by section in its
@@ -74,7 +70,24 @@ fn info_has_every_field_redis_writes_in_its_order() {
             c.topology(),
             c.protocol()
         );
+        // Summed over every shard and cluster master: the changes the writes made, wherever their keys went.
+        let changes = |c: &mut Comparison| {
+            let info = body(&c.both(&["INFO", "persistence"]).1);
+            value_of(&info, "rdb_changes_since_last_save")
+        };
+        let before = changes(c);
+        for i in 0..20 {
+            c.same(&["SET", &format!("spread:{i}"), "v"]);
+        }
+        assert_eq!(changes(c), before + 20, "[{}]", c.topology());
     });
+}
+
+fn value_of(info: &str, name: &str) -> i64 {
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {info}"))
 }
 
 /// The fields that describe the data come from the tenant's backend; errors and commands from the gateway, which

@@ -80,6 +80,17 @@ fn info_has_every_field_redis_writes_in_its_order() {
             c.same(&["SET", &format!("spread:{i}"), "v"]);
         }
         assert_eq!(changes(c), before + 20, "[{}]", c.topology());
+        // An admin's RESETSTAT reaches every backend too; the counts start again as on Redis.
+        c.same(&["CONFIG", "RESETSTAT"]);
+        let (reference, gateway) = c.both(&["INFO", "stats"]);
+        for name in ["total_commands_processed", "total_error_replies"] {
+            assert_eq!(
+                value_of(&body(&gateway), name),
+                value_of(&body(&reference), name),
+                "[{}] {name}",
+                c.topology()
+            );
+        }
     });
 }
 

@@ -11,6 +11,7 @@ mod backoff;
 mod clients;
 pub mod cmd;
 mod metrics;
+mod monitor;
 mod reply;
 mod resp;
 mod route;

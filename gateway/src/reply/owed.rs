@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::{DetachedWrites, Gather, ReplyQueue, lost_replies};
+use super::{Destination, DetachedWrites, Gather, ReplyHandle, ReplyQueue, Slot, lost_replies};
 
 /// Where a reply is owed: filled once, or, dropped unfilled, answered with `REPLY_LOST` (see the module's
 /// documentation). `None` only once filled.
@@ -79,5 +79,32 @@ impl Addressee for PartAddress {
 
     fn lose(self) {
         self.fill(lost_replies(1));
+    }
+}
+
+impl ReplyHandle {
+    /// The sequence number of the queue slot the handle answers, if it answers one.
+    pub(crate) fn slot(&self) -> Option<u64> {
+        match &self.to {
+            Destination::Slot(Owed(Some(address))) => Some(address.seq),
+            _ => None,
+        }
+    }
+}
+
+impl ReplyQueue {
+    /// Answers slot `seq` with `reply` if it still waits for its backend, whose reply is then dropped when it
+    /// comes (CLIENT UNBLOCK); returns whether it did.
+    pub(crate) fn answer(&self, seq: u64, reply: Bytes) -> bool {
+        let waiting = {
+            let inner = self.inner.borrow();
+            seq.checked_sub(inner.base)
+                .and_then(|index| inner.slots.get(index as usize))
+                .is_some_and(|slot| matches!(slot, Slot::Waiting { .. }))
+        };
+        if waiting {
+            self.fill(seq, 0, reply);
+        }
+        waiting
     }
 }

@@ -20,7 +20,7 @@ use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
 use crate::backend::dedicated::{Dedicated, Pushes, Wait};
 use crate::backend::{ConnectionSettings, NodeSpec};
-use crate::clients::ClientState;
+use crate::clients::{ClientState, Unblock};
 use crate::cmd::policy::may_be_stateful;
 use crate::cmd::{CommandSpec, flag};
 use crate::metrics::{Held, Metrics};
@@ -57,19 +57,29 @@ impl Stateful {
     }
 }
 
-/// Counts a client in INFO's `blocked_clients` for as long as it lives.
-struct Blocked(Arc<Metrics>);
+/// A blocking command in flight; counts the client in INFO's `blocked_clients` for as long as it lives.
+struct Blocked {
+    metrics: Arc<Metrics>,
+    /// The reply slot of the command, for CLIENT UNBLOCK.
+    slot: Option<u64>,
+    /// Bytes of its arguments (CLIENT LIST's `argv-mem`).
+    argv_mem: usize,
+}
 
 impl Blocked {
-    fn new(metrics: &Arc<Metrics>) -> Blocked {
+    fn new(metrics: &Arc<Metrics>, slot: Option<u64>, args: &[Bytes]) -> Blocked {
         metrics.blocked_clients.fetch_add(1, Ordering::Relaxed);
-        Blocked(Arc::clone(metrics))
+        Blocked {
+            metrics: Arc::clone(metrics),
+            slot,
+            argv_mem: args.iter().map(Bytes::len).sum(),
+        }
     }
 }
 
 impl Drop for Blocked {
     fn drop(&mut self) {
-        self.0.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.blocked_clients.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -125,11 +135,12 @@ impl Session {
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
     pub(super) fn settle(&mut self) {
         self.stateful.barrier = false;
-        self.stateful.blocked = None;
+        // CLIENT UNBLOCK drops the connection before the reply is written: the blocked state ends here all the same.
+        let unblocked = self.stateful.blocked.take().is_some();
         let released = self.stateful.held.take().is_some();
         let subscribed = self.stateful.subscription.is_some();
         self.settle_subscription();
-        if released || (subscribed && self.stateful.subscription.is_none()) {
+        if unblocked || released || (subscribed && self.stateful.subscription.is_none()) {
             self.publish_state();
         }
     }
@@ -141,13 +152,38 @@ impl Session {
             .subscription
             .as_ref()
             .map_or((0, 0, 0), Subscription::counts);
+        let transaction = self.stateful.transaction.as_ref();
         self.info.set_state(ClientState {
             channels,
             patterns,
             shard_channels,
-            multi: self.stateful.transaction.as_ref().map(Transaction::len),
-            blocked: self.stateful.blocked.is_some(),
+            multi: transaction.map(Transaction::len),
+            multi_mem: transaction.map_or(0, Transaction::bytes),
+            blocked: self.stateful.blocked.as_ref().map(|b| b.argv_mem),
         });
+    }
+
+    /// Answers the blocked command as CLIENT UNBLOCK from another connection asked, unless its reply came first:
+    /// with its timeout's reply (a null: every command that can be unblocked so answers a timeout) or with
+    /// `-UNBLOCKED`; its connection is dropped, so the node forgets the command.
+    pub(super) fn unblock(&mut self) {
+        let Some(how) = self.info.take_unblock() else {
+            return;
+        };
+        let Some(slot) = self.stateful.blocked.as_ref().and_then(|b| b.slot) else {
+            return;
+        };
+        let mut reply = bytes::BytesMut::new();
+        match how {
+            Unblock::Timeout => resp::null_array(&mut reply, self.protocol),
+            Unblock::Error => {
+                resp::error(&mut reply, "UNBLOCKED client unblocked via CLIENT UNBLOCK")
+            }
+        }
+        let reply = reply.freeze();
+        if self.replies.answer(slot, reply) {
+            self.stateful.held = None;
+        }
     }
 
     /// Serves the commands that need a dedicated connection, and every command while the connection is in a
@@ -201,9 +237,12 @@ impl Session {
         match self.open_dedicated(place, false) {
             Ok(connection) => {
                 let reply = self.replies.reserve(started);
+                let blocked =
+                    Blocked::new(&self.worker.gateway.metrics, reply.slot(), request.args());
                 connection.send(request.raw().clone(), vec![reply], Wait::Unbounded);
                 self.stateful.held = Some(connection);
-                self.stateful.blocked = Some(Blocked::new(&self.worker.gateway.metrics));
+                self.info.take_unblock(); // one meant for a command before this one
+                self.stateful.blocked = Some(blocked);
                 self.stateful.barrier = true;
             }
             Err(reply) => self.local_error_reply(started, reply),

@@ -58,23 +58,34 @@ pub(crate) enum Unblock {
     Error = 2,
 }
 
-/// Seconds since the gateway's clock started, as of its last tick (`tick_clock`): what a session records per read
-/// batch costs one load, as Redis' cached `server.unixtime` does.
+/// Seconds since the gateway's clock started (`start_clock`), as of its last tick: what a session records per
+/// read batch costs one load, as Redis' cached `server.unixtime` does.
 pub(crate) fn clock() -> u32 {
     CLOCK.load(Ordering::Relaxed)
 }
 
 static CLOCK: AtomicU32 = AtomicU32::new(0);
 
-/// Advances `clock()` ten times a second, forever.
-pub(crate) async fn tick_clock() {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    let mut ticks = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        ticks.tick().await;
-        let seconds = u32::try_from(epoch.elapsed().as_secs()).unwrap_or(u32::MAX);
-        CLOCK.store(seconds, Ordering::Relaxed);
+/// Starts advancing `clock()` ten times a second, once per process, on a thread of its own: a tick is a sleep
+/// and a store, where a runtime's timer would wake a worker.
+pub(crate) fn start_clock() -> std::io::Result<()> {
+    static STARTED: OnceLock<bool> = OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        let epoch = Instant::now();
+        std::thread::Builder::new()
+            .name("switchyard-clock".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(Duration::from_millis(100));
+                    let seconds = u32::try_from(epoch.elapsed().as_secs()).unwrap_or(u32::MAX);
+                    CLOCK.store(seconds, Ordering::Relaxed);
+                }
+            })
+            .is_ok()
+    });
+    match started {
+        true => Ok(()),
+        false => Err(std::io::Error::other("cannot start the clock thread")),
     }
 }
 

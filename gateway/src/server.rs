@@ -22,7 +22,7 @@ use crate::worker::Worker;
 /// have in flight (bounded by `shutdown_grace`), and returns.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let gateway = Arc::new(Gateway::new(config.clone()));
-    let clock = tokio::spawn(crate::clients::tick_clock());
+    crate::clients::start_clock().context("cannot start the clock thread")?;
     match &config.source {
         RouteSource::File(path) => gateway.load_routes(path)?,
         RouteSource::ControlPlane(control_plane) => {
@@ -105,7 +105,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     })
     .await
     .context("worker join")?;
-    clock.abort();
     tracing::info!("shut down");
     Ok(())
 }

@@ -3,6 +3,8 @@
 //! backend, and a tenant only ever sees and touches its own clients and commands.
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use serde_json::json;
@@ -354,4 +356,43 @@ fn monitor_shows_a_tenant_its_own_commands_as_redis_does() {
         "{:?}",
         streams[1]
     );
+}
+
+/// A monitor that reads nothing is disconnected once its lines pass the pub/sub output buffer limit, while the
+/// client it watches is served at full speed throughout.
+#[test]
+fn a_monitor_that_does_not_read_is_dropped_past_its_limit() {
+    let backend = RedisServer::start();
+    let route = json!({"type": "single", "target": backend.url()});
+    let gateway = Gateway::builder()
+        .arg("--pubsub-output-buffer-limit")
+        .arg("64kb 0 0")
+        .start(&json!({"tenants": [{"name": "a", "passwords": ["pa"], "route": route}]}));
+    let mut monitor = TcpStream::connect(("127.0.0.1", gateway.port())).unwrap();
+    monitor.write_all(b"AUTH pa\r\nMONITOR\r\n").unwrap();
+    let mut client = RawClient::connect(gateway.port());
+    assert_eq!(client.request(&[b"AUTH", b"pa"]), b"+OK\r\n");
+    let value = vec![b'v'; 10_000];
+    // 20 MB of lines: more than any socket buffer holds.
+    for _ in 0..2000 {
+        assert_eq!(client.request(&[b"SET", b"k", &value]), b"+OK\r\n");
+    }
+    monitor
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut unread = Vec::new();
+    monitor
+        .read_to_end(&mut unread)
+        .expect("the monitor's connection is closed");
+    assert!(
+        unread.starts_with(b"+OK\r\n+OK\r\n+"),
+        "{:?}",
+        &unread[..20]
+    );
+    assert_eq!(
+        gateway
+            .metric("switchyard_client_closed_total{tenant=\"a\",reason=\"output_buffer_hard\"}"),
+        1
+    );
+    assert_eq!(client.request(&[b"STRLEN", b"k"]), b":10000\r\n");
 }

@@ -18,7 +18,6 @@ use crate::admission::Ticket;
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec, Policy, acl, tenancy};
 use crate::metrics::{Closed, Held};
-use crate::monitor::Monitor;
 use crate::reply::{ReplyQueue, Transform};
 use crate::resp::{Protocol, Request, RequestDecoder};
 use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
@@ -112,7 +111,7 @@ pub(crate) struct Session {
     /// Which replies the client wants written (`CLIENT REPLY`).
     replying: Replying,
     /// Set in MONITOR mode.
-    monitor: Option<Monitor>,
+    monitor: Option<monitor::Monitoring>,
 }
 
 /// Which replies a client wants written (`CLIENT REPLY`): the replies it does not want are still awaited, in order,
@@ -254,10 +253,9 @@ impl Session {
             }
             tokio::select! {
                 biased;
-                // A subscribed client's messages arrive on their own.
-                () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() => {}
-                () = monitor::lines(self.monitor.as_ref()), if self.monitor.is_some() => {
-                    if self.take_monitor_lines(output.buf()).is_err() {
+                // A subscribed client's messages arrive on their own, and so do a monitor's lines.
+                () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() || self.monitor.is_some() => {
+                    if self.monitor.as_ref().is_some_and(|m| m.overflowed()) {
                         return self.close(Closed::OutputHard, addr);
                     }
                 }

@@ -96,15 +96,25 @@ impl ReplyQueue {
     /// Answers slot `seq` with `reply` if it still waits for its backend, whose reply is then dropped when it
     /// comes (CLIENT UNBLOCK); returns whether it did.
     pub(crate) fn answer(&self, seq: u64, reply: Bytes) -> bool {
-        let waiting = {
-            let inner = self.inner.borrow();
-            seq.checked_sub(inner.base)
-                .and_then(|index| inner.slots.get(index as usize))
-                .is_some_and(|slot| matches!(slot, Slot::Waiting { .. }))
+        // Not through `fill`, which stays inlined where backends deliver.
+        let mut inner = self.inner.borrow_mut();
+        let Some(index) = seq.checked_sub(inner.base) else {
+            return false;
         };
-        if waiting {
-            self.fill(seq, 0, reply);
+        let Some(slot) = inner.slots.get_mut(index as usize) else {
+            return false;
+        };
+        let Slot::Waiting { started, count, .. } = *slot else {
+            return false;
+        };
+        *slot = Slot::Ready {
+            reply,
+            started,
+            count,
+        };
+        if index == 0 {
+            self.ready.notify();
         }
-        waiting
+        true
     }
 }

@@ -1,24 +1,52 @@
 //! A session's side of MONITOR (see `crate::monitor`): entering monitor mode, what a monitor may still run, its
 //! lines into its output, and showing the session's own commands to its tenant's monitors.
 
-use std::future::pending;
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use super::Session;
 use crate::cmd::{self, CommandSpec, flag};
-use crate::monitor::{self, Monitor, Overflowed};
+use crate::monitor::{self, Monitor};
+use crate::reply::ReplyQueue;
 use crate::resp::{self, Request};
 
 /// Most bytes of lines that wait for a monitor's session when its output buffer limits set no bound.
 const MAX_MONITOR_BACKLOG: usize = 64 * 1024 * 1024;
 
-/// Waits until `monitor` has lines (forever without one).
-pub(super) async fn lines(monitor: Option<&Monitor>) {
-    match monitor {
-        Some(monitor) => monitor.ready().await,
-        None => pending().await,
+/// A client in monitor mode: a task of its worker moves the lines of its [`Monitor`] into its reply queue, as
+/// messages (written between replies, like a subscriber's), so the session waits on nothing more than before.
+pub(super) struct Monitoring {
+    relay: tokio::task::JoinHandle<()>,
+    /// Set when the lines overflowed their bound: the session closes.
+    overflowed: Rc<Cell<bool>>,
+}
+
+impl Monitoring {
+    pub(super) fn overflowed(&self) -> bool {
+        self.overflowed.get()
+    }
+}
+
+impl Drop for Monitoring {
+    fn drop(&mut self) {
+        self.relay.abort(); // which drops the Monitor: the tenant's monitors forget it
+    }
+}
+
+async fn relay(monitor: Monitor, queue: Rc<ReplyQueue>, overflowed: Rc<Cell<bool>>) {
+    let mut lines = BytesMut::new();
+    loop {
+        monitor.ready().await;
+        if monitor.take(&mut lines).is_err() {
+            overflowed.set(true);
+            return queue.push_message(Bytes::new()); // wakes the session
+        }
+        if !lines.is_empty() {
+            queue.push_message(lines.split().freeze());
+        }
     }
 }
 
@@ -46,20 +74,19 @@ impl Session {
             .map_or(MAX_MONITOR_BACKLOG, |bytes| {
                 usize::try_from(bytes).unwrap_or(usize::MAX)
             });
-        self.monitor = Some(Monitor::start(&view.tenant.metrics.monitors, bound));
+        let monitor = Monitor::start(&view.tenant.metrics.monitors, bound);
+        let overflowed = Rc::new(Cell::new(false));
+        let queue = Rc::clone(&self.replies);
+        self.monitor = Some(Monitoring {
+            relay: tokio::task::spawn_local(relay(monitor, queue, Rc::clone(&overflowed))),
+            overflowed,
+        });
     }
 
     /// Leaves monitor mode (`RESET`).
     pub(super) fn stop_monitor(&mut self) {
         self.monitor = None;
         self.info.set_monitor(false);
-    }
-
-    /// Moves the lines waiting for the monitor into `out`; an error when they overflowed (the session closes).
-    pub(super) fn take_monitor_lines(&self, out: &mut BytesMut) -> Result<(), Overflowed> {
-        self.monitor
-            .as_ref()
-            .map_or(Ok(()), |monitor| monitor.take(out))
     }
 
     /// What a client in monitor mode may run, as in Redis 7.0: nothing that reads or writes keys (`-ERR Replica

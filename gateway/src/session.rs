@@ -110,6 +110,8 @@ pub(crate) struct Session {
     last_input: Instant,
     /// Which replies the client wants written (`CLIENT REPLY`).
     replying: Replying,
+    /// CLIENT LIST shows unparsed input of this client's (see `decode`).
+    input_shown: bool,
     /// Set in MONITOR mode.
     monitor: Option<monitor::Monitoring>,
 }
@@ -184,6 +186,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         held_back: false,
         last_input: Instant::now(),
         replying: Replying::On,
+        input_shown: false,
         monitor: None,
     };
     if let (Some(tenant), Some(Some(place))) = (open_tenant, open_place) {
@@ -438,7 +441,11 @@ impl Session {
         }
         run.send();
         self.count_commands();
-        self.info.set_input(input.len(), input.capacity());
+        // Shown while input waits unparsed (a partial request, a pipeline held back), and once more when none does.
+        if !input.is_empty() || self.input_shown {
+            self.input_shown = !input.is_empty();
+            self.info.set_input(input.len(), input.capacity());
+        }
     }
 
     /// Dispatches `request`, and shows it to the tenant's monitors if it has any.

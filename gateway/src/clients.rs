@@ -1,14 +1,20 @@
 //! The registry of connected clients, for CLIENT LIST / CLIENT INFO and INFO's clients section.
 //!
-//! Touched on connect, disconnect and the rare commands that change what CLIENT LIST shows (AUTH, SETNAME,
-//! SETINFO, SELECT): never per command.
+//! Sessions run on several worker threads; another session's fields are read from its [`ClientInfo`]. What changes
+//! per command (the command, when the client was last active, its input and unread output) is one relaxed atomic
+//! store each, per read batch; names and the stateful-command state (subscriptions, MULTI, blocking) sit behind
+//! locks taken only by the commands that change them and by CLIENT LIST.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::cmd;
 
 use crate::metrics::Metrics;
 
@@ -16,6 +22,8 @@ pub(crate) struct ClientInfo {
     pub id: u64,
     pub addr: SocketAddr,
     pub local_addr: SocketAddr,
+    /// The gateway's socket of the client.
+    pub fd: i32,
     pub created: Instant,
     pub db: AtomicU32,
     /// The protocol the client speaks: 2 or 3.
@@ -26,7 +34,63 @@ pub(crate) struct ClientInfo {
     killed: AtomicBool,
     /// Set while a blocking command of the client's waits on its node (see [`Blocked`]).
     blocked: AtomicBool,
+    /// Set by CLIENT UNBLOCK from another connection: how the session answers its blocked command when woken.
+    unblock: AtomicU8,
     state: Mutex<ClientState>,
+    /// The last command the client ran: its `CommandSpec::name_address`, 0 before the first.
+    command: AtomicUsize,
+    /// `clock()` when the client last sent something.
+    active: AtomicU32,
+    /// As of the client's last read: bytes read and not parsed yet (low half) and the room left in its input
+    /// buffer (high half).
+    input: AtomicU64,
+    /// Reply bytes the client has not read (nonzero only while its socket does not take them).
+    unread: AtomicU64,
+    /// `NO_EVICT`, `MONITOR`.
+    flags: AtomicU8,
+}
+
+const NO_EVICT: u8 = 1;
+const MONITOR: u8 = 2;
+
+/// How CLIENT UNBLOCK wants a blocked command answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unblock {
+    /// As if its timeout had passed.
+    Timeout = 1,
+    /// `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
+    Error = 2,
+}
+
+/// Seconds since the gateway's clock started (`start_clock`), as of its last tick: what a session records per
+/// read batch costs one load, as Redis' cached `server.unixtime` does.
+pub(crate) fn clock() -> u32 {
+    CLOCK.load(Ordering::Relaxed)
+}
+
+static CLOCK: AtomicU32 = AtomicU32::new(0);
+
+/// Starts advancing `clock()` ten times a second, once per process, on a thread of its own: a tick is a sleep
+/// and a store, where a runtime's timer would wake a worker.
+pub(crate) fn start_clock() -> std::io::Result<()> {
+    static STARTED: OnceLock<bool> = OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        let epoch = Instant::now();
+        std::thread::Builder::new()
+            .name("switchyard-clock".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(Duration::from_millis(100));
+                    let seconds = u32::try_from(epoch.elapsed().as_secs()).unwrap_or(u32::MAX);
+                    CLOCK.store(seconds, Ordering::Relaxed);
+                }
+            })
+            .is_ok()
+    });
+    match started {
+        true => Ok(()),
+        false => Err(std::io::Error::other("cannot start the clock thread")),
+    }
 }
 
 /// The names CLIENT LIST shows: who the client is and what it calls itself.
@@ -55,12 +119,20 @@ pub(crate) struct ClientState {
     pub shard_channels: usize,
     /// Commands queued, while in a transaction.
     pub multi: Option<usize>,
+    /// Bytes of the commands queued.
+    pub multi_mem: usize,
+    /// Bytes of the arguments of the blocking command the client waits in, while it waits.
+    pub blocking_argv: Option<usize>,
 }
 
 impl ClientState {
-    /// CLIENT LIST's `flags` (Redis' letters: P subscribed, x in MULTI, b blocked; N for none).
-    fn flags(&self, blocked: bool) -> String {
+    /// CLIENT LIST's `flags` in Redis' order (O monitor, P subscribed, x in MULTI, b blocked, e no-evict; N for
+    /// none).
+    fn flags(&self, info: u8, blocked: bool) -> String {
         let mut flags = String::new();
+        if info & MONITOR != 0 {
+            flags.push('O');
+        }
         if self.channels + self.patterns + self.shard_channels > 0 {
             flags.push('P');
         }
@@ -70,6 +142,9 @@ impl ClientState {
         if blocked {
             flags.push('b');
         }
+        if info & NO_EVICT != 0 {
+            flags.push('e');
+        }
         if flags.is_empty() {
             flags.push('N');
         }
@@ -78,18 +153,90 @@ impl ClientState {
 }
 
 impl ClientInfo {
-    pub(crate) fn new(id: u64, addr: SocketAddr, local_addr: SocketAddr) -> ClientInfo {
+    pub(crate) fn new(id: u64, addr: SocketAddr, local_addr: SocketAddr, fd: i32) -> ClientInfo {
         ClientInfo {
             id,
             addr,
             local_addr,
+            fd,
             created: Instant::now(),
             db: AtomicU32::new(0),
             resp: AtomicU32::new(2),
             names: Mutex::new(Names::default()),
             killed: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
+            unblock: AtomicU8::new(0),
             state: Mutex::new(ClientState::default()),
+            command: AtomicUsize::new(0),
+            active: AtomicU32::new(clock()),
+            input: AtomicU64::new(0),
+            unread: AtomicU64::new(0),
+            flags: AtomicU8::new(0),
+        }
+    }
+
+    /// Records the command the client runs, by its spec's `name` (per command on the slow path, per read batch
+    /// on the direct path).
+    #[inline]
+    pub(crate) fn set_command(&self, name: &'static str) {
+        self.command
+            .store(name.as_ptr() as usize, Ordering::Relaxed);
+    }
+
+    /// The last command the client ran.
+    pub(crate) fn command(&self) -> Option<&'static cmd::CommandSpec> {
+        cmd::by_name_address(self.command.load(Ordering::Relaxed))
+    }
+
+    /// Records that the client sent something now.
+    #[inline]
+    pub(crate) fn set_active(&self) {
+        self.active.store(clock(), Ordering::Relaxed);
+    }
+
+    /// Records the client's input buffer after a read batch: `len` bytes not parsed yet, `capacity` in all.
+    #[inline]
+    pub(crate) fn set_input(&self, len: usize, capacity: usize) {
+        let free = capacity.saturating_sub(len).min(u32::MAX as usize) as u64;
+        let len = len.min(u32::MAX as usize) as u64;
+        self.input.store(free << 32 | len, Ordering::Relaxed);
+    }
+
+    /// Records the reply bytes the client has not read.
+    pub(crate) fn set_unread(&self, bytes: usize) {
+        self.unread.store(bytes as u64, Ordering::Relaxed);
+    }
+
+    fn set_flag(&self, flag: u8, on: bool) {
+        if on {
+            self.flags.fetch_or(flag, Ordering::Relaxed);
+        } else {
+            self.flags.fetch_and(!flag, Ordering::Relaxed);
+        }
+    }
+
+    /// `CLIENT NO-EVICT ON|OFF`.
+    pub(crate) fn set_no_evict(&self, on: bool) {
+        self.set_flag(NO_EVICT, on);
+    }
+
+    /// Whether the client is in MONITOR mode.
+    pub(crate) fn set_monitor(&self, on: bool) {
+        self.set_flag(MONITOR, on);
+    }
+
+    /// Asks the client's session to answer its blocked command now (CLIENT UNBLOCK from another connection);
+    /// `Gateway::wake_sessions` then makes it look.
+    pub(crate) fn unblock(&self, how: Unblock) {
+        self.unblock.store(how as u8, Ordering::Release);
+    }
+
+    /// How CLIENT UNBLOCK asked for the blocked command to be answered, once.
+    pub(crate) fn take_unblock(&self) -> Option<Unblock> {
+        match self.unblock.swap(0, Ordering::AcqRel) {
+            1 => Some(Unblock::Timeout),
+            2 => Some(Unblock::Error),
+            _ => None,
         }
     }
 
@@ -142,32 +289,49 @@ impl ClientInfo {
         self.blocked.load(Ordering::Acquire)
     }
 
-    /// One line in the format of Redis' CLIENT LIST (fields the gateway does not track are given Redis'
-    /// idle values): Redis 7.0's fields, then Redis 7.2's `lib-name` and `lib-ver` (empty when unset).
-    pub(crate) fn describe(&self, current_command: &str) -> String {
+    fn state(&self) -> ClientState {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One line in the format of Redis' CLIENT LIST: Redis 7.0's fields, then Redis 7.2's `lib-name` and
+    /// `lib-ver` (empty when unset). `running`: the arguments of the command the client runs now, when it is the
+    /// one asking (`argv-mem`). The gateway's output is one buffer, without Redis' reply buffer and list: `rbs`,
+    /// `rbp` and `obl` are 0, `oll` is 1 while replies wait unread and `omem` their bytes.
+    pub(crate) fn describe(&self, running: Option<&[Bytes]>) -> String {
         let names = self.names().clone();
-        let state = *self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.state();
         let multi = state
             .multi
             .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let input = self.input.load(Ordering::Relaxed);
+        let (qbuf, qbuf_free) = (input & u64::from(u32::MAX), input >> 32);
+        let argv_mem = running.map_or(state.blocking_argv.unwrap_or(0), |args| {
+            args.iter().map(Bytes::len).sum()
+        }) as u64;
+        let omem = self.unread.load(Ordering::Relaxed);
+        let idle = clock().saturating_sub(self.active.load(Ordering::Relaxed));
+        let command = self.command().map_or("NULL", |spec| spec.name);
         let mut line = String::new();
         let _ = write!(
             line,
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} \
-             qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} \
-             user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={} db={} sub={} psub={} ssub={} \
+             multi={multi} qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={} rbs=0 rbp=0 obl=0 \
+             oll={} omem={omem} tot-mem={} events={} cmd={command} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.local_addr,
+            self.fd,
             names.client.unwrap_or_default(),
             self.created.elapsed().as_secs(),
-            state.flags(self.is_blocked()),
+            state.flags(self.flags.load(Ordering::Relaxed), self.is_blocked()),
             self.db.load(Ordering::Relaxed),
             state.channels,
             state.patterns,
             state.shard_channels,
-            multi,
-            current_command,
+            state.multi_mem,
+            u8::from(omem > 0),
+            qbuf + qbuf_free + argv_mem + state.multi_mem as u64 + omem,
+            if omem > 0 { "rw" } else { "r" },
             names.tenant.unwrap_or_else(|| "default".to_string()),
             self.resp.load(Ordering::Relaxed),
             names.lib_name.unwrap_or_default(),

@@ -12,6 +12,7 @@ mod clients;
 pub mod cmd;
 mod info;
 mod metrics;
+mod monitor;
 mod reply;
 mod resp;
 mod route;

@@ -295,6 +295,8 @@ pub(crate) struct TenantCounters {
     pub dedicated: AtomicI64,
     /// Client connections the gateway closed, by `Closed` reason.
     closed: [AtomicU64; Closed::ALL.len()],
+    /// The tenant's clients in MONITOR mode.
+    pub monitors: crate::monitor::Monitors,
 }
 
 impl TenantCounters {

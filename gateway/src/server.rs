@@ -22,6 +22,7 @@ use crate::worker::Worker;
 /// have in flight (bounded by `shutdown_grace`), and returns.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let gateway = Arc::new(Gateway::new(config.clone()));
+    crate::clients::start_clock().context("cannot start the clock thread")?;
     match &config.source {
         RouteSource::File(path) => gateway.load_routes(path)?,
         RouteSource::ControlPlane(control_plane) => {

@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,9 +16,9 @@ use tokio::net::TcpStream;
 
 use crate::admission::Ticket;
 use crate::clients::ClientInfo;
-use crate::cmd::{self, CommandSpec, Policy, acl, tenancy};
+use crate::cmd::{self, Policy};
 use crate::metrics::{Closed, Held};
-use crate::reply::{ReplyQueue, Transform};
+use crate::reply::ReplyQueue;
 use crate::resp::{Protocol, Request, RequestDecoder};
 use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
@@ -31,6 +32,8 @@ mod direct;
 mod fault;
 mod info;
 mod local;
+mod monitor;
+mod narrow;
 mod output;
 mod pubsub;
 mod stateful;
@@ -108,6 +111,10 @@ pub(crate) struct Session {
     last_input: Instant,
     /// Which replies the client wants written (`CLIENT REPLY`).
     replying: Replying,
+    /// CLIENT LIST shows unparsed input of this client's (see `decode`).
+    input_shown: bool,
+    /// Set in MONITOR mode.
+    monitor: Option<monitor::Monitoring>,
 }
 
 /// Which replies a client wants written (`CLIENT REPLY`): the replies it does not want are still awaited, in order,
@@ -152,7 +159,12 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         return;
     };
     let info_id = gateway.next_client_id();
-    let info = Arc::new(ClientInfo::new(info_id, addr, local_addr));
+    let info = Arc::new(ClientInfo::new(
+        info_id,
+        addr,
+        local_addr,
+        stream.as_raw_fd(),
+    ));
     gateway.clients.add(Arc::clone(&info));
     metrics.connections_open.fetch_add(1, Ordering::Relaxed);
     let mut session = Session {
@@ -175,6 +187,8 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
         held_back: false,
         last_input: Instant::now(),
         replying: Replying::On,
+        input_shown: false,
+        monitor: None,
     };
     if let (Some(tenant), Some(Some(place))) = (open_tenant, open_place) {
         session.enter_tenant(tenant, None, place);
@@ -243,8 +257,12 @@ impl Session {
             }
             tokio::select! {
                 biased;
-                // A subscribed client's messages arrive on their own.
-                () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() => {}
+                // A subscribed client's messages arrive on their own, and so do a monitor's lines.
+                () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() || self.monitor.is_some() => {
+                    if self.monitor.as_ref().is_some_and(|m| m.overflowed()) {
+                        return self.close(Closed::OutputHard, addr);
+                    }
+                }
                 // One branch for the socket, through its own waker slots (`readable()` would queue a waiter per
                 // wait): writable when replies wait for it, or input read.
                 socket = poll_fn(|cx| poll_socket(&stream, cx, &mut input, reading, !output.is_empty())),
@@ -265,6 +283,7 @@ impl Session {
                     if self.info.is_killed() {
                         return Ok(()); // CLIENT KILL from another connection: closed at once, as Redis does
                     }
+                    self.unblock();
                     self.refresh_tenant();
                     if *self.worker.shutdown.borrow() {
                         self.closing = true;
@@ -307,7 +326,7 @@ impl Session {
                         }
                     });
                 if !output.is_empty() {
-                    output.flush(&stream, now)?;
+                    output.flush(&stream, now, &self.info)?;
                     if !output.is_empty() {
                         // The client is slow to read: the bounds on what it leaves unread apply.
                         if let Err(reason) = output.check(self.output_limit(), now) {
@@ -366,6 +385,7 @@ impl Session {
         // One clock read per batch: per command it shows in profiles of pipelined clients.
         let now = Instant::now();
         self.last_input = now;
+        self.info.set_active();
         let mut run = Run::new(&self.replies, now, self.info.id as usize, input.len());
         // Requests that may join the run before the client has MAX_OUTSTANDING: counted again after every request
         // that does not join it.
@@ -424,21 +444,20 @@ impl Session {
         }
         run.send();
         self.count_commands();
+        // Shown while input waits unparsed (a partial request, a pipeline held back), and once more when none does.
+        if !input.is_empty() || self.input_shown {
+            self.input_shown = !input.is_empty();
+            self.info.set_input(input.len(), input.capacity());
+        }
     }
 
-    /// Dispatches `request`, without writing its reply when the client asked to skip it (`CLIENT REPLY SKIP`).
+    /// Dispatches `request`, and shows it to the tenant's monitors if it has any.
     fn dispatch(&mut self, request: Request, started: Instant) {
-        if self.replying != Replying::SkipNext {
-            return self.dispatch_command(request, started);
-        }
-        self.replying = Replying::On;
-        self.replies.set_muted(true);
-        self.dispatch_command(request, started);
-        if self.replying == Replying::On {
-            self.replies.set_muted(false);
-            if self.stateful.parked.is_some() {
-                self.replying = Replying::SkipNext; // it is skipped when it goes
+        match &self.tenant {
+            Some(view) if !view.tenant.metrics.monitors.active() => {
+                self.dispatch_replying(request, started)
             }
+            _ => self.dispatch_monitored(request, started),
         }
     }
 
@@ -451,6 +470,7 @@ impl Session {
                 return self.local_reply(started, |out| e.write_reply(out));
             }
         };
+        self.info.set_command(spec.name);
         if self.worker.gateway.generation() == 0 && spec.name != "quit" {
             return self.local_error(
                 started,
@@ -471,6 +491,9 @@ impl Session {
         };
         if self.must_park(spec, request.args()) {
             self.stateful.parked = Some(request);
+            return;
+        }
+        if self.monitor.is_some() && self.monitor_mode(spec, started) {
             return;
         }
         view.tenant.metrics.commands.add(spec.name, 1);
@@ -535,48 +558,5 @@ impl Session {
         if let Err(text) = sent {
             self.reject(spec, started, &text);
         }
-    }
-
-    /// What a tenant's command becomes before it is forwarded or queued in a transaction (see `cmd::tenancy`):
-    /// refused (the error text), or the request to send (renamed to the backend's database numbers and channel
-    /// names) and how its reply is rewritten for the tenant.
-    fn narrow(
-        &self,
-        spec: &CommandSpec,
-        request: Request,
-    ) -> Result<(Request, Option<Transform>), String> {
-        let Some(view) = &self.tenant else {
-            return Ok((request, None));
-        };
-        let tenant = &view.tenant;
-        let refused = tenancy::refusal(spec, tenant.allow_admin)
-            .or_else(|| tenancy::argument_refusal(spec, request.args(), tenant.allow_admin));
-        if let Some(refusal) = refused {
-            return Err(refusal);
-        }
-        if spec.name == "config|get" && !tenant.allow_admin {
-            return Ok((request, Some(Box::new(tenancy::visible_config))));
-        }
-        // Only pub/sub commands name channels: the namespace is not built for the others.
-        if spec.acl_categories & acl::PUBSUB != 0
-            && let Some(renamed) = tenant
-                .channels()
-                .and_then(|channels| channels.outbound_command(spec, &request))
-        {
-            return Ok(renamed);
-        }
-        let plan = &tenant.route;
-        if plan.has_cluster() {
-            return Ok((request, None)); // a Redis Cluster has database 0 only, and says so itself
-        }
-        let sharded = plan.shards.len() > 1;
-        let narrowed = tenancy::database_arguments(
-            spec,
-            &request,
-            tenant.databases(),
-            plan.base_db(),
-            sharded,
-        )?;
-        Ok((narrowed.unwrap_or(request), None))
     }
 }

@@ -147,10 +147,6 @@ fn unknown_commands_and_wrong_arity_keep_the_connection() {
         b"-ERR wrong number of arguments for 'get' command\r\n",
     );
     client.roundtrip(
-        b"MONITOR\r\n",
-        b"-ERR MONITOR is not supported by the gateway yet\r\n",
-    );
-    client.roundtrip(
         b"FLUSHALL\r\n",
         b"-ERR FLUSHALL is an admin command; this tenant may not run it (allow_admin)\r\n",
     );

@@ -311,6 +311,15 @@ pub fn commands() -> &'static [CommandSpec] {
     COMMANDS
 }
 
+/// The command or subcommand whose `name` is at `address` (`CommandSpec::name_address`): a scan of the table, for
+/// the rare readers of what a session recorded with one store.
+pub fn by_name_address(address: usize) -> Option<&'static CommandSpec> {
+    COMMANDS
+        .iter()
+        .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
+        .find(|spec| spec.name_address() == address)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,9 @@ pub mod spec;
 mod table;
 pub mod tenancy;
 
-pub use lookup::{CommandError, LookupCache, commands, lookup, lookup_by_name, resolve};
+pub use lookup::{
+    CommandError, LookupCache, by_name_address, commands, lookup, lookup_by_name, resolve,
+};
 pub use policy::Policy;
 pub use spec::{
     ACL_CATEGORY_NAMES, BeginSearch, CommandSpec, FLAG_NAMES, FindKeys, KEY_FLAG_NAMES, KeySpec,

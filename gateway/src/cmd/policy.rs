@@ -73,6 +73,7 @@ fn answered_locally(spec: &CommandSpec) -> bool {
             spec.name,
             "ping"
                 | "echo"
+                | "monitor"
                 | "quit"
                 | "auth"
                 | "hello"
@@ -118,6 +119,7 @@ mod tests {
             "acl|setuser",
             "slowlog|get",
             "readonly",
+            "monitor",
         ] {
             assert_eq!(policy(name), Policy::Local, "{name}");
         }
@@ -149,7 +151,6 @@ mod tests {
             "keys",
             "flushdb",
             "migrate",
-            "monitor",
             "debug",
         ] {
             assert_eq!(policy(name), Policy::Checked, "{name}");

@@ -299,6 +299,12 @@ impl CommandSpec {
         self.name.replace('|', " ").to_uppercase()
     }
 
+    /// Where the command's name lives: as unique as the command, and one word, so that a session can record which
+    /// command it ran with one atomic store (`cmd::by_name_address` finds it again).
+    pub fn name_address(&self) -> usize {
+        self.name.as_ptr() as usize
+    }
+
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag == flag
     }

@@ -20,7 +20,7 @@ pub use channels::Channels;
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run; `None`
 /// when `spec` may run.
 pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
-    if matches!(spec.name, "monitor" | "readonly" | "readwrite" | "asking") {
+    if matches!(spec.name, "readonly" | "readwrite" | "asking") {
         return Some(format!(
             "ERR {} is not supported by the gateway yet",
             spec.display_name()

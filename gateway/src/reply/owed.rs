@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::{DetachedWrites, Gather, ReplyQueue, lost_replies};
+use super::{Destination, DetachedWrites, Gather, ReplyHandle, ReplyQueue, Slot, lost_replies};
 
 /// Where a reply is owed: filled once, or, dropped unfilled, answered with `REPLY_LOST` (see the module's
 /// documentation). `None` only once filled.
@@ -80,5 +80,44 @@ impl Addressee for PartAddress {
 
     fn lose(self) {
         self.fill(lost_replies(1), true);
+    }
+}
+
+impl ReplyHandle {
+    /// The sequence number of the queue slot the handle answers, if it answers one.
+    pub(crate) fn slot(&self) -> Option<u64> {
+        match &self.to {
+            Destination::Slot(Owed(Some(address))) => Some(address.seq),
+            _ => None,
+        }
+    }
+}
+
+impl ReplyQueue {
+    /// Answers slot `seq` with `reply` if it still waits for its backend, whose reply is then dropped when it
+    /// comes (CLIENT UNBLOCK); returns whether it did.
+    pub(crate) fn answer(&self, seq: u64, reply: Bytes) -> bool {
+        // Not through `fill`, which stays inlined where backends deliver.
+        let mut inner = self.inner.borrow_mut();
+        let Some(index) = seq.checked_sub(inner.base) else {
+            return false;
+        };
+        let Some(slot) = inner.slots.get_mut(index as usize) else {
+            return false;
+        };
+        let Slot::Waiting { started, count, .. } = *slot else {
+            return false;
+        };
+        let error = reply.first() == Some(&b'-');
+        *slot = Slot::Ready {
+            reply,
+            started,
+            count,
+            error,
+        };
+        if index == 0 {
+            self.ready.notify();
+        }
+        true
     }
 }

@@ -54,6 +54,14 @@ pub(crate) fn null(out: &mut BytesMut, protocol: Protocol) {
     }
 }
 
+/// Null array: RESP2's nil multibulk (`*-1`), RESP3's null.
+pub(crate) fn null_array(out: &mut BytesMut, protocol: Protocol) {
+    match protocol {
+        Protocol::Resp2 => out.put_slice(b"*-1\r\n"),
+        Protocol::Resp3 => out.put_slice(b"_\r\n"),
+    }
+}
+
 /// Text as Redis sends `INFO` and `CLIENT LIST`: a bulk string, or in RESP3 a verbatim string of format `txt`.
 pub(crate) fn verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol) {
     match protocol {
@@ -140,11 +148,12 @@ mod tests {
         let mut resp3 = BytesMut::new();
         for (out, protocol) in [(&mut resp2, Protocol::Resp2), (&mut resp3, Protocol::Resp3)] {
             null(out, protocol);
+            null_array(out, protocol);
             verbatim(out, b"a:1", protocol);
             map_header(out, 2, protocol);
             set_header(out, 3, protocol);
         }
-        assert_eq!(&resp2[..], b"$-1\r\n$3\r\na:1\r\n*4\r\n*3\r\n");
-        assert_eq!(&resp3[..], b"_\r\n=7\r\ntxt:a:1\r\n%2\r\n~3\r\n");
+        assert_eq!(&resp2[..], b"$-1\r\n*-1\r\n$3\r\na:1\r\n*4\r\n*3\r\n");
+        assert_eq!(&resp3[..], b"_\r\n_\r\n=7\r\ntxt:a:1\r\n%2\r\n~3\r\n");
     }
 }

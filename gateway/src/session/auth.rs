@@ -281,6 +281,9 @@ impl Session {
             credential,
             place,
         });
+        if self.monitor.is_some() {
+            self.monitor_tenant();
+        }
         self.rearm = true; // the AUTH deadline is over, an idle timeout may start
     }
 

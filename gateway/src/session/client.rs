@@ -9,10 +9,10 @@ use bytes::Bytes;
 
 use super::local::valid_name;
 use super::{Replying, Session};
-use crate::clients::{ClientInfo, LibAttribute};
+use crate::clients::{ClientInfo, LibAttribute, Unblock};
 use crate::cmd::CommandSpec;
 use crate::cmd::spec::c_str;
-use crate::resp;
+use crate::resp::{self, Request};
 
 /// What CLIENT KILL answers: `+OK` for the old `CLIENT KILL addr` form, the number killed for filters.
 enum Kill {
@@ -114,7 +114,7 @@ impl Session {
             },
             "client|id" => self.local_reply(started, |out| resp::integer(out, self.info.id as i64)),
             "client|info" => {
-                let line = self.info.describe(spec.name) + "\n";
+                let line = self.info.describe(Some(args)) + "\n";
                 self.local_reply(started, |out| {
                     resp::verbatim(out, line.as_bytes(), self.protocol)
                 });
@@ -123,12 +123,8 @@ impl Session {
                 Ok(wanted) => {
                     let mut text = String::new();
                     for client in self.tenant_clients().iter().filter(|c| wanted(c.id)) {
-                        let command = if client.id == self.info.id {
-                            spec.name
-                        } else {
-                            "NULL"
-                        };
-                        text.push_str(&client.describe(command));
+                        let running = (client.id == self.info.id).then_some(args);
+                        text.push_str(&client.describe(running));
                         text.push('\n');
                     }
                     self.local_reply(started, |out| {
@@ -143,6 +139,18 @@ impl Session {
                     self.local_reply(started, |out| resp::integer(out, count))
                 }
                 Err(text) => self.local_error(started, &text),
+            },
+            "client|unblock" => match self.client_unblock(args) {
+                Ok(unblocked) => self.local_reply(started, |out| resp::integer(out, unblocked)),
+                Err(text) => self.local_error(started, &text),
+            },
+            // The gateway evicts no client for memory (it has no `maxmemory-clients`): the flag only shows.
+            "client|no-evict" => match &args[2].to_ascii_lowercase()[..] {
+                switch @ (b"on" | b"off") => {
+                    self.info.set_no_evict(switch == b"on");
+                    self.local_reply(started, |out| resp::simple(out, b"OK"));
+                }
+                _ => self.local_error(started, "ERR syntax error"),
             },
             // Tracking is never on: Redis' answers for a client that does not track.
             "client|getredir" => self.local_reply(started, |out| resp::integer(out, -1)),
@@ -180,6 +188,22 @@ impl Session {
             b"skip" if self.replying == Replying::On => self.replying = Replying::SkipNext,
             b"skip" => {}
             _ => self.local_error(started, "ERR syntax error"),
+        }
+    }
+
+    /// Dispatches `request`, without writing its reply when the client asked to skip it (`CLIENT REPLY SKIP`).
+    pub(super) fn dispatch_replying(&mut self, request: Request, started: Instant) {
+        if self.replying != Replying::SkipNext {
+            return self.dispatch_command(request, started);
+        }
+        self.replying = Replying::On;
+        self.replies.set_muted(true);
+        self.dispatch_command(request, started);
+        if self.replying == Replying::On {
+            self.replies.set_muted(false);
+            if self.stateful.parked.is_some() {
+                self.replying = Replying::SkipNext; // it is skipped when it goes
+            }
         }
     }
 
@@ -236,6 +260,44 @@ impl Session {
             (true, _) => Ok(Kill::Old),
             (false, count) => Ok(Kill::Filtered(count)),
         }
+    }
+}
+
+impl Session {
+    /// `CLIENT UNBLOCK id [TIMEOUT|ERROR]` among the tenant's clients, checked in Redis 7.0's order: 1 when the
+    /// client waits in a blocking command (its session answers it when woken, unless its reply comes first), else
+    /// 0. A client in `WAIT` is not unblocked with `TIMEOUT`, whose reply would be the count of replicas that
+    /// acknowledged, which only the node knows.
+    fn client_unblock(&self, args: &[Bytes]) -> Result<i64, String> {
+        let how = match args {
+            [_, _, _] => Unblock::Timeout,
+            [_, _, _, reason] if reason.eq_ignore_ascii_case(b"timeout") => Unblock::Timeout,
+            [_, _, _, reason] if reason.eq_ignore_ascii_case(b"error") => Unblock::Error,
+            [_, _, _, _] => {
+                return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into());
+            }
+            _ => {
+                return Err(format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+                    String::from_utf8_lossy(&args[1])
+                ));
+            }
+        };
+        let id = resp::parse_int(&args[2]).ok_or("ERR value is not an integer or out of range")?;
+        let target = self
+            .tenant_clients()
+            .into_iter()
+            .find(|c| i64::try_from(c.id) == Ok(id))
+            .filter(|c| c.is_blocked())
+            .filter(|c| {
+                how == Unblock::Error || c.command().is_none_or(|spec| spec.name != "wait")
+            });
+        let Some(target) = target else {
+            return Ok(0);
+        };
+        target.unblock(how);
+        self.worker.gateway.wake_sessions();
+        Ok(1)
     }
 }
 
@@ -299,12 +361,6 @@ fn client_refusal(name: &str) -> &'static str {
         }
         "client|pause" | "client|unpause" => {
             ": it would pause the backend for every tenant and every gateway"
-        }
-        "client|no-evict" => {
-            ": backend connections are shared by many clients, so per-client settings cannot reach them"
-        }
-        "client|unblock" => {
-            ": blocked clients are released by their own timeout or by disconnecting"
         }
         _ => "",
     }

@@ -23,6 +23,7 @@ impl Session {
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
             || view.tenant.ops_interval.is_some()
+            || view.tenant.metrics.monitors.active()
             || !self.stateful.is_idle()
             || self.replying != Replying::On
         {
@@ -81,6 +82,7 @@ impl Session {
     pub(super) fn count_commands(&self) {
         if let ((name, count @ 1..), Some(view)) = (self.uncounted.replace(("", 0)), &self.tenant) {
             view.tenant.metrics.commands.add(name, count);
+            self.info.set_command(name);
         }
     }
 }

@@ -27,6 +27,7 @@ impl Session {
             },
             "echo" => self.local_reply(started, |out| resp::bulk(out, &args[1])),
             "quit" => self.quit(started),
+            "monitor" => self.start_monitor(started),
             "auth" => self.auth(started, args),
             "hello" => self.hello(started, args),
             "select" => self.select(started, &args[1]),

@@ -11,6 +11,7 @@ use switchyard_schemas::OutputBufferLimit;
 use tokio::net::TcpStream;
 
 use super::{BUFFER_SIZE, Session};
+use crate::clients::ClientInfo;
 use crate::metrics::Closed;
 
 /// What a client's socket is ready for.
@@ -77,9 +78,15 @@ impl Output {
         self.buf.is_empty()
     }
 
-    /// Writes what the socket takes now, without waiting; what it does not take waits for `wait_writable`.
-    /// Returns whether bytes started waiting (the session's timer must then be set again).
-    pub(super) fn flush(&mut self, stream: &TcpStream, now: Instant) -> io::Result<bool> {
+    /// Writes what the socket takes now, without waiting; what it does not take waits for `wait_writable`, and
+    /// shows in the client's CLIENT LIST line (`info`). Returns whether bytes started waiting (the session's
+    /// timer must then be set again).
+    pub(super) fn flush(
+        &mut self,
+        stream: &TcpStream,
+        now: Instant,
+        info: &ClientInfo,
+    ) -> io::Result<bool> {
         let mut progress = false;
         while !self.buf.is_empty() {
             match stream.try_write(&self.buf) {
@@ -95,13 +102,16 @@ impl Output {
             }
         }
         if self.buf.is_empty() {
-            self.stalled = None;
+            if self.stalled.take().is_some() {
+                info.set_unread(0);
+            }
             self.over_soft = None;
             if self.buf.capacity() > 1024 * 1024 {
                 self.buf = BytesMut::with_capacity(BUFFER_SIZE); // give back what a huge reply took
             }
             return Ok(false);
         }
+        info.set_unread(self.buf.len());
         let started = self.stalled.is_none();
         if started || progress {
             self.stalled = Some(now); // the write timeout counts from the last byte the client took
@@ -148,9 +158,16 @@ impl Output {
 impl Session {
     /// The bound on what this connection may leave unread: its tenant's, or the gateway's.
     pub(super) fn output_limit(&self) -> OutputBufferLimit {
+        // A monitor's lines stream to it as a subscriber's messages do.
+        self.limit_for(self.stateful.subscription.is_some() || self.monitor.is_some())
+    }
+
+    /// The bound on what a connection may leave unread, when it receives a stream (subscribed, monitoring) or
+    /// not.
+    pub(super) fn limit_for(&self, streaming: bool) -> OutputBufferLimit {
         let clients = &self.worker.gateway.config.clients;
         let limits = self.tenant.as_ref().map(|view| &view.tenant.limits);
-        if self.stateful.subscription.is_some() {
+        if streaming {
             limits
                 .and_then(|l| l.pubsub_output_buffer_limit)
                 .unwrap_or(clients.pubsub_output_buffer)
@@ -177,13 +194,14 @@ impl Session {
     }
 
     /// When the connection's idle timeout ends, if it has one running: not while a request of it is in flight or
-    /// it is subscribed (as Redis' `timeout`), nor while replies wait for it to read them (the write timeout's
+    /// it is subscribed or monitors (as Redis' `timeout`), nor while replies wait for it to read them (the write timeout's
     /// case).
     pub(super) fn idle_deadline(&self, output: &Output) -> Option<Instant> {
         let timeout = self.worker.gateway.config.clients.idle_timeout?;
         let busy = !self.replies.is_empty()
             || !output.is_empty()
             || self.stateful.subscription.is_some()
+            || self.monitor.is_some()
             || self.stateful.parked.is_some();
         (!busy).then(|| self.last_input + timeout)
     }

@@ -19,7 +19,7 @@ use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
 use crate::backend::dedicated::{Dedicated, Pushes};
 use crate::backend::{ConnectionSettings, NodeSpec};
-use crate::clients::{Blocked, ClientState};
+use crate::clients::{Blocked, ClientState, Unblock};
 use crate::cmd::policy::may_be_stateful;
 use crate::cmd::{CommandSpec, flag};
 use crate::metrics::Held;
@@ -36,6 +36,8 @@ pub(super) struct Stateful {
     pub(super) barrier: bool,
     /// The connection of a blocking command or an `EXEC` in flight, released once its reply is written.
     pub(super) held: Option<Dedicated>,
+    /// Set while `held` serves a blocking command.
+    waiting: Option<Waiting>,
     /// The commands queued since `MULTI`.
     pub(super) transaction: Option<Transaction>,
     /// The connection holding `WATCH`ed keys.
@@ -52,6 +54,15 @@ impl Stateful {
             && self.parked.is_none()
             && !self.barrier
     }
+}
+
+/// A blocking command in flight, as the session knows it (the node's side, and whether the client counts as
+/// blocked, is the dedicated connection's: see `clients::Blocked`).
+struct Waiting {
+    /// The reply slot of the command, for CLIENT UNBLOCK.
+    slot: Option<u64>,
+    /// Bytes of its arguments (CLIENT LIST's `argv-mem`).
+    argv_mem: usize,
 }
 
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
@@ -106,10 +117,12 @@ impl Session {
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
     pub(super) fn settle(&mut self) {
         self.stateful.barrier = false;
-        self.stateful.held = None;
+        // CLIENT UNBLOCK drops the connection before the reply is written: the wait ends here all the same.
+        let unblocked = self.stateful.waiting.take().is_some();
+        let released = self.stateful.held.take().is_some();
         let subscribed = self.stateful.subscription.is_some();
         self.settle_subscription();
-        if subscribed && self.stateful.subscription.is_none() {
+        if unblocked || released || (subscribed && self.stateful.subscription.is_none()) {
             self.publish_state();
         }
     }
@@ -121,12 +134,38 @@ impl Session {
             .subscription
             .as_ref()
             .map_or((0, 0, 0), Subscription::counts);
+        let transaction = self.stateful.transaction.as_ref();
         self.info.set_state(ClientState {
             channels,
             patterns,
             shard_channels,
-            multi: self.stateful.transaction.as_ref().map(Transaction::len),
+            multi: transaction.map(Transaction::len),
+            multi_mem: transaction.map_or(0, Transaction::bytes),
+            blocking_argv: self.stateful.waiting.as_ref().map(|w| w.argv_mem),
         });
+    }
+
+    /// Answers the blocked command as CLIENT UNBLOCK from another connection asked, unless its reply came first:
+    /// with its timeout's reply (a null: every command that can be unblocked so answers a timeout) or with
+    /// `-UNBLOCKED`; its connection is dropped, so the node forgets the command.
+    pub(super) fn unblock(&mut self) {
+        let Some(how) = self.info.take_unblock() else {
+            return;
+        };
+        let Some(slot) = self.stateful.waiting.as_ref().and_then(|w| w.slot) else {
+            return;
+        };
+        let mut reply = bytes::BytesMut::new();
+        match how {
+            Unblock::Timeout => resp::null_array(&mut reply, self.protocol),
+            Unblock::Error => {
+                resp::error(&mut reply, "UNBLOCKED client unblocked via CLIENT UNBLOCK")
+            }
+        }
+        let reply = reply.freeze();
+        if self.replies.answer(slot, reply) {
+            self.stateful.held = None;
+        }
     }
 
     /// Serves the commands that need a dedicated connection, and every command while the connection is in a
@@ -180,10 +219,16 @@ impl Session {
         match self.open_dedicated(place, false) {
             Ok(connection) => {
                 let reply = self.replies.reserve(started);
+                let waiting = Waiting {
+                    slot: reply.slot(),
+                    argv_mem: request.args().iter().map(Bytes::len).sum(),
+                };
                 let metrics = Arc::clone(&self.worker.gateway.metrics);
                 let blocked = Blocked::new(Arc::clone(&self.info), metrics);
                 connection.send_blocking(request.raw().clone(), reply, blocked);
                 self.stateful.held = Some(connection);
+                self.info.take_unblock(); // one meant for a command before this one
+                self.stateful.waiting = Some(waiting);
                 self.stateful.barrier = true;
             }
             Err(reply) => self.local_error_reply(started, reply),

@@ -42,6 +42,11 @@ impl Transaction {
     pub(super) fn len(&self) -> usize {
         self.queued.len()
     }
+
+    /// Bytes of the commands queued.
+    pub(super) fn bytes(&self) -> usize {
+        self.queued.iter().map(|(_, raw)| raw.len()).sum()
+    }
 }
 
 /// The connection holding the client's `WATCH`es, and where the watched keys live.
@@ -345,6 +350,7 @@ impl Session {
         self.set_protocol(Protocol::Resp2);
         self.info.set_name(None);
         self.set_replying(Replying::On);
+        self.stop_monitor();
         // A subscribed client's RESET goes to the node, whose +RESET comes after every message before it.
         if !self.leave_subscriptions(started) {
             self.replies

@@ -1,0 +1,125 @@
+//! A session's side of MONITOR (see `crate::monitor`): entering monitor mode, what a monitor may still run, its
+//! lines into its output, and showing the session's own commands to its tenant's monitors.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use super::Session;
+use crate::cmd::{self, CommandSpec, flag};
+use crate::monitor::{self, Monitor};
+use crate::reply::ReplyQueue;
+use crate::resp::{self, Request};
+
+/// Most bytes of lines that wait for a monitor's session when its output buffer limits set no bound.
+const MAX_MONITOR_BACKLOG: usize = 64 * 1024 * 1024;
+
+/// A client in monitor mode: a task of its worker moves the lines of its [`Monitor`] into its reply queue, as
+/// messages (written between replies, like a subscriber's), so the session waits on nothing more than before.
+pub(super) struct Monitoring {
+    relay: tokio::task::JoinHandle<()>,
+    /// Set when the lines overflowed their bound: the session closes.
+    overflowed: Rc<Cell<bool>>,
+}
+
+impl Monitoring {
+    pub(super) fn overflowed(&self) -> bool {
+        self.overflowed.get()
+    }
+}
+
+impl Drop for Monitoring {
+    fn drop(&mut self) {
+        self.relay.abort(); // which drops the Monitor: the tenant's monitors forget it
+    }
+}
+
+async fn relay(monitor: Monitor, queue: Rc<ReplyQueue>, overflowed: Rc<Cell<bool>>) {
+    let mut lines = BytesMut::new();
+    loop {
+        monitor.ready().await;
+        if monitor.take(&mut lines).is_err() {
+            overflowed.set(true);
+            return queue.push_message(Bytes::new()); // wakes the session
+        }
+        if !lines.is_empty() {
+            queue.push_message(lines.split().freeze());
+        }
+    }
+}
+
+/// Whether a command reads or writes keys, which a client in monitor mode may not do.
+fn touches_keys(spec: &CommandSpec) -> bool {
+    spec.flags & (flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) != 0
+}
+
+impl Session {
+    /// `MONITOR`: `+OK`, then every command of the tenant's clients, as the gateway runs them.
+    pub(super) fn start_monitor(&mut self, started: Instant) {
+        self.local_reply(started, |out| resp::simple(out, b"OK"));
+        self.monitor_tenant();
+        self.info.set_monitor(true);
+    }
+
+    /// Monitors the session's tenant (after `MONITOR`, or an `AUTH` in monitor mode: a monitor sees the tenant it
+    /// is authenticated as).
+    pub(super) fn monitor_tenant(&mut self) {
+        let Some(view) = &self.tenant else { return };
+        let limit = self.limit_for(true);
+        let bound = [limit.hard_bytes, limit.soft_bytes]
+            .into_iter()
+            .find(|&bytes| bytes > 0)
+            .map_or(MAX_MONITOR_BACKLOG, |bytes| {
+                usize::try_from(bytes).unwrap_or(usize::MAX)
+            });
+        let monitor = Monitor::start(&view.tenant.metrics.monitors, bound);
+        let overflowed = Rc::new(Cell::new(false));
+        let queue = Rc::clone(&self.replies);
+        self.monitor = Some(Monitoring {
+            relay: tokio::task::spawn_local(relay(monitor, queue, Rc::clone(&overflowed))),
+            overflowed,
+        });
+    }
+
+    /// Leaves monitor mode (`RESET`).
+    pub(super) fn stop_monitor(&mut self) {
+        self.monitor = None;
+        self.info.set_monitor(false);
+    }
+
+    /// What a client in monitor mode may run, as in Redis 7.0: nothing that reads or writes keys (`-ERR Replica
+    /// can't interact with the keyspace`), and `MONITOR` again is ignored (no reply). Returns whether `spec` was
+    /// answered here.
+    pub(super) fn monitor_mode(&self, spec: &CommandSpec, started: Instant) -> bool {
+        if spec.name == "monitor" {
+            return true;
+        }
+        if touches_keys(spec) {
+            self.local_error(started, "ERR Replica can't interact with the keyspace");
+            return true;
+        }
+        false
+    }
+
+    /// Dispatches `request` and shows it to the tenant's monitors, as Redis does once a command ran: with the
+    /// database it leaves the client in, and only a known command with a valid number of arguments. A request
+    /// parked for later is shown when it goes.
+    pub(super) fn dispatch_monitored(&mut self, request: Request, started: Instant) {
+        let args = request.args().to_vec();
+        self.dispatch_replying(request, started);
+        if self.stateful.parked.is_some() {
+            return;
+        }
+        let Some(view) = &self.tenant else { return };
+        let monitors = &view.tenant.metrics.monitors;
+        let refused = |spec| self.monitor.is_some() && touches_keys(spec);
+        match cmd::lookup(&args) {
+            Ok(spec) if monitors.active() && monitor::shows(spec) && !refused(spec) => {
+                monitors.feed(&monitor::line(spec, &args, self.db, self.info.addr));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! What a tenant's command becomes before it is forwarded: refused, or renamed into the tenant's databases and
+//! channel namespace (the rules are `cmd::tenancy`'s).
+
+use super::Session;
+use crate::cmd::{CommandSpec, acl, tenancy};
+use crate::reply::Transform;
+use crate::resp::Request;
+
+impl Session {
+    /// What a tenant's command becomes before it is forwarded or queued in a transaction (see `cmd::tenancy`):
+    /// refused (the error text), or the request to send (renamed to the backend's database numbers and channel
+    /// names) and how its reply is rewritten for the tenant.
+    pub(super) fn narrow(
+        &self,
+        spec: &CommandSpec,
+        request: Request,
+    ) -> Result<(Request, Option<Transform>), String> {
+        let Some(view) = &self.tenant else {
+            return Ok((request, None));
+        };
+        let tenant = &view.tenant;
+        let refused = tenancy::refusal(spec, tenant.allow_admin)
+            .or_else(|| tenancy::argument_refusal(spec, request.args(), tenant.allow_admin));
+        if let Some(refusal) = refused {
+            return Err(refusal);
+        }
+        if spec.name == "config|get" && !tenant.allow_admin {
+            return Ok((request, Some(Box::new(tenancy::visible_config))));
+        }
+        // Only pub/sub commands name channels: the namespace is not built for the others.
+        if spec.acl_categories & acl::PUBSUB != 0
+            && let Some(renamed) = tenant
+                .channels()
+                .and_then(|channels| channels.outbound_command(spec, &request))
+        {
+            return Ok(renamed);
+        }
+        let plan = &tenant.route;
+        if plan.has_cluster() {
+            return Ok((request, None)); // a Redis Cluster has database 0 only, and says so itself
+        }
+        let sharded = plan.shards.len() > 1;
+        let narrowed = tenancy::database_arguments(
+            spec,
+            &request,
+            tenant.databases(),
+            plan.base_db(),
+            sharded,
+        )?;
+        Ok((narrowed.unwrap_or(request), None))
+    }
+}

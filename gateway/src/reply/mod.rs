@@ -440,15 +440,23 @@ impl ReplyQueue {
             Slot::Ready { .. } => None,
         };
         if let Some((reply, started, count, error)) = finished {
-            *slot = Slot::Ready {
-                reply,
-                started,
-                count,
-                error,
-            };
-            if index == 0 {
-                self.ready.notify();
-            }
+            self.make_ready(slot, index, (reply, started, count, error));
+        }
+    }
+
+    /// Puts `ready` (reply, started, requests answered, may hold an error) in `slot`, the `index`-th of the queue;
+    /// the first slot wakes the session.
+    #[inline]
+    fn make_ready(&self, slot: &mut Slot, index: u64, ready: (Bytes, Instant, u32, bool)) {
+        let (reply, started, count, error) = ready;
+        *slot = Slot::Ready {
+            reply,
+            started,
+            count,
+            error,
+        };
+        if index == 0 {
+            self.ready.notify();
         }
     }
 
@@ -469,15 +477,7 @@ impl ReplyQueue {
         else {
             return;
         };
-        *slot = Slot::Ready {
-            reply: lost_replies(count),
-            started,
-            count,
-            error: true,
-        };
-        if index == 0 {
-            self.ready.notify();
-        }
+        self.make_ready(slot, index, (lost_replies(count), started, count, true));
     }
 }
 

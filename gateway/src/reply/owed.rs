@@ -109,15 +109,7 @@ impl ReplyQueue {
             return false;
         };
         let error = reply.first() == Some(&b'-');
-        *slot = Slot::Ready {
-            reply,
-            started,
-            count,
-            error,
-        };
-        if index == 0 {
-            self.ready.notify();
-        }
+        self.make_ready(slot, index, (reply, started, count, error));
         true
     }
 }

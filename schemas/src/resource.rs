@@ -12,16 +12,23 @@
 //! redis-cluster-slaves://...same...?withMaster=true|false
 //! ```
 //!
+//! Each has a `rediss` form for TLS to its data nodes, whose parameters are in [`tls`].
+//!
 //! Credentials are taken literally (no percent-decoding), like camellia; the last `@` ends them, so a password
 //! may itself contain `@`.
 
 use std::fmt;
 
+mod tls;
+
+pub use tls::{TlsOptions, TlsVerify};
+
 /// A parsed resource URL.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ResourceUrl {
     pub kind: ResourceKind,
-    pub tls: bool,
+    /// TLS to the data nodes (the `rediss` schemes).
+    pub tls: Option<TlsOptions>,
     /// Credentials for the data nodes.
     pub auth: Option<Credentials>,
     /// An operator-provisioned ACL user that tenants' scripts run as (`scriptUserName`, `scriptPassword`), for
@@ -81,6 +88,8 @@ pub enum ResourceKind {
         master_name: String,
         db: u32,
         sentinel_auth: Option<Credentials>,
+        /// TLS to the sentinels (`sentinelSSL=true`), with the resource's TLS options.
+        sentinel_tls: Option<TlsOptions>,
         replicas: Option<ReplicaMode>,
     },
     Cluster {
@@ -155,9 +164,12 @@ impl ResourceUrl {
             .map(|host| parse_node(host, default_port))
             .collect::<Result<Vec<_>, _>>()?;
 
+        let sentinel_tls = family == Family::Sentinel && tls::sentinel_tls(&params)?;
+        let tls_options = TlsOptions::parse(&params, tls || sentinel_tls)?;
+        let data_tls = if tls { tls_options.clone() } else { None };
         let kind = match family {
             Family::Standalone => {
-                params.reject_unknown(&["db", SCRIPT_USER, SCRIPT_PASSWORD])?;
+                params.reject_unknown(&["db", SCRIPT_USER, SCRIPT_PASSWORD], tls::PARAMETERS)?;
                 let [node] =
                     <[Node; 1]>::try_from(nodes).map_err(|_| ResourceUrlError::OneHostOnly)?;
                 ResourceKind::Standalone {
@@ -172,11 +184,12 @@ impl ResourceUrl {
                     "sentinelPassword",
                     SCRIPT_USER,
                     SCRIPT_PASSWORD,
+                    tls::SENTINEL_TLS,
                 ];
                 if slaves {
                     allowed.push("withMaster");
                 }
-                params.reject_unknown(&allowed)?;
+                params.reject_unknown(&allowed, &tls::PARAMETERS)?;
                 let master_name = path
                     .filter(|name| !name.is_empty())
                     .ok_or(ResourceUrlError::MissingMasterName)?;
@@ -189,15 +202,19 @@ impl ResourceUrl {
                     master_name: master_name.to_string(),
                     db: parse_db(None, &params)?,
                     sentinel_auth,
+                    sentinel_tls: if sentinel_tls { tls_options } else { None },
                     replicas: replica_mode(slaves, &params)?,
                 }
             }
             Family::Cluster => {
-                params.reject_unknown(if slaves {
-                    &["withMaster", SCRIPT_USER, SCRIPT_PASSWORD]
-                } else {
-                    &[SCRIPT_USER, SCRIPT_PASSWORD]
-                })?;
+                params.reject_unknown(
+                    if slaves {
+                        &["withMaster", SCRIPT_USER, SCRIPT_PASSWORD]
+                    } else {
+                        &[SCRIPT_USER, SCRIPT_PASSWORD]
+                    },
+                    tls::PARAMETERS,
+                )?;
                 if path.is_some_and(|p| !p.is_empty() && p != "0") {
                     return Err(ResourceUrlError::ClusterDb);
                 }
@@ -209,7 +226,7 @@ impl ResourceUrl {
         };
         Ok(ResourceUrl {
             kind,
-            tls,
+            tls: data_tls,
             auth,
             script_auth,
         })
@@ -321,8 +338,12 @@ impl<'a> Query<'a> {
         self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
     }
 
-    fn reject_unknown(&self, allowed: &[&str]) -> Result<(), ResourceUrlError> {
-        match self.0.iter().find(|(k, _)| !allowed.contains(k)) {
+    fn reject_unknown(&self, allowed: &[&str], tls: &[&str]) -> Result<(), ResourceUrlError> {
+        match self
+            .0
+            .iter()
+            .find(|(k, _)| !allowed.contains(k) && !tls.contains(k))
+        {
             Some((k, _)) => Err(ResourceUrlError::BadParameter((*k).to_string())),
             None => Ok(()),
         }
@@ -352,6 +373,10 @@ pub enum ResourceUrlError {
     BadParameter(String),
     #[error("withMaster must be true or false, not '{0}'")]
     BadWithMaster(String),
+    #[error("tlsVerify must be full, ca or none, not '{0}'")]
+    BadTlsVerify(String),
+    #[error("TLS parameters need TLS: a rediss:// scheme (or sentinelSSL=true for the sentinels)")]
+    TlsOff,
 }
 
 #[cfg(test)]
@@ -450,6 +475,7 @@ mod tests {
                 db,
                 sentinel_auth,
                 replicas,
+                ..
             } => {
                 assert_eq!(sentinels, vec![node("s1", 26379), node("s2", 26379)]);
                 assert_eq!(master_name, "mymaster");
@@ -467,6 +493,62 @@ mod tests {
                 seeds: vec![node("a", 7000), node("b", 7001)],
                 replicas: None
             }
+        );
+    }
+
+    #[test]
+    fn tls_schemes_and_options() {
+        let plain = ResourceUrl::parse("redis://h:1").unwrap();
+        assert_eq!(plain.tls, None);
+        let default = ResourceUrl::parse("rediss://pw@h:1/2").unwrap();
+        assert_eq!(default.tls, Some(TlsOptions::default()));
+        let url = ResourceUrl::parse(
+            "rediss-cluster://pw@a:1,b:2?tlsCaFile=/ca.pem&tlsCertFile=/c.pem&tlsKeyFile=/c.key&tlsServerName=redis.internal&tlsVerify=ca",
+        )
+        .unwrap();
+        assert_eq!(
+            url.tls,
+            Some(TlsOptions {
+                ca_file: Some("/ca.pem".into()),
+                client_cert: Some(("/c.pem".into(), "/c.key".into())),
+                server_name: Some("redis.internal".into()),
+                verify: TlsVerify::Ca,
+            })
+        );
+        // camellia's sentinelSSL: TLS to the sentinels, independently of the data nodes'.
+        let sentinels_only =
+            ResourceUrl::parse("redis-sentinel://s:1/m?sentinelSSL=true&tlsVerify=none").unwrap();
+        assert_eq!(sentinels_only.tls, None);
+        match sentinels_only.kind {
+            ResourceKind::Sentinel { sentinel_tls, .. } => assert_eq!(
+                sentinel_tls,
+                Some(TlsOptions {
+                    verify: TlsVerify::None,
+                    ..TlsOptions::default()
+                })
+            ),
+            other => panic!("{other:?}"),
+        }
+        match ResourceUrl::parse("rediss-sentinel://s:1/m").unwrap().kind {
+            ResourceKind::Sentinel { sentinel_tls, .. } => assert_eq!(sentinel_tls, None),
+            other => panic!("{other:?}"),
+        }
+        let err = |url| ResourceUrl::parse(url).unwrap_err().to_string();
+        assert_eq!(
+            err("redis://h:1?tlsCaFile=/ca.pem"),
+            "TLS parameters need TLS: a rediss:// scheme (or sentinelSSL=true for the sentinels)"
+        );
+        assert_eq!(
+            err("rediss://h:1?tlsVerify=off"),
+            "tlsVerify must be full, ca or none, not 'off'"
+        );
+        assert_eq!(
+            err("rediss://h:1?tlsCertFile=/c.pem"),
+            "unsupported or malformed parameter 'tlsKeyFile'"
+        );
+        assert_eq!(
+            err("rediss://h:1?sentinelSSL=true"),
+            "unsupported or malformed parameter 'sentinelSSL'"
         );
     }
 

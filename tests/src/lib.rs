@@ -4,6 +4,7 @@
 //! The gateway binary is taken from `SWITCHYARD_GATEWAY_BIN`, or else from the cargo target directory this test
 //! runs from (`scripts/test` builds it before running the tests).
 
+mod certs;
 pub mod compare;
 mod control_plane;
 mod helpers;
@@ -13,6 +14,7 @@ mod protocol;
 mod resp;
 mod topology;
 
+pub use certs::{CertFiles, Pki, Validity};
 pub use control_plane::{ADMIN_TOKEN, ControlPlane};
 pub use helpers::{
     command_calls, connections_received, open_single_tenant, open_tenant, wait_for_slot_map,

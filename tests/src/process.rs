@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::allocate_port;
+use crate::{CertFiles, Pki, allocate_port};
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -103,6 +103,7 @@ fn ping(port: u16) -> bool {
 /// A `redis-server` on its own port, without persistence.
 pub struct RedisServer {
     port: u16,
+    tls_port: Option<u16>,
     process: Process,
     dir: ScratchDir,
 }
@@ -111,6 +112,29 @@ pub struct RedisServer {
 pub struct RedisServerBuilder {
     password: Option<String>,
     args: Vec<String>,
+    tls: Option<TlsListener>,
+}
+
+/// A TLS port beside the plain one (which the harness keeps for its own checks).
+struct TlsListener {
+    port: u16,
+    args: Vec<String>,
+}
+
+/// `redis-server`'s TLS settings for a certificate `files` signed by `pki`'s CA, which it also trusts for
+/// client certificates (required only when `auth_clients`).
+pub(crate) fn redis_tls_args(pki: &Pki, files: &CertFiles, auth_clients: bool) -> Vec<String> {
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    vec![
+        "--tls-cert-file".into(),
+        path(&files.cert),
+        "--tls-key-file".into(),
+        path(&files.key),
+        "--tls-ca-cert-file".into(),
+        path(&pki.ca_file()),
+        "--tls-auth-clients".into(),
+        if auth_clients { "yes" } else { "no" }.into(),
+    ]
 }
 
 impl RedisServerBuilder {
@@ -123,6 +147,17 @@ impl RedisServerBuilder {
     /// Extra `--name value` arguments.
     pub fn arg(mut self, arg: &str) -> Self {
         self.args.push(arg.to_string());
+        self
+    }
+
+    /// A TLS port too, with a certificate from `pki` for `127.0.0.1` and `localhost`; client certificates
+    /// signed by `pki` are required when `auth_clients`.
+    pub fn tls(mut self, pki: &Pki, auth_clients: bool) -> Self {
+        let port = allocate_port();
+        let files = pki.server(&format!("redis-{port}"), &["localhost", "127.0.0.1"]);
+        let mut args = redis_tls_args(pki, &files, auth_clients);
+        args.extend(["--tls-port".to_string(), port.to_string()]);
+        self.tls = Some(TlsListener { port, args });
         self
     }
 
@@ -153,9 +188,17 @@ impl RedisServerBuilder {
             command.args(["--requirepass", password]);
         }
         command.args(&self.args);
+        if let Some(tls) = &self.tls {
+            command.args(&tls.args);
+        }
         let mut process = Process::spawn(&mut command, &log);
         wait_until_answering(port, &mut process, &log);
-        RedisServer { port, process, dir }
+        RedisServer {
+            port,
+            tls_port: self.tls.map(|tls| tls.port),
+            process,
+            dir,
+        }
     }
 }
 
@@ -174,6 +217,11 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The TLS port (see [`RedisServerBuilder::tls`]).
+    pub fn tls_port(&self) -> u16 {
+        self.tls_port.expect("started with a TLS port")
     }
 
     /// A synchronous client straight to this server (bypassing the gateway), to check where data landed.

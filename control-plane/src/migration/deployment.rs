@@ -62,7 +62,7 @@ impl Resource {
     pub(crate) async fn connect(url: &str) -> TaskResult<Resource> {
         let parsed = ResourceUrl::parse(url)
             .map_err(|e| TaskError::Unusable(format!("bad resource URL: {e}")))?;
-        if parsed.tls {
+        if parsed.tls.is_some() {
             return Err(TaskError::Unusable(
                 "TLS resources (rediss://) are not supported".to_string(),
             ));

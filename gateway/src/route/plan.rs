@@ -215,7 +215,7 @@ impl ResourcePlan {
         };
         let spec = match parsed {
             Err(e) => Err(format!("ERR bad resource URL: {e}")),
-            Ok(url) if url.tls => Err(
+            Ok(url) if url.tls.is_some() => Err(
                 "ERR TLS backends (rediss://) are not supported by this gateway version"
                     .to_string(),
             ),
@@ -251,6 +251,7 @@ impl ResourcePlan {
                         db,
                         sentinel_auth,
                         replicas,
+                        ..
                     } => ResourceSpec::Sentinel(
                         SentinelSpec {
                             sentinels: sentinels.iter().map(ToString::to_string).collect(),

@@ -17,6 +17,7 @@ pub mod route;
 pub mod routes_file;
 pub mod snapshot;
 pub mod validate;
+pub mod x509;
 
 pub use credential::credential_digest;
 

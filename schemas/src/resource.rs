@@ -189,7 +189,7 @@ impl ResourceUrl {
                 if slaves {
                     allowed.push("withMaster");
                 }
-                params.reject_unknown(&allowed, &tls::PARAMETERS)?;
+                params.reject_unknown(&allowed, tls::PARAMETERS)?;
                 let master_name = path
                     .filter(|name| !name.is_empty())
                     .ok_or(ResourceUrlError::MissingMasterName)?;

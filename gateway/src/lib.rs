@@ -13,6 +13,7 @@ pub mod cmd;
 mod info;
 mod metrics;
 mod monitor;
+mod net;
 mod reply;
 mod resp;
 mod route;
@@ -21,14 +22,17 @@ mod session;
 mod signal;
 mod state;
 mod sync;
+mod tls;
 mod worker;
 
 pub use resp::{Limits, Protocol};
 pub use route::explain;
 pub use server::run;
 pub use state::{
-    ClientLimits, Config, ControlPlaneConfig, RouteSource, parse_bytes, parse_output_buffer_limit,
+    ClientLimits, Config, ControlPlaneConfig, RouteSource, TlsListen, parse_bytes,
+    parse_output_buffer_limit,
 };
+pub use tls::{ClientAuth, ListenerFiles};
 
 /// The Redis version the gateway presents itself as (INFO, HELLO): the one its command table came from.
 pub use cmd::REDIS_VERSION;

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use switchyard_gateway::{
-    ClientLimits, ControlPlaneConfig, Limits, RouteSource, parse_bytes, parse_output_buffer_limit,
+    ClientAuth, ClientLimits, ControlPlaneConfig, Limits, ListenerFiles, RouteSource, TlsListen,
+    parse_bytes, parse_output_buffer_limit,
 };
 use switchyard_schemas::OutputBufferLimit;
 
@@ -42,9 +43,31 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct Args {
-    /// Address clients connect to.
-    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:6380")]
-    listen: SocketAddr,
+    /// Address clients connect to, in plain TCP; `off` for none (TLS only, with --tls-listen).
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:6380", value_parser = parse_listen)]
+    listen: Listen,
+    /// Address clients connect to over TLS (beside --listen, or instead with --listen off).
+    #[arg(long, env = "SWITCHYARD_TLS_LISTEN", requires_all = ["tls_cert", "tls_key"])]
+    tls_listen: Option<SocketAddr>,
+    /// The TLS listener's certificate chain (PEM), leaf first. Reread on SIGHUP.
+    #[arg(long, env = "SWITCHYARD_TLS_CERT", requires = "tls_listen")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS listener's private key (PEM). Reread on SIGHUP.
+    #[arg(long, env = "SWITCHYARD_TLS_KEY", requires = "tls_listen")]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that sign client certificates: mutual TLS. Reread on SIGHUP.
+    #[arg(long, env = "SWITCHYARD_TLS_CLIENT_CA", requires = "tls_listen")]
+    tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: whether every client must present a certificate (yes), or may (optional; one
+    /// without authenticates with a password).
+    #[arg(
+        long,
+        env = "SWITCHYARD_TLS_AUTH_CLIENTS",
+        value_enum,
+        default_value = "yes",
+        requires = "tls_client_ca"
+    )]
+    tls_auth_clients: ClientAuth,
     /// Address of the admin HTTP port (/healthz, /readyz, /metrics).
     #[arg(long, env = "SWITCHYARD_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
@@ -147,6 +170,20 @@ struct Args {
     tcp_keepalive_s: u64,
 }
 
+/// `--listen`: an address, or none.
+#[derive(Debug, Clone, Copy)]
+struct Listen(Option<SocketAddr>);
+
+fn parse_listen(text: &str) -> Result<Listen, String> {
+    match text {
+        "off" => Ok(Listen(None)),
+        addr => addr
+            .parse()
+            .map(|addr| Listen(Some(addr)))
+            .map_err(|e| format!("'{addr}': {e} (an address such as 127.0.0.1:6380, or off)")),
+    }
+}
+
 /// `Some(duration)`, or none for 0 (a bound turned off).
 fn unless_zero(duration: Duration) -> Option<Duration> {
     (!duration.is_zero()).then_some(duration)
@@ -166,6 +203,21 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let args = cli.serve;
+    let tls = match (args.tls_listen, args.tls_cert, args.tls_key) {
+        (Some(listen), Some(cert), Some(key)) => Some(TlsListen {
+            listen,
+            files: ListenerFiles {
+                cert,
+                key,
+                client_ca: args.tls_client_ca,
+                client_auth: args.tls_auth_clients,
+            },
+        }),
+        _ => None,
+    };
+    let Some(client_address) = args.listen.0.or(args.tls_listen) else {
+        anyhow::bail!("--listen off needs --tls-listen: clients must have a way in");
+    };
     let source = match (args.routes, args.control_plane) {
         (Some(routes), None) => RouteSource::File(routes),
         (None, Some(url)) => RouteSource::ControlPlane(ControlPlaneConfig {
@@ -174,7 +226,7 @@ fn main() -> anyhow::Result<()> {
             cache_file: args.cache_file,
             gateway_id: args
                 .gateway_id
-                .unwrap_or_else(|| default_gateway_id(args.listen)),
+                .unwrap_or_else(|| default_gateway_id(client_address)),
         }),
         _ => anyhow::bail!(
             "give exactly one of --routes (a routes file) and --control-plane (a URL)"
@@ -187,7 +239,8 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     let config = switchyard_gateway::Config {
-        listen: args.listen,
+        listen: args.listen.0,
+        tls,
         admin_listen: args.admin_listen,
         source,
         workers: args.workers,

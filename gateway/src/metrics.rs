@@ -25,6 +25,8 @@ pub(crate) struct Metrics {
     pub blocked_clients: AtomicI64,
     /// Failed AUTH that named no tenant, or one the gateway does not know (a tenant's own are its counters').
     pub auth_failures_unknown: AtomicU64,
+    /// Connections to the TLS listener whose handshake failed or timed out.
+    pub tls_handshake_failures: AtomicU64,
     backends: Mutex<BTreeMap<String, Arc<BackendMetrics>>>,
 }
 
@@ -66,6 +68,26 @@ impl Metrics {
             "Client connections refused by a limit.",
             "counter",
             global(load(&self.connections_rejected)),
+        );
+        family(
+            &mut out,
+            "switchyard_client_tls_handshake_failures_total",
+            "Connections to the TLS listener whose handshake failed or timed out.",
+            "counter",
+            global(load(&self.tls_handshake_failures)),
+        );
+        family(
+            &mut out,
+            "switchyard_tls_certificate_expiry_timestamp_seconds",
+            "When each certificate the gateway holds, trusts or was presented by a backend expires (notAfter, Unix time).",
+            "gauge",
+            crate::tls::certificates()
+                .expiries()
+                .into_iter()
+                .map(|(role, source, not_after)| {
+                    let labels = format!("role=\"{role}\",source=\"{}\"", label_value(&source));
+                    (labels, not_after)
+                }),
         );
         family(
             &mut out,
@@ -219,6 +241,14 @@ impl Metrics {
 
 /// Writes one metric family: its HELP and TYPE lines, then a sample per (labels, value); empty labels write a
 /// bare sample.
+/// A label value as the exposition format writes it: backslash, double quote and line feed escaped.
+fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 fn family(
     out: &mut String,
     name: &str,

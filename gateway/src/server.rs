@@ -5,23 +5,32 @@
 //! kernel's network work needs the other core); more workers pay off on bigger machines.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::session;
 use crate::state::{Config, Gateway, RouteSource};
 use crate::sync::Sync;
+use crate::tls::ListenerTls;
 use crate::worker::Worker;
 
 /// Runs the gateway until `shutdown` completes, then drains: stops accepting, lets sessions finish what they
 /// have in flight (bounded by `shutdown_grace`), and returns.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let gateway = Arc::new(Gateway::new(config.clone()));
+    let listener_tls = match &config.tls {
+        Some(tls) => Some(
+            ListenerTls::load(tls.files.clone())
+                .map_err(|e| anyhow::anyhow!("cannot set up the TLS listener: {e}"))?,
+        ),
+        None => None,
+    };
+    let gateway = Arc::new(Gateway::new(config.clone(), listener_tls));
     crate::clients::start_clock().context("cannot start the clock thread")?;
     match &config.source {
         RouteSource::File(path) => gateway.load_routes(path)?,
@@ -31,16 +40,20 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             tokio::spawn(sync.run(Arc::clone(&gateway)));
         }
     }
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let listener = bind(config.listen).await?;
+    let tls_listener = bind(config.tls.as_ref().map(|tls| tls.listen)).await?;
     if let Some(admin) = config.admin_listen {
         let admin = TcpListener::bind(admin)
             .await
             .with_context(|| format!("cannot listen on {admin} (admin)"))?;
         tokio::spawn(crate::admin::serve(admin, Arc::clone(&gateway)));
     }
-    tracing::info!(listen = %config.listen, workers = config.workers, "switchyard gateway serving");
+    tracing::info!(
+        listen = ?config.listen,
+        tls_listen = ?config.tls.as_ref().map(|tls| tls.listen),
+        workers = config.workers,
+        "switchyard gateway serving"
+    );
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut senders = Vec::new();
@@ -65,37 +78,27 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            _ = hangup.recv() => match &config.source {
-                // Reading and building the file is blocking work: off the runtime that accepts connections.
-                RouteSource::File(path) => {
-                    let (gateway, path) = (Arc::clone(&gateway), path.clone());
-                    tokio::task::spawn_blocking(move || match gateway.load_routes(&path) {
-                        Ok(()) => tracing::info!(generation = gateway.generation(), "routes reloaded"),
-                        Err(e) => tracing::error!("routes not reloaded, the previous routes keep serving: {e:#}"),
-                    });
+            // Reading files is blocking work: off the runtime that accepts connections.
+            _ = hangup.recv() => {
+                let gateway = Arc::clone(&gateway);
+                tokio::task::spawn_blocking(move || reload(&gateway));
+            }
+            accepted = accept(listener.as_ref()) => {
+                if hand_over(accepted, &senders[next_worker], false).await {
+                    next_worker = (next_worker + 1) % senders.len();
                 }
-                RouteSource::ControlPlane(_) => tracing::info!("SIGHUP ignored: routes come from the control plane"),
-            },
-            accepted = listener.accept() => match accepted {
-                // A socket that cannot be handed over is dropped (closed); the loop goes on.
-                Ok((stream, peer)) => match stream.into_std() {
-                    Ok(stream) => {
-                        let _ = senders[next_worker].send(stream);
-                        next_worker = (next_worker + 1) % senders.len();
-                    }
-                    Err(e) => tracing::warn!(client = %peer, "cannot hand an accepted connection to a worker: {e}"),
-                },
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            accepted = accept(tls_listener.as_ref()) => {
+                if hand_over(accepted, &senders[next_worker], true).await {
+                    next_worker = (next_worker + 1) % senders.len();
                 }
-            },
+            }
         }
     }
 
     tracing::info!("shutting down: no new connections, finishing commands in flight");
     drop(listener);
+    drop(tls_listener);
     drop(senders);
     let _ = shutdown_tx.send(true);
     tokio::task::spawn_blocking(move || {
@@ -109,9 +112,73 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     Ok(())
 }
 
+/// A connection accepted, for a worker: its socket, and whether it came to the TLS listener.
+type Accepted = (std::net::TcpStream, bool);
+
+async fn bind(addr: Option<SocketAddr>) -> anyhow::Result<Option<TcpListener>> {
+    match addr {
+        None => Ok(None),
+        Some(addr) => TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .with_context(|| format!("cannot listen on {addr}")),
+    }
+}
+
+/// The next connection on `listener`; never, without one.
+async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Hands an accepted connection to a worker; returns whether one was handed over. A socket that cannot be is
+/// dropped (closed), and the accept loop goes on.
+async fn hand_over(
+    accepted: std::io::Result<(TcpStream, SocketAddr)>,
+    worker: &mpsc::UnboundedSender<Accepted>,
+    tls: bool,
+) -> bool {
+    match accepted {
+        Ok((stream, peer)) => match stream.into_std() {
+            Ok(stream) => worker.send((stream, tls)).is_ok(),
+            Err(e) => {
+                tracing::warn!(client = %peer, "cannot hand an accepted connection to a worker: {e}");
+                false
+            }
+        },
+        Err(e) => {
+            // Out of file descriptors and the like: back off instead of spinning.
+            tracing::warn!("accept failed: {e}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            false
+        }
+    }
+}
+
+/// SIGHUP: the routes file (when routes come from one) and every TLS file are read again. What fails to load
+/// is logged, and what was loaded before keeps serving.
+fn reload(gateway: &Gateway) {
+    match &gateway.config.source {
+        RouteSource::File(path) => match gateway.load_routes(path) {
+            Ok(()) => tracing::info!(generation = gateway.generation(), "routes reloaded"),
+            Err(e) => {
+                tracing::error!("routes not reloaded, the previous routes keep serving: {e:#}")
+            }
+        },
+        RouteSource::ControlPlane(_) => {
+            tracing::info!("routes come from the control plane: SIGHUP rereads TLS files only")
+        }
+    }
+    for failed in crate::tls::reload(gateway.listener_tls.as_ref()) {
+        tracing::error!("TLS files not reloaded, the previous ones stay in use: {failed}");
+    }
+}
+
 fn run_worker(
     gateway: Arc<Gateway>,
-    mut streams: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    mut streams: mpsc::UnboundedReceiver<Accepted>,
     shutdown: watch::Receiver<bool>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -130,8 +197,8 @@ fn run_worker(
     local.spawn_local(relay_control(Rc::clone(&worker)));
     local.block_on(&runtime, async {
         let mut sessions = tokio::task::JoinSet::new();
-        while let Some(stream) = streams.recv().await {
-            sessions.spawn_local(session::serve(Rc::clone(&worker), stream));
+        while let Some((stream, tls)) = streams.recv().await {
+            sessions.spawn_local(session::serve(Rc::clone(&worker), stream, tls));
             // Reap finished sessions so the set does not grow with every connection ever made.
             while sessions.try_join_next().is_some() {}
         }

@@ -11,13 +11,13 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::admission::Ticket;
 use crate::clients::ClientInfo;
 use crate::cmd::{self, Policy};
 use crate::metrics::{Closed, Held};
+use crate::net::Stream;
 use crate::reply::ReplyQueue;
 use crate::resp::{Protocol, Request, RequestDecoder};
 use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
@@ -127,23 +127,36 @@ enum Replying {
     SkipNext,
 }
 
-pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
+/// Serves a client connection accepted on the plain listener, or on the TLS one (`tls`).
+pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: bool) {
     let gateway = Arc::clone(&worker.gateway);
     let metrics = &gateway.metrics;
-    let stream = match stream
+    let tcp = match stream
         .set_nonblocking(true)
         .and_then(|()| TcpStream::from_std(stream))
     {
-        Ok(stream) => stream,
+        Ok(tcp) => tcp,
         Err(e) => return tracing::warn!("cannot adopt a client socket: {e}"),
     };
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_nodelay(true);
     if let Some(idle) = gateway.config.clients.tcp_keepalive {
         let keepalive = socket2::TcpKeepalive::new().with_time(idle);
-        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+        let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
     }
-    let (Ok(addr), Ok(local_addr)) = (stream.peer_addr(), stream.local_addr()) else {
+    let (Ok(addr), Ok(local_addr)) = (tcp.peer_addr(), tcp.local_addr()) else {
         return;
+    };
+    let stream = match (tls, &gateway.listener_tls) {
+        (true, Some(listener)) => match listener.accept(tcp, gateway.config.auth_timeout).await {
+            Ok(tls) => Stream::Tls(Box::new(tls)),
+            Err(e) => {
+                metrics
+                    .tls_handshake_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                return tracing::debug!(client = %addr, "{e}");
+            }
+        },
+        _ => Stream::Plain(tcp),
     };
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
     let open_tenant = gateway.snapshot().open_tenant().cloned();
@@ -154,7 +167,6 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream) {
     };
     let Some(ticket) = admitted else {
         metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
-        let mut stream = stream;
         let _ = stream.write_all(MAX_CLIENTS.as_bytes()).await;
         return;
     };
@@ -213,7 +225,7 @@ impl Drop for Session {
 }
 
 impl Session {
-    async fn run(&mut self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<()> {
+    async fn run(&mut self, stream: Stream, addr: SocketAddr) -> std::io::Result<()> {
         let gateway = Arc::clone(&self.worker.gateway);
         let limits = gateway.config.limits;
         let clients = gateway.config.clients;
@@ -350,7 +362,7 @@ impl Session {
                 }
                 self.settle();
                 if self.closing {
-                    let _ = stream.shutdown().await;
+                    stream.shutdown();
                     return Ok(());
                 }
                 // Every reply is written: a parked request goes now, then what was read after it.

@@ -17,11 +17,15 @@ use crate::clients::Clients;
 use crate::metrics::Metrics;
 use crate::resp::Limits;
 use crate::route::Snapshot;
+use crate::tls::{ListenerFiles, ListenerTls};
 
 /// Everything `run` needs; the binary fills it from flags and environment.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen: SocketAddr,
+    /// The plain listener (`None`: TLS only).
+    pub listen: Option<SocketAddr>,
+    /// The TLS listener.
+    pub tls: Option<TlsListen>,
     pub admin_listen: Option<SocketAddr>,
     /// Where tenants and routes come from.
     pub source: RouteSource,
@@ -108,6 +112,13 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{text}' is not a size in bytes"))
 }
 
+/// The TLS listener: where, and its files (reread on SIGHUP).
+#[derive(Debug, Clone)]
+pub struct TlsListen {
+    pub listen: SocketAddr,
+    pub files: ListenerFiles,
+}
+
 /// Where a gateway's tenants and routes come from.
 #[derive(Debug, Clone)]
 pub enum RouteSource {
@@ -133,12 +144,15 @@ pub(crate) struct Gateway {
     /// Wakes every session: a new snapshot was published (the value is its generation), or a client was
     /// killed (the value is unchanged).
     changes: watch::Sender<u64>,
+    /// The TLS listener's configuration, when there is one.
+    pub listener_tls: Option<ListenerTls>,
 }
 
 impl Gateway {
     /// A gateway with no routes yet (not ready until a snapshot is published).
-    pub(crate) fn new(config: Config) -> Gateway {
+    pub(crate) fn new(config: Config, listener_tls: Option<ListenerTls>) -> Gateway {
         Gateway {
+            listener_tls,
             snapshot: ArcSwap::from_pointee(Snapshot::empty()),
             generation: AtomicU64::new(0),
             metrics: Arc::new(Metrics::default()),
@@ -165,6 +179,13 @@ impl Gateway {
 
     pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// Where clients reach the gateway: the plain listener, else the TLS one.
+    pub(crate) fn client_address(&self) -> Option<SocketAddr> {
+        self.config
+            .listen
+            .or(self.config.tls.as_ref().map(|tls| tls.listen))
     }
 
     pub(crate) fn next_client_id(&self) -> u64 {

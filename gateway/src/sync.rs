@@ -166,7 +166,10 @@ impl Sync {
         loop {
             let beat = Heartbeat {
                 id: self.config.gateway_id.clone(),
-                address: gateway.config.listen.to_string(),
+                address: gateway
+                    .client_address()
+                    .map(|addr| addr.to_string())
+                    .unwrap_or_default(),
                 revision: gateway.snapshot().revision.unwrap_or(0),
                 version: env!("CARGO_PKG_VERSION").to_string(),
             };

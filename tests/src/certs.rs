@@ -65,6 +65,19 @@ impl Pki {
         &self.dir.0
     }
 
+    /// A client for `url` (`rediss://...`) that trusts this CA and presents `certificate` when given.
+    pub fn client(&self, url: &str, certificate: Option<&CertFiles>) -> redis::Client {
+        let read = |path: &Path| std::fs::read(path).expect("read a PEM file");
+        let certificates = redis::TlsCertificates {
+            client_tls: certificate.map(|files| redis::ClientTlsConfig {
+                client_cert: read(&files.cert),
+                client_key: read(&files.key),
+            }),
+            root_cert: Some(read(&self.ca_file())),
+        };
+        redis::Client::build_with_tls(url, certificates).expect("a TLS client")
+    }
+
     /// A certificate for a server named by `names` (DNS names or IP addresses), valid now.
     pub fn server(&self, file: &str, names: &[&str]) -> CertFiles {
         self.issue(file, names, Validity::Current)

@@ -152,10 +152,18 @@ impl RedisServerBuilder {
 
     /// A TLS port too, with a certificate from `pki` for `127.0.0.1` and `localhost`; client certificates
     /// signed by `pki` are required when `auth_clients`.
-    pub fn tls(mut self, pki: &Pki, auth_clients: bool) -> Self {
+    pub fn tls(self, pki: &Pki, auth_clients: bool) -> Self {
+        let files = pki.server(
+            &format!("redis-{}", allocate_port()),
+            &["localhost", "127.0.0.1"],
+        );
+        self.tls_with(pki, &files, auth_clients)
+    }
+
+    /// A TLS port with the certificate `files` (signed by `pki`, or not).
+    pub fn tls_with(mut self, pki: &Pki, files: &CertFiles, auth_clients: bool) -> Self {
         let port = allocate_port();
-        let files = pki.server(&format!("redis-{port}"), &["localhost", "127.0.0.1"]);
-        let mut args = redis_tls_args(pki, &files, auth_clients);
+        let mut args = redis_tls_args(pki, files, auth_clients);
         args.extend(["--tls-port".to_string(), port.to_string()]);
         self.tls = Some(TlsListener { port, args });
         self
@@ -252,6 +260,7 @@ impl RedisServer {
 /// A `switchyard-gateway` process serving a routes file.
 pub struct Gateway {
     port: u16,
+    tls_port: Option<u16>,
     admin_port: u16,
     routes: Option<PathBuf>,
     log: PathBuf,
@@ -264,6 +273,7 @@ pub struct GatewayBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     port: Option<u16>,
+    tls_port: Option<u16>,
 }
 
 impl GatewayBuilder {
@@ -276,6 +286,25 @@ impl GatewayBuilder {
     /// An extra environment variable.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// A TLS listener too, with the certificate and key `files` (and `--tls-client-ca` when `client_ca`).
+    pub fn tls(mut self, files: &CertFiles, client_ca: Option<&Path>) -> Self {
+        let port = allocate_port();
+        self.tls_port = Some(port);
+        self.args.extend([
+            "--tls-listen".to_string(),
+            format!("127.0.0.1:{port}"),
+            "--tls-cert".to_string(),
+            files.cert.to_string_lossy().into_owned(),
+            "--tls-key".to_string(),
+            files.key.to_string_lossy().into_owned(),
+        ]);
+        if let Some(ca) = client_ca {
+            self.args.push("--tls-client-ca".to_string());
+            self.args.push(ca.to_string_lossy().into_owned());
+        }
         self
     }
 
@@ -327,6 +356,7 @@ impl GatewayBuilder {
         wait_until_answering(port, &mut process, &log);
         Gateway {
             port,
+            tls_port: self.tls_port,
             admin_port,
             routes,
             log,
@@ -348,6 +378,11 @@ impl Gateway {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The TLS listener's port (see [`GatewayBuilder::tls`]).
+    pub fn tls_port(&self) -> u16 {
+        self.tls_port.expect("started with a TLS listener")
     }
 
     pub fn admin_port(&self) -> u16 {

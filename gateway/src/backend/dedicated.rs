@@ -18,8 +18,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 use super::OnPanic;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
@@ -27,6 +25,7 @@ use super::connection::{ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, descri
 use super::spares::Spares;
 use crate::clients::Blocked;
 use crate::metrics::Held;
+use crate::net::Stream;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, ReplyScanner};
 use crate::signal::LocalSignal;
@@ -323,7 +322,7 @@ fn is_message(frame: &[u8]) -> bool {
 /// Why [`serve`] ended, short of a failure.
 enum Ended {
     /// The handle was dropped; the connection comes back if it may serve again (see `Inner::reusable`).
-    Released(Option<TcpStream>),
+    Released(Option<Stream>),
     /// A blocking command must follow a cluster redirect.
     Redirected(Redirected),
 }
@@ -332,12 +331,11 @@ enum Ended {
 /// redirect, or the connection fails.
 async fn serve(
     inner: &Inner,
-    mut stream: TcpStream,
+    stream: Stream,
     timeout: Duration,
     in_flight: &mut VecDeque<InFlight>,
 ) -> Result<Ended, String> {
-    let (mut reader, writer) = stream.split();
-    let socket: &TcpStream = writer.as_ref();
+    let socket = &stream;
     let mut read_buf = BytesMut::with_capacity(4096);
     let mut outbox = Outbox::with_capacity(0);
     // When the oldest bytes the node has not taken yet must be written by: a blocking command's reply has no
@@ -400,7 +398,7 @@ async fn serve(
             read_buf.reserve(read_buf.len().max(4096));
         }
         tokio::select! {
-            read = reader.read_buf(&mut read_buf), if !backlogged => {
+            read = socket.read_buf(&mut read_buf), if !backlogged => {
                 match read {
                     Ok(0) => return Err("connection closed by the backend".to_string()),
                     Ok(_) => {}
@@ -518,7 +516,7 @@ mod tests {
     async fn a_write_the_node_never_takes_times_out_even_for_a_blocking_command() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let stream = TcpStream::connect(addr).await.unwrap();
+        let stream = Stream::Plain(tokio::net::TcpStream::connect(addr).await.unwrap());
         let (_stopped, _) = listener.accept().await.unwrap();
         // Far more than the two sockets' buffers hold.
         let command = Outgoing {
@@ -536,6 +534,7 @@ mod tests {
                 role: Default::default(),
                 script_user: None,
                 protocol: Default::default(),
+                tls: None,
             },
             queue: RefCell::new(VecDeque::from([command])),
             wake: LocalSignal::default(),

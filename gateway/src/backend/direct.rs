@@ -6,10 +6,9 @@ use std::io;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::NodeSpec;
+use crate::net::Stream;
 use crate::resp::{self, ReplyScanner};
 
 /// A decoded RESP2 reply (RESP3 types the gateway never asks for are decoded as the nearest RESP2 type).
@@ -105,7 +104,7 @@ fn parse_at(frame: &Bytes, offset: usize, depth: usize) -> Option<(Value, usize)
 
 /// A connection that sends one command and reads its reply (or reads pushed messages).
 pub(super) struct DirectConnection {
-    stream: TcpStream,
+    stream: Stream,
     buf: BytesMut,
     scanner: ReplyScanner,
     timeout: Duration,

@@ -124,6 +124,7 @@ mod tests {
             role: super::super::NodeRole::Any,
             script_user: None,
             protocol: crate::resp::Protocol::Resp2,
+            tls: None,
         }
     }
 

@@ -19,6 +19,7 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +30,7 @@ use super::{Backend, BackendPool, NodeRole, NodeSpec};
 use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
+use crate::tls::BackendTls;
 
 /// How often the master (and replica list) is re-read while the master is healthy, and while it is not.
 const LOOKUP_PERIOD: Duration = Duration::from_secs(5);
@@ -52,6 +54,10 @@ pub(crate) struct SentinelSpec {
     pub script_user: Option<(String, String)>,
     pub protocol: Protocol,
     pub db: u32,
+    /// TLS to the data nodes (`rediss-sentinel`).
+    pub tls: Option<Arc<BackendTls>>,
+    /// TLS to the sentinels (`sentinelSSL=true`).
+    pub sentinel_tls: Option<Arc<BackendTls>>,
 }
 
 impl std::fmt::Debug for SentinelSpec {
@@ -75,6 +81,7 @@ impl SentinelSpec {
             role,
             script_user: self.script_user.clone(),
             protocol: self.protocol,
+            tls: self.tls.clone(),
         }
     }
 
@@ -87,6 +94,7 @@ impl SentinelSpec {
             role: NodeRole::Sentinel,
             script_user: None,
             protocol: Protocol::Resp2,
+            tls: self.sentinel_tls.clone(),
         }
     }
 }

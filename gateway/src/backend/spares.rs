@@ -16,15 +16,16 @@ use std::io;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use bytes::BytesMut;
 
 use super::connection::{self, NodeSpec, describe};
+use crate::net::Stream;
 
 /// How long a spare may wait unused before it is closed.
 pub(crate) const IDLE: Duration = Duration::from_secs(30);
 
 struct Spare {
-    stream: TcpStream,
+    stream: Stream,
     since: Instant,
 }
 
@@ -51,7 +52,7 @@ impl Spares {
 
     /// A connection to `node` through its handshake: a spare if one is ready, else a new one. Either way the
     /// node's spares are made up in the background.
-    pub(crate) async fn connect(self: &Rc<Self>, node: &NodeSpec) -> io::Result<TcpStream> {
+    pub(crate) async fn connect(self: &Rc<Self>, node: &NodeSpec) -> io::Result<Stream> {
         let spare = self.take(node);
         self.refill(node);
         match spare {
@@ -66,14 +67,14 @@ impl Spares {
 
     /// Keeps a connection that served only blocking commands, every reply received, as a spare of `node` (while
     /// the node has fewer than twice `per_node`).
-    pub(crate) fn give_back(self: &Rc<Self>, node: &NodeSpec, stream: TcpStream) {
+    pub(crate) fn give_back(self: &Rc<Self>, node: &NodeSpec, stream: Stream) {
         if self.idle.borrow().get(node).map_or(0, Vec::len) < 2 * self.per_node {
             self.put(node, stream);
         }
     }
 
     /// The newest spare of `node` that is still open; older and closed ones are dropped on the way.
-    fn take(&self, node: &NodeSpec) -> Option<TcpStream> {
+    fn take(&self, node: &NodeSpec) -> Option<Stream> {
         let mut idle = self.idle.borrow_mut();
         let spares = idle.get_mut(node)?;
         let now = Instant::now();
@@ -129,7 +130,7 @@ impl Spares {
         }
     }
 
-    fn put(self: &Rc<Self>, node: &NodeSpec, stream: TcpStream) {
+    fn put(self: &Rc<Self>, node: &NodeSpec, stream: Stream) {
         let since = Instant::now();
         self.idle
             .borrow_mut()
@@ -160,7 +161,8 @@ impl Spares {
 }
 
 /// Whether the node has neither closed the connection nor sent anything on it (a spare has no request out, so
-/// anything readable means it is unusable).
-fn is_open(stream: &TcpStream) -> bool {
-    matches!(stream.try_read(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+/// anything readable means it is unusable; what TLS says on its own, a session ticket, is not data).
+fn is_open(stream: &Stream) -> bool {
+    let mut scratch = BytesMut::new();
+    matches!(stream.try_read_buf(&mut scratch), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }

@@ -2,11 +2,15 @@
 //! gateway connects to (a node, a cluster, a sentinel-managed master), or the error its commands get when this
 //! version cannot serve it.
 
+use std::sync::Arc;
+
 use switchyard_schemas::placement::Placement;
+use switchyard_schemas::resource::TlsOptions;
 use switchyard_schemas::{AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTable, Target};
 
 use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec};
 use crate::resp::Protocol;
+use crate::tls::BackendTls;
 
 pub(crate) struct RoutePlan {
     /// `None` for a single target (no hashing at all).
@@ -211,68 +215,81 @@ impl ResourcePlan {
                 kind: ResourceKind::Standalone { node, db },
                 ..
             }) => format!("{node}/{db}"),
-            _ => url.rsplit('@').next().unwrap_or(url).to_string(),
+            // Hosts and path: the query may hold a script user's password.
+            _ => {
+                let location = url.rsplit('@').next().unwrap_or(url);
+                location.split('?').next().unwrap_or(location).to_string()
+            }
         };
         let spec = match parsed {
             Err(e) => Err(format!("ERR bad resource URL: {e}")),
-            Ok(url) if url.tls.is_some() => Err(
-                "ERR TLS backends (rediss://) are not supported by this gateway version"
-                    .to_string(),
-            ),
-            Ok(url) => {
-                let username = url.auth.as_ref().and_then(|a| a.username.clone());
-                let password = url.auth.map(|a| a.password);
-                let script_user = url
-                    .script_auth
-                    .map(|a| (a.username.unwrap_or_default(), a.password));
-                Ok(match url.kind {
-                    ResourceKind::Standalone { node, db } => ResourceSpec::Node(NodeSpec {
-                        addr: node.to_string(),
-                        username,
-                        password,
-                        db,
-                        role: NodeRole::Any,
-                        script_user,
-                        protocol: Protocol::Resp2,
-                    }),
-                    ResourceKind::Cluster { seeds, replicas } => {
-                        ResourceSpec::Cluster(ClusterSpec {
-                            seeds: seeds.iter().map(ToString::to_string).collect(),
-                            username,
-                            password,
-                            replicas,
-                            script_user,
-                            protocol: Protocol::Resp2,
-                        })
-                    }
-                    ResourceKind::Sentinel {
-                        sentinels,
-                        master_name,
-                        db,
-                        sentinel_auth,
-                        replicas,
-                        ..
-                    } => ResourceSpec::Sentinel(
-                        SentinelSpec {
-                            sentinels: sentinels.iter().map(ToString::to_string).collect(),
-                            master_name,
-                            sentinel_username: sentinel_auth
-                                .as_ref()
-                                .and_then(|a| a.username.clone()),
-                            sentinel_password: sentinel_auth.map(|a| a.password),
-                            username,
-                            password,
-                            db,
-                            script_user,
-                            protocol: Protocol::Resp2,
-                        },
-                        replicas,
-                    ),
-                })
-            }
+            Ok(url) => resource_spec(url),
         };
         ResourcePlan { name, spec }
     }
+}
+
+/// What serves a resource, from its parsed URL; `Err` is the error its requests get.
+fn resource_spec(url: ResourceUrl) -> Result<ResourceSpec, String> {
+    let tls = backend_tls(url.tls.as_ref())?;
+    let username = url.auth.as_ref().and_then(|a| a.username.clone());
+    let password = url.auth.map(|a| a.password);
+    let script_user = url
+        .script_auth
+        .map(|a| (a.username.unwrap_or_default(), a.password));
+    Ok(match url.kind {
+        ResourceKind::Standalone { node, db } => ResourceSpec::Node(NodeSpec {
+            addr: node.to_string(),
+            username,
+            password,
+            db,
+            role: NodeRole::Any,
+            script_user,
+            protocol: Protocol::Resp2,
+            tls,
+        }),
+        ResourceKind::Cluster { seeds, replicas } => ResourceSpec::Cluster(ClusterSpec {
+            seeds: seeds.iter().map(ToString::to_string).collect(),
+            username,
+            password,
+            replicas,
+            script_user,
+            protocol: Protocol::Resp2,
+            tls,
+        }),
+        ResourceKind::Sentinel {
+            sentinels,
+            master_name,
+            db,
+            sentinel_auth,
+            sentinel_tls,
+            replicas,
+        } => ResourceSpec::Sentinel(
+            SentinelSpec {
+                sentinels: sentinels.iter().map(ToString::to_string).collect(),
+                master_name,
+                sentinel_username: sentinel_auth.as_ref().and_then(|a| a.username.clone()),
+                sentinel_password: sentinel_auth.map(|a| a.password),
+                username,
+                password,
+                db,
+                script_user,
+                protocol: Protocol::Resp2,
+                tls,
+                sentinel_tls: backend_tls(sentinel_tls.as_ref())?,
+            },
+            replicas,
+        ),
+    })
+}
+
+/// The TLS configuration for a resource's options; `Err` is the error its requests get.
+fn backend_tls(options: Option<&TlsOptions>) -> Result<Option<Arc<BackendTls>>, String> {
+    options
+        .map(|options| {
+            BackendTls::get(options).map_err(|e| format!("ERR resource TLS settings: {e}"))
+        })
+        .transpose()
 }
 
 /// The name a policy or ack mode has in route tables.

@@ -31,7 +31,10 @@ fn fill(local: &mut Local, gateway: &Gateway, tenant: &Tenant) {
         local.set("arch_bits", usize::BITS);
         local.set("process_id", std::process::id());
         local.set("run_id", run_id());
-        local.set("tcp_port", gateway.config.listen.port());
+        local.set(
+            "tcp_port",
+            gateway.config.listen.map_or(0, |addr| addr.port()),
+        );
         local.set("server_time_usec", now.as_micros());
         local.set("uptime_in_seconds", uptime);
         local.set("uptime_in_days", uptime / 86400);

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use switchyard_schemas::OutputBufferLimit;
-use tokio::net::TcpStream;
 
 use super::{BUFFER_SIZE, Session};
 use crate::clients::ClientInfo;
 use crate::metrics::Closed;
+use crate::net::Stream;
 
 /// What a client's socket is ready for.
 pub(super) enum Socket {
@@ -25,7 +25,7 @@ pub(super) enum Socket {
 /// Waits until the socket takes writes (when `write`), or reads what it has into `input` (when `read`), as
 /// `read_buf` would on a stream the session does not share with its writes.
 pub(super) fn poll_socket(
-    stream: &TcpStream,
+    stream: &Stream,
     cx: &mut Context<'_>,
     input: &mut BytesMut,
     read: bool,
@@ -53,6 +53,8 @@ pub(super) struct Output {
     stalled: Option<Instant>,
     /// Since when the buffer has been over the soft limit.
     over_soft: Option<Instant>,
+    /// Whether bytes the stream took wait inside it for the socket (TLS records).
+    unsent: bool,
 }
 
 impl Output {
@@ -61,6 +63,7 @@ impl Output {
             buf: BytesMut::with_capacity(BUFFER_SIZE),
             stalled: None,
             over_soft: None,
+            unsent: false,
         }
     }
 
@@ -74,8 +77,9 @@ impl Output {
         self.buf.len()
     }
 
+    /// Whether everything has gone to the socket.
     pub(super) fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.buf.is_empty() && !self.unsent
     }
 
     /// Writes what the socket takes now, without waiting; what it does not take waits for `wait_writable`, and
@@ -83,7 +87,7 @@ impl Output {
     /// timer must then be set again).
     pub(super) fn flush(
         &mut self,
-        stream: &TcpStream,
+        stream: &Stream,
         now: Instant,
         info: &ClientInfo,
     ) -> io::Result<bool> {
@@ -101,7 +105,15 @@ impl Output {
                 Err(e) => return Err(e),
             }
         }
-        if self.buf.is_empty() {
+        // The last TLS records may still wait inside the stream.
+        self.unsent = self.buf.is_empty()
+            && stream.unsent()
+            && match stream.try_write(&[]) {
+                Ok(_) => false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
+                Err(e) => return Err(e),
+            };
+        if self.is_empty() {
             if self.stalled.take().is_some() {
                 info.set_unread(0);
             }

@@ -15,6 +15,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,6 +26,7 @@ use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
 use crate::reply::{Combine, Redirect, ReplyHandle};
 use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
+use crate::tls::BackendTls;
 
 mod redirect;
 mod slots;
@@ -52,6 +54,8 @@ pub(crate) struct ClusterSpec {
     pub script_user: Option<(String, String)>,
     pub protocol: Protocol,
     pub replicas: Option<ReplicaMode>,
+    /// TLS to every node, seeds and those the slot map names (`rediss-cluster`).
+    pub tls: Option<Arc<BackendTls>>,
 }
 
 impl std::fmt::Debug for ClusterSpec {
@@ -75,6 +79,7 @@ impl ClusterSpec {
             role,
             script_user: self.script_user.clone(),
             protocol: self.protocol,
+            tls: self.tls.clone(),
         }
     }
 }

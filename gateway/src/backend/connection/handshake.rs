@@ -6,20 +6,29 @@
 use std::io;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{NodeRole, NodeSpec};
 use crate::backend::identity::{self, RunAs};
+use crate::net::Stream;
 use crate::resp::{self, Protocol, ReplyScanner};
+
+/// Opens a connection to the node: TCP, then TLS when its resource asks for it. Nothing is sent yet.
+pub(crate) async fn open(node: &NodeSpec) -> io::Result<Stream> {
+    let tcp = TcpStream::connect(&node.addr).await?;
+    tcp.set_nodelay(true)?;
+    Ok(match &node.tls {
+        None => Stream::Plain(tcp),
+        Some(tls) => Stream::Tls(Box::new(tls.connect(tcp, &node.addr).await?)),
+    })
+}
 
 /// Connects and runs the handshake: AUTH with the resource's credentials, the gateway's ACL users (see
 /// `identity`), SELECT, READONLY or ROLE, then AUTH as the gateway user, or `PING` when none of these is needed.
 /// Every step must answer `+OK` (`PING`: `+PONG`), and ROLE must say `master`. Callers bound it with the connect
 /// timeout.
-pub(crate) async fn connect(node: &NodeSpec) -> io::Result<TcpStream> {
-    let mut stream = TcpStream::connect(&node.addr).await?;
-    stream.set_nodelay(true)?;
+pub(crate) async fn connect(node: &NodeSpec) -> io::Result<Stream> {
+    let stream = open(node).await?;
     let mut handshake = BytesMut::new();
     let mut expected: Vec<&'static [u8]> = Vec::new();
     if let Some(password) = &node.password {
@@ -141,6 +150,7 @@ fn handshake_failure(expected: &[u8], reply: &[u8]) -> String {
 mod tests {
     use std::time::Duration;
 
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     use super::*;

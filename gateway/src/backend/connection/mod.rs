@@ -22,13 +22,14 @@ use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol};
 use crate::signal::LocalSignal;
+use crate::tls::BackendTls;
 
 mod handshake;
 mod outbox;
 mod pipeline;
 mod script;
 
-pub(crate) use handshake::connect;
+pub(crate) use handshake::{connect, open};
 pub(super) use outbox::Outbox;
 use pipeline::serve;
 pub(crate) use script::kill_on;
@@ -49,6 +50,8 @@ pub(crate) struct NodeSpec {
     pub script_user: Option<(String, String)>,
     /// What the connection speaks once connected (`HELLO 3` ends the handshake of a RESP3 one).
     pub protocol: Protocol,
+    /// TLS to the node, with the resource's settings; `None`: plain TCP.
+    pub tls: Option<Arc<BackendTls>>,
 }
 
 /// The role a node is used in, as far as the connect handshake is concerned.
@@ -78,6 +81,7 @@ impl NodeSpec {
             role: NodeRole::Sentinel,
             script_user: None,
             protocol: Protocol::Resp2,
+            tls: None,
         }
     }
 
@@ -96,6 +100,7 @@ impl std::fmt::Debug for NodeSpec {
             .field("username", &self.username)
             .field("db", &self.db)
             .field("role", &self.role)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }

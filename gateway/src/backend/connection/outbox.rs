@@ -4,8 +4,8 @@
 //! of the command timeout: what the socket takes is written at once, in the one syscall of the usual case, and the
 //! rest when the socket is writable again, a wait the connection polls beside the others.
 
+use crate::net::Stream;
 use bytes::BytesMut;
-use tokio::net::TcpStream;
 
 use super::describe;
 
@@ -13,6 +13,8 @@ pub(crate) struct Outbox {
     buf: BytesMut,
     /// How much of `buf` the socket has taken.
     written: usize,
+    /// Whether bytes the stream took wait inside it for the socket (TLS records).
+    unsent: bool,
 }
 
 impl Outbox {
@@ -20,6 +22,7 @@ impl Outbox {
         Outbox {
             buf: BytesMut::with_capacity(capacity),
             written: 0,
+            unsent: false,
         }
     }
 
@@ -30,16 +33,22 @@ impl Outbox {
 
     /// Whether bytes wait for the socket.
     pub(crate) fn pending(&self) -> bool {
-        self.written < self.buf.len()
+        self.written < self.buf.len() || self.unsent
     }
 
     /// Writes what the socket takes now; `Err` is the reason the connection failed.
-    pub(crate) fn write(&mut self, socket: &TcpStream) -> Result<(), String> {
-        while self.pending() {
+    pub(crate) fn write(&mut self, socket: &Stream) -> Result<(), String> {
+        self.unsent = false;
+        while self.pending() || socket.unsent() {
             match socket.try_write(&self.buf[self.written..]) {
-                Ok(0) => return Err("connection lost: the socket takes no more".to_string()),
+                Ok(0) if self.written < self.buf.len() => {
+                    return Err("connection lost: the socket takes no more".to_string());
+                }
                 Ok(n) => self.written += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.unsent = socket.unsent();
+                    return Ok(());
+                }
                 Err(e) => return Err(format!("connection lost: {}", describe(&e))),
             }
         }

@@ -5,14 +5,13 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::outbox::Outbox;
 use super::script::{ASKING, busy, calls_function, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
+use crate::net::Stream;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, ReplyScanner};
 
@@ -53,7 +52,7 @@ const FUNCTION: u8 = 0x20;
 /// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone
 /// and nothing is in flight (`Ok`). On failure every request in flight or queued gets the error reply (`timed
 /// out after N ms`, `connection lost: ...`).
-pub(super) async fn serve(shared: &Shared, stream: TcpStream) -> Result<(), String> {
+pub(super) async fn serve(shared: &Shared, stream: Stream) -> Result<(), String> {
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let mut replies = Replies::default();
     let result = pipeline(shared, stream, &mut in_flight, &mut replies).await;
@@ -162,12 +161,11 @@ impl Replies {
 
 async fn pipeline(
     shared: &Shared,
-    mut stream: TcpStream,
+    stream: Stream,
     in_flight: &mut VecDeque<InFlight>,
     replies: &mut Replies,
 ) -> Result<(), String> {
-    let (mut reader, writer) = stream.split();
-    let socket: &TcpStream = writer.as_ref();
+    let socket = &stream;
     let mut outbox = Outbox::with_capacity(16 * 1024);
     let timeout = shared.settings.command_timeout;
     let far_future = Instant::now() + Duration::from_secs(86400 * 365);
@@ -249,7 +247,7 @@ async fn pipeline(
         }
         tokio::select! {
             biased;
-            read = reader.read_buf(read_buf) => {
+            read = socket.read_buf(read_buf) => {
                 match read {
                     Ok(0) => return Err("connection lost: connection closed by the backend".to_string()),
                     Ok(_) => {}

@@ -5,13 +5,10 @@
 use std::io;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-use super::{NodeSpec, describe};
+use super::{NodeSpec, describe, open};
 use crate::backend::identity::{self, RunAs};
 use crate::resp::{self, ReplyScanner};
+use bytes::{Bytes, BytesMut};
 
 /// How long killing a runaway script may take. Redis serves `SCRIPT KILL` only once a script has run for its
 /// `busy-reply-threshold` (5 s by default; until then it serves nothing at all), so this must be longer.
@@ -93,7 +90,7 @@ async fn past_the_script(
     count: usize,
 ) -> Result<Vec<Bytes>, String> {
     let exchange = async {
-        let mut stream = TcpStream::connect(&node.addr).await?;
+        let stream = open(node).await?;
         let mut out = BytesMut::new();
         out.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
         out.extend_from_slice(requests);

@@ -1,34 +1,13 @@
 //! The session's own decisions, driven through a real loopback socket with no Redis behind it: every tenant's
-//! resource is a port where nothing listens, so whatever reaches a backend is answered with the gateway's
-//! "backend unavailable" error, in its place. Each test checks the exact bytes a client gets.
+//! resource is a port where nothing listens, so whatever reaches a backend gets the gateway's "backend
+//! unavailable" error, in its place. Each test checks the exact bytes a client gets.
 
-use std::future::Future;
-use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod harness;
+
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::watch;
-
 use crate::admission::FREE_FAILURES;
-use crate::resp::Limits;
-use crate::state::{ClientLimits, Config, Gateway, RouteSource, parse_output_buffer_limit};
-use crate::worker::Worker;
-
-/// `shop` owns databases 4 to 6 of its Redis (its 0 to 2); `dev` owns database 0 only; `ops`, an admin on
-/// database 0, may select all 16; `capped` takes one connection at a time.
-const ROUTES: &str = r#"{"tenants": [
-  {"name": "shop", "passwords": ["shop-secret"],
-   "route": {"type": "single", "target": "redis://127.0.0.1:1/4", "databases": 3}},
-  {"name": "dev", "passwords": ["dev-secret"], "route": {"type": "single", "target": "redis://127.0.0.1:1"}},
-  {"name": "ops", "passwords": ["ops-secret"], "allow_admin": true,
-   "route": {"type": "single", "target": "redis://127.0.0.1:1"}},
-  {"name": "capped", "passwords": ["capped-secret"], "limits": {"max_connections": 1},
-   "route": {"type": "single", "target": "redis://127.0.0.1:1"}}
-]}"#;
+use harness::{TestGateway, config, run};
 
 /// What a request that reaches the (absent) backend gets.
 const UNREACHABLE: &[u8] = b"-ERR backend 127.0.0.1:1 unavailable: connection refused\r\n";
@@ -39,158 +18,6 @@ const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous 
 const NO_EXEC: &[u8] = b"-ERR EXEC without MULTI\r\n";
 const KEYS_REFUSED: &[u8] =
     b"-ERR KEYS is an admin command; this tenant may not run it (allow_admin)\r\n";
-
-/// How long a reply may take before the test fails: nothing here waits for a backend that answers.
-const PATIENCE: Duration = Duration::from_secs(5);
-
-/// A gateway's configuration with every bound a test does not set far away.
-fn config() -> Config {
-    let unbounded = parse_output_buffer_limit("0 0 0").unwrap();
-    Config {
-        listen: ([127, 0, 0, 1], 0).into(),
-        admin_listen: None,
-        source: RouteSource::File(PathBuf::new()), // `TestGateway::start` loads `ROUTES` itself
-        workers: 1,
-        backend_connections: 1,
-        connect_timeout: Duration::from_secs(1),
-        command_timeout: Duration::from_secs(1),
-        max_clients: 16,
-        max_unauthenticated_clients: 16,
-        auth_timeout: Duration::from_secs(30),
-        max_dedicated_connections: 4,
-        dedicated_spares: 1,
-        shutdown_grace: Duration::from_secs(1),
-        limits: Limits::default(),
-        clients: ClientLimits {
-            output_buffer: unbounded,
-            pubsub_output_buffer: unbounded,
-            write_timeout: None,
-            idle_timeout: None,
-            tcp_keepalive: None,
-            max_query_buffer: 1 << 30,
-        },
-    }
-}
-
-/// Runs a test on a worker's kind of thread: a current-thread runtime, tasks spawned locally.
-fn run(test: impl Future<Output = ()>) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&runtime, test);
-}
-
-/// A gateway with `ROUTES` and one worker, on the test's thread; each client gets a session of its own.
-struct TestGateway {
-    worker: Rc<Worker>,
-    listener: std::net::TcpListener,
-    _shutdown: watch::Sender<bool>,
-}
-
-impl TestGateway {
-    fn start(config: Config) -> TestGateway {
-        static FILES: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "switchyard-session-{}-{}.json",
-            std::process::id(),
-            FILES.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::write(&path, ROUTES).unwrap();
-        let gateway = Gateway::new(config);
-        let loaded = gateway.load_routes(&path);
-        std::fs::remove_file(&path).unwrap();
-        loaded.unwrap();
-        let (shutdown, receiver) = watch::channel(false);
-        TestGateway {
-            worker: Rc::new(Worker::new(Arc::new(gateway), receiver)),
-            listener: std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
-            _shutdown: shutdown,
-        }
-    }
-
-    /// A new client connection (the loopback handshake completes before `accept`, which cannot block).
-    fn connect(&self) -> Client {
-        let client = std::net::TcpStream::connect(self.listener.local_addr().unwrap()).unwrap();
-        let (accepted, _) = self.listener.accept().unwrap();
-        tokio::task::spawn_local(super::serve(Rc::clone(&self.worker), accepted));
-        client.set_nonblocking(true).unwrap();
-        Client(TcpStream::from_std(client).unwrap())
-    }
-
-    /// A client authenticated with `password`.
-    async fn client(&self, password: &str) -> Client {
-        let mut client = self.connect();
-        let auth = format!("AUTH {password}\r\n");
-        client.roundtrip(auth.as_bytes(), b"+OK\r\n").await;
-        client
-    }
-}
-
-struct Client(TcpStream);
-
-impl Client {
-    async fn send(&mut self, bytes: &[u8]) {
-        self.0.write_all(bytes).await.unwrap();
-    }
-
-    /// Reads exactly as many bytes as `expected` holds (no more, so the next check starts at the next reply) and
-    /// compares them; a reply that does not come in time fails with what came.
-    async fn expect(&mut self, expected: &[u8]) {
-        let mut got = Vec::with_capacity(expected.len());
-        let read = tokio::time::timeout(PATIENCE, async {
-            let mut chunk = vec![0; expected.len()];
-            while got.len() < expected.len() {
-                match self.0.read(&mut chunk[..expected.len() - got.len()]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&chunk[..n]),
-                }
-            }
-        })
-        .await;
-        // Where they part, with some context: a deep pipeline's replies are too long to print whole.
-        let from = expected
-            .iter()
-            .zip(&got)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let from = from.saturating_sub(40);
-        let part = |b: &[u8]| {
-            String::from_utf8_lossy(&b[from.min(b.len())..b.len().min(from + 160)]).into_owned()
-        };
-        assert!(
-            read.is_ok() && got == expected,
-            "got {} bytes of {}{}; from byte {from}: expected {:?}, got {:?}",
-            got.len(),
-            expected.len(),
-            if read.is_err() { " (timed out)" } else { "" },
-            part(expected),
-            part(&got),
-        );
-    }
-
-    async fn roundtrip(&mut self, request: &[u8], expected: &[u8]) {
-        self.send(request).await;
-        self.expect(expected).await;
-    }
-
-    /// Checks that the gateway closes the connection without sending anything more.
-    async fn expect_closed(&mut self) {
-        let mut rest = Vec::new();
-        let read = tokio::time::timeout(PATIENCE, self.0.read_to_end(&mut rest)).await;
-        let closed = match read {
-            Ok(Ok(_)) => true,
-            // Closed with input it had not read yet: the kernel resets the connection.
-            Ok(Err(ref e)) => e.kind() == std::io::ErrorKind::ConnectionReset,
-            Err(_) => false,
-        };
-        assert!(
-            closed && rest.is_empty(),
-            "expected the connection closed, got {:?} then {read:?}",
-            String::from_utf8_lossy(&rest)
-        );
-    }
-}
 
 /// `HELLO`'s reply: Redis' 7 fields, a map in RESP3, a flat array in RESP2.
 fn hello_reply(protocol: u8, id: u64) -> Vec<u8> {

@@ -1,0 +1,59 @@
+//! The control plane reaches Postgres over TLS, as `DATABASE_URL`'s `sslmode` says, against a private cluster
+//! that accepts TLS connections only: `verify-full` with the server's CA, `require`, and a clear error at start
+//! when the server's certificate is not signed by the CA it was told to trust.
+
+use serde_json::json;
+use switchyard_tests::{ControlPlane, Pki, TlsPostgres};
+
+const REQUIRE: &str = "?sslmode=require";
+
+#[tokio::test]
+async fn control_plane_on_a_tls_only_postgres() {
+    let pki = Pki::new("postgres");
+    let postgres = TlsPostgres::start(&pki);
+    let base = postgres.base_url();
+
+    let verify_full = format!(
+        "?sslmode=verify-full&sslrootcert={}",
+        pki.ca_file().display()
+    );
+    let cp = ControlPlane::builder()
+        .postgres(&base, &verify_full, REQUIRE)
+        .start();
+    cp.expect("POST", "/v1/tenants", Some(json!({"name": "acme"})), 201)
+        .await;
+    let health = cp.expect("GET", "/healthz", None, 200).await;
+    assert_eq!(health["revision"], 1, "{health}");
+    drop(cp);
+
+    let cp = ControlPlane::builder()
+        .postgres(&base, REQUIRE, REQUIRE)
+        .start();
+    cp.expect("POST", "/v1/tenants", Some(json!({"name": "acme"})), 201)
+        .await;
+    drop(cp);
+
+    // The server takes TLS connections only: what worked above was TLS.
+    let log = ControlPlane::builder()
+        .postgres(&base, "?sslmode=disable", REQUIRE)
+        .start_failing();
+    assert!(log.contains("no encryption"), "{log}");
+
+    let stranger = Pki::new("not-the-postgres-ca");
+    let log = ControlPlane::builder()
+        .postgres(
+            &base,
+            &format!(
+                "?sslmode=verify-full&sslrootcert={}",
+                stranger.ca_file().display()
+            ),
+            REQUIRE,
+        )
+        .start_failing();
+    let port = base.rsplit(':').next().unwrap_or_default();
+    assert!(
+        log.contains(&format!("connecting to Postgres at 127.0.0.1:{port}"))
+            && log.contains("invalid peer certificate: UnknownIssuer"),
+        "{log}"
+    );
+}

@@ -125,3 +125,25 @@ pub(crate) async fn count(
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_expiry_is_a_gauge_per_role_and_file() {
+        let metrics = Metrics::default();
+        assert!(!metrics.render(0).contains("switchyard_tls_"));
+        metrics.certificate_expiry("listener", "/etc/cp/\"odd\"\\name.pem", 1_900_000_000);
+        metrics.certificate_expiry("listener", "/etc/cp/cert.pem", 1_800_000_000);
+        metrics.certificate_expiry("listener", "/etc/cp/cert.pem", 1_850_000_000);
+        let rendered = metrics.render(0);
+        assert!(rendered.contains(
+            "# TYPE switchyard_tls_certificate_expiry_timestamp_seconds gauge\n\
+             switchyard_tls_certificate_expiry_timestamp_seconds{role=\"listener\",source=\"/etc/cp/\\\"odd\\\"\\\\name.pem\"} 1900000000\n\
+             switchyard_tls_certificate_expiry_timestamp_seconds{role=\"listener\",source=\"/etc/cp/cert.pem\"} 1850000000\n"
+        ), "{rendered}");
+        metrics.forget_certificate("listener", "/etc/cp/cert.pem");
+        assert!(!metrics.render(0).contains("cert.pem"));
+    }
+}

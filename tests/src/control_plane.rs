@@ -22,6 +22,7 @@ pub struct ControlPlane {
     port: u16,
     database: String,
     postgres: Postgres,
+    env: Vec<(String, String)>,
     https: Option<CertFiles>,
     process: Option<Process>,
     dir: ScratchDir,
@@ -54,6 +55,7 @@ impl Postgres {
 /// How to start a [`ControlPlane`]: plain HTTP on the local Postgres unless told otherwise.
 pub struct ControlPlaneBuilder {
     postgres: Postgres,
+    env: Vec<(String, String)>,
     /// The certificate to serve HTTPS with, and its CA's certificate.
     https: Option<(CertFiles, PathBuf)>,
 }
@@ -77,6 +79,12 @@ impl ControlPlaneBuilder {
             params: params.to_string(),
             admin_params: admin_params.to_string(),
         };
+        self
+    }
+
+    /// An extra environment variable for the process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
         self
     }
 
@@ -125,6 +133,7 @@ impl ControlPlaneBuilder {
             database,
             postgres: self.postgres,
             https: self.https.map(|(files, _)| files),
+            env: self.env,
             process: None,
             dir: ScratchDir::new("control-plane", port),
             http: http.build().expect("HTTP client"),
@@ -145,6 +154,7 @@ impl ControlPlane {
                 params: String::new(),
                 admin_params: String::new(),
             },
+            env: Vec::new(),
             https: None,
         }
     }
@@ -167,7 +177,8 @@ impl ControlPlane {
                 "--gateway-token",
                 GATEWAY_TOKEN,
             ])
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(files) = &self.https {
             command
                 .arg("--tls-cert")

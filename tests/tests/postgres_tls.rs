@@ -1,6 +1,7 @@
 //! The control plane reaches Postgres over TLS, as `DATABASE_URL`'s `sslmode` says, against a private cluster
-//! that accepts TLS connections only: `verify-full` with the server's CA, `require`, and a clear error at start
-//! when the server's certificate is not signed by the CA it was told to trust.
+//! that accepts TLS connections only: `verify-full` with the server's CA (in `sslrootcert`, or in the system's
+//! trust store as `SSL_CERT_FILE` names it), `verify-ca` and `require`, and a clear error at start when the
+//! server's certificate is not signed by the CA it was told to trust.
 
 use serde_json::json;
 use switchyard_tests::{ControlPlane, Pki, TlsPostgres};
@@ -26,12 +27,23 @@ async fn control_plane_on_a_tls_only_postgres() {
     assert_eq!(health["revision"], 1, "{health}");
     drop(cp);
 
-    let cp = ControlPlane::builder()
-        .postgres(&base, REQUIRE, REQUIRE)
-        .start();
-    cp.expect("POST", "/v1/tenants", Some(json!({"name": "acme"})), 201)
-        .await;
-    drop(cp);
+    let ca = pki.ca_file().display().to_string();
+    for (params, env) in [
+        (REQUIRE.to_string(), None),
+        (format!("?sslmode=verify-ca&sslrootcert={ca}"), None),
+        (
+            "?sslmode=verify-full".to_string(),
+            Some(("SSL_CERT_FILE", &ca)),
+        ),
+    ] {
+        let mut builder = ControlPlane::builder().postgres(&base, &params, REQUIRE);
+        if let Some((key, value)) = env {
+            builder = builder.env(key, value);
+        }
+        let cp = builder.start();
+        cp.expect("POST", "/v1/tenants", Some(json!({"name": "acme"})), 201)
+            .await;
+    }
 
     // The server takes TLS connections only: what worked above was TLS.
     let log = ControlPlane::builder()

@@ -182,6 +182,16 @@ async fn switchyard_ctl_trusts_its_ca_file() {
     );
 }
 
+/// `GET k` through `gateway` as the tenant of `secret`.
+async fn get_k(gateway: &Gateway, secret: &str) -> String {
+    let mut client = gateway.client(Some(secret)).await;
+    redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut client)
+        .await
+        .expect("GET through the gateway")
+}
+
 #[tokio::test]
 async fn gateway_follows_an_https_control_plane_and_keeps_serving_on_a_wrong_ca() {
     let pki = Pki::new("cp-gateway");
@@ -228,13 +238,7 @@ async fn gateway_follows_an_https_control_plane_and_keeps_serving_on_a_wrong_ca(
         gateway.admin_get("/readyz").0 == 200
     })
     .await;
-    let mut client = gateway.client(Some(&secret)).await;
-    let value: String = redis::cmd("GET")
-        .arg("k")
-        .query_async(&mut client)
-        .await
-        .expect("GET through a gateway trusting SSL_CERT_FILE");
-    assert_eq!(value, "over https");
+    assert_eq!(get_k(&gateway, &secret).await, "over https");
     drop(gateway);
 
     let stranger = Pki::new("not-the-control-plane");
@@ -242,13 +246,7 @@ async fn gateway_follows_an_https_control_plane_and_keeps_serving_on_a_wrong_ca(
         .arg("--control-plane-ca")
         .arg(stranger.ca_file().display().to_string())
         .start_with_control_plane(&cp, &cache);
-    let mut client = gateway.client(Some(&secret)).await;
-    let value: String = redis::cmd("GET")
-        .arg("k")
-        .query_async(&mut client)
-        .await
-        .expect("GET through the gateway serving its cache");
-    assert_eq!(value, "over https");
+    assert_eq!(get_k(&gateway, &secret).await, "over https");
     let log = gateway.log();
     assert!(
         log.contains(&cp.url()) && log.contains("invalid peer certificate: UnknownIssuer"),

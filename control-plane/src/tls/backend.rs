@@ -42,22 +42,19 @@ fn client_config(options: &TlsOptions) -> Result<ClientConfig, TlsError> {
             cause,
         })?;
     let builder = match options.verify {
+        TlsVerify::Full => builder.with_webpki_verifier(webpki(options, Arc::clone(&provider))?),
+        TlsVerify::Ca => {
+            let chain = Some(webpki(options, Arc::clone(&provider))?);
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Lenient { chain, provider }))
+        }
         TlsVerify::None => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoCheck(provider))),
-        TlsVerify::Full | TlsVerify::Ca => {
-            let roots = roots(options.ca_file.as_deref().map(Path::new))?;
-            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| TlsError::Verifier(e.to_string()))?;
-            if options.verify == TlsVerify::Full {
-                builder.with_webpki_verifier(webpki)
-            } else {
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
-            }
-        }
+            .with_custom_certificate_verifier(Arc::new(Lenient {
+                chain: None,
+                provider,
+            })),
     };
     match &options.client_cert {
         None => Ok(builder.with_no_client_auth()),
@@ -70,12 +67,29 @@ fn client_config(options: &TlsOptions) -> Result<ClientConfig, TlsError> {
     }
 }
 
-/// `tlsVerify=ca`: the chain up to a trusted CA and the dates, not the name, for nodes announced by addresses
-/// their certificates do not list.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+/// rustls' own check of the chain, the dates and the name, against `tlsCaFile` or the system's store.
+fn webpki(
+    options: &TlsOptions,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<WebPkiServerVerifier>, TlsError> {
+    let roots = roots(options.ca_file.as_deref().map(Path::new))?;
+    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))
+}
 
-impl ServerCertVerifier for ChainOnly {
+/// What `tlsVerify=ca` and `tlsVerify=none` check of a node's certificate.
+#[derive(Debug)]
+struct Lenient {
+    /// `ca`: the chain up to a trusted CA and the dates, not the name, for nodes announced by addresses their
+    /// certificates do not list. `None` (`tlsVerify=none`): nothing, encryption without authentication, for tests.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    /// Either way the handshake's signatures are checked, so the session is with the holder of the certificate
+    /// shown.
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -84,11 +98,11 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
         // webpki checks the name last, once the chain and the dates have passed.
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -102,51 +116,11 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// `tlsVerify=none`: any certificate (encryption without authentication, for tests); the handshake's signatures
-/// are still checked, so the session is at least with the holder of the certificate shown.
-#[derive(Debug)]
-struct NoCheck(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoCheck {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls12_signature(
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -160,11 +134,13 @@ impl ServerCertVerifier for NoCheck {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

@@ -66,7 +66,7 @@ ensure_postgres() {
   fi
   ensure_commands psql:postgresql-client
   if [ -n "${1:-}" ]; then
-    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ensure_packages postgresql
+    ensure_postgres_binaries
     start_private_postgres "$1" 5432
   else
     [ -d /etc/postgresql ] && ls /etc/postgresql/*/main >/dev/null 2>&1 || ensure_packages postgresql
@@ -79,6 +79,12 @@ ensure_postgres() {
   done
   echo "Postgres does not answer on 127.0.0.1:5432" >&2
   return 1
+}
+
+# Installs Postgres's server binaries (initdb, pg_ctl in /usr/lib/postgresql/*/bin) when they are missing, even
+# where a Postgres already answers (a service container): the TLS tests start private clusters of their own.
+ensure_postgres_binaries() {
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ensure_packages postgresql
 }
 
 start_debian_postgres() {

@@ -1,6 +1,7 @@
 //! Command line and environment configuration.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -16,6 +17,13 @@ pub struct Config {
     /// Address to serve the REST API on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) listen: SocketAddr,
+    /// Serve HTTPS with this PEM certificate chain (the leaf first), with --tls-key; reloaded on SIGHUP. Without
+    /// it, plain HTTP (for a proxy that terminates TLS, or a private network).
+    #[arg(long, env = "SWITCHYARD_TLS_CERT", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "SWITCHYARD_TLS_KEY", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
     /// Postgres URL, e.g. postgres://user:password@host:5432/switchyard.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub(crate) database_url: String,
@@ -55,6 +63,11 @@ pub enum Command {
 }
 
 impl Config {
+    /// The HTTPS certificate and key files, when the API is served over TLS.
+    pub(crate) fn tls(&self) -> Option<(&Path, &Path)> {
+        Some((self.tls_cert.as_deref()?, self.tls_key.as_deref()?))
+    }
+
     pub(crate) fn settings(&self) -> Settings {
         Settings {
             max_wait: Duration::from_secs(self.max_wait_secs),

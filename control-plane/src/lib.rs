@@ -21,14 +21,16 @@ mod revision;
 mod route_schema;
 mod snapshot_cache;
 mod state;
+mod tls;
 mod watch;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use anyhow::Context;
 use sqlx::PgPool;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub use api::{openapi_document, operations, router};
 pub use auth::{Access, Tokens};
@@ -42,13 +44,19 @@ pub use watch::Watch;
 /// The control plane's schema, from the top-level `migrations/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 
-/// Connects to the database named by `config` (the URL is never logged: it may hold a password).
+/// Connects to the database named by `config`. The URL is never logged (it may hold a password); errors name the
+/// server by host and port, and give sqlx's reason (a TLS one among them: `sslmode`, `sslrootcert`).
 pub async fn connect(config: &Config) -> anyhow::Result<PgPool> {
+    let options: PgConnectOptions = config
+        .database_url
+        .parse()
+        .context("the database URL is not a valid Postgres URL")?;
+    let server = format!("{}:{}", options.get_host(), options.get_port());
     PgPoolOptions::new()
         .max_connections(config.max_db_connections)
-        .connect(&config.database_url)
+        .connect_with(options)
         .await
-        .context("connecting to Postgres")
+        .with_context(|| format!("connecting to Postgres at {server}"))
 }
 
 /// Applies pending migrations; a no-op when the schema is current.
@@ -68,8 +76,9 @@ pub async fn run(
     serve(pool, listener, &config, shutdown).await
 }
 
-/// Migrates `pool`'s database, then serves the API on `listener` until `shutdown` completes. Waiting long-polls
-/// are answered (304) as soon as shutdown starts, so they do not hold it up.
+/// Migrates `pool`'s database, then serves the API on `listener` (HTTPS when `config` names a certificate) until
+/// `shutdown` completes. Waiting long-polls are answered (304) as soon as shutdown starts, so they do not hold it
+/// up.
 pub async fn serve(
     pool: PgPool,
     listener: tokio::net::TcpListener,
@@ -81,10 +90,31 @@ pub async fn serve(
     let state = AppState::new(pool, tokens, config.settings())
         .await
         .context("starting the revision listener")?;
-    tracing::info!(address = %listener.local_addr()?, "control plane listening");
+    match config.tls() {
+        None => listen(listener, state, shutdown, "HTTP").await,
+        Some((cert, key)) => {
+            let certificate = tls::ServerCertificate::load(cert, key, Arc::clone(&state.metrics))
+                .context("loading the HTTPS certificate")?;
+            let listener = tls::TlsListener::new(listener, certificate.server_config()?)?;
+            tokio::spawn(certificate.reload_on_sighup());
+            listen(listener, state, shutdown, "HTTPS").await
+        }
+    }
+}
+
+/// Serves the API on `listener` and runs the migration worker, until `shutdown` completes.
+async fn listen<L>(
+    listener: L,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    scheme: &str,
+) -> anyhow::Result<()>
+where
+    L: axum::serve::Listener<Addr = std::net::SocketAddr>,
+{
+    tracing::info!(address = %listener.local_addr()?, "control plane listening ({scheme})");
     tokio::spawn(migration::worker(state.clone()));
-    let app = router(state.clone());
-    axum::serve(listener, app)
+    axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("shutting down");

@@ -1,8 +1,10 @@
-//! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots.
+//! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots, and
+//! when the certificates in use expire.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -16,6 +18,8 @@ pub struct Metrics {
     pub(crate) snapshots_served: AtomicU64,
     /// Snapshots read from the database (the rest were shared from the cache).
     pub snapshots_loaded: AtomicU64,
+    /// The `notAfter` of each certificate in use, by role and file: read by scrapes only, so a lock is fine.
+    certificates: Mutex<BTreeMap<(&'static str, String), i64>>,
 }
 
 impl Metrics {
@@ -62,8 +66,46 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
+        let certificates = self.certificates.lock().unwrap_or_else(|e| e.into_inner());
+        if !certificates.is_empty() {
+            out.push_str(
+                "# HELP switchyard_tls_certificate_expiry_timestamp_seconds When each certificate in use expires (its notAfter), in seconds since the Unix epoch.\n\
+                 # TYPE switchyard_tls_certificate_expiry_timestamp_seconds gauge\n",
+            );
+        }
+        for ((role, source), not_after) in certificates.iter() {
+            let _ = writeln!(
+                out,
+                "switchyard_tls_certificate_expiry_timestamp_seconds{{role=\"{role}\",source=\"{}\"}} {not_after}",
+                label_value(source)
+            );
+        }
         out
     }
+
+    /// Records when the certificate of `source` (a file), used as `role`, expires.
+    pub(crate) fn certificate_expiry(&self, role: &'static str, source: &str, not_after: i64) {
+        self.certificates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((role, source.to_string()), not_after);
+    }
+
+    /// Drops the certificate of `source` from the metric (its expiry is not known any more).
+    pub(crate) fn forget_certificate(&self, role: &'static str, source: &str) {
+        self.certificates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(role, source.to_string()));
+    }
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped.
+fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn counter(value: &AtomicU64) -> i64 {
@@ -82,4 +124,26 @@ pub(crate) async fn count(
         counter.fetch_add(1, Ordering::Relaxed);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_expiry_is_a_gauge_per_role_and_file() {
+        let metrics = Metrics::default();
+        assert!(!metrics.render(0).contains("switchyard_tls_"));
+        metrics.certificate_expiry("listener", "/etc/cp/\"odd\"\\name.pem", 1_900_000_000);
+        metrics.certificate_expiry("listener", "/etc/cp/cert.pem", 1_800_000_000);
+        metrics.certificate_expiry("listener", "/etc/cp/cert.pem", 1_850_000_000);
+        let rendered = metrics.render(0);
+        assert!(rendered.contains(
+            "# TYPE switchyard_tls_certificate_expiry_timestamp_seconds gauge\n\
+             switchyard_tls_certificate_expiry_timestamp_seconds{role=\"listener\",source=\"/etc/cp/\\\"odd\\\"\\\\name.pem\"} 1900000000\n\
+             switchyard_tls_certificate_expiry_timestamp_seconds{role=\"listener\",source=\"/etc/cp/cert.pem\"} 1850000000\n"
+        ), "{rendered}");
+        metrics.forget_certificate("listener", "/etc/cp/cert.pem");
+        assert!(!metrics.render(0).contains("cert.pem"));
+    }
 }

@@ -3,6 +3,7 @@
 //! It polls `GET /v1/tenants/{tenant}/migrations/{id}` until no task runs (or the migration reaches a given state).
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -12,6 +13,8 @@ use switchyard_schemas::api::{Migration, MigrationState, TaskProgress};
 pub struct Watch {
     pub url: String,
     pub admin_token: String,
+    /// The CA certificates (PEM) to trust for an `https` URL instead of the system's store.
+    pub ca_file: Option<PathBuf>,
     pub tenant: String,
     pub id: i64,
     pub interval: Duration,
@@ -73,7 +76,7 @@ fn eta(p: &TaskProgress) -> String {
 impl Watch {
     /// Polls until done; the last line stays on screen. Fails when the migration cannot be read.
     pub async fn run(&self) -> anyhow::Result<Migration> {
-        let client = reqwest::Client::new();
+        let client = crate::tls::http_client(self.ca_file.as_deref())?;
         let endpoint = format!(
             "{}/v1/tenants/{}/migrations/{}",
             self.url.trim_end_matches('/'),

@@ -78,6 +78,10 @@ struct Args {
     /// The control plane's base URL (e.g. http://127.0.0.1:8080): routes come from its snapshots.
     #[arg(long, env = "SWITCHYARD_CONTROL_PLANE")]
     control_plane: Option<String>,
+    /// CA certificates (PEM) to trust for an https:// control plane, instead of the system's trust store (which
+    /// honours SSL_CERT_FILE).
+    #[arg(long, env = "SWITCHYARD_CONTROL_PLANE_CA", requires = "control_plane")]
+    control_plane_ca: Option<PathBuf>,
     /// The token gateways present to the control plane.
     #[arg(long, env = "SWITCHYARD_GATEWAY_TOKEN", requires = "control_plane")]
     gateway_token: Option<String>,
@@ -223,6 +227,7 @@ fn main() -> anyhow::Result<()> {
         (None, Some(url)) => RouteSource::ControlPlane(ControlPlaneConfig {
             url,
             token: args.gateway_token.unwrap_or_default(),
+            ca_file: args.control_plane_ca,
             cache_file: args.cache_file,
             gateway_id: args
                 .gateway_id

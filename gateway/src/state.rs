@@ -247,6 +247,8 @@ pub struct ControlPlaneConfig {
     /// Base URL, e.g. `http://127.0.0.1:8080`.
     pub url: String,
     pub token: String,
+    /// The CA certificates (PEM) to trust for an `https` URL instead of the system's store.
+    pub ca_file: Option<PathBuf>,
     /// The last applied snapshot, for starting while the control plane is unreachable.
     pub cache_file: Option<PathBuf>,
     /// This gateway's id in heartbeats.

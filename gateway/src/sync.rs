@@ -34,10 +34,14 @@ enum Poll {
 
 impl Sync {
     pub(crate) fn new(config: ControlPlaneConfig) -> anyhow::Result<Sync> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .context("cannot build the HTTP client")?;
+        let mut client = reqwest::Client::builder().connect_timeout(Duration::from_secs(2));
+        if let Some(ca) = &config.ca_file {
+            client = client.tls_built_in_root_certs(false);
+            for certificate in control_plane_cas(ca)? {
+                client = client.add_root_certificate(certificate);
+            }
+        }
+        let client = client.build().context("cannot build the HTTP client")?;
         Ok(Sync {
             config,
             client,
@@ -54,7 +58,9 @@ impl Sync {
                 Err(e) => tracing::error!("the control plane's snapshot was rejected: {e:#}"),
             },
             Ok(Ok(Poll::Unchanged)) => {}
-            Ok(Err(e)) => tracing::warn!("control plane unreachable at start: {e:#}"),
+            Ok(Err(e)) => {
+                tracing::warn!(control_plane = %self.config.url, "control plane unreachable at start: {e:#}")
+            }
             Err(_) => tracing::warn!("control plane did not answer within 3 s at start"),
         }
         let Some(cache) = &self.config.cache_file else {
@@ -101,7 +107,7 @@ impl Sync {
                 }
                 Err(e) => {
                     let wait = backoff.next();
-                    tracing::warn!("control plane poll failed, retrying in {wait:?}: {e:#}");
+                    tracing::warn!(control_plane = %self.config.url, "control plane poll failed, retrying in {wait:?}: {e:#}");
                     tokio::time::sleep(wait).await;
                 }
             }
@@ -187,6 +193,21 @@ impl Sync {
             let _ = tokio::time::timeout(HEARTBEAT_INTERVAL, self.applied.notified()).await;
         }
     }
+}
+
+/// The CA certificates of `--control-plane-ca`: a gateway that cannot read them does not start, rather than
+/// run on its cache without ever reaching the control plane.
+fn control_plane_cas(path: &Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("cannot read the control plane's CA file {}", path.display()))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+        .with_context(|| format!("the control plane's CA file {} is not PEM", path.display()))?;
+    anyhow::ensure!(
+        !certificates.is_empty(),
+        "the control plane's CA file {} holds no certificate",
+        path.display()
+    );
+    Ok(certificates)
 }
 
 fn revision_of(body: &[u8]) -> Option<i64> {

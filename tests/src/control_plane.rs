@@ -1,12 +1,13 @@
 //! A `switchyard-control-plane` process on its own fresh Postgres database, and an admin client for its API.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::allocate_port;
 use crate::process::{Process, ScratchDir, binary};
+use crate::{CertFiles, Pki, allocate_port};
 
 pub const ADMIN_TOKEN: &str = "admin-token-for-tests-0123456789";
 pub(crate) const GATEWAY_TOKEN: &str = "gateway-token-for-tests-0123456789";
@@ -17,75 +18,206 @@ fn postgres_base() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_string())
 }
 
-fn psql(database: &str, sql: &str) {
-    let status = Command::new("psql")
-        .env("PGOPTIONS", "--client-min-messages=warning")
-        .arg(format!("{}/{database}", postgres_base()))
-        .args(["-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .status()
-        .expect("run psql");
-    assert!(status.success(), "psql failed: {sql}");
-}
-
 pub struct ControlPlane {
     port: u16,
     database: String,
+    postgres: Postgres,
+    env: Vec<(String, String)>,
+    https: Option<CertFiles>,
     process: Option<Process>,
     dir: ScratchDir,
     http: reqwest::Client,
 }
 
-impl ControlPlane {
-    /// Starts a control plane on a new, empty database.
-    pub fn start() -> ControlPlane {
-        let port = allocate_port();
-        let database = format!("switchyard_e2e_{}_{port}", std::process::id());
-        psql(
-            "postgres",
-            &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+/// The Postgres server a control plane uses: `{base}/{database}{params}` is its URL; the harness' own `psql`
+/// (creating and dropping the database) uses `admin_params` instead.
+struct Postgres {
+    base: String,
+    params: String,
+    admin_params: String,
+}
+
+impl Postgres {
+    fn url(&self, database: &str) -> String {
+        format!("{}/{database}{}", self.base, self.params)
+    }
+
+    fn psql(&self, sql: &str) -> std::process::ExitStatus {
+        Command::new("psql")
+            .env("PGOPTIONS", "--client-min-messages=warning")
+            .arg(format!("{}/postgres{}", self.base, self.admin_params))
+            .args(["-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .status()
+            .expect("run psql")
+    }
+}
+
+/// How to start a [`ControlPlane`]: plain HTTP on the local Postgres unless told otherwise.
+pub struct ControlPlaneBuilder {
+    postgres: Postgres,
+    env: Vec<(String, String)>,
+    /// The certificate to serve HTTPS with, and its CA's certificate.
+    https: Option<(CertFiles, PathBuf)>,
+}
+
+impl ControlPlaneBuilder {
+    /// Serves HTTPS with a certificate for 127.0.0.1 and localhost from `pki` (trust `pki.ca_file()`).
+    pub fn https(mut self, pki: &Pki) -> Self {
+        let files = pki.server(
+            &format!("control-plane-{}", allocate_port()),
+            &["localhost", "127.0.0.1"],
         );
-        psql("postgres", &format!("CREATE DATABASE {database}"));
-        let mut control_plane = ControlPlane {
-            port,
-            database,
-            process: None,
-            dir: ScratchDir::new("control-plane", port),
-            http: reqwest::Client::new(),
+        self.https = Some((files, pki.ca_file()));
+        self
+    }
+
+    /// Uses the Postgres server at `base` (`postgres://user@host:port`), with `params` after the database
+    /// name in the control plane's URL (`?sslmode=...`) and `admin_params` in the harness' own.
+    pub fn postgres(mut self, base: &str, params: &str, admin_params: &str) -> Self {
+        self.postgres = Postgres {
+            base: base.to_string(),
+            params: params.to_string(),
+            admin_params: admin_params.to_string(),
         };
+        self
+    }
+
+    /// An extra environment variable for the process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Starts a control plane on a new, empty database, and waits until it accepts connections.
+    pub fn start(self) -> ControlPlane {
+        let mut control_plane = self.prepare();
         control_plane.restart();
         control_plane
     }
 
-    /// Starts the process again on the same port and database (after [`ControlPlane::stop`]).
-    pub fn restart(&mut self) {
-        let log = self.dir.0.join("control-plane.log");
+    /// Starts a control plane that is expected to fail at start, and returns what it logged until it exited.
+    pub fn start_failing(self) -> String {
+        let control_plane = self.prepare();
+        let log = control_plane.log_path();
+        let mut process = Process::spawn(&mut control_plane.command(), &log);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while process.has_exited().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the control plane did not exit:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::fs::read_to_string(&log).unwrap_or_default()
+    }
+
+    fn prepare(self) -> ControlPlane {
+        let port = allocate_port();
+        let database = format!("switchyard_e2e_{}_{port}", std::process::id());
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+            format!("CREATE DATABASE {database}"),
+        ] {
+            assert!(self.postgres.psql(&sql).success(), "psql failed: {sql}");
+        }
+        let mut http = reqwest::Client::builder();
+        if let Some((_, ca)) = &self.https {
+            let ca = std::fs::read(ca).expect("read the CA certificate");
+            http = http
+                .tls_built_in_root_certs(false)
+                .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA PEM"));
+        }
+        ControlPlane {
+            port,
+            database,
+            postgres: self.postgres,
+            https: self.https.map(|(files, _)| files),
+            env: self.env,
+            process: None,
+            dir: ScratchDir::new("control-plane", port),
+            http: http.build().expect("HTTP client"),
+        }
+    }
+}
+
+impl ControlPlane {
+    /// Starts a control plane on a new, empty database.
+    pub fn start() -> ControlPlane {
+        Self::builder().start()
+    }
+
+    pub fn builder() -> ControlPlaneBuilder {
+        ControlPlaneBuilder {
+            postgres: Postgres {
+                base: postgres_base(),
+                params: String::new(),
+                admin_params: String::new(),
+            },
+            env: Vec::new(),
+            https: None,
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.0.join("control-plane.log")
+    }
+
+    fn command(&self) -> Command {
         let mut command = Command::new(binary(
             "switchyard-control-plane",
             "SWITCHYARD_CONTROL_PLANE_BIN",
         ));
         command
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args([
-                "--database-url",
-                &format!("{}/{}", postgres_base(), self.database),
-            ])
+            .args(["--database-url", &self.postgres.url(&self.database)])
             .args([
                 "--admin-token",
                 ADMIN_TOKEN,
                 "--gateway-token",
                 GATEWAY_TOKEN,
             ])
-            .env("RUST_LOG", "info");
-        self.process = Some(Process::spawn(&mut command, &log));
+            .env("RUST_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(files) = &self.https {
+            command
+                .arg("--tls-cert")
+                .arg(&files.cert)
+                .arg("--tls-key")
+                .arg(&files.key);
+        }
+        command
+    }
+
+    /// Starts the process again on the same port and database (after [`ControlPlane::stop`]).
+    pub fn restart(&mut self) {
+        let log = self.log_path();
+        let mut process = Process::spawn(&mut self.command(), &log);
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(
-                Instant::now() < deadline,
+                Instant::now() < deadline && process.has_exited().is_none(),
                 "control plane did not start:\n{}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        self.process = Some(process);
+    }
+
+    /// The certificate and key it serves HTTPS with (replace them, then [`ControlPlane::reload`]).
+    pub fn certificate(&self) -> &CertFiles {
+        self.https.as_ref().expect("a control plane serving HTTPS")
+    }
+
+    /// Sends SIGHUP: the HTTPS certificate is read again.
+    pub fn reload(&self) {
+        self.process.as_ref().expect("running").signal("HUP");
+    }
+
+    /// What the process logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
     /// Kills the process (the database stays).
@@ -94,7 +226,12 @@ impl ControlPlane {
     }
 
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.https.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     pub fn gateway_token(&self) -> &'static str {
@@ -147,10 +284,9 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.process = None;
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.database);
-        let _ = Command::new("psql")
-            .arg(format!("{}/postgres", postgres_base()))
-            .args(["-q", "-c", &sql])
-            .status();
+        let _ = self.postgres.psql(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.database
+        ));
     }
 }

@@ -9,18 +9,20 @@ pub mod compare;
 mod control_plane;
 mod helpers;
 mod ports;
+mod postgres;
 mod process;
 mod protocol;
 mod resp;
 mod topology;
 
 pub use certs::{CertFiles, Pki, Validity};
-pub use control_plane::{ADMIN_TOKEN, ControlPlane};
+pub use control_plane::{ADMIN_TOKEN, ControlPlane, ControlPlaneBuilder};
 pub use helpers::{
     command_calls, connections_received, open_single_tenant, open_tenant, wait_for_slot_map,
     wait_for_slot_map_as,
 };
 pub use ports::allocate_port;
+pub use postgres::TlsPostgres;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, binary, connect};
 pub use protocol::{PROTOCOLS, assert_speaks, each_protocol, each_protocol_async, null_reply};
 pub use resp::RawClient;

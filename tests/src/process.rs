@@ -58,7 +58,7 @@ impl Process {
         assert!(status.success(), "kill -{signal} {} failed", self.pid());
     }
 
-    fn has_exited(&mut self) -> Option<std::process::ExitStatus> {
+    pub(crate) fn has_exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 }

@@ -1,5 +1,6 @@
 //! `switchyard-ctl`: admin commands against a running control plane (today: watching a migration).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -12,6 +13,10 @@ struct Cli {
     /// The control plane's base URL.
     #[arg(long, env = "SWITCHYARD_URL", default_value = "http://127.0.0.1:8080")]
     url: String,
+    /// CA certificates (PEM) to trust for an https:// URL, instead of the system's trust store (which honours
+    /// SSL_CERT_FILE).
+    #[arg(long, env = "SWITCHYARD_CA_FILE")]
+    ca_file: Option<PathBuf>,
     /// An admin bearer token.
     #[arg(long, env = "SWITCHYARD_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: String,
@@ -63,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
             Watch {
                 url: cli.url,
                 admin_token: cli.admin_token,
+                ca_file: cli.ca_file,
                 tenant,
                 id,
                 interval: Duration::from_secs_f64(interval.max(0.05)),

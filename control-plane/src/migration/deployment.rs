@@ -8,13 +8,18 @@ use std::io;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, Value};
+use redis::{RedisConnectionInfo, Value};
 use switchyard_schemas::placement::{TablePlacement, crc16, hash_tag};
+use switchyard_schemas::resource::TlsOptions;
 use switchyard_schemas::{Credentials, Node, ResourceKind, ResourceUrl, RouteTable};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 
 use crate::migration::error::{TaskError, TaskResult};
 
 const SLOTS: usize = 16384;
+/// The longest a connection may take to open: TCP, TLS handshake, AUTH and SELECT.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One Redis server, connected.
 #[derive(Clone)]
@@ -34,27 +39,66 @@ pub(crate) enum Resource {
     },
 }
 
-async fn connect(node: &Node, auth: Option<&Credentials>, db: u32) -> TaskResult<Server> {
+/// Opens a connection to `node` (over TLS with `tls`'s options), authenticates and selects `db`.
+async fn connect(
+    node: &Node,
+    auth: Option<&Credentials>,
+    db: u32,
+    tls: Option<&TlsOptions>,
+) -> TaskResult<Server> {
     let addr = node.to_string();
-    let failed = |cause| TaskError::redis("connecting", &addr, cause);
-    let info = ConnectionInfo {
-        addr: ConnectionAddr::Tcp(node.host.clone(), node.port),
-        redis: RedisConnectionInfo {
-            db: i64::from(db),
-            username: auth.and_then(|a| a.username.clone()),
-            password: auth.map(|a| a.password.clone()),
-            ..RedisConnectionInfo::default()
-        },
+    let info = RedisConnectionInfo {
+        db: i64::from(db),
+        username: auth.and_then(|a| a.username.clone()),
+        password: auth.map(|a| a.password.clone()),
+        ..RedisConnectionInfo::default()
     };
-    let client = redis::Client::open(info).map_err(failed)?;
-    let conn = tokio::time::timeout(
-        Duration::from_secs(10),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .map_err(|_| failed(io::Error::from(io::ErrorKind::TimedOut).into()))?
-    .map_err(failed)?;
+    let opened = async {
+        let tcp = TcpStream::connect((node.host.as_str(), node.port))
+            .await
+            .map_err(|cause| TaskError::Connect {
+                server: addr.clone(),
+                cause,
+            })?;
+        let _ = tcp.set_nodelay(true);
+        let conn = match tls {
+            None => start(&info, tcp).await,
+            Some(options) => {
+                let stream = crate::tls::connect_backend(tcp, &node.host, options)
+                    .await
+                    .map_err(|cause| TaskError::Tls {
+                        server: addr.clone(),
+                        cause,
+                    })?;
+                start(&info, stream).await
+            }
+        };
+        conn.map_err(|cause| TaskError::redis("connecting", &addr, cause))
+    };
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, opened)
+        .await
+        .map_err(|_| TaskError::Connect {
+            server: addr.clone(),
+            cause: io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection within {CONNECT_TIMEOUT:?}"),
+            ),
+        })??;
     Ok(Server { addr, conn })
+}
+
+/// Authenticates on an open stream and runs its reader in a task of its own, which ends with the last clone
+/// of the connection.
+async fn start<S>(
+    info: &RedisConnectionInfo,
+    stream: S,
+) -> redis::RedisResult<MultiplexedConnection>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (conn, driver) = MultiplexedConnection::new(info, stream).await?;
+    tokio::spawn(driver);
+    Ok(conn)
 }
 
 impl Resource {
@@ -62,27 +106,26 @@ impl Resource {
     pub(crate) async fn connect(url: &str) -> TaskResult<Resource> {
         let parsed = ResourceUrl::parse(url)
             .map_err(|e| TaskError::Unusable(format!("bad resource URL: {e}")))?;
-        if parsed.tls.is_some() {
-            return Err(TaskError::Unusable(
-                "TLS resources (rediss://) are not supported".to_string(),
-            ));
-        }
         let auth = parsed.auth.as_ref();
+        let tls = parsed.tls.as_ref();
         match &parsed.kind {
             ResourceKind::Standalone { node, db } => {
-                Ok(Resource::Server(connect(node, auth, *db).await?))
+                Ok(Resource::Server(connect(node, auth, *db, tls).await?))
             }
             ResourceKind::Sentinel {
                 sentinels,
                 master_name,
                 db,
                 sentinel_auth,
+                sentinel_tls,
                 ..
             } => {
                 let mut last = TaskError::Unusable("no sentinel given".to_string());
                 for sentinel in sentinels {
                     let found = async {
-                        let mut server = connect(sentinel, sentinel_auth.as_ref(), 0).await?;
+                        let mut server =
+                            connect(sentinel, sentinel_auth.as_ref(), 0, sentinel_tls.as_ref())
+                                .await?;
                         let (host, port): (String, u16) = redis::cmd("SENTINEL")
                             .arg("get-master-addr-by-name")
                             .arg(master_name)
@@ -95,7 +138,7 @@ impl Resource {
                                     e,
                                 )
                             })?;
-                        connect(&Node { host, port }, auth, *db).await
+                        connect(&Node { host, port }, auth, *db, tls).await
                     };
                     match found.await {
                         Ok(server) => return Ok(Resource::Server(server)),
@@ -107,7 +150,7 @@ impl Resource {
             ResourceKind::Cluster { seeds, .. } => {
                 let mut last = TaskError::Unusable("no seed given".to_string());
                 for seed in seeds {
-                    match Resource::cluster(seed, auth).await {
+                    match Resource::cluster(seed, auth, tls).await {
                         Ok(cluster) => return Ok(cluster),
                         Err(e) => last = e,
                     }
@@ -118,8 +161,12 @@ impl Resource {
     }
 
     /// The cluster's masters and slot map, as `seed` sees them.
-    async fn cluster(seed: &Node, auth: Option<&Credentials>) -> TaskResult<Resource> {
-        let mut server = connect(seed, auth, 0).await?;
+    async fn cluster(
+        seed: &Node,
+        auth: Option<&Credentials>,
+        tls: Option<&TlsOptions>,
+    ) -> TaskResult<Resource> {
+        let mut server = connect(seed, auth, 0, tls).await?;
         let addr = server.addr.clone();
         let failed = |cause| TaskError::redis("CLUSTER SLOTS", &addr, cause);
         let unexpected = |problem: String| TaskError::unexpected(&addr, problem);
@@ -155,7 +202,7 @@ impl Resource {
             let index = match by_addr.get(&node.to_string()) {
                 Some(&index) => index,
                 None => {
-                    masters.push(connect(&node, auth, 0).await?);
+                    masters.push(connect(&node, auth, 0, tls).await?);
                     by_addr.insert(node.to_string(), masters.len() - 1);
                     masters.len() - 1
                 }

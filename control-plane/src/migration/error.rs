@@ -6,6 +6,7 @@
 use redis::RedisError;
 
 use crate::db::DbError;
+use crate::tls::TlsError;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TaskError {
@@ -19,6 +20,20 @@ pub(crate) enum TaskError {
         server: String,
         #[source]
         cause: RedisError,
+    },
+    /// No TCP connection to the server (refused, unreachable, timed out).
+    #[error("{server}: connecting: {cause}")]
+    Connect {
+        server: String,
+        #[source]
+        cause: std::io::Error,
+    },
+    /// The TLS session with the server failed, or the resource's TLS options are unusable.
+    #[error("{server}: {cause}")]
+    Tls {
+        server: String,
+        #[source]
+        cause: TlsError,
     },
     /// A server answered, but not as a healthy deployment does.
     #[error("{server}: {problem}")]

@@ -20,8 +20,12 @@
 use std::fmt;
 
 mod tls;
+#[cfg(feature = "rustls")]
+mod verify;
 
 pub use tls::{TlsOptions, TlsVerify};
+#[cfg(feature = "rustls")]
+pub use verify::verifier;
 
 /// A parsed resource URL.
 #[derive(Clone, PartialEq, Eq, Hash)]

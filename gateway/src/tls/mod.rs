@@ -9,7 +9,6 @@
 
 mod expiry;
 mod stream;
-mod verify;
 
 use std::collections::HashMap;
 use std::io;
@@ -23,7 +22,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
-use switchyard_schemas::resource::{TlsOptions, TlsVerify};
+use switchyard_schemas::resource::{TlsOptions, verifier};
 use tokio::net::TcpStream;
 
 pub(crate) use expiry::{Role, certificates};
@@ -203,18 +202,12 @@ fn client_config(options: &TlsOptions) -> Result<ClientConfig, String> {
         Some(file) => Arc::new(load_roots(Path::new(file), Role::BackendCa)?),
         None => system_roots()?,
     };
+    let verifier = verifier(options.verify, roots, provider()).map_err(|e| e.to_string())?;
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
-    let builder = match options.verify {
-        TlsVerify::Full => builder.with_root_certificates(roots),
-        TlsVerify::Ca => builder
-            .dangerous()
-            .with_custom_certificate_verifier(verify::ChainOnly::new(roots, provider())?),
-        TlsVerify::None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verify::Nothing(provider()))),
-    };
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
     match &options.client_cert {
         None => Ok(builder.with_no_client_auth()),
         Some((cert, key)) => {

@@ -20,7 +20,7 @@ use crate::metrics::{Closed, Held};
 use crate::net::Stream;
 use crate::reply::ReplyQueue;
 use crate::resp::{Protocol, Request, RequestDecoder};
-use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
+use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Snapshot, Tenant};
 use crate::worker::Worker;
 use auth::tenant_place;
 use output::{Output, Socket, poll_socket};
@@ -159,11 +159,19 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         _ => Stream::Plain(tcp),
     };
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
-    let open_tenant = gateway.snapshot().open_tenant().cloned();
-    let open_place = open_tenant.as_deref().map(tenant_place);
+    // The tenant the connection has before any AUTH: its client certificate's, else the open tenant.
+    let snapshot = gateway.snapshot();
+    let preset = match certified(&stream, &snapshot) {
+        Some((tenant, digest)) => Some((Arc::clone(tenant), Some(digest))),
+        None => snapshot
+            .open_tenant()
+            .map(|tenant| (Arc::clone(tenant), None)),
+    };
+    drop(snapshot);
+    let open_place = preset.as_ref().map(|(tenant, _)| tenant_place(tenant));
     let admitted = match open_place {
-        Some(None) => None, // the open tenant's max_connections are taken
-        _ => gateway.admission.admit(open_tenant.is_some()),
+        Some(None) => None, // the tenant's max_connections are taken
+        _ => gateway.admission.admit(preset.is_some()),
     };
     let Some(ticket) = admitted else {
         metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
@@ -202,12 +210,22 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         input_shown: false,
         monitor: None,
     };
-    if let (Some(tenant), Some(Some(place))) = (open_tenant, open_place) {
-        session.enter_tenant(tenant, None, place);
+    if let (Some((tenant, credential)), Some(Some(place))) = (preset, open_place) {
+        session.enter_tenant(tenant, credential, place);
     }
     if let Err(e) = session.run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
     }
+}
+
+/// The tenant a TLS client's certificate authenticates (see `switchyard_schemas::ClientCertificate`), with the
+/// credential's digest.
+fn certified<'a>(stream: &Stream, snapshot: &'a Snapshot) -> Option<(&'a Arc<Tenant>, String)> {
+    let Stream::Tls(tls) = stream else {
+        return None;
+    };
+    let leaf = tls.peer_leaf()?;
+    snapshot.authenticate_certificate(switchyard_schemas::x509::subject_public_key_info(&leaf)?)
 }
 
 impl Drop for Session {

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{RouteTable, TenantLimits};
+use crate::{ClientCertificate, RouteTable, TenantLimits};
 
 /// Every error: a stable machine-readable `error` code, a sentence for people, and per-field details.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -73,7 +73,8 @@ pub struct TenantList {
     pub tenants: Vec<Tenant>,
 }
 
-/// `POST /v1/tenants/{tenant}/credentials`: without `password` the control plane issues a random secret.
+/// `POST /v1/tenants/{tenant}/credentials`: without `password` or `client_certificate` the control plane issues
+/// a random secret.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialCreate {
@@ -82,14 +83,20 @@ pub struct CredentialCreate {
     /// An existing password to import (at least 16 characters), so clients of an old proxy keep working.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// A client certificate (by its public key) that authenticates clients over mutual TLS, without AUTH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<ClientCertificate>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Credential {
     pub id: i64,
     pub description: String,
-    /// Whether the secret was imported rather than issued by the control plane.
+    /// Whether the secret was imported rather than issued by the control plane (a client certificate is).
     pub imported: bool,
+    /// For a client certificate credential: which certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<ClientCertificate>,
     pub created_at: String,
     pub revoked_at: Option<String>,
 }

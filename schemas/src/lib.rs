@@ -19,7 +19,7 @@ pub mod snapshot;
 pub mod validate;
 pub mod x509;
 
-pub use credential::credential_digest;
+pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 
 pub use resource::{Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError};
 pub use route::{

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::RouteTable;
+use crate::{ClientCertificate, RouteTable};
 
 /// `routes.json`: what a gateway started with `--routes` serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -21,14 +21,36 @@ pub struct RoutesFile {
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub name: String,
-    /// Any of these authenticates a client as this tenant. Empty: clients need no AUTH (one tenant at most).
+    /// Any of these authenticates a client as this tenant. Empty, and no `client_certificates`: clients need
+    /// no AUTH (one tenant at most).
     pub passwords: Vec<String>,
+    /// Client certificates (by public key) that authenticate a client over mutual TLS without AUTH.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_certificates: Vec<ClientCertificate>,
     pub route: RouteTable,
     #[serde(default)]
     pub limits: TenantLimits,
     /// Lets the tenant run dangerous admin commands (FLUSHALL, CONFIG SET, KEYS, ...).
     #[serde(default)]
     pub allow_admin: bool,
+}
+
+impl TenantConfig {
+    /// Whether clients reach this tenant without any credential.
+    pub fn is_open(&self) -> bool {
+        self.passwords.is_empty() && self.client_certificates.is_empty()
+    }
+
+    /// The digests of every credential the tenant has: its passwords and its client certificates (invalid ones
+    /// are left out; validation reports them).
+    pub fn digests(&self) -> Vec<String> {
+        let passwords = self.passwords.iter().map(|p| crate::credential_digest(p));
+        let certificates = self
+            .client_certificates
+            .iter()
+            .filter_map(|c| c.digest().ok());
+        passwords.chain(certificates).collect()
+    }
 }
 
 /// Per-tenant limits, enforced by each gateway on its own.

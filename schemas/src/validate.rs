@@ -383,6 +383,7 @@ impl RoutesFile {
         }
         let mut names = HashSet::new();
         let mut passwords: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut pins: BTreeMap<String, &str> = BTreeMap::new();
         let mut open_tenant: Option<&str> = None;
         for (i, tenant) in self.tenants.iter().enumerate() {
             let path = format!("/tenants/{i}");
@@ -405,7 +406,7 @@ impl RoutesFile {
             checker
                 .errors
                 .extend(tenant.limits.problems(&format!("{path}/limits")));
-            if tenant.passwords.is_empty()
+            if tenant.is_open()
                 && let Some(other) = open_tenant.replace(&tenant.name)
             {
                 checker.fail(
@@ -429,6 +430,20 @@ impl RoutesFile {
                         &password_path,
                         format!("the same password is also given to tenant '{other}'"),
                     );
+                }
+            }
+            for (j, certificate) in tenant.client_certificates.iter().enumerate() {
+                let pin_path = format!("{path}/client_certificates/{j}/spki_sha256");
+                match certificate.digest() {
+                    Err(problem) => checker.fail(&pin_path, problem),
+                    Ok(digest) => {
+                        if let Some(other) = pins.insert(digest, &tenant.name) {
+                            checker.fail(
+                                &pin_path,
+                                format!("the same certificate also authenticates tenant '{other}'"),
+                            );
+                        }
+                    }
                 }
             }
             checker.route(&format!("{path}/route"), &tenant.route);

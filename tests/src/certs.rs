@@ -18,6 +18,8 @@ use crate::process::ScratchDir;
 pub struct CertFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The SHA-256 of the certificate's public key (hex): what names it in a credential.
+    pub spki_sha256: String,
 }
 
 /// How long a certificate is valid, counted from now.
@@ -105,9 +107,15 @@ impl Pki {
         };
         let key = KeyPair::generate().expect("key");
         let cert = params.signed_by(&key, &self.issuer).expect("sign");
+        let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
+        let digest = switchyard_schemas::certificate_digest(&spki);
         let files = CertFiles {
             cert: self.dir.0.join(format!("{file}.pem")),
             key: self.dir.0.join(format!("{file}.key")),
+            spki_sha256: digest
+                .strip_prefix(switchyard_schemas::credential::CERTIFICATE_PREFIX)
+                .unwrap_or(&digest)
+                .to_string(),
         };
         std::fs::write(&files.cert, cert.pem()).expect("write certificate");
         std::fs::write(&files.key, key.serialize_pem()).expect("write key");

@@ -367,3 +367,80 @@ fn certificate_expiry_is_exported_and_warned_about() {
     ));
     assert!(backend > now + 300 * 86_400, "{backend}");
 }
+
+/// A tenant told by its client certificate: over mutual TLS the certificate authenticates the connection, as a
+/// password would, and a client without one (the listener's `optional` mode) still authenticates with AUTH.
+#[test]
+fn a_client_certificate_selects_its_tenant() {
+    let pki = Pki::new("server");
+    let clients = Pki::new("certified");
+    let certified = RedisServer::start();
+    let other = RedisServer::start();
+    let app = clients.issue("app", &["app"], Validity::Current);
+    let unknown = clients.issue("unknown", &["unknown"], Validity::Current);
+    let routes = |pins: Vec<&str>| {
+        let certificates: Vec<Value> = pins.iter().map(|p| json!({"spki_sha256": p})).collect();
+        json!({"tenants": [
+            {"name": "certified", "passwords": [], "client_certificates": certificates,
+             "route": {"type": "single", "target": certified.url()}},
+            tenant("other", PASSWORD, other.url()),
+        ]})
+    };
+    let files = pki.server("gateway", &["127.0.0.1"]);
+    let gateway = Gateway::builder()
+        .tls(&files, Some(&clients.ca_file()))
+        .arg("--tls-auth-clients")
+        .arg("optional")
+        .start(&routes(vec![&app.spki_sha256]));
+    let anonymous = format!("rediss://127.0.0.1:{}", gateway.tls_port());
+
+    let mut con = pki.client(&anonymous, Some(&app)).get_connection().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("mine")
+        .query(&mut con)
+        .unwrap();
+    let stored: String = redis::cmd("GET")
+        .arg("k")
+        .query(&mut certified.client())
+        .unwrap();
+    assert_eq!(stored, "mine");
+    let name: String = redis::cmd("CLIENT").arg("INFO").query(&mut con).unwrap();
+    assert!(name.contains("user=certified"), "{name}");
+
+    // A certificate the CA signed but no tenant names, or none at all: the connection needs AUTH.
+    for certificate in [Some(&unknown), None] {
+        let mut con = pki
+            .client(&anonymous, certificate)
+            .get_connection()
+            .unwrap();
+        let refused: redis::RedisResult<Option<String>> =
+            redis::cmd("GET").arg("k").query(&mut con);
+        assert_eq!(refused.unwrap_err().code(), Some("NOAUTH"));
+        // The pin is public: it is no password.
+        let pin: redis::RedisResult<()> = redis::cmd("AUTH").arg(&app.spki_sha256).query(&mut con);
+        assert_eq!(pin.unwrap_err().code(), Some("WRONGPASS"));
+        let _: () = redis::cmd("AUTH").arg(PASSWORD).query(&mut con).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("theirs")
+            .query(&mut con)
+            .unwrap();
+    }
+    let theirs: String = redis::cmd("GET")
+        .arg("k")
+        .query(&mut other.client())
+        .unwrap();
+    assert_eq!(theirs, "theirs");
+
+    // Revoked (the certificate leaves the tenant): its connection is closed, as a revoked password's is.
+    gateway.reload(&routes(vec![&unknown.spki_sha256]));
+    wait_for(
+        "the revoked certificate's connection to close",
+        Duration::from_secs(10),
+        || redis::cmd("PING").query::<String>(&mut con).is_err(),
+    );
+    let mut again = pki.client(&anonymous, Some(&app)).get_connection().unwrap();
+    let refused: redis::RedisResult<String> = redis::cmd("PING").query(&mut again);
+    assert_eq!(refused.unwrap_err().code(), Some("NOAUTH"));
+}

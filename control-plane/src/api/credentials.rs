@@ -82,24 +82,39 @@ async fn create(
     ApiPath(tenant): ApiPath<String>,
     JsonBody(request): JsonBody<CredentialCreate>,
 ) -> ApiResult<(StatusCode, Json<CredentialIssued>)> {
-    let (secret, imported) = match request.password {
-        Some(password) if password.chars().count() < MIN_IMPORTED_LEN => {
+    let (digest, secret) = match (request.password, request.client_certificate) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "/client_certificate",
+                "give a password or a client certificate, not both",
+            ));
+        }
+        (Some(password), None) if password.chars().count() < MIN_IMPORTED_LEN => {
             return Err(ApiError::invalid(
                 "/password",
                 format!("an imported password must be at least {MIN_IMPORTED_LEN} characters"),
             ));
         }
-        Some(password) => (password, true),
-        None => (issue_secret()?, false),
+        (Some(password), None) => (credential_digest(&password), None),
+        (None, Some(certificate)) => {
+            let digest = certificate
+                .digest()
+                .map_err(|problem| ApiError::invalid("/client_certificate/spki_sha256", problem))?;
+            (digest, None)
+        }
+        (None, None) => {
+            let secret = issue_secret()?;
+            (credential_digest(&secret), Some(secret))
+        }
     };
     let mut change = Change::begin(&state.pool).await?;
     let row = lookup::tenant(change.conn(), &tenant).await?;
     let credential: Credential = db::credentials::insert(
         change.conn(),
         row.id,
-        &credential_digest(&secret),
+        &digest,
         &request.description,
-        imported,
+        secret.is_none(),
     )
     .await?
     .into();
@@ -111,10 +126,7 @@ async fn create(
         Some(&credential),
     );
     state.commit(change, &actor, record).await?;
-    let issued = CredentialIssued {
-        credential,
-        secret: (!imported).then_some(secret),
-    };
+    let issued = CredentialIssued { credential, secret };
     Ok((StatusCode::CREATED, Json(issued)))
 }
 

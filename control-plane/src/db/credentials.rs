@@ -2,12 +2,15 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
+use switchyard_schemas::ClientCertificate;
 use switchyard_schemas::api::Credential;
+use switchyard_schemas::credential::CERTIFICATE_PREFIX;
 
 use crate::db::{DbResult, WithOperation, timestamp};
 
 pub(crate) struct CredentialRow {
     pub(crate) id: i64,
+    pub(crate) digest: String,
     pub(crate) description: String,
     pub(crate) imported: bool,
     pub(crate) created_at: DateTime<Utc>,
@@ -20,6 +23,11 @@ impl From<CredentialRow> for Credential {
             id: row.id,
             description: row.description,
             imported: row.imported,
+            client_certificate: row.digest.strip_prefix(CERTIFICATE_PREFIX).map(|pin| {
+                ClientCertificate {
+                    spki_sha256: pin.to_string(),
+                }
+            }),
             created_at: timestamp(row.created_at),
             revoked_at: row.revoked_at.map(timestamp),
         }
@@ -36,7 +44,7 @@ pub(crate) async fn insert(
     sqlx::query_as!(
         CredentialRow,
         "INSERT INTO credentials (tenant_id, digest, description, imported) VALUES ($1, $2, $3, $4)
-         RETURNING id, description, imported, created_at, revoked_at",
+         RETURNING id, digest, description, imported, created_at, revoked_at",
         tenant_id,
         digest,
         description,
@@ -50,7 +58,7 @@ pub(crate) async fn insert(
 pub(crate) async fn list(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<Vec<CredentialRow>> {
     sqlx::query_as!(
         CredentialRow,
-        "SELECT id, description, imported, created_at, revoked_at FROM credentials
+        "SELECT id, digest, description, imported, created_at, revoked_at FROM credentials
          WHERE tenant_id = $1 ORDER BY id",
         tenant_id,
     )
@@ -69,7 +77,7 @@ pub(crate) async fn revoke(
         CredentialRow,
         "UPDATE credentials SET revoked_at = now()
          WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL
-         RETURNING id, description, imported, created_at, revoked_at",
+         RETURNING id, digest, description, imported, created_at, revoked_at",
         id,
         tenant_id,
     )

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use switchyard_schemas::{
-    RouteTable, RoutesFile, TenantLimits, ValidationErrors, credential_digest,
+    RouteTable, RoutesFile, TenantLimits, ValidationErrors, certificate_digest, credential_digest,
 };
 
 use crate::metrics::TenantMetrics;
@@ -123,11 +123,7 @@ impl Snapshot {
             name: &tenant.name,
             allow_admin: tenant.allow_admin,
             limits: &tenant.limits,
-            digests: tenant
-                .passwords
-                .iter()
-                .map(|p| credential_digest(p))
-                .collect(),
+            digests: tenant.digests(),
             route: &tenant.route,
         });
         let snapshot = Snapshot::build(
@@ -141,7 +137,7 @@ impl Snapshot {
         if let Some(open) = snapshot.open_tenant() {
             tracing::warn!(
                 tenant = %open.name,
-                "tenant '{}' has no passwords: every client that does not AUTH is served as it",
+                "tenant '{}' has no passwords nor client certificates: every client that does not AUTH is served as it",
                 open.name
             );
         }
@@ -270,22 +266,33 @@ impl Snapshot {
     ) -> Option<(&Arc<Tenant>, String)> {
         let password = std::str::from_utf8(password).ok()?;
         let digest = credential_digest(password);
-        let candidates = self.by_digest.get(&digest_prefix(&digest))?;
-        let (_, index) = candidates
-            .iter()
-            .find(|(known, _)| constant_time_eq(known.as_bytes(), digest.as_bytes()))?;
-        let found = self.tenants.get(*index)?;
+        let found = self.by_digest(&digest)?;
         match tenant {
             Some(name) if name != found.name.as_bytes() => None,
             _ => Some((found, digest)),
         }
     }
+
+    /// The tenant a client certificate selects (by its `subjectPublicKeyInfo`), and its digest.
+    pub(crate) fn authenticate_certificate(&self, spki: &[u8]) -> Option<(&Arc<Tenant>, String)> {
+        let digest = certificate_digest(spki);
+        Some((self.by_digest(&digest)?, digest))
+    }
+
+    fn by_digest(&self, digest: &str) -> Option<&Arc<Tenant>> {
+        let candidates = self.by_digest.get(&digest_prefix(digest))?;
+        let (_, index) = candidates
+            .iter()
+            .find(|(known, _)| constant_time_eq(known.as_bytes(), digest.as_bytes()))?;
+        self.tenants.get(*index)
+    }
 }
 
-/// The map key of a digest: its first 16 hex digits (a digest that is not hex gets key 0 and still works).
+/// The map key of a digest: the first 16 hex digits of its hash (after a certificate's prefix; a digest that
+/// is not hex gets key 0 and still works).
 fn digest_prefix(digest: &str) -> u64 {
-    digest
-        .get(..16)
+    let hash = digest.rsplit(':').next().unwrap_or(digest);
+    hash.get(..16)
         .and_then(|hex| u64::from_str_radix(hex, 16).ok())
         .unwrap_or(0)
 }

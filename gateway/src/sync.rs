@@ -34,10 +34,14 @@ enum Poll {
 
 impl Sync {
     pub(crate) fn new(config: ControlPlaneConfig) -> anyhow::Result<Sync> {
-        let mut client = reqwest::Client::builder().connect_timeout(Duration::from_secs(2));
+        let mut client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .tls_info(true);
         if let Some(ca) = &config.ca_file {
             client = client.tls_built_in_root_certs(false);
-            for certificate in control_plane_cas(ca)? {
+            let cas = crate::tls::control_plane_cas(ca)
+                .map_err(|e| anyhow::anyhow!("the control plane's CA file: {e}"))?;
+            for certificate in cas {
                 client = client.add_root_certificate(certificate);
             }
         }
@@ -131,6 +135,7 @@ impl Sync {
             .send()
             .await
             .context("GET /v1/snapshot")?;
+        crate::tls::observe_control_plane(&self.config.url, &response);
         match response.status() {
             reqwest::StatusCode::NOT_MODIFIED => Ok(Poll::Unchanged),
             status if status.is_success() => Ok(Poll::Changed(
@@ -197,19 +202,6 @@ impl Sync {
 
 /// The CA certificates of `--control-plane-ca`: a gateway that cannot read them does not start, rather than
 /// run on its cache without ever reaching the control plane.
-fn control_plane_cas(path: &Path) -> anyhow::Result<Vec<reqwest::Certificate>> {
-    let pem = std::fs::read(path)
-        .with_context(|| format!("cannot read the control plane's CA file {}", path.display()))?;
-    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
-        .with_context(|| format!("the control plane's CA file {} is not PEM", path.display()))?;
-    anyhow::ensure!(
-        !certificates.is_empty(),
-        "the control plane's CA file {} holds no certificate",
-        path.display()
-    );
-    Ok(certificates)
-}
-
 fn revision_of(body: &[u8]) -> Option<i64> {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()?

@@ -228,6 +228,13 @@ async fn gateway_follows_an_https_control_plane_and_keeps_serving_on_a_wrong_ca(
         .query_async(&mut client)
         .await
         .expect("SET through the gateway");
+    // The control plane's certificate and the CA it trusts for it show among the gateway's certificates.
+    let (_, metrics) = gateway.admin_get("/metrics");
+    for role in ["control_plane", "control_plane_ca"] {
+        let series =
+            format!("switchyard_tls_certificate_expiry_timestamp_seconds{{role=\"{role}\"");
+        assert!(metrics.contains(&series), "no {role} in {metrics}");
+    }
     drop(gateway);
 
     // The system's store (here SSL_CERT_FILE) is the default.

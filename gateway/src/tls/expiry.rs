@@ -24,6 +24,10 @@ pub(crate) enum Role {
     BackendCa,
     /// The gateway's client certificate to a resource's nodes (`tlsCertFile`).
     BackendClient,
+    /// The certificate an `https` control plane presented.
+    ControlPlane,
+    /// A CA trusted for the control plane (`--control-plane-ca`).
+    ControlPlaneCa,
 }
 
 impl Role {
@@ -34,6 +38,8 @@ impl Role {
             Role::Backend => "backend",
             Role::BackendCa => "backend_ca",
             Role::BackendClient => "backend_client",
+            Role::ControlPlane => "control_plane",
+            Role::ControlPlaneCa => "control_plane_ca",
         }
     }
 }

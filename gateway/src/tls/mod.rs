@@ -173,6 +173,27 @@ impl BackendTls {
     }
 }
 
+/// The CAs the gateway trusts for an `https` control plane (`--control-plane-ca`, PEM), as reqwest takes them.
+pub(crate) fn control_plane_cas(file: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+    load_certs(file, Role::ControlPlaneCa)?
+        .iter()
+        .map(|der| {
+            reqwest::Certificate::from_der(der).map_err(|e| format!("{}: {e}", file.display()))
+        })
+        .collect()
+}
+
+/// Records the certificate an `https` control plane presented with `response`.
+pub(crate) fn observe_control_plane(url: &str, response: &reqwest::Response) {
+    let presented = response
+        .extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .and_then(|info| info.peer_certificate());
+    if let Some(der) = presented {
+        certificates().observe(Role::ControlPlane, url, [der]);
+    }
+}
+
 /// Reads every TLS file again: the listener's (when there is one) and every backend configuration in use.
 /// Returns what failed; what failed keeps its previous configuration.
 pub(crate) fn reload(listener: Option<&ListenerTls>) -> Vec<String> {
@@ -313,6 +334,12 @@ fn describe_error(error: &rustls::Error, handshaking: bool) -> String {
         }
         Error::InvalidCertificate(Cert::NotValidYet | Cert::NotValidYetContext { .. }) => {
             "certificate not valid yet".to_string()
+        }
+        Error::InvalidCertificate(Cert::Other(other))
+            if format!("{other:?}").contains("UnsupportedCertVersion") =>
+        {
+            "the certificate is X.509 v1; only v3 certificates (with extensions) are accepted"
+                .to_string()
         }
         Error::AlertReceived(alert) => format!("the peer refused: {alert:?}"),
         Error::NoCertificatesPresented => "no client certificate presented".to_string(),

@@ -20,9 +20,9 @@ use crate::metrics::{Closed, Held};
 use crate::net::Stream;
 use crate::reply::ReplyQueue;
 use crate::resp::{Protocol, Request, RequestDecoder};
-use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Snapshot, Tenant};
+use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
-use auth::tenant_place;
+use auth::{certified, tenant_place};
 use output::{Output, Socket, poll_socket};
 
 mod auth;
@@ -146,16 +146,26 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     let (Ok(addr), Ok(local_addr)) = (tcp.peer_addr(), tcp.local_addr()) else {
         return;
     };
+    // A TLS handshake holds a place of a connection that has not authenticated: slow handshakes are capped and
+    // timed out like connections that never AUTH.
+    let mut handshaking = None;
     let stream = match (tls, &gateway.listener_tls) {
-        (true, Some(listener)) => match listener.accept(tcp, gateway.config.auth_timeout).await {
-            Ok(tls) => Stream::Tls(Box::new(tls)),
-            Err(e) => {
-                metrics
-                    .tls_handshake_failures
-                    .fetch_add(1, Ordering::Relaxed);
-                return tracing::debug!(client = %addr, "{e}");
+        (true, Some(listener)) => {
+            let Some(ticket) = gateway.admission.admit(false) else {
+                metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            handshaking = Some(ticket);
+            match listener.accept(tcp, gateway.config.auth_timeout).await {
+                Ok(tls) => Stream::Tls(Box::new(tls)),
+                Err(e) => {
+                    metrics
+                        .tls_handshake_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    return tracing::debug!(client = %addr, "{e}");
+                }
             }
-        },
+        }
         _ => Stream::Plain(tcp),
     };
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
@@ -169,9 +179,10 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     };
     drop(snapshot);
     let open_place = preset.as_ref().map(|(tenant, _)| tenant_place(tenant));
-    let admitted = match open_place {
-        Some(None) => None, // the tenant's max_connections are taken
-        _ => gateway.admission.admit(preset.is_some()),
+    let admitted = match (&open_place, handshaking) {
+        (Some(None), _) => None, // the tenant's max_connections are taken
+        (_, None) => gateway.admission.admit(preset.is_some()),
+        (_, Some(mut ticket)) => (preset.is_none() || ticket.authenticate()).then_some(ticket),
     };
     let Some(ticket) = admitted else {
         metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
@@ -216,16 +227,6 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     if let Err(e) = session.run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
     }
-}
-
-/// The tenant a TLS client's certificate authenticates (see `switchyard_schemas::ClientCertificate`), with the
-/// credential's digest.
-fn certified<'a>(stream: &Stream, snapshot: &'a Snapshot) -> Option<(&'a Arc<Tenant>, String)> {
-    let Stream::Tls(tls) = stream else {
-        return None;
-    };
-    let leaf = tls.peer_leaf()?;
-    snapshot.authenticate_certificate(switchyard_schemas::x509::subject_public_key_info(&leaf)?)
 }
 
 impl Drop for Session {

@@ -444,3 +444,44 @@ fn a_client_certificate_selects_its_tenant() {
     let refused: redis::RedisResult<String> = redis::cmd("PING").query(&mut again);
     assert_eq!(refused.unwrap_err().code(), Some("NOAUTH"));
 }
+
+/// A client that opens a TLS connection and never finishes the handshake holds a place of a connection that has
+/// not authenticated, for the AUTH timeout at most: stalled handshakes cannot pile up.
+#[test]
+fn stalled_handshakes_are_capped_and_timed_out() {
+    let pki = Pki::new("stalled");
+    let redis = RedisServer::start();
+    let gateway = Gateway::builder()
+        .tls(&pki.server("gateway", &["127.0.0.1"]), None)
+        .arg("--max-unauthenticated-clients")
+        .arg("2")
+        .arg("--auth-timeout-ms")
+        .arg("1000")
+        .start(&json!({"tenants": [tenant("t", PASSWORD, redis.url())]}));
+    let stalled: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", gateway.tls_port())).unwrap())
+        .collect();
+    let client = pki.client(&url(&gateway, PASSWORD), None);
+    wait_for(
+        "the stalled handshakes to take both places",
+        Duration::from_secs(5),
+        || client.get_connection().is_err(),
+    );
+    assert!(gateway.metric("switchyard_client_connections_rejected_total") >= 1);
+    // Past the AUTH timeout they are closed, and their places free.
+    let started = Instant::now();
+    let mut buf = [0u8; 1];
+    for mut socket in stalled {
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(std::io::Read::read(&mut socket, &mut buf).unwrap_or(0), 0);
+    }
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let mut con = client.get_connection().unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    assert_eq!(
+        gateway.metric("switchyard_client_tls_handshake_failures_total"),
+        2
+    );
+}

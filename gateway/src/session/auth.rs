@@ -12,9 +12,10 @@ use super::local::valid_name;
 use super::{MAX_CLIENTS, Session, TenantView, WRONGPASS};
 use crate::backend::{ResourceSpec, Upstream};
 use crate::metrics::Held;
+use crate::net::Stream;
 use crate::reply::DetachedWrites;
 use crate::resp::{self, Protocol};
-use crate::route::{ResolvedRoute, Resolver, Tenant};
+use crate::route::{ResolvedRoute, Resolver, Snapshot, Tenant};
 use crate::worker::Worker;
 
 pub(super) enum AuthOutcome {
@@ -341,4 +342,17 @@ impl Session {
             self.enter_tenant(tenant, credential, place);
         }
     }
+}
+
+/// The tenant a TLS client's certificate authenticates (see `switchyard_schemas::ClientCertificate`), with the
+/// credential's digest.
+pub(super) fn certified<'a>(
+    stream: &Stream,
+    snapshot: &'a Snapshot,
+) -> Option<(&'a Arc<Tenant>, String)> {
+    let Stream::Tls(tls) = stream else {
+        return None;
+    };
+    let leaf = tls.peer_leaf()?;
+    snapshot.authenticate_certificate(switchyard_schemas::x509::subject_public_key_info(&leaf)?)
 }

@@ -61,7 +61,8 @@ async fn tls_clients_reach_tls_redis_through_the_gateway() {
     let client = pki.client(&url(&gateway, PASSWORD), None);
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let _: () = con.set("k", "v").await.unwrap();
-    let big = "x".repeat(1 << 20);
+    // Larger than what the sockets buffer: written over many rounds of the socket taking part of it.
+    let big = "x".repeat(32 << 20);
     let _: () = con.set("big", &big).await.unwrap();
     let mut pipe = redis::pipe();
     for i in 0..1000 {
@@ -484,4 +485,23 @@ fn stalled_handshakes_are_capped_and_timed_out() {
         gateway.metric("switchyard_client_tls_handshake_failures_total"),
         2
     );
+}
+
+/// Without `tlsCaFile`, a resource's nodes are checked against the system's trust store, which `SSL_CERT_FILE`
+/// names here.
+#[tokio::test]
+async fn the_system_trust_store_is_the_default() {
+    let pki = Pki::new("system");
+    let redis = RedisServer::builder().tls(&pki, false).start();
+    let target = format!("rediss://127.0.0.1:{}", redis.tls_port());
+    let gateway = Gateway::builder()
+        .env("SSL_CERT_FILE", &pki.ca_file().display().to_string())
+        .start(&json!({"tenants": [tenant("t", PASSWORD, target)]}));
+    let mut con = gateway.client(Some(PASSWORD)).await;
+    let _: () = con.set("k", "v").await.unwrap();
+    let stored: String = redis::cmd("GET")
+        .arg("k")
+        .query(&mut redis.client())
+        .unwrap();
+    assert_eq!(stored, "v");
 }

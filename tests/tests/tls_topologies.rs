@@ -1,9 +1,9 @@
 //! TLS on every hop with Redis Cluster and Sentinel: a TLS client on the gateway's TLS listener, the gateway to
 //! TLS cluster nodes (`--tls-cluster yes`) and to TLS sentinels and data nodes (`sentinelSSL=true`). Keys on
-//! every slot, multi-key commands, `MOVED` and `ASK` during resharding, transactions, blocking commands and
-//! pub/sub on dedicated connections, a sentinel failover, replica reads, and nodes announced by an address their
-//! certificate does not name. The deployments keep plain ports for the tests' own checks; every test checks that
-//! the gateway reached the nodes on their TLS ports only.
+//! every slot, multi-key commands, `MOVED` and `ASK` during resharding, replica reads, transactions, blocking
+//! commands and pub/sub on dedicated connections, a sentinel failover with replica reads, and nodes announced by
+//! an address their certificate does not name. The deployments keep plain ports for the tests' own checks; every
+//! test checks that the gateway reached the nodes on their TLS ports only.
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,12 @@ fn tls_gateway(pki: &Pki, tenants: &[(&str, Value)]) -> Gateway {
     Gateway::builder()
         .tls(&pki.server("gateway", &["127.0.0.1"]), None)
         .start(&json!({ "tenants": tenants }))
+}
+
+/// A TLS cluster of 3 masters with `replicas` replicas each, whose certificate names 127.0.0.1 and localhost.
+fn tls_cluster(pki: &Pki, replicas: usize) -> RedisCluster {
+    let tls = NodeTls::new(pki, &["localhost", "127.0.0.1"]);
+    RedisCluster::start_tls(3, replicas, Some(PASSWORD), &tls)
 }
 
 /// A client of the gateway's TLS listener, as the tenant of `password`.
@@ -93,12 +99,7 @@ fn error_of(result: redis::RedisResult<Option<String>>, started: Instant) -> Str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_cluster_serves_every_slot_and_follows_moved_and_ask_over_tls() {
     let pki = Pki::new("cluster");
-    let cluster = RedisCluster::start_tls(
-        3,
-        0,
-        Some(PASSWORD),
-        &NodeTls::new(&pki, &["localhost", "127.0.0.1"]),
-    );
+    let cluster = tls_cluster(&pki, 0);
     let gateway = tls_gateway(&pki, &[(PASSWORD, json!(cluster.url()))]);
     let mut client = tls_client(&pki, &gateway, PASSWORD)
         .get_multiplexed_async_connection()
@@ -185,15 +186,63 @@ async fn a_tls_cluster_serves_every_slot_and_follows_moved_and_ask_over_tls() {
     assert_tls_only(&cluster);
 }
 
+/// Replicas are found through `CLUSTER SLOTS` too, which names their TLS ports to the gateway: reads of a
+/// `rediss-cluster-slaves` resource land on the replicas, over TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_reads_from_a_tls_cluster_reach_the_replicas_over_tls() {
+    let pki = Pki::new("replicas");
+    let cluster = tls_cluster(&pki, 1);
+    // Clients learn about a replica once CLUSTER SLOTS lists it (see RedisCluster::replicas_in_slots).
+    wait_for(
+        "CLUSTER SLOTS to list every replica",
+        Duration::from_secs(20),
+        || {
+            cluster
+                .live_ports()
+                .iter()
+                .all(|&port| cluster.replicas_in_slots(port) == 3)
+        },
+    );
+    let route = json!({"read": {"resources": [cluster.slaves_url(false)]},
+                       "write": {"resources": [cluster.url()]}});
+    let gateway = tls_gateway(&pki, &[(PASSWORD, route)]);
+    let mut client = tls_client(&pki, &gateway, PASSWORD)
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = (0..300).map(|i| format!("read:{i}")).collect();
+    for key in &keys {
+        let () = client.set(key, key).await.unwrap();
+    }
+    cluster.wait_in_sync();
+    for key in &keys {
+        let value: String = client.get(key).await.unwrap();
+        assert_eq!(&value, key);
+    }
+    for replica in cluster.replicas() {
+        let mut node = cluster.client(replica.port);
+        assert!(
+            switchyard_tests::command_calls(&mut node, "get") > 0,
+            "no read on replica {}",
+            replica.port
+        );
+        let connections = gateway_connections(&mut node);
+        assert!(!connections.is_empty());
+        for line in connections {
+            assert_eq!(local_port(&line), cluster.tls_port(replica.port), "{line}");
+        }
+    }
+    for master in cluster.masters() {
+        let reads = switchyard_tests::command_calls(&mut cluster.client(master.port), "get");
+        assert_eq!(reads, 0, "a read on master {}", master.port);
+    }
+    assert_tls_only(&cluster);
+}
+
 #[test]
 fn transactions_blocking_commands_and_pub_sub_ride_tls_to_every_cluster_node() {
     let pki = Pki::new("dedicated");
-    let cluster = RedisCluster::start_tls(
-        3,
-        0,
-        Some(PASSWORD),
-        &NodeTls::new(&pki, &["localhost", "127.0.0.1"]),
-    );
+    let cluster = tls_cluster(&pki, 0);
     let gateway = tls_gateway(&pki, &[(PASSWORD, json!(cluster.url()))]);
     let client = tls_client(&pki, &gateway, PASSWORD);
     let mut con = client.get_connection().unwrap();
@@ -301,18 +350,12 @@ async fn a_tls_sentinel_group_fails_over_and_replica_reads_use_tls() {
     for i in 0..50 {
         let () = client.set(format!("k{i}"), i).await.unwrap();
     }
+    group.wait_in_sync();
     let replicas: Vec<u16> = group
         .data_ports()
         .into_iter()
         .filter(|&p| p != old_master)
         .collect();
-    wait_for("replicas to catch up", Duration::from_secs(10), || {
-        replicas.iter().all(|&p| {
-            redis::cmd("DBSIZE")
-                .query::<usize>(&mut group.client(p))
-                .is_ok_and(|n| n == 50)
-        })
-    });
     for i in 0..50 {
         let value: i64 = client.get(format!("k{i}")).await.unwrap();
         assert_eq!(value, i);

@@ -10,7 +10,9 @@
 
 use std::process::Command;
 
-use super::{NodeTls, READY_TIMEOUT, connect, info_field, resource_url, wait_for};
+use super::{
+    NodeTls, READY_TIMEOUT, connect, repl_offset, resource_url, wait_for, wait_replicated,
+};
 use crate::{RedisServer, allocate_port};
 
 /// A node line of `CLUSTER NODES`.
@@ -416,28 +418,14 @@ impl RedisCluster {
             },
         );
         let nodes = self.nodes_seen_by(self.live_ports()[0]);
-        let offset = |port: u16, field: &str| {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut self.client(port))
-                .unwrap_or_default();
-            info_field(&info, field)
-        };
         for master in nodes.iter().filter(|n| n.master && !n.failed) {
-            let written = offset(master.port, "master_repl_offset")
+            let written = repl_offset(&mut self.client(master.port), "master_repl_offset")
                 .unwrap_or_else(|| panic!("no master_repl_offset on {}", master.port));
             for replica in nodes
                 .iter()
                 .filter(|n| !n.failed && n.master_id.as_ref() == Some(&master.id))
             {
-                wait_for(
-                    &format!(
-                        "replica {} to reach offset {written} of master {}",
-                        replica.port, master.port
-                    ),
-                    READY_TIMEOUT,
-                    || offset(replica.port, "slave_repl_offset").is_some_and(|o| o >= written),
-                );
+                wait_replicated(replica.port, written, || self.client(replica.port));
             }
         }
     }

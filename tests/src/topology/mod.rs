@@ -52,11 +52,25 @@ pub async fn wait_for_async(what: &str, timeout: Duration, mut check: impl FnMut
     }
 }
 
-/// A number field (`name:value`) of an `INFO` reply.
-fn info_field(info: &str, name: &str) -> Option<u64> {
+/// A replication offset (`master_repl_offset`, `slave_repl_offset`) from `INFO replication` on `node`.
+fn repl_offset(node: &mut redis::Connection, field: &str) -> Option<u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(node)
+        .unwrap_or_default();
     info.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|value| value.trim().parse().ok())
+}
+
+/// Waits until the replica at `port` (reached through `connect`) has applied its master's writes up to offset
+/// `written`.
+fn wait_replicated(port: u16, written: u64, connect: impl Fn() -> redis::Connection) {
+    wait_for(
+        &format!("replica {port} to reach offset {written}"),
+        READY_TIMEOUT,
+        || repl_offset(&mut connect(), "slave_repl_offset").is_some_and(|o| o >= written),
+    );
 }
 
 /// TLS on every node of a deployment: one certificate, signed by a test's [`Pki`], that every node (data nodes

@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::process::Command;
 
-use super::{NodeTls, READY_TIMEOUT, connect, resource_url, wait_for};
+use super::{
+    NodeTls, READY_TIMEOUT, connect, repl_offset, resource_url, wait_for, wait_replicated,
+};
 use crate::process::{Process, ScratchDir, wait_until_answering};
 use crate::{RedisServer, allocate_port};
 
@@ -279,6 +281,16 @@ impl SentinelGroup {
             .query(&mut self.sentinel_client(self.sentinel_ports()[0]))
             .expect("SENTINEL get-master-addr-by-name");
         addr[1].parse().expect("port")
+    }
+
+    /// Waits until every live replica has applied everything the master had written when this was called.
+    pub fn wait_in_sync(&self) {
+        let master = self.master_port();
+        let written = repl_offset(&mut self.client(master), "master_repl_offset")
+            .expect("the master's offset");
+        for port in self.data_ports().into_iter().filter(|&p| p != master) {
+            wait_replicated(port, written, || self.client(port));
+        }
     }
 
     /// `SENTINEL FAILOVER` on the first sentinel.

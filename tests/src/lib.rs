@@ -26,4 +26,4 @@ pub use postgres::TlsPostgres;
 pub use process::{Gateway, GatewayBuilder, RedisServer, RedisServerBuilder, binary, connect};
 pub use protocol::{PROTOCOLS, assert_speaks, each_protocol, each_protocol_async, null_reply};
 pub use resp::RawClient;
-pub use topology::{ClusterNode, RedisCluster, SentinelGroup, wait_for, wait_for_async};
+pub use topology::{ClusterNode, NodeTls, RedisCluster, SentinelGroup, wait_for, wait_for_async};

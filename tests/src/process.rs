@@ -121,9 +121,9 @@ struct TlsListener {
     args: Vec<String>,
 }
 
-/// `redis-server`'s TLS settings for a certificate `files` signed by `pki`'s CA, which it also trusts for
-/// client certificates (required only when `auth_clients`).
-pub(crate) fn redis_tls_args(pki: &Pki, files: &CertFiles, auth_clients: bool) -> Vec<String> {
+/// `redis-server`'s TLS settings for a certificate `files`, trusting the CA in `ca` (a PEM file) for client
+/// certificates (required only when `auth_clients`) and for the nodes it connects to.
+pub(crate) fn redis_tls_args(ca: &Path, files: &CertFiles, auth_clients: bool) -> Vec<String> {
     let path = |p: &Path| p.to_string_lossy().into_owned();
     vec![
         "--tls-cert-file".into(),
@@ -131,7 +131,7 @@ pub(crate) fn redis_tls_args(pki: &Pki, files: &CertFiles, auth_clients: bool) -
         "--tls-key-file".into(),
         path(&files.key),
         "--tls-ca-cert-file".into(),
-        path(&pki.ca_file()),
+        path(ca),
         "--tls-auth-clients".into(),
         if auth_clients { "yes" } else { "no" }.into(),
     ]
@@ -163,7 +163,7 @@ impl RedisServerBuilder {
     /// A TLS port with the certificate `files` (signed by `pki`, or not).
     pub fn tls_with(mut self, pki: &Pki, files: &CertFiles, auth_clients: bool) -> Self {
         let port = allocate_port();
-        let mut args = redis_tls_args(pki, files, auth_clients);
+        let mut args = redis_tls_args(&pki.ca_file(), files, auth_clients);
         args.extend(["--tls-port".to_string(), port.to_string()]);
         self.tls = Some(TlsListener { port, args });
         self

@@ -376,29 +376,7 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
     let masters = cluster.masters();
     let (from, to) = (masters[0].clone(), masters[1].clone());
     let started = Instant::now();
-    let reshard = {
-        let args: Vec<String> = [
-            "--cluster",
-            "reshard",
-            &format!("127.0.0.1:{}", from.port),
-            "--cluster-from",
-            &from.id,
-            "--cluster-to",
-            &to.id,
-            "--cluster-slots",
-            "1500",
-            "--cluster-yes",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        cluster.redis_cli(&args)
-    };
-    assert!(
-        reshard.status.success(),
-        "reshard failed: {}",
-        String::from_utf8_lossy(&reshard.stdout)
-    );
+    cluster.reshard(&from, &to, 1500);
     let resharding = started.elapsed();
     // And every client served by the new slot owners for a while after it.
     rounds_by_every_client(&rounds, 20).await;
@@ -546,44 +524,6 @@ fn a_redirect_loop_ends_in_a_clear_error_and_raw_redirects_never_reach_the_clien
     }
 }
 
-/// `CLUSTER SETSLOT slot <how...>` on the node at `port`.
-fn set_slot(cluster: &RedisCluster, port: u16, slot: usize, how: &[&str]) {
-    let () = redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg(how)
-        .query(&mut cluster.client(port))
-        .unwrap();
-}
-
-/// Moves `keys` (all in one slot) from the master at `from` to `to` with MIGRATE.
-fn migrate(cluster: &RedisCluster, from: u16, to: u16, keys: &[&str]) {
-    let () = redis::cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(to)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("AUTH")
-        .arg(PASSWORD)
-        .arg("KEYS")
-        .arg(keys)
-        .query(&mut cluster.client(from))
-        .unwrap();
-}
-
-fn errorstat(cluster: &RedisCluster, port: u16, error: &str) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("errorstats")
-        .query(&mut cluster.client(port))
-        .unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("errorstat_{error}:count=")))
-        .and_then(|count| count.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// A split command's sub-commands for one master travel as one run, and so do pipelined commands for one master;
 /// when the master refuses some of them (a slot moved behind the gateway's back, a slot being migrated), each
 /// refused one follows its own redirect, and the client gets its replies as if nothing had happened.
@@ -615,15 +555,15 @@ async fn a_split_command_follows_moved_and_ask_speaking(protocol: u8) {
     let masters = cluster.masters();
     let id = |port: u16| masters.iter().find(|m| m.port == port).unwrap().id.clone();
     let b = masters.iter().find(|m| m.port != a).unwrap().port;
-    set_slot(&cluster, b, slot(moved), &["IMPORTING", &id(a)]);
-    set_slot(&cluster, a, slot(moved), &["MIGRATING", &id(b)]);
-    migrate(&cluster, a, b, &[moved]);
+    cluster.set_slot(b, slot(moved), &["IMPORTING", &id(a)]);
+    cluster.set_slot(a, slot(moved), &["MIGRATING", &id(b)]);
+    cluster.migrate(a, b, &[moved]);
     for master in &masters {
-        set_slot(&cluster, master.port, slot(moved), &["NODE", &id(b)]);
+        cluster.set_slot(master.port, slot(moved), &["NODE", &id(b)]);
     }
-    set_slot(&cluster, b, slot(asked), &["IMPORTING", &id(a)]);
-    set_slot(&cluster, a, slot(asked), &["MIGRATING", &id(b)]);
-    migrate(&cluster, a, b, &[asked]);
+    cluster.set_slot(b, slot(asked), &["IMPORTING", &id(a)]);
+    cluster.set_slot(a, slot(asked), &["MIGRATING", &id(b)]);
+    cluster.migrate(a, b, &[asked]);
 
     // A script follows MOVED and ASK too, between the AUTHs that make it run as the script user (with ASKING
     // after the first of them): pipelined with GETs, every reply in order.
@@ -687,8 +627,8 @@ async fn a_split_command_follows_moved_and_ask_speaking(protocol: u8) {
         .unwrap();
     let expected: Vec<Option<String>> = keys.iter().map(|k| Some(format!("v-{k}"))).collect();
     assert_eq!(values, expected, "MGET through an ASK");
-    assert!(errorstat(&cluster, a, "MOVED") > 0, "A answered MOVED");
-    assert!(errorstat(&cluster, a, "ASK") > 0, "A answered ASK");
+    assert!(cluster.errorstat(a, "MOVED") > 0, "A answered MOVED");
+    assert!(cluster.errorstat(a, "ASK") > 0, "A answered ASK");
 
     // A write to the migrating slot lands on B (ASK), the others where they were; every key is then counted once
     // and deleted once.

@@ -31,6 +31,8 @@ TARGET_VS_DIRECT = {"set": 0.90, "get": 0.90, "mset30": 0.80, "mget30": 0.80, "g
 # What issue 2 measured for twemproxy/direct on this kind of machine, to tell a slow peer from a slow machine.
 TWEMPROXY_REFERENCE = {"set": "0.87", "get": "0.79", "mset30": "0.54", "mget30": "0.56", "get_p30": "0.19"}
 TARGET_VS_TWEMPROXY = {"set": 0.95, "get": 0.95, "mset30": 1.3, "mget30": 1.3, "get_p30": 3.0}
+# Targets from issue 22: TLS to the gateway and TLS from it to Redis, against TLS straight to Redis.
+TARGET_TLS_VS_DIRECT_TLS = {"set": 0.80, "get": 0.80, "get_p30": 0.60}
 
 
 class Comparison(NamedTuple):
@@ -116,6 +118,23 @@ SCENARIOS = {
         [
             Comparison("gateway", "direct", TARGET_VS_DIRECT, "resp2"),
             Comparison("gateway-resp3", "direct-resp3", TARGET_VS_DIRECT, "resp3"),
+        ],
+    ),
+    "tls": Scenario(
+        "tls: the standalone workloads over TLS, direct and through the gateway, beside plain TCP (issue 22)",
+        ["set", "get", "mset30", "mget30", "get_p30"],
+        [
+            ("direct", "redis-server itself, plain TCP"),
+            ("gateway", "the gateway, single route to that Redis, plain TCP on both sides"),
+            ("direct-tls", "the same redis-server on its TLS port (redis-benchmark --tls)"),
+            ("gw-tls", "the gateway's TLS listener, single rediss:// route to that TLS port"),
+        ],
+        [
+            Comparison("gw-tls", "direct-tls", TARGET_TLS_VS_DIRECT_TLS, "tls"),
+            Comparison("gateway", "direct", {}, "plain"),
+            # What TLS costs Redis itself, and the gateway path: context for the first ratio.
+            Comparison("direct-tls", "direct", {}, "tls-cost"),
+            Comparison("gw-tls", "gateway", {}, "gw-tls-cost"),
         ],
     ),
     "cluster": Scenario(

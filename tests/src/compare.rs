@@ -2,9 +2,11 @@
 //! through a gateway, with the replies compared byte for byte.
 //!
 //! The gateway serves one tenant (`t`, no password, `allow_admin`) over one of three [`Topology`]s: a single
-//! redis-server, a ring sharded over three redis-servers, or a three-master Redis Cluster. A test usually runs
-//! one sequence over all three with [`each_topology`]. Keys of multi-key commands must use hash tags (`{user}:a`)
-//! so that they land together, as any application written for Redis Cluster does.
+//! redis-server, a ring sharded over three redis-servers, or a three-master Redis Cluster; in plain TCP or, with
+//! [`Transport::Tls`], over TLS on every hop (the clients to the reference's TLS port and to the gateway's TLS
+//! listener, the gateway to its backends' TLS ports as `rediss://`). A test usually runs one sequence over every
+//! [`SETUPS`] entry with [`each_topology`]. Keys of multi-key commands must use hash tags (`{user}:a`) so that
+//! they land together, as any application written for Redis Cluster does.
 //!
 //! Every check says what it expects:
 //! - [`Comparison::same`]: byte-identical replies (the default, and what the issue asks for);
@@ -20,7 +22,7 @@ use std::fmt;
 
 use serde_json::json;
 
-use crate::{Gateway, RawClient, RedisCluster, RedisServer};
+use crate::{Gateway, Pki, RawClient, RedisCluster, RedisServer};
 
 /// What the gateway routes the tenant to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +45,58 @@ impl fmt::Display for Topology {
     }
 }
 
-/// Runs `sequence` once per topology and protocol (RESP2, then RESP3 after `HELLO 3` on both clients), each
-/// against a fresh reference and a fresh deployment.
+/// How the clients reach the reference and the gateway, and the gateway its backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Plain,
+    /// TLS on every hop, with certificates from a private CA made for the comparison. The backends keep their
+    /// plain port for a test's own checks ([`Comparison::backends`]).
+    Tls,
+}
+
+/// A topology over a transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    pub topology: Topology,
+    pub transport: Transport,
+}
+
+impl fmt::Display for Setup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.transport {
+            Transport::Plain => write!(f, "{}", self.topology),
+            Transport::Tls => write!(f, "{} over TLS", self.topology),
+        }
+    }
+}
+
+/// What [`each_topology`] runs: every topology in plain TCP, and one Redis over TLS. TLS changes the byte
+/// streams, not what is routed where, so one shard is enough to show that replies cross it unchanged.
+pub const SETUPS: [Setup; 4] = [
+    Setup {
+        topology: Topology::Single,
+        transport: Transport::Plain,
+    },
+    Setup {
+        topology: Topology::Sharded,
+        transport: Transport::Plain,
+    },
+    Setup {
+        topology: Topology::Cluster,
+        transport: Transport::Plain,
+    },
+    Setup {
+        topology: Topology::Single,
+        transport: Transport::Tls,
+    },
+];
+
+/// Runs `sequence` once per setup ([`SETUPS`]) and protocol (RESP2, then RESP3 after `HELLO 3` on both clients),
+/// each against a fresh reference and a fresh deployment.
 pub fn each_topology(mut sequence: impl FnMut(&mut Comparison)) {
     for protocol in [2, 3] {
-        for topology in Topology::ALL {
-            let mut comparison = Comparison::start(topology);
+        for setup in SETUPS {
+            let mut comparison = Comparison::start_over(setup);
             if protocol == 3 {
                 comparison.hello(3);
             }
@@ -79,39 +127,74 @@ pub enum Backends {
     Cluster(RedisCluster),
 }
 
-/// A reference redis-server and a gateway over `topology`, with one raw client on each.
+/// A reference redis-server and a gateway over a [`Setup`], with one raw client on each.
 pub struct Comparison {
-    topology: Topology,
+    setup: Setup,
     /// What both clients speak: 2, or 3 after [`Comparison::hello`].
     protocol: u8,
     reference: RawClient,
     gateway: RawClient,
     gateway_process: Gateway,
     backends: Backends,
-    _reference_server: RedisServer,
+    reference_server: RedisServer,
+    /// The CA of every certificate, over TLS.
+    pki: Option<Pki>,
+}
+
+/// A raw client of a server with a plain `port`, or of its TLS port (trusting `pki`'s CA) when `pki` is given.
+fn connect(pki: Option<&Pki>, port: u16, tls_port: impl FnOnce() -> u16) -> RawClient {
+    match pki {
+        Some(pki) => RawClient::connect_tls(tls_port(), &pki.ca_file()),
+        None => RawClient::connect(port),
+    }
 }
 
 impl Comparison {
+    /// A comparison over `topology` in plain TCP.
     pub fn start(topology: Topology) -> Comparison {
-        let reference_server = RedisServer::start();
-        let (backends, route) = match topology {
+        Comparison::start_over(Setup {
+            topology,
+            transport: Transport::Plain,
+        })
+    }
+
+    pub fn start_over(setup: Setup) -> Comparison {
+        let pki = (setup.transport == Transport::Tls).then(|| Pki::new("compare"));
+        let redis = || match &pki {
+            Some(pki) => RedisServer::builder().tls(pki, false).start(),
+            None => RedisServer::start(),
+        };
+        let url = |server: &RedisServer| match &pki {
+            Some(pki) => format!(
+                "rediss://127.0.0.1:{}?tlsCaFile={}",
+                server.tls_port(),
+                pki.ca_file().display()
+            ),
+            None => server.url(),
+        };
+        let reference_server = redis();
+        let (backends, route) = match setup.topology {
             Topology::Single => {
-                let server = RedisServer::start();
-                let route = json!({"type": "single", "target": server.url()});
+                let server = redis();
+                let route = json!({"type": "single", "target": url(&server)});
                 (Backends::Servers(vec![server]), route)
             }
             Topology::Sharded => {
-                let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+                let servers: Vec<RedisServer> = (0..3).map(|_| redis()).collect();
                 let shards: Vec<_> = servers
                     .iter()
                     .enumerate()
-                    .map(|(i, s)| json!({"name": format!("s{i}"), "target": s.url()}))
+                    .map(|(i, s)| json!({"name": format!("s{i}"), "target": url(s)}))
                     .collect();
                 let route =
                     json!({"type": "sharded", "hash": {"algorithm": "ring"}, "shards": shards});
                 (Backends::Servers(servers), route)
             }
             Topology::Cluster => {
+                assert!(
+                    pki.is_none(),
+                    "no TLS cluster in the comparisons: a cluster node's TLS port is tests/src/topology.rs' to give"
+                );
                 let cluster = RedisCluster::start(3, 0, None);
                 let route = json!({"type": "single", "target": cluster.url()});
                 (Backends::Cluster(cluster), route)
@@ -120,25 +203,50 @@ impl Comparison {
         let routes = json!({"tenants": [
             {"name": "t", "passwords": [], "allow_admin": true, "route": route}
         ]});
-        let gateway_process = Gateway::start(&routes);
-        let mut gateway = RawClient::connect(gateway_process.port());
+        let mut builder = Gateway::builder();
+        if let Some(pki) = &pki {
+            builder = builder.tls(&pki.server("gateway", &["127.0.0.1"]), None);
+        }
+        let gateway_process = builder.start(&routes);
+        let mut gateway = connect(pki.as_ref(), gateway_process.port(), || {
+            gateway_process.tls_port()
+        });
         // A DBSIZE waits for the gateway worker's first cluster slot map: from then on, pipelined keyed commands
         // go straight to their masters instead of through the seed's MOVED replies, which could let a pipelined
         // fan-out overtake them.
         assert_eq!(gateway.request(&[b"DBSIZE"]), b":0\r\n");
         Comparison {
-            topology,
+            setup,
             protocol: 2,
-            reference: RawClient::connect(reference_server.port()),
+            reference: connect(pki.as_ref(), reference_server.port(), || {
+                reference_server.tls_port()
+            }),
             gateway,
             gateway_process,
             backends,
-            _reference_server: reference_server,
+            reference_server,
+            pki,
         }
     }
 
     pub fn topology(&self) -> Topology {
-        self.topology
+        self.setup.topology
+    }
+
+    pub fn setup(&self) -> Setup {
+        self.setup
+    }
+
+    /// Another client of the gateway, over the comparison's transport (not yet speaking `HELLO 3`).
+    pub fn connect_gateway(&self) -> RawClient {
+        let gateway = &self.gateway_process;
+        connect(self.pki.as_ref(), gateway.port(), || gateway.tls_port())
+    }
+
+    /// Another client of the reference redis-server, over the comparison's transport.
+    pub fn connect_reference(&self) -> RawClient {
+        let reference = &self.reference_server;
+        connect(self.pki.as_ref(), reference.port(), || reference.tls_port())
     }
 
     /// `HELLO version` on both clients; the replies must be the same but for the client id.
@@ -180,7 +288,7 @@ impl Comparison {
             show(&gateway),
             show(&reference),
             "[{}] {args:?}: the gateway's reply (left) differs from Redis' (right)",
-            self.topology
+            self.setup
         );
         gateway
     }
@@ -206,7 +314,7 @@ impl Comparison {
                 show(&gateway),
                 show(&reference),
                 "[{}] pipelined {args:?}: the gateway's reply (left) differs from Redis' (right)",
-                self.topology
+                self.setup
             );
         }
     }
@@ -234,7 +342,7 @@ impl Comparison {
         assert_eq!(
             gateway, reference,
             "[{}] pipelined {commands:?}: the gateway's replies (left) differ from Redis' (right)",
-            self.topology
+            self.setup
         );
     }
 
@@ -245,7 +353,7 @@ impl Comparison {
             sorted_elements(&gateway),
             sorted_elements(&reference),
             "[{}] {args:?}: the gateway's elements (left) differ from Redis' (right)",
-            self.topology
+            self.setup
         );
     }
 
@@ -257,7 +365,7 @@ impl Comparison {
             show(&gateway),
             show(gateway_reply),
             "[{}] {args:?}: expected the gateway's documented reply ({why}); Redis said {}",
-            self.topology,
+            self.setup,
             show(&reference)
         );
     }
@@ -272,13 +380,13 @@ impl Comparison {
             gateway.len(),
             total,
             "[{}] SCAN {options:?} returned a key twice",
-            self.topology
+            self.setup
         );
         assert_eq!(
             gateway.iter().map(|k| show(k)).collect::<Vec<_>>(),
             reference.iter().map(|k| show(k)).collect::<Vec<_>>(),
             "[{}] SCAN {options:?}: the gateway's keys (left) differ from Redis' (right)",
-            self.topology
+            self.setup
         );
         gateway
     }

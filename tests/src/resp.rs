@@ -1,21 +1,86 @@
-//! A raw RESP client for tests that check exact reply bytes.
+//! A raw RESP client for tests that check exact reply bytes, over plain TCP or TLS.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+
 pub struct RawClient {
-    stream: TcpStream,
+    stream: Stream,
+}
+
+/// The client's connection: what it reads and writes is the same RESP either way.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.read(buf),
+            Stream::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.write(buf),
+            Stream::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(tcp) => tcp.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
+fn tcp(port: u16) -> TcpStream {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("set timeout");
+    stream.set_nodelay(true).expect("nodelay");
+    stream
 }
 
 impl RawClient {
     pub fn connect(port: u16) -> RawClient {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("set timeout");
-        stream.set_nodelay(true).expect("nodelay");
-        RawClient { stream }
+        RawClient {
+            stream: Stream::Plain(tcp(port)),
+        }
+    }
+
+    /// Connects over TLS to a server whose certificate for 127.0.0.1 is signed by the CA in `ca_file` (PEM). The
+    /// handshake runs with the first request, as with any TLS client that writes at once.
+    pub fn connect_tls(port: u16, ca_file: &Path) -> RawClient {
+        let mut roots = RootCertStore::empty();
+        for certificate in CertificateDer::pem_file_iter(ca_file).expect("read the CA file") {
+            roots
+                .add(certificate.expect("a CA certificate"))
+                .expect("trust the CA");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = ServerName::try_from("127.0.0.1").expect("a server name");
+        let connection = ClientConnection::new(Arc::new(config), name).expect("a TLS client");
+        RawClient {
+            stream: Stream::Tls(Box::new(StreamOwned::new(connection, tcp(port)))),
+        }
     }
 
     /// Connects speaking `protocol`: 2 as a connection starts, or 3 after `HELLO 3` (whose reply, a map in
@@ -37,10 +102,14 @@ impl RawClient {
         client
     }
 
-    /// A second handle on the same connection, so that one thread can write while another reads.
+    /// A second handle on the same connection, so that one thread can write while another reads (plain TCP
+    /// only: a TLS session's state cannot be shared by two handles).
     pub fn try_clone(&self) -> RawClient {
+        let Stream::Plain(tcp) = &self.stream else {
+            panic!("a TLS RawClient cannot be cloned");
+        };
         RawClient {
-            stream: self.stream.try_clone().expect("clone the client's socket"),
+            stream: Stream::Plain(tcp.try_clone().expect("clone the client's socket")),
         }
     }
 
@@ -103,6 +172,8 @@ impl RawClient {
                 byte[0] as char
             ),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            // A TLS peer that closed the socket without `close_notify`.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
             Err(e) => panic!("expected the connection to be closed, got {e}"),
         }
     }

@@ -1,12 +1,12 @@
 //! Pub/sub end to end: the subscribed state compared byte for byte with a plain redis-server over a single shard,
-//! a ring and a Redis Cluster; 100,000 messages in order while the tenant's other connections keep working;
+//! a ring, a Redis Cluster and a single shard over TLS; 100,000 messages in order while the tenant's other connections keep working;
 //! patterns; keyspace notifications; shard channels on a cluster; double-write; a subscriber's backend
 //! connection freed when it leaves.
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchyard_tests::compare::{Comparison, Topology, show};
+use switchyard_tests::compare::{Comparison, SETUPS, Topology, show};
 use switchyard_tests::{
     Gateway, RawClient, RedisServer, open_single_tenant, wait_for, wait_for_slot_map,
 };
@@ -47,20 +47,19 @@ fn same_pipeline(
     }
 }
 
-/// Runs `sequence` for every topology with a client of a plain redis-server and one of the gateway, both
+/// Runs `sequence` for every setup with a client of a plain redis-server and one of the gateway, both
 /// speaking `protocol`.
 fn each_topology(protocol: u8, mut sequence: impl FnMut(&mut RawClient, &mut RawClient)) {
-    for topology in Topology::ALL {
-        let comparison = Comparison::start(topology);
+    for setup in SETUPS {
+        let comparison = Comparison::start_over(setup);
         wait_for_slot_map(comparison.gateway().port());
-        let reference_server = RedisServer::start();
-        let mut reference = RawClient::connect(reference_server.port());
-        let mut gateway = RawClient::connect(comparison.gateway().port());
+        let mut reference = comparison.connect_reference();
+        let mut gateway = comparison.connect_gateway();
         for client in [&mut reference, &mut gateway] {
             let hello = client.request(&[b"HELLO", protocol.to_string().as_bytes()]);
             assert!(
                 hello.starts_with(b"%7\r\n") || hello.starts_with(b"*14\r\n"),
-                "[{topology}]"
+                "[{setup}]"
             );
         }
         sequence(&mut reference, &mut gateway);

@@ -22,7 +22,7 @@ use std::fmt;
 
 use serde_json::json;
 
-use crate::{Gateway, Pki, RawClient, RedisCluster, RedisServer};
+use crate::{Gateway, NodeTls, Pki, RawClient, RedisCluster, RedisServer};
 
 /// What the gateway routes the tenant to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,8 @@ impl fmt::Display for Setup {
 }
 
 /// What [`each_topology`] runs: every topology in plain TCP, and one Redis over TLS. TLS changes the byte
-/// streams, not what is routed where, so one shard is enough to show that replies cross it unchanged.
+/// streams, not what is routed where, so one shard is enough to show that replies cross it unchanged (every
+/// topology can run over TLS, with [`Comparison::start_over`]).
 pub const SETUPS: [Setup; 4] = [
     Setup {
         topology: Topology::Single,
@@ -191,11 +192,13 @@ impl Comparison {
                 (Backends::Servers(servers), route)
             }
             Topology::Cluster => {
-                assert!(
-                    pki.is_none(),
-                    "no TLS cluster in the comparisons: a cluster node's TLS port is tests/src/topology.rs' to give"
-                );
-                let cluster = RedisCluster::start(3, 0, None);
+                let cluster = match &pki {
+                    Some(pki) => {
+                        let tls = NodeTls::new(pki, &["localhost", "127.0.0.1"]);
+                        RedisCluster::start_tls(3, 0, None, &tls)
+                    }
+                    None => RedisCluster::start(3, 0, None),
+                };
                 let route = json!({"type": "single", "target": cluster.url()});
                 (Backends::Cluster(cluster), route)
             }

@@ -2,6 +2,11 @@
 //! sockets are used through (client sessions and backend connections alike): wait until ready, then read or
 //! write what can be without waiting. Plain TCP passes straight through to tokio; TLS goes through
 //! [`TlsStream`].
+//!
+//! The per-request methods are `#[inline]` and `TlsStream`'s are not: the plain arm then compiles into the
+//! session's and the backend connection's loops as a bare `TcpStream` call did before TLS. Without it the
+//! compiler kept these methods out of line once they had a TLS arm, which cost a plain GET about 190
+//! instructions (4.5%, `scripts/bench-instructions`; docs/benchmarks.md).
 
 use std::future::poll_fn;
 use std::io;
@@ -19,6 +24,7 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
+    #[inline]
     pub(crate) fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(tcp) => tcp,
@@ -27,6 +33,7 @@ impl Stream {
     }
 
     /// Ready when a read may make progress (data, a hang-up, or plaintext TLS already holds).
+    #[inline]
     pub(crate) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Stream::Plain(tcp) => tcp.poll_read_ready(cx),
@@ -34,11 +41,13 @@ impl Stream {
         }
     }
 
+    #[inline]
     pub(crate) fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.tcp().poll_write_ready(cx)
     }
 
     /// Appends what can be read now to `buf`: `Ok(0)` when the peer hung up, `WouldBlock` when nothing came.
+    #[inline]
     pub(crate) fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
         match self {
             Stream::Plain(tcp) => tcp.try_read_buf(buf),
@@ -48,6 +57,7 @@ impl Stream {
 
     /// Writes what the socket takes of `data` now. On TLS, bytes taken may still wait inside the stream
     /// ([`unsent`](Self::unsent)); an empty `data` writes only those.
+    #[inline]
     pub(crate) fn try_write(&self, data: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Plain(tcp) => tcp.try_write(data),
@@ -56,6 +66,7 @@ impl Stream {
     }
 
     /// Whether bytes already taken wait for the socket (TLS records it has not taken yet).
+    #[inline]
     pub(crate) fn unsent(&self) -> bool {
         match self {
             Stream::Plain(_) => false,

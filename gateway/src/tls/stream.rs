@@ -143,6 +143,7 @@ impl TlsStream {
 
     /// As `TcpStream::try_read_buf`: the plaintext available now, `Ok(0)` when the peer hung up, `WouldBlock`
     /// when there is none yet.
+    #[inline(never)] // net::Stream inlines its plain arm; this keeps the TLS arm a call
     pub(crate) fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
         loop {
             if let Some(n) = self.take_plaintext(buf)? {
@@ -162,6 +163,7 @@ impl TlsStream {
     /// As `TcpStream::try_write`: takes `data` (all of it, unless rustls' buffer is full) once what was encrypted
     /// before has gone out; what the socket does not take now shows in [`unsent`](Self::unsent). Empty `data`
     /// only writes what waits: `Ok(0)` once nothing does.
+    #[inline(never)] // net::Stream inlines its plain arm; this keeps the TLS arm a call
     pub(crate) fn try_write(&self, data: &[u8]) -> io::Result<usize> {
         self.flush()?;
         if data.is_empty() {
@@ -180,6 +182,7 @@ impl TlsStream {
     }
 
     /// Ready at once while rustls holds plaintext (left by the handshake's last read), else when the socket is.
+    #[inline(never)] // net::Stream inlines its plain arm; this keeps the TLS arm a call
     pub(crate) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let buffered = match self.conn.borrow_mut().reader().fill_buf() {
             Err(e) => e.kind() != io::ErrorKind::WouldBlock,

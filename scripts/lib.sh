@@ -125,3 +125,20 @@ start_private_postgres() {
   # For the caller's cleanup: what stops it again.
   private_postgres_stop=("${as_owner[@]}" "$bin/pg_ctl" -D "$dir" -m fast stop)
 }
+
+# A throwaway CA and a certificate for 127.0.0.1 it signs, for benchmarks over TLS: $1/ca.pem, $1/server.pem and
+# $1/server.key, for Redis' TLS port and the gateway's TLS listener alike. P-256 keys (the handshakes are not what
+# is measured), valid 30 days: beyond the gateway's expiry warning.
+make_bench_certificates() {
+  local dir=$1
+  mkdir -p "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=switchyard-bench-ca \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>"$dir/openssl.log"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=127.0.0.1 \
+    -keyout "$dir/server.key" -out "$dir/server.csr" 2>>"$dir/openssl.log"
+  printf '%s\n' subjectAltName=IP:127.0.0.1,DNS:localhost basicConstraints=CA:FALSE \
+    extendedKeyUsage=serverAuth,clientAuth >"$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 30 \
+    -extfile "$dir/server.ext" -out "$dir/server.pem" 2>>"$dir/openssl.log"
+}

@@ -6,8 +6,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::Stat;
 
 /// Counters keyed by a command's static name, in a fixed lock-free open-addressing table: the key is the
-/// address of the name in the command table, so counting never hashes or compares strings.
+/// address of the name in the command table, so counting never hashes or compares strings. The table (64 KB) is
+/// made at the tenant's first command: a tenant that never sends one costs a pointer, which is what lets a
+/// gateway hold many idle tenants.
+#[derive(Default)]
 pub(crate) struct CommandCounters {
+    table: OnceLock<Box<Table>>,
+}
+
+struct Table {
     keys: Box<[AtomicUsize]>,
     names: Box<[OnceLock<&'static str>]>,
     counts: Box<[CommandCount]>,
@@ -29,9 +36,9 @@ pub(crate) struct CommandStats {
 
 const COMMAND_SLOTS: usize = 1024;
 
-impl Default for CommandCounters {
-    fn default() -> Self {
-        CommandCounters {
+impl Table {
+    fn new() -> Table {
+        Table {
             keys: (0..COMMAND_SLOTS).map(|_| AtomicUsize::new(0)).collect(),
             names: (0..COMMAND_SLOTS).map(|_| OnceLock::new()).collect(),
             counts: (0..COMMAND_SLOTS)
@@ -45,43 +52,21 @@ impl CommandCounters {
     /// Counts `count` more `name` commands.
     #[inline]
     pub(crate) fn add(&self, name: &'static str, count: u64) {
-        if let Some(counts) = self.of(name) {
+        if let Some(counts) = self.table().of(name) {
             counts.calls.add(count);
         }
     }
 
     /// Counts a `name` command the gateway refused before running it (also counted by `add`).
     pub(crate) fn reject(&self, name: &'static str) {
-        if let Some(counts) = self.of(name) {
+        if let Some(counts) = self.table().of(name) {
             counts.rejected.add(1);
         }
     }
 
-    /// The counters of `name`, given a slot the first time.
     #[inline]
-    fn of(&self, name: &'static str) -> Option<&CommandCount> {
-        let key = name.as_ptr() as usize;
-        let mut slot = (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) % COMMAND_SLOTS;
-        for _ in 0..COMMAND_SLOTS {
-            let current = self.keys[slot].load(Ordering::Relaxed);
-            if current == key
-                || (current == 0
-                    && match self.keys[slot].compare_exchange(
-                        0,
-                        key,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => true,
-                        Err(other) => other == key,
-                    })
-            {
-                let _ = self.names[slot].set(name);
-                return Some(&self.counts[slot]);
-            }
-            slot = (slot + 1) % COMMAND_SLOTS;
-        }
-        None
+    fn table(&self) -> &Table {
+        self.table.get_or_init(|| Box::new(Table::new()))
     }
 
     /// (command, count) for every command counted so far, sorted by name.
@@ -110,16 +95,72 @@ impl CommandCounters {
     }
 
     fn named(&self) -> impl Iterator<Item = (&'static str, &CommandCount)> {
-        self.names
-            .iter()
-            .zip(self.counts.iter())
-            .filter_map(|(name, count)| Some((*name.get()?, count)))
+        self.table.get().into_iter().flat_map(|table| {
+            table
+                .names
+                .iter()
+                .zip(table.counts.iter())
+                .filter_map(|(name, count)| Some((*name.get()?, count)))
+        })
     }
 
     pub(super) fn reset(&self) {
-        for count in self.counts.iter() {
+        for (_, count) in self.named() {
             count.calls.reset();
             count.rejected.reset();
         }
+    }
+}
+
+impl Table {
+    /// The counters of `name`, given a slot the first time.
+    #[inline]
+    fn of(&self, name: &'static str) -> Option<&CommandCount> {
+        let key = name.as_ptr() as usize;
+        let mut slot = (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) % COMMAND_SLOTS;
+        for _ in 0..COMMAND_SLOTS {
+            let current = self.keys[slot].load(Ordering::Relaxed);
+            if current == key
+                || (current == 0
+                    && match self.keys[slot].compare_exchange(
+                        0,
+                        key,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => true,
+                        Err(other) => other == key,
+                    })
+            {
+                let _ = self.names[slot].set(name);
+                return Some(&self.counts[slot]);
+            }
+            slot = (slot + 1) % COMMAND_SLOTS;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tenant that never sends a command holds no table: what lets a gateway keep many idle tenants.
+    #[test]
+    fn the_table_is_made_by_the_first_command() {
+        // One name, as the command table holds it: the counters key a command by its name's address.
+        static GET: &str = "get";
+        let counters = CommandCounters::default();
+        assert_eq!(counters.counts().count(), 0);
+        counters.reset();
+        assert!(counters.table.get().is_none());
+        counters.add(GET, 2);
+        counters.reject(GET);
+        assert!(counters.table.get().is_some());
+        let stats = counters.since_reset();
+        assert_eq!(
+            (stats[0].name, stats[0].calls, stats[0].rejected),
+            ("get", 2, 1)
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! written on purpose. In a control-plane snapshot a tenant without credentials is one whose first credential is
 //! not issued yet, or whose last one was revoked; it is unreachable, never open.
 
-use std::collections::{HashMap, HashSet};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -39,6 +40,7 @@ pub(crate) struct Snapshot {
     pub generation: u64,
     /// The control plane's revision this snapshot reflects (none for a routes file).
     pub revision: Option<i64>,
+    /// Sorted by name (see [`Snapshot::tenant_by_name`]).
     tenants: Vec<Arc<Tenant>>,
     /// Credential digest -> tenant index.
     /// Credentials by the first 8 bytes of their digest: (full digest, tenant index). The map finds the candidate;
@@ -54,8 +56,8 @@ pub(crate) struct Tenant {
     pub allow_admin: bool,
     pub limits: TenantLimits,
     pub route: RoutePlan,
-    /// Digests of the credentials that select this tenant.
-    pub credentials: HashSet<String>,
+    /// Digests of the credentials that select this tenant (a few: a list costs less than a set).
+    pub credentials: Box<[String]>,
     pub metrics: TenantMetrics,
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
@@ -205,18 +207,16 @@ impl Snapshot {
             by_digest: HashMap::new(),
             open_tenant: None,
         };
+        // One plan per resource URL, shared by every tenant that names it.
+        let plans: RefCell<HashMap<String, Arc<ResourcePlan>>> = RefCell::default();
+        let plan = |reference: &str| {
+            let mut plans = plans.borrow_mut();
+            let plan = plans
+                .entry(resolve(reference))
+                .or_insert_with_key(|url| Arc::new(ResourcePlan::new(url)));
+            Arc::clone(plan)
+        };
         for source in sources {
-            let index = snapshot.tenants.len();
-            if source.digests.is_empty() && without_credentials == WithoutCredentials::Open {
-                snapshot.open_tenant = Some(index);
-            }
-            for digest in &source.digests {
-                snapshot
-                    .by_digest
-                    .entry(digest_prefix(digest))
-                    .or_default()
-                    .push((digest.clone(), index));
-            }
             // Counters survive a reload so that /metrics never goes backwards.
             let metrics = previous
                 .tenant_by_name(source.name)
@@ -231,11 +231,28 @@ impl Snapshot {
                 name: source.name.to_string(),
                 allow_admin: source.allow_admin,
                 limits: source.limits.clone(),
-                route: RoutePlan::new(source.route, resolve),
+                route: RoutePlan::new(source.route, &plan),
                 credentials: source.digests.into_iter().collect(),
                 metrics,
                 ops_interval,
             }));
+        }
+        // By name, so that a tenant is found by a binary search (a reload looks up every tenant of the
+        // previous snapshot, and each session its own tenant on every change).
+        snapshot
+            .tenants
+            .sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        for (index, tenant) in snapshot.tenants.iter().enumerate() {
+            if tenant.credentials.is_empty() && without_credentials == WithoutCredentials::Open {
+                snapshot.open_tenant = Some(index);
+            }
+            for digest in &tenant.credentials {
+                snapshot
+                    .by_digest
+                    .entry(digest_prefix(digest))
+                    .or_default()
+                    .push((digest.clone(), index));
+            }
         }
         snapshot
     }
@@ -245,7 +262,11 @@ impl Snapshot {
     }
 
     pub(crate) fn tenant_by_name(&self, name: &str) -> Option<&Arc<Tenant>> {
-        self.tenants.iter().find(|t| t.name == name)
+        let found = self
+            .tenants
+            .binary_search_by(|t| t.name.as_str().cmp(name))
+            .ok()?;
+        self.tenants.get(found)
     }
 
     /// Whether clients must AUTH before anything else.
@@ -385,5 +406,50 @@ mod tests {
         );
         assert!(snapshot.authenticate(Some(b"fresh"), b"").is_none());
         assert!(snapshot.authenticate(Some(b"revoked"), b"secret").is_none());
+    }
+
+    /// Tenants in any order are found by name and by password, keep their counters across a reload, and share
+    /// one plan per resource URL.
+    #[test]
+    fn tenants_are_found_by_name_and_password_and_share_their_resources() {
+        let tenants: Vec<String> = ["zeta", "alpha", "mid", "beta"]
+            .iter()
+            .map(|name| format!(r#"{{"name":"{name}","passwords":["pw-{name}"],"route":{ROUTE}}}"#))
+            .collect();
+        let file: RoutesFile =
+            serde_json::from_str(&format!(r#"{{"tenants":[{}]}}"#, tenants.join(","))).unwrap();
+        let first = Snapshot::from_routes_file(&file, 1, &Snapshot::empty()).unwrap();
+        for name in ["zeta", "alpha", "mid", "beta"] {
+            let found = first.tenant_by_name(name).map(|t| t.name.as_str());
+            assert_eq!(found, Some(name));
+            let password = format!("pw-{name}");
+            let authenticated = first.authenticate(None, password.as_bytes());
+            assert_eq!(authenticated.map(|(t, _)| t.name.as_str()), Some(name));
+        }
+        assert!(first.tenant_by_name("omega").is_none());
+        let resource = |snapshot: &Snapshot, name: &str| {
+            let tenant = snapshot.tenant_by_name(name).unwrap();
+            Arc::clone(&tenant.route.shards[0].write[0])
+        };
+        assert!(Arc::ptr_eq(
+            &resource(&first, "zeta"),
+            &resource(&first, "alpha")
+        ));
+
+        first
+            .tenant_by_name("mid")
+            .unwrap()
+            .metrics
+            .commands
+            .add("get", 3);
+        let second = Snapshot::from_routes_file(&file, 2, &first).unwrap();
+        let kept: Vec<_> = second
+            .tenant_by_name("mid")
+            .unwrap()
+            .metrics
+            .commands
+            .counts()
+            .collect();
+        assert_eq!(kept, [("get", 3)]);
     }
 }

@@ -27,29 +27,32 @@ pub(crate) struct RoutePlan {
 }
 
 pub(crate) struct TargetPlan {
-    pub read: Vec<ResourcePlan>,
+    pub read: Vec<Arc<ResourcePlan>>,
     pub read_policy: ReadPolicy,
     /// The primary first, then double-write secondaries.
-    pub write: Vec<ResourcePlan>,
+    pub write: Vec<Arc<ResourcePlan>>,
     pub ack: AckMode,
 }
 
-/// One resource: its display form (the URL without credentials) and what to connect to.
-#[derive(Clone)]
+/// One resource: its display form (the URL without credentials) and what to connect to. Made once per URL in a
+/// snapshot, and shared by every tenant that names it.
 pub(crate) struct ResourcePlan {
     pub name: String,
     pub spec: Result<ResourceSpec, String>,
 }
 
 impl RoutePlan {
-    /// Compiles a validated route; `resolve` maps a resource name to its URL.
-    pub(crate) fn new(route: &RouteTable, resolve: &dyn Fn(&str) -> String) -> RoutePlan {
+    /// Compiles a validated route; `resolve` maps a resource (its name or URL) to its plan.
+    pub(crate) fn new(
+        route: &RouteTable,
+        resolve: &dyn Fn(&str) -> Arc<ResourcePlan>,
+    ) -> RoutePlan {
         let mut plan = RoutePlan::compile(route, resolve);
         plan.granted = route.databases();
         plan
     }
 
-    fn compile(route: &RouteTable, resolve: &dyn Fn(&str) -> String) -> RoutePlan {
+    fn compile(route: &RouteTable, resolve: &dyn Fn(&str) -> Arc<ResourcePlan>) -> RoutePlan {
         match route {
             RouteTable::Single { target, .. } => RoutePlan {
                 placement: None,
@@ -130,7 +133,7 @@ impl RoutePlan {
     /// Where `key` goes, for people: shard, read resources (with policy), write resources (with ack mode).
     pub(crate) fn explain(&self, key: &[u8]) -> String {
         let shard = self.shard_of(key);
-        let names = |resources: &[ResourcePlan]| {
+        let names = |resources: &[Arc<ResourcePlan>]| {
             resources
                 .iter()
                 .map(|r| r.name.as_str())
@@ -190,13 +193,8 @@ impl RoutePlan {
 }
 
 impl TargetPlan {
-    fn new(target: &Target, resolve: &dyn Fn(&str) -> String) -> TargetPlan {
-        let plan = |references: &[String]| {
-            references
-                .iter()
-                .map(|r| ResourcePlan::new(&resolve(r)))
-                .collect()
-        };
+    fn new(target: &Target, resolve: &dyn Fn(&str) -> Arc<ResourcePlan>) -> TargetPlan {
+        let plan = |references: &[String]| references.iter().map(|r| resolve(r)).collect();
         let (read_policy, ack) = (target.read_policy(), target.ack());
         TargetPlan {
             read: plan(target.read_resources()),
@@ -208,7 +206,7 @@ impl TargetPlan {
 }
 
 impl ResourcePlan {
-    fn new(url: &str) -> ResourcePlan {
+    pub(crate) fn new(url: &str) -> ResourcePlan {
         let parsed = ResourceUrl::parse(url);
         let name = match &parsed {
             Ok(ResourceUrl {
@@ -318,7 +316,7 @@ mod tests {
         let route = table(&format!(
             r#"{{"type":"double_write","primary":{old},"secondary":{three},"ack":"all"}}"#
         ));
-        let identity = |r: &str| r.to_string();
+        let identity = |r: &str| Arc::new(ResourcePlan::new(r));
         let plan = RoutePlan::new(&route, &identity);
         let secondary = RoutePlan::new(&table(three), &identity);
         assert_eq!(plan.shards.len(), 3);

@@ -108,6 +108,13 @@ fn check(body: Value) -> ApiResult<Import> {
     } else {
         return Err(ApiError::invalid_all("the import is invalid", problems));
     };
+    // An empty import would be a revision that changes nothing.
+    if import.tenants.is_empty() {
+        return Err(ApiError::invalid(
+            "/tenants",
+            "must list at least one tenant",
+        ));
+    }
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, entry) in import.tenants.iter().enumerate() {
         if let Some(first) = seen.insert(entry.tenant.name.as_str(), i) {

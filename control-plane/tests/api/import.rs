@@ -80,6 +80,10 @@ async fn every_problem_is_named_by_its_place_in_the_body(pool: PgPool) {
     let api = Api::new(pool).await;
     api.create_resource("main", "redis://127.0.0.1:6379").await;
     let before = api.revision().await;
+    let empty = api
+        .admin("POST", "/v1/import", Some(json!({"tenants": []})))
+        .await;
+    assert_eq!(details(&empty), ["/tenants: must list at least one tenant"]);
     let mut bad_limits = tenant("b");
     bad_limits["tenant"]["limits"] = json!({"script_timeout_ms": 0});
     let mut bad_route = tenant("c");

@@ -206,6 +206,45 @@ pub struct RouteChange {
     pub version: RouteVersion,
 }
 
+/// `POST /v1/import`: many tenants onboarded in one change (one revision, one audit entry), all or nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Import {
+    pub tenants: Vec<TenantImport>,
+}
+
+/// One tenant of an import: what `POST /v1/tenants`, `POST .../credentials` and `PUT .../route` would take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantImport {
+    pub tenant: TenantCreate,
+    /// Imported passwords, client certificates, or `{}` for a secret the control plane issues.
+    #[serde(default)]
+    pub credentials: Vec<CredentialCreate>,
+    /// The tenant's first route version; without one the tenant is not served until a route is put.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<RouteTable>,
+    /// The comment of that route version.
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// The answer to an import: the revision that carries all of it, and each tenant in the order given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ImportResult {
+    pub revision: i64,
+    pub tenants: Vec<TenantImported>,
+}
+
+/// One imported tenant, with the secrets issued for it (shown only here, as by `POST .../credentials`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TenantImported {
+    pub tenant: Tenant,
+    pub credentials: Vec<CredentialIssued>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<RouteVersion>,
+}
+
 /// A version in the history listing (the table itself is at `.../route/versions/{v}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RouteVersionSummary {

@@ -76,37 +76,44 @@ fn issue_secret() -> Result<String, ApiError> {
     Ok(secret)
 }
 
+/// The digest a credential is stored as, and the secret to hand out when the control plane issued one; a 422
+/// (with paths into the request) when the request names no valid credential.
+pub(crate) fn digest_of(request: &CredentialCreate) -> ApiResult<(String, Option<String>)> {
+    match (
+        request.password.as_deref(),
+        request.client_certificate.as_ref(),
+    ) {
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "/client_certificate",
+            "give a password or a client certificate, not both",
+        )),
+        (Some(password), None) if password.chars().count() < MIN_IMPORTED_LEN => {
+            Err(ApiError::invalid(
+                "/password",
+                format!("an imported password must be at least {MIN_IMPORTED_LEN} characters"),
+            ))
+        }
+        (Some(password), None) => Ok((credential_digest(password), None)),
+        (None, Some(certificate)) => {
+            let digest = certificate
+                .digest()
+                .map_err(|problem| ApiError::invalid("/client_certificate/spki_sha256", problem))?;
+            Ok((digest, None))
+        }
+        (None, None) => {
+            let secret = issue_secret()?;
+            Ok((credential_digest(&secret), Some(secret)))
+        }
+    }
+}
+
 async fn create(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
     ApiPath(tenant): ApiPath<String>,
     JsonBody(request): JsonBody<CredentialCreate>,
 ) -> ApiResult<(StatusCode, Json<CredentialIssued>)> {
-    let (digest, secret) = match (request.password, request.client_certificate) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::invalid(
-                "/client_certificate",
-                "give a password or a client certificate, not both",
-            ));
-        }
-        (Some(password), None) if password.chars().count() < MIN_IMPORTED_LEN => {
-            return Err(ApiError::invalid(
-                "/password",
-                format!("an imported password must be at least {MIN_IMPORTED_LEN} characters"),
-            ));
-        }
-        (Some(password), None) => (credential_digest(&password), None),
-        (None, Some(certificate)) => {
-            let digest = certificate
-                .digest()
-                .map_err(|problem| ApiError::invalid("/client_certificate/spki_sha256", problem))?;
-            (digest, None)
-        }
-        (None, None) => {
-            let secret = issue_secret()?;
-            (credential_digest(&secret), Some(secret))
-        }
-    };
+    let (digest, secret) = digest_of(&request)?;
     let mut change = Change::begin(&state.pool).await?;
     let row = lookup::tenant(change.conn(), &tenant).await?;
     let credential: Credential = db::credentials::insert(

@@ -3,6 +3,7 @@
 pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod gateways;
+pub(crate) mod import;
 pub(crate) mod migrations;
 pub(crate) mod resources;
 pub(crate) mod routes;
@@ -31,6 +32,7 @@ pub fn operations() -> Vec<Operation> {
         credentials::operations(),
         resources::operations(),
         routes::operations(),
+        import::operations(),
         migrations::operations(),
         snapshot::operations(),
         gateways::operations(),

@@ -82,7 +82,7 @@ fn object(name: &str) -> String {
 /// The rules of `limits` that their types do not express (`TenantLimits::problems`, which the gateway holds a
 /// routes file to as well), and the database's own: a byte count must fit Postgres' bigint. A 422 naming every
 /// broken one.
-fn check_limits(limits: &TenantLimits) -> ApiResult<()> {
+pub(crate) fn check_limits(limits: &TenantLimits) -> ApiResult<()> {
     let mut problems: Vec<ErrorDetail> = Vec::new();
     let buffers = [
         ("output_buffer_limit", limits.output_buffer_limit),

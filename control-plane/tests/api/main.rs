@@ -6,6 +6,7 @@ mod audit;
 mod common;
 mod credentials;
 mod gateways;
+mod import;
 mod migrations;
 mod resources;
 mod routes;

@@ -315,3 +315,38 @@ async fn polls_woken_together_share_one_snapshot_read(pool: PgPool) {
     let loads = api.state.metrics.snapshots_loaded.load(Ordering::Relaxed) - loaded;
     assert_eq!(loads, 1, "one database read for four polls");
 }
+
+/// A load reads every tenant: while changes stream in, the next load waits several times the last one's
+/// duration, so serving gateways cannot take all the control plane's time from the writes.
+#[sqlx::test(migrations = "../migrations")]
+async fn loads_are_spaced_by_their_cost(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let tenants: Vec<_> = (0..2000)
+        .map(|i| json!({"tenant": {"name": format!("t{i}")}, "route": single("redis://127.0.0.1:1")}))
+        .collect();
+    let reply = api
+        .admin("POST", "/v1/import", Some(json!({"tenants": tenants})))
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+
+    let started = Instant::now();
+    let first = api.gateway("GET", "/v1/snapshot", None).await;
+    let first_took = started.elapsed();
+    assert_eq!(first.status, 200);
+    api.create_tenant("one-more").await;
+    let started = Instant::now();
+    let second = api.gateway("GET", "/v1/snapshot", None).await;
+    let second_took = started.elapsed();
+    assert_eq!(
+        parse(&second.body).revision,
+        parse(&first.body).revision + 1
+    );
+    assert!(
+        second_took >= first_took * 2,
+        "the second load waited {second_took:?} after one of {first_took:?}"
+    );
+    assert_eq!(
+        api.state.metrics.snapshots_loaded.load(Ordering::Relaxed),
+        2
+    );
+}

@@ -1,0 +1,30 @@
+# Shared by the control-plane benchmarks (scripts/bench-onboard, scripts/bench-fleet): a control plane on a fresh
+# database, stopped and dropped on exit.
+
+# Builds the release control plane unless $binary names one already; sets $binary.
+build_control_plane() {
+  if [ -z "$binary" ]; then
+    cargo build --release -p switchyard-control-plane --bins
+    binary="${CARGO_TARGET_DIR:-target}/release/switchyard-control-plane"
+  fi
+}
+
+# Starts $binary on a fresh database named $1 and a free port; sets $port, $admin and $gateway_token. The EXIT
+# trap stops it, drops the database and removes its log directory.
+start_control_plane() {
+  database="$1"
+  work=$(mktemp -d -t "$database.XXXXXX")
+  trap 'kill "$control_plane_pid" 2>/dev/null || true; wait "$control_plane_pid" 2>/dev/null || true
+        psql -q "${DATABASE_URL%/*}/postgres" -c "DROP DATABASE IF EXISTS $database WITH (FORCE)" 2>/dev/null || true
+        rm -rf "$work"' EXIT
+  trap 'exit 130' INT TERM
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  psql -q "${DATABASE_URL%/*}/postgres" -c "CREATE DATABASE $database"
+  admin=bench-admin-token-0123456789
+  gateway_token=bench-gateway-token-0123456789
+  "$binary" --listen "127.0.0.1:$port" --database-url "${DATABASE_URL%/*}/$database" \
+    --admin-token "$admin" --gateway-token "$gateway_token" --max-db-connections 20 \
+    >"$work/control-plane.log" 2>&1 &
+  control_plane_pid=$!
+  wait_for_port "$port" 30
+}

@@ -4,7 +4,7 @@
 //! balancers and Prometheus, never by browsers, and keeps the gateway free of an HTTP stack on its data path.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -71,7 +71,8 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
     let _ = stream.write_all(response.as_bytes()).await;
 }
 
-/// `/metrics`: the gateway's counters and each tenant's of the current snapshot.
+/// `/metrics`: the gateway's counters, the totals over every tenant of the current snapshot, and the series of
+/// those active recently (`MetricsConfig`).
 fn metrics_text(gateway: &Gateway) -> String {
     let snapshot = gateway.snapshot();
     let tenants: Vec<_> = snapshot
@@ -79,5 +80,7 @@ fn metrics_text(gateway: &Gateway) -> String {
         .iter()
         .map(|t| (t.name.as_str(), &t.metrics))
         .collect();
-    gateway.metrics.render(&tenants)
+    gateway
+        .metrics
+        .render(&tenants, &gateway.config.metrics, Instant::now())
 }

@@ -52,11 +52,19 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
             "text/plain",
             "no routes loaded\n".to_string(),
         ),
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4",
-            metrics_text(&gateway),
-        ),
+        // Summing every tenant's counters takes ~5 µs a tenant (half a second at 100,000): off the runtime
+        // that accepts client connections and follows the control plane.
+        ("GET", "/metrics") => {
+            let gateway = Arc::clone(&gateway);
+            match tokio::task::spawn_blocking(move || metrics_text(&gateway)).await {
+                Ok(text) => ("200 OK", "text/plain; version=0.0.4", text),
+                Err(_) => (
+                    "500 Internal Server Error",
+                    "text/plain",
+                    "metrics failed\n".to_string(),
+                ),
+            }
+        }
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
         _ => (
             "405 Method Not Allowed",

@@ -1,7 +1,7 @@
 //! `/metrics` bounded by activity: a real gateway and redis-server, tenants connecting and going quiet, the
 //! exposition read off the admin port as Prometheus would.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchyard_tests::{Gateway, RawClient, RedisServer, wait_for};
@@ -112,4 +112,34 @@ fn per_tenant_latency_histograms_are_written_with_the_flag() {
         "{metrics}"
     );
     assert!(!has_series_of(&metrics, "t1"), "{metrics}");
+}
+
+#[test]
+fn a_scrape_of_many_tenants_does_not_hold_up_new_connections() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&tenants(&backend, 20_000));
+    authed(&gateway, 0).roundtrip(b"PING\r\n", b"+PONG\r\n");
+    // New connections one after another while a scrape sums 20,000 tenants' counters.
+    let (scrape, slowest) = std::thread::scope(|scope| {
+        let scraper = scope.spawn(|| {
+            let started = Instant::now();
+            assert_eq!(gateway.admin_get("/metrics").0, 200);
+            started.elapsed()
+        });
+        let mut slowest = Duration::ZERO;
+        while !scraper.is_finished() {
+            let started = Instant::now();
+            authed(&gateway, 0).roundtrip(b"PING\r\n", b"+PONG\r\n");
+            slowest = slowest.max(started.elapsed());
+        }
+        (scraper.join().expect("the scrape"), slowest)
+    });
+    assert!(
+        scrape > Duration::from_millis(100),
+        "the scrape took {scrape:?}: too quick to tell"
+    );
+    assert!(
+        slowest < scrape / 2,
+        "a new connection took {slowest:?} during a scrape of {scrape:?}"
+    );
 }

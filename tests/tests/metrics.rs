@@ -117,9 +117,9 @@ fn per_tenant_latency_histograms_are_written_with_the_flag() {
 #[test]
 fn a_scrape_of_many_tenants_does_not_hold_up_new_connections() {
     let backend = RedisServer::start();
-    let gateway = Gateway::start(&tenants(&backend, 20_000));
+    let gateway = Gateway::start(&tenants(&backend, 100_000));
     authed(&gateway, 0).roundtrip(b"PING\r\n", b"+PONG\r\n");
-    // New connections one after another while a scrape sums 20,000 tenants' counters.
+    // New connections one after another while a scrape sums 100,000 tenants' counters.
     let (scrape, slowest) = std::thread::scope(|scope| {
         let scraper = scope.spawn(|| {
             let started = Instant::now();
@@ -135,7 +135,7 @@ fn a_scrape_of_many_tenants_does_not_hold_up_new_connections() {
         (scraper.join().expect("the scrape"), slowest)
     });
     assert!(
-        scrape > Duration::from_millis(100),
+        scrape > Duration::from_millis(50),
         "the scrape took {scrape:?}: too quick to tell"
     );
     assert!(

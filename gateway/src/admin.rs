@@ -4,7 +4,7 @@
 //! balancers and Prometheus, never by browsers, and keeps the gateway free of an HTTP stack on its data path.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -52,11 +52,19 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
             "text/plain",
             "no routes loaded\n".to_string(),
         ),
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4",
-            metrics_text(&gateway),
-        ),
+        // Summing every tenant's counters takes ~5 µs a tenant (half a second at 100,000): off the runtime
+        // that accepts client connections and follows the control plane.
+        ("GET", "/metrics") => {
+            let gateway = Arc::clone(&gateway);
+            match tokio::task::spawn_blocking(move || metrics_text(&gateway)).await {
+                Ok(text) => ("200 OK", "text/plain; version=0.0.4", text),
+                Err(_) => (
+                    "500 Internal Server Error",
+                    "text/plain",
+                    "metrics failed\n".to_string(),
+                ),
+            }
+        }
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
         _ => (
             "405 Method Not Allowed",
@@ -71,7 +79,8 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
     let _ = stream.write_all(response.as_bytes()).await;
 }
 
-/// `/metrics`: the gateway's counters and each tenant's of the current snapshot.
+/// `/metrics`: the gateway's counters, the totals over every tenant of the current snapshot, and the series of
+/// those active recently (`MetricsConfig`).
 fn metrics_text(gateway: &Gateway) -> String {
     let snapshot = gateway.snapshot();
     let tenants: Vec<_> = snapshot
@@ -79,5 +88,7 @@ fn metrics_text(gateway: &Gateway) -> String {
         .iter()
         .map(|t| (t.name.as_str(), &t.metrics))
         .collect();
-    gateway.metrics.render(&tenants)
+    gateway
+        .metrics
+        .render(&tenants, &gateway.config.metrics, Instant::now())
 }

@@ -25,6 +25,7 @@ mod sync;
 mod tls;
 mod worker;
 
+pub use metrics::MetricsConfig;
 pub use resp::{Limits, Protocol};
 pub use route::explain;
 pub use server::run;

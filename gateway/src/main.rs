@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use switchyard_gateway::{
-    ClientAuth, ClientLimits, ControlPlaneConfig, Limits, ListenerFiles, RouteSource, TlsListen,
-    parse_bytes, parse_output_buffer_limit,
+    ClientAuth, ClientLimits, ControlPlaneConfig, Limits, ListenerFiles, MetricsConfig,
+    RouteSource, TlsListen, parse_bytes, parse_output_buffer_limit,
 };
 use switchyard_schemas::OutputBufferLimit;
 
@@ -172,6 +172,19 @@ struct Args {
     /// TCP keepalive on client sockets: probes after this many seconds of silence (Redis' tcp-keepalive; 0: off).
     #[arg(long, env = "SWITCHYARD_TCP_KEEPALIVE_S", default_value_t = 300)]
     tcp_keepalive_s: u64,
+    /// /metrics writes a tenant's own series while it has an open connection and for this many seconds after its
+    /// counters last moved (gateway-wide totals always count every tenant). Ten minutes keeps a 5m rate() of a
+    /// tenant that went quiet computable until it reads zero.
+    #[arg(
+        long,
+        env = "SWITCHYARD_METRICS_ACTIVE_WINDOW_S",
+        default_value_t = 600
+    )]
+    metrics_active_window_s: u64,
+    /// /metrics also writes each active tenant's latency histogram (15 series a tenant); without it, only the
+    /// gateway-wide histogram.
+    #[arg(long, env = "SWITCHYARD_METRICS_TENANT_LATENCY")]
+    metrics_tenant_latency: bool,
 }
 
 /// `--listen`: an address, or none.
@@ -271,6 +284,10 @@ fn main() -> anyhow::Result<()> {
             idle_timeout: unless_zero(Duration::from_secs(args.client_idle_timeout_s)),
             tcp_keepalive: unless_zero(Duration::from_secs(args.tcp_keepalive_s)),
             max_query_buffer: usize::try_from(args.max_query_buffer).unwrap_or(usize::MAX),
+        },
+        metrics: MetricsConfig {
+            active_window: Duration::from_secs(args.metrics_active_window_s),
+            tenant_latency: args.metrics_tenant_latency,
         },
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -2,15 +2,17 @@
 //! only does relaxed atomic adds.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 mod commands;
+mod exposition;
 mod stats;
 
 pub(crate) use commands::CommandCounters;
+pub use exposition::MetricsConfig;
+use exposition::{Activity, Buckets};
 pub(crate) use stats::{ErrorStats, Stat};
 
 /// Gateway-wide counters.
@@ -41,228 +43,6 @@ impl Metrics {
     pub(crate) fn backend(&self, addr: &str) -> Arc<BackendMetrics> {
         let mut backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(backends.entry(addr.to_string()).or_default())
-    }
-
-    /// The Prometheus text exposition of everything, each tenant's counters included (by tenant name).
-    pub(crate) fn render(&self, tenants: &[(&str, &TenantMetrics)]) -> String {
-        let mut out = String::new();
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as i64;
-        let global = |value: i64| [(String::new(), value)];
-        family(
-            &mut out,
-            "switchyard_client_connections",
-            "Open client connections.",
-            "gauge",
-            global(self.connections_open.load(Ordering::Relaxed)),
-        );
-        family(
-            &mut out,
-            "switchyard_client_connections_total",
-            "Client connections accepted.",
-            "counter",
-            global(load(&self.connections_total)),
-        );
-        family(
-            &mut out,
-            "switchyard_client_connections_rejected_total",
-            "Client connections refused by a limit.",
-            "counter",
-            global(load(&self.connections_rejected)),
-        );
-        family(
-            &mut out,
-            "switchyard_client_tls_handshake_failures_total",
-            "Connections to the TLS listener whose handshake failed or timed out.",
-            "counter",
-            global(load(&self.tls_handshake_failures)),
-        );
-        family(
-            &mut out,
-            "switchyard_tls_certificate_expiry_timestamp_seconds",
-            "When each certificate the gateway holds, trusts or was presented by a backend expires (notAfter, Unix time).",
-            "gauge",
-            crate::tls::certificates()
-                .expiries()
-                .into_iter()
-                .map(|(role, source, not_after)| {
-                    let labels = format!("role=\"{role}\",source=\"{}\"", label_value(&source));
-                    (labels, not_after)
-                }),
-        );
-        family(
-            &mut out,
-            "switchyard_protocol_errors_total",
-            "Client connections closed for a protocol error.",
-            "counter",
-            global(load(&self.protocol_errors)),
-        );
-        family(
-            &mut out,
-            "switchyard_snapshots_rejected_total",
-            "Control-plane snapshots rejected as invalid.",
-            "counter",
-            global(load(&self.snapshots_rejected)),
-        );
-
-        let backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
-        let per_backend = |value: &dyn Fn(&BackendMetrics) -> i64| {
-            backends
-                .iter()
-                .map(|(addr, b)| (format!("backend=\"{addr}\""), value(b)))
-                .collect::<Vec<_>>()
-        };
-        family(
-            &mut out,
-            "switchyard_backend_connections_up",
-            "Backend connections currently up.",
-            "gauge",
-            per_backend(&|b| b.connections_up.load(Ordering::Relaxed)),
-        );
-        family(
-            &mut out,
-            "switchyard_backend_failures_total",
-            "Backend connections lost or refused.",
-            "counter",
-            per_backend(&|b| load(&b.failures)),
-        );
-        drop(backends);
-
-        let per_tenant = |value: &dyn Fn(&TenantCounters) -> i64| {
-            tenants
-                .iter()
-                .map(|(name, metrics)| (format!("tenant=\"{name}\""), value(metrics)))
-                .collect::<Vec<_>>()
-        };
-        let commands = tenants.iter().flat_map(|(name, metrics)| {
-            metrics
-                .commands
-                .counts()
-                .map(move |(command, n)| (format!("tenant=\"{name}\",command=\"{command}\""), n))
-        });
-        family(
-            &mut out,
-            "switchyard_commands_total",
-            "Commands by tenant and command.",
-            "counter",
-            commands,
-        );
-        family(
-            &mut out,
-            "switchyard_command_errors_total",
-            "Error replies by tenant.",
-            "counter",
-            per_tenant(&|m| m.errors.total.total() as i64),
-        );
-        let double_writes: Vec<(String, i64)> = tenants
-            .iter()
-            .flat_map(|(name, metrics)| {
-                let counters = metrics
-                    .double_write_failures
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                counters
-                    .iter()
-                    .map(|(resource, n)| {
-                        (
-                            format!("tenant=\"{name}\",resource=\"{resource}\""),
-                            load(n),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        family(
-            &mut out,
-            "switchyard_double_write_failures_total",
-            "Writes to a double-write secondary that failed or were dropped.",
-            "counter",
-            double_writes,
-        );
-        family(
-            &mut out,
-            "switchyard_rate_limited_total",
-            "Commands refused by the tenant's ops/s limit.",
-            "counter",
-            per_tenant(&|m| load(&m.rate_limited)),
-        );
-        let auth_failures = per_tenant(&|m| load(&m.auth_failures))
-            .into_iter()
-            .chain([("tenant=\"\"".to_string(), load(&self.auth_failures_unknown))]);
-        family(
-            &mut out,
-            "switchyard_auth_failures_total",
-            "Failed AUTH by the tenant it named (\"\": none, or one that does not exist).",
-            "counter",
-            auth_failures,
-        );
-        family(
-            &mut out,
-            "switchyard_tenant_connections",
-            "Open client connections by tenant.",
-            "gauge",
-            per_tenant(&|m| m.connections.load(Ordering::Relaxed)),
-        );
-        family(
-            &mut out,
-            "switchyard_tenant_dedicated_connections",
-            "Dedicated backend connections (blocking commands, transactions, subscriptions) by tenant.",
-            "gauge",
-            per_tenant(&|m| m.dedicated.load(Ordering::Relaxed)),
-        );
-        let closed = tenants.iter().flat_map(|(name, metrics)| {
-            Closed::ALL.iter().map(move |&reason| {
-                (
-                    format!("tenant=\"{name}\",reason=\"{}\"", reason.label()),
-                    load(&metrics.closed[reason as usize]),
-                )
-            })
-        });
-        family(
-            &mut out,
-            "switchyard_client_closed_total",
-            "Client connections the gateway closed for breaking a bound, by tenant and reason.",
-            "counter",
-            closed,
-        );
-        family(
-            &mut out,
-            "switchyard_replies_lost_total",
-            "Requests answered with `ERR internal: reply lost` (a bug: a reply slot dropped unanswered).",
-            "counter",
-            global(load(&crate::reply::REPLIES_LOST)),
-        );
-        out.push_str("# HELP switchyard_command_duration_seconds Time from reading a command to its reply being ready.\n# TYPE switchyard_command_duration_seconds histogram\n");
-        for (name, metrics) in tenants {
-            metrics.latency.render(&mut out, name);
-        }
-        out
-    }
-}
-
-/// Writes one metric family: its HELP and TYPE lines, then a sample per (labels, value); empty labels write a
-/// bare sample.
-/// A label value as the exposition format writes it: backslash, double quote and line feed escaped.
-fn label_value(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn family(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    kind: &str,
-    samples: impl IntoIterator<Item = (String, i64)>,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for (labels, value) in samples {
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {value}");
-        } else {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
-        }
     }
 }
 
@@ -327,6 +107,8 @@ pub(crate) struct TenantCounters {
     closed: [AtomicU64; Closed::ALL.len()],
     /// The tenant's clients in MONITOR mode.
     pub monitors: crate::monitor::Monitors,
+    /// Whether `/metrics` exports the tenant's own series.
+    activity: Activity,
 }
 
 impl TenantCounters {
@@ -464,28 +246,13 @@ impl Histogram {
         self.sum_us.fetch_add(us * count, Ordering::Relaxed);
     }
 
-    fn render(&self, out: &mut String, tenant: &str) {
-        let name = "switchyard_command_duration_seconds";
-        let mut cumulative = 0;
-        for (bound, bucket) in BUCKETS_US.iter().zip(&self.buckets) {
-            cumulative += bucket.load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{tenant=\"{tenant}\",le=\"{}\"}} {cumulative}",
-                *bound as f64 / 1e6
-            );
+    /// The histogram's figures now.
+    fn load(&self) -> Buckets {
+        Buckets {
+            buckets: self.buckets.each_ref().map(|b| b.load(Ordering::Relaxed)),
+            count: self.count.load(Ordering::Relaxed),
+            sum_us: self.sum_us.load(Ordering::Relaxed),
         }
-        let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{tenant=\"{tenant}\",le=\"+Inf\"}} {count}"
-        );
-        let _ = writeln!(
-            out,
-            "{name}_sum{{tenant=\"{tenant}\"}} {}",
-            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count{{tenant=\"{tenant}\"}} {count}");
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use crate::admission::Admission;
 use crate::clients::Clients;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, MetricsConfig};
 use crate::resp::Limits;
 use crate::route::Snapshot;
 use crate::tls::{ListenerFiles, ListenerTls};
@@ -47,6 +47,7 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub limits: Limits,
     pub clients: ClientLimits,
+    pub metrics: MetricsConfig,
 }
 
 /// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it

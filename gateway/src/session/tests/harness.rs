@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::metrics::MetricsConfig;
 use crate::resp::Limits;
 use crate::state::{ClientLimits, Config, Gateway, RouteSource, parse_output_buffer_limit};
 use crate::worker::Worker;
@@ -57,6 +58,10 @@ pub(super) fn config() -> Config {
             idle_timeout: None,
             tcp_keepalive: None,
             max_query_buffer: 1 << 30,
+        },
+        metrics: MetricsConfig {
+            active_window: Duration::from_secs(600),
+            tenant_latency: false,
         },
     }
 }

@@ -150,7 +150,7 @@ fn config_memory_object_by_key_and_refusals_match_redis() {
             let name = args.join(" ");
             let refusal = format!(
                 "-ERR {name} is not supported by the gateway: each backend keeps its own; the gateway's command \
-                 latency is the switchyard_command_duration_seconds histogram on its admin port\r\n"
+                 latency is the switchyard_gateway_command_duration_seconds histogram on its admin port\r\n"
             );
             c.differs(args, refusal.as_bytes(), why);
         }

@@ -82,7 +82,7 @@ impl Session {
             "slowlog" | "latency" => {
                 let text = format!(
                     "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \
-                     latency is the switchyard_command_duration_seconds histogram on its admin port",
+                     latency is the switchyard_gateway_command_duration_seconds histogram on its admin port",
                     spec.display_name()
                 );
                 self.local_error(started, &text);

@@ -19,10 +19,17 @@
 
 use std::fmt;
 
+#[cfg(feature = "rustls")]
+mod config;
 mod tls;
 #[cfg(feature = "rustls")]
 mod verify;
 
+#[cfg(feature = "rustls")]
+pub use config::{
+    TlsConfigError, TlsFile, certificates, client_config, private_key, provider, roots_of,
+    system_roots,
+};
 pub use tls::{TlsOptions, TlsVerify};
 #[cfg(feature = "rustls")]
 pub use verify::verifier;

@@ -20,7 +20,9 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use super::{TlsError, certificates, private_key, provider};
+use switchyard_schemas::resource::{TlsConfigError, certificates, private_key, provider};
+
+use super::TlsError;
 use crate::metrics::Metrics;
 
 /// The longest a client may take to complete its TLS handshake.
@@ -110,7 +112,7 @@ impl ServerCertificate {
     pub(crate) fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|cause| TlsError::Rustls {
+            .map_err(|cause| TlsConfigError::Rustls {
                 what: "the TLS protocol versions".to_string(),
                 cause,
             })?
@@ -157,13 +159,15 @@ fn read(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
         private_key(key_file)?,
         &provider(),
     )
-    .map_err(|cause| TlsError::Rustls {
-        what: format!(
-            "the certificate {} with the key {}",
-            cert_file.display(),
-            key_file.display()
-        ),
-        cause,
+    .map_err(|cause| {
+        TlsError::Config(TlsConfigError::Rustls {
+            what: format!(
+                "the certificate {} with the key {}",
+                cert_file.display(),
+                key_file.display()
+            ),
+            cause,
+        })
     })
 }
 

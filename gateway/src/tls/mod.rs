@@ -13,16 +13,14 @@ mod stream;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
-use switchyard_schemas::resource::{TlsOptions, verifier};
+use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection};
+use switchyard_schemas::resource::{self, TlsFile, TlsOptions};
 use tokio::net::TcpStream;
 
 pub(crate) use expiry::{Role, certificates};
@@ -78,12 +76,13 @@ impl ListenerTls {
 
 fn server_config(files: &ListenerFiles) -> Result<ServerConfig, String> {
     let chain = load_certs(&files.cert, Role::Listener)?;
-    let key = load_key(&files.key)?;
+    let key = resource::private_key(&files.key).map_err(|e| e.to_string())?;
     let verifier = match &files.client_ca {
         None => WebPkiClientVerifier::no_client_auth(),
         Some(ca) => {
-            let roots = Arc::new(load_roots(ca, Role::ClientCa)?);
-            let builder = WebPkiClientVerifier::builder_with_provider(roots, provider());
+            let cas = load_certs(ca, Role::ClientCa)?;
+            let roots = Arc::new(resource::roots_of(ca, cas).map_err(|e| e.to_string())?);
+            let builder = WebPkiClientVerifier::builder_with_provider(roots, resource::provider());
             let builder = match files.client_auth {
                 ClientAuth::Yes => builder,
                 ClientAuth::Optional => builder.allow_unauthenticated(),
@@ -93,7 +92,7 @@ fn server_config(files: &ListenerFiles) -> Result<ServerConfig, String> {
                 .map_err(|e| format!("client CAs {}: {e}", ca.display()))?
         }
     };
-    ServerConfig::builder_with_provider(provider())
+    ServerConfig::builder_with_provider(resource::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_client_cert_verifier(verifier)
@@ -218,79 +217,32 @@ pub(crate) fn reload(listener: Option<&ListenerTls>) -> Vec<String> {
     failed
 }
 
+/// A resource's client configuration (`switchyard_schemas::resource::client_config`), its files' certificates
+/// recorded for their expiry.
 fn client_config(options: &TlsOptions) -> Result<ClientConfig, String> {
-    let roots = match &options.ca_file {
-        Some(file) => Arc::new(load_roots(Path::new(file), Role::BackendCa)?),
-        None => system_roots()?,
+    let loaded = |file: TlsFile, path: &Path, certs: &[CertificateDer<'static>]| {
+        let role = match file {
+            TlsFile::Ca => Role::BackendCa,
+            TlsFile::ClientCertificate => Role::BackendClient,
+        };
+        observe_file(role, path, certs);
     };
-    let verifier = verifier(options.verify, roots, provider()).map_err(|e| e.to_string())?;
-    let builder = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier);
-    match &options.client_cert {
-        None => Ok(builder.with_no_client_auth()),
-        Some((cert, key)) => {
-            let chain = load_certs(Path::new(cert), Role::BackendClient)?;
-            builder
-                .with_client_auth_cert(chain, load_key(Path::new(key))?)
-                .map_err(|e| format!("{key}: {e}"))
-        }
-    }
-}
-
-/// The system's trust store (`SSL_CERT_FILE` and `SSL_CERT_DIR` honoured), read once.
-fn system_roots() -> Result<Arc<RootCertStore>, String> {
-    static ROOTS: OnceLock<Result<Arc<RootCertStore>, String>> = OnceLock::new();
-    ROOTS
-        .get_or_init(|| {
-            let found = rustls_native_certs::load_native_certs();
-            let mut roots = RootCertStore::empty();
-            let (added, _) = roots.add_parsable_certificates(found.certs);
-            match (added, found.errors.first()) {
-                (0, Some(e)) => Err(format!("the system's trust store: {e}")),
-                (0, None) => Err("the system's trust store has no CA (give tlsCaFile)".to_string()),
-                _ => Ok(Arc::new(roots)),
-            }
-        })
-        .clone()
-}
-
-fn provider() -> Arc<CryptoProvider> {
-    static PROVIDER: LazyLock<Arc<CryptoProvider>> =
-        LazyLock::new(|| Arc::new(rustls::crypto::ring::default_provider()));
-    Arc::clone(&PROVIDER)
+    resource::client_config(options, &loaded).map_err(|e| e.to_string())
 }
 
 /// A PEM file's certificates, recorded for their expiry under `role`.
 fn load_certs(file: &Path, role: Role) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(file)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{}: no certificate in the file", file.display()));
-    }
+    let certs = resource::certificates(file).map_err(|e| e.to_string())?;
+    observe_file(role, file, &certs);
+    Ok(certs)
+}
+
+fn observe_file(role: Role, file: &Path, certs: &[CertificateDer<'static>]) {
     certificates().observe(
         role,
         &file.display().to_string(),
         certs.iter().map(|c| &c[..]),
     );
-    Ok(certs)
-}
-
-fn load_key(file: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(file).map_err(|e| format!("{}: {e}", file.display()))
-}
-
-fn load_roots(file: &Path, role: Role) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    for cert in load_certs(file, role)? {
-        roots
-            .add(cert)
-            .map_err(|e| format!("{}: {e}", file.display()))?;
-    }
-    Ok(roots)
 }
 
 /// The host of `host:port` (`[v6]:port` too).

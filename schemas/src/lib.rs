@@ -26,7 +26,7 @@ pub use route::{
     AckMode, HashSpec, ReadPolicy, ReadSet, RouteTable, Shard, SplitTarget, Target, WriteSet,
 };
 pub use routes_file::{OutputBufferLimit, RoutesFile, TenantConfig, TenantLimits};
-pub use snapshot::{Snapshot, SnapshotCredential, SnapshotTenant};
+pub use snapshot::{Snapshot, SnapshotCredential, SnapshotDelta, SnapshotTenant};
 pub use validate::{ValidationError, ValidationErrors};
 
 /// Every generated JSON Schema: file name (under `schemas/`) and the schema itself.

@@ -104,5 +104,10 @@ pub(crate) async fn load(pool: &PgPool) -> Result<Snapshot, SnapshotError> {
             })
         })
         .collect::<Result<Vec<_>, SnapshotError>>()?;
-    Ok(Snapshot { revision, tenants })
+    Ok(Snapshot {
+        revision,
+        epoch: None,
+        tenants,
+        delta: None,
+    })
 }

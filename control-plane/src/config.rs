@@ -49,6 +49,10 @@ pub struct Config {
     /// A gateway not heard from for this many seconds no longer counts as live.
     #[arg(long, default_value_t = 30)]
     pub(crate) gateway_ttl_secs: u64,
+    /// How long the snapshot change log keeps a change, in seconds: a gateway that was away longer gets the whole
+    /// snapshot instead of a delta when it comes back.
+    #[arg(long, env = "SWITCHYARD_DELTA_HISTORY_SECS", default_value_t = 7 * 24 * 3600)]
+    pub(crate) delta_history_secs: u64,
     /// Database connections in the pool (one of them is held by the revision listener).
     #[arg(long, default_value_t = 10)]
     pub(crate) max_db_connections: u32,
@@ -72,6 +76,7 @@ impl Config {
         Settings {
             max_wait: Duration::from_secs(self.max_wait_secs),
             gateway_ttl: Duration::from_secs(self.gateway_ttl_secs),
+            delta_history: Duration::from_secs(self.delta_history_secs),
         }
     }
 }

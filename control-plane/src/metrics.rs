@@ -1,5 +1,5 @@
-//! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots, and
-//! when the certificates in use expire.
+//! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots and
+//! deltas, and when the certificates in use expire.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -18,6 +18,9 @@ pub struct Metrics {
     pub(crate) snapshots_served: AtomicU64,
     /// Snapshots read from the database (the rest were shared from the cache).
     pub snapshots_loaded: AtomicU64,
+    pub(crate) deltas_served: AtomicU64,
+    /// Deltas read from the database (the rest were shared from the cache).
+    pub deltas_loaded: AtomicU64,
     /// The `notAfter` of each certificate in use, by role and file: read by scrapes only, so a lock is fine.
     certificates: Mutex<BTreeMap<(&'static str, String), i64>>,
 }
@@ -50,7 +53,7 @@ impl Metrics {
             (
                 "switchyard_cp_snapshots_served_total",
                 "counter",
-                "Snapshots sent to gateways.",
+                "Full snapshots sent to gateways.",
                 counter(&self.snapshots_served),
             ),
             (
@@ -58,6 +61,18 @@ impl Metrics {
                 "counter",
                 "Snapshots read from the database; the others were shared.",
                 counter(&self.snapshots_loaded),
+            ),
+            (
+                "switchyard_cp_snapshot_deltas_served_total",
+                "counter",
+                "Snapshot deltas sent to gateways.",
+                counter(&self.deltas_served),
+            ),
+            (
+                "switchyard_cp_snapshot_deltas_loaded_total",
+                "counter",
+                "Snapshot deltas read from the database; the others were shared.",
+                counter(&self.deltas_loaded),
             ),
         ];
         for (name, kind, help, value) in gauges {

@@ -1,20 +1,25 @@
-//! The latest snapshot, read and serialized once, then shared by every poll that asks for it.
+//! Snapshots and deltas, read and serialized once, then shared by every poll that asks for the same one.
 //!
-//! One change wakes every waiting gateway at once; without sharing, each would read all tenants from Postgres
-//! and serialize them again.
+//! One change wakes every waiting gateway at once; without sharing, each would read from Postgres and serialize
+//! again.
 //!
-//! Loads are also spaced: the next one starts no sooner than [`LOAD_SPACING`] times the last one's duration
-//! after it. A load reads every tenant, so while gateways follow a stream of changes (onboarding), loading again
-//! at every change kept a core busy and REST writes slowed as tenants grew (523 writes/s without a gateway
+//! Full loads are also spaced: the next one starts no sooner than [`LOAD_SPACING`] times the last one's duration
+//! after it. A full load reads every tenant, so while gateways follow a stream of changes (onboarding), loading
+//! again at every change kept a core busy and REST writes slowed as tenants grew (523 writes/s without a gateway
 //! following, 288 with one, at 10,000 tenants; `scripts/bench-onboard`). Spaced, snapshot work takes at most
 //! 1 / (1 + LOAD_SPACING) of the time whatever the number of tenants, and a change waits at most that many
 //! load durations longer to reach gateways; the changes committed meanwhile ride along in the next load.
+//!
+//! Deltas cost what the change costs, so they are not spaced, and they have their own lock: a gateway following
+//! deltas never waits behind a full load another gateway asked for.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use sqlx::PgPool;
+use switchyard_schemas::Snapshot;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -29,14 +34,33 @@ pub(crate) struct CachedSnapshot {
     pub(crate) body: Bytes,
 }
 
-/// How many load durations pass between the end of one load and the start of the next.
+impl CachedSnapshot {
+    fn new(snapshot: &Snapshot) -> ApiResult<CachedSnapshot> {
+        Ok(CachedSnapshot {
+            revision: snapshot.revision,
+            body: Bytes::from(
+                serde_json::to_vec(snapshot)
+                    .map_err(|e| ApiError::internal("serializing the snapshot", e))?,
+            ),
+        })
+    }
+}
+
+/// How many load durations pass between the end of one full load and the start of the next.
 const LOAD_SPACING: u32 = 4;
+
+/// How often the change log is pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// Most deltas kept at once (one per revision gateways ask from).
+const MAX_DELTAS: usize = 1024;
 
 #[derive(Default)]
 pub(crate) struct SnapshotCache {
-    // An async mutex held across the spacing wait and the database read on purpose: polls woken by the same
+    // Async mutexes held across the spacing wait and the database read on purpose: polls woken by the same
     // changes queue here, and all but the first find the fresh snapshot when they get the lock.
     latest: Mutex<Latest>,
+    deltas: Mutex<Deltas>,
 }
 
 #[derive(Default)]
@@ -46,9 +70,16 @@ struct Latest {
     next_load: Option<Instant>,
 }
 
+/// Deltas up to the newest revision loaded, by (epoch, the revision they apply after).
+#[derive(Default)]
+struct Deltas {
+    revision: i64,
+    by_base: HashMap<(String, i64), CachedSnapshot>,
+}
+
 impl SnapshotCache {
     /// A snapshot at revision `at_least` or later.
-    pub(crate) async fn get(
+    pub(crate) async fn full(
         &self,
         pool: &PgPool,
         metrics: &Metrics,
@@ -64,16 +95,55 @@ impl SnapshotCache {
         let started = Instant::now();
         let snapshot = db::snapshot::load(pool).await?;
         metrics.snapshots_loaded.fetch_add(1, Ordering::Relaxed);
-        let cached = CachedSnapshot {
-            revision: snapshot.revision,
-            body: Bytes::from(
-                serde_json::to_vec(&snapshot)
-                    .map_err(|e| ApiError::internal("serializing the snapshot", e))?,
-            ),
-        };
+        let cached = CachedSnapshot::new(&snapshot)?;
         let spacing: Duration = started.elapsed() * LOAD_SPACING;
         latest.next_load = Some(Instant::now() + spacing);
         latest.snapshot = Some(cached.clone());
         Ok(cached)
+    }
+
+    /// What changed after revision `after` of `epoch`, up to revision `at_least` or later; `None` when only a
+    /// full snapshot can tell (see `db::snapshot::load_delta`).
+    pub(crate) async fn delta(
+        &self,
+        pool: &PgPool,
+        metrics: &Metrics,
+        epoch: &str,
+        after: i64,
+        at_least: i64,
+    ) -> ApiResult<Option<CachedSnapshot>> {
+        let key = (epoch.to_string(), after);
+        let mut deltas = self.deltas.lock().await;
+        if let Some(cached) = deltas.by_base.get(&key).filter(|c| c.revision >= at_least) {
+            return Ok(Some(cached.clone()));
+        }
+        let Some(snapshot) = db::snapshot::load_delta(pool, epoch, after).await? else {
+            return Ok(None);
+        };
+        metrics.deltas_loaded.fetch_add(1, Ordering::Relaxed);
+        let cached = CachedSnapshot::new(&snapshot)?;
+        // Deltas up to an older revision are never asked for again once a newer one is known.
+        if cached.revision > deltas.revision || deltas.by_base.len() >= MAX_DELTAS {
+            deltas.by_base.clear();
+            deltas.revision = cached.revision;
+        }
+        if cached.revision == deltas.revision {
+            deltas.by_base.insert(key, cached.clone());
+        }
+        Ok(Some(cached))
+    }
+}
+
+/// Prunes the snapshot change log at start and then every [`PRUNE_EVERY`] (every control-plane replica does it;
+/// the DELETE is idempotent).
+pub(crate) async fn forget_old_changes(state: crate::AppState) {
+    let mut every = tokio::time::interval(PRUNE_EVERY);
+    loop {
+        every.tick().await;
+        match state.prune_snapshot_changes().await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, "pruned the snapshot change log"),
+            Err(e) => tracing::warn!("cannot prune the snapshot change log: {e}"),
+        }
     }
 }

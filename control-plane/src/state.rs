@@ -24,6 +24,8 @@ pub struct Settings {
     pub(crate) max_wait: Duration,
     /// A gateway not heard from for this long is no longer live.
     pub(crate) gateway_ttl: Duration,
+    /// How long the snapshot change log keeps a change (deltas reach back this far).
+    pub(crate) delta_history: Duration,
 }
 
 impl Default for Settings {
@@ -31,6 +33,7 @@ impl Default for Settings {
         Settings {
             max_wait: Duration::from_secs(60),
             gateway_ttl: Duration::from_secs(30),
+            delta_history: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -92,6 +95,13 @@ impl AppState {
 
     pub(crate) fn stopping(&self) -> watch::Receiver<bool> {
         self.stopping.subscribe()
+    }
+
+    /// Forgets the snapshot changes older than `Settings::delta_history`: a gateway that last synced before the
+    /// newest revision forgotten gets the whole snapshot. Returns how many log rows went.
+    pub async fn prune_snapshot_changes(&self) -> Result<u64, DbError> {
+        crate::db::snapshot::prune_changes(&self.pool, self.settings.delta_history.as_secs_f64())
+            .await
     }
 
     /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once.

@@ -2,7 +2,8 @@
 //!
 //! A gateway passes the revision it has as `after` (or `If-None-Match`); the answer comes at once when the
 //! control plane is at another revision, else when a change commits (on any replica: see `revision`), else
-//! after `wait` as a 304.
+//! after `wait` as a 304. A gateway that also passes the `epoch` of the snapshot it has gets a delta (only what
+//! changed since `after`) whenever one can be told, else the whole snapshot.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub(crate) fn operations() -> Vec<Operation> {
         Operation::new("getSnapshot", Method::GET, "/v1/snapshot", "Everything gateways serve; long-polls for a change", Access::Gateway, get(snapshot))
             .reply::<Snapshot>(200)
             .query_integer("after", "The revision the caller has: answer when the current one differs (else 304).")
+            .query("epoch", "The `epoch` of the snapshot the caller has: with `after`, ask for a delta (answered with `delta` set when one can be told, else the whole snapshot).")
             .query("wait", "How long to wait for a change when at `after`: `30s`, `500ms`, `1m` or seconds; default 0.")
             .header("If-None-Match", "The revision the caller has, when `after` is not given.")
             .also(304)
@@ -39,6 +41,7 @@ pub(crate) fn operations() -> Vec<Operation> {
 struct SnapshotQuery {
     after: Option<i64>,
     wait: Option<String>,
+    epoch: Option<String>,
 }
 
 /// `30s`, `500ms`, `2m`, or a bare number of seconds.
@@ -107,14 +110,31 @@ async fn snapshot(
         }
         _ => current,
     };
-    let snapshot = state
-        .snapshots
-        .get(&state.pool, &state.metrics, at_least)
-        .await?;
-    state
-        .metrics
-        .snapshots_served
-        .fetch_add(1, Ordering::Relaxed);
+    let delta = match (&query.epoch, after) {
+        (Some(epoch), Some(after)) if after < at_least => {
+            state
+                .snapshots
+                .delta(&state.pool, &state.metrics, epoch, after, at_least)
+                .await?
+        }
+        _ => None,
+    };
+    let snapshot = match delta {
+        Some(delta) => {
+            state.metrics.deltas_served.fetch_add(1, Ordering::Relaxed);
+            delta
+        }
+        None => {
+            state
+                .metrics
+                .snapshots_served
+                .fetch_add(1, Ordering::Relaxed);
+            state
+                .snapshots
+                .full(&state.pool, &state.metrics, at_least)
+                .await?
+        }
+    };
     let json = (
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

@@ -1,11 +1,12 @@
-//! [`Change`]: the transaction a change runs in, which also bumps the revision, audits it and NOTIFYs.
+//! [`Change`]: the transaction a change runs in, which also bumps the revision, audits it, stamps its entries
+//! in the snapshot change log and NOTIFYs.
 //!
 //! Either all of it happens or none of it does, and the global revision goes up by exactly one.
 
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
 use crate::db::audit::{self, Actor, AuditRecord};
-use crate::db::{DbResult, WithOperation, revision};
+use crate::db::{DbResult, WithOperation, revision, snapshot};
 
 /// One change in progress.
 pub(crate) struct Change {
@@ -42,6 +43,7 @@ impl Change {
     pub(crate) async fn commit(mut self, actor: &Actor, record: AuditRecord) -> DbResult<i64> {
         let revision = self.revision().await?;
         audit::insert(&mut self.tx, revision, actor, &record).await?;
+        snapshot::stamp_changes(&mut self.tx, revision).await?;
         revision::notify(&mut self.tx, revision).await?;
         self.tx.commit().await.during("committing a change")?;
         Ok(revision)

@@ -12,6 +12,7 @@ mod resources;
 mod routes;
 mod server;
 mod snapshot;
+mod snapshot_delta;
 mod system;
 mod tenant_limits;
 mod tenant_migrations;

@@ -30,7 +30,7 @@ fn poll(api: &Api, revision: i64) -> tokio::task::JoinHandle<(Reply, Instant)> {
 }
 
 /// Returns once `count` polls wait on `api`.
-async fn until_waiting(api: &Api, count: i64) {
+pub(crate) async fn until_waiting(api: &Api, count: i64) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while api.state.metrics.long_polls_waiting.load(Ordering::Relaxed) < count {
         assert!(Instant::now() < deadline, "the polls never started waiting");

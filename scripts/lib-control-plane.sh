@@ -1,5 +1,5 @@
-# Shared by the control-plane benchmarks (scripts/bench-onboard, scripts/bench-fleet): a control plane on a fresh
-# database, stopped and dropped on exit.
+# Shared by the control-plane benchmarks (scripts/bench-onboard, scripts/bench-fleet, scripts/bench-scale): a control
+# plane on a fresh database.
 
 # Builds the release control plane unless $binary names one already; sets $binary.
 build_control_plane() {
@@ -9,14 +9,11 @@ build_control_plane() {
   fi
 }
 
-# Starts $binary on a fresh database named $1 and a free port; sets $port, $admin and $gateway_token. The EXIT
-# trap stops it, drops the database and removes its log directory.
+# Starts $binary on a fresh database named $1 and a free port; sets $port, $admin, $gateway_token and
+# $control_plane_work (its log directory). The caller's EXIT trap calls stop_control_plane.
 start_control_plane() {
   database="$1"
-  work=$(mktemp -d -t "$database.XXXXXX")
-  trap 'kill "$control_plane_pid" 2>/dev/null || true; wait "$control_plane_pid" 2>/dev/null || true
-        psql -q "${DATABASE_URL%/*}/postgres" -c "DROP DATABASE IF EXISTS $database WITH (FORCE)" 2>/dev/null || true
-        rm -rf "$work"' EXIT
+  control_plane_work=$(mktemp -d -t "$database.XXXXXX")
   trap 'exit 130' INT TERM
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   psql -q "${DATABASE_URL%/*}/postgres" -c "CREATE DATABASE $database"
@@ -24,7 +21,16 @@ start_control_plane() {
   gateway_token=bench-gateway-token-0123456789
   "$binary" --listen "127.0.0.1:$port" --database-url "${DATABASE_URL%/*}/$database" \
     --admin-token "$admin" --gateway-token "$gateway_token" --max-db-connections 20 \
-    >"$work/control-plane.log" 2>&1 &
+    >"$control_plane_work/control-plane.log" 2>&1 &
   control_plane_pid=$!
   wait_for_port "$port" 30
+}
+
+# Stops what start_control_plane started, drops its database and removes its log directory.
+stop_control_plane() {
+  [ -n "${control_plane_pid:-}" ] || return 0
+  kill "$control_plane_pid" 2>/dev/null || true
+  wait "$control_plane_pid" 2>/dev/null || true
+  psql -q "${DATABASE_URL%/*}/postgres" -c "DROP DATABASE IF EXISTS $database WITH (FORCE)" 2>/dev/null || true
+  rm -rf "$control_plane_work"
 }

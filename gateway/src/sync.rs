@@ -37,6 +37,9 @@ pub(crate) struct Sync {
 enum Poll {
     Changed(bytes::Bytes),
     Unchanged,
+    /// 400 to a poll with `epoch`: a control plane without deltas (e.g. after a downgrade, with a cache file
+    /// from a newer one), which refuses parameters it does not know.
+    EpochRefused,
 }
 
 impl Sync {
@@ -80,7 +83,7 @@ impl Sync {
                 Ok(()) => return,
                 Err(e) => tracing::error!("the control plane's snapshot was rejected: {e:#}"),
             },
-            Ok(Ok(Poll::Unchanged)) => {}
+            Ok(Ok(Poll::Unchanged | Poll::EpochRefused)) => {}
             Ok(Err(e)) => {
                 tracing::warn!(control_plane = %self.config.url, "control plane unreachable at start: {e:#}")
             }
@@ -116,6 +119,12 @@ impl Sync {
             let (after, epoch) = next_poll(&gateway.snapshot(), rejected, full);
             match self.poll(after, epoch.as_deref(), POLL_WAIT).await {
                 Ok(Poll::Unchanged) => backoff.reset(),
+                Ok(Poll::EpochRefused) => {
+                    tracing::warn!(
+                        "the control plane refused the epoch parameter: asking for full snapshots"
+                    );
+                    full = true;
+                }
                 Ok(Poll::Changed(body)) => {
                     backoff.reset();
                     let applied = Arc::clone(&self)
@@ -166,6 +175,7 @@ impl Sync {
         crate::tls::observe_control_plane(&self.config.url, &response);
         match response.status() {
             reqwest::StatusCode::NOT_MODIFIED => Ok(Poll::Unchanged),
+            reqwest::StatusCode::BAD_REQUEST if epoch.is_some() => Ok(Poll::EpochRefused),
             status if status.is_success() => Ok(Poll::Changed(
                 response.bytes().await.context("reading the snapshot")?,
             )),
@@ -273,6 +283,12 @@ fn revision_of(body: &[u8]) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
     use super::*;
     use crate::state::test_config;
 
@@ -314,5 +330,143 @@ mod tests {
         assert_eq!(url.as_str(), format!("{start}&after=5"));
         let url = next_url(&gateway.snapshot(), Some(7), true);
         assert_eq!(url.as_str(), format!("{start}&after=7"));
+    }
+
+    fn tenant(name: &str) -> String {
+        format!(
+            r#"{{"name":"{name}","disabled":false,"allow_admin":false,"limits":{{}},"credentials":[],"route":{{"type":"single","target":"redis://127.0.0.1:1"}},"route_version":1}}"#
+        )
+    }
+
+    /// A control plane that answers each `GET /v1/snapshot` with the next scripted (status, body), records what
+    /// was asked, and once the script is done holds the poll open; heartbeats get 200.
+    async fn scripted_control_plane(
+        script: Vec<(u16, String)>,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&asked);
+        tokio::spawn(async move {
+            let mut script = script.into_iter();
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let mut chunk = [0u8; 1024];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let (status, body) = match line.strip_prefix("GET ") {
+                    Some(request) => {
+                        let path = request.split(' ').next().unwrap_or("").to_string();
+                        record.lock().unwrap().push(path);
+                        match script.next() {
+                            Some(answer) => answer,
+                            None => {
+                                // Hold the poll as a control plane with nothing new would.
+                                tokio::spawn(async move {
+                                    tokio::time::sleep(Duration::from_secs(60)).await;
+                                    drop(stream);
+                                });
+                                continue;
+                            }
+                        }
+                    }
+                    None => (200, "{}".to_string()),
+                };
+                let response = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            }
+        });
+        (url, asked)
+    }
+
+    /// The whole loop against a control plane: the first poll asks for a full snapshot, then deltas are asked
+    /// for with the epoch; a delta that does not apply is rejected and a full snapshot asked for; a 400 to the
+    /// epoch makes the gateway ask without it; the cache file ends as the full snapshot served.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_gateway_asks_for_deltas_and_falls_back_to_full_snapshots() {
+        let (a, b, c) = (tenant("a"), tenant("b"), tenant("c"));
+        let delta = |after: i64, revision: i64, tenants: &str| {
+            format!(
+                r#"{{"revision":{revision},"epoch":"e 1","tenants":[{tenants}],"delta":{{"after":{after},"removed_tenants":[]}}}}"#
+            )
+        };
+        let full_6 = format!(r#"{{"revision":6,"epoch":"e 1","tenants":[{a},{b},{c}]}}"#);
+        let script = vec![
+            (
+                200,
+                format!(r#"{{"revision":3,"epoch":"e 1","tenants":[{a}]}}"#),
+            ),
+            (200, delta(3, 4, &b)),
+            (200, delta(2, 5, &c)),
+            (200, full_6.clone()),
+            (400, "unknown parameter epoch".to_string()),
+            (304, String::new()),
+        ];
+        let (url, asked) = scripted_control_plane(script).await;
+        let cache =
+            std::env::temp_dir().join(format!("switchyard-sync-{}.json", std::process::id()));
+        let sync = Sync::new(ControlPlaneConfig {
+            url,
+            token: "t".to_string(),
+            ca_file: None,
+            cache_file: Some(cache.clone()),
+            gateway_id: "g".to_string(),
+        })
+        .unwrap();
+        let gateway = Arc::new(Gateway::new(test_config(), None));
+        sync.bootstrap(&gateway).await;
+        tokio::spawn(Arc::new(sync).run(Arc::clone(&gateway)));
+
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while asked.lock().unwrap().len() < 7 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let poll = "/v1/snapshot?wait=30000ms";
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                "/v1/snapshot?wait=0ms".to_string(),
+                format!("{poll}&after=3&epoch=e+1"),
+                format!("{poll}&after=4&epoch=e+1"),
+                format!("{poll}&after=4"),
+                format!("{poll}&after=6&epoch=e+1"),
+                format!("{poll}&after=6"),
+                format!("{poll}&after=6"),
+            ]
+        );
+        let snapshot = gateway.snapshot();
+        let names: Vec<&str> = snapshot.tenants().iter().map(|t| t.name.as_str()).collect();
+        assert_eq!((snapshot.revision, names), (Some(6), vec!["a", "b", "c"]));
+        let metrics = &gateway.metrics;
+        let count = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        assert_eq!(count(&metrics.snapshots_applied_full), 2);
+        assert_eq!(count(&metrics.snapshots_applied_delta), 1);
+        assert_eq!(count(&metrics.snapshots_rejected), 1);
+        let expected: switchyard_schemas::Snapshot = serde_json::from_str(&full_6).unwrap();
+        let written = loop {
+            let written = std::fs::read(&cache).ok().and_then(|body| {
+                serde_json::from_slice::<switchyard_schemas::Snapshot>(&body).ok()
+            });
+            match written {
+                Some(written) if written.revision == 6 => break written,
+                _ if Instant::now() > deadline => panic!("the cache file never reached revision 6"),
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        assert_eq!(written, expected);
+        let _ = std::fs::remove_file(&cache);
     }
 }

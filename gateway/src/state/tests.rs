@@ -210,6 +210,24 @@ fn served(gateway: &Gateway) -> serde_json::Value {
     listing
 }
 
+/// Fails, naming the first tenant served otherwise, unless both gateways serve the same.
+fn assert_same(follower: &Gateway, fresh: &Gateway, step: usize) {
+    let (followed, built) = (served(follower), served(fresh));
+    if followed != built {
+        let tenants = |v: &serde_json::Value| v["tenants"].as_array().cloned().unwrap_or_default();
+        let first = tenants(&followed)
+            .into_iter()
+            .zip(tenants(&built))
+            .find(|(a, b)| a != b);
+        panic!(
+            "step {step}: the deltas serve otherwise than the full snapshot: {} against {} tenants, first \
+             difference (followed, built): {first:?}",
+            tenants(&followed).len(),
+            tenants(&built).len()
+        );
+    }
+}
+
 fn resources(gateway: &Gateway) -> HashSet<crate::backend::ResourceSpec> {
     gateway.snapshot().resources().iter().cloned().collect()
 }
@@ -257,7 +275,7 @@ fn deltas_serve_what_a_full_snapshot_serves() {
 
         let fresh = gateway();
         fresh.apply_control_plane(cp.full().as_bytes()).unwrap();
-        assert_eq!(served(&follower), served(&fresh), "step {step}");
+        assert_same(&follower, &fresh, step);
         assert_eq!(resources(&follower), resources(&fresh), "step {step}");
         let full: switchyard_schemas::Snapshot = serde_json::from_str(&cp.full()).unwrap();
         let cached: switchyard_schemas::Snapshot =
@@ -405,4 +423,83 @@ fn a_delta_that_does_not_apply_is_refused_and_the_snapshot_served_stays() {
         .map(|t| t.name.clone())
         .collect();
     assert_eq!(names, ["b"]);
+}
+
+/// The cost figure of issue 23 (not a check, so ignored): a full snapshot of 100,000 tenants, then one-tenant
+/// deltas, each timed from the body received to the snapshot published. In a release build:
+/// `cargo test --release -p switchyard-gateway --lib -- --ignored --nocapture one_tenant_deltas_at_100000`.
+#[test]
+#[ignore]
+fn one_tenant_deltas_at_100000_tenants() {
+    use std::time::Instant;
+
+    let held = |i: usize, version: i64| Held {
+        disabled: false,
+        allow_admin: false,
+        max_connections: Some(100),
+        secrets: vec![(i64::try_from(i).unwrap(), format!("secret-{i}-{version}"))],
+        route: format!(
+            r#"{{"type":"single","target":"redis://:password-of-{}@10.0.{}.{}:6379/{}"}}"#,
+            i % 100,
+            i % 7,
+            i % 100,
+            i % 16
+        ),
+        version,
+    };
+    let mut cp = ControlPlane {
+        tenants: (0..100_000)
+            .map(|i| (format!("tenant-{i:06}"), held(i, 1)))
+            .collect(),
+        revision: 1,
+        epoch: "db-1",
+        next_id: 0,
+    };
+    let full = cp.full();
+    let gateway = gateway();
+    let started = Instant::now();
+    let received = gateway.apply_control_plane(full.as_bytes()).unwrap();
+    println!(
+        "full snapshot: {} tenants, {} bytes, applied in {:?}",
+        cp.tenants.len(),
+        full.len(),
+        started.elapsed()
+    );
+    let started = Instant::now();
+    let cache = received.to_json().unwrap();
+    println!(
+        "cache file serialized ({} bytes) in {:?}",
+        cache.len(),
+        started.elapsed()
+    );
+    drop((received, cache));
+    let started = Instant::now();
+    let listing = serde_json::to_string(&gateway.snapshot().listing()).unwrap();
+    println!(
+        "GET /tenants: {} bytes in {:?}",
+        listing.len(),
+        started.elapsed()
+    );
+
+    let mut times = Vec::new();
+    for round in 0..50 {
+        let i = (round * 7919) % 100_000;
+        let name = format!("tenant-{i:06}");
+        let after = cp.revision;
+        cp.revision += 1;
+        cp.tenants.insert(name.clone(), held(i + 1, cp.revision));
+        let delta = cp.delta(after, &HashSet::from([name]), &HashSet::new());
+        let started = Instant::now();
+        gateway.apply_control_plane(delta.as_bytes()).unwrap();
+        times.push(started.elapsed());
+    }
+    times.sort();
+    println!(
+        "one-tenant delta at {} tenants: median {:?}, 90th percentile {:?}, max {:?} ({} deltas)",
+        gateway.snapshot().tenants().len(),
+        times[times.len() / 2],
+        times[times.len() * 9 / 10],
+        times[times.len() - 1],
+        times.len()
+    );
 }

@@ -1,7 +1,8 @@
 //! Tenants and their routes, as served right now.
 //!
-//! A [`Snapshot`] is built off to the side from a routes file or a control-plane snapshot, fully validated, then
-//! published with one `ArcSwap` store; sessions pick it up at their next command.
+//! A [`Snapshot`] is built off to the side from a routes file or a control-plane snapshot (whole, or from the one
+//! served and a delta), fully validated, then published with one `ArcSwap` store; sessions pick it up at their
+//! next command.
 //!
 //! Only a routes file can make a tenant "open" (served to clients that never AUTH): there `"passwords": []` is
 //! written on purpose. In a control-plane snapshot a tenant without credentials is one whose first credential is

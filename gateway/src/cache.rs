@@ -16,19 +16,25 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use switchyard_schemas::{SnapshotDelta, SnapshotTenant};
 
-use crate::route::{Refused, merge_by_name};
+use crate::route::{ByName, Named, Refused};
 
 /// A full control-plane snapshot, each tenant as received, sorted by name.
 pub(crate) struct Received {
     revision: i64,
     epoch: Option<String>,
-    tenants: Vec<Arc<ReceivedTenant>>,
+    tenants: ByName<Arc<ReceivedTenant>>,
 }
 
 /// One tenant's JSON as the control plane sent it.
 pub(crate) struct ReceivedTenant {
     name: String,
     json: Box<RawValue>,
+}
+
+impl Named for Arc<ReceivedTenant> {
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 /// A snapshot body whose tenants are left unparsed.
@@ -95,7 +101,7 @@ impl Received {
         Received {
             revision: snapshot.revision,
             epoch: snapshot.epoch.clone(),
-            tenants,
+            tenants: ByName::from_sorted(tenants),
         }
     }
 
@@ -107,18 +113,12 @@ impl Received {
         mut tenants: Vec<Arc<ReceivedTenant>>,
     ) -> Received {
         tenants.sort_by(|a, b| a.name.cmp(&b.name));
-        let removed: std::collections::HashSet<&str> =
-            delta.removed_tenants.iter().map(String::as_str).collect();
-        let merged = merge_by_name(
-            &self.tenants,
-            tenants,
-            |name| removed.contains(name),
-            |t| &t.name,
-        );
+        let mut removed: Vec<&str> = delta.removed_tenants.iter().map(String::as_str).collect();
+        removed.sort_unstable();
         Received {
             revision: changes.revision,
             epoch: changes.epoch.clone(),
-            tenants: merged.list,
+            tenants: self.tenants.patched(tenants, &removed).list,
         }
     }
 

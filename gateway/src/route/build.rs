@@ -8,7 +8,7 @@ use switchyard_schemas::{
     RouteTable, RoutesFile, SnapshotTenant, TenantLimits, ValidationError, ValidationErrors,
 };
 
-use super::{Catalog, DigestIndex, ResourcePlan, RoutePlan, Snapshot, Tenant};
+use super::{ByName, Catalog, DigestIndex, ResourcePlan, RoutePlan, Snapshot, Tenant};
 
 /// Why a control-plane snapshot is not served.
 #[derive(Debug, thiserror::Error)]
@@ -151,6 +151,7 @@ impl Snapshot {
             WithoutCredentials::Open => tenants.iter().rposition(|t| t.credentials.is_empty()),
             WithoutCredentials::Unreachable => None,
         };
+        let tenants = ByName::from_sorted(tenants);
         Snapshot {
             generation,
             revision,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Tenant;
+use super::{ByName, Tenant};
 
 #[derive(Default)]
 pub(super) struct DigestIndex(Vec<Entry>);
@@ -21,7 +21,7 @@ struct Entry {
 
 impl DigestIndex {
     /// The index of every credential of `tenants`.
-    pub(super) fn new(tenants: &[Arc<Tenant>]) -> DigestIndex {
+    pub(super) fn new(tenants: &ByName<Arc<Tenant>>) -> DigestIndex {
         let mut entries: Vec<Entry> = tenants
             .iter()
             .enumerate()
@@ -63,7 +63,7 @@ impl DigestIndex {
     pub(super) fn find<'a>(
         &self,
         digest: &str,
-        tenants: &'a [Arc<Tenant>],
+        tenants: &'a ByName<Arc<Tenant>>,
     ) -> Option<&'a Arc<Tenant>> {
         let prefix = digest_prefix(digest);
         let start = self.0.partition_point(|entry| entry.prefix < prefix);
@@ -79,7 +79,7 @@ impl DigestIndex {
     }
 
     /// The digests the index maps to each tenant (by tenant index), sorted.
-    pub(super) fn digests<'a>(&self, tenants: &'a [Arc<Tenant>]) -> Vec<Vec<&'a str>> {
+    pub(super) fn digests<'a>(&self, tenants: &'a ByName<Arc<Tenant>>) -> Vec<Vec<&'a str>> {
         let mut digests = vec![Vec::new(); tenants.len()];
         for entry in &self.0 {
             let tenant = tenants.get(to_usize(entry.tenant));

@@ -1,7 +1,8 @@
 //! Applying a control-plane delta to the snapshot being served: only the tenants it names are compiled, the
-//! others are carried over as they are (the same `Arc<Tenant>`, metrics and resource plans), and the credential
-//! index and resource list are updated in one linear pass each, so that a one-tenant change at 100,000 tenants
-//! costs a few milliseconds rather than a rebuild of everything.
+//! others are carried over as they are (the same `Arc<Tenant>`, metrics and resource plans, in the same shared
+//! chunks of the tenant list), the credential index is updated in one linear pass over plain integers, and the
+//! resource list only when a resource comes or goes, so that a one-tenant change at 100,000 tenants costs about
+//! a millisecond rather than a rebuild of everything.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -33,7 +34,8 @@ impl Snapshot {
             )));
         }
         validate_routes(&changes.tenants, delta_errors(changes, delta))?;
-        let mut gone: HashSet<&str> = delta.removed_tenants.iter().map(String::as_str).collect();
+        // Removed, and disabled (left out as a full build leaves them out), sorted.
+        let mut gone: Vec<&str> = delta.removed_tenants.iter().map(String::as_str).collect();
         gone.extend(
             changes
                 .tenants
@@ -41,6 +43,8 @@ impl Snapshot {
                 .filter(|t| t.disabled)
                 .map(|t| t.name.as_str()),
         );
+        gone.sort_unstable();
+        gone.dedup();
         let shared = RefCell::new(&mut *catalog);
         let plan = |url: &str| shared.borrow_mut().plan(url);
         let mut upserts: Vec<Arc<Tenant>> = changes
@@ -50,32 +54,32 @@ impl Snapshot {
             .map(|t| compile(TenantSource::control_plane(t), self, &plan))
             .collect();
         upserts.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        let merged = merge_by_name(
-            &self.tenants,
-            upserts,
-            |name| gone.contains(name),
-            |t| &t.name,
-        );
-        for (old, moved) in self.tenants.iter().zip(&merged.moved) {
-            if moved.is_none() {
-                catalog.release(&old.route);
+        let patched = self.tenants.patched(upserts, &gone);
+        let dropped = patched
+            .moved
+            .iter()
+            .enumerate()
+            .filter(|(_, to)| to.is_none());
+        for (old, _) in dropped {
+            if let Some(tenant) = self.tenants.get(old) {
+                catalog.release(&tenant.route);
             }
         }
         let added = || {
-            merged
+            patched
                 .added
                 .iter()
-                .filter_map(|&i| Some((i, &**merged.list.get(i)?)))
+                .filter_map(|&i| Some((i, &**patched.list.get(i)?)))
         };
         for (_, tenant) in added() {
             catalog.hold(&tenant.route);
         }
-        let by_digest = self.by_digest.moved(&merged.moved, added());
+        let by_digest = self.by_digest.moved(&patched.moved, added());
         Ok(Snapshot {
             generation,
             revision: Some(changes.revision),
             epoch: changes.epoch.clone(),
-            tenants: merged.list,
+            tenants: patched.list,
             by_digest,
             open_tenant: None,
             resources: catalog.specs(),
@@ -106,49 +110,4 @@ fn delta_errors(
         });
     }
     errors
-}
-
-/// A list sorted by name after [`merge_by_name`].
-pub(crate) struct Merged<T> {
-    pub list: Vec<T>,
-    /// For each entry of the old list, its index in `list`; `None` when it was replaced or dropped.
-    pub moved: Vec<Option<u32>>,
-    /// The indices in `list` of the entries that came in.
-    pub added: Vec<usize>,
-}
-
-/// `old` (sorted by name) with `upserts` (sorted by name, each name once) put in, each replacing the old entry
-/// of its name, and the old entries whose name is `gone` dropped: one pass over both lists.
-pub(crate) fn merge_by_name<T: Clone>(
-    old: &[T],
-    upserts: Vec<T>,
-    gone: impl Fn(&str) -> bool,
-    name: impl Fn(&T) -> &str,
-) -> Merged<T> {
-    let mut merged = Merged {
-        list: Vec::with_capacity(old.len() + upserts.len()),
-        moved: Vec::with_capacity(old.len()),
-        added: Vec::with_capacity(upserts.len()),
-    };
-    let mut upserts = upserts.into_iter().peekable();
-    for entry in old {
-        let mut replaced = false;
-        while let Some(new) = upserts.next_if(|new| name(new) <= name(entry)) {
-            // Names are unique, so only the last one taken can be the entry's.
-            replaced = name(&new) == name(entry);
-            merged.added.push(merged.list.len());
-            merged.list.push(new);
-        }
-        let kept = !replaced && !gone(name(entry));
-        let index = u32::try_from(merged.list.len()).ok();
-        merged.moved.push(index.filter(|_| kept));
-        if kept {
-            merged.list.push(entry.clone());
-        }
-    }
-    for new in upserts {
-        merged.added.push(merged.list.len());
-        merged.list.push(new);
-    }
-    merged
 }

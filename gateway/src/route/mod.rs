@@ -17,6 +17,7 @@ use crate::backend::ResourceSpec;
 use crate::metrics::TenantMetrics;
 
 mod build;
+mod by_name;
 mod catalog;
 mod credentials;
 mod delta;
@@ -30,9 +31,9 @@ mod run;
 mod scan;
 
 pub(crate) use build::Refused;
+pub(crate) use by_name::{ByName, Named};
 pub(crate) use catalog::Catalog;
 use credentials::DigestIndex;
-pub(crate) use delta::merge_by_name;
 pub(crate) use dispatch::Dispatch;
 pub(crate) use merge::Merge;
 pub(crate) use plan::{ResourcePlan, RoutePlan, TargetPlan};
@@ -47,8 +48,8 @@ pub(crate) struct Snapshot {
     pub generation: u64,
     /// The control plane's revision this snapshot reflects (none for a routes file).
     pub revision: Option<i64>,
-    /// Sorted by name (see [`Snapshot::tenant_by_name`]).
-    tenants: Vec<Arc<Tenant>>,
+    /// Sorted by name (see [`Snapshot::tenant_by_name`]), in chunks a delta shares with the snapshot before.
+    tenants: ByName<Arc<Tenant>>,
     /// Names the control plane's history this snapshot belongs to (see `switchyard_schemas::Snapshot::epoch`).
     pub epoch: Option<String>,
     /// Which tenant each credential digest selects.
@@ -70,6 +71,12 @@ pub(crate) struct Tenant {
     pub metrics: TenantMetrics,
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
+}
+
+impl Named for Arc<Tenant> {
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl Tenant {
@@ -94,23 +101,19 @@ impl Snapshot {
             generation: 0,
             revision: None,
             epoch: None,
-            tenants: Vec::new(),
+            tenants: ByName::default(),
             by_digest: DigestIndex::default(),
             open_tenant: None,
             resources: Arc::default(),
         }
     }
 
-    pub(crate) fn tenants(&self) -> &[Arc<Tenant>] {
+    pub(crate) fn tenants(&self) -> &ByName<Arc<Tenant>> {
         &self.tenants
     }
 
     pub(crate) fn tenant_by_name(&self, name: &str) -> Option<&Arc<Tenant>> {
-        let found = self
-            .tenants
-            .binary_search_by(|t| t.name.as_str().cmp(name))
-            .ok()?;
-        self.tenants.get(found)
+        self.tenants.find(name)
     }
 
     /// Whether clients must AUTH before anything else.
@@ -119,7 +122,7 @@ impl Snapshot {
     }
 
     pub(crate) fn open_tenant(&self) -> Option<&Arc<Tenant>> {
-        self.open_tenant.map(|i| &self.tenants[i])
+        self.open_tenant.and_then(|i| self.tenants.get(i))
     }
 
     /// The tenant a password selects, and the digest that matched; with a tenant name

@@ -283,7 +283,7 @@ fn deltas_serve_what_a_full_snapshot_serves() {
         assert_eq!(cached, full, "step {step}");
 
         let now = follower.snapshot();
-        for tenant in before.tenants() {
+        for tenant in before.tenants().iter() {
             if !changed.contains(&tenant.name) && !removed.contains(&tenant.name) {
                 let kept = now.tenant_by_name(&tenant.name).unwrap();
                 assert!(Arc::ptr_eq(kept, tenant), "step {step}: {}", tenant.name);

@@ -394,7 +394,8 @@ mod tests {
 
     /// The whole loop against a control plane: the first poll asks for a full snapshot, then deltas are asked
     /// for with the epoch; a delta that does not apply is rejected and a full snapshot asked for; a 400 to the
-    /// epoch makes the gateway ask without it; the cache file ends as the full snapshot served.
+    /// epoch makes the gateway ask without it; the cache file ends as the full snapshot served, and a gateway
+    /// started from it asks for deltas.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_gateway_asks_for_deltas_and_falls_back_to_full_snapshots() {
         let (a, b, c) = (tenant("a"), tenant("b"), tenant("c"));
@@ -467,6 +468,31 @@ mod tests {
             }
         };
         assert_eq!(written, expected);
+
+        // A gateway restarted while the control plane fails serves its cache file, and goes on with deltas.
+        let (url, asked) = scripted_control_plane(vec![(503, String::new())]).await;
+        let sync = Sync::new(ControlPlaneConfig {
+            url,
+            token: "t".to_string(),
+            ca_file: None,
+            cache_file: Some(cache.clone()),
+            gateway_id: "g".to_string(),
+        })
+        .unwrap();
+        let restarted = Arc::new(Gateway::new(test_config(), None));
+        sync.bootstrap(&restarted).await;
+        assert_eq!(restarted.snapshot().revision, Some(6));
+        tokio::spawn(Arc::new(sync).run(Arc::clone(&restarted)));
+        while asked.lock().unwrap().len() < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                "/v1/snapshot?wait=0ms".to_string(),
+                format!("{poll}&after=6&epoch=e+1")
+            ]
+        );
         let _ = std::fs::remove_file(&cache);
     }
 }

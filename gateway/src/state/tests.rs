@@ -119,6 +119,8 @@ fn random_route(rng: &mut Rng) -> String {
 
 /// The control plane's side of the test: its tenants, revision and epoch, and the bodies it would send.
 struct ControlPlane {
+    /// How many tenants it keeps, about (random changes add tenants below it, and remove them only above).
+    population: usize,
     tenants: BTreeMap<String, Held>,
     revision: i64,
     epoch: &'static str,
@@ -162,8 +164,11 @@ impl ControlPlane {
     fn change(&mut self, rng: &mut Rng) -> (String, bool) {
         let names: Vec<String> = self.tenants.keys().cloned().collect();
         let pick = |rng: &mut Rng| names[rng.below(names.len())].clone();
-        let action = if names.len() < 150 { 0 } else { rng.below(8) };
-        if action == 0 || (names.len() < 250 && action == 1) {
+        let action = match names.len() < self.population {
+            true => 0,
+            false => rng.below(8),
+        };
+        if action == 0 || (names.len() < self.population * 5 / 3 && action == 1) {
             let name = format!("t{:05}", rng.below(100_000));
             let secret = self.new_secret(rng, &name);
             let held = Held {
@@ -243,20 +248,32 @@ fn gateway() -> Gateway {
 /// keeps for its cache file is the full one.
 #[test]
 fn deltas_serve_what_a_full_snapshot_serves() {
-    let mut rng = Rng(23);
+    follow_deltas(23, 150, 300);
+}
+
+/// The same over more tenants than fit one chunk of the tenant list (`route::ByName`), fewer steps.
+#[test]
+fn deltas_serve_what_a_full_snapshot_serves_across_chunks() {
+    follow_deltas(5, 1500, 40);
+}
+
+/// `steps` random steps from `population` tenants (see `deltas_serve_what_a_full_snapshot_serves`).
+fn follow_deltas(seed: u64, population: usize, steps: usize) {
+    let mut rng = Rng(seed);
     let mut cp = ControlPlane {
+        population,
         tenants: BTreeMap::new(),
         revision: 1,
         epoch: "db-1",
         next_id: 0,
     };
-    for _ in 0..150 {
+    for _ in 0..population {
         cp.change(&mut rng);
     }
     let follower = gateway();
     follower.apply_control_plane(cp.full().as_bytes()).unwrap();
     let mut steps_with_removals = 0;
-    for step in 0..300 {
+    for step in 0..steps {
         let before = follower.snapshot();
         let after = cp.revision;
         let (mut changed, mut removed) = (HashSet::new(), HashSet::new());
@@ -300,9 +317,10 @@ fn deltas_serve_what_a_full_snapshot_serves() {
             }
         }
     }
-    assert!(steps_with_removals > 10, "{steps_with_removals}");
+    assert!(steps_with_removals > steps / 30, "{steps_with_removals}");
     let applied = |count: &std::sync::atomic::AtomicU64| count.load(Ordering::Relaxed);
-    assert_eq!(applied(&follower.metrics.snapshots_applied_delta), 300);
+    let steps = u64::try_from(steps).unwrap();
+    assert_eq!(applied(&follower.metrics.snapshots_applied_delta), steps);
     assert_eq!(applied(&follower.metrics.snapshots_applied_full), 1);
 }
 
@@ -448,6 +466,7 @@ fn one_tenant_deltas_at_100000_tenants() {
         version,
     };
     let mut cp = ControlPlane {
+        population: 100_000,
         tenants: (0..100_000)
             .map(|i| (format!("tenant-{i:06}"), held(i, 1)))
             .collect(),

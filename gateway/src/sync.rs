@@ -392,6 +392,18 @@ mod tests {
         (url, asked)
     }
 
+    /// Follows the control plane at `url`, with a cache file.
+    fn follower(url: String, cache: &std::path::Path) -> Sync {
+        Sync::new(ControlPlaneConfig {
+            url,
+            token: "t".to_string(),
+            ca_file: None,
+            cache_file: Some(cache.to_path_buf()),
+            gateway_id: "g".to_string(),
+        })
+        .unwrap()
+    }
+
     /// The whole loop against a control plane: the first poll asks for a full snapshot, then deltas are asked
     /// for with the epoch; a delta that does not apply is rejected and a full snapshot asked for; a 400 to the
     /// epoch makes the gateway ask without it; the cache file ends as the full snapshot served, and a gateway
@@ -419,14 +431,7 @@ mod tests {
         let (url, asked) = scripted_control_plane(script).await;
         let cache =
             std::env::temp_dir().join(format!("switchyard-sync-{}.json", std::process::id()));
-        let sync = Sync::new(ControlPlaneConfig {
-            url,
-            token: "t".to_string(),
-            ca_file: None,
-            cache_file: Some(cache.clone()),
-            gateway_id: "g".to_string(),
-        })
-        .unwrap();
+        let sync = follower(url, &cache);
         let gateway = Arc::new(Gateway::new(test_config(), None));
         sync.bootstrap(&gateway).await;
         tokio::spawn(Arc::new(sync).run(Arc::clone(&gateway)));
@@ -471,14 +476,7 @@ mod tests {
 
         // A gateway restarted while the control plane fails serves its cache file, and goes on with deltas.
         let (url, asked) = scripted_control_plane(vec![(503, String::new())]).await;
-        let sync = Sync::new(ControlPlaneConfig {
-            url,
-            token: "t".to_string(),
-            ca_file: None,
-            cache_file: Some(cache.clone()),
-            gateway_id: "g".to_string(),
-        })
-        .unwrap();
+        let sync = follower(url, &cache);
         let restarted = Arc::new(Gateway::new(test_config(), None));
         sync.bootstrap(&restarted).await;
         assert_eq!(restarted.snapshot().revision, Some(6));

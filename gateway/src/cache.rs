@@ -240,12 +240,20 @@ fn write_atomically(path: &Path, body: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A control-plane tenant's JSON, with a route to one Redis and no credential.
+#[cfg(test)]
+pub(crate) fn test_tenant(name: &str, version: i64) -> String {
+    format!(
+        r#"{{"name":"{name}","disabled":false,"allow_admin":false,"limits":{{}},"credentials":[],"route":{{"type":"single","target":"redis://127.0.0.1:1"}},"route_version":{version}}}"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt as _;
     use std::time::{Duration, Instant};
 
-    use super::*;
+    use super::{test_tenant as tenant, *};
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -277,12 +285,6 @@ mod tests {
         write_atomically(&cache, b"{\"revision\":2}").unwrap();
         assert_eq!(mode(&cache), 0o600);
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    fn tenant(name: &str, version: i64) -> String {
-        format!(
-            r#"{{"name":"{name}","disabled":false,"allow_admin":false,"limits":{{}},"credentials":[],"route":{{"type":"single","target":"redis://127.0.0.1:1"}},"route_version":{version}}}"#
-        )
     }
 
     /// A burst of deltas handed to the writer ends in the cache file as one full snapshot, the one the control

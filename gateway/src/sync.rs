@@ -333,9 +333,7 @@ mod tests {
     }
 
     fn tenant(name: &str) -> String {
-        format!(
-            r#"{{"name":"{name}","disabled":false,"allow_admin":false,"limits":{{}},"credentials":[],"route":{{"type":"single","target":"redis://127.0.0.1:1"}},"route_version":1}}"#
-        )
+        crate::cache::test_tenant(name, 1)
     }
 
     /// A control plane that answers each `GET /v1/snapshot` with the next scripted (status, body), records what

@@ -169,7 +169,7 @@ fn take_while_peek<'a, I: Iterator>(
 }
 
 /// Appends `items` (sorted, and after every entry of `chunks`) as chunks: joined to the last chunk when they are
-/// few (so that removals leave no trail of tiny chunks), split when they are many.
+/// few (so that removals leave no trail of tiny chunks), split evenly when they are many.
 fn push_chunks<T: Clone>(chunks: &mut Vec<Arc<[T]>>, mut items: Vec<T>) {
     if items.is_empty() {
         return;
@@ -182,9 +182,17 @@ fn push_chunks<T: Clone>(chunks: &mut Vec<Arc<[T]>>, mut items: Vec<T>) {
         chunks.pop();
     }
     if items.len() <= 2 * CHUNK {
-        chunks.push(Arc::from(items));
-    } else {
-        chunks.extend(items.chunks(CHUNK).map(Arc::from));
+        return chunks.push(Arc::from(items));
+    }
+    // Pieces of equal size (at most CHUNK), so that a split leaves no tiny chunk behind.
+    let size = items.len().div_ceil(items.len().div_ceil(CHUNK));
+    let mut items = items.into_iter();
+    loop {
+        let chunk: Vec<T> = items.by_ref().take(size).collect();
+        if chunk.is_empty() {
+            return;
+        }
+        chunks.push(Arc::from(chunk));
     }
 }
 

@@ -1,4 +1,4 @@
-//! The admin HTTP port: `/healthz`, `/readyz` and `/metrics`.
+//! The admin HTTP port: `/healthz`, `/readyz`, `/metrics` and `/tenants` (what the gateway serves).
 //!
 //! A deliberately tiny HTTP/1.1 responder (GET only, one request per connection): it is polled by load
 //! balancers and Prometheus, never by browsers, and keeps the gateway free of an HTTP stack on its data path.
@@ -62,6 +62,22 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
                     "500 Internal Server Error",
                     "text/plain",
                     "metrics failed\n".to_string(),
+                ),
+            }
+        }
+        // A listing of every tenant: as large as the snapshot, so made off the runtime too.
+        ("GET", "/tenants") => {
+            let gateway = Arc::clone(&gateway);
+            let listing = tokio::task::spawn_blocking(move || {
+                serde_json::to_string(&gateway.snapshot().listing())
+            })
+            .await;
+            match listing {
+                Ok(Ok(json)) => ("200 OK", "application/json", json),
+                _ => (
+                    "500 Internal Server Error",
+                    "text/plain",
+                    "listing failed\n".to_string(),
                 ),
             }
         }

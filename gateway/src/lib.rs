@@ -8,6 +8,7 @@ mod admin;
 mod admission;
 mod backend;
 mod backoff;
+mod cache;
 mod clients;
 pub mod cmd;
 mod info;

@@ -23,6 +23,9 @@ pub(crate) struct Metrics {
     pub connections_rejected: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub snapshots_rejected: AtomicU64,
+    /// Control-plane snapshots applied, full ones and deltas.
+    pub snapshots_applied_full: AtomicU64,
+    pub snapshots_applied_delta: AtomicU64,
     /// Clients waiting in a blocking command (INFO's `blocked_clients`).
     pub blocked_clients: AtomicI64,
     /// Failed AUTH that named no tenant, or one the gateway does not know (a tenant's own are its counters').

@@ -3,8 +3,8 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -13,10 +13,11 @@ use switchyard_schemas::{OutputBufferLimit, RoutesFile};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
+use crate::cache::Received;
 use crate::clients::Clients;
 use crate::metrics::{Metrics, MetricsConfig};
 use crate::resp::Limits;
-use crate::route::Snapshot;
+use crate::route::{Catalog, Refused, Snapshot};
 use crate::tls::{ListenerFiles, ListenerTls};
 
 /// Everything `run` needs; the binary fills it from flags and environment.
@@ -133,6 +134,9 @@ pub enum RouteSource {
 pub(crate) struct Gateway {
     pub config: Config,
     snapshot: ArcSwap<Snapshot>,
+    /// What the next snapshot is built from besides the one served; held while one is built and published, so
+    /// that builds take turns.
+    building: Mutex<Building>,
     /// Mirrors the published snapshot's generation, so sessions notice a change with one atomic load.
     generation: AtomicU64,
     pub metrics: Arc<Metrics>,
@@ -155,6 +159,7 @@ impl Gateway {
         Gateway {
             listener_tls,
             snapshot: ArcSwap::from_pointee(Snapshot::empty()),
+            building: Mutex::default(),
             generation: AtomicU64::new(0),
             metrics: Arc::new(Metrics::default()),
             clients: Clients::default(),
@@ -211,35 +216,77 @@ impl Gateway {
         self.changes.subscribe()
     }
 
+    fn building(&self) -> std::sync::MutexGuard<'_, Building> {
+        self.building.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Reads, validates and builds the routes file; the current snapshot keeps serving on any error.
     pub(crate) fn load_routes(&self, path: &Path) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read routes file {}", path.display()))?;
         let file: RoutesFile = serde_json::from_str(&text)
             .with_context(|| format!("invalid routes file {}", path.display()))?;
+        let mut building = self.building();
         let current = self.snapshot();
-        let snapshot = Snapshot::from_routes_file(&file, current.generation + 1, &current)
-            .with_context(|| format!("invalid routes file {}", path.display()))?;
+        let snapshot = Snapshot::from_routes_file(
+            &file,
+            current.generation + 1,
+            &current,
+            &mut building.catalog,
+        )
+        .with_context(|| format!("invalid routes file {}", path.display()))?;
         self.publish(snapshot);
         Ok(())
     }
 
-    /// Validates and builds a control-plane snapshot (its JSON as received) and swaps it in; the current one keeps
-    /// serving on any error.
-    pub(crate) fn apply_control_plane(&self, body: &[u8]) -> anyhow::Result<()> {
-        let parsed: switchyard_schemas::Snapshot = serde_json::from_slice(body)
-            .context("the snapshot is not valid JSON of the expected shape")?;
+    /// Validates a control-plane snapshot (its JSON as received), full or a delta, builds what it serves and
+    /// swaps it in; returns the full snapshot now served, as received, for the cache file. The current snapshot
+    /// keeps serving on any error.
+    pub(crate) fn apply_control_plane(&self, body: &[u8]) -> Result<Arc<Received>, Refused> {
+        let (parsed, tenants) = crate::cache::parse(body)?;
+        let mut guard = self.building();
+        let building = &mut *guard;
         let current = self.snapshot();
-        let snapshot = Snapshot::from_control_plane(&parsed, current.generation + 1, &current)
-            .context("the snapshot breaks the route-table rules")?;
+        let generation = current.generation + 1;
+        let (snapshot, received, applied) = match (&parsed.delta, &building.received) {
+            (None, _) => (
+                Snapshot::from_control_plane(&parsed, generation, &current, &mut building.catalog)?,
+                Received::full(&parsed, tenants),
+                &self.metrics.snapshots_applied_full,
+            ),
+            (Some(delta), Some(received)) => (
+                current.with_delta(&parsed, delta, generation, &mut building.catalog)?,
+                received.patched(&parsed, delta, tenants),
+                &self.metrics.snapshots_applied_delta,
+            ),
+            (Some(_), None) => {
+                return Err(Refused::DoesNotApply(
+                    "a delta, but the gateway serves no control-plane snapshot yet".to_string(),
+                ));
+            }
+        };
+        applied.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             revision = parsed.revision,
-            tenants = parsed.tenants.len(),
+            tenants = snapshot.tenants().len(),
+            delta = parsed.delta.is_some(),
+            changed = parsed.tenants.len(),
             "snapshot applied"
         );
+        let received = Arc::new(received);
+        building.received = Some(Arc::clone(&received));
         self.publish(snapshot);
-        Ok(())
+        Ok(received)
     }
+}
+
+/// See `Gateway::building`.
+#[derive(Default)]
+struct Building {
+    /// Resource plans and specs carried from build to build.
+    catalog: Catalog,
+    /// The control plane's snapshot being served, as received (none with a routes file).
+    received: Option<Arc<Received>>,
 }
 
 /// Where and how to reach the control plane.
@@ -257,26 +304,39 @@ pub struct ControlPlaneConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_buffer_limits_read_as_redis_writes_them() {
-        let limit = parse_output_buffer_limit("32mb 8MB 60").unwrap();
-        assert_eq!(
-            limit,
-            OutputBufferLimit {
-                hard_bytes: 32 << 20,
-                soft_bytes: 8 << 20,
-                soft_seconds: 60
-            }
-        );
-        assert_eq!(parse_bytes("1k"), Ok(1000));
-        assert_eq!(parse_bytes("1gb"), Ok(1 << 30));
-        assert_eq!(parse_bytes("0"), Ok(0));
-        for bad in ["", "1 2", "1mb 2mb x", "1tb 0 0", "-1 0 0"] {
-            assert!(parse_output_buffer_limit(bad).is_err(), "{bad}");
-        }
-        assert!(parse_bytes("99999999999gb").is_err());
+/// A gateway's configuration with every bound a test does not set far away.
+pub(crate) fn test_config() -> Config {
+    let unbounded = parse_output_buffer_limit("0 0 0").unwrap();
+    Config {
+        listen: None, // the test accepts connections itself
+        tls: None,
+        admin_listen: None,
+        source: RouteSource::File(PathBuf::new()), // the test loads its routes itself
+        workers: 1,
+        backend_connections: 1,
+        connect_timeout: Duration::from_secs(1),
+        command_timeout: Duration::from_secs(1),
+        max_clients: 16,
+        max_unauthenticated_clients: 16,
+        auth_timeout: Duration::from_secs(30),
+        max_dedicated_connections: 4,
+        dedicated_spares: 1,
+        shutdown_grace: Duration::from_secs(1),
+        limits: Limits::default(),
+        clients: ClientLimits {
+            output_buffer: unbounded,
+            pubsub_output_buffer: unbounded,
+            write_timeout: None,
+            idle_timeout: None,
+            tcp_keepalive: None,
+            max_query_buffer: 1 << 30,
+        },
+        metrics: MetricsConfig {
+            active_window: Duration::from_secs(600),
+            tenant_latency: false,
+        },
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,10 +1,13 @@
 //! Following the control plane: long-poll its snapshot, validate and swap it in, keep the last good one on disk,
 //! and report the revision served in heartbeats.
 //!
+//! Once the gateway serves a snapshot that names an epoch (protocol 2), it polls with that epoch and revision
+//! and may get a delta; the first poll, and the one after a rejected snapshot or a delta that did not apply,
+//! ask without an epoch, for a full snapshot. A control plane that names no epoch never gets one.
+//!
 //! The control plane being down never stops traffic: the gateway keeps serving the snapshot it has (or, after a
 //! restart, the one in its cache file) and keeps retrying with backoff.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +16,8 @@ use switchyard_schemas::api::Heartbeat;
 use tokio::sync::Notify;
 
 use crate::backoff::Backoff;
+use crate::cache::CacheWriter;
+use crate::route::{Refused, Snapshot};
 use crate::state::{ControlPlaneConfig, Gateway};
 
 /// How long one long-poll waits at the control plane for a change.
@@ -25,11 +30,16 @@ pub(crate) struct Sync {
     client: reqwest::Client,
     /// Rung after each applied snapshot so the heartbeat reports it at once.
     applied: Notify,
+    /// Writes `--cache-file`, when there is one.
+    cache: Option<CacheWriter>,
 }
 
 enum Poll {
     Changed(bytes::Bytes),
     Unchanged,
+    /// 400 to a poll with `epoch`: a control plane without deltas (e.g. after a downgrade, with a cache file
+    /// from a newer one), which refuses parameters it does not know.
+    EpochRefused,
 }
 
 impl Sync {
@@ -46,22 +56,34 @@ impl Sync {
             }
         }
         let client = client.build().context("cannot build the HTTP client")?;
+        let cache = match &config.cache_file {
+            Some(path) => Some(
+                CacheWriter::start(path.clone()).context("cannot start the cache file's writer")?,
+            ),
+            None => None,
+        };
         Ok(Sync {
             config,
             client,
             applied: Notify::new(),
+            cache,
         })
     }
 
     /// The first snapshot: from the control plane if it answers quickly, else from the cache file. Without
     /// either the gateway starts not ready and keeps trying in [`Sync::run`].
     pub(crate) async fn bootstrap(&self, gateway: &Gateway) {
-        match tokio::time::timeout(Duration::from_secs(3), self.poll(None, Duration::ZERO)).await {
+        match tokio::time::timeout(
+            Duration::from_secs(3),
+            self.poll(None, None, Duration::ZERO),
+        )
+        .await
+        {
             Ok(Ok(Poll::Changed(body))) => match self.apply(gateway, &body) {
                 Ok(()) => return,
                 Err(e) => tracing::error!("the control plane's snapshot was rejected: {e:#}"),
             },
-            Ok(Ok(Poll::Unchanged)) => {}
+            Ok(Ok(Poll::Unchanged | Poll::EpochRefused)) => {}
             Ok(Err(e)) => {
                 tracing::warn!(control_plane = %self.config.url, "control plane unreachable at start: {e:#}")
             }
@@ -72,7 +94,7 @@ impl Sync {
         };
         match std::fs::read(cache) {
             Ok(body) => match gateway.apply_control_plane(&body) {
-                Ok(()) => {
+                Ok(_) => {
                     tracing::info!(cache = %cache.display(), "serving the cached snapshot until the control plane answers")
                 }
                 Err(e) => {
@@ -91,21 +113,38 @@ impl Sync {
         let mut backoff = Backoff::new(Duration::from_millis(100), MAX_BACKOFF);
         // After a rejected snapshot, wait for the next revision rather than fetching the same one again.
         let mut rejected: Option<i64> = None;
+        // After a rejected snapshot or a delta that did not apply, ask for a full snapshot.
+        let mut full = false;
         loop {
-            let after = rejected.max(gateway.snapshot().revision);
-            match self.poll(after, POLL_WAIT).await {
+            let (after, epoch) = next_poll(&gateway.snapshot(), rejected, full);
+            match self.poll(after, epoch.as_deref(), POLL_WAIT).await {
                 Ok(Poll::Unchanged) => backoff.reset(),
+                Ok(Poll::EpochRefused) => {
+                    tracing::warn!(
+                        "the control plane refused the epoch parameter: asking for full snapshots"
+                    );
+                    full = true;
+                }
                 Ok(Poll::Changed(body)) => {
                     backoff.reset();
                     let applied = Arc::clone(&self)
                         .apply_off_runtime(Arc::clone(&gateway), body.clone())
                         .await;
-                    if let Err(e) = applied {
-                        gateway
-                            .metrics
-                            .snapshots_rejected
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::error!("snapshot rejected, the previous one keeps serving: {e:#}");
+                    full = applied.is_err();
+                    let refused = match applied {
+                        Ok(()) => continue,
+                        Err(refused) => refused,
+                    };
+                    gateway
+                        .metrics
+                        .snapshots_rejected
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if let Refused::DoesNotApply(why) = refused {
+                        tracing::warn!("delta rejected, asking for a full snapshot: {why}");
+                    } else {
+                        tracing::error!(
+                            "snapshot rejected, the previous one keeps serving: {refused}"
+                        );
                         rejected = revision_of(&body);
                     }
                 }
@@ -118,18 +157,16 @@ impl Sync {
         }
     }
 
-    async fn poll(&self, after: Option<i64>, wait: Duration) -> anyhow::Result<Poll> {
-        let mut url = format!(
-            "{}/v1/snapshot?wait={}ms",
-            self.config.url.trim_end_matches('/'),
-            wait.as_millis()
-        );
-        if let Some(after) = after {
-            url.push_str(&format!("&after={after}"));
-        }
+    async fn poll(
+        &self,
+        after: Option<i64>,
+        epoch: Option<&str>,
+        wait: Duration,
+    ) -> anyhow::Result<Poll> {
+        let url = snapshot_url(&self.config.url, after, epoch, wait)?;
         let response = self
             .client
-            .get(&url)
+            .get(url)
             .bearer_auth(&self.config.token)
             .timeout(wait + Duration::from_secs(10))
             .send()
@@ -138,6 +175,7 @@ impl Sync {
         crate::tls::observe_control_plane(&self.config.url, &response);
         match response.status() {
             reqwest::StatusCode::NOT_MODIFIED => Ok(Poll::Unchanged),
+            reqwest::StatusCode::BAD_REQUEST if epoch.is_some() => Ok(Poll::EpochRefused),
             status if status.is_success() => Ok(Poll::Changed(
                 response.bytes().await.context("reading the snapshot")?,
             )),
@@ -151,20 +189,22 @@ impl Sync {
         self: Arc<Self>,
         gateway: Arc<Gateway>,
         body: bytes::Bytes,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), Refused> {
         tokio::task::spawn_blocking(move || self.apply(&gateway, &body))
             .await
-            .unwrap_or_else(|e| Err(anyhow::anyhow!("applying the snapshot failed: {e}")))
+            .unwrap_or_else(|e| {
+                Err(Refused::Failed(format!(
+                    "applying the snapshot failed: {e}"
+                )))
+            })
     }
 
-    /// Validates and swaps in a snapshot, then keeps it as the last good one on disk.
-    fn apply(&self, gateway: &Gateway, body: &[u8]) -> anyhow::Result<()> {
-        gateway.apply_control_plane(body)?;
+    /// Validates and swaps in a snapshot, then has the full snapshot now served written to the cache file.
+    fn apply(&self, gateway: &Gateway, body: &[u8]) -> Result<(), Refused> {
+        let received = gateway.apply_control_plane(body)?;
         self.applied.notify_one();
-        if let Some(cache) = &self.config.cache_file
-            && let Err(e) = write_atomically(cache, body)
-        {
-            tracing::warn!(cache = %cache.display(), "cannot write the snapshot cache: {e:#}");
+        if let Some(cache) = &self.cache {
+            cache.submit(received);
         }
         Ok(())
     }
@@ -200,8 +240,40 @@ impl Sync {
     }
 }
 
-/// The CA certificates of `--control-plane-ca`: a gateway that cannot read them does not start, rather than
-/// run on its cache without ever reaching the control plane.
+/// What the next poll asks for: changes after the revision served (or after one rejected since), and with the
+/// served snapshot's epoch (so that a delta may answer) unless a full snapshot is wanted.
+fn next_poll(
+    served: &Snapshot,
+    rejected: Option<i64>,
+    full: bool,
+) -> (Option<i64>, Option<String>) {
+    let after = rejected.max(served.revision);
+    let epoch = served.epoch.clone().filter(|_| !full && after.is_some());
+    (after, epoch)
+}
+
+/// `GET /v1/snapshot` under the control plane's base URL, its parameters URL-encoded.
+fn snapshot_url(
+    base: &str,
+    after: Option<i64>,
+    epoch: Option<&str>,
+    wait: Duration,
+) -> anyhow::Result<reqwest::Url> {
+    let mut url = reqwest::Url::parse(&format!("{}/v1/snapshot", base.trim_end_matches('/')))
+        .with_context(|| format!("'{base}' is not a URL"))?;
+    let mut query = url.query_pairs_mut();
+    query.append_pair("wait", &format!("{}ms", wait.as_millis()));
+    if let Some(after) = after {
+        query.append_pair("after", &after.to_string());
+    }
+    if let Some(epoch) = epoch {
+        query.append_pair("epoch", epoch);
+    }
+    drop(query);
+    Ok(url)
+}
+
+/// The revision a snapshot body names, if it names one.
 fn revision_of(body: &[u8]) -> Option<i64> {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()?
@@ -209,70 +281,214 @@ fn revision_of(body: &[u8]) -> Option<i64> {
         .as_i64()
 }
 
-/// Writes `body` to a temporary file next to `path`, flushed to disk, then renames it over `path` and flushes the
-/// directory: a crash or a power loss never leaves a half-written cache. The file holds backend passwords and credential digests, so it is readable by its owner
-/// only; the temporary file is created that way and the rename keeps its mode.
-fn write_atomically(path: &Path, body: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-
-    let temp = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)
-        .with_context(|| format!("create {}", temp.display()))?;
-    // `mode` only applies to a new file: a temporary file left by a crash keeps whatever mode it had.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| file.write_all(body))
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("write {}", temp.display()))?;
-    drop(file);
-    std::fs::rename(&temp, path)
-        .with_context(|| format!("rename {} to {}", temp.display(), path.display()))?;
-    // The rename is durable once the directory is.
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(directory)
-        .and_then(|directory| directory.sync_all())
-        .with_context(|| format!("sync {}", directory.display()))?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt as _;
+    use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     use super::*;
+    use crate::state::test_config;
 
-    fn mode(path: &Path) -> u32 {
-        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    const BASE: &str = "http://cp.example:8080/";
+
+    fn next_url(served: &Snapshot, rejected: Option<i64>, full: bool) -> reqwest::Url {
+        let (after, epoch) = next_poll(served, rejected, full);
+        snapshot_url(BASE, after, epoch.as_deref(), POLL_WAIT).unwrap()
     }
 
+    /// The poll asks for a delta (passes `epoch` with `after`) only when the served snapshot names an epoch and
+    /// no full snapshot is wanted; the epoch travels URL-encoded.
     #[test]
-    fn the_cache_file_is_readable_by_its_owner_only() {
-        let dir = std::env::temp_dir().join(format!("switchyard-cache-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let cache = dir.join("snapshot.json");
-        // A cache written before this fix, and a temporary file a crash left behind, both world-readable.
-        std::fs::write(&cache, b"old").unwrap();
-        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let temp = cache.with_extension("tmp");
-        std::fs::write(&temp, b"stale").unwrap();
-        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).unwrap();
+    fn the_poll_carries_the_epoch_only_when_a_delta_may_apply() {
+        let gateway = Gateway::new(test_config(), None);
+        let start = "http://cp.example:8080/v1/snapshot?wait=30000ms";
+        // The first poll: nothing served yet.
+        assert_eq!(next_url(&gateway.snapshot(), None, false).as_str(), start);
+        // A control plane that names no epoch is never sent one.
+        gateway
+            .apply_control_plane(br#"{"revision":4,"tenants":[]}"#)
+            .unwrap();
+        let url = next_url(&gateway.snapshot(), None, false);
+        assert_eq!(url.as_str(), format!("{start}&after=4"));
 
-        write_atomically(&cache, b"{\"revision\":1}").unwrap();
-        assert_eq!(mode(&cache), 0o600);
-        assert_eq!(std::fs::read(&cache).unwrap(), b"{\"revision\":1}");
-        assert!(!temp.exists());
+        let epoch = "db 1/&=+é";
+        let body = format!(r#"{{"revision":5,"epoch":"{epoch}","tenants":[]}}"#);
+        gateway.apply_control_plane(body.as_bytes()).unwrap();
+        let url = next_url(&gateway.snapshot(), None, false);
+        assert_eq!(
+            url.as_str(),
+            format!("{start}&after=5&epoch=db+1%2F%26%3D%2B%C3%A9")
+        );
+        let sent: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        assert_eq!(sent[2], ("epoch".to_string(), epoch.to_string()));
+        // After a delta that did not apply: a full snapshot after the revision served; after a rejected one,
+        // a full snapshot after the rejected revision.
+        let url = next_url(&gateway.snapshot(), None, true);
+        assert_eq!(url.as_str(), format!("{start}&after=5"));
+        let url = next_url(&gateway.snapshot(), Some(7), true);
+        assert_eq!(url.as_str(), format!("{start}&after=7"));
+    }
 
-        // An operator's chmod survives the next write.
-        write_atomically(&cache, b"{\"revision\":2}").unwrap();
-        assert_eq!(mode(&cache), 0o600);
-        std::fs::remove_dir_all(&dir).unwrap();
+    fn tenant(name: &str) -> String {
+        crate::cache::test_tenant(name, 1)
+    }
+
+    /// A control plane that answers each `GET /v1/snapshot` with the next scripted (status, body), records what
+    /// was asked, and once the script is done holds the poll open; heartbeats get 200.
+    async fn scripted_control_plane(
+        script: Vec<(u16, String)>,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&asked);
+        tokio::spawn(async move {
+            let mut script = script.into_iter();
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let mut chunk = [0u8; 1024];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let (status, body) = match line.strip_prefix("GET ") {
+                    Some(request) => {
+                        let path = request.split(' ').next().unwrap_or("").to_string();
+                        record.lock().unwrap().push(path);
+                        match script.next() {
+                            Some(answer) => answer,
+                            None => {
+                                // Hold the poll as a control plane with nothing new would.
+                                tokio::spawn(async move {
+                                    tokio::time::sleep(Duration::from_secs(60)).await;
+                                    drop(stream);
+                                });
+                                continue;
+                            }
+                        }
+                    }
+                    None => (200, "{}".to_string()),
+                };
+                let response = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            }
+        });
+        (url, asked)
+    }
+
+    /// Follows the control plane at `url`, with a cache file.
+    fn follower(url: String, cache: &std::path::Path) -> Sync {
+        Sync::new(ControlPlaneConfig {
+            url,
+            token: "t".to_string(),
+            ca_file: None,
+            cache_file: Some(cache.to_path_buf()),
+            gateway_id: "g".to_string(),
+        })
+        .unwrap()
+    }
+
+    /// The whole loop against a control plane: the first poll asks for a full snapshot, then deltas are asked
+    /// for with the epoch; a delta that does not apply is rejected and a full snapshot asked for; a 400 to the
+    /// epoch makes the gateway ask without it; the cache file ends as the full snapshot served, and a gateway
+    /// started from it asks for deltas.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_gateway_asks_for_deltas_and_falls_back_to_full_snapshots() {
+        let (a, b, c) = (tenant("a"), tenant("b"), tenant("c"));
+        let delta = |after: i64, revision: i64, tenants: &str| {
+            format!(
+                r#"{{"revision":{revision},"epoch":"e 1","tenants":[{tenants}],"delta":{{"after":{after},"removed_tenants":[]}}}}"#
+            )
+        };
+        let full_6 = format!(r#"{{"revision":6,"epoch":"e 1","tenants":[{a},{b},{c}]}}"#);
+        let script = vec![
+            (
+                200,
+                format!(r#"{{"revision":3,"epoch":"e 1","tenants":[{a}]}}"#),
+            ),
+            (200, delta(3, 4, &b)),
+            (200, delta(2, 5, &c)),
+            (200, full_6.clone()),
+            (400, "unknown parameter epoch".to_string()),
+            (304, String::new()),
+        ];
+        let (url, asked) = scripted_control_plane(script).await;
+        let cache =
+            std::env::temp_dir().join(format!("switchyard-sync-{}.json", std::process::id()));
+        let sync = follower(url, &cache);
+        let gateway = Arc::new(Gateway::new(test_config(), None));
+        sync.bootstrap(&gateway).await;
+        tokio::spawn(Arc::new(sync).run(Arc::clone(&gateway)));
+
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while asked.lock().unwrap().len() < 7 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let poll = "/v1/snapshot?wait=30000ms";
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                "/v1/snapshot?wait=0ms".to_string(),
+                format!("{poll}&after=3&epoch=e+1"),
+                format!("{poll}&after=4&epoch=e+1"),
+                format!("{poll}&after=4"),
+                format!("{poll}&after=6&epoch=e+1"),
+                format!("{poll}&after=6"),
+                format!("{poll}&after=6"),
+            ]
+        );
+        let snapshot = gateway.snapshot();
+        let names: Vec<&str> = snapshot.tenants().iter().map(|t| t.name.as_str()).collect();
+        assert_eq!((snapshot.revision, names), (Some(6), vec!["a", "b", "c"]));
+        let metrics = &gateway.metrics;
+        let count = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        assert_eq!(count(&metrics.snapshots_applied_full), 2);
+        assert_eq!(count(&metrics.snapshots_applied_delta), 1);
+        assert_eq!(count(&metrics.snapshots_rejected), 1);
+        let expected: switchyard_schemas::Snapshot = serde_json::from_str(&full_6).unwrap();
+        let written = loop {
+            let written = std::fs::read(&cache).ok().and_then(|body| {
+                serde_json::from_slice::<switchyard_schemas::Snapshot>(&body).ok()
+            });
+            match written {
+                Some(written) if written.revision == 6 => break written,
+                _ if Instant::now() > deadline => panic!("the cache file never reached revision 6"),
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        assert_eq!(written, expected);
+
+        // A gateway restarted while the control plane fails serves its cache file, and goes on with deltas.
+        let (url, asked) = scripted_control_plane(vec![(503, String::new())]).await;
+        let sync = follower(url, &cache);
+        let restarted = Arc::new(Gateway::new(test_config(), None));
+        sync.bootstrap(&restarted).await;
+        assert_eq!(restarted.snapshot().revision, Some(6));
+        tokio::spawn(Arc::new(sync).run(Arc::clone(&restarted)));
+        while asked.lock().unwrap().len() < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                "/v1/snapshot?wait=0ms".to_string(),
+                format!("{poll}&after=6&epoch=e+1")
+            ]
+        );
+        let _ = std::fs::remove_file(&cache);
     }
 }

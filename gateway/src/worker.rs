@@ -19,6 +19,8 @@ use crate::state::Gateway;
 #[derive(Default)]
 struct Pinned {
     generation: u64,
+    /// The snapshot's resource list these were opened for (a new snapshot often shares it).
+    resources: Arc<[ResourceSpec]>,
     specs: HashSet<ResourceSpec>,
     upstreams: Vec<Upstream>,
 }
@@ -31,7 +33,7 @@ pub(crate) struct Worker {
     pub spares: Rc<Spares>,
     /// Upstreams of the current snapshot's routes (and those opened since for another database or protocol),
     /// held open even while no client uses them, so that a new client never waits for a backend connect (or a
-    /// cluster's first slot map). Replaced (and the dropped ones drained) on a route change.
+    /// cluster's first slot map). Replaced (and the dropped ones drained) when the routes' resources change.
     pinned: RefCell<Pinned>,
     /// Background double-write tracking, per tenant and secondary resource.
     detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
@@ -70,19 +72,21 @@ impl Worker {
         let generation = self.gateway.generation();
         let mut pinned = self.pinned.borrow_mut();
         if pinned.generation != generation {
+            // The snapshot lists its distinct resources, built off this thread: the work here is in proportion
+            // to the resources, never to the tenants, and none at all when no resource came or went.
             let snapshot = self.gateway.snapshot();
-            let specs: HashSet<ResourceSpec> = snapshot
-                .tenants()
-                .iter()
-                .flat_map(|tenant| tenant.route.resources())
-                .cloned()
-                .collect();
-            let upstreams = specs.iter().map(|spec| self.pool.upstream(spec)).collect();
-            *pinned = Pinned {
-                generation,
-                specs,
-                upstreams,
-            };
+            let resources = snapshot.resources();
+            if !Arc::ptr_eq(&pinned.resources, resources) {
+                let specs: HashSet<ResourceSpec> = resources.iter().cloned().collect();
+                let upstreams = specs.iter().map(|spec| self.pool.upstream(spec)).collect();
+                *pinned = Pinned {
+                    generation,
+                    resources: Arc::clone(resources),
+                    specs,
+                    upstreams,
+                };
+            }
+            pinned.generation = generation;
         }
         let upstream = self.pool.upstream(spec);
         // Another database or protocol of a resource, once used, stays open until the routes change too.

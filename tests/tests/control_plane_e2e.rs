@@ -181,6 +181,29 @@ async fn rest_changes_reach_every_gateway_without_reconnects() {
         env!("CARGO_PKG_VERSION"),
         "{fleet}"
     );
+    // Both gateways list alike what they serve (their admin port's /tenants), and show no credential.
+    let listed: Vec<Value> = stack
+        .gateways
+        .iter()
+        .map(|gateway| {
+            let (status, body) = gateway.admin_get("/tenants");
+            assert_eq!(status, 200, "{body}");
+            let digest = switchyard_schemas::credential_digest(&secret);
+            assert!(!body.contains(&secret) && !body.contains(&digest), "{body}");
+            let mut listing: Value = serde_json::from_str(&body).expect("JSON");
+            listing
+                .as_object_mut()
+                .expect("object")
+                .remove("generation");
+            listing
+        })
+        .collect();
+    assert_eq!(listed[0], listed[1]);
+    let acme = &listed[0]["tenants"][0];
+    assert_eq!(acme["name"], "acme", "{acme}");
+    assert_eq!(acme["credentials"], 1, "{acme}");
+    let old_display = format!("127.0.0.1:{}/0", old.port());
+    assert_eq!(acme["shards"][0]["write"], json!([old_display]), "{acme}");
 
     // An invalid route is refused by the control plane and never reaches a gateway.
     let invalid = json!({"type": "sharded", "shards": [{"name": "a", "target": "redis://127.0.0.1:1"}, {"name": "a", "target": "redis://127.0.0.1:2"}]});

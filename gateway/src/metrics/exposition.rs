@@ -318,9 +318,21 @@ impl Metrics {
         family(
             out,
             "switchyard_snapshots_rejected_total",
-            "Control-plane snapshots rejected as invalid.",
+            "Control-plane snapshots rejected: invalid, or a delta that does not apply to the snapshot served.",
             "counter",
             global(load(&self.snapshots_rejected)),
+        );
+        let applied = [
+            ("full", &self.snapshots_applied_full),
+            ("delta", &self.snapshots_applied_delta),
+        ]
+        .map(|(kind, count)| (labels(&[("kind", kind)]), load(count)));
+        family(
+            out,
+            "switchyard_snapshots_applied_total",
+            "Control-plane snapshots applied (those read from the cache file at start included), by kind: full or delta.",
+            "counter",
+            applied,
         );
         family(
             out,

@@ -1,31 +1,39 @@
 //! Tenants and their routes, as served right now.
 //!
-//! A [`Snapshot`] is built off to the side from a routes file or a control-plane snapshot, fully validated, then
-//! published with one `ArcSwap` store; sessions pick it up at their next command.
+//! A [`Snapshot`] is built off to the side from a routes file or a control-plane snapshot (whole, or from the one
+//! served and a delta), fully validated, then published with one `ArcSwap` store; sessions pick it up at their
+//! next command.
 //!
 //! Only a routes file can make a tenant "open" (served to clients that never AUTH): there `"passwords": []` is
 //! written on purpose. In a control-plane snapshot a tenant without credentials is one whose first credential is
 //! not issued yet, or whose last one was revoked; it is unreachable, never open.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use switchyard_schemas::{
-    RouteTable, RoutesFile, TenantLimits, ValidationErrors, certificate_digest, credential_digest,
-};
+use switchyard_schemas::{RoutesFile, TenantLimits, certificate_digest, credential_digest};
 
+use crate::backend::ResourceSpec;
 use crate::metrics::TenantMetrics;
 
+mod build;
+mod by_name;
+mod catalog;
+mod credentials;
+mod delta;
 mod dispatch;
 mod kill;
+mod listing;
 mod merge;
 mod plan;
 mod resolve;
 mod run;
 mod scan;
 
+pub(crate) use build::Refused;
+pub(crate) use by_name::{ByName, Named};
+pub(crate) use catalog::Catalog;
+use credentials::DigestIndex;
 pub(crate) use dispatch::Dispatch;
 pub(crate) use merge::Merge;
 pub(crate) use plan::{ResourcePlan, RoutePlan, TargetPlan};
@@ -40,14 +48,16 @@ pub(crate) struct Snapshot {
     pub generation: u64,
     /// The control plane's revision this snapshot reflects (none for a routes file).
     pub revision: Option<i64>,
-    /// Sorted by name (see [`Snapshot::tenant_by_name`]).
-    tenants: Vec<Arc<Tenant>>,
-    /// Credential digest -> tenant index.
-    /// Credentials by the first 8 bytes of their digest: (full digest, tenant index). The map finds the candidate;
-    /// the full digest is then compared in constant time.
-    by_digest: HashMap<u64, Vec<(String, usize)>>,
+    /// Sorted by name (see [`Snapshot::tenant_by_name`]), in chunks a delta shares with the snapshot before.
+    tenants: ByName<Arc<Tenant>>,
+    /// Names the control plane's history this snapshot belongs to (see `switchyard_schemas::Snapshot::epoch`).
+    pub epoch: Option<String>,
+    /// Which tenant each credential digest selects.
+    by_digest: DigestIndex,
     /// The tenant clients get without AUTH: a routes file's tenant with no passwords, if there is one.
     open_tenant: Option<usize>,
+    /// See [`Snapshot::resources`].
+    resources: Arc<[ResourceSpec]>,
 }
 
 /// One tenant: who it is, where its commands go, what it may do.
@@ -61,6 +71,12 @@ pub(crate) struct Tenant {
     pub metrics: TenantMetrics,
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
+}
+
+impl Named for Arc<Tenant> {
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl Tenant {
@@ -78,195 +94,26 @@ impl Tenant {
     }
 }
 
-/// A tenant as either source describes it, before it is compiled.
-struct TenantSource<'a> {
-    name: &'a str,
-    allow_admin: bool,
-    limits: &'a TenantLimits,
-    digests: Vec<String>,
-    route: &'a RouteTable,
-}
-
-/// What a tenant without credentials is.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum WithoutCredentials {
-    /// Served to clients that do not AUTH (a routes file's explicit `"passwords": []`).
-    Open,
-    /// Reachable by no one until it has a credential (the control plane's tenants).
-    Unreachable,
-}
-
 impl Snapshot {
     /// A snapshot that serves no one (the gateway before its first routes).
     pub(crate) fn empty() -> Snapshot {
         Snapshot {
             generation: 0,
             revision: None,
-            tenants: Vec::new(),
-            by_digest: HashMap::new(),
+            epoch: None,
+            tenants: ByName::default(),
+            by_digest: DigestIndex::default(),
             open_tenant: None,
+            resources: Arc::default(),
         }
     }
 
-    /// Builds a snapshot from a routes file, after checking every rule.
-    pub(crate) fn from_routes_file(
-        file: &RoutesFile,
-        generation: u64,
-        previous: &Snapshot,
-    ) -> Result<Snapshot, ValidationErrors> {
-        file.validate()?;
-        let resolve = |reference: &str| -> String {
-            file.resources
-                .get(reference)
-                .cloned()
-                .unwrap_or_else(|| reference.to_string())
-        };
-        let sources = file.tenants.iter().map(|tenant| TenantSource {
-            name: &tenant.name,
-            allow_admin: tenant.allow_admin,
-            limits: &tenant.limits,
-            digests: tenant.digests(),
-            route: &tenant.route,
-        });
-        let snapshot = Snapshot::build(
-            sources,
-            WithoutCredentials::Open,
-            None,
-            generation,
-            previous,
-            &resolve,
-        );
-        if let Some(open) = snapshot.open_tenant() {
-            tracing::warn!(
-                tenant = %open.name,
-                "tenant '{}' has no passwords nor client certificates: every client that does not AUTH is served as it",
-                open.name
-            );
-        }
-        Ok(snapshot)
-    }
-
-    /// Builds a snapshot from the control plane's, after checking every route as the control plane did: a
-    /// gateway never serves a table it would not accept itself. Disabled tenants are left out (their clients
-    /// cannot authenticate, and open connections are closed).
-    pub(crate) fn from_control_plane(
-        snapshot: &switchyard_schemas::Snapshot,
-        generation: u64,
-        previous: &Snapshot,
-    ) -> Result<Snapshot, ValidationErrors> {
-        let mut errors = Vec::new();
-        for (i, tenant) in snapshot.tenants.iter().enumerate() {
-            if let Err(e) = tenant.route.validate(&|_| None) {
-                errors.extend(e.0.into_iter().map(|mut e| {
-                    e.path = format!("/tenants/{i}/route{}", e.path);
-                    e
-                }));
-            }
-        }
-        if !errors.is_empty() {
-            return Err(ValidationErrors(errors));
-        }
-        let sources = snapshot
-            .tenants
-            .iter()
-            .filter(|t| !t.disabled)
-            .map(|tenant| TenantSource {
-                name: &tenant.name,
-                allow_admin: tenant.allow_admin,
-                limits: &tenant.limits,
-                digests: tenant
-                    .credentials
-                    .iter()
-                    .map(|c| c.digest.clone())
-                    .collect(),
-                route: &tenant.route,
-            });
-        let identity = |reference: &str| reference.to_string();
-        Ok(Snapshot::build(
-            sources,
-            WithoutCredentials::Unreachable,
-            Some(snapshot.revision),
-            generation,
-            previous,
-            &identity,
-        ))
-    }
-
-    fn build<'a>(
-        sources: impl Iterator<Item = TenantSource<'a>>,
-        without_credentials: WithoutCredentials,
-        revision: Option<i64>,
-        generation: u64,
-        previous: &Snapshot,
-        resolve: &dyn Fn(&str) -> String,
-    ) -> Snapshot {
-        let mut snapshot = Snapshot {
-            generation,
-            revision,
-            tenants: Vec::new(),
-            by_digest: HashMap::new(),
-            open_tenant: None,
-        };
-        // One plan per resource URL, shared by every tenant that names it.
-        let plans: RefCell<HashMap<String, Arc<ResourcePlan>>> = RefCell::default();
-        let plan = |reference: &str| {
-            let mut plans = plans.borrow_mut();
-            let plan = plans
-                .entry(resolve(reference))
-                .or_insert_with_key(|url| Arc::new(ResourcePlan::new(url)));
-            Arc::clone(plan)
-        };
-        for source in sources {
-            // Counters survive a reload so that /metrics never goes backwards.
-            let metrics = previous
-                .tenant_by_name(source.name)
-                .map(|t| t.metrics.clone())
-                .unwrap_or_default();
-            let ops_interval = source
-                .limits
-                .max_ops_per_sec
-                .filter(|&n| n > 0)
-                .map(|n| std::time::Duration::from_secs(1) / n);
-            snapshot.tenants.push(Arc::new(Tenant {
-                name: source.name.to_string(),
-                allow_admin: source.allow_admin,
-                limits: source.limits.clone(),
-                route: RoutePlan::new(source.route, &plan),
-                credentials: source.digests.into_iter().collect(),
-                metrics,
-                ops_interval,
-            }));
-        }
-        // By name, so that a tenant is found by a binary search (a reload looks up every tenant of the
-        // previous snapshot, and each session its own tenant on every change).
-        snapshot
-            .tenants
-            .sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        for (index, tenant) in snapshot.tenants.iter().enumerate() {
-            if tenant.credentials.is_empty() && without_credentials == WithoutCredentials::Open {
-                snapshot.open_tenant = Some(index);
-            }
-            for digest in &tenant.credentials {
-                snapshot
-                    .by_digest
-                    .entry(digest_prefix(digest))
-                    .or_default()
-                    .push((digest.clone(), index));
-            }
-        }
-        snapshot
-    }
-
-    pub(crate) fn tenants(&self) -> &[Arc<Tenant>] {
+    pub(crate) fn tenants(&self) -> &ByName<Arc<Tenant>> {
         &self.tenants
     }
 
     pub(crate) fn tenant_by_name(&self, name: &str) -> Option<&Arc<Tenant>> {
-        let found = self
-            .tenants
-            .binary_search_by(|t| t.name.as_str().cmp(name))
-            .ok()?;
-        self.tenants.get(found)
+        self.tenants.find(name)
     }
 
     /// Whether clients must AUTH before anything else.
@@ -275,7 +122,7 @@ impl Snapshot {
     }
 
     pub(crate) fn open_tenant(&self) -> Option<&Arc<Tenant>> {
-        self.open_tenant.map(|i| &self.tenants[i])
+        self.open_tenant.and_then(|i| self.tenants.get(i))
     }
 
     /// The tenant a password selects, and the digest that matched; with a tenant name
@@ -301,26 +148,14 @@ impl Snapshot {
     }
 
     fn by_digest(&self, digest: &str) -> Option<&Arc<Tenant>> {
-        let candidates = self.by_digest.get(&digest_prefix(digest))?;
-        let (_, index) = candidates
-            .iter()
-            .find(|(known, _)| constant_time_eq(known.as_bytes(), digest.as_bytes()))?;
-        self.tenants.get(*index)
+        self.by_digest.find(digest, &self.tenants)
     }
-}
 
-/// The map key of a digest: the first 16 hex digits of its hash (after a certificate's prefix; a digest that
-/// is not hex gets key 0 and still works).
-fn digest_prefix(digest: &str) -> u64 {
-    let hash = digest.rsplit(':').next().unwrap_or(digest);
-    hash.get(..16)
-        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-        .unwrap_or(0)
-}
-
-/// Equality whose time depends only on the length, not on where the bytes differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    /// The distinct resource specs of every tenant's route (what each worker keeps connections open to), built
+    /// with the snapshot; the same list as the previous snapshot's when no resource came or went.
+    pub(crate) fn resources(&self) -> &Arc<[ResourceSpec]> {
+        &self.resources
+    }
 }
 
 /// `switchyard-gateway explain`: where each key of `keys` goes under `tenant`'s route in the routes file.
@@ -333,8 +168,9 @@ pub fn explain(
         .with_context(|| format!("cannot read {}", routes.display()))?;
     let file: RoutesFile = serde_json::from_str(&text)
         .with_context(|| format!("invalid routes file {}", routes.display()))?;
-    let snapshot = Snapshot::from_routes_file(&file, 1, &Snapshot::empty())
-        .with_context(|| format!("invalid routes file {}", routes.display()))?;
+    let snapshot =
+        Snapshot::from_routes_file(&file, 1, &Snapshot::empty(), &mut Catalog::default())
+            .with_context(|| format!("invalid routes file {}", routes.display()))?;
     let tenant = snapshot
         .tenant_by_name(tenant)
         .with_context(|| format!("no tenant '{tenant}' in the routes file"))?;
@@ -357,7 +193,9 @@ mod tests {
                 {{"name":"locked","passwords":["pw"],"route":{ROUTE}}}]}}"#
         ))
         .unwrap();
-        let snapshot = Snapshot::from_routes_file(&file, 1, &Snapshot::empty()).unwrap();
+        let snapshot =
+            Snapshot::from_routes_file(&file, 1, &Snapshot::empty(), &mut Catalog::default())
+                .unwrap();
         assert!(!snapshot.requires_auth());
         assert_eq!(
             snapshot.open_tenant().map(|t| t.name.as_str()),
@@ -373,7 +211,8 @@ mod tests {
                 "shards":[{"name":"s","target":"redis://h:1","buckets":["0-4294967294"]}]}}]}"#,
         )
         .unwrap();
-        let refused = Snapshot::from_routes_file(&file, 1, &Snapshot::empty()).err();
+        let refused =
+            Snapshot::from_routes_file(&file, 1, &Snapshot::empty(), &mut Catalog::default()).err();
         assert_eq!(
             refused.map(|e| e.to_string()).as_deref(),
             Some("/tenants/0/route/hash/buckets: must be at most 65536")
@@ -394,7 +233,9 @@ mod tests {
             credential_digest("secret")
         ))
         .unwrap();
-        let snapshot = Snapshot::from_control_plane(&cp, 1, &Snapshot::empty()).unwrap();
+        let snapshot =
+            Snapshot::from_control_plane(&cp, 1, &Snapshot::empty(), &mut Catalog::default())
+                .unwrap();
         assert!(snapshot.requires_auth());
         assert!(snapshot.open_tenant().is_none());
         assert_eq!(snapshot.tenants().len(), 3);
@@ -418,7 +259,9 @@ mod tests {
             .collect();
         let file: RoutesFile =
             serde_json::from_str(&format!(r#"{{"tenants":[{}]}}"#, tenants.join(","))).unwrap();
-        let first = Snapshot::from_routes_file(&file, 1, &Snapshot::empty()).unwrap();
+        let first =
+            Snapshot::from_routes_file(&file, 1, &Snapshot::empty(), &mut Catalog::default())
+                .unwrap();
         for name in ["zeta", "alpha", "mid", "beta"] {
             let found = first.tenant_by_name(name).map(|t| t.name.as_str());
             assert_eq!(found, Some(name));
@@ -442,7 +285,7 @@ mod tests {
             .metrics
             .commands
             .add("get", 3);
-        let second = Snapshot::from_routes_file(&file, 2, &first).unwrap();
+        let second = Snapshot::from_routes_file(&file, 2, &first, &mut Catalog::default()).unwrap();
         let kept: Vec<_> = second
             .tenant_by_name("mid")
             .unwrap()

@@ -243,6 +243,13 @@ impl Session {
                 None => tenant.credentials.is_empty(),
             })
             .cloned();
+        // A delta carries unchanged tenants over as they are: the route resolved for this one still holds.
+        if let (Some(tenant), Some(view)) = (&current, &mut self.tenant)
+            && Arc::ptr_eq(tenant, &view.tenant)
+        {
+            view.generation = generation;
+            return;
+        }
         let place = self.leave_tenant();
         match (current, place) {
             (Some(tenant), Some(place)) if tenant.databases().contains(&i64::from(self.db)) => {

@@ -2,7 +2,6 @@
 //! the test's own runtime, and a raw client socket to it.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,9 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::metrics::MetricsConfig;
-use crate::resp::Limits;
-use crate::state::{ClientLimits, Config, Gateway, RouteSource, parse_output_buffer_limit};
+pub(super) use crate::state::test_config as config;
+use crate::state::{Config, Gateway};
 use crate::worker::Worker;
 
 /// `shop` owns databases 4 to 6 of its Redis (its 0 to 2); `dev` owns database 0 only; `ops`, an admin on
@@ -31,40 +29,6 @@ pub(super) const ROUTES: &str = r#"{"tenants": [
 
 /// How long a reply may take before the test fails: nothing here waits for a backend that answers.
 pub(super) const PATIENCE: Duration = Duration::from_secs(5);
-
-/// A gateway's configuration with every bound a test does not set far away.
-pub(super) fn config() -> Config {
-    let unbounded = parse_output_buffer_limit("0 0 0").unwrap();
-    Config {
-        listen: None, // the test accepts connections itself
-        tls: None,
-        admin_listen: None,
-        source: RouteSource::File(PathBuf::new()), // `TestGateway::start` loads `ROUTES` itself
-        workers: 1,
-        backend_connections: 1,
-        connect_timeout: Duration::from_secs(1),
-        command_timeout: Duration::from_secs(1),
-        max_clients: 16,
-        max_unauthenticated_clients: 16,
-        auth_timeout: Duration::from_secs(30),
-        max_dedicated_connections: 4,
-        dedicated_spares: 1,
-        shutdown_grace: Duration::from_secs(1),
-        limits: Limits::default(),
-        clients: ClientLimits {
-            output_buffer: unbounded,
-            pubsub_output_buffer: unbounded,
-            write_timeout: None,
-            idle_timeout: None,
-            tcp_keepalive: None,
-            max_query_buffer: 1 << 30,
-        },
-        metrics: MetricsConfig {
-            active_window: Duration::from_secs(600),
-            tenant_latency: false,
-        },
-    }
-}
 
 /// Runs a test on a worker's kind of thread: a current-thread runtime, tasks spawned locally.
 pub(super) fn run(test: impl Future<Output = ()>) {

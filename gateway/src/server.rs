@@ -1,8 +1,9 @@
 //! The gateway process: shared state, worker threads, the accept loop, reloads and graceful shutdown.
 //!
 //! Each worker is a single-threaded runtime that owns its client connections and its own pipelined backend
-//! connections, so a request never crosses threads. Measurements on 2-core machines favour one worker (the
-//! kernel's network work needs the other core); more workers pay off on bigger machines.
+//! connections, so a request never crosses threads. Connections go to the workers in turn: no worker is busier by
+//! design, and none needs to know how busy the others are. How many workers a host should run is in
+//! docs/operations.md#workers.
 
 use std::future::Future;
 use std::net::SocketAddr;

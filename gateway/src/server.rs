@@ -217,13 +217,14 @@ fn run_worker(
     });
 }
 
-/// Passes snapshot changes and the shutdown on to the worker's sessions. One task per worker waits on the
-/// gateway-wide channels; sessions wait on their own [`LocalSignal`](crate::signal::LocalSignal), which costs
-/// nothing per request.
+/// Passes snapshot changes and the shutdown on to the worker's sessions, and opens the upstreams of each snapshot's
+/// routes on this worker. One task per worker waits on the gateway-wide channels; sessions wait on their own
+/// [`LocalSignal`](crate::signal::LocalSignal), which costs nothing per request.
 async fn relay_control(worker: Rc<Worker>) {
     let mut shutdown = worker.shutdown.clone();
     let mut changes = worker.gateway.subscribe();
     loop {
+        worker.pin_current_routes();
         let open = tokio::select! {
             changed = shutdown.changed() => changed.is_ok(),
             changed = changes.changed() => changed.is_ok(),

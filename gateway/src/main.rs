@@ -91,8 +91,9 @@ struct Args {
     /// This gateway's id in heartbeats (default: host name and listen port).
     #[arg(long, env = "SWITCHYARD_GATEWAY_ID")]
     gateway_id: Option<String>,
-    /// Worker threads, each owning its clients and backend connections.
-    #[arg(long, env = "SWITCHYARD_WORKERS", default_value_t = 1)]
+    /// Worker threads, each owning its clients and backend connections (default: the CPUs this process may use,
+    /// after affinity and cgroup quotas; 1 when unknown). Lower it when the gateway shares a small host with Redis.
+    #[arg(long, env = "SWITCHYARD_WORKERS", default_value_t = default_workers(), value_parser = parse_workers)]
     workers: usize,
     /// Pipelined connections per backend node and worker.
     #[arg(long, env = "SWITCHYARD_BACKEND_CONNECTIONS", default_value_t = 1)]
@@ -198,6 +199,20 @@ fn parse_listen(text: &str) -> Result<Listen, String> {
             .parse()
             .map(|addr| Listen(Some(addr)))
             .map_err(|e| format!("'{addr}': {e} (an address such as 127.0.0.1:6380, or off)")),
+    }
+}
+
+/// The CPUs this process may run on: the standard library honours the affinity mask and a cgroup CPU quota.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// `--workers`: at least one, since a gateway without workers would accept connections that nothing serves.
+fn parse_workers(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("the gateway needs at least one worker".to_string()),
+        Ok(workers) => Ok(workers),
+        Err(e) => Err(format!("{e} (a number of worker threads, 1 or more)")),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The gateway process: shared state, worker threads, the accept loop, reloads and graceful shutdown.
 //!
 //! Each worker is a single-threaded runtime that owns its client connections and its own pipelined backend
-//! connections, so a request never crosses threads. Measurements on 2-core machines favour one worker (the
-//! kernel's network work needs the other core); more workers pay off on bigger machines.
+//! connections, so a request never crosses threads. Connections go to the workers in turn: no worker is busier by
+//! design, and none needs to know how busy the others are. How many workers a host should run is in
+//! docs/operations.md#workers.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -216,13 +217,14 @@ fn run_worker(
     });
 }
 
-/// Passes snapshot changes and the shutdown on to the worker's sessions. One task per worker waits on the
-/// gateway-wide channels; sessions wait on their own [`LocalSignal`](crate::signal::LocalSignal), which costs
-/// nothing per request.
+/// Passes snapshot changes and the shutdown on to the worker's sessions, and opens the upstreams of each snapshot's
+/// routes on this worker. One task per worker waits on the gateway-wide channels; sessions wait on their own
+/// [`LocalSignal`](crate::signal::LocalSignal), which costs nothing per request.
 async fn relay_control(worker: Rc<Worker>) {
     let mut shutdown = worker.shutdown.clone();
     let mut changes = worker.gateway.subscribe();
     loop {
+        worker.pin_current_routes();
         let open = tokio::select! {
             changed = shutdown.changed() => changed.is_ok(),
             changed = changes.changed() => changed.is_ok(),

@@ -69,6 +69,24 @@ impl Worker {
 
     /// The upstream for a resource, shared by every session of this worker.
     pub(crate) fn upstream(&self, spec: &ResourceSpec) -> Upstream {
+        let mut pinned = self.pinned();
+        let upstream = self.pool.upstream(spec);
+        // Another database or protocol of a resource, once used, stays open until the routes change too.
+        if pinned.specs.insert(spec.clone()) {
+            pinned.upstreams.push(upstream.clone());
+        }
+        upstream
+    }
+
+    /// Opens the upstreams of the current snapshot's routes now, rather than for this worker's first client after
+    /// a change: every worker has its backend connections (and a cluster's slot map) ready before a client asks,
+    /// whichever worker the client lands on.
+    pub(crate) fn pin_current_routes(&self) {
+        drop(self.pinned());
+    }
+
+    /// The pinned upstreams, replaced first if the snapshot changed since they were opened.
+    fn pinned(&self) -> std::cell::RefMut<'_, Pinned> {
         let generation = self.gateway.generation();
         let mut pinned = self.pinned.borrow_mut();
         if pinned.generation != generation {
@@ -88,12 +106,7 @@ impl Worker {
             }
             pinned.generation = generation;
         }
-        let upstream = self.pool.upstream(spec);
-        // Another database or protocol of a resource, once used, stays open until the routes change too.
-        if pinned.specs.insert(spec.clone()) {
-            pinned.upstreams.push(upstream.clone());
-        }
-        upstream
+        pinned
     }
 
     /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`.

@@ -19,8 +19,12 @@ const SLACK: Duration = Duration::from_secs(1);
 const REQUESTS: usize = 500;
 const VALUE_LEN: usize = 100 * 1024;
 
+/// One worker: a node counts as down on the worker whose connection saw it fail, and these tests follow one
+/// backend connection through the fault (each worker's own connection finds out on its own).
 fn gateway(backend: &RedisServer) -> Gateway {
     Gateway::builder()
+        .arg("--workers")
+        .arg("1")
         .arg("--command-timeout-ms")
         .arg(TIMEOUT.as_millis().to_string())
         .start(&open_single_tenant(json!(backend.url())))

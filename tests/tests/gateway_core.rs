@@ -585,10 +585,68 @@ fn an_invalid_routes_file_stops_startup_with_the_bad_field_named() {
     );
 }
 
+/// The gateway's worker threads (`switchyard-worker-N`, which the kernel's 15-byte thread names cut short).
+fn worker_threads(gateway: &Gateway) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", gateway.pid()))
+        .expect("the gateway's threads")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("switchyard-work"))
+        .count()
+}
+
+#[test]
+fn workers_default_to_the_cpus_the_process_may_use() {
+    let backend = RedisServer::start();
+    // The gateway inherits this process' affinity and cgroup, so it may use the same CPUs.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let gateway = Gateway::start(&routes(&backend));
+    assert_eq!(worker_threads(&gateway), cpus);
+    let gateway = Gateway::builder()
+        .arg("--workers")
+        .arg("3")
+        .start(&routes(&backend));
+    assert_eq!(worker_threads(&gateway), 3);
+    let gateway = Gateway::builder()
+        .env("SWITCHYARD_WORKERS", "2")
+        .start(&routes(&backend));
+    assert_eq!(worker_threads(&gateway), 2);
+}
+
+#[test]
+fn zero_workers_is_refused_at_startup() {
+    for (args, env) in [
+        (&["--workers", "0"][..], None),
+        (&[][..], Some(("SWITCHYARD_WORKERS", "0"))),
+    ] {
+        let mut command = std::process::Command::new(switchyard_tests::binary(
+            "switchyard-gateway",
+            "SWITCHYARD_GATEWAY_BIN",
+        ));
+        command
+            .args(["--listen", "127.0.0.1:0", "--routes", "/dev/null"])
+            .args(args)
+            .envs(env);
+        let output = command.output().unwrap();
+        assert!(!output.status.success(), "{args:?} {env:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(
+                "invalid value '0' for '--workers <WORKERS>': the gateway needs at least one worker"
+            ),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn admin_endpoints_and_graceful_shutdown() {
     let backend = RedisServer::start();
-    let mut gateway = Gateway::start(&routes(&backend));
+    // One worker, so that the shutdown below reaches both clients' sessions at once, and the gateway keeps one
+    // connection to the backend.
+    let mut gateway = Gateway::builder()
+        .arg("--workers")
+        .arg("1")
+        .start(&routes(&backend));
     assert_eq!(gateway.admin_get("/healthz").0, 200);
     assert_eq!(gateway.admin_get("/readyz").0, 200);
     let mut client = authed(&gateway);
@@ -621,8 +679,8 @@ fn admin_endpoints_and_graceful_shutdown() {
     );
 
     // A command in flight when SIGTERM arrives still gets its reply: the backend holds it (paused for writes)
-    // until the shutdown has reached the sessions, which closes an idle client's connection (one worker, the
-    // default, serves both clients).
+    // until the shutdown has reached the sessions, which closes an idle client's connection (the one worker
+    // serves both clients).
     let mut idle = authed(&gateway);
     let mut direct = RawClient::connect(backend.port());
     direct.roundtrip(b"CLIENT PAUSE 10000 WRITE\r\n", b"+OK\r\n");

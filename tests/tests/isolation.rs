@@ -521,8 +521,12 @@ fn the_gateway_sets_up_its_acl_users_and_reconnects_after_they_change() {
 
 #[test]
 fn connections_that_never_authenticate_take_no_tenants_place_and_are_closed() {
+    // One worker: connections are admitted on their worker, so only one worker admits them in the order they
+    // connected, and this test names the one that is refused.
     let platform = Platform::start_with(
         Gateway::builder()
+            .arg("--workers")
+            .arg("1")
             .arg("--max-clients")
             .arg("3")
             .arg("--max-unauthenticated-clients")

@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer, wait_for_slot_map_as};
+use switchyard_tests::{
+    Gateway, GatewayBuilder, RawClient, RedisCluster, RedisServer, wait_for_slot_map_as,
+};
 
 const SPIN: &str = "while true do end";
 /// A script that writes, then never ends: Redis can no longer kill it.
@@ -26,6 +28,13 @@ fn busy_redis() -> RedisServer {
         .arg("--busy-reply-threshold")
         .arg("200")
         .start()
+}
+
+/// A gateway with one worker: its clients share one connection per backend node, so that a request sent after a
+/// script waits behind it there. (Each worker has its own connection, on which Redis answers `-BUSY` at once
+/// while the script runs.)
+fn one_worker() -> GatewayBuilder {
+    Gateway::builder().arg("--workers").arg("1")
 }
 
 fn admin_tenant(route: Value, limits: Value) -> Value {
@@ -195,8 +204,9 @@ fn requests_behind_a_script_the_gateway_gives_up_on_get_redis_busy_reply() {
         (["FCALL", "write_then_spin", "0"], "FUNCTION"),
     ] {
         let redis = busy_redis();
-        // An admin's script is not killed: past its limit the gateway stops waiting for it.
-        let gateway = Gateway::start(&admin_tenant(
+        // An admin's script is not killed: past its limit the gateway stops waiting for it. One worker, so that
+        // the request behind it is queued on the script's backend connection (see `one_worker`).
+        let gateway = one_worker().start(&admin_tenant(
             json!({"type": "single", "target": redis.url()}),
             json!({"script_timeout_ms": 1000}),
         ));
@@ -230,7 +240,7 @@ fn requests_behind_a_script_the_gateway_gives_up_on_get_redis_busy_reply() {
 #[test]
 fn a_tenants_script_limit_is_its_scripts_deadline_and_where_they_are_killed() {
     let redis = busy_redis();
-    let gateway = Gateway::builder()
+    let gateway = one_worker()
         .arg("--command-timeout-ms")
         .arg("300")
         .start(&json!({"tenants": [

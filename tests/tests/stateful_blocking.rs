@@ -36,8 +36,12 @@ fn clients_running(backend: &RedisServer, command: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_blocked_clients_are_all_released_by_pushes() {
+    const WORKERS: usize = 2;
     let backend = RedisServer::start();
-    let gateway = Gateway::start(&open_single_tenant(json!(backend.url())));
+    let gateway = Gateway::builder()
+        .arg("--workers")
+        .arg(WORKERS.to_string())
+        .start(&open_single_tenant(json!(backend.url())));
     let url = gateway.url(None);
     let mut waiters = Vec::new();
     for i in 0..1000 {
@@ -83,11 +87,11 @@ async fn a_thousand_blocked_clients_are_all_released_by_pushes() {
         Duration::from_secs(30),
         || gateway.metric("switchyard_tenant_dedicated_connections{tenant=\"t\"}") == 0,
     );
-    // Closed on the node too, but for the spares the worker keeps (twice `--dedicated-spares`).
+    // Closed on the node too, but for the spares each worker keeps (twice `--dedicated-spares`).
     wait_for(
         "released connections closed",
         Duration::from_secs(30),
-        || clients_running(&backend, "blpop") <= 2,
+        || clients_running(&backend, "blpop") <= 2 * WORKERS,
     );
 }
 

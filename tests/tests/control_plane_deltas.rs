@@ -4,23 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use fastrand::Rng;
 use serde_json::{Value, json};
 use switchyard_tests::{ControlPlane, Gateway, RedisServer};
 
 const TENANTS: usize = 2000;
 const STEPS: usize = 400;
-
-/// A small deterministic generator, so a failure replays.
-struct Dice(u64);
-
-impl Dice {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 fn password(n: usize) -> String {
     format!("password-number-{n:08}")
@@ -82,12 +71,16 @@ async fn a_gateway_following_deltas_serves_what_a_fresh_one_does() {
         cp.expect("POST", "/v1/resources", Some(resource), 201)
             .await;
     }
-    let targets = |dice: &mut Dice| match dice.below(4) {
+    let targets = |dice: &mut Rng| match dice.usize(..4) {
         0 => json!("a"),
         1 => json!("b"),
-        _ => json!(format!("{}/{}", redis[dice.below(2)].url(), dice.below(16))),
+        _ => json!(format!(
+            "{}/{}",
+            redis[dice.usize(..2)].url(),
+            dice.usize(..16)
+        )),
     };
-    let mut dice = Dice(0x0123_4567_89ab_cdef);
+    let mut dice = Rng::with_seed(0x0123_4567_89ab_cdef);
     let imports: Vec<_> = (0..TENANTS)
         .map(|n| {
             json!({"tenant": {"name": format!("t{n}")}, "credentials": [{"password": password(n)}],
@@ -128,9 +121,9 @@ async fn a_gateway_following_deltas_serves_what_a_fresh_one_does() {
             cp.restart();
         }
         // Mostly the tenants a previous step created, so that creates, deletes and re-creates meet.
-        let tenant = format!("t{}", dice.below(TENANTS + 50));
+        let tenant = format!("t{}", dice.usize(..TENANTS + 50));
         let path = format!("/v1/tenants/{tenant}");
-        let (status, _) = match dice.below(10) {
+        let (status, _) = match dice.usize(..10) {
             0 | 1 => {
                 cp.call("POST", "/v1/tenants", Some(json!({"name": tenant})))
                     .await;
@@ -160,17 +153,17 @@ async fn a_gateway_following_deltas_serves_what_a_fresh_one_does() {
                 }
             }
             5 | 6 => {
-                let patch = json!({"disabled": dice.below(4) == 0, "allow_admin": dice.below(3) == 0,
-                                   "limits": {"max_connections": 1 + dice.below(1000)}});
+                let patch = json!({"disabled": dice.usize(..4) == 0, "allow_admin": dice.usize(..3) == 0,
+                                   "limits": {"max_connections": 1 + dice.usize(..1000)}});
                 cp.call("PATCH", &path, Some(patch)).await
             }
             7 => {
-                let (name, server) = if dice.below(2) == 0 {
+                let (name, server) = if dice.usize(..2) == 0 {
                     ("a", 1)
                 } else {
                     ("b", 0)
                 };
-                let url = json!({"url": format!("{}/{}", redis[server].url(), dice.below(16))});
+                let url = json!({"url": format!("{}/{}", redis[server].url(), dice.usize(..16))});
                 cp.call("PUT", &format!("/v1/resources/{name}"), Some(url))
                     .await
             }

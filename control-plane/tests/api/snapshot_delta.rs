@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use fastrand::Rng;
 use serde_json::json;
 use sqlx::PgPool;
 use switchyard_schemas::{Snapshot, SnapshotTenant};
@@ -187,18 +188,6 @@ async fn a_delta_carries_only_what_changed(pool: PgPool) {
     assert_eq!(follower, Follower::full(&api).await);
 }
 
-/// A small deterministic generator, so a failure replays.
-struct Dice(u64);
-
-impl Dice {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 #[sqlx::test(migrations = "../migrations")]
 async fn following_deltas_gives_the_snapshot(pool: PgPool) {
     let api = Api::new(pool.clone()).await;
@@ -211,22 +200,22 @@ async fn following_deltas_gives_the_snapshot(pool: PgPool) {
     // other replica.
     let (mut eager, mut lazy) = (Follower::full(&api).await, Follower::full(&replica).await);
     let mut credentials: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    let mut dice = Dice(0x5eed_1234_abcd_0001);
+    let mut dice = Rng::with_seed(0x5eed_1234_abcd_0001);
     let mut deltas = 0;
     for step in 0..240 {
-        let tenant = format!("t{:02}", dice.below(24));
-        let target = match dice.below(4) {
-            3 => format!("redis://127.0.0.1:{}", 7100 + dice.below(50)),
+        let tenant = format!("t{:02}", dice.usize(..24));
+        let target = match dice.usize(..4) {
+            3 => format!("redis://127.0.0.1:{}", 7100 + dice.usize(..50)),
             r => format!("r{r}"),
         };
-        let status = match dice.below(9) {
+        let status = match dice.usize(..9) {
             0 | 1 => {
                 api.admin("POST", "/v1/tenants", Some(json!({"name": tenant})))
                     .await;
                 api.put_route(&tenant, single(&target)).await.status
             }
             2 => api.put_route(&tenant, single(&target)).await.status,
-            3 | 4 if credentials.len() < 4 || dice.below(2) == 0 => {
+            3 | 4 if credentials.len() < 4 || dice.usize(..2) == 0 => {
                 let reply = api
                     .admin(
                         "POST",
@@ -242,11 +231,11 @@ async fn following_deltas_gives_the_snapshot(pool: PgPool) {
             4 => {
                 // Any tenant's credential, so that revocations are as frequent as issues.
                 let holders: Vec<_> = credentials.keys().cloned().collect();
-                let Some(holder) = holders.get(dice.below(holders.len().max(1))) else {
+                let Some(holder) = holders.get(dice.usize(..holders.len().max(1))) else {
                     continue;
                 };
                 let ids = credentials.get_mut(holder).expect("a holder");
-                let id = ids.swap_remove(dice.below(ids.len()));
+                let id = ids.swap_remove(dice.usize(..ids.len()));
                 if ids.is_empty() {
                     credentials.remove(holder);
                 }
@@ -254,15 +243,15 @@ async fn following_deltas_gives_the_snapshot(pool: PgPool) {
                 api.admin("DELETE", &path, None).await.status
             }
             5 => {
-                let patch = json!({"disabled": dice.below(3) == 0, "allow_admin": dice.below(2) == 0,
-                                   "limits": {"max_connections": 1 + dice.below(100)}});
+                let patch = json!({"disabled": dice.usize(..3) == 0, "allow_admin": dice.usize(..2) == 0,
+                                   "limits": {"max_connections": 1 + dice.usize(..100)}});
                 api.admin("PATCH", &format!("/v1/tenants/{tenant}"), Some(patch))
                     .await
                     .status
             }
             6 => {
-                let url = json!({"url": format!("redis://127.0.0.1:{}", 7200 + dice.below(50))});
-                let resource = format!("/v1/resources/r{}", dice.below(3));
+                let url = json!({"url": format!("redis://127.0.0.1:{}", 7200 + dice.usize(..50))});
+                let resource = format!("/v1/resources/r{}", dice.usize(..3));
                 api.admin("PUT", &resource, Some(url)).await.status
             }
             _ => {
@@ -273,13 +262,13 @@ async fn following_deltas_gives_the_snapshot(pool: PgPool) {
             }
         };
         assert!(status < 500, "step {step}: {status}");
-        if dice.below(3) == 0 {
+        if dice.usize(..3) == 0 {
             if let Some(snapshot) = eager.poll(&api).await {
                 deltas += usize::from(eager.apply(snapshot));
             }
             assert_eq!(eager, Follower::full(&api).await, "step {step}");
         }
-        if dice.below(40) == 0
+        if dice.usize(..40) == 0
             && let Some(snapshot) = lazy.poll(&replica).await
         {
             assert!(

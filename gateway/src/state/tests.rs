@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use fastrand::Rng;
 use switchyard_schemas::{certificate_digest, credential_digest};
 
 use super::*;
@@ -29,23 +30,6 @@ fn output_buffer_limits_read_as_redis_writes_them() {
         assert!(parse_output_buffer_limit(bad).is_err(), "{bad}");
     }
     assert!(parse_bytes("99999999999gb").is_err());
-}
-
-/// A reproducible pseudo-random sequence (splitmix64): the same seed gives the same steps.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % u64::try_from(n).unwrap()).unwrap()
-    }
 }
 
 /// A tenant as the control plane holds it.
@@ -91,8 +75,14 @@ impl Held {
 
 /// A route over a few Redis addresses and databases, so that tenants share some resources and not others.
 fn random_route(rng: &mut Rng) -> String {
-    let kind = rng.below(5);
-    let mut url = || format!("redis://127.0.0.1:{}/{}", 7000 + rng.below(4), rng.below(3));
+    let kind = rng.usize(..5);
+    let mut url = || {
+        format!(
+            "redis://127.0.0.1:{}/{}",
+            7000 + rng.usize(..4),
+            rng.usize(..3)
+        )
+    };
     match kind {
         0 => format!(r#"{{"type":"single","target":"{}"}}"#, url()),
         1 => format!(r#"{{"type":"single","target":"{}","databases":2}}"#, url()),
@@ -156,24 +146,24 @@ impl ControlPlane {
 
     fn new_secret(&mut self, rng: &mut Rng, name: &str) -> (i64, String) {
         self.next_id += 1;
-        let kind = if rng.below(4) == 0 { "cert:" } else { "" };
+        let kind = if rng.usize(..4) == 0 { "cert:" } else { "" };
         (self.next_id, format!("{kind}{name}-{}", self.next_id))
     }
 
     /// One random change; returns the tenant it touched, and whether it was removed.
     fn change(&mut self, rng: &mut Rng) -> (String, bool) {
         let names: Vec<String> = self.tenants.keys().cloned().collect();
-        let pick = |rng: &mut Rng| names[rng.below(names.len())].clone();
+        let pick = |rng: &mut Rng| names[rng.usize(..names.len())].clone();
         let action = match names.len() < self.population {
             true => 0,
-            false => rng.below(8),
+            false => rng.usize(..8),
         };
         if action == 0 || (names.len() < self.population * 5 / 3 && action == 1) {
-            let name = format!("t{:05}", rng.below(100_000));
+            let name = format!("t{:05}", rng.usize(..100_000));
             let secret = self.new_secret(rng, &name);
             let held = Held {
                 disabled: false,
-                allow_admin: rng.below(5) == 0,
+                allow_admin: rng.usize(..5) == 0,
                 max_connections: None,
                 secrets: vec![secret],
                 route: random_route(rng),
@@ -196,12 +186,12 @@ impl ControlPlane {
             }
             3 => held.secrets.push(secret),
             4 if !held.secrets.is_empty() => {
-                held.secrets.remove(rng.below(held.secrets.len()));
+                held.secrets.remove(rng.usize(..held.secrets.len()));
             }
             5 => held.disabled = !held.disabled,
             _ => {
                 held.allow_admin = !held.allow_admin;
-                held.max_connections = Some(u32::try_from(rng.below(100)).unwrap());
+                held.max_connections = Some(u32::try_from(rng.usize(..100)).unwrap());
             }
         }
         (name, false)
@@ -259,7 +249,7 @@ fn deltas_serve_what_a_full_snapshot_serves_across_chunks() {
 
 /// `steps` random steps from `population` tenants (see `deltas_serve_what_a_full_snapshot_serves`).
 fn follow_deltas(seed: u64, population: usize, steps: usize) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::with_seed(seed);
     let mut cp = ControlPlane {
         population,
         tenants: BTreeMap::new(),
@@ -277,7 +267,7 @@ fn follow_deltas(seed: u64, population: usize, steps: usize) {
         let before = follower.snapshot();
         let after = cp.revision;
         let (mut changed, mut removed) = (HashSet::new(), HashSet::new());
-        for _ in 0..1 + rng.below(4) {
+        for _ in 0..1 + rng.usize(..4) {
             cp.revision += 1;
             let (name, gone) = cp.change(&mut rng);
             match gone {

@@ -115,15 +115,17 @@ impl Sync {
         let mut rejected: Option<i64> = None;
         // After a rejected snapshot or a delta that did not apply, ask for a full snapshot.
         let mut full = false;
+        // A control plane that refused the epoch once is never sent it again (until the gateway restarts).
+        let mut epoch_refused = false;
         loop {
-            let (after, epoch) = next_poll(&gateway.snapshot(), rejected, full);
+            let (after, epoch) = next_poll(&gateway.snapshot(), rejected, full || epoch_refused);
             match self.poll(after, epoch.as_deref(), POLL_WAIT).await {
                 Ok(Poll::Unchanged) => backoff.reset(),
                 Ok(Poll::EpochRefused) => {
                     tracing::warn!(
                         "the control plane refused the epoch parameter: asking for full snapshots"
                     );
-                    full = true;
+                    epoch_refused = true;
                 }
                 Ok(Poll::Changed(body)) => {
                     backoff.reset();
@@ -415,6 +417,7 @@ mod tests {
             )
         };
         let full_6 = format!(r#"{{"revision":6,"epoch":"e 1","tenants":[{a},{b},{c}]}}"#);
+        let full_7 = format!(r#"{{"revision":7,"epoch":"e 1","tenants":[{a},{b},{c}]}}"#);
         let script = vec![
             (
                 200,
@@ -424,6 +427,8 @@ mod tests {
             (200, delta(2, 5, &c)),
             (200, full_6.clone()),
             (400, "unknown parameter epoch".to_string()),
+            (304, String::new()),
+            (200, full_7.clone()),
             (304, String::new()),
         ];
         let (url, asked) = scripted_control_plane(script).await;
@@ -435,7 +440,7 @@ mod tests {
         tokio::spawn(Arc::new(sync).run(Arc::clone(&gateway)));
 
         let deadline = Instant::now() + Duration::from_secs(10);
-        while asked.lock().unwrap().len() < 7 && Instant::now() < deadline {
+        while asked.lock().unwrap().len() < 9 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let poll = "/v1/snapshot?wait=30000ms";
@@ -449,24 +454,27 @@ mod tests {
                 format!("{poll}&after=6&epoch=e+1"),
                 format!("{poll}&after=6"),
                 format!("{poll}&after=6"),
+                // Refused once, the epoch is not sent again, also after the next snapshot.
+                format!("{poll}&after=7"),
+                format!("{poll}&after=7"),
             ]
         );
         let snapshot = gateway.snapshot();
         let names: Vec<&str> = snapshot.tenants().iter().map(|t| t.name.as_str()).collect();
-        assert_eq!((snapshot.revision, names), (Some(6), vec!["a", "b", "c"]));
+        assert_eq!((snapshot.revision, names), (Some(7), vec!["a", "b", "c"]));
         let metrics = &gateway.metrics;
         let count = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
-        assert_eq!(count(&metrics.snapshots_applied_full), 2);
+        assert_eq!(count(&metrics.snapshots_applied_full), 3);
         assert_eq!(count(&metrics.snapshots_applied_delta), 1);
         assert_eq!(count(&metrics.snapshots_rejected), 1);
-        let expected: switchyard_schemas::Snapshot = serde_json::from_str(&full_6).unwrap();
+        let expected: switchyard_schemas::Snapshot = serde_json::from_str(&full_7).unwrap();
         let written = loop {
             let written = std::fs::read(&cache).ok().and_then(|body| {
                 serde_json::from_slice::<switchyard_schemas::Snapshot>(&body).ok()
             });
             match written {
-                Some(written) if written.revision == 6 => break written,
-                _ if Instant::now() > deadline => panic!("the cache file never reached revision 6"),
+                Some(written) if written.revision == 7 => break written,
+                _ if Instant::now() > deadline => panic!("the cache file never reached revision 7"),
                 _ => tokio::time::sleep(Duration::from_millis(10)).await,
             }
         };
@@ -477,7 +485,7 @@ mod tests {
         let sync = follower(url, &cache);
         let restarted = Arc::new(Gateway::new(test_config(), None));
         sync.bootstrap(&restarted).await;
-        assert_eq!(restarted.snapshot().revision, Some(6));
+        assert_eq!(restarted.snapshot().revision, Some(7));
         tokio::spawn(Arc::new(sync).run(Arc::clone(&restarted)));
         while asked.lock().unwrap().len() < 2 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -486,7 +494,7 @@ mod tests {
             *asked.lock().unwrap(),
             [
                 "/v1/snapshot?wait=0ms".to_string(),
-                format!("{poll}&after=6&epoch=e+1")
+                format!("{poll}&after=7&epoch=e+1")
             ]
         );
         let _ = std::fs::remove_file(&cache);

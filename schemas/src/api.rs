@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ClientCertificate, RouteTable, TenantLimits};
+use crate::{ClientCertificate, CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
 /// Every error: a stable machine-readable `error` code, a sentence for people, and per-field details.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -39,6 +39,24 @@ pub struct TenantCreate {
     pub allow_admin: bool,
     #[serde(default)]
     pub limits: TenantLimits,
+    /// See [`TenantPolicy::namespace`](crate::TenantPolicy::namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// See [`TenantPolicy::read_only`](crate::TenantPolicy::read_only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// See [`TenantPolicy::commands`](crate::TenantPolicy::commands).
+    #[serde(default, skip_serializing_if = "CommandRules::is_empty")]
+    pub commands: CommandRules,
+    /// See [`TenantPolicy::ip_allow`](crate::TenantPolicy::ip_allow).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_allow: Vec<String>,
+    /// See [`TenantPolicy::ip_deny`](crate::TenantPolicy::ip_deny).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_deny: Vec<String>,
+    /// See [`TenantPolicy::blocked_keys`](crate::TenantPolicy::blocked_keys).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_keys: Vec<String>,
 }
 
 /// `PATCH /v1/tenants/{tenant}`: only the fields given change; `limits` replaces all limits at once.
@@ -53,6 +71,47 @@ pub struct TenantPatch {
     pub allow_admin: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<TenantLimits>,
+    /// `null` removes the namespace.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub namespace: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Replaces both lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<CommandRules>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_allow: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_deny: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_keys: Option<Vec<String>>,
+}
+
+impl TenantCreate {
+    /// Its policies, as one value.
+    pub fn policy(&self) -> TenantPolicy {
+        TenantPolicy {
+            namespace: self.namespace.clone(),
+            read_only: self.read_only,
+            commands: self.commands.clone(),
+            ip_allow: self.ip_allow.clone(),
+            ip_deny: self.ip_deny.clone(),
+            blocked_keys: self.blocked_keys.clone(),
+        }
+    }
+}
+
+/// A field that is present, `null` included (`Some(None)`), as opposed to absent (`None`, its default).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -62,6 +121,8 @@ pub struct Tenant {
     pub disabled: bool,
     pub allow_admin: bool,
     pub limits: TenantLimits,
+    #[serde(flatten)]
+    pub policy: TenantPolicy,
     /// The current route version, if the tenant has a route yet.
     pub route_version: Option<i64>,
     pub created_at: String,

@@ -12,6 +12,7 @@
 pub mod api;
 pub mod credential;
 pub mod placement;
+pub mod policy;
 pub mod resource;
 pub mod route;
 pub mod routes_file;
@@ -21,6 +22,7 @@ pub mod x509;
 
 pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 
+pub use policy::{CommandRules, IpNet, TenantPolicy};
 pub use resource::{Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError};
 pub use route::{
     AckMode, HashSpec, ReadPolicy, ReadSet, RouteTable, Shard, SplitTarget, Target, WriteSet,

@@ -12,6 +12,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::TenantPolicy;
 use crate::{RouteTable, TenantLimits};
 
 /// `GET /v1/snapshot`: every tenant that has a route, at `revision`; or, when `delta` is present, only the tenants
@@ -51,6 +52,8 @@ pub struct SnapshotTenant {
     /// Lets the tenant run dangerous admin commands (FLUSHALL, CONFIG SET, KEYS, ...).
     pub allow_admin: bool,
     pub limits: TenantLimits,
+    #[serde(flatten)]
+    pub policy: TenantPolicy,
     /// The tenant's valid (not revoked) credentials.
     pub credentials: Vec<SnapshotCredential>,
     /// The current route table with every registered resource name replaced by its URL.

@@ -406,6 +406,7 @@ impl RoutesFile {
             checker
                 .errors
                 .extend(tenant.limits.problems(&format!("{path}/limits")));
+            checker.errors.extend(tenant.policy().problems(&path));
             if tenant.is_open()
                 && let Some(other) = open_tenant.replace(&tenant.name)
             {
@@ -448,6 +449,13 @@ impl RoutesFile {
             }
             checker.route(&format!("{path}/route"), &tenant.route);
         }
+        checker
+            .errors
+            .extend(crate::policy::overlapping_namespaces(
+                self.tenants.iter().enumerate().filter_map(|(i, t)| {
+                    Some((format!("/tenants/{i}/namespace"), t.namespace.as_deref()?))
+                }),
+            ));
         checker.finish()
     }
 }

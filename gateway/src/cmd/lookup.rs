@@ -327,6 +327,28 @@ mod tests {
 
     use crate::cmd::words as args;
 
+    /// The control plane checks command rules against `switchyard_schemas::policy::COMMAND_NAMES` and
+    /// `ACL_CATEGORIES`: both must be this table's. `SWITCHYARD_BLESS=1` rewrites the names file.
+    #[test]
+    fn policy_command_names_match_the_table() {
+        let names: String = commands()
+            .iter()
+            .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
+            .map(|spec| format!("{}\n", spec.name))
+            .collect();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/src/policy/commands.txt");
+        if std::env::var_os("SWITCHYARD_BLESS").is_some() {
+            std::fs::write(path, &names).unwrap();
+        }
+        assert!(
+            names == switchyard_schemas::policy::COMMAND_NAMES,
+            "{path} is out of date: run `SWITCHYARD_BLESS=1 cargo test -p switchyard-gateway --lib \
+             policy_command_names` and commit it"
+        );
+        let categories: Vec<_> = crate::cmd::ACL_CATEGORY_NAMES.iter().map(|(name, _)| *name).collect();
+        assert_eq!(categories, switchyard_schemas::policy::ACL_CATEGORIES);
+    }
+
     fn err(words: &[&str]) -> String {
         lookup(&args(words)).unwrap_err().to_string()
     }

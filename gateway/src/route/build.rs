@@ -1,11 +1,13 @@
 //! Building a whole [`Snapshot`] from a routes file or a control-plane snapshot, and the parts a delta shares
 //! with it: checking routes as the control plane did, and compiling one tenant.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 
 use switchyard_schemas::{
-    RouteTable, RoutesFile, SnapshotTenant, TenantLimits, ValidationError, ValidationErrors,
+    RouteTable, RoutesFile, SnapshotTenant, TenantLimits, TenantPolicy, ValidationError,
+    ValidationErrors,
 };
 
 use super::{ByName, Catalog, DigestIndex, ResourcePlan, RoutePlan, Snapshot, Tenant};
@@ -31,6 +33,7 @@ pub(super) struct TenantSource<'a> {
     limits: &'a TenantLimits,
     digests: Vec<String>,
     route: &'a RouteTable,
+    policy: Cow<'a, TenantPolicy>,
 }
 
 impl<'a> TenantSource<'a> {
@@ -45,6 +48,7 @@ impl<'a> TenantSource<'a> {
                 .map(|c| c.digest.clone())
                 .collect(),
             route: &tenant.route,
+            policy: Cow::Borrowed(&tenant.policy),
         }
     }
 }
@@ -79,6 +83,7 @@ impl Snapshot {
             limits: &tenant.limits,
             digests: tenant.digests(),
             route: &tenant.route,
+            policy: Cow::Owned(tenant.policy()),
         });
         let snapshot = Snapshot::build(
             sources,
@@ -164,8 +169,8 @@ impl Snapshot {
     }
 }
 
-/// Checks every tenant's route as the control plane did, each error named by the tenant's place in the
-/// snapshot (`/tenants/{i}/route...`), after `errors` found before.
+/// Checks every tenant's route and policies as the control plane did, each error named by the tenant's place in
+/// the snapshot (`/tenants/{i}/route...`), after `errors` found before.
 pub(super) fn validate_routes(
     tenants: &[SnapshotTenant],
     mut errors: Vec<ValidationError>,
@@ -177,7 +182,13 @@ pub(super) fn validate_routes(
                 e
             }));
         }
+        errors.extend(tenant.policy.problems(&format!("/tenants/{i}")));
     }
+    errors.extend(switchyard_schemas::policy::overlapping_namespaces(
+        tenants.iter().enumerate().filter_map(|(i, t)| {
+            Some((format!("/tenants/{i}/namespace"), t.policy.namespace.as_deref()?))
+        }),
+    ));
     match errors.is_empty() {
         true => Ok(()),
         false => Err(ValidationErrors(errors)),

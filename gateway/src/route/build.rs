@@ -219,5 +219,6 @@ pub(super) fn compile(
         credentials: source.digests.into_iter().collect(),
         metrics,
         ops_interval,
+        policies: crate::cmd::tenancy::Policies::compile(&source.policy),
     })
 }

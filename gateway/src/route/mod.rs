@@ -71,6 +71,9 @@ pub(crate) struct Tenant {
     pub metrics: TenantMetrics,
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
+    /// Its namespace, read-only switch, command rules, address lists and blocked keys; none without any.
+    #[allow(dead_code)] // TODO(policies branch): read by the enforcement
+    pub policies: Option<Box<crate::cmd::tenancy::Policies>>,
 }
 
 impl Named for Arc<Tenant> {

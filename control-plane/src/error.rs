@@ -162,6 +162,10 @@ fn constraint_error(name: &str) -> Option<ApiError> {
     };
     Some(match name {
         "tenants_name_key" => conflict("tenant_exists", "a tenant with this name already exists"),
+        "tenants_namespace" => conflict(
+            "namespace_overlaps",
+            "another tenant already has this namespace",
+        ),
         "resources_name_key" => conflict(
             "resource_exists",
             "a resource with this name already exists",

@@ -19,7 +19,7 @@ use switchyard_schemas::api::{
 
 use crate::api::credentials::digest_of;
 use crate::api::routes::NewVersion;
-use crate::api::tenants::check_limits;
+use crate::api::tenants::check_tenant;
 use crate::auth::Access;
 use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
@@ -29,6 +29,7 @@ use crate::extract::{JsonBody, from_value};
 use crate::openapi::Operation;
 use crate::route_schema;
 use crate::state::AppState;
+use switchyard_schemas::policy::overlapping_namespaces;
 
 /// An import body may be far larger than any other request (about 200 bytes a tenant): this admits some
 /// 300,000 tenants at once, while still bounding what one request can make the control plane hold.
@@ -123,14 +124,51 @@ fn check(body: Value) -> ApiResult<Import> {
                 message: format!("tenant {first} of this import has the same name"),
             });
         }
-        let limits = check_limits(&entry.tenant.limits);
-        gather(&mut problems, limits, &format!("/tenants/{i}/tenant"))?;
+        let checked = check_tenant(&entry.tenant.limits, &entry.tenant.policy());
+        gather(&mut problems, checked, &format!("/tenants/{i}/tenant"))?;
     }
+    let overlaps = overlapping_namespaces(namespaces(&import));
+    problems.extend(overlaps.into_iter().map(|e| ErrorDetail {
+        path: e.path,
+        message: e.message,
+    }));
     problems.truncate(MAX_PROBLEMS);
     if problems.is_empty() {
         Ok(import)
     } else {
         Err(ApiError::invalid_all("the import is invalid", problems))
+    }
+}
+
+/// The namespaces of an import, each with the path of its field.
+fn namespaces(import: &Import) -> impl Iterator<Item = (String, &str)> {
+    import.tenants.iter().enumerate().filter_map(|(i, entry)| {
+        let namespace = entry.tenant.namespace.as_deref()?;
+        Some((format!("/tenants/{i}/tenant/namespace"), namespace))
+    })
+}
+
+/// Refuses an import whose namespaces overlap existing tenants' (those of the import were checked already),
+/// under the revision lock as `tenants::check_namespace`.
+async fn check_existing_namespaces(change: &mut Change, import: &Import) -> ApiResult<()> {
+    if namespaces(import).next().is_none() {
+        return Ok(());
+    }
+    change.revision().await?;
+    let existing = db::tenants::namespaces(change.conn()).await?;
+    let labelled = existing
+        .iter()
+        .map(|(name, namespace)| (format!("tenant '{name}'"), namespace.as_str()));
+    let overlaps = overlapping_namespaces(labelled.chain(namespaces(import)));
+    match overlaps.first() {
+        None => Ok(()),
+        Some(first) => Err(ApiError::Conflict {
+            code: "namespace_overlaps",
+            message: format!(
+                "{} namespace(s) overlap existing tenants'; the first: {first}",
+                overlaps.len()
+            ),
+        }),
     }
 }
 
@@ -141,6 +179,7 @@ async fn import(
 ) -> ApiResult<(StatusCode, Json<ImportResult>)> {
     let import = check(body)?;
     let mut change = Change::begin(&state.pool).await?;
+    check_existing_namespaces(&mut change, &import).await?;
     let mut imported = Vec::with_capacity(import.tenants.len());
     for (i, entry) in import.tenants.into_iter().enumerate() {
         let at = format!("/tenants/{i}");

@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::{delete, get, patch, post};
 use axum::{Extension, Json};
-use switchyard_schemas::TenantLimits;
 use switchyard_schemas::api::{ErrorDetail, Tenant, TenantCreate, TenantList, TenantPatch};
+use switchyard_schemas::{TenantLimits, TenantPolicy};
 
 use crate::api::lookup;
 use crate::auth::Access;
@@ -55,13 +55,13 @@ pub(crate) fn operations() -> Vec<Operation> {
             "patchTenant",
             Method::PATCH,
             path,
-            "Change a tenant's description, disabled, allow_admin or limits",
+            "Change a tenant's description, disabled, allow_admin, limits or policies",
             Access::Admin,
             patch(update),
         )
         .request::<TenantPatch>()
         .reply::<Tenant>(200)
-        .errors(&[404]),
+        .errors(&[404, 409]),
         Operation::new(
             "deleteTenant",
             Method::DELETE,
@@ -79,10 +79,10 @@ fn object(name: &str) -> String {
     format!("tenants/{name}")
 }
 
-/// The rules of `limits` that their types do not express (`TenantLimits::problems`, which the gateway holds a
-/// routes file to as well), and the database's own: a byte count must fit Postgres' bigint. A 422 naming every
-/// broken one.
-pub(crate) fn check_limits(limits: &TenantLimits) -> ApiResult<()> {
+/// The rules of a tenant's `limits` and policies that their types do not express (`TenantLimits::problems` and
+/// `TenantPolicy::problems`, which the gateway holds a routes file to as well), and the database's own: a byte
+/// count must fit Postgres' bigint. A 422 naming every broken one.
+pub(crate) fn check_tenant(limits: &TenantLimits, policy: &TenantPolicy) -> ApiResult<()> {
     let mut problems: Vec<ErrorDetail> = Vec::new();
     let buffers = [
         ("output_buffer_limit", limits.output_buffer_limit),
@@ -105,14 +105,39 @@ pub(crate) fn check_limits(limits: &TenantLimits) -> ApiResult<()> {
             }
         }
     }
-    problems.extend(limits.problems("/limits").into_iter().map(|e| ErrorDetail {
+    let rules = limits
+        .problems("/limits")
+        .into_iter()
+        .chain(policy.problems(""));
+    problems.extend(rules.map(|e| ErrorDetail {
         path: e.path,
         message: e.message,
     }));
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid_all("the limits are invalid", problems))
+        Err(ApiError::invalid_all("the tenant is invalid", problems))
+    }
+}
+
+/// Refuses a namespace that starts another tenant's, or that another tenant's starts: one of the two would see
+/// the other's keys. Takes the revision lock first (`Change::revision`), so that two changes cannot each pass
+/// this check with namespaces that overlap each other.
+pub(crate) async fn check_namespace(
+    change: &mut Change,
+    namespace: &str,
+    tenant: Option<i64>,
+) -> ApiResult<()> {
+    change.revision().await?;
+    match db::tenants::overlapping_namespace(change.conn(), namespace, tenant).await? {
+        None => Ok(()),
+        Some((other, theirs)) => Err(ApiError::Conflict {
+            code: "namespace_overlaps",
+            message: format!(
+                "namespace '{namespace}' overlaps tenant '{other}''s namespace '{theirs}': one starts the other, \
+                 so one tenant would see the other's keys"
+            ),
+        }),
     }
 }
 
@@ -121,8 +146,12 @@ async fn create(
     Extension(actor): Extension<Actor>,
     JsonBody(new): JsonBody<TenantCreate>,
 ) -> ApiResult<(StatusCode, Json<Tenant>)> {
-    check_limits(&new.limits)?;
+    let policy = new.policy();
+    check_tenant(&new.limits, &policy)?;
     let mut change = Change::begin(&state.pool).await?;
+    if let Some(namespace) = &policy.namespace {
+        check_namespace(&mut change, namespace, None).await?;
+    }
     let tenant = db::tenants::insert(change.conn(), &new).await?.to_api();
     let record = AuditRecord::new(
         "tenant.create",
@@ -155,9 +184,6 @@ async fn update(
     ApiPath(name): ApiPath<String>,
     JsonBody(patch): JsonBody<TenantPatch>,
 ) -> ApiResult<Json<Tenant>> {
-    if let Some(limits) = &patch.limits {
-        check_limits(limits)?;
-    }
     let mut change = Change::begin(&state.pool).await?;
     let mut row = lookup::tenant_for_update(change.conn(), &name).await?;
     let before = row.to_api();
@@ -171,9 +197,11 @@ async fn update(
             t.output_buffer_limit,
             t.pubsub_output_buffer_limit,
             t.script_timeout_ms,
+            t.policy.clone(),
         )
     };
     let unchanged = editable(&row);
+    patch_policy(&mut row.policy, &patch);
     if let Some(description) = patch.description {
         row.description = description;
     }
@@ -190,6 +218,12 @@ async fn update(
     if editable(&row) == unchanged {
         return Ok(Json(before));
     }
+    check_tenant(&row.limits(), &row.policy)?;
+    if let Some(namespace) = &row.policy.namespace
+        && before.policy.namespace.as_ref() != Some(namespace)
+    {
+        check_namespace(&mut change, namespace, Some(row.id)).await?;
+    }
     let after = db::tenants::update(change.conn(), &row).await?.to_api();
     let record = AuditRecord::new(
         "tenant.update",
@@ -200,6 +234,28 @@ async fn update(
     );
     state.commit(change, &actor, record).await?;
     Ok(Json(after))
+}
+
+/// Applies the policy fields of `patch`: each given field replaces the tenant's (a `null` namespace removes it).
+fn patch_policy(policy: &mut TenantPolicy, patch: &TenantPatch) {
+    if let Some(namespace) = &patch.namespace {
+        policy.namespace = namespace.clone();
+    }
+    if let Some(read_only) = patch.read_only {
+        policy.read_only = read_only;
+    }
+    if let Some(commands) = &patch.commands {
+        policy.commands = commands.clone();
+    }
+    if let Some(ip_allow) = &patch.ip_allow {
+        policy.ip_allow = ip_allow.clone();
+    }
+    if let Some(ip_deny) = &patch.ip_deny {
+        policy.ip_deny = ip_deny.clone();
+    }
+    if let Some(blocked_keys) = &patch.blocked_keys {
+        policy.blocked_keys = blocked_keys.clone();
+    }
 }
 
 async fn remove(

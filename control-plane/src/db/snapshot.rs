@@ -7,6 +7,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool};
 use switchyard_schemas::{
     OutputBufferLimit, RouteTable, Snapshot, SnapshotCredential, SnapshotDelta, SnapshotTenant,
+    TenantPolicy,
 };
 
 use crate::db::{DbError, DbResult, WithOperation, resources, revision, tenants};
@@ -33,6 +34,7 @@ struct ServedTenant {
     output_buffer_limit: Option<Json<OutputBufferLimit>>,
     pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
     script_timeout_ms: Option<i64>,
+    policy: Json<TenantPolicy>,
     route_version: i64,
     route: Json<RouteTable>,
 }
@@ -155,7 +157,8 @@ async fn read_tenants(
         r#"SELECT t.id, t.name, t.disabled, t.allow_admin, t.max_connections, t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.script_timeout_ms, rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>"
+                t.script_timeout_ms, t.policy AS "policy: Json<TenantPolicy>",
+                rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>"
          FROM tenants t
          JOIN LATERAL (SELECT version, route FROM route_versions r WHERE r.tenant_id = t.id
                        ORDER BY version DESC LIMIT 1) rv ON true
@@ -209,6 +212,7 @@ async fn read_tenants(
                 name: t.name,
                 disabled: t.disabled,
                 allow_admin: t.allow_admin,
+                policy: t.policy.0,
                 route,
                 route_version: t.route_version,
             })

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::api::{Tenant, TenantCreate};
-use switchyard_schemas::{OutputBufferLimit, TenantLimits};
+use switchyard_schemas::{OutputBufferLimit, TenantLimits, TenantPolicy};
 
 use crate::db::{DbResult, WithOperation, timestamp};
 
@@ -19,6 +19,7 @@ pub(crate) struct TenantRow {
     pub(crate) output_buffer_limit: Option<Json<OutputBufferLimit>>,
     pub(crate) pubsub_output_buffer_limit: Option<Json<OutputBufferLimit>>,
     pub(crate) script_timeout_ms: Option<i64>,
+    pub(crate) policy: Json<TenantPolicy>,
     pub(crate) route_version: Option<i64>,
     pub(crate) created_at: DateTime<Utc>,
     pub(crate) updated_at: DateTime<Utc>,
@@ -51,6 +52,7 @@ impl TenantRow {
             disabled: self.disabled,
             allow_admin: self.allow_admin,
             limits: self.limits(),
+            policy: self.policy.0.clone(),
             route_version: self.route_version,
             created_at: timestamp(self.created_at),
             updated_at: timestamp(self.updated_at),
@@ -85,7 +87,7 @@ pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.script_timeout_ms, t.created_at, t.updated_at,
+                t.script_timeout_ms, t.policy AS "policy: Json<TenantPolicy>", t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          ORDER BY t.name"#
@@ -102,7 +104,7 @@ pub(crate) async fn get(db: impl PgExecutor<'_>, name: &str) -> DbResult<Option<
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.script_timeout_ms, t.created_at, t.updated_at,
+                t.script_timeout_ms, t.policy AS "policy: Json<TenantPolicy>", t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.name = $1"#,
@@ -124,7 +126,7 @@ pub(crate) async fn get_for_update(
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.script_timeout_ms, t.created_at, t.updated_at,
+                t.script_timeout_ms, t.policy AS "policy: Json<TenantPolicy>", t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.name = $1 FOR UPDATE OF t"#,
@@ -138,8 +140,8 @@ pub(crate) async fn get_for_update(
 pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbResult<TenantRow> {
     let id = sqlx::query_scalar!(
         "INSERT INTO tenants (name, description, disabled, allow_admin, max_connections, max_ops_per_sec,
-             output_buffer_limit, pubsub_output_buffer_limit, script_timeout_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+             output_buffer_limit, pubsub_output_buffer_limit, script_timeout_ms, policy)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
         new.name,
         new.description,
         new.disabled,
@@ -150,6 +152,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, new: &TenantCreate) -> DbRes
         new.limits.output_buffer_limit.map(Json) as _,
         new.limits.pubsub_output_buffer_limit.map(Json) as _,
         new.limits.script_timeout_ms.map(i64::from),
+        Json(new.policy()) as _,
     )
     .fetch_one(&mut *conn)
     .await
@@ -162,7 +165,7 @@ pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbRes
     sqlx::query!(
         "UPDATE tenants SET description = $2, disabled = $3, allow_admin = $4, max_connections = $5,
              max_ops_per_sec = $6, output_buffer_limit = $7, pubsub_output_buffer_limit = $8,
-             script_timeout_ms = $9, updated_at = now()
+             script_timeout_ms = $9, policy = $10, updated_at = now()
          WHERE id = $1",
         tenant.id,
         tenant.description,
@@ -173,11 +176,48 @@ pub(crate) async fn update(conn: &mut PgConnection, tenant: &TenantRow) -> DbRes
         tenant.output_buffer_limit as _,
         tenant.pubsub_output_buffer_limit as _,
         tenant.script_timeout_ms,
+        &tenant.policy as _,
     )
     .execute(&mut *conn)
     .await
     .during("updating a tenant")?;
     by_id(conn, tenant.id).await
+}
+
+/// A tenant other than `except` whose namespace overlaps `namespace` (one starts the other: see
+/// `switchyard_schemas::policy::namespaces_overlap`).
+pub(crate) async fn overlapping_namespace(
+    conn: &mut PgConnection,
+    namespace: &str,
+    except: Option<i64>,
+) -> DbResult<Option<(String, String)>> {
+    let found = sqlx::query!(
+        r#"SELECT name, policy ->> 'namespace' AS "namespace!"
+           FROM tenants
+           WHERE policy ? 'namespace' AND id IS DISTINCT FROM $2
+             AND (starts_with($1, policy ->> 'namespace') OR starts_with(policy ->> 'namespace', $1))
+           LIMIT 1"#,
+        namespace,
+        except,
+    )
+    .fetch_optional(conn)
+    .await
+    .during("looking for overlapping namespaces")?;
+    Ok(found.map(|row| (row.name, row.namespace)))
+}
+
+/// Every tenant's namespace, by tenant name.
+pub(crate) async fn namespaces(conn: &mut PgConnection) -> DbResult<Vec<(String, String)>> {
+    let rows = sqlx::query!(
+        r#"SELECT name, policy ->> 'namespace' AS "namespace!" FROM tenants WHERE policy ? 'namespace'"#
+    )
+    .fetch_all(conn)
+    .await
+    .during("listing namespaces")?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.name, row.namespace))
+        .collect())
 }
 
 pub(crate) async fn delete(conn: &mut PgConnection, id: i64) -> DbResult<()> {
@@ -195,7 +235,7 @@ async fn by_id(conn: &mut PgConnection, id: i64) -> DbResult<TenantRow> {
                 t.max_ops_per_sec,
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
-                t.script_timeout_ms, t.created_at, t.updated_at,
+                t.script_timeout_ms, t.policy AS "policy: Json<TenantPolicy>", t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
          WHERE t.id = $1"#,

@@ -16,4 +16,5 @@ mod snapshot_delta;
 mod system;
 mod tenant_limits;
 mod tenant_migrations;
+mod tenant_policies;
 mod tenants;

@@ -244,7 +244,7 @@ async fn unusable_limits_are_422s_naming_the_field(pool: PgPool) {
         )
         .await;
     assert_eq!(several.status, 422, "{}", several.body);
-    assert_eq!(several.body["message"], "the limits are invalid");
+    assert_eq!(several.body["message"], "the tenant is invalid");
     let paths: Vec<_> = details(&several)
         .iter()
         .map(|d| d.split(": ").next().unwrap_or_default().to_string())

@@ -1,0 +1,226 @@
+//! A tenant's policies (`namespace`, `read_only`, `commands`, `ip_allow`, `ip_deny`, `blocked_keys`): kept through
+//! create, patch, show, the audit log, an import and the snapshot; refused with a 422 naming the field when
+//! malformed, and with a 409 when a namespace starts another tenant's.
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::common::{Api, details, single};
+
+fn policies() -> Value {
+    json!({
+        "namespace": "{shop}:",
+        "read_only": true,
+        "commands": {"allow": ["@read", "config|get"], "deny": ["keys"]},
+        "ip_allow": ["10.0.0.0/8", "2001:db8::/32"],
+        "ip_deny": ["10.1.2.3"],
+        "blocked_keys": ["hot:*", "big"]
+    })
+}
+
+/// The paths of a 422's details.
+fn paths(reply: &crate::common::Reply) -> Vec<String> {
+    details(reply)
+        .iter()
+        .map(|d| {
+            d.split_once(": ")
+                .map_or(d.as_str(), |(path, _)| path)
+                .to_string()
+        })
+        .collect()
+}
+
+/// The policy fields of a tenant body.
+fn policy_of(tenant: &Value) -> Value {
+    let fields = [
+        "namespace",
+        "read_only",
+        "commands",
+        "ip_allow",
+        "ip_deny",
+        "blocked_keys",
+    ];
+    fields
+        .iter()
+        .filter_map(|f| Some((f.to_string(), tenant.get(*f)?.clone())))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn create_patch_show_audit_and_snapshot(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let mut body = policies();
+    body["name"] = json!("shop");
+    let created = api.admin("POST", "/v1/tenants", Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(policy_of(&created.body), policies());
+    let shown = api.admin("GET", "/v1/tenants/shop", None).await;
+    assert_eq!(policy_of(&shown.body), policies());
+
+    // Each field given replaces the tenant's; a null namespace removes it; defaults are left out.
+    let patched = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/shop",
+            Some(json!({"namespace": null, "read_only": false, "blocked_keys": ["big"]})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    let mut expected = policies();
+    let fields = expected.as_object_mut().unwrap();
+    fields.remove("namespace");
+    fields.remove("read_only");
+    fields.insert("blocked_keys".into(), json!(["big"]));
+    assert_eq!(policy_of(&patched.body), expected);
+
+    // A patch that changes nothing makes no revision.
+    let revision = api.revision().await;
+    let again = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/shop",
+            Some(json!({"blocked_keys": ["big"]})),
+        )
+        .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(api.revision().await, revision);
+
+    let audit = api.admin("GET", "/v1/audit?tenant=shop", None).await;
+    let update = &audit.body["entries"][0];
+    assert_eq!(update["action"], "tenant.update");
+    assert_eq!(policy_of(&update["before"]), policies());
+    assert_eq!(policy_of(&update["after"]), expected);
+
+    // The snapshot carries them at the tenant's top level.
+    api.put_route("shop", single("redis://127.0.0.1:6379"))
+        .await;
+    let snapshot = api.gateway("GET", "/v1/snapshot", None).await;
+    assert_eq!(policy_of(&snapshot.body["tenants"][0]), expected);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn malformed_policies_are_refused_with_their_paths(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let revision = api.revision().await;
+    let bad = json!({
+        "name": "shop",
+        "namespace": "a b",
+        "commands": {"allow": ["@nope"], "deny": ["get", "flushal"]},
+        "ip_allow": ["10.0.0.1/8"],
+        "ip_deny": ["localhost"],
+        "blocked_keys": [""]
+    });
+    let refused = api.admin("POST", "/v1/tenants", Some(bad)).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert_eq!(
+        paths(&refused),
+        [
+            "/namespace",
+            "/commands/allow/0",
+            "/commands/deny/1",
+            "/ip_allow/0",
+            "/ip_deny/0",
+            "/blocked_keys/0"
+        ]
+    );
+    assert_eq!(api.revision().await, revision);
+
+    api.create_tenant("shop").await;
+    let patched = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/shop",
+            Some(json!({"namespace": "{a}{b}"})),
+        )
+        .await;
+    assert_eq!(patched.status, 422, "{}", patched.body);
+    assert_eq!(paths(&patched), ["/namespace"]);
+    let typo = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/shop",
+            Some(json!({"read_onyl": true})),
+        )
+        .await;
+    assert_eq!(typo.status, 422, "{}", typo.body);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn namespaces_never_overlap(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let create = |name: &str, namespace: &str| json!({"name": name, "namespace": namespace});
+    assert_eq!(
+        api.admin("POST", "/v1/tenants", Some(create("a", "app:")))
+            .await
+            .status,
+        201
+    );
+    let revision = api.revision().await;
+    for (name, namespace) in [("b", "app:"), ("c", "app:x:"), ("d", "ap")] {
+        let refused = api
+            .admin("POST", "/v1/tenants", Some(create(name, namespace)))
+            .await;
+        assert_eq!(
+            (refused.status, refused.error()),
+            (409, "namespace_overlaps"),
+            "{namespace}: {}",
+            refused.body
+        );
+    }
+    api.create_tenant("e").await;
+    let patched = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/e",
+            Some(json!({"namespace": "app:e:"})),
+        )
+        .await;
+    assert_eq!(
+        (patched.status, patched.error()),
+        (409, "namespace_overlaps")
+    );
+    assert_eq!(api.revision().await, revision + 1); // tenant e only
+    // Its own namespace does not overlap itself; a sibling does not overlap.
+    let kept = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/a",
+            Some(json!({"namespace": "app:", "read_only": true})),
+        )
+        .await;
+    assert_eq!(kept.status, 200, "{}", kept.body);
+    let sibling = api
+        .admin("PATCH", "/v1/tenants/e", Some(json!({"namespace": "apq:"})))
+        .await;
+    assert_eq!(sibling.status, 200, "{}", sibling.body);
+
+    // An import: overlaps among its own tenants are a 422, with existing tenants a 409; nothing is made.
+    let import = |namespaces: &[&str]| {
+        let tenants: Vec<Value> = namespaces
+            .iter()
+            .enumerate()
+            .map(|(i, ns)| json!({"tenant": {"name": format!("i{i}"), "namespace": ns}}))
+            .collect();
+        json!({ "tenants": tenants })
+    };
+    let revision = api.revision().await;
+    let within = api
+        .admin("POST", "/v1/import", Some(import(&["x:", "y:", "x:1"])))
+        .await;
+    assert_eq!(within.status, 422, "{}", within.body);
+    assert_eq!(paths(&within), ["/tenants/2/tenant/namespace"]);
+    let existing = api
+        .admin("POST", "/v1/import", Some(import(&["x:", "apq:1"])))
+        .await;
+    assert_eq!(
+        (existing.status, existing.error()),
+        (409, "namespace_overlaps")
+    );
+    assert_eq!(api.revision().await, revision);
+    let fine = api
+        .admin("POST", "/v1/import", Some(import(&["x:", "y:"])))
+        .await;
+    assert_eq!(fine.status, 201, "{}", fine.body);
+    assert_eq!(fine.body["tenants"][1]["tenant"]["namespace"], "y:");
+}

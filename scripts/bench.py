@@ -137,6 +137,17 @@ SCENARIOS = {
             Comparison("gw-tls", "gateway", {}, "gw-tls-cost"),
         ],
     ),
+    "namespace": Scenario(
+        "namespace: a tenant with a key namespace beside one without, through the same kind of gateway (issue 24)",
+        ["set", "get", "mset30", "mget30", "get_p30"],
+        [
+            ("gateway", "the gateway, single route to one Redis, tenant without a namespace"),
+            ("gw-ns", "a second gateway, same route, tenant with the namespace 'bench:'"),
+        ],
+        [
+            Comparison("gw-ns", "gateway", {"set": 0.95, "get": 0.95, "mget30": 0.95}, "ns"),
+        ],
+    ),
     "cluster": Scenario(
         "cluster: the gateway in front of a 3-master Redis Cluster (targets of issue 4)",
         ["set", "get", "mset30", "mget30", "get_p30"],

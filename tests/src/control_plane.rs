@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::process::{Process, ScratchDir, binary};
 use crate::{CertFiles, Pki, allocate_port};
@@ -278,6 +278,66 @@ impl ControlPlane {
         let (got, value) = self.call(method, path, body).await;
         assert_eq!(got, status, "{method} {path}: {value}");
         value
+    }
+}
+
+impl ControlPlane {
+    /// Creates tenant `name`, issues it a secret and puts `route` as its route; returns the secret.
+    pub async fn create_tenant(&self, name: &str, route: Value) -> String {
+        self.create_tenant_with(json!({ "name": name }), route)
+            .await
+    }
+
+    /// Like [`ControlPlane::create_tenant`], with the tenant's body (`name` and any other field) given whole.
+    pub async fn create_tenant_with(&self, tenant: Value, route: Value) -> String {
+        let name = tenant["name"].as_str().expect("a tenant name").to_string();
+        self.expect("POST", "/v1/tenants", Some(tenant), 201).await;
+        let secret = self.issue_secret(&name).await;
+        self.expect(
+            "PUT",
+            &format!("/v1/tenants/{name}/route"),
+            Some(json!({"route": route, "comment": "e2e"})),
+            200,
+        )
+        .await;
+        secret
+    }
+
+    /// Issues `tenant` a new secret, and returns it.
+    pub async fn issue_secret(&self, tenant: &str) -> String {
+        let credential = self
+            .expect(
+                "POST",
+                &format!("/v1/tenants/{tenant}/credentials"),
+                Some(json!({})),
+                201,
+            )
+            .await;
+        credential["secret"]
+            .as_str()
+            .expect("secret in the response")
+            .to_string()
+    }
+
+    /// Waits until `gateways` gateways report `revision` (or later); returns how long it took.
+    pub async fn converged(&self, gateways: usize, revision: i64) -> Duration {
+        let started = Instant::now();
+        loop {
+            let fleet = self.expect("GET", "/v1/gateways", None, 200).await;
+            let done = fleet["gateways"].as_array().map_or(0, |all| {
+                all.iter()
+                    .filter(|g| g["revision"].as_i64().unwrap_or(0) >= revision)
+                    .count()
+            });
+            if done >= gateways {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "gateways did not reach revision {revision}: {fleet}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 

@@ -5,35 +5,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use switchyard_tests::{ControlPlane, Gateway, RawClient, RedisServer};
 
-async fn create_tenant(cp: &ControlPlane, name: &str, route: Value) -> String {
-    cp.expect("POST", "/v1/tenants", Some(json!({"name": name})), 201)
-        .await;
-    let secret = issue_secret(cp, name).await;
-    cp.expect(
-        "PUT",
-        &format!("/v1/tenants/{name}/route"),
-        Some(json!({"route": route, "comment": "e2e"})),
-        200,
-    )
-    .await;
-    secret
-}
-
-async fn issue_secret(cp: &ControlPlane, tenant: &str) -> String {
-    let credential = cp
-        .expect(
-            "POST",
-            &format!("/v1/tenants/{tenant}/credentials"),
-            Some(json!({})),
-            201,
-        )
-        .await;
-    credential["secret"]
-        .as_str()
-        .expect("secret in the response")
-        .to_string()
-}
-
 fn single(server: &RedisServer) -> Value {
     json!({"type": "single", "target": server.url()})
 }
@@ -72,27 +43,6 @@ impl Drop for Stack {
     }
 }
 
-/// Waits until every gateway reports `revision` (or later) to the control plane; returns how long it took.
-async fn converged(cp: &ControlPlane, gateways: usize, revision: i64) -> Duration {
-    let started = Instant::now();
-    loop {
-        let fleet = cp.expect("GET", "/v1/gateways", None, 200).await;
-        let done = fleet["gateways"].as_array().map_or(0, |all| {
-            all.iter()
-                .filter(|g| g["revision"].as_i64().unwrap_or(0) >= revision)
-                .count()
-        });
-        if done >= gateways {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "gateways did not reach revision {revision}: {fleet}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 async fn wait_until(mut condition: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !condition().await {
@@ -114,7 +64,7 @@ async fn rest_changes_reach_every_gateway_without_reconnects() {
     let new = RedisServer::start();
     let stack = start_stack(2);
     let cp = &stack.cp;
-    let secret = create_tenant(cp, "acme", single(&old)).await;
+    let secret = cp.create_tenant("acme", single(&old)).await;
     let revision = cp.expect("GET", "/v1/tenants/acme/route", None, 200).await;
     assert!(revision["version"].as_i64() == Some(1), "{revision}");
 
@@ -151,7 +101,7 @@ async fn rest_changes_reach_every_gateway_without_reconnects() {
             .await;
         // Timed from the PUT returning to every gateway reporting the new revision.
         let revision = body["revision"].as_i64().expect("revision");
-        trials.push(converged(cp, 2, revision).await);
+        trials.push(cp.converged(2, revision).await);
         if trial % 2 == 0 {
             for (i, client) in clients.iter_mut().enumerate() {
                 client.roundtrip(format!("SET trial{trial}-{i} x\r\n").as_bytes(), b"+OK\r\n");
@@ -224,7 +174,7 @@ async fn rest_changes_reach_every_gateway_without_reconnects() {
 async fn gateways_keep_serving_without_the_control_plane() {
     let backend = RedisServer::start();
     let mut stack = start_stack(1);
-    let secret = create_tenant(&stack.cp, "acme", single(&backend)).await;
+    let secret = stack.cp.create_tenant("acme", single(&backend)).await;
     wait_until(async || get_via(&stack.gateways[0], &secret, "k").await.is_ok()).await;
 
     stack.cp.stop();
@@ -280,9 +230,9 @@ async fn revoking_and_disabling_close_exactly_the_right_connections() {
     let stack = start_stack(1);
     let cp = &stack.cp;
     let gateway = &stack.gateways[0];
-    let first = create_tenant(cp, "acme", single(&backend)).await;
-    let second = issue_secret(cp, "acme").await;
-    let other = create_tenant(cp, "globex", single(&backend)).await;
+    let first = cp.create_tenant("acme", single(&backend)).await;
+    let second = cp.issue_secret("acme").await;
+    let other = cp.create_tenant("globex", single(&backend)).await;
     let connect = async |tenant: &str, secret: &str| {
         let mut client = RawClient::connect(gateway.port());
         wait_until(async || {
@@ -343,7 +293,7 @@ async fn a_tenant_without_credentials_is_unreachable() {
     let stack = start_stack(1);
     let cp = &stack.cp;
     let gateway = &stack.gateways[0];
-    let secret = create_tenant(cp, "acme", single(&backend)).await;
+    let secret = cp.create_tenant("acme", single(&backend)).await;
     let mut owner = RawClient::connect(gateway.port());
     wait_until(async || {
         owner.send(format!("AUTH acme {secret}\r\n").as_bytes());
@@ -366,7 +316,8 @@ async fn a_tenant_without_credentials_is_unreachable() {
     )
     .await;
     let fleet = cp.expect("GET", "/v1/gateways", None, 200).await;
-    converged(cp, 1, fleet["revision"].as_i64().expect("revision")).await;
+    cp.converged(1, fleet["revision"].as_i64().expect("revision"))
+        .await;
 
     let mut stranger = RawClient::connect(gateway.port());
     stranger.roundtrip(
@@ -389,7 +340,7 @@ async fn fifty_tenants_never_see_each_others_data() {
         let db = t / 5;
         let route = json!({"type": "single", "target": format!("{}/{db}", backend.url())});
         let name = format!("tenant{t}");
-        secrets.push((name.clone(), create_tenant(&stack.cp, &name, route).await));
+        secrets.push((name.clone(), stack.cp.create_tenant(&name, route).await));
         let mut direct = backend.client();
         let () = redis::cmd("SELECT").arg(db).query(&mut direct).unwrap();
         let () = redis::cmd("SET")
@@ -401,7 +352,7 @@ async fn fifty_tenants_never_see_each_others_data() {
     let last = stack.cp.expect("GET", "/v1/gateways", None, 200).await["revision"]
         .as_i64()
         .unwrap();
-    converged(&stack.cp, 2, last).await;
+    stack.cp.converged(2, last).await;
 
     let mut tasks = Vec::new();
     for (t, (name, secret)) in secrets.iter().enumerate() {
@@ -461,8 +412,8 @@ async fn tenant_limits_from_the_control_plane_are_enforced() {
     let stack = start_stack(1);
     let cp = &stack.cp;
     let gateway = &stack.gateways[0];
-    let secret = create_tenant(cp, "acme", single(&backend)).await;
-    let other = create_tenant(cp, "globex", single(&backend)).await;
+    let secret = cp.create_tenant("acme", single(&backend)).await;
+    let other = cp.create_tenant("globex", single(&backend)).await;
     let limits = json!({"limits": {"max_connections": 2, "max_ops_per_sec": 50}});
     let revision = cp
         .expect("PATCH", "/v1/tenants/acme", Some(limits), 200)
@@ -470,7 +421,8 @@ async fn tenant_limits_from_the_control_plane_are_enforced() {
     let last = cp.expect("GET", "/v1/gateways", None, 200).await["revision"]
         .as_i64()
         .unwrap();
-    converged(cp, 1, last.max(revision["revision"].as_i64().unwrap_or(0))).await;
+    cp.converged(1, last.max(revision["revision"].as_i64().unwrap_or(0)))
+        .await;
 
     let auth = format!("AUTH acme {secret}\r\n");
     let mut first = RawClient::connect(gateway.port());

@@ -1,0 +1,74 @@
+//! The examples of docs/tenant-policies.md, run as written: the curl block against a real control plane, and the
+//! routes file by a real gateway in front of a real Redis.
+
+use serde_json::{Value, json};
+use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RawClient, RedisServer};
+
+const DOC: &str = include_str!("../../docs/tenant-policies.md");
+
+/// The first code block of `language` after `heading`.
+fn block(heading: &str, language: &str) -> &'static str {
+    let section = &DOC[DOC.find(heading).expect("the heading")..];
+    let fence = format!("```{language}\n");
+    let start = section.find(&fence).expect("the code block") + fence.len();
+    let end = start + section[start..].find("```").expect("the block's end");
+    &section[start..end]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_curl_examples_work_as_written() {
+    let cp = ControlPlane::start();
+    let output = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", block("## Editing policies", "sh")])
+        .env("CP", cp.url())
+        .env("ADMIN", format!("Authorization: Bearer {ADMIN_TOKEN}"))
+        .output()
+        .expect("bash");
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shop = cp.expect("GET", "/v1/tenants/shop", None, 200).await;
+    let fields = [
+        "namespace",
+        "read_only",
+        "commands",
+        "ip_allow",
+        "ip_deny",
+        "blocked_keys",
+    ];
+    let policy: serde_json::Map<String, Value> = fields
+        .iter()
+        .filter_map(|f| Some((f.to_string(), shop.get(*f)?.clone())))
+        .collect();
+    assert_eq!(
+        Value::Object(policy),
+        json!({"namespace": "shop:", "commands": {"allow": ["@read", "@connection", "set"]},
+               "ip_allow": ["127.0.0.0/8"], "ip_deny": ["127.0.0.66"]})
+    );
+}
+
+#[test]
+fn the_routes_file_example_serves_as_described() {
+    let redis = RedisServer::start();
+    let example = block("In a routes file", "json").replace("redis://127.0.0.1:6379", &redis.url());
+    let routes: Value = serde_json::from_str(&example).expect("the example is JSON");
+    let gateway = Gateway::start(&routes);
+    let mut shop = RawClient::connect(gateway.port());
+    shop.roundtrip(b"AUTH shop-password-0123456789\r\n", b"+OK\r\n");
+    shop.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    let denied = shop.request(&[b"KEYS", b"*"]);
+    assert!(denied.starts_with(b"-NOPERM"), "{denied:?}");
+    let mut blog = RawClient::connect(gateway.port());
+    blog.roundtrip(b"AUTH blog-password-0123456789\r\n", b"+OK\r\n");
+    let refused = blog.request(&[b"SET", b"k", b"v"]);
+    assert!(refused.starts_with(b"-READONLY"), "{refused:?}");
+    blog.roundtrip(b"GET k\r\n", b"$-1\r\n"); // shop's k is shop:k
+    let stored: Option<String> = redis::cmd("GET")
+        .arg("shop:k")
+        .query(&mut redis.client())
+        .expect("GET");
+    assert_eq!(stored.as_deref(), Some("v"));
+}

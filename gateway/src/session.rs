@@ -35,6 +35,7 @@ mod local;
 mod monitor;
 mod narrow;
 mod output;
+mod policies;
 mod pubsub;
 mod stateful;
 #[cfg(test)]
@@ -171,12 +172,14 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
     // The tenant the connection has before any AUTH: its client certificate's, else the open tenant.
     let snapshot = gateway.snapshot();
+    // A tenant that does not admit the client's address leaves it unauthenticated: it may still AUTH as another.
     let preset = match certified(&stream, &snapshot) {
         Some((tenant, digest)) => Some((Arc::clone(tenant), Some(digest))),
         None => snapshot
             .open_tenant()
             .map(|tenant| (Arc::clone(tenant), None)),
-    };
+    }
+    .filter(|(tenant, _)| tenant.admits(addr.ip()));
     drop(snapshot);
     let open_place = preset.as_ref().map(|(tenant, _)| tenant_place(tenant));
     let admitted = match (&open_place, handshaking) {
@@ -512,18 +515,22 @@ impl Session {
         if self.closing {
             return; // the credential was revoked or the tenant removed: the connection closes unanswered
         }
-        let Some(view) = &self.tenant else {
+        if self.tenant.is_none() {
             return match spec.name {
                 "auth" => self.auth(started, request.args()),
                 "hello" => self.hello(started, request.args()),
                 "quit" => self.quit(started),
                 _ => self.local_error(started, NOAUTH),
             };
-        };
+        }
         if self.must_park(spec, request.args()) {
             self.stateful.parked = Some(request);
             return;
         }
+        let Some((spec, request)) = self.apply_policies(spec, request, started) else {
+            return;
+        };
+        let Some(view) = &self.tenant else { return };
         if self.monitor.is_some() && self.monitor_mode(spec, started) {
             return;
         }

@@ -256,3 +256,59 @@ fn blocked_keys_apply_to_connected_clients_from_the_next_snapshot() {
         "+OK\r\n"
     );
 }
+
+/// A PROXY protocol v2 header for a TCP connection from `source` (v2 LOCAL when `None`).
+fn proxy_v2(source: Option<([u8; 4], u16)>) -> Vec<u8> {
+    let mut header = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    match source {
+        Some((address, port)) => {
+            header.extend([0x21, 0x11, 0, 12]);
+            header.extend(address);
+            header.extend([127, 0, 0, 1]);
+            header.extend(port.to_be_bytes());
+            header.extend(6379u16.to_be_bytes());
+        }
+        None => header.extend([0x20, 0x00, 0, 0]),
+    }
+    header
+}
+
+#[test]
+fn behind_a_proxy_protocol_balancer_the_header_gives_the_client_address() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::builder().arg("--proxy-protocol").start(&routes(
+        &redis,
+        &[("shop", json!({"ip_allow": ["10.0.0.0/8"]}))],
+    ));
+    let auth = ["AUTH", "shop", "shop-password"];
+    let refused = |address: &str| {
+        format!(
+            "-ERR client address {address} may not authenticate as this tenant (ip_allow/ip_deny)\r\n"
+        )
+    };
+
+    let mut v1 = RawClient::connect(gateway.port());
+    v1.send(b"PROXY TCP4 10.1.2.3 10.0.0.1 40000 6379\r\n");
+    assert_eq!(call(&mut v1, &auth), "+OK\r\n");
+    let list = call(&mut v1, &["CLIENT", "LIST"]);
+    assert!(list.contains("addr=10.1.2.3:40000 "), "{list}");
+
+    let mut v2 = RawClient::connect(gateway.port());
+    v2.send(&proxy_v2(Some(([203, 0, 113, 7], 4242))));
+    assert_eq!(call(&mut v2, &auth), refused("203.0.113.7"));
+    let mut allowed = RawClient::connect(gateway.port());
+    allowed.send(&proxy_v2(Some(([10, 9, 8, 7], 4242))));
+    assert_eq!(call(&mut allowed, &auth), "+OK\r\n");
+
+    // LOCAL (the balancer's own connection): the socket's peer, which the allowlist does not name.
+    let mut local = RawClient::connect(gateway.port());
+    local.send(&proxy_v2(None));
+    assert_eq!(call(&mut local, &auth), refused("127.0.0.1"));
+
+    // No header, or a malformed one: closed unanswered.
+    for start in [&b"PING\r\n"[..], b"PROXY TCP4 10.1.2.3\r\n"] {
+        let mut bare = RawClient::connect(gateway.port());
+        bare.send(start);
+        bare.expect_closed();
+    }
+}

@@ -386,12 +386,26 @@ impl Session {
     }
 }
 
+/// The tenant a connection has before any AUTH, with its credential's digest: its client certificate's, else the
+/// open tenant. A tenant that does not admit the client's `address` leaves it unauthenticated: it may still AUTH
+/// as another.
+pub(super) fn preset_tenant(
+    stream: &Stream,
+    snapshot: &Snapshot,
+    address: std::net::IpAddr,
+) -> Option<(Arc<Tenant>, Option<String>)> {
+    match certified(stream, snapshot) {
+        Some((tenant, digest)) => Some((Arc::clone(tenant), Some(digest))),
+        None => snapshot
+            .open_tenant()
+            .map(|tenant| (Arc::clone(tenant), None)),
+    }
+    .filter(|(tenant, _)| tenant.admits(address))
+}
+
 /// The tenant a TLS client's certificate authenticates (see `switchyard_schemas::ClientCertificate`), with the
 /// credential's digest.
-pub(super) fn certified<'a>(
-    stream: &Stream,
-    snapshot: &'a Snapshot,
-) -> Option<(&'a Arc<Tenant>, String)> {
+fn certified<'a>(stream: &Stream, snapshot: &'a Snapshot) -> Option<(&'a Arc<Tenant>, String)> {
     let Stream::Tls(tls) = stream else {
         return None;
     };

@@ -312,3 +312,34 @@ fn behind_a_proxy_protocol_balancer_the_header_gives_the_client_address() {
         bare.expect_closed();
     }
 }
+
+/// The open tenant of a routes file (no passwords) is not given to a client its lists refuse: the connection
+/// starts unauthenticated, and may AUTH as another tenant.
+#[test]
+fn the_open_tenant_is_not_given_to_a_refused_address() {
+    let redis = RedisServer::start();
+    let mut file = routes(&redis, &[("shop", json!({}))]);
+    let open = json!({"name": "public", "passwords": [], "ip_deny": ["127.0.0.0/8", "::1"],
+                      "route": {"type": "single", "target": redis.url()}});
+    if let Some(tenants) = file["tenants"].as_array_mut() {
+        tenants.push(open);
+    }
+    let gateway = Gateway::start(&file);
+    let mut client = RawClient::connect(gateway.port());
+    assert!(call(&mut client, &["GET", "k"]).starts_with("-NOAUTH"));
+    assert_eq!(
+        call(&mut client, &["AUTH", "shop", "shop-password"]),
+        "+OK\r\n"
+    );
+    assert_eq!(call(&mut client, &["GET", "k"]), "$-1\r\n");
+
+    // Admitted once the update no longer denies it: new connections get the open tenant.
+    if let Some(open) = file["tenants"][1].as_object_mut() {
+        open.remove("ip_deny");
+    }
+    gateway.reload(&file);
+    wait_for("the open tenant admitting 127.0.0.1", RELOAD, || {
+        let mut probe = RawClient::connect(gateway.port());
+        call(&mut probe, &["GET", "k"]) == "$-1\r\n"
+    });
+}

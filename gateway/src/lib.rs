@@ -15,6 +15,7 @@ mod info;
 mod metrics;
 mod monitor;
 mod net;
+mod proxy_protocol;
 mod reply;
 mod resp;
 mod route;

@@ -68,6 +68,11 @@ struct Args {
         requires = "tls_client_ca"
     )]
     tls_auth_clients: ClientAuth,
+    /// Every client connection (plain and TLS) starts with a PROXY protocol header, v1 or v2, sent by the L4 load
+    /// balancer in front of the gateway: the client address it gives is the one tenants' ip_allow/ip_deny,
+    /// CLIENT LIST and the logs see. A connection without a valid header is closed.
+    #[arg(long, env = "SWITCHYARD_PROXY_PROTOCOL")]
+    proxy_protocol: bool,
     /// Address of the admin HTTP port (/healthz, /readyz, /metrics).
     #[arg(long, env = "SWITCHYARD_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
@@ -283,6 +288,7 @@ fn main() -> anyhow::Result<()> {
         max_clients: args.max_clients,
         max_unauthenticated_clients: args.max_unauthenticated_clients,
         auth_timeout: Duration::from_millis(args.auth_timeout_ms),
+        proxy_protocol: args.proxy_protocol,
         max_dedicated_connections: args.max_dedicated_connections,
         dedicated_spares: args.dedicated_spares,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),

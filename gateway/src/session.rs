@@ -18,11 +18,12 @@ use crate::clients::ClientInfo;
 use crate::cmd::{self, Policy};
 use crate::metrics::{Closed, Held};
 use crate::net::Stream;
+use crate::proxy_protocol::client_address;
 use crate::reply::ReplyQueue;
 use crate::resp::{Protocol, Request, RequestDecoder};
 use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
-use auth::{certified, tenant_place};
+use auth::{preset_tenant, tenant_place};
 use output::{Output, Socket, poll_socket};
 
 mod auth;
@@ -35,6 +36,7 @@ mod local;
 mod monitor;
 mod narrow;
 mod output;
+mod policies;
 mod pubsub;
 mod stateful;
 #[cfg(test)]
@@ -146,38 +148,38 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     let (Ok(addr), Ok(local_addr)) = (tcp.peer_addr(), tcp.local_addr()) else {
         return;
     };
-    // A TLS handshake holds a place of a connection that has not authenticated: slow handshakes are capped and
-    // timed out like connections that never AUTH.
+    // A PROXY header or a TLS handshake holds a place of a connection that has not authenticated: slow ones are
+    // capped and timed out like connections that never AUTH.
     let mut handshaking = None;
+    if gateway.config.proxy_protocol || (tls && gateway.listener_tls.is_some()) {
+        let Some(ticket) = gateway.admission.admit(false) else {
+            metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        handshaking = Some(ticket);
+    }
+    let mut tcp = tcp;
+    let addr = match gateway.config.proxy_protocol {
+        true => match client_address(&mut tcp, addr, gateway.config.auth_timeout).await {
+            Some(client) => client,
+            None => return,
+        },
+        false => addr,
+    };
     let stream = match (tls, &gateway.listener_tls) {
-        (true, Some(listener)) => {
-            let Some(ticket) = gateway.admission.admit(false) else {
-                metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
-                return;
-            };
-            handshaking = Some(ticket);
-            match listener.accept(tcp, gateway.config.auth_timeout).await {
-                Ok(tls) => Stream::Tls(Box::new(tls)),
-                Err(e) => {
-                    metrics
-                        .tls_handshake_failures
-                        .fetch_add(1, Ordering::Relaxed);
-                    return tracing::debug!(client = %addr, "{e}");
-                }
+        (true, Some(listener)) => match listener.accept(tcp, gateway.config.auth_timeout).await {
+            Ok(tls) => Stream::Tls(Box::new(tls)),
+            Err(e) => {
+                metrics
+                    .tls_handshake_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                return tracing::debug!(client = %addr, "{e}");
             }
-        }
+        },
         _ => Stream::Plain(tcp),
     };
     metrics.connections_total.fetch_add(1, Ordering::Relaxed);
-    // The tenant the connection has before any AUTH: its client certificate's, else the open tenant.
-    let snapshot = gateway.snapshot();
-    let preset = match certified(&stream, &snapshot) {
-        Some((tenant, digest)) => Some((Arc::clone(tenant), Some(digest))),
-        None => snapshot
-            .open_tenant()
-            .map(|tenant| (Arc::clone(tenant), None)),
-    };
-    drop(snapshot);
+    let preset = preset_tenant(&stream, &gateway.snapshot(), addr.ip());
     let open_place = preset.as_ref().map(|(tenant, _)| tenant_place(tenant));
     let admitted = match (&open_place, handshaking) {
         (Some(None), _) => None, // the tenant's max_connections are taken
@@ -512,18 +514,22 @@ impl Session {
         if self.closing {
             return; // the credential was revoked or the tenant removed: the connection closes unanswered
         }
-        let Some(view) = &self.tenant else {
+        if self.tenant.is_none() {
             return match spec.name {
                 "auth" => self.auth(started, request.args()),
                 "hello" => self.hello(started, request.args()),
                 "quit" => self.quit(started),
                 _ => self.local_error(started, NOAUTH),
             };
-        };
+        }
         if self.must_park(spec, request.args()) {
             self.stateful.parked = Some(request);
             return;
         }
+        let Some((spec, request)) = self.apply_policies(spec, request, started) else {
+            return;
+        };
+        let Some(view) = &self.tenant else { return };
         if self.monitor.is_some() && self.monitor_mode(spec, started) {
             return;
         }

@@ -40,6 +40,9 @@ pub struct Config {
     pub max_unauthenticated_clients: usize,
     /// How long a connection may stay without authenticating before it is closed.
     pub auth_timeout: Duration,
+    /// Every client connection starts with a PROXY protocol header (v1 or v2), which gives the client's address
+    /// (`proxy_protocol`).
+    pub proxy_protocol: bool,
     /// Most dedicated backend connections (blocking commands, transactions, subscriptions) one tenant's clients
     /// may hold at once, per gateway.
     pub max_dedicated_connections: usize,
@@ -319,6 +322,7 @@ pub(crate) fn test_config() -> Config {
         max_clients: 16,
         max_unauthenticated_clients: 16,
         auth_timeout: Duration::from_secs(30),
+        proxy_protocol: false,
         max_dedicated_connections: 4,
         dedicated_spares: 1,
         shutdown_grace: Duration::from_secs(1),

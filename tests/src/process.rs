@@ -72,6 +72,12 @@ impl Drop for Process {
 
 /// Sends PING until the server at `port` answers anything (`+PONG`, or `-NOAUTH` when it wants a password).
 pub(crate) fn wait_until_answering(port: u16, process: &mut Process, log: &Path) {
+    wait_until_answering_to(port, b"PING\r\n", process, log);
+}
+
+/// [`wait_until_answering`] with `probe` sent instead of a bare PING (a gateway behind a PROXY protocol balancer
+/// needs its header first).
+fn wait_until_answering_to(port: u16, probe: &[u8], process: &mut Process, log: &Path) {
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {
         if let Some(status) = process.has_exited() {
@@ -80,7 +86,7 @@ pub(crate) fn wait_until_answering(port: u16, process: &mut Process, log: &Path)
                 std::fs::read_to_string(log).unwrap_or_default()
             );
         }
-        if ping(port) {
+        if ping(port, probe) {
             return;
         }
         assert!(
@@ -91,13 +97,13 @@ pub(crate) fn wait_until_answering(port: u16, process: &mut Process, log: &Path)
     }
 }
 
-fn ping(port: u16) -> bool {
+fn ping(port: u16, probe: &[u8]) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
     let mut reply = [0u8; 1];
-    stream.write_all(b"PING\r\n").is_ok() && matches!(stream.read(&mut reply), Ok(1))
+    stream.write_all(probe).is_ok() && matches!(stream.read(&mut reply), Ok(1))
 }
 
 /// A `redis-server` on its own port, without persistence.
@@ -351,9 +357,13 @@ impl GatewayBuilder {
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
             .env("RUST_LOG", "info");
         let routes = source(&dir.0, &mut command);
+        let probe: &[u8] = match self.args.iter().any(|arg| arg == "--proxy-protocol") {
+            true => b"PROXY UNKNOWN\r\nPING\r\n",
+            false => b"PING\r\n",
+        };
         command.args(&self.args).envs(self.env);
         let mut process = Process::spawn(&mut command, &log);
-        wait_until_answering(port, &mut process, &log);
+        wait_until_answering_to(port, probe, &mut process, &log);
         Gateway {
             port,
             tls_port: self.tls_port,

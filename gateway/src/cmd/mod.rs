@@ -8,6 +8,7 @@
 //! arguments are keys, exactly as `COMMAND GETKEYS` would.
 
 pub mod command;
+pub mod glob;
 mod keys;
 mod keys_proc;
 mod lookup;

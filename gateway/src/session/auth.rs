@@ -22,6 +22,9 @@ pub(super) enum AuthOutcome {
     Ok,
     WrongPassword,
     TooManyClients,
+    /// The password is right, but the tenant's `ip_allow`/`ip_deny` refuse the client's address: no failed
+    /// password, so no penalty.
+    AddressRefused,
 }
 
 /// A place among `tenant`'s client connections, or `None` when its `max_connections` are taken; counted as a
@@ -57,6 +60,10 @@ impl Session {
             self.note_auth_failure(&snapshot, tenant);
             return AuthOutcome::WrongPassword;
         };
+        if !found.admits(self.info.addr.ip()) {
+            tracing::debug!(client = %self.info.addr, tenant = %found.name, "AUTH refused to the client's address (ip_allow/ip_deny)");
+            return AuthOutcome::AddressRefused;
+        }
         let already_here = self
             .tenant
             .as_ref()
@@ -121,11 +128,18 @@ impl Session {
     }
 
     pub(super) fn auth_failed(&mut self, started: Instant, outcome: AuthOutcome) {
-        if let AuthOutcome::TooManyClients = outcome {
-            self.local_error(started, MAX_CLIENTS.trim_start_matches('-').trim_end());
-            self.closing = true;
-        } else {
-            self.local_error(started, &self.auth_failure());
+        match outcome {
+            AuthOutcome::TooManyClients => {
+                self.local_error(started, MAX_CLIENTS.trim_start_matches('-').trim_end());
+                self.closing = true;
+            }
+            AuthOutcome::AddressRefused => {
+                let text = address_refused(self.info.addr.ip());
+                self.local_error(started, &text);
+            }
+            AuthOutcome::Ok | AuthOutcome::WrongPassword => {
+                self.local_error(started, &self.auth_failure())
+            }
         }
     }
 
@@ -250,6 +264,16 @@ impl Session {
             view.generation = generation;
             return;
         }
+        let address = self.info.addr.ip();
+        if current
+            .as_ref()
+            .is_some_and(|tenant| !tenant.admits(address))
+        {
+            tracing::info!(client = %self.info.addr, "closing a connection whose address the tenant no longer admits (ip_allow/ip_deny)");
+            self.leave_tenant();
+            self.closing = true;
+            return;
+        }
         let place = self.leave_tenant();
         match (current, place) {
             (Some(tenant), Some(place)) if tenant.databases().contains(&i64::from(self.db)) => {
@@ -279,7 +303,13 @@ impl Session {
             tenant: &tenant,
         };
         let route = ResolvedRoute::new(&tenant.route, self.db, self.protocol, &resolver);
-        let direct = route.direct();
+        // Requests a policy may refuse or rewrite are each looked at: they never take the direct path.
+        let direct = route.direct().filter(|_| {
+            !tenant
+                .policies
+                .as_ref()
+                .is_some_and(|p| p.checks_commands())
+        });
         self.info.set_tenant(&tenant.name);
         self.tenant = Some(TenantView {
             tenant,
@@ -299,6 +329,11 @@ impl Session {
     pub(super) fn leave_tenant(&mut self) -> Option<Held> {
         self.tenant.take().map(|view| view.place)
     }
+}
+
+/// The error of an AUTH with the right password from an address the tenant's `ip_allow`/`ip_deny` refuse.
+pub(super) fn address_refused(address: std::net::IpAddr) -> String {
+    format!("ERR client address {address} may not authenticate as this tenant (ip_allow/ip_deny)")
 }
 
 /// Resolves a tenant's route with the worker's backends.
@@ -351,12 +386,26 @@ impl Session {
     }
 }
 
+/// The tenant a connection has before any AUTH, with its credential's digest: its client certificate's, else the
+/// open tenant. A tenant that does not admit the client's `address` leaves it unauthenticated: it may still AUTH
+/// as another.
+pub(super) fn preset_tenant(
+    stream: &Stream,
+    snapshot: &Snapshot,
+    address: std::net::IpAddr,
+) -> Option<(Arc<Tenant>, Option<String>)> {
+    match certified(stream, snapshot) {
+        Some((tenant, digest)) => Some((Arc::clone(tenant), Some(digest))),
+        None => snapshot
+            .open_tenant()
+            .map(|tenant| (Arc::clone(tenant), None)),
+    }
+    .filter(|(tenant, _)| tenant.admits(address))
+}
+
 /// The tenant a TLS client's certificate authenticates (see `switchyard_schemas::ClientCertificate`), with the
 /// credential's digest.
-pub(super) fn certified<'a>(
-    stream: &Stream,
-    snapshot: &'a Snapshot,
-) -> Option<(&'a Arc<Tenant>, String)> {
+fn certified<'a>(stream: &Stream, snapshot: &'a Snapshot) -> Option<(&'a Arc<Tenant>, String)> {
     let Stream::Tls(tls) = stream else {
         return None;
     };

@@ -18,11 +18,13 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::backend::identity::NamespaceUser;
 use crate::resp;
 use crate::signal::LocalSignal;
 
@@ -118,15 +120,25 @@ pub(crate) struct ReplyHandle {
 }
 
 /// Who a backend runs a request as (see `backend::identity`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) enum RunAs {
     /// The gateway user: every request that is not a script.
     #[default]
     Gateway,
     /// A non-admin tenant's script or function: the restricted script user.
     TenantScript,
+    /// The script or function of a non-admin tenant with a key namespace: its namespace's user, which is the
+    /// script user restricted to the namespace's keys (shared by the tenant's requests: one `Arc` per tenant).
+    NamespaceScript(Arc<NamespaceUser>),
     /// An admin tenant's script or function: the resource's own user.
     AdminScript,
+}
+
+impl RunAs {
+    /// A non-admin tenant's script, which the gateway kills when it runs past its tenant's limit.
+    pub(crate) fn is_tenants(&self) -> bool {
+        matches!(self, RunAs::TenantScript | RunAs::NamespaceScript(_))
+    }
 }
 
 enum Destination {
@@ -507,8 +519,8 @@ impl ReplyHandle {
         self
     }
 
-    pub(crate) fn run_as(&self) -> RunAs {
-        self.run_as
+    pub(crate) fn run_as(&self) -> &RunAs {
+        &self.run_as
     }
 
     /// How long the script may run (see [`ReplyHandle::running_as`]).

@@ -11,6 +11,7 @@ use switchyard_schemas::{
 };
 
 use super::{ByName, Catalog, DigestIndex, ResourcePlan, RoutePlan, Snapshot, Tenant};
+use crate::backend::identity;
 
 /// Why a control-plane snapshot is not served.
 #[derive(Debug, thiserror::Error)]
@@ -186,7 +187,10 @@ pub(super) fn validate_routes(
     }
     errors.extend(switchyard_schemas::policy::overlapping_namespaces(
         tenants.iter().enumerate().filter_map(|(i, t)| {
-            Some((format!("/tenants/{i}/namespace"), t.policy.namespace.as_deref()?))
+            Some((
+                format!("/tenants/{i}/namespace"),
+                t.policy.namespace.as_deref()?,
+            ))
         }),
     ));
     match errors.is_empty() {
@@ -211,6 +215,9 @@ pub(super) fn compile(
         .max_ops_per_sec
         .filter(|&n| n > 0)
         .map(|n| std::time::Duration::from_secs(1) / n);
+    let policies = crate::cmd::tenancy::Policies::compile(&source.policy);
+    let namespace = policies.as_ref().and_then(|p| p.namespace.as_ref());
+    let scripts_run_as = identity::scripts_run_as(source.allow_admin, namespace.map(|n| &n[..]));
     Arc::new(Tenant {
         name: source.name.to_string(),
         allow_admin: source.allow_admin,
@@ -219,6 +226,7 @@ pub(super) fn compile(
         credentials: source.digests.into_iter().collect(),
         metrics,
         ops_interval,
-        policies: crate::cmd::tenancy::Policies::compile(&source.policy),
+        policies,
+        scripts_run_as,
     })
 }

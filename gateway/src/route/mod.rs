@@ -74,6 +74,8 @@ pub(crate) struct Tenant {
     /// Its namespace, read-only switch, command rules, address lists and blocked keys; none without any.
     #[allow(dead_code)] // TODO(policies branch): read by the enforcement
     pub policies: Option<Box<crate::cmd::tenancy::Policies>>,
+    /// Who its scripts and functions run as on a backend (see `backend::identity`).
+    pub scripts_run_as: crate::reply::RunAs,
 }
 
 impl Named for Arc<Tenant> {

@@ -158,7 +158,7 @@ struct Shared {
     auth: Auths,
 }
 
-/// The `AUTH` commands of one node's users.
+/// The `AUTH` commands of one node's users (a namespace's are made per socket: see `script::NamespaceUsers`).
 struct Auths {
     gateway: Bytes,
     tenant_script: Bytes,
@@ -168,17 +168,19 @@ struct Auths {
 impl Auths {
     fn new(node: &NodeSpec) -> Auths {
         Auths {
-            gateway: identity::auth_command(node, RunAs::Gateway),
-            tenant_script: identity::auth_command(node, RunAs::TenantScript),
-            admin_script: identity::auth_command(node, RunAs::AdminScript),
+            gateway: identity::auth_command(node, &RunAs::Gateway),
+            tenant_script: identity::auth_command(node, &RunAs::TenantScript),
+            admin_script: identity::auth_command(node, &RunAs::AdminScript),
         }
     }
 
-    fn of(&self, run_as: RunAs) -> &Bytes {
+    /// The `AUTH` that switches to `run_as`, unless it is a namespace's user.
+    fn of(&self, run_as: &RunAs) -> Option<&Bytes> {
         match run_as {
-            RunAs::Gateway => &self.gateway,
-            RunAs::TenantScript => &self.tenant_script,
-            RunAs::AdminScript => &self.admin_script,
+            RunAs::Gateway => Some(&self.gateway),
+            RunAs::TenantScript => Some(&self.tenant_script),
+            RunAs::AdminScript => Some(&self.admin_script),
+            RunAs::NamespaceScript(_) => None,
         }
     }
 }
@@ -215,6 +217,9 @@ impl BackendConnection {
         if self.shared.status.get() == Status::Down {
             reply.failed(answered_then(&[], count, &self.shared.unavailable()));
             return;
+        }
+        if let Some(refusal) = identity::refusal(&self.shared.node, reply.run_as()) {
+            return reply.failed(refusal);
         }
         self.shared
             .queue

@@ -3,10 +3,11 @@
 //! or `FUNCTION KILL`) on a connection of its own.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{NodeSpec, describe, open};
-use crate::backend::identity::{self, RunAs};
+use crate::backend::identity::{self, NamespaceUser, RunAs};
 use crate::resp::{self, ReplyScanner};
 use bytes::{Bytes, BytesMut};
 
@@ -92,7 +93,7 @@ async fn past_the_script(
     let exchange = async {
         let stream = open(node).await?;
         let mut out = BytesMut::new();
-        out.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
+        out.extend_from_slice(&identity::auth_command(node, &RunAs::Gateway));
         out.extend_from_slice(requests);
         stream.write_all(&out).await?;
         let (mut buf, mut scanner, mut replies) =
@@ -142,15 +143,50 @@ pub(super) fn calls_function(raw: &[u8]) -> bool {
 /// `ASKING`, which a script redirected by `ASK` needs right before it, after its `AUTH`.
 pub(super) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
-/// A script's own reply out of the replies to `AUTH`, [`ASKING`,] the script and `AUTH` (`lead`: how many come
-/// before the script's), and whether the connection may go on (`Err`: it must reconnect). A script whose first
-/// `AUTH` failed ran as the gateway user, which may not run scripts: it gets an error that says why, and the
-/// connection reconnects, which sets the users up again (someone changed them). One whose last `AUTH` failed
-/// left the connection as the script's user, which must not serve anything else.
+/// The namespaces' users one connected socket has created (see `identity`), each with its `AUTH`. A new socket
+/// starts with none: a node that restarted or failed over lost them, and gets each again before its first use.
+#[derive(Default)]
+pub(super) struct NamespaceUsers {
+    auths: fnv::FnvHashMap<Arc<NamespaceUser>, Bytes>,
+}
+
+impl NamespaceUsers {
+    /// Writes to `out` what switches the connection to `run_as` for a script: the user's creation the first time
+    /// (a failed one fails its script, and the connection reconnects), then its `AUTH`. Answers how many
+    /// replies that is.
+    pub(super) fn switch(&mut self, node: &NodeSpec, run_as: &RunAs, out: &mut BytesMut) -> u8 {
+        let RunAs::NamespaceScript(user) = run_as else {
+            return identity::switch_to(node, run_as, true, out);
+        };
+        if let Some(auth) = self.auths.get(user) {
+            out.extend_from_slice(auth);
+            return 1;
+        }
+        let mut switch = BytesMut::new();
+        let count = identity::switch_to(node, run_as, false, &mut switch);
+        out.extend_from_slice(&switch);
+        self.auths
+            .insert(Arc::clone(user), identity::auth_command(node, run_as));
+        count
+    }
+}
+
+/// A script's own reply out of the replies to what switched to its user (`ACL SETUSER`, `AUTH`), [`ASKING`,]
+/// the script and `AUTH` (`lead`: how many come before the script's), and whether the connection may go on
+/// (`Err`: it must reconnect). A script one of whose leading commands failed ran as the gateway user, which may
+/// not run scripts: it gets an error that says why, and the connection reconnects, which sets the users up again
+/// (someone changed them). One whose last `AUTH` failed left the connection as the script's user, which must not
+/// serve anything else.
 pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Result<(), String>) {
     let parts: Vec<&[u8]> = resp::each_reply(replies).collect();
+    let first = parts.get(..lead as usize).and_then(|leading| {
+        leading
+            .iter()
+            .find(|&&reply| reply != OK)
+            .or(leading.first())
+    });
     let (Some(first), Some(script), Some(last)) = (
-        parts.first(),
+        first,
         parts.get(lead as usize),
         parts.get(lead as usize + 1),
     ) else {
@@ -177,7 +213,7 @@ pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Re
         ),
         (first, _) => {
             let why = format!(
-                "cannot run scripts: AUTH as the script user failed ({})",
+                "cannot run scripts: switching to the script user failed ({})",
                 text(first)
             );
             (

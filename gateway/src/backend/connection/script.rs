@@ -225,3 +225,65 @@ pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Re
 }
 
 const OK: &[u8] = b"+OK\r\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::identity::scripts_run_as;
+
+    /// What the users are made for: the script of a namespace is never sent to a sentinel, but its spec is as
+    /// good as any data node's here.
+    fn node() -> NodeSpec {
+        NodeSpec::bare_sentinel("127.0.0.1:6379".to_string())
+    }
+
+    #[test]
+    fn a_namespace_user_is_created_before_its_first_use_on_a_socket_only() {
+        let (node, mut users) = (node(), NamespaceUsers::default());
+        let (a, b) = (
+            scripts_run_as(false, Some(b"a:")),
+            scripts_run_as(false, Some(b"b:")),
+        );
+        let mut out = BytesMut::new();
+        assert_eq!(users.switch(&node, &a, &mut out), 2);
+        assert!(out.starts_with(b"*"), "ACL SETUSER first");
+        assert!(String::from_utf8_lossy(&out).contains("SETUSER"));
+        for _ in 0..2 {
+            let mut again = BytesMut::new();
+            assert_eq!(users.switch(&node, &a, &mut again), 1);
+            assert_eq!(again, identity::auth_command(&node, &a));
+        }
+        assert_eq!(users.switch(&node, &b, &mut BytesMut::new()), 2);
+        // A new socket (a reconnect) knows none.
+        assert_eq!(
+            NamespaceUsers::default().switch(&node, &a, &mut BytesMut::new()),
+            2
+        );
+        let mut other = BytesMut::new();
+        assert_eq!(users.switch(&node, &RunAs::TenantScript, &mut other), 1);
+    }
+
+    #[test]
+    fn a_script_whose_user_could_not_be_created_fails_and_reconnects() {
+        let replies = |parts: &[&str]| Bytes::from(parts.concat());
+        let ok = "+OK\r\n";
+        let (reply, next) = unwrap_script(&replies(&[ok, ok, ":1\r\n", ok]), 2, "n:1");
+        assert_eq!((&reply[..], next), (&b":1\r\n"[..], Ok(())));
+        let refused = "-ERR Error in ACL SETUSER modifier 'x'\r\n";
+        let wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+        let noperm = "-NOPERM this user has no permissions to run the 'eval' command\r\n";
+        for lead in [[refused, wrongpass], [ok, wrongpass]] {
+            let all = replies(&[lead[0], lead[1], noperm, ok]);
+            let (reply, next) = unwrap_script(&all, 2, "n:1");
+            let first_error = lead.iter().find(|r| r.starts_with('-')).unwrap();
+            let why = first_error[1..].trim_end();
+            assert_eq!(
+                String::from_utf8_lossy(&reply),
+                format!(
+                    "-ERR backend n:1 cannot run scripts: switching to the script user failed ({why})\r\n"
+                )
+            );
+            assert!(next.is_err());
+        }
+    }
+}

@@ -36,7 +36,6 @@
 //! a namespace are refused ([`refusal`]).
 
 use std::fmt::Write;
-use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
@@ -45,7 +44,7 @@ use switchyard_schemas::credential_digest;
 use super::NodeSpec;
 use crate::cmd::CommandSpec;
 use crate::cmd::policy::{SCRIPT_COMMANDS, is_script};
-pub(crate) use crate::reply::RunAs;
+pub(crate) use crate::reply::{NamespaceUser, RunAs, ScriptUser};
 use crate::resp;
 
 /// The user the gateway's data connections rest as.
@@ -77,46 +76,36 @@ const NAMESPACE_DENIED: &[&str] = &[
     "cluster|countkeysinslot",
 ];
 
-/// The user the scripts of the tenants with one key namespace run as (see the module's docs).
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub(crate) struct NamespaceUser {
-    /// `switchyard-ns-` and a digest of the namespace.
-    name: String,
-    /// Its key rule: `~`, the namespace glob-escaped, `*`.
-    keys: Vec<u8>,
-}
-
-impl NamespaceUser {
-    fn new(prefix: &[u8]) -> NamespaceUser {
-        let digest = Sha256::new()
-            .chain_update(b"switchyard namespace\0")
-            .chain_update(prefix)
-            .finalize();
-        // 128 bits: no two namespaces of a platform meet.
-        let mut name = String::from("switchyard-ns-");
-        for byte in &digest[..16] {
-            let _ = write!(name, "{byte:02x}");
-        }
-        let mut keys = Vec::with_capacity(prefix.len() + 8);
-        keys.push(b'~');
-        for &byte in prefix {
-            if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
-                keys.push(b'\\');
-            }
-            keys.push(byte);
-        }
-        keys.push(b'*');
-        NamespaceUser { name, keys }
+/// The user of the tenants whose keys start with `prefix` (see the module's docs).
+fn namespace_user(prefix: &[u8]) -> NamespaceUser {
+    let digest = Sha256::new()
+        .chain_update(b"switchyard namespace\0")
+        .chain_update(prefix)
+        .finalize();
+    // 128 bits: no two namespaces of a platform meet.
+    let mut name = String::from("switchyard-ns-");
+    for byte in &digest[..16] {
+        let _ = write!(name, "{byte:02x}");
     }
+    let mut keys = Vec::with_capacity(prefix.len() + 8);
+    keys.push(b'~');
+    for &byte in prefix {
+        if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
+            keys.push(b'\\');
+        }
+        keys.push(byte);
+    }
+    keys.push(b'*');
+    NamespaceUser { name, keys }
 }
 
 /// Who a tenant's scripts run as (`admin`: the tenant has `allow_admin`; `namespace`: its key prefix), computed
 /// once per tenant.
 pub(crate) fn scripts_run_as(admin: bool, namespace: Option<&[u8]>) -> RunAs {
     match (admin, namespace) {
-        (true, _) => RunAs::AdminScript,
-        (false, None) => RunAs::TenantScript,
-        (false, Some(prefix)) => RunAs::NamespaceScript(Arc::new(NamespaceUser::new(prefix))),
+        (true, _) => RunAs::script(ScriptUser::Admin),
+        (false, None) => RunAs::script(ScriptUser::Tenant),
+        (false, Some(prefix)) => RunAs::script(ScriptUser::Namespace(namespace_user(prefix))),
     }
 }
 
@@ -131,8 +120,8 @@ pub(crate) fn run_as(spec: &CommandSpec, scripts: &RunAs) -> RunAs {
 /// Why `node` does not run scripts as `run_as`, as the error reply its client gets: the gateway cannot create a
 /// namespace's user where the operator provisions the users.
 pub(crate) fn refusal(node: &NodeSpec, run_as: &RunAs) -> Option<Bytes> {
-    match (run_as, &node.script_user) {
-        (RunAs::NamespaceScript(_), Some(_)) => Some(resp::error_reply(
+    match (run_as.script_user(), &node.script_user) {
+        (Some(ScriptUser::Namespace(_)), Some(_)) => Some(resp::error_reply(
             "NOPERM scripts of a tenant with a key namespace cannot run on this resource: its script user is \
              provisioned by the operator (scriptUserName), and the gateway may not create the namespace's user \
              that keeps a script inside the namespace",
@@ -180,8 +169,8 @@ fn set_user(node: &NodeSpec, user: &str, keys: &[u8], denied: &[&[&str]], out: &
 /// creates a namespace's user first unless `created` (the connection did already), then the `AUTH`. Answers
 /// how many commands that is: as many `+OK`s come before the script's reply.
 pub(crate) fn switch_to(node: &NodeSpec, run_as: &RunAs, created: bool, out: &mut BytesMut) -> u8 {
-    let creates = match run_as {
-        RunAs::NamespaceScript(user) if !created && node.script_user.is_none() => {
+    let creates = match run_as.script_user() {
+        Some(ScriptUser::Namespace(user)) if !created && node.script_user.is_none() => {
             set_user(
                 node,
                 &user.name,
@@ -207,15 +196,17 @@ pub(crate) fn auth_command(node: &NodeSpec, run_as: &RunAs) -> Bytes {
             node.password.clone().unwrap_or_default(),
         )
     };
-    let (user, password) = match (run_as, &node.script_user) {
-        (RunAs::Gateway, None) => (GATEWAY_USER, password(node, GATEWAY_USER)),
-        (RunAs::TenantScript, None) => (SCRIPT_USER, password(node, SCRIPT_USER)),
-        (RunAs::NamespaceScript(user), None) => (user.name.as_str(), password(node, &user.name)),
+    let (user, password) = match (run_as.script_user(), &node.script_user) {
+        (None, None) => (GATEWAY_USER, password(node, GATEWAY_USER)),
+        (Some(ScriptUser::Tenant), None) => (SCRIPT_USER, password(node, SCRIPT_USER)),
+        (Some(ScriptUser::Namespace(user)), None) => {
+            (user.name.as_str(), password(node, &user.name))
+        }
         // Operator-provisioned users: the URL's user is the gateway's, and may not run scripts (an admin
         // tenant's scripts then fail, with Redis' NOPERM, and so would a namespace's, which are refused before).
-        (RunAs::Gateway | RunAs::AdminScript | RunAs::NamespaceScript(_), Some(_))
-        | (RunAs::AdminScript, None) => resource(),
-        (RunAs::TenantScript, Some((user, password))) => (user.as_str(), password.clone()),
+        (None | Some(ScriptUser::Admin | ScriptUser::Namespace(_)), Some(_))
+        | (Some(ScriptUser::Admin), None) => resource(),
+        (Some(ScriptUser::Tenant), Some((user, password))) => (user.as_str(), password.clone()),
     };
     let mut out = BytesMut::new();
     resp::command(
@@ -228,6 +219,14 @@ pub(crate) fn auth_command(node: &NodeSpec, run_as: &RunAs) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tenant() -> RunAs {
+        RunAs::script(ScriptUser::Tenant)
+    }
+
+    fn admin() -> RunAs {
+        RunAs::script(ScriptUser::Admin)
+    }
 
     fn node(username: Option<&str>, password: Option<&str>) -> NodeSpec {
         NodeSpec {
@@ -285,17 +284,17 @@ mod tests {
             "*3\r\n$4\r\nAUTH\r\n$2\r\ngw\r\n$4\r\ngwpw\r\n"
         );
         assert_eq!(
-            auth(&provisioned, RunAs::TenantScript),
+            auth(&provisioned, tenant()),
             "*3\r\n$4\r\nAUTH\r\n$3\r\nscr\r\n$5\r\nscrpw\r\n"
         );
         assert_eq!(
-            auth(&provisioned, RunAs::AdminScript),
+            auth(&provisioned, admin()),
             auth(&provisioned, RunAs::Gateway)
         );
         let created = node(None, Some("pw"));
-        assert!(auth(&created, RunAs::TenantScript).contains(SCRIPT_USER));
+        assert!(auth(&created, tenant()).contains(SCRIPT_USER));
         assert!(auth(&created, RunAs::Gateway).contains(GATEWAY_USER));
-        assert!(auth(&created, RunAs::AdminScript).contains("default"));
+        assert!(auth(&created, admin()).contains("default"));
     }
 
     #[test]
@@ -304,12 +303,15 @@ mod tests {
         let namespaced = scripts_run_as(false, Some(b"a:"));
         for name in SCRIPT_COMMANDS {
             let run_as = |admin, namespace| run_as(spec(name), &scripts_run_as(admin, namespace));
-            assert_eq!(run_as(false, None), RunAs::TenantScript, "{name}");
-            assert_eq!(run_as(true, None), RunAs::AdminScript, "{name}");
-            assert_eq!(run_as(true, Some(b"a:")), RunAs::AdminScript, "{name}");
+            assert_eq!(run_as(false, None), tenant(), "{name}");
+            assert_eq!(run_as(true, None), admin(), "{name}");
+            assert_eq!(run_as(true, Some(b"a:")), admin(), "{name}");
             assert_eq!(run_as(false, Some(b"a:")), namespaced, "{name}");
         }
-        assert!(matches!(namespaced, RunAs::NamespaceScript(_)));
+        assert!(matches!(
+            namespaced.script_user(),
+            Some(ScriptUser::Namespace(_))
+        ));
         for name in [
             "get",
             "script|load",
@@ -318,13 +320,6 @@ mod tests {
             "publish",
         ] {
             assert_eq!(run_as(spec(name), &namespaced), RunAs::Gateway, "{name}");
-        }
-    }
-
-    fn namespace_user(prefix: &[u8]) -> Arc<NamespaceUser> {
-        match scripts_run_as(false, Some(prefix)) {
-            RunAs::NamespaceScript(user) => user,
-            other => panic!("{other:?}"),
         }
     }
 
@@ -392,7 +387,7 @@ mod tests {
         let namespaced = scripts_run_as(false, Some(b"a:"));
         let refused = refusal(&provisioned, &namespaced).expect("refused");
         assert!(refused.starts_with(b"-NOPERM "));
-        for run_as in [RunAs::Gateway, RunAs::TenantScript, RunAs::AdminScript] {
+        for run_as in [RunAs::Gateway, tenant(), admin()] {
             assert_eq!(refusal(&provisioned, &run_as), None);
         }
         assert_eq!(refusal(&node(None, Some("pw")), &namespaced), None);

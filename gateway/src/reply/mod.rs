@@ -18,23 +18,23 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::backend::identity::NamespaceUser;
 use crate::resp;
 use crate::signal::LocalSignal;
 
 mod detached;
 mod gather;
 mod owed;
+mod run_as;
 
 pub(crate) use detached::DetachedWrites;
 use gather::Gather;
 use owed::{DetachedAddress, Owed, PartAddress, SlotAddress};
+pub(crate) use run_as::{NamespaceUser, RunAs, ScriptUser};
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
 /// itself, such as INFO). Boxed, but only those commands pay for it.
@@ -117,28 +117,6 @@ pub(crate) struct ReplyHandle {
     /// For a script: how long it may run, in milliseconds (its tenant's `script_timeout_ms`), which is its
     /// deadline on the backend connection instead of the command timeout.
     script_limit_ms: u32,
-}
-
-/// Who a backend runs a request as (see `backend::identity`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) enum RunAs {
-    /// The gateway user: every request that is not a script.
-    #[default]
-    Gateway,
-    /// A non-admin tenant's script or function: the restricted script user.
-    TenantScript,
-    /// The script or function of a non-admin tenant with a key namespace: its namespace's user, which is the
-    /// script user restricted to the namespace's keys (shared by the tenant's requests: one `Arc` per tenant).
-    NamespaceScript(Arc<NamespaceUser>),
-    /// An admin tenant's script or function: the resource's own user.
-    AdminScript,
-}
-
-impl RunAs {
-    /// A non-admin tenant's script, which the gateway kills when it runs past its tenant's limit.
-    pub(crate) fn is_tenants(&self) -> bool {
-        matches!(self, RunAs::TenantScript | RunAs::NamespaceScript(_))
-    }
 }
 
 enum Destination {

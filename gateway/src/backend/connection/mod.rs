@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 
 use super::OnPanic;
-use super::identity::{self, RunAs};
+use super::identity::{self, RunAs, ScriptUser};
 use crate::backoff::Backoff;
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
@@ -169,18 +169,18 @@ impl Auths {
     fn new(node: &NodeSpec) -> Auths {
         Auths {
             gateway: identity::auth_command(node, &RunAs::Gateway),
-            tenant_script: identity::auth_command(node, &RunAs::TenantScript),
-            admin_script: identity::auth_command(node, &RunAs::AdminScript),
+            tenant_script: identity::auth_command(node, &RunAs::script(ScriptUser::Tenant)),
+            admin_script: identity::auth_command(node, &RunAs::script(ScriptUser::Admin)),
         }
     }
 
     /// The `AUTH` that switches to `run_as`, unless it is a namespace's user.
     fn of(&self, run_as: &RunAs) -> Option<&Bytes> {
-        match run_as {
-            RunAs::Gateway => Some(&self.gateway),
-            RunAs::TenantScript => Some(&self.tenant_script),
-            RunAs::AdminScript => Some(&self.admin_script),
-            RunAs::NamespaceScript(_) => None,
+        match run_as.script_user() {
+            None => Some(&self.gateway),
+            Some(ScriptUser::Tenant) => Some(&self.tenant_script),
+            Some(ScriptUser::Admin) => Some(&self.admin_script),
+            Some(ScriptUser::Namespace(_)) => None,
         }
     }
 }

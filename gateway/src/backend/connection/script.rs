@@ -3,11 +3,10 @@
 //! or `FUNCTION KILL`) on a connection of its own.
 
 use std::io;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{NodeSpec, describe, open};
-use crate::backend::identity::{self, NamespaceUser, RunAs};
+use crate::backend::identity::{self, RunAs, ScriptUser};
 use crate::resp::{self, ReplyScanner};
 use bytes::{Bytes, BytesMut};
 
@@ -147,7 +146,8 @@ pub(super) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 /// starts with none: a node that restarted or failed over lost them, and gets each again before its first use.
 #[derive(Default)]
 pub(super) struct NamespaceUsers {
-    auths: fnv::FnvHashMap<Arc<NamespaceUser>, Bytes>,
+    /// By user name.
+    auths: fnv::FnvHashMap<String, Bytes>,
 }
 
 impl NamespaceUsers {
@@ -155,10 +155,10 @@ impl NamespaceUsers {
     /// (a failed one fails its script, and the connection reconnects), then its `AUTH`. Answers how many
     /// replies that is.
     pub(super) fn switch(&mut self, node: &NodeSpec, run_as: &RunAs, out: &mut BytesMut) -> u8 {
-        let RunAs::NamespaceScript(user) = run_as else {
+        let Some(ScriptUser::Namespace(user)) = run_as.script_user() else {
             return identity::switch_to(node, run_as, true, out);
         };
-        if let Some(auth) = self.auths.get(user) {
+        if let Some(auth) = self.auths.get(&user.name) {
             out.extend_from_slice(auth);
             return 1;
         }
@@ -166,7 +166,7 @@ impl NamespaceUsers {
         let count = identity::switch_to(node, run_as, false, &mut switch);
         out.extend_from_slice(&switch);
         self.auths
-            .insert(Arc::clone(user), identity::auth_command(node, run_as));
+            .insert(user.name.clone(), identity::auth_command(node, run_as));
         count
     }
 }
@@ -260,7 +260,10 @@ mod tests {
             2
         );
         let mut other = BytesMut::new();
-        assert_eq!(users.switch(&node, &RunAs::TenantScript, &mut other), 1);
+        assert_eq!(
+            users.switch(&node, &RunAs::script(ScriptUser::Tenant), &mut other),
+            1
+        );
     }
 
     #[test]

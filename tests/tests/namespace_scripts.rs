@@ -1,9 +1,9 @@
 //! Scripts of tenants that share one database through key namespaces (`a:` and `b:` on database 0 of one
 //! Redis): a key a script computes itself is not rewritten by the gateway, so Redis must refuse it when it is
 //! outside the tenant's namespace (the tenant's scripts run as its namespace's ACL user, `~a:*`), in scripts,
-//! functions and transactions, and after the Redis restarted (its users are created again). An admin tenant's
-//! scripts are unchanged, and where the operator provisions the script user a namespaced tenant's scripts are
-//! refused with a reason.
+//! functions and transactions, after the Redis restarted (its users are created again) and on every master of a
+//! Redis Cluster. An admin tenant's scripts are unchanged, and where the operator provisions the script user a
+//! namespaced tenant's scripts are refused with a reason.
 //!
 //! The data is written straight to the backend under the stored names (`a:x`, `b:secret`), so that the tests
 //! hold whether or not the gateway rewrites the tenants' plain commands' keys yet.
@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard_tests::{Gateway, RawClient, RedisServer, wait_for};
+use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer, wait_for};
 
 const BACKEND_PASSWORD: &str = "backend-secret";
 
@@ -128,6 +128,15 @@ fn a_stays_in_its_namespace(platform: &Platform, a: &mut RawClient) {
         a,
         &["EVAL", "return redis.call('GET', 'x')", "0"],
         KEY_REFUSED,
+    );
+    refused(
+        a,
+        &[
+            "EVAL",
+            "return redis.call('SORT', 'a:list', 'BY', 'b:*')",
+            "0",
+        ],
+        "BY option of SORT denied",
     );
     // Nor may it list the database's keys, which name no key Redis could check.
     for listing in [
@@ -287,4 +296,63 @@ fn a_namespaced_tenants_scripts_are_refused_where_the_operator_provisions_the_sc
         call(&mut plain, &["EVAL", READ_B_SECRET, "0"]),
         "$6\r\nb-only\r\n"
     );
+}
+
+/// On a Redis Cluster every master gets the namespace's user on its own connections, and refuses a script's key
+/// of another namespace in the same slot (hash tags put `a:{t1}` and `b:{t1}` together, so the refusal is the
+/// ACL's and not the cluster's).
+#[test]
+fn every_cluster_node_keeps_a_namespaced_tenants_scripts_inside_its_namespace() {
+    let cluster = RedisCluster::start(3, 0, None);
+    let routes = json!({"tenants": [
+        {"name": "a", "passwords": ["a-password"], "namespace": "a:",
+         "route": {"type": "single", "target": cluster.url()}},
+        {"name": "root", "passwords": ["root-password"], "allow_admin": true,
+         "route": {"type": "single", "target": cluster.url()}},
+    ]});
+    let gateway = Gateway::start(&routes);
+    switchyard_tests::wait_for_slot_map_as(gateway.port(), Some("root-password"));
+    let client = |password: &str| {
+        let mut client = RawClient::connect(gateway.port());
+        client.roundtrip(format!("AUTH {password}\r\n").as_bytes(), b"+OK\r\n");
+        client
+    };
+    let (mut a, mut root) = (client("a-password"), client("root-password"));
+    // The admin tenant's keys are not rewritten: it writes the stored names.
+    let tags: Vec<String> = (0..30).map(|i| format!("{{t{i}}}")).collect();
+    for tag in &tags {
+        for namespace in ["a:", "b:"] {
+            let key = format!("{namespace}{tag}");
+            assert_eq!(call(&mut root, &["SET", &key, &key]), "+OK\r\n");
+        }
+    }
+    assert_eq!(call(&mut a, &["SET", "probe", "1"]), "+OK\r\n");
+    let own = match call(&mut root, &["EXISTS", "a:probe"]).as_str() {
+        ":1\r\n" => "",
+        _ => "a:",
+    };
+    for tag in &tags {
+        let key = format!("{own}{tag}");
+        let stored = format!("a:{tag}");
+        let get_own = "return redis.call('GET', KEYS[1])";
+        assert_eq!(
+            call(&mut a, &["EVAL", get_own, "1", &key]),
+            format!("${}\r\n{stored}\r\n", stored.len())
+        );
+        let sneak = format!("redis.call('GET', KEYS[1]); return redis.call('GET', 'b:{tag}')");
+        refused(&mut a, &["EVAL", &sneak, "1", &key], KEY_REFUSED);
+    }
+    for master in cluster.masters() {
+        let users: Vec<String> = redis::cmd("ACL")
+            .arg("LIST")
+            .query(&mut cluster.client(master.port))
+            .unwrap();
+        assert!(
+            users
+                .iter()
+                .any(|u| u.starts_with("user switchyard-ns-") && u.contains(" ~a:* ")),
+            "{}: {users:?}",
+            master.port
+        );
+    }
 }

@@ -21,9 +21,10 @@ struct InFlight {
     /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
     count: u32,
     /// For a script: how many replies come before its own ([`LEAD`]: `AUTH`, before it the `ACL SETUSER` that
-    /// creates a namespace's user, and `ASKING` after a cluster's `ASK`), which are the gateway's and not delivered, like the last one (see `identity`), with [`FUNCTION`]
-    /// for a function call, [`KILLABLE`] for a non-admin tenant's script not yet killed and [`KILLED`] once it
-    /// is; 0 for anything else. One byte: an entry is moved twice per request.
+    /// creates a namespace's user, and `ASKING` after a cluster's `ASK`), which are the gateway's and not
+    /// delivered, like the last one (see `identity`), with [`FUNCTION`] for a function call, [`KILLABLE`] for a
+    /// non-admin tenant's script not yet killed and [`KILLED`] once it is; 0 for anything else. One byte: an
+    /// entry is moved twice per request.
     wrapped: u8,
     deadline: Instant,
 }

@@ -1,8 +1,8 @@
 //! Scripts of tenants that share one database through key namespaces (`a:` and `b:` on database 0 of one
 //! Redis): a key a script computes itself is not rewritten by the gateway, so Redis must refuse it when it is
 //! outside the tenant's namespace (the tenant's scripts run as its namespace's ACL user, `~a:*`), in scripts,
-//! functions and transactions, after the Redis restarted (its users are created again) and on every master of a
-//! Redis Cluster. An admin tenant's scripts are unchanged, and where the operator provisions the script user a
+//! functions and transactions, after the Redis restarted (its users are created again), on every master of a
+//! Redis Cluster and on the new master after a sentinel failover. An admin tenant's scripts are unchanged, and where the operator provisions the script user a
 //! namespaced tenant's scripts are refused with a reason.
 //!
 //! The data is written straight to the backend under the stored names (`a:x`, `b:secret`), so that the tests
@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer, wait_for};
+use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer, SentinelGroup, wait_for};
 
 const BACKEND_PASSWORD: &str = "backend-secret";
 
@@ -355,4 +355,53 @@ fn every_cluster_node_keeps_a_namespaced_tenants_scripts_inside_its_namespace() 
             master.port
         );
     }
+}
+
+/// After a sentinel failover the new master never had the namespace's user (ACL users are not replicated): the
+/// gateway's new connection to it creates the user before the first script.
+#[test]
+fn a_sentinel_failover_gets_the_namespace_user_on_the_new_master() {
+    let group = SentinelGroup::start(1, 3);
+    let routes = json!({"tenants": [
+        {"name": "a", "passwords": ["a-password"], "namespace": "a:",
+         "route": {"type": "single", "target": group.url()}},
+    ]});
+    let gateway = Gateway::start(&routes);
+    let old_master = group.master_port();
+    for (key, value) in [("a:x", "a-value"), ("b:secret", "b-only")] {
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query(&mut group.client(old_master))
+            .unwrap();
+    }
+    group.wait_in_sync();
+    let mut a = RawClient::connect(gateway.port());
+    a.roundtrip(b"AUTH a-password\r\n", b"+OK\r\n");
+    let get_own = "return redis.call('GET', 'a:x')";
+    assert_eq!(call(&mut a, &["EVAL", get_own, "0"]), "$7\r\na-value\r\n");
+    refused(&mut a, &["EVAL", READ_B_SECRET, "0"], KEY_REFUSED);
+
+    group.failover();
+    wait_for(
+        "the sentinels to switch masters",
+        Duration::from_secs(15),
+        || group.master_port() != old_master,
+    );
+    let new_master = group.master_port();
+    let has_user = |port: u16| {
+        let users: Vec<String> = redis::cmd("ACL")
+            .arg("LIST")
+            .query(&mut group.client(port))
+            .unwrap();
+        users.iter().any(|u| u.contains(" ~a:* "))
+    };
+    assert!(!has_user(new_master), "ACL users are not replicated");
+    wait_for(
+        "a script on the new master",
+        Duration::from_secs(15),
+        || call(&mut a, &["EVAL", get_own, "0"]) == "$7\r\na-value\r\n",
+    );
+    assert!(has_user(new_master));
+    refused(&mut a, &["EVAL", READ_B_SECRET, "0"], KEY_REFUSED);
 }

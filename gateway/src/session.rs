@@ -569,7 +569,7 @@ impl Session {
             random: &self.random,
             keys: &mut self.keys,
             places: &mut self.places,
-            admin: view.tenant.allow_admin,
+            scripts_run_as: &view.tenant.scripts_run_as,
             script_limit_ms: view.tenant.limits.script_limit_ms(),
             transform,
         };

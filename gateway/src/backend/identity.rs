@@ -20,17 +20,31 @@
 //! The users' passwords derive from the resource's credentials, so every gateway computes the same ones and no
 //! gateway overwrites another's; Redis only ever sees their SHA-256 (`#` rules).
 //!
+//! A non-admin tenant with a key namespace (tenants that share one database) runs its scripts as its
+//! namespace's user instead of [`SCRIPT_USER`]: the same denials, and only the keys that start with its prefix
+//! (`~<prefix>*`, glob-escaped), nor may it list the database's keys (`KEYS`, `SCAN`, ...). The gateway rewrites
+//! the keys a script is given (`KEYS[]`), not those it computes itself: Redis refuses those (`NOPERM`) when they
+//! are outside the namespace. Such a user is created on a connection the first time the connection runs one of
+//! its scripts (`ACL SETUSER` in the same write, before the `AUTH`), and then remembered until the connection
+//! closes, so a node that restarted or failed over, whose connections are new, gets it again. Its name is a
+//! digest of the namespace (a namespace may hold characters a user name may not), and its password derives
+//! like the others'.
+//!
 //! Where the gateway may not create users (managed services), the resource URL names an operator-provisioned
 //! script user (`NodeSpec::script_user`): the URL's own user is then the gateway's, and the handshake checks that
-//! it may not run scripts.
+//! it may not run scripts. The gateway cannot create namespaces' users there either: the scripts of a tenant with
+//! a namespace are refused ([`refusal`]).
+
+use std::fmt::Write;
 
 use bytes::{Bytes, BytesMut};
+use sha2::{Digest, Sha256};
 use switchyard_schemas::credential_digest;
 
 use super::NodeSpec;
 use crate::cmd::CommandSpec;
 use crate::cmd::policy::{SCRIPT_COMMANDS, is_script};
-pub(crate) use crate::reply::RunAs;
+pub(crate) use crate::reply::{NamespaceUser, RunAs, ScriptUser};
 use crate::resp;
 
 /// The user the gateway's data connections rest as.
@@ -51,12 +65,68 @@ const SCRIPT_DENIED: &[&str] = &[
     "spublish", "pubsub", "info",
 ];
 
-/// Who `spec` runs as for a tenant (`admin`: the tenant has `allow_admin`).
-pub(crate) fn run_as(spec: &CommandSpec, admin: bool) -> RunAs {
-    match (is_script(spec), admin) {
-        (false, _) => RunAs::Gateway,
-        (true, false) => RunAs::TenantScript,
-        (true, true) => RunAs::AdminScript,
+/// What [`SCRIPT_USER`]'s denials leave a namespace's user that would show it other namespaces' keys, which
+/// name no key of their own that Redis could check against the namespace.
+const NAMESPACE_DENIED: &[&str] = &[
+    "keys",
+    "scan",
+    "randomkey",
+    "dbsize",
+    "cluster|getkeysinslot",
+    "cluster|countkeysinslot",
+];
+
+/// The user of the tenants whose keys start with `prefix` (see the module's docs).
+fn namespace_user(prefix: &[u8]) -> NamespaceUser {
+    let digest = Sha256::new()
+        .chain_update(b"switchyard namespace\0")
+        .chain_update(prefix)
+        .finalize();
+    // 128 bits: no two namespaces of a platform meet.
+    let mut name = String::from("switchyard-ns-");
+    for byte in &digest[..16] {
+        let _ = write!(name, "{byte:02x}");
+    }
+    let mut keys = Vec::with_capacity(prefix.len() + 8);
+    keys.push(b'~');
+    for &byte in prefix {
+        if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
+            keys.push(b'\\');
+        }
+        keys.push(byte);
+    }
+    keys.push(b'*');
+    NamespaceUser { name, keys }
+}
+
+/// Who a tenant's scripts run as (`admin`: the tenant has `allow_admin`; `namespace`: its key prefix), computed
+/// once per tenant.
+pub(crate) fn scripts_run_as(admin: bool, namespace: Option<&[u8]>) -> RunAs {
+    match (admin, namespace) {
+        (true, _) => RunAs::script(ScriptUser::Admin),
+        (false, None) => RunAs::script(ScriptUser::Tenant),
+        (false, Some(prefix)) => RunAs::script(ScriptUser::Namespace(namespace_user(prefix))),
+    }
+}
+
+/// Who `spec` runs as for a tenant whose scripts run as `scripts` (see [`scripts_run_as`]).
+pub(crate) fn run_as(spec: &CommandSpec, scripts: &RunAs) -> RunAs {
+    match is_script(spec) {
+        false => RunAs::Gateway,
+        true => scripts.clone(),
+    }
+}
+
+/// Why `node` does not run scripts as `run_as`, as the error reply its client gets: the gateway cannot create a
+/// namespace's user where the operator provisions the users.
+pub(crate) fn refusal(node: &NodeSpec, run_as: &RunAs) -> Option<Bytes> {
+    match (run_as.script_user(), &node.script_user) {
+        (Some(ScriptUser::Namespace(_)), Some(_)) => Some(resp::error_reply(
+            "NOPERM scripts of a tenant with a key namespace cannot run on this resource: its script user is \
+             provisioned by the operator (scriptUserName), and the gateway may not create the namespace's user \
+             that keeps a script inside the namespace",
+        )),
+        _ => None,
     }
 }
 
@@ -72,22 +142,53 @@ fn password(node: &NodeSpec, user: &str) -> String {
 /// The handshake commands that create or refresh both users (run as the resource's user, before `SELECT`).
 pub(crate) fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
     for (user, denied) in [
-        (SCRIPT_USER, SCRIPT_DENIED),
-        (GATEWAY_USER, SCRIPT_COMMANDS),
+        (SCRIPT_USER, &[SCRIPT_DENIED][..]),
+        (GATEWAY_USER, &[SCRIPT_COMMANDS][..]),
     ] {
-        let mut args: Vec<String> = ["ACL", "SETUSER", user]
-            .iter()
-            .chain(BASE_RULES)
-            .map(|arg| arg.to_string())
-            .collect();
-        args.extend(denied.iter().map(|name| format!("-{name}")));
-        args.push(format!("#{}", credential_digest(&password(node, user))));
-        resp::command(out, &args);
+        set_user(node, user, b"~*", denied, out);
     }
 }
 
-/// The `AUTH` that switches a connection to `run_as` on `node`.
-pub(crate) fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
+/// `ACL SETUSER` of `user` on `node`: [`BASE_RULES`] with `keys` for its key rule, less `denied`.
+fn set_user(node: &NodeSpec, user: &str, keys: &[u8], denied: &[&[&str]], out: &mut BytesMut) {
+    let mut args: Vec<Vec<u8>> = ["ACL", "SETUSER", user]
+        .iter()
+        .chain(BASE_RULES)
+        .map(|arg| match *arg {
+            "~*" => keys.to_vec(),
+            arg => arg.as_bytes().to_vec(),
+        })
+        .collect();
+    let denied = denied.iter().flat_map(|names| names.iter());
+    args.extend(denied.map(|name| format!("-{name}").into_bytes()));
+    args.push(format!("#{}", credential_digest(&password(node, user))).into_bytes());
+    resp::command(out, &args);
+}
+
+/// Writes to `out` what switches a connection to `node` to `run_as` for a script: the `ACL SETUSER` that
+/// creates a namespace's user first unless `created` (the connection did already), then the `AUTH`. Answers
+/// how many commands that is: as many `+OK`s come before the script's reply.
+pub(crate) fn switch_to(node: &NodeSpec, run_as: &RunAs, created: bool, out: &mut BytesMut) -> u8 {
+    let creates = match run_as.script_user() {
+        Some(ScriptUser::Namespace(user)) if !created && node.script_user.is_none() => {
+            set_user(
+                node,
+                &user.name,
+                &user.keys,
+                &[SCRIPT_DENIED, NAMESPACE_DENIED],
+                out,
+            );
+            1
+        }
+        _ => 0,
+    };
+    out.extend_from_slice(&auth_command(node, run_as));
+    creates + 1
+}
+
+/// The `AUTH` that switches a connection to `run_as` on `node` (a namespace's user must exist: see
+/// [`switch_to`]).
+pub(crate) fn auth_command(node: &NodeSpec, run_as: &RunAs) -> Bytes {
     // A resource without a password logs in as `default`, which then has `nopass`: any password does.
     let resource = || {
         (
@@ -95,13 +196,17 @@ pub(crate) fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
             node.password.clone().unwrap_or_default(),
         )
     };
-    let (user, password) = match (run_as, &node.script_user) {
-        (RunAs::Gateway, None) => (GATEWAY_USER, password(node, GATEWAY_USER)),
-        (RunAs::TenantScript, None) => (SCRIPT_USER, password(node, SCRIPT_USER)),
+    let (user, password) = match (run_as.script_user(), &node.script_user) {
+        (None, None) => (GATEWAY_USER, password(node, GATEWAY_USER)),
+        (Some(ScriptUser::Tenant), None) => (SCRIPT_USER, password(node, SCRIPT_USER)),
+        (Some(ScriptUser::Namespace(user)), None) => {
+            (user.name.as_str(), password(node, &user.name))
+        }
         // Operator-provisioned users: the URL's user is the gateway's, and may not run scripts (an admin
-        // tenant's scripts then fail, with Redis' NOPERM).
-        (RunAs::Gateway | RunAs::AdminScript, Some(_)) | (RunAs::AdminScript, None) => resource(),
-        (RunAs::TenantScript, Some((user, password))) => (user.as_str(), password.clone()),
+        // tenant's scripts then fail, with Redis' NOPERM, and so would a namespace's, which are refused before).
+        (None | Some(ScriptUser::Admin | ScriptUser::Namespace(_)), Some(_))
+        | (Some(ScriptUser::Admin), None) => resource(),
+        (Some(ScriptUser::Tenant), Some((user, password))) => (user.as_str(), password.clone()),
     };
     let mut out = BytesMut::new();
     resp::command(
@@ -114,6 +219,14 @@ pub(crate) fn auth_command(node: &NodeSpec, run_as: RunAs) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tenant() -> RunAs {
+        RunAs::script(ScriptUser::Tenant)
+    }
+
+    fn admin() -> RunAs {
+        RunAs::script(ScriptUser::Admin)
+    }
 
     fn node(username: Option<&str>, password: Option<&str>) -> NodeSpec {
         NodeSpec {
@@ -161,8 +274,8 @@ mod tests {
 
     #[test]
     fn provisioned_users_are_used_as_named() {
-        let auth = |node: &NodeSpec, run_as| {
-            String::from_utf8_lossy(&auth_command(node, run_as)).into_owned()
+        let auth = |node: &NodeSpec, run_as: RunAs| {
+            String::from_utf8_lossy(&auth_command(node, &run_as)).into_owned()
         };
         let mut provisioned = node(Some("gw"), Some("gwpw"));
         provisioned.script_user = Some(("scr".to_string(), "scrpw".to_string()));
@@ -171,26 +284,34 @@ mod tests {
             "*3\r\n$4\r\nAUTH\r\n$2\r\ngw\r\n$4\r\ngwpw\r\n"
         );
         assert_eq!(
-            auth(&provisioned, RunAs::TenantScript),
+            auth(&provisioned, tenant()),
             "*3\r\n$4\r\nAUTH\r\n$3\r\nscr\r\n$5\r\nscrpw\r\n"
         );
         assert_eq!(
-            auth(&provisioned, RunAs::AdminScript),
+            auth(&provisioned, admin()),
             auth(&provisioned, RunAs::Gateway)
         );
         let created = node(None, Some("pw"));
-        assert!(auth(&created, RunAs::TenantScript).contains(SCRIPT_USER));
+        assert!(auth(&created, tenant()).contains(SCRIPT_USER));
         assert!(auth(&created, RunAs::Gateway).contains(GATEWAY_USER));
-        assert!(auth(&created, RunAs::AdminScript).contains("default"));
+        assert!(auth(&created, admin()).contains("default"));
     }
 
     #[test]
     fn only_script_commands_run_as_a_script_user() {
         let spec = |name: &str| crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
+        let namespaced = scripts_run_as(false, Some(b"a:"));
         for name in SCRIPT_COMMANDS {
-            assert_eq!(run_as(spec(name), false), RunAs::TenantScript, "{name}");
-            assert_eq!(run_as(spec(name), true), RunAs::AdminScript, "{name}");
+            let run_as = |admin, namespace| run_as(spec(name), &scripts_run_as(admin, namespace));
+            assert_eq!(run_as(false, None), tenant(), "{name}");
+            assert_eq!(run_as(true, None), admin(), "{name}");
+            assert_eq!(run_as(true, Some(b"a:")), admin(), "{name}");
+            assert_eq!(run_as(false, Some(b"a:")), namespaced, "{name}");
         }
+        assert!(matches!(
+            namespaced.script_user(),
+            Some(ScriptUser::Namespace(_))
+        ));
         for name in [
             "get",
             "script|load",
@@ -198,7 +319,81 @@ mod tests {
             "function|list",
             "publish",
         ] {
-            assert_eq!(run_as(spec(name), false), RunAs::Gateway, "{name}");
+            assert_eq!(run_as(spec(name), &namespaced), RunAs::Gateway, "{name}");
         }
+    }
+
+    #[test]
+    fn a_namespace_user_is_named_from_a_digest_and_holds_the_escaped_prefix() {
+        let a = namespace_user(b"a:");
+        assert_eq!(a, namespace_user(b"a:"), "the same on every gateway");
+        assert_ne!(a.name, namespace_user(b"b:").name);
+        assert_ne!(a.name, namespace_user(b"a").name);
+        assert_eq!(a.name.len(), "switchyard-ns-".len() + 32);
+        let tail = &a.name["switchyard-ns-".len()..];
+        assert!(
+            tail.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_eq!(a.keys, b"~a:*");
+        assert_eq!(namespace_user(b"{shop}:").keys, b"~{shop}:*");
+        // Every glob character of the namespace matches only itself.
+        assert_eq!(namespace_user(br"x*y?[z]\:").keys, br"~x\*y\?\[z\]\\:*");
+        // A name made of the namespace would not be a user name, nor tell one namespace from another.
+        let odd = namespace_user(b"a b\\:");
+        assert!(
+            odd.name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        );
+    }
+
+    #[test]
+    fn a_namespace_user_is_created_once_per_connection_with_the_script_users_denials() {
+        let node = node(None, Some("secret"));
+        let run_as = scripts_run_as(false, Some(b"a:"));
+        let user = namespace_user(b"a:");
+        let mut out = BytesMut::new();
+        assert_eq!(switch_to(&node, &run_as, false, &mut out), 2);
+        let text = String::from_utf8_lossy(&out).replace("\r\n", " ");
+        let setuser = format!("$3 ACL $7 SETUSER ${} {} ", user.name.len(), user.name);
+        assert!(text.contains(&setuser), "{text}");
+        assert!(
+            text.contains(" $5 reset $2 on $4 ~a:* $2 &* $5 +@all "),
+            "{text}"
+        );
+        assert!(!text.contains("~* "), "{text}");
+        for denied in SCRIPT_DENIED.iter().chain(NAMESPACE_DENIED) {
+            assert!(text.contains(&format!(" -{denied} ")), "{denied}: {text}");
+        }
+        let auth = String::from_utf8_lossy(&auth_command(&node, &run_as)).replace("\r\n", " ");
+        let setup = text.strip_suffix(&auth).expect("the AUTH comes last");
+        let hash = credential_digest(&password(&node, &user.name));
+        assert!(setup.contains(&format!("#{hash}")));
+        assert!(!setup.contains(&password(&node, &user.name)));
+        assert!(auth.contains(&format!(" {} ", user.name)));
+        assert!(auth.ends_with(&format!(" {} ", password(&node, &user.name))));
+
+        let mut again = BytesMut::new();
+        assert_eq!(switch_to(&node, &run_as, true, &mut again), 1);
+        assert_eq!(again, auth_command(&node, &run_as));
+        assert_ne!(password(&node, &user.name), password(&node, SCRIPT_USER));
+    }
+
+    #[test]
+    fn namespaced_scripts_are_refused_where_users_are_provisioned() {
+        let mut provisioned = node(Some("gw"), Some("gwpw"));
+        provisioned.script_user = Some(("scr".to_string(), "scrpw".to_string()));
+        let namespaced = scripts_run_as(false, Some(b"a:"));
+        let refused = refusal(&provisioned, &namespaced).expect("refused");
+        assert!(refused.starts_with(b"-NOPERM "));
+        for run_as in [RunAs::Gateway, tenant(), admin()] {
+            assert_eq!(refusal(&provisioned, &run_as), None);
+        }
+        assert_eq!(refusal(&node(None, Some("pw")), &namespaced), None);
+        // Were one sent all the same, it would run as the gateway's user, which may not run scripts.
+        let mut out = BytesMut::new();
+        assert_eq!(switch_to(&provisioned, &namespaced, false, &mut out), 1);
+        assert_eq!(out, auth_command(&provisioned, &RunAs::Gateway));
     }
 }

@@ -29,10 +29,12 @@ use crate::signal::LocalSignal;
 mod detached;
 mod gather;
 mod owed;
+mod run_as;
 
 pub(crate) use detached::DetachedWrites;
 use gather::Gather;
 use owed::{DetachedAddress, Owed, PartAddress, SlotAddress};
+pub(crate) use run_as::{NamespaceUser, RunAs, ScriptUser};
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
 /// itself, such as INFO). Boxed, but only those commands pay for it.
@@ -115,18 +117,6 @@ pub(crate) struct ReplyHandle {
     /// For a script: how long it may run, in milliseconds (its tenant's `script_timeout_ms`), which is its
     /// deadline on the backend connection instead of the command timeout.
     script_limit_ms: u32,
-}
-
-/// Who a backend runs a request as (see `backend::identity`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum RunAs {
-    /// The gateway user: every request that is not a script.
-    #[default]
-    Gateway,
-    /// A non-admin tenant's script or function: the restricted script user.
-    TenantScript,
-    /// An admin tenant's script or function: the resource's own user.
-    AdminScript,
 }
 
 enum Destination {
@@ -507,8 +497,8 @@ impl ReplyHandle {
         self
     }
 
-    pub(crate) fn run_as(&self) -> RunAs {
-        self.run_as
+    pub(crate) fn run_as(&self) -> &RunAs {
+        &self.run_as
     }
 
     /// How long the script may run (see [`ReplyHandle::running_as`]).

@@ -11,6 +11,7 @@ use switchyard_schemas::{
 };
 
 use super::{ByName, Catalog, DigestIndex, ResourcePlan, RoutePlan, Snapshot, Tenant};
+use crate::backend::identity;
 
 /// Why a control-plane snapshot is not served.
 #[derive(Debug, thiserror::Error)]
@@ -214,6 +215,9 @@ pub(super) fn compile(
         .max_ops_per_sec
         .filter(|&n| n > 0)
         .map(|n| std::time::Duration::from_secs(1) / n);
+    let policies = crate::cmd::tenancy::Policies::compile(&source.policy);
+    let namespace = policies.as_ref().and_then(|p| p.namespace.as_ref());
+    let scripts_run_as = identity::scripts_run_as(source.allow_admin, namespace.map(|n| &n[..]));
     Arc::new(Tenant {
         name: source.name.to_string(),
         allow_admin: source.allow_admin,
@@ -222,6 +226,7 @@ pub(super) fn compile(
         credentials: source.digests.into_iter().collect(),
         metrics,
         ops_interval,
-        policies: crate::cmd::tenancy::Policies::compile(&source.policy),
+        policies,
+        scripts_run_as,
     })
 }

@@ -19,7 +19,7 @@ use super::scan;
 use crate::backend::identity;
 use crate::backend::{ClusterBackend, Keyspace};
 use crate::cmd::{CommandSpec, flag};
-use crate::reply::{Combine, ReplyHandle, ReplyQueue, Transform};
+use crate::reply::{Combine, ReplyHandle, ReplyQueue, RunAs, Transform};
 use crate::resp::{self, Request};
 
 /// Everything one command's dispatch needs from its session.
@@ -34,9 +34,8 @@ pub(crate) struct Dispatch<'a> {
     pub keys: &'a mut Vec<usize>,
     /// Where each of `keys` goes, computed once per command (hashing is the costly part of a split).
     pub places: &'a mut Vec<Place>,
-    /// The tenant may run admin commands, and its scripts run as the resource's own user (see
-    /// `backend::identity`).
-    pub admin: bool,
+    /// Who the tenant's scripts run as (see `backend::identity`).
+    pub scripts_run_as: &'a RunAs,
     /// How long the tenant's scripts may run, in milliseconds (see `ReplyHandle::running_as`).
     pub script_limit_ms: u32,
     /// Rewrites the reply before the client sees it (what a tenant may see of `CONFIG GET`, its channel names
@@ -149,7 +148,7 @@ impl Dispatch<'_> {
         let target = &self.route.shards[shard];
         if !write {
             let endpoint = self.pick_read(target);
-            let run_as = identity::run_as(spec, self.admin);
+            let run_as = identity::run_as(spec, self.scripts_run_as);
             endpoint.send(
                 request.raw().clone(),
                 keyspace,
@@ -407,7 +406,7 @@ impl Dispatch<'_> {
         handles: impl IntoIterator<Item = ReplyHandle>,
     ) {
         let mut handles = handles.into_iter();
-        let run_as = identity::run_as(spec, self.admin);
+        let run_as = identity::run_as(spec, self.scripts_run_as);
         for endpoint in &target.write {
             let handle = match (handles.next(), &endpoint.detached) {
                 (Some(handle), _) => handle,
@@ -417,7 +416,7 @@ impl Dispatch<'_> {
                 },
                 (None, None) => continue,
             };
-            let handle = handle.running_as(run_as, self.script_limit_ms);
+            let handle = handle.running_as(run_as.clone(), self.script_limit_ms);
             endpoint.send(raw.clone(), keyspace.clone(), handle, self.affinity);
         }
     }

@@ -73,6 +73,8 @@ pub(crate) struct Tenant {
     pub ops_interval: Option<std::time::Duration>,
     /// Its namespace, read-only switch, command rules, address lists and blocked keys; none without any.
     pub policies: Option<Box<crate::cmd::tenancy::Policies>>,
+    /// Who its scripts and functions run as on a backend (see `backend::identity`).
+    pub scripts_run_as: crate::reply::RunAs,
 }
 
 impl Named for Arc<Tenant> {

@@ -250,11 +250,15 @@ impl Session {
                 upstream.send_unredirected(exec, slot, reply, affinity);
             }
             (None, Some(connection)) => {
+                if let Some(refusal) = identity::refusal(connection.node(), &run_as) {
+                    return reply.failed(refusal);
+                }
                 let mut raw = BytesMut::new();
                 let mut replies = Vec::new();
                 if run_as != RunAs::Gateway {
-                    raw.extend_from_slice(&identity::auth_command(connection.node(), run_as));
-                    replies.push(ReplyHandle::discard());
+                    // A connection of its own: a namespace's user is created on it (see `identity`).
+                    let switch = identity::switch_to(connection.node(), &run_as, false, &mut raw);
+                    replies.extend((0..switch).map(|_| ReplyHandle::discard()));
                 }
                 raw.extend_from_slice(&multi);
                 replies.push(ReplyHandle::discard());
@@ -270,7 +274,7 @@ impl Session {
                         limit: Duration::from_millis(u64::from(
                             view.tenant.limits.script_limit_ms(),
                         )),
-                        kill: run_as == RunAs::TenantScript,
+                        kill: run_as.is_tenants(),
                     },
                 };
                 connection.send(raw.freeze(), replies, wait);
@@ -283,12 +287,14 @@ impl Session {
 
     /// Who a transaction runs as: the script user if it holds a script.
     fn transaction_run_as(&self, transaction: &Transaction) -> RunAs {
-        let admin = self.tenant.as_ref().is_some_and(|v| v.tenant.allow_admin);
+        let Some(view) = &self.tenant else {
+            return RunAs::Gateway;
+        };
         transaction
             .queued
             .iter()
-            .map(|(spec, _)| identity::run_as(spec, admin))
-            .find(|&run_as| run_as != RunAs::Gateway)
+            .map(|(spec, _)| identity::run_as(spec, &view.tenant.scripts_run_as))
+            .find(|run_as| *run_as != RunAs::Gateway)
             .unwrap_or_default()
     }
 
@@ -314,14 +320,20 @@ impl Session {
         if secondaries.is_empty() {
             return None;
         }
-        let (admin, script_limit_ms) = (
-            view.tenant.allow_admin,
+        let (scripts_run_as, script_limit_ms) = (
+            &view.tenant.scripts_run_as,
             view.tenant.limits.script_limit_ms(),
         );
         let writes: Vec<(&'static str, RunAs, Bytes)> = queued
             .iter()
             .filter(|(spec, _)| !spec.has(flag::READONLY))
-            .map(|(spec, raw)| (spec.name, identity::run_as(spec, admin), raw.clone()))
+            .map(|(spec, raw)| {
+                (
+                    spec.name,
+                    identity::run_as(spec, scripts_run_as),
+                    raw.clone(),
+                )
+            })
             .collect();
         let (slot, affinity) = (place.1, self.info.id as usize);
         Some(Box::new(move |reply: Bytes| {
@@ -331,7 +343,7 @@ impl Session {
                 for (upstream, detached) in &secondaries {
                     for (name, run_as, raw) in &writes {
                         if let Some(handle) = detached.admit(name) {
-                            let handle = handle.running_as(*run_as, script_limit_ms);
+                            let handle = handle.running_as(run_as.clone(), script_limit_ms);
                             upstream.send_to(raw.clone(), keyspace.clone(), handle, affinity);
                         }
                     }

@@ -75,7 +75,7 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<Stream> {
         }
     }
     if creates_users {
-        handshake.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
+        handshake.extend_from_slice(&identity::auth_command(node, &RunAs::Gateway));
         expected.push(b"+OK\r\n");
     }
     if data_node && node.protocol == Protocol::Resp3 {

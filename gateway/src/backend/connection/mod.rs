@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 
 use super::OnPanic;
-use super::identity::{self, RunAs};
+use super::identity::{self, RunAs, ScriptUser};
 use crate::backoff::Backoff;
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
@@ -158,7 +158,7 @@ struct Shared {
     auth: Auths,
 }
 
-/// The `AUTH` commands of one node's users.
+/// The `AUTH` commands of one node's users (a namespace's are made per socket: see `script::NamespaceUsers`).
 struct Auths {
     gateway: Bytes,
     tenant_script: Bytes,
@@ -168,17 +168,19 @@ struct Auths {
 impl Auths {
     fn new(node: &NodeSpec) -> Auths {
         Auths {
-            gateway: identity::auth_command(node, RunAs::Gateway),
-            tenant_script: identity::auth_command(node, RunAs::TenantScript),
-            admin_script: identity::auth_command(node, RunAs::AdminScript),
+            gateway: identity::auth_command(node, &RunAs::Gateway),
+            tenant_script: identity::auth_command(node, &RunAs::script(ScriptUser::Tenant)),
+            admin_script: identity::auth_command(node, &RunAs::script(ScriptUser::Admin)),
         }
     }
 
-    fn of(&self, run_as: RunAs) -> &Bytes {
-        match run_as {
-            RunAs::Gateway => &self.gateway,
-            RunAs::TenantScript => &self.tenant_script,
-            RunAs::AdminScript => &self.admin_script,
+    /// The `AUTH` that switches to `run_as`, unless it is a namespace's user.
+    fn of(&self, run_as: &RunAs) -> Option<&Bytes> {
+        match run_as.script_user() {
+            None => Some(&self.gateway),
+            Some(ScriptUser::Tenant) => Some(&self.tenant_script),
+            Some(ScriptUser::Admin) => Some(&self.admin_script),
+            Some(ScriptUser::Namespace(_)) => None,
         }
     }
 }
@@ -215,6 +217,9 @@ impl BackendConnection {
         if self.shared.status.get() == Status::Down {
             reply.failed(answered_then(&[], count, &self.shared.unavailable()));
             return;
+        }
+        if let Some(refusal) = identity::refusal(&self.shared.node, reply.run_as()) {
+            return reply.failed(refusal);
         }
         self.shared
             .queue

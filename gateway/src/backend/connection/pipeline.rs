@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::outbox::Outbox;
-use super::script::{ASKING, busy, calls_function, unwrap_script};
+use super::script::{ASKING, NamespaceUsers, busy, calls_function, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
 use crate::net::Stream;
@@ -20,10 +20,11 @@ struct InFlight {
     reply: ReplyHandle,
     /// Replies the node sends for this entry: its requests' and, for a script, the `AUTH`s around it.
     count: u32,
-    /// For a script: how many replies come before its own ([`LEAD`]: `AUTH`, and `ASKING` after a cluster's
-    /// `ASK`), which are the gateway's and not delivered, like the last one (see `identity`), with [`FUNCTION`]
-    /// for a function call, [`KILLABLE`] for a non-admin tenant's script not yet killed and [`KILLED`] once it
-    /// is; 0 for anything else. One byte: an entry is moved twice per request.
+    /// For a script: how many replies come before its own ([`LEAD`]: `AUTH`, before it the `ACL SETUSER` that
+    /// creates a namespace's user, and `ASKING` after a cluster's `ASK`), which are the gateway's and not
+    /// delivered, like the last one (see `identity`), with [`FUNCTION`] for a function call, [`KILLABLE`] for a
+    /// non-admin tenant's script not yet killed and [`KILLED`] once it is; 0 for anything else. One byte: an
+    /// entry is moved twice per request.
     wrapped: u8,
     deadline: Instant,
 }
@@ -176,6 +177,7 @@ async fn pipeline(
     let mut killing = false;
     // Swapped with the shared queue, so neither is reallocated batch after batch.
     let mut batch: VecDeque<Pending> = VecDeque::new();
+    let mut namespace_users = NamespaceUsers::default();
     loop {
         // Everything queued since the last write goes out in one write. A request's deadline starts here: it
         // bounds the write too, however long the node takes to read it.
@@ -196,18 +198,22 @@ async fn pipeline(
                     }
                     // A script, between the AUTHs that make it run as its user and back (see `identity`).
                     run_as => {
-                        write_buf.extend_from_slice(shared.auth.of(run_as));
-                        let lead = if pending.reply.asking() {
-                            write_buf.extend_from_slice(ASKING);
-                            2
-                        } else {
-                            1
+                        let mut lead = match shared.auth.of(run_as) {
+                            Some(auth) => {
+                                write_buf.extend_from_slice(auth);
+                                1
+                            }
+                            None => namespace_users.switch(&shared.node, run_as, write_buf),
                         };
+                        if pending.reply.asking() {
+                            write_buf.extend_from_slice(ASKING);
+                            lead += 1;
+                        }
                         write_buf.extend_from_slice(&pending.raw);
                         write_buf.extend_from_slice(&shared.auth.gateway);
-                        let killable = match run_as {
-                            RunAs::TenantScript => KILLABLE,
-                            _ => 0,
+                        let killable = match run_as.is_tenants() {
+                            true => KILLABLE,
+                            false => 0,
                         };
                         let function = match calls_function(&pending.raw) {
                             true => FUNCTION,

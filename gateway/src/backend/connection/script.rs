@@ -6,7 +6,7 @@ use std::io;
 use std::time::Duration;
 
 use super::{NodeSpec, describe, open};
-use crate::backend::identity::{self, RunAs};
+use crate::backend::identity::{self, RunAs, ScriptUser};
 use crate::resp::{self, ReplyScanner};
 use bytes::{Bytes, BytesMut};
 
@@ -92,7 +92,7 @@ async fn past_the_script(
     let exchange = async {
         let stream = open(node).await?;
         let mut out = BytesMut::new();
-        out.extend_from_slice(&identity::auth_command(node, RunAs::Gateway));
+        out.extend_from_slice(&identity::auth_command(node, &RunAs::Gateway));
         out.extend_from_slice(requests);
         stream.write_all(&out).await?;
         let (mut buf, mut scanner, mut replies) =
@@ -142,15 +142,51 @@ pub(super) fn calls_function(raw: &[u8]) -> bool {
 /// `ASKING`, which a script redirected by `ASK` needs right before it, after its `AUTH`.
 pub(super) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
-/// A script's own reply out of the replies to `AUTH`, [`ASKING`,] the script and `AUTH` (`lead`: how many come
-/// before the script's), and whether the connection may go on (`Err`: it must reconnect). A script whose first
-/// `AUTH` failed ran as the gateway user, which may not run scripts: it gets an error that says why, and the
-/// connection reconnects, which sets the users up again (someone changed them). One whose last `AUTH` failed
-/// left the connection as the script's user, which must not serve anything else.
+/// The namespaces' users one connected socket has created (see `identity`), each with its `AUTH`. A new socket
+/// starts with none: a node that restarted or failed over lost them, and gets each again before its first use.
+#[derive(Default)]
+pub(super) struct NamespaceUsers {
+    /// By user name.
+    auths: fnv::FnvHashMap<String, Bytes>,
+}
+
+impl NamespaceUsers {
+    /// Writes to `out` what switches the connection to `run_as` for a script: the user's creation the first time
+    /// (a failed one fails its script, and the connection reconnects), then its `AUTH`. Answers how many
+    /// replies that is.
+    pub(super) fn switch(&mut self, node: &NodeSpec, run_as: &RunAs, out: &mut BytesMut) -> u8 {
+        let Some(ScriptUser::Namespace(user)) = run_as.script_user() else {
+            return identity::switch_to(node, run_as, true, out);
+        };
+        if let Some(auth) = self.auths.get(&user.name) {
+            out.extend_from_slice(auth);
+            return 1;
+        }
+        let mut switch = BytesMut::new();
+        let count = identity::switch_to(node, run_as, false, &mut switch);
+        out.extend_from_slice(&switch);
+        self.auths
+            .insert(user.name.clone(), identity::auth_command(node, run_as));
+        count
+    }
+}
+
+/// A script's own reply out of the replies to what switched to its user (`ACL SETUSER`, `AUTH`), [`ASKING`,]
+/// the script and `AUTH` (`lead`: how many come before the script's), and whether the connection may go on
+/// (`Err`: it must reconnect). A script one of whose leading commands failed ran as the gateway user, which may
+/// not run scripts: it gets an error that says why, and the connection reconnects, which sets the users up again
+/// (someone changed them). One whose last `AUTH` failed left the connection as the script's user, which must not
+/// serve anything else.
 pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Result<(), String>) {
     let parts: Vec<&[u8]> = resp::each_reply(replies).collect();
+    let first = parts.get(..lead as usize).and_then(|leading| {
+        leading
+            .iter()
+            .find(|&&reply| reply != OK)
+            .or(leading.first())
+    });
     let (Some(first), Some(script), Some(last)) = (
-        parts.first(),
+        first,
         parts.get(lead as usize),
         parts.get(lead as usize + 1),
     ) else {
@@ -177,7 +213,7 @@ pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Re
         ),
         (first, _) => {
             let why = format!(
-                "cannot run scripts: AUTH as the script user failed ({})",
+                "cannot run scripts: switching to the script user failed ({})",
                 text(first)
             );
             (
@@ -189,3 +225,68 @@ pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Re
 }
 
 const OK: &[u8] = b"+OK\r\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::identity::scripts_run_as;
+
+    /// What the users are made for: the script of a namespace is never sent to a sentinel, but its spec is as
+    /// good as any data node's here.
+    fn node() -> NodeSpec {
+        NodeSpec::bare_sentinel("127.0.0.1:6379".to_string())
+    }
+
+    #[test]
+    fn a_namespace_user_is_created_before_its_first_use_on_a_socket_only() {
+        let (node, mut users) = (node(), NamespaceUsers::default());
+        let (a, b) = (
+            scripts_run_as(false, Some(b"a:")),
+            scripts_run_as(false, Some(b"b:")),
+        );
+        let mut out = BytesMut::new();
+        assert_eq!(users.switch(&node, &a, &mut out), 2);
+        assert!(out.starts_with(b"*"), "ACL SETUSER first");
+        assert!(String::from_utf8_lossy(&out).contains("SETUSER"));
+        for _ in 0..2 {
+            let mut again = BytesMut::new();
+            assert_eq!(users.switch(&node, &a, &mut again), 1);
+            assert_eq!(again, identity::auth_command(&node, &a));
+        }
+        assert_eq!(users.switch(&node, &b, &mut BytesMut::new()), 2);
+        // A new socket (a reconnect) knows none.
+        assert_eq!(
+            NamespaceUsers::default().switch(&node, &a, &mut BytesMut::new()),
+            2
+        );
+        let mut other = BytesMut::new();
+        assert_eq!(
+            users.switch(&node, &RunAs::script(ScriptUser::Tenant), &mut other),
+            1
+        );
+    }
+
+    #[test]
+    fn a_script_whose_user_could_not_be_created_fails_and_reconnects() {
+        let replies = |parts: &[&str]| Bytes::from(parts.concat());
+        let ok = "+OK\r\n";
+        let (reply, next) = unwrap_script(&replies(&[ok, ok, ":1\r\n", ok]), 2, "n:1");
+        assert_eq!((&reply[..], next), (&b":1\r\n"[..], Ok(())));
+        let refused = "-ERR Error in ACL SETUSER modifier 'x'\r\n";
+        let wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+        let noperm = "-NOPERM this user has no permissions to run the 'eval' command\r\n";
+        for lead in [[refused, wrongpass], [ok, wrongpass]] {
+            let all = replies(&[lead[0], lead[1], noperm, ok]);
+            let (reply, next) = unwrap_script(&all, 2, "n:1");
+            let first_error = lead.iter().find(|r| r.starts_with('-')).unwrap();
+            let why = first_error[1..].trim_end();
+            assert_eq!(
+                String::from_utf8_lossy(&reply),
+                format!(
+                    "-ERR backend n:1 cannot run scripts: switching to the script user failed ({why})\r\n"
+                )
+            );
+            assert!(next.is_err());
+        }
+    }
+}

@@ -72,7 +72,6 @@ pub(crate) struct Tenant {
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
     /// Its namespace, read-only switch, command rules, address lists and blocked keys; none without any.
-    #[allow(dead_code)] // TODO(policies branch): read by the enforcement
     pub policies: Option<Box<crate::cmd::tenancy::Policies>>,
 }
 
@@ -86,6 +85,11 @@ impl Tenant {
     /// The databases the tenant's clients may SELECT (see `RoutePlan::databases`).
     pub(crate) fn databases(&self) -> std::ops::Range<i64> {
         self.route.databases(self.allow_admin)
+    }
+
+    /// The tenant's key namespace, if it has one.
+    pub(crate) fn namespace(&self) -> Option<&crate::cmd::tenancy::Namespace> {
+        self.policies.as_deref()?.namespace.as_ref()
     }
 
     /// The tenant's pub/sub namespace, unless it is an admin, which sees the backend's channels as they are.

@@ -28,16 +28,9 @@ const NOTIFICATIONS: [&[u8]; 2] = [b"__keyspace@", b"__keyevent@"];
 impl Channels {
     pub fn new(tenant: &str, base: u32, databases: u32) -> Channels {
         let prefix = format!("{tenant}:");
-        let mut pattern_prefix = String::with_capacity(prefix.len());
-        for c in prefix.chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                pattern_prefix.push('\\');
-            }
-            pattern_prefix.push(c);
-        }
         Channels {
+            pattern_prefix: super::namespace::escape_glob(prefix.as_bytes()).into(),
             prefix: Bytes::from(prefix),
-            pattern_prefix: Bytes::from(pattern_prefix),
             base,
             databases,
         }

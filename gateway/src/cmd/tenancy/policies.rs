@@ -4,12 +4,14 @@
 use bytes::Bytes;
 use switchyard_schemas::{IpNet, TenantPolicy};
 
+use super::Namespace;
+
 /// A tenant's policies, compiled. A tenant without any policy has none (`Policies::compile` answers `None`), so
 /// that the many tenants without one cost nothing.
 // TODO(policies branch): each field is read by its enforcement, which lands with it.
 #[allow(dead_code)]
 pub struct Policies {
-    pub namespace: Option<Bytes>,
+    pub namespace: Option<Namespace>,
     pub read_only: bool,
     pub commands: switchyard_schemas::CommandRules,
     pub ip_allow: Vec<IpNet>,
@@ -26,7 +28,7 @@ impl Policies {
         }
         let nets = |list: &[String]| list.iter().filter_map(|e| IpNet::parse(e).ok()).collect();
         Some(Box::new(Policies {
-            namespace: policy.namespace.clone().map(Bytes::from),
+            namespace: policy.namespace.as_deref().map(Namespace::new),
             read_only: policy.read_only,
             commands: policy.commands.clone(),
             ip_allow: nets(&policy.ip_allow),

@@ -35,9 +35,12 @@ impl Request {
                 .sum::<usize>(),
         );
         let mut ranges = Vec::with_capacity(parts.len());
-        super::command_prefixed(&mut raw, parts.len(), parts.iter().copied(), |start, end| {
-            ranges.push((start, end))
-        });
+        super::command_prefixed(
+            &mut raw,
+            parts.len(),
+            parts.iter().copied(),
+            |start, end| ranges.push((start, end)),
+        );
         let raw = raw.freeze();
         let args = ranges
             .into_iter()

@@ -29,8 +29,14 @@ pub struct Namespace {
 
 /// Commands that act on or reveal every key of the database, which other tenants share: what to do instead.
 const WHOLE_DATABASE: &[(&str, &str)] = &[
-    ("flushdb", "delete the namespace's keys with SCAN and UNLINK"),
-    ("flushall", "delete the namespace's keys with SCAN and UNLINK"),
+    (
+        "flushdb",
+        "delete the namespace's keys with SCAN and UNLINK",
+    ),
+    (
+        "flushall",
+        "delete the namespace's keys with SCAN and UNLINK",
+    ),
     ("dbsize", "count the namespace's keys with SCAN"),
     ("randomkey", "pick a key from SCAN's replies"),
     ("swapdb", "move keys one by one with COPY ... DB or MOVE"),
@@ -58,9 +64,7 @@ impl Namespace {
     /// Why `spec` is refused to a tenant with a namespace (admin or not): it would act on, or reveal, every
     /// tenant's keys of the shared database. `None` when it may run.
     pub fn refusal(spec: &CommandSpec) -> Option<String> {
-        let (_, instead) = WHOLE_DATABASE
-            .iter()
-            .find(|(name, _)| *name == spec.name)?;
+        let (_, instead) = WHOLE_DATABASE.iter().find(|(name, _)| *name == spec.name)?;
         Some(format!(
             "ERR {} is refused for a tenant with a key namespace: it concerns every key of the database, which \
              other tenants share; {instead} instead",
@@ -123,7 +127,11 @@ impl Namespace {
     /// Prefixes `SORT`'s `BY` and `GET` patterns, read as sort.c reads its options. A pattern without `*` looks
     /// nothing up (`BY nosort`, `GET #`): it stays as it is, so that it keeps meaning the same. A prefix with a `*`
     /// of its own would be substituted instead of the pattern's: refused.
-    fn sort_patterns<'a>(&'a self, args: &[Bytes], prefixes: &mut [&'a [u8]]) -> Result<(), String> {
+    fn sort_patterns<'a>(
+        &'a self,
+        args: &[Bytes],
+        prefixes: &mut [&'a [u8]],
+    ) -> Result<(), String> {
         let mut j = 2;
         while j < args.len() {
             let left = args.len() - j - 1;

@@ -24,9 +24,8 @@ impl KeysIn {
         Some(match spec.name {
             "keys" => KeysIn::Every,
             "scan" => KeysIn::ScanPage,
-            "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop" | "lmpop" | "zmpop" | "bzmpop" => {
-                KeysIn::First
-            }
+            "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop" | "lmpop" | "zmpop"
+            | "bzmpop" => KeysIn::First,
             "xread" | "xreadgroup" => KeysIn::Streams,
             _ => return None,
         })

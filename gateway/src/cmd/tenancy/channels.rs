@@ -229,7 +229,8 @@ impl Channels {
     }
 
     /// For a message on a `__keyevent@N__:` channel to a tenant with a key namespace: the element holding the
-    /// key and the key without the prefix, or Err for a key outside the namespace. Ok(None) for other frames.
+    /// key and the key without the prefix, or Err for a key outside the namespace (on a `__keyspace@N__:`
+    /// channel too). Ok(None) for other frames.
     fn event_key(
         &self,
         kind: Option<&[u8]>,
@@ -244,10 +245,12 @@ impl Channels {
             _ => return Ok(None),
         };
         let channel = elements.get(channel).and_then(|e| bulk_content(e));
-        if !channel.is_some_and(|c| c.starts_with(KEYEVENT)) {
-            return Ok(None);
-        }
-        let key = elements.get(payload).and_then(|e| bulk_content(e));
+        let key = match channel.and_then(notification) {
+            Some((KEYEVENT, ..)) => elements.get(payload).and_then(|e| bulk_content(e)),
+            // Through a pattern over every database (an admin's `__key*`), another tenant's key.
+            Some((_, _, key)) if !key.starts_with(prefix) => return Err(()),
+            _ => return Ok(None),
+        };
         match key.and_then(|key| key.strip_prefix(&prefix[..])) {
             Some(key) => Ok(Some((payload, Bytes::copy_from_slice(key)))),
             None => Err(()),
@@ -369,6 +372,10 @@ mod tests {
                 b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$3\r\nb:k\r\n",
             );
             assert!(channels.inbound_frame(other).is_empty());
+            let wide = Bytes::from_static(
+                b"*4\r\n$8\r\npmessage\r\n$10\r\n__key*__:*\r\n$18\r\n__keyspace@0__:b:k\r\n$3\r\nset\r\n",
+            );
+            assert!(channels.inbound_frame(wide).is_empty());
         }
         // Without a key namespace, a key event passes as it is.
         let plain = Channels::new("alpha", 0, 1);

@@ -43,6 +43,16 @@ fn namespace_sequence(c: &mut Comparison) {
         &["EXISTS", "{n}a", "{n}a2"],
         &["OBJECT", "ENCODING", "{n}a2"],
         &["SORT", "{n}l"],
+        &["SCAN", "0", "COUNT"],
+        &["DUMP", "{n}b"],
+        &["COPY", "{n}b", "{n}b3"],
+        &["GET", "{n}b3"],
+        &["XADD", "{n}st", "1-1", "f", "v"],
+        &["XREAD", "BLOCK", "10", "STREAMS", "{n}st", "{n}none", "0", "0"],
+        &["XREAD", "COUNT", "1", "{n}st"],
+        &["RPUSH", "{n}l3", "a"],
+        &["BLMPOP", "0.01", "2", "{n}none", "{n}l3", "RIGHT"],
+        &["BZMPOP", "0.01", "1", "{n}none", "MIN"],
     ]);
     c.scan_same(&[]);
     c.scan_same(&["MATCH", "{n}*", "COUNT", "3"]);

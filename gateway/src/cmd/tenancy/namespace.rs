@@ -91,7 +91,8 @@ impl Namespace {
         }
         let mut matches_all = false;
         match spec.name {
-            "scan" => matches_all = !self.scan_pattern(args, &mut prefixes),
+            // Options come in pairs: with an odd one out, Redis' syntax error comes first either way.
+            "scan" => matches_all = !self.scan_pattern(args, &mut prefixes) && args.len() % 2 == 0,
             "keys" => prefixes[1] = &self.pattern,
             "sort" | "sort_ro" => self.sort_patterns(args, &mut prefixes)?,
             _ => {}

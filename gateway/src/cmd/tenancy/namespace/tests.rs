@@ -117,6 +117,9 @@ fn scan_and_keys_patterns_are_prefixed_with_glob_characters_escaped() {
         ["SCAN", "0", "TYPE", "string", "MATCH", "a:*"]
     );
     assert_eq!(sent("a:", &["SCAN", "7"]), ["SCAN", "7", "MATCH", "a:*"]);
+    // An option without its value is Redis' syntax error: left for Redis to answer as it would.
+    assert_eq!(sent("a:", &["SCAN", "0", "COUNT"]), ["SCAN", "0", "COUNT"]);
+    assert_eq!(sent("a:", &["SCAN", "0", "MATCH"]), ["SCAN", "0", "MATCH"]);
     assert_eq!(
         sent(r"x*?[y]\:", &["SCAN", "0", "match", "k?"]),
         ["SCAN", "0", "match", r"x\*\?\[y\]\\:k?"]

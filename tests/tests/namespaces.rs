@@ -48,7 +48,9 @@ fn namespace_sequence(c: &mut Comparison) {
         &["COPY", "{n}b", "{n}b3"],
         &["GET", "{n}b3"],
         &["XADD", "{n}st", "1-1", "f", "v"],
-        &["XREAD", "BLOCK", "10", "STREAMS", "{n}st", "{n}none", "0", "0"],
+        &[
+            "XREAD", "BLOCK", "10", "STREAMS", "{n}st", "{n}none", "0", "0",
+        ],
         &["XREAD", "COUNT", "1", "{n}st"],
         &["RPUSH", "{n}l3", "a"],
         &["BLMPOP", "0.01", "2", "{n}none", "{n}l3", "RIGHT"],

@@ -397,3 +397,24 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_rewrites_only_the_elements_of_commands_with_a_transform() {
+        let upper: Transform = Box::new(|reply: Bytes| Bytes::from(reply.to_ascii_uppercase()));
+        let tagged: Transform =
+            Box::new(|reply: Bytes| Bytes::from([&b"+t"[..], &reply[1..]].concat()));
+        let rewrite = exec_replies(vec![(1, upper), (2, tagged)]).unwrap();
+        assert_eq!(
+            &rewrite(Bytes::from_static(b"*3\r\n+OK\r\n$1\r\nk\r\n+x\r\n"))[..],
+            b"*3\r\n+OK\r\n$1\r\nK\r\n+tx\r\n"
+        );
+        // A transaction that did not run: as it is.
+        let rewrite = exec_replies(vec![(0, Box::new(|_| Bytes::new()))]).unwrap();
+        assert_eq!(&rewrite(Bytes::from_static(b"*-1\r\n"))[..], b"*-1\r\n");
+        assert!(exec_replies(Vec::new()).is_none());
+    }
+}

@@ -92,7 +92,10 @@ impl Namespace {
         let mut matches_all = false;
         match spec.name {
             // Options come in pairs: with an odd one out, Redis' syntax error comes first either way.
-            "scan" => matches_all = !self.scan_pattern(args, &mut prefixes) && args.len() % 2 == 0,
+            "scan" => {
+                matches_all =
+                    !self.scan_pattern(args, &mut prefixes) && args.len().is_multiple_of(2)
+            }
             "keys" => prefixes[1] = &self.pattern,
             "sort" | "sort_ro" => self.sort_patterns(args, &mut prefixes)?,
             _ => {}

@@ -37,10 +37,6 @@ impl Session {
         if policy != Policy::Verbatim {
             return None;
         }
-        let rewritten = match view.tenant.namespace() {
-            Some(namespace) => Some(namespace.direct_frame(spec, decoder, frame)?),
-            None => None,
-        };
         let target = if spec.has(flag::READONLY) {
             &direct.read
         } else {
@@ -49,9 +45,15 @@ impl Session {
         // Writes also go to the double-write copies, unless their effect may differ from copy to copy.
         let copies = (!spec.has(flag::READONLY) && !direct.copies.is_empty())
             .then(|| Rc::clone(&direct.copies));
-        if copies.is_some() && spec.has(flag::NONDETERMINISTIC) {
+        if (copies.is_some() && spec.has(flag::NONDETERMINISTIC))
+            || (matches!(target, Direct::Cluster(_)) && !spec.key_is_first_argument())
+        {
             return None;
         }
+        let rewritten = match view.tenant.namespace() {
+            Some(namespace) => Some(namespace.direct_frame(spec, decoder, frame)?),
+            None => None,
+        };
         let to = match target {
             Direct::Node(backend) => RunTarget::Node {
                 backend: Rc::clone(backend),
@@ -62,7 +64,7 @@ impl Session {
                 backend: sentinel.known_master()?,
                 copies,
             },
-            Direct::Cluster(cluster) if spec.key_is_first_argument() => {
+            Direct::Cluster(cluster) => {
                 // Placement hashes the key as stored.
                 let key = match &rewritten {
                     Some((frame, (start, end))) => frame.0.get(*start..*end)?,
@@ -75,7 +77,6 @@ impl Session {
                     slot,
                 }
             }
-            Direct::Cluster(_) => return None,
         };
         match self.uncounted.get() {
             (name, count) if std::ptr::eq(name, spec.name) => {

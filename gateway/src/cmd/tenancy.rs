@@ -18,7 +18,7 @@ use super::{CommandSpec, flag};
 use crate::resp::{self, Protocol, Request};
 
 pub use channels::Channels;
-pub use namespace::{KeysIn, Namespace};
+pub use namespace::Namespace;
 pub use policies::Policies;
 
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run; `None`

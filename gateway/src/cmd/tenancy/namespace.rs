@@ -18,7 +18,7 @@ use crate::cmd::spec::{BeginSearch, FindKeys, KeySpec, key_flag};
 use crate::reply::Transform;
 use crate::resp::{self, Frame, Request, RequestDecoder};
 
-pub use replies::KeysIn;
+use replies::KeysIn;
 
 /// A tenant's key prefix, as compiled from its `namespace` policy.
 pub struct Namespace {
@@ -165,14 +165,9 @@ impl Namespace {
     }
 
     /// A transform that strips the prefix from the key names at `keys` in a reply.
-    pub fn stripping(&self, keys: KeysIn) -> Transform {
+    fn stripping(&self, keys: KeysIn) -> Transform {
         let prefix = self.prefix.clone();
         Box::new(move |reply| replies::strip(&prefix, &reply, keys))
-    }
-
-    /// A key name as the tenant knows it, if it is in the namespace.
-    pub fn inbound<'a>(&self, key: &'a [u8]) -> Option<&'a [u8]> {
-        key.strip_prefix(&self.prefix[..])
     }
 
     /// For the direct path: `frame` (the request `decoder` decoded last) re-encoded with its keys under the

@@ -7,7 +7,7 @@ use crate::resp;
 
 /// Where a reply carries key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeysIn {
+pub(super) enum KeysIn {
     /// Every element of an array (`KEYS`).
     Every,
     /// The first element of an array (`BLPOP`, `LMPOP`, `ZMPOP`, `BZPOPMIN`...: the key popped from).
@@ -20,7 +20,7 @@ pub enum KeysIn {
 
 impl KeysIn {
     /// Where `spec`'s reply carries key names, if it does.
-    pub fn of(spec: &CommandSpec) -> Option<KeysIn> {
+    pub(super) fn of(spec: &CommandSpec) -> Option<KeysIn> {
         Some(match spec.name {
             "keys" => KeysIn::Every,
             "scan" => KeysIn::ScanPage,

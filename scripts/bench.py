@@ -137,6 +137,18 @@ SCENARIOS = {
             Comparison("gw-tls", "gateway", {}, "gw-tls-cost"),
         ],
     ),
+    "namespace": Scenario(
+        "namespace: the gateway with a tenant key namespace (every key prefixed) against the same route without one"
+        " (issue 24)",
+        ["set", "get", "mset30", "mget30", "get_p30"],
+        [
+            ("gateway", "the gateway, single route to one Redis, tenant without a namespace"),
+            ("gw-ns", "the gateway, the same route, tenant with the namespace ns:"),
+        ],
+        [
+            Comparison("gw-ns", "gateway", {"set": 0.95, "get": 0.95, "mget30": 0.95}, "ns"),
+        ],
+    ),
     "cluster": Scenario(
         "cluster: the gateway in front of a 3-master Redis Cluster (targets of issue 4)",
         ["set", "get", "mset30", "mget30", "get_p30"],

@@ -158,10 +158,7 @@ fn check_namespace(namespace: &str) -> Result<(), String> {
             "must be 1 to {MAX_NAMESPACE_LEN} printable ASCII characters, without spaces"
         ));
     }
-    let braces = namespace
-        .bytes()
-        .filter(|b| matches!(b, b'{' | b'}'))
-        .count();
+    let braces = namespace.bytes().filter(|b| matches!(b, b'{' | b'}')).count();
     let leading_tag = namespace
         .strip_prefix('{')
         .and_then(|rest| rest.find('}'))
@@ -269,7 +266,9 @@ impl IpNet {
     /// listener sees IPv4 clients) is the IPv4 address.
     pub fn contains(&self, address: IpAddr) -> bool {
         let address = match address {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map_or(IpAddr::V6(v6), IpAddr::V4),
             v4 => v4,
         };
         match (self.address, address) {
@@ -285,9 +284,7 @@ impl IpNet {
 
     fn host_bits(&self, address: IpAddr) -> u128 {
         match address {
-            IpAddr::V4(a) => {
-                u128::from(u32::from(a)) & !mask(u128::MAX, 32, self.prefix) & 0xffff_ffff
-            }
+            IpAddr::V4(a) => u128::from(u32::from(a)) & !mask(u128::MAX, 32, self.prefix) & 0xffff_ffff,
             IpAddr::V6(a) => u128::from(a) & !mask(u128::MAX, 128, self.prefix),
         }
     }
@@ -336,19 +333,10 @@ mod tests {
         assert!(!contains("2001:db8::/32", "2001:db9::1"));
         assert!(contains("::1", "::1"));
         for (text, message) in [
-            (
-                "10.0.0.1/8",
-                "'10.0.0.1/8' has bits set past its prefix length (the network is 10.0.0.0/8)",
-            ),
-            (
-                "10.0.0.0/33",
-                "'10.0.0.0/33': the prefix length must be 0 to 32",
-            ),
+            ("10.0.0.1/8", "'10.0.0.1/8' has bits set past its prefix length (the network is 10.0.0.0/8)"),
+            ("10.0.0.0/33", "'10.0.0.0/33': the prefix length must be 0 to 32"),
             ("::/129", "'::/129': the prefix length must be 0 to 128"),
-            (
-                "localhost",
-                "'localhost' is not an IP address or a CIDR such as 10.0.0.0/8",
-            ),
+            ("localhost", "'localhost' is not an IP address or a CIDR such as 10.0.0.0/8"),
         ] {
             assert_eq!(IpNet::parse(text), Err(message.to_string()), "{text}");
         }

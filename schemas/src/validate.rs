@@ -449,11 +449,13 @@ impl RoutesFile {
             }
             checker.route(&format!("{path}/route"), &tenant.route);
         }
-        checker.errors.extend(crate::policy::overlapping_namespaces(
-            self.tenants.iter().enumerate().filter_map(|(i, t)| {
-                Some((format!("/tenants/{i}/namespace"), t.namespace.as_deref()?))
-            }),
-        ));
+        checker
+            .errors
+            .extend(crate::policy::overlapping_namespaces(
+                self.tenants.iter().enumerate().filter_map(|(i, t)| {
+                    Some((format!("/tenants/{i}/namespace"), t.namespace.as_deref()?))
+                }),
+            ));
         checker.finish()
     }
 }

@@ -336,10 +336,7 @@ mod tests {
             .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
             .map(|spec| format!("{}\n", spec.name))
             .collect();
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../schemas/src/policy/commands.txt"
-        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/src/policy/commands.txt");
         if std::env::var_os("SWITCHYARD_BLESS").is_some() {
             std::fs::write(path, &names).unwrap();
         }
@@ -348,10 +345,7 @@ mod tests {
             "{path} is out of date: run `SWITCHYARD_BLESS=1 cargo test -p switchyard-gateway --lib \
              policy_command_names` and commit it"
         );
-        let categories: Vec<_> = crate::cmd::ACL_CATEGORY_NAMES
-            .iter()
-            .map(|(name, _)| *name)
-            .collect();
+        let categories: Vec<_> = crate::cmd::ACL_CATEGORY_NAMES.iter().map(|(name, _)| *name).collect();
         assert_eq!(categories, switchyard_schemas::policy::ACL_CATEGORIES);
     }
 

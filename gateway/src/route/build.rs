@@ -186,10 +186,7 @@ pub(super) fn validate_routes(
     }
     errors.extend(switchyard_schemas::policy::overlapping_namespaces(
         tenants.iter().enumerate().filter_map(|(i, t)| {
-            Some((
-                format!("/tenants/{i}/namespace"),
-                t.policy.namespace.as_deref()?,
-            ))
+            Some((format!("/tenants/{i}/namespace"), t.policy.namespace.as_deref()?))
         }),
     ));
     match errors.is_empty() {

@@ -441,8 +441,8 @@ impl Session {
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
                         None => {}
                     }
-                    if let Some((to, command)) = self.direct(decoder, &frame) {
-                        run.push(to, command, frame);
+                    if let Some((to, command, rewritten)) = self.direct(decoder, &frame) {
+                        run.push(to, command, rewritten.unwrap_or(frame));
                         continue;
                     }
                     run.send();

@@ -17,12 +17,19 @@
 //!   failure. Nothing else may differ.
 //!
 //! [`Comparison::topology`] lets a sequence branch where only some routes differ (SELECT on a cluster).
+//!
+//! [`each_namespaced`] runs a sequence for a tenant with a key namespace while a second namespaced tenant shares
+//! its backend database and runs the same commands on the same key names (see `neighbour`).
+
+mod neighbour;
 
 use std::fmt;
 
 use serde_json::json;
 
 use crate::{Gateway, NodeTls, Pki, RawClient, RedisCluster, RedisServer};
+pub use neighbour::each_namespaced;
+use neighbour::{Neighbour, ready_command};
 
 /// What the gateway routes the tenant to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +147,8 @@ pub struct Comparison {
     reference_server: RedisServer,
     /// The CA of every certificate, over TLS.
     pki: Option<Pki>,
+    /// The second tenant of a namespaced comparison.
+    neighbour: Option<Neighbour>,
 }
 
 /// A raw client of a server with a plain `port`, or of its TLS port (trusting `pki`'s CA) when `pki` is given.
@@ -160,6 +169,12 @@ impl Comparison {
     }
 
     pub fn start_over(setup: Setup) -> Comparison {
+        Comparison::launch(setup, false)
+    }
+
+    /// A comparison over `setup`; `namespaced`: for tenant `t` with namespace `a:`, next to tenant `u` with
+    /// namespace `b:` on the same backends (see `neighbour`).
+    fn launch(setup: Setup, namespaced: bool) -> Comparison {
         let pki = (setup.transport == Transport::Tls).then(|| Pki::new("compare"));
         let redis = || match &pki {
             Some(pki) => RedisServer::builder().tls(pki, false).start(),
@@ -203,21 +218,45 @@ impl Comparison {
                 (Backends::Cluster(cluster), route)
             }
         };
-        let routes = json!({"tenants": [
-            {"name": "t", "passwords": [], "allow_admin": true, "route": route}
-        ]});
+        let routes = match namespaced {
+            true => neighbour::routes(&route),
+            false => json!({"tenants": [
+                {"name": "t", "passwords": [], "allow_admin": true, "route": route}
+            ]}),
+        };
         let mut builder = Gateway::builder();
         if let Some(pki) = &pki {
             builder = builder.tls(&pki.server("gateway", &["127.0.0.1"]), None);
         }
         let gateway_process = builder.start(&routes);
-        let mut gateway = connect(pki.as_ref(), gateway_process.port(), || {
-            gateway_process.tls_port()
+        let gateway_client = || {
+            connect(pki.as_ref(), gateway_process.port(), || {
+                gateway_process.tls_port()
+            })
+        };
+        let mut gateway = gateway_client();
+        let neighbour = namespaced.then(|| {
+            neighbour::log_in(&mut gateway, "t");
+            let server = redis();
+            let mut neighbour = Neighbour {
+                reference: connect(pki.as_ref(), server.port(), || server.tls_port()),
+                gateway: gateway_client(),
+                _server: server,
+            };
+            neighbour::log_in(&mut neighbour.gateway, "u");
+            neighbour
         });
-        // A DBSIZE waits for the gateway worker's first cluster slot map: from then on, pipelined keyed commands
-        // go straight to their masters instead of through the seed's MOVED replies, which could let a pipelined
-        // fan-out overtake them.
-        assert_eq!(gateway.request(&[b"DBSIZE"]), b":0\r\n");
+        // A DBSIZE (a whole SCAN in a namespace, where DBSIZE is refused) waits for the gateway worker's first
+        // cluster slot map: from then on, pipelined keyed commands go straight to their masters instead of
+        // through the seed's MOVED replies, which could let a pipelined fan-out overtake them.
+        let empty: &[u8] = match namespaced {
+            true => b"*2\r\n$1\r\n0\r\n*0\r\n",
+            false => b":0\r\n",
+        };
+        assert_eq!(
+            show(&gateway.request(ready_command(namespaced))),
+            show(empty)
+        );
         Comparison {
             setup,
             protocol: 2,
@@ -229,6 +268,7 @@ impl Comparison {
             backends,
             reference_server,
             pki,
+            neighbour,
         }
     }
 
@@ -260,9 +300,16 @@ impl Comparison {
             show(&without_client_id(&reference)),
             "HELLO {version}: gateway (left) and Redis (right) differ"
         );
+        if let Some(neighbour) = &mut self.neighbour {
+            neighbour.same(
+                self.setup,
+                &[b"HELLO", version.to_string().as_bytes()],
+                false,
+            );
+        }
         self.protocol = version;
         // As at start: a DBSIZE waits for the slot map of the cluster backend the new protocol uses.
-        self.same(&["DBSIZE"]);
+        self.same(ready_command(self.neighbour.is_some()));
     }
 
     /// The protocol both clients speak (2 or 3).
@@ -293,7 +340,16 @@ impl Comparison {
             "[{}] {args:?}: the gateway's reply (left) differs from Redis' (right)",
             self.setup
         );
+        self.neighbour_same(args, false);
         gateway
+    }
+
+    /// In a namespaced comparison, the second tenant runs `args` too, and must get Redis' reply.
+    fn neighbour_same<A: AsRef<[u8]>>(&mut self, args: &[A], unordered: bool) {
+        let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
+        if let Some(neighbour) = &mut self.neighbour {
+            neighbour.same(self.setup, &args, unordered);
+        }
     }
 
     /// [`Comparison::same`] for each command in turn.
@@ -319,6 +375,9 @@ impl Comparison {
                 "[{}] pipelined {args:?}: the gateway's reply (left) differs from Redis' (right)",
                 self.setup
             );
+        }
+        for args in commands {
+            self.neighbour_same(args, false);
         }
     }
 
@@ -358,6 +417,7 @@ impl Comparison {
             "[{}] {args:?}: the gateway's elements (left) differ from Redis' (right)",
             self.setup
         );
+        self.neighbour_same(args, true);
     }
 
     /// A deliberate difference: the gateway answers `gateway_reply` where Redis answers something else. `why`
@@ -371,10 +431,24 @@ impl Comparison {
             self.setup,
             show(&reference)
         );
+        if let Some(neighbour) = &mut self.neighbour {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            neighbour.differs(self.setup, &args, gateway_reply);
+        }
     }
 
-    /// Iterates `SCAN 0 <options>` to the end on both sides and asserts the same keys, each exactly once.
+    /// Iterates `SCAN 0 <options>` to the end on both sides and asserts the same keys, each exactly once (for
+    /// both tenants of a namespaced comparison).
     pub fn scan_same(&mut self, options: &[&str]) -> Vec<Vec<u8>> {
+        if let Some(neighbour) = &mut self.neighbour {
+            let reference = scan_all(&mut neighbour.reference, options);
+            assert_eq!(
+                scan_all(&mut neighbour.gateway, options),
+                reference,
+                "[{}, neighbour tenant] SCAN {options:?}",
+                self.setup
+            );
+        }
         let reference = scan_all(&mut self.reference, options);
         let mut gateway = scan_all(&mut self.gateway, options);
         let total = gateway.len();

@@ -7,6 +7,7 @@
 mod certs;
 pub mod compare;
 mod control_plane;
+pub mod families;
 mod helpers;
 mod ports;
 mod postgres;

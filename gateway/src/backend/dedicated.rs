@@ -97,7 +97,8 @@ struct Inner {
 }
 
 /// Where a subscribed connection's messages go: the client's reply queue. Every frame, message or reply, is
-/// renamed on the way (the channel names of a tenant's namespace, see `cmd::tenancy::Channels`).
+/// renamed on the way (the channel names of a tenant's namespace, see `cmd::tenancy::Channels`); a message renamed
+/// to nothing (another tenant's key event) is dropped.
 pub(crate) struct Pushes {
     pub queue: Rc<ReplyQueue>,
     pub rename: Option<Box<dyn Fn(Bytes) -> Bytes>>,
@@ -408,6 +409,9 @@ async fn serve(
                     let mut frame = read_buf.split_to(len).freeze();
                     if let Some(pushes) = &inner.pushes {
                         frame = inner.renamed(frame);
+                        if frame.is_empty() {
+                            continue;
+                        }
                         if is_message(&frame) {
                             pushes.queue.push_message(frame);
                             continue;

@@ -9,6 +9,7 @@
 //! On a shared Redis, a non-admin tenant's pub/sub channels live in its own namespace ([`Channels`]).
 
 mod channels;
+mod namespace;
 mod policies;
 
 use bytes::{Bytes, BytesMut};
@@ -17,6 +18,7 @@ use super::{CommandSpec, flag};
 use crate::resp::{self, Protocol, Request};
 
 pub use channels::Channels;
+pub use namespace::Namespace;
 pub use policies::Policies;
 
 /// Commands that would break the shared, pipelined backend connections, or that only admins may run; `None`

@@ -40,6 +40,15 @@ pub(crate) use run_as::{NamespaceUser, RunAs, ScriptUser};
 /// itself, such as INFO). Boxed, but only those commands pay for it.
 pub(crate) type Transform = Box<dyn FnOnce(Bytes) -> Bytes>;
 
+/// `first`, then `then`, over one reply.
+pub(crate) fn chain(first: Option<Transform>, then: Option<Transform>) -> Option<Transform> {
+    match (first, then) {
+        (Some(first), Some(then)) => Some(Box::new(move |reply| then(first(reply)))),
+        (first, None) => first,
+        (None, then) => then,
+    }
+}
+
 /// Builds one reply from the replies of every part of a request, in part order.
 pub(crate) type Combine = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 

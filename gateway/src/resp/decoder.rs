@@ -24,6 +24,31 @@ impl Request {
         }
     }
 
+    /// Builds a request from arguments, each the concatenation of its two parts (a key namespace's prefix and
+    /// the key the client sent, or an empty prefix and the argument), encoded in one buffer that the arguments
+    /// are slices of. `parts` must not be empty.
+    pub fn from_prefixed(parts: &[(&[u8], &[u8])]) -> Request {
+        let mut raw = BytesMut::with_capacity(
+            16 + parts
+                .iter()
+                .map(|(prefix, arg)| prefix.len() + arg.len() + 16)
+                .sum::<usize>(),
+        );
+        let mut ranges = Vec::with_capacity(parts.len());
+        super::command_prefixed(
+            &mut raw,
+            parts.len(),
+            parts.iter().copied(),
+            |start, end| ranges.push((start, end)),
+        );
+        let raw = raw.freeze();
+        let args = ranges
+            .into_iter()
+            .map(|(start, end)| raw.slice(start..end))
+            .collect();
+        Request { raw, args }
+    }
+
     /// The frame as a multibulk array, ready to forward.
     pub fn raw(&self) -> &Bytes {
         &self.raw

@@ -112,6 +112,26 @@ pub(crate) fn command<A: AsRef<[u8]>>(out: &mut BytesMut, args: &[A]) {
     }
 }
 
+/// A request of `count` arguments as a multibulk array of bulk strings, each argument the concatenation of its
+/// two parts (a key namespace's prefix and the key the client sent, or an empty prefix and the argument).
+/// `placed` is told where each argument's bytes are in `out`.
+pub(crate) fn command_prefixed<'a>(
+    out: &mut BytesMut,
+    count: usize,
+    parts: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    mut placed: impl FnMut(usize, usize),
+) {
+    array_header(out, count);
+    for (prefix, arg) in parts {
+        header(out, b'$', prefix.len() + arg.len());
+        let start = out.len();
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(arg);
+        placed(start, out.len());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 fn header(out: &mut BytesMut, kind: u8, len: usize) {
     // Assembled on the stack and appended at once: one capacity check instead of three.
     let mut digits = itoa::Buffer::new();

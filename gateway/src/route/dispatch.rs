@@ -193,7 +193,7 @@ impl Dispatch<'_> {
             .into_iter()
             .map(|shard| self.pick_read(&self.route.shards[shard]).upstream.clone())
             .collect();
-        let handle = self.replies.reserve(started);
+        let handle = self.reserve(started);
         scan::start(shards, cursor, args[2..].to_vec(), handle, self.affinity);
         Ok(())
     }

@@ -96,12 +96,26 @@ impl Tenant {
             .is_none_or(|policies| policies.admits(address))
     }
 
-    /// The tenant's pub/sub namespace, unless it is an admin, which sees the backend's channels as they are.
+    /// The tenant's key namespace, if it has one.
+    pub(crate) fn namespace(&self) -> Option<&crate::cmd::tenancy::Namespace> {
+        self.policies.as_deref()?.namespace.as_ref()
+    }
+
+    /// The tenant's pub/sub namespace, unless it is an admin, which sees the backend's channels as they are; a
+    /// tenant with a key namespace (an admin too) hears its own keys' notifications only.
     pub(crate) fn channels(&self) -> Option<crate::cmd::tenancy::Channels> {
+        use crate::cmd::tenancy::Channels;
         let databases = self.databases();
         let count = u32::try_from(databases.end - databases.start).unwrap_or(1);
-        (!self.allow_admin)
-            .then(|| crate::cmd::tenancy::Channels::new(&self.name, self.route.base_db(), count))
+        let channels = match (self.allow_admin, self.namespace()) {
+            (false, _) => Channels::new(&self.name, self.route.base_db(), count),
+            (true, Some(_)) => Channels::unrenamed(),
+            (true, None) => return None,
+        };
+        Some(match self.namespace() {
+            Some(namespace) => channels.with_keys(namespace),
+            None => channels,
+        })
     }
 }
 

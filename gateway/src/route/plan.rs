@@ -338,4 +338,46 @@ mod tests {
         assert_eq!(swapped.fan_out(false), [0, 1, 2]);
         assert_eq!(swapped.fan_out(true), [0, 1, 2]);
     }
+
+    /// A key of a tenant with a key namespace is placed as stored, with its prefix (golden: a slot, and the ring's
+    /// shard), as camellia's key-prefix converter places it.
+    #[test]
+    fn a_namespaced_key_is_placed_as_stored() {
+        use crate::backend::cluster::slot_of;
+        let ring = r#"{"type":"sharded","shards":[{"name":"a","target":"redis://127.0.0.1:1"},
+            {"name":"b","target":"redis://127.0.0.1:2"},{"name":"c","target":"redis://127.0.0.1:3"}]}"#;
+        let plan = RoutePlan::new(&table(ring), &|r: &str| Arc::new(ResourcePlan::new(r)));
+        let stored = |namespace: &str, key: &str| {
+            let args = crate::cmd::words(&["GET", key]);
+            let spec = crate::cmd::resolve(&args).unwrap();
+            let request = crate::resp::Request::from_args(args);
+            let namespace = crate::cmd::tenancy::Namespace::new(namespace);
+            namespace.outbound(spec, request).unwrap().0.args()[1].clone()
+        };
+        assert_eq!(&stored("shop:", "cart")[..], b"shop:cart");
+        assert_eq!(slot_of(&stored("shop:", "cart")), 7599);
+        assert_eq!(
+            plan.shard_of(&stored("shop:", "cart")),
+            plan.shard_of(b"shop:cart")
+        );
+        assert_eq!(plan.shard_of(b"shop:cart"), 0);
+        assert_eq!(
+            ["a", "b", "c", "d"].map(|k| plan.shard_of(&stored("shop:", k))),
+            [1, 1, 0, 0]
+        );
+        // Without braces, the tenant's own hash tags keep deciding co-location.
+        for tag in ["{u1}", "{u2}", "{u3}"] {
+            let cart = stored("shop:", &format!("{tag}:cart"));
+            let orders = stored("shop:", &format!("{tag}:orders"));
+            assert_eq!(slot_of(&cart), slot_of(&orders));
+            assert_eq!(slot_of(&cart), slot_of(tag.as_bytes()));
+            assert_eq!(plan.shard_of(&cart), plan.shard_of(&orders));
+        }
+        // `{shop}:` puts every key of the tenant in one slot and on one shard, its own tags included.
+        for key in ["cart", "{u1}:cart", "x"] {
+            let key = stored("{shop}:", key);
+            assert_eq!(slot_of(&key), slot_of(b"shop"));
+            assert_eq!(plan.shard_of(&key), plan.shard_of(b"{shop}:"));
+        }
+    }
 }

@@ -12,13 +12,15 @@ impl Session {
     /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
     /// resource for reads, one for writes), the session holds no state (transaction, subscription...), and the
     /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
-    /// Everything else takes `dispatch`, which would send such a request to the same place. Returns the run the
-    /// request joins, and its command.
+    /// Everything else takes `dispatch`, which would send such a request to the same place. A namespaced
+    /// tenant's request is re-encoded with its keys under the prefix, when the argument count tells where they
+    /// are (`cmd::tenancy::Namespace::direct_frame`); any other takes `dispatch`. Returns the run the request
+    /// joins, its command, and the frame to send instead of the client's, if it was rewritten.
     pub(super) fn direct(
         &self,
         decoder: &RequestDecoder,
         frame: &Frame,
-    ) -> Option<(RunTarget, &'static str)> {
+    ) -> Option<(RunTarget, &'static str, Option<Frame>)> {
         let view = self.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
@@ -43,9 +45,15 @@ impl Session {
         // Writes also go to the double-write copies, unless their effect may differ from copy to copy.
         let copies = (!spec.has(flag::READONLY) && !direct.copies.is_empty())
             .then(|| Rc::clone(&direct.copies));
-        if copies.is_some() && spec.has(flag::NONDETERMINISTIC) {
+        if (copies.is_some() && spec.has(flag::NONDETERMINISTIC))
+            || (matches!(target, Direct::Cluster(_)) && !spec.key_is_first_argument())
+        {
             return None;
         }
+        let rewritten = match view.tenant.namespace() {
+            Some(namespace) => Some(namespace.direct_frame(spec, decoder, frame)?),
+            None => None,
+        };
         let to = match target {
             Direct::Node(backend) => RunTarget::Node {
                 backend: Rc::clone(backend),
@@ -56,15 +64,19 @@ impl Session {
                 backend: sentinel.known_master()?,
                 copies,
             },
-            Direct::Cluster(cluster) if spec.key_is_first_argument() => {
-                let slot = slot_of(decoder.arg(frame, 1)?);
+            Direct::Cluster(cluster) => {
+                // Placement hashes the key as stored.
+                let key = match &rewritten {
+                    Some((frame, (start, end))) => frame.0.get(*start..*end)?,
+                    None => decoder.arg(frame, 1)?,
+                };
+                let slot = slot_of(key);
                 RunTarget::Cluster {
                     master: cluster.master_index(slot),
                     cluster: Rc::clone(cluster),
                     slot,
                 }
             }
-            Direct::Cluster(_) => return None,
         };
         match self.uncounted.get() {
             (name, count) if std::ptr::eq(name, spec.name) => {
@@ -75,7 +87,7 @@ impl Session {
                 self.uncounted.set((spec.name, 1));
             }
         }
-        Some((to, spec.name))
+        Some((to, spec.name, rewritten.map(|(frame, _)| frame)))
     }
 
     /// Adds the commands the direct path forwarded since the last call to the tenant's counters.

@@ -118,13 +118,17 @@ pub(super) fn info(
             .push_ready(local.reply(&[], None, protocol), started);
         return Ok(());
     }
-    // A tenant sees its own databases, numbered as it selects them; an admin on database 0 sees them all.
+    // A tenant sees its own databases, numbered as it selects them; an admin on database 0 sees them all. A
+    // namespaced tenant sees none: the counts are the shared database's, every tenant's keys.
     let base = tenant.route.base_db();
     let databases = tenant.databases();
-    let count = u32::try_from(databases.end).unwrap_or(1);
+    let count = match tenant.namespace() {
+        Some(_) => 0,
+        None => u32::try_from(databases.end).unwrap_or(1),
+    };
     let merge = Merge::Info {
         local: Some(Arc::new(local)),
-        own: (!tenant.allow_admin || base != 0).then(|| base..base + count),
+        own: (!tenant.allow_admin || base != 0 || count == 0).then(|| base..base + count),
         protocol,
     };
     // Redis before 7 answers one section per INFO: several are asked as its default set, which holds them all.

@@ -1,5 +1,5 @@
-//! What a tenant's command becomes before it is forwarded: refused, or renamed into the tenant's databases and
-//! channel namespace (the rules are `cmd::tenancy`'s).
+//! What a tenant's command becomes before it is forwarded: refused, or renamed into the tenant's key namespace,
+//! databases and channel namespace (the rules are `cmd::tenancy`'s).
 
 use super::Session;
 use crate::cmd::{CommandSpec, acl, tenancy};
@@ -8,8 +8,8 @@ use crate::resp::Request;
 
 impl Session {
     /// What a tenant's command becomes before it is forwarded or queued in a transaction (see `cmd::tenancy`):
-    /// refused (the error text), or the request to send (renamed to the backend's database numbers and channel
-    /// names) and how its reply is rewritten for the tenant.
+    /// refused (the error text), or the request to send (its keys under the tenant's namespace, renamed to the
+    /// backend's database numbers and channel names) and how its reply is rewritten for the tenant.
     pub(super) fn narrow(
         &self,
         spec: &CommandSpec,
@@ -27,6 +27,16 @@ impl Session {
         if spec.name == "config|get" && !tenant.allow_admin {
             return Ok((request, Some(Box::new(tenancy::visible_config))));
         }
+        // Keys go under the namespace first: the rules below rename databases and channels, never keys.
+        let (request, transform) = match tenant.namespace() {
+            Some(namespace) => {
+                if let Some(refusal) = tenancy::Namespace::refusal(spec) {
+                    return Err(refusal);
+                }
+                namespace.outbound(spec, request)?
+            }
+            None => (request, None),
+        };
         // Only pub/sub commands name channels: the namespace is not built for the others.
         if spec.acl_categories & acl::PUBSUB != 0
             && let Some(renamed) = tenant
@@ -37,7 +47,7 @@ impl Session {
         }
         let plan = &tenant.route;
         if plan.has_cluster() {
-            return Ok((request, None)); // a Redis Cluster has database 0 only, and says so itself
+            return Ok((request, transform)); // a Redis Cluster has database 0 only, and says so itself
         }
         let sharded = plan.shards.len() > 1;
         let narrowed = tenancy::database_arguments(
@@ -47,6 +57,6 @@ impl Session {
             plan.base_db(),
             sharded,
         )?;
-        Ok((narrowed.unwrap_or(request), None))
+        Ok((narrowed.unwrap_or(request), transform))
     }
 }

@@ -197,8 +197,14 @@ impl Session {
         served
     }
 
-    /// A blocking command, on its own connection to the node of its keys (keyless `WAIT`: the first shard).
+    /// A blocking command, on its own connection to the node of its keys (keyless `WAIT`: the first shard), its
+    /// keys under the tenant's namespace and the key it answers with shown without it.
     fn blocking(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
+        let (request, transform) = match self.narrow(spec, request.clone()) {
+            Ok(narrowed) => narrowed,
+            Err(text) => return self.local_error(started, &text),
+        };
+        let request = &request;
         let place = match self.place_of(spec, request.args()) {
             Ok(place) => place.unwrap_or((0, None)),
             Err(text) => return self.local_error(started, &text),
@@ -218,7 +224,7 @@ impl Session {
         }
         match self.open_dedicated(place, false) {
             Ok(connection) => {
-                let reply = self.replies.reserve(started);
+                let reply = self.replies.reserve_with(started, transform);
                 let waiting = Waiting {
                     slot: reply.slot(),
                     argv_mem: request.args().iter().map(Bytes::len).sum(),

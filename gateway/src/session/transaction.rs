@@ -21,7 +21,7 @@ use crate::backend::dedicated::{Dedicated, Wait};
 use crate::backend::identity::{self, RunAs};
 use crate::backend::{Keyspace, Upstream};
 use crate::cmd::{CommandSpec, acl, flag};
-use crate::reply::{ReplyHandle, Transform};
+use crate::reply::{ReplyHandle, Transform, chain};
 use crate::resp::{self, Protocol, Request};
 use crate::route::{CROSSSLOT, Place};
 
@@ -31,6 +31,9 @@ const EXECABORT: &str = "EXECABORT Transaction discarded because of previous err
 #[derive(Default)]
 pub(super) struct Transaction {
     queued: Vec<(&'static CommandSpec, Bytes)>,
+    /// How the replies of some queued commands (by index) are rewritten for the tenant, as they would be outside
+    /// a transaction (key names without the key namespace, visible `CONFIG GET` parameters...).
+    transforms: Vec<(usize, Transform)>,
     /// Where the transaction runs: the place of its first key (or of the watched keys).
     place: Option<Place>,
     /// A command was refused at queue time: `EXEC` answers `EXECABORT`.
@@ -53,6 +56,33 @@ impl Transaction {
 pub(super) struct Watching {
     connection: Dedicated,
     place: Place,
+}
+
+/// `EXEC`'s reply with the elements of the commands in `transforms` rewritten by theirs; a transaction that did
+/// not run (a null: WATCH aborted it; an error) as it is.
+fn exec_replies(transforms: Vec<(usize, Transform)>) -> Option<Transform> {
+    if transforms.is_empty() {
+        return None;
+    }
+    Some(Box::new(move |reply: Bytes| {
+        let header = match reply.first() {
+            Some(b'*') if !reply.starts_with(b"*-") => reply.iter().position(|&b| b == b'\n'),
+            _ => None,
+        };
+        let Some(header) = header.map(|i| i + 1) else {
+            return reply;
+        };
+        let mut out = BytesMut::with_capacity(reply.len());
+        out.extend_from_slice(&reply[..header]);
+        let mut transforms = transforms.into_iter().peekable();
+        for (i, element) in resp::each_reply(&reply[header..]).enumerate() {
+            match transforms.next_if(|(at, _)| *at == i) {
+                Some((_, transform)) => out.extend_from_slice(&transform(reply.slice_ref(element))),
+                None => out.extend_from_slice(element),
+            }
+        }
+        out.freeze()
+    }))
 }
 
 /// Connection commands (which the gateway answers itself) and subscriptions would act on the backend's
@@ -123,36 +153,32 @@ impl Session {
     /// A command after `MULTI`: checked as Redis checks it at queue time, then held until `EXEC`.
     fn queue(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
         let queued = self.queueable(spec, request);
-        let request = match queued {
-            Ok(request) => request,
+        let (request, transform) = match queued {
+            Ok(queued) => queued,
             Err(text) => {
                 self.fail_transaction();
                 return self.local_error(started, &text);
             }
         };
         if let Some(transaction) = &mut self.stateful.transaction {
+            if let Some(transform) = transform {
+                transaction
+                    .transforms
+                    .push((transaction.queued.len(), transform));
+            }
             transaction.queued.push((spec, request.raw().clone()));
         }
         self.local_reply(started, |out| resp::simple(out, b"QUEUED"));
     }
 
-    /// The command as it joins the transaction (see `Session::narrow`), or why it cannot, in Redis' words where
-    /// Redis has them.
+    /// The command as it joins the transaction (see `Session::narrow`) with how its element of `EXEC`'s reply is
+    /// rewritten, or why it cannot join, in Redis' words where Redis has them.
     fn queueable(
         &mut self,
         spec: &'static CommandSpec,
         request: &Request,
-    ) -> Result<Request, String> {
-        let request = match self.narrow(spec, request.clone())? {
-            (request, None) => request,
-            // Its reply would be an element of EXEC's, which the gateway does not rewrite.
-            (_, Some(_)) => {
-                let name = spec.display_name();
-                return Err(format!(
-                    "ERR {name} inside MULTI is not supported by the gateway for this tenant"
-                ));
-            }
-        };
+    ) -> Result<(Request, Option<Transform>), String> {
+        let (request, transform) = self.narrow(spec, request.clone())?;
         if spec.has(flag::NO_MULTI) {
             return Err("ERR Command not allowed inside a transaction".to_string());
         }
@@ -164,7 +190,7 @@ impl Session {
         }
         let place = self.place_of(spec, request.args())?;
         let Some(transaction) = &mut self.stateful.transaction else {
-            return Ok(request);
+            return Ok((request, transform));
         };
         match (transaction.place, place) {
             (None, Some(place)) => transaction.place = Some(place),
@@ -177,13 +203,18 @@ impl Session {
             Some(view) if !spec.has(flag::READONLY) => view
                 .route
                 .double_write_refusal(shard, spec, request.args())
-                .map_or(Ok(request), Err),
-            _ => Ok(request),
+                .map_or(Ok((request, transform)), Err),
+            _ => Ok((request, transform)),
         }
     }
 
-    /// `WATCH key...`: on the dedicated connection of the watched keys' place (opened by the first WATCH).
+    /// `WATCH key...`: on the dedicated connection of the watched keys' place (opened by the first WATCH), the
+    /// keys under the tenant's namespace.
     fn watch(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
+        let request = match self.narrow(spec, request.clone()) {
+            Ok((request, _)) => request,
+            Err(text) => return self.local_error(started, &text),
+        };
         let place = match self.place_of(spec, request.args()) {
             Ok(place) => place.unwrap_or((0, None)),
             Err(text) => return self.local_error(started, &text),
@@ -236,7 +267,10 @@ impl Session {
             },
         };
         let replicate = self.replicate_after_exec(place, &transaction.queued);
-        let reply = self.replies.reserve_with(started, replicate);
+        let rewrite = exec_replies(transaction.transforms);
+        let reply = self
+            .replies
+            .reserve_with(started, chain(rewrite, replicate));
         let multi = Bytes::from_static(b"*1\r\n$5\r\nMULTI\r\n");
         let exec = Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n");
         // MULTI's +OK and the +QUEUED replies were given already; only EXEC's reply goes to the client.
@@ -244,8 +278,13 @@ impl Session {
             (Some(upstream), _) => {
                 let (slot, affinity) = (place.1, self.info.id as usize);
                 upstream.send_unredirected(multi, slot, ReplyHandle::discard(), affinity);
-                for (_, command) in transaction.queued {
-                    upstream.send_unredirected(command, slot, ReplyHandle::discard(), affinity);
+                for (_, command) in &transaction.queued {
+                    upstream.send_unredirected(
+                        command.clone(),
+                        slot,
+                        ReplyHandle::discard(),
+                        affinity,
+                    );
                 }
                 upstream.send_unredirected(exec, slot, reply, affinity);
             }
@@ -368,5 +407,26 @@ impl Session {
             self.replies
                 .push_ready(Bytes::from_static(b"+RESET\r\n"), started);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_rewrites_only_the_elements_of_commands_with_a_transform() {
+        let upper: Transform = Box::new(|reply: Bytes| Bytes::from(reply.to_ascii_uppercase()));
+        let tagged: Transform =
+            Box::new(|reply: Bytes| Bytes::from([&b"+t"[..], &reply[1..]].concat()));
+        let rewrite = exec_replies(vec![(1, upper), (2, tagged)]).unwrap();
+        assert_eq!(
+            &rewrite(Bytes::from_static(b"*3\r\n+OK\r\n$1\r\nk\r\n+x\r\n"))[..],
+            b"*3\r\n+OK\r\n$1\r\nK\r\n+tx\r\n"
+        );
+        // A transaction that did not run: as it is.
+        let rewrite = exec_replies(vec![(0, Box::new(|_| Bytes::new()))]).unwrap();
+        assert_eq!(&rewrite(Bytes::from_static(b"*-1\r\n"))[..], b"*-1\r\n");
+        assert!(exec_replies(Vec::new()).is_none());
     }
 }

@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::{aggregate_elements, bulk_content, resp_elements};
+use super::{Namespace, aggregate_elements, bulk_content, resp_elements};
 use crate::cmd::CommandSpec;
 use crate::reply::Transform;
 use crate::resp::{self, Protocol, Request};
@@ -13,6 +13,10 @@ use crate::resp::{self, Protocol, Request};
 /// keyspace notification channels (`__keyspace@0__:k`, `__keyevent@0__:set`) name the tenant's own databases,
 /// numbered as the backend numbers them, and carry no prefix. Clients see their own names in every reply and
 /// message.
+///
+/// A tenant with a key namespace (admin or not) hears of its own keys only: the key in a `__keyspace@N__:<key>`
+/// channel or pattern carries the namespace's prefix on the backend, and `__keyevent@N__:<event>` messages about
+/// keys outside the namespace (other tenants') are dropped; clients see their keys without the prefix.
 pub struct Channels {
     /// `tenant:`, and the same with glob characters escaped, for patterns.
     prefix: Bytes,
@@ -20,26 +24,68 @@ pub struct Channels {
     /// The tenant's databases on the backend: `base..base + databases`.
     base: u32,
     databases: u32,
+    /// The key namespace's prefix, raw and as a pattern's literal start.
+    keys: Option<(Bytes, Bytes)>,
 }
 
 /// The channels of keyspace notifications, which name a database.
-const NOTIFICATIONS: [&[u8]; 2] = [b"__keyspace@", b"__keyevent@"];
+const KEYSPACE: &[u8] = b"__keyspace@";
+const KEYEVENT: &[u8] = b"__keyevent@";
+const NOTIFICATIONS: [&[u8]; 2] = [KEYSPACE, KEYEVENT];
 
 impl Channels {
     pub fn new(tenant: &str, base: u32, databases: u32) -> Channels {
         let prefix = format!("{tenant}:");
-        let mut pattern_prefix = String::with_capacity(prefix.len());
-        for c in prefix.chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                pattern_prefix.push('\\');
-            }
-            pattern_prefix.push(c);
-        }
         Channels {
+            pattern_prefix: super::namespace::escape_glob(prefix.as_bytes()).into(),
             prefix: Bytes::from(prefix),
-            pattern_prefix: Bytes::from(pattern_prefix),
             base,
             databases,
+            keys: None,
+        }
+    }
+
+    /// An admin's channels, which are the backend's as they are (no prefix, databases as the backend numbers
+    /// them): only its keys' notifications are narrowed, by [`Channels::with_keys`].
+    pub fn unrenamed() -> Channels {
+        Channels {
+            prefix: Bytes::new(),
+            pattern_prefix: Bytes::new(),
+            base: 0,
+            databases: u32::MAX,
+            keys: None,
+        }
+    }
+
+    /// The same channels, with keyspace notifications narrowed to `namespace`'s keys.
+    pub fn with_keys(self, namespace: &Namespace) -> Channels {
+        Channels {
+            keys: Some((
+                namespace.prefix().clone(),
+                namespace.pattern_prefix().clone(),
+            )),
+            ..self
+        }
+    }
+
+    /// The key (or key pattern) of a `__keyspace@N__:` channel as the backend knows it.
+    fn outbound_key(&self, kind: &[u8], key: &[u8], pattern: bool) -> Vec<u8> {
+        match &self.keys {
+            Some((prefix, pattern_prefix)) if kind == KEYSPACE => {
+                [if pattern { pattern_prefix } else { prefix }, key].concat()
+            }
+            _ => key.to_vec(),
+        }
+    }
+
+    /// The key (or key pattern) of a backend's `__keyspace@N__:` channel as the tenant knows it.
+    fn inbound_key<'a>(&self, kind: &[u8], key: &'a [u8], pattern: bool) -> &'a [u8] {
+        match &self.keys {
+            Some((prefix, pattern_prefix)) if kind == KEYSPACE => {
+                let prefix = if pattern { pattern_prefix } else { prefix };
+                key.strip_prefix(&prefix[..]).unwrap_or(key)
+            }
+            _ => key,
         }
     }
 
@@ -48,7 +94,8 @@ impl Channels {
         if let Some((kind, db, rest)) = notification(name)
             && db < self.databases
         {
-            return notification_channel(kind, self.base + db, rest);
+            let key = self.outbound_key(kind, rest, pattern);
+            return notification_channel(kind, self.base + db, &key);
         }
         let prefix = if pattern {
             &self.pattern_prefix
@@ -61,9 +108,10 @@ impl Channels {
     /// A backend's channel name (or pattern) as the tenant knows it.
     pub fn inbound(&self, name: &[u8], pattern: bool) -> Bytes {
         if let Some((kind, db, rest)) = notification(name)
-            && (self.base..self.base + self.databases).contains(&db)
+            && (self.base..self.base.saturating_add(self.databases)).contains(&db)
         {
-            return notification_channel(kind, db - self.base, rest);
+            let key = self.inbound_key(kind, rest, pattern);
+            return notification_channel(kind, db - self.base, key);
         }
         let prefix = if pattern {
             &self.pattern_prefix
@@ -124,7 +172,9 @@ impl Channels {
     }
 
     /// A frame a subscribed connection receives (a message, or a (un)subscribe confirmation), with the channel
-    /// and pattern names the tenant knows. Other frames are returned as they are.
+    /// and pattern names the tenant knows, and the key of a key event without the namespace's prefix; empty for
+    /// a message the tenant must not see (an event about another tenant's key). Other frames are returned as they
+    /// are.
     pub fn inbound_frame(&self, frame: Bytes) -> Bytes {
         // (kind, which elements are channel names, which are patterns)
         const KINDS: &[(&[u8], &[usize], &[usize])] = &[
@@ -150,6 +200,10 @@ impl Channels {
         let Some((_, channels, patterns)) = KINDS.iter().find(|(k, ..)| Some(*k) == kind) else {
             return frame;
         };
+        let event_key = match self.event_key(kind, &elements) {
+            Ok(key) => key,
+            Err(()) => return Bytes::new(),
+        };
         let mut out = BytesMut::with_capacity(frame.len());
         let protocol = if frame.starts_with(b">") {
             Protocol::Resp3
@@ -159,6 +213,9 @@ impl Channels {
         resp::push_header(&mut out, elements.len(), protocol);
         for (i, element) in elements.iter().enumerate() {
             let renamed = match bulk_content(element) {
+                _ if event_key.as_ref().is_some_and(|(at, _)| *at == i) => {
+                    event_key.as_ref().map(|(_, key)| key.clone())
+                }
                 Some(name) if channels.contains(&i) => Some(self.inbound(name, false)),
                 Some(name) if patterns.contains(&i) => Some(self.inbound(name, true)),
                 _ => None,
@@ -169,6 +226,35 @@ impl Channels {
             }
         }
         out.freeze()
+    }
+
+    /// For a message on a `__keyevent@N__:` channel to a tenant with a key namespace: the element holding the
+    /// key and the key without the prefix, or Err for a key outside the namespace (on a `__keyspace@N__:`
+    /// channel too). Ok(None) for other frames.
+    fn event_key(
+        &self,
+        kind: Option<&[u8]>,
+        elements: &[&[u8]],
+    ) -> Result<Option<(usize, Bytes)>, ()> {
+        let Some((prefix, _)) = &self.keys else {
+            return Ok(None);
+        };
+        let (channel, payload) = match kind {
+            Some(b"message") => (1, 2),
+            Some(b"pmessage") => (2, 3),
+            _ => return Ok(None),
+        };
+        let channel = elements.get(channel).and_then(|e| bulk_content(e));
+        let key = match channel.and_then(notification) {
+            Some((KEYEVENT, ..)) => elements.get(payload).and_then(|e| bulk_content(e)),
+            // Through a pattern over every database (an admin's `__key*`), another tenant's key.
+            Some((_, _, key)) if !key.starts_with(prefix) => return Err(()),
+            _ => return Ok(None),
+        };
+        match key.and_then(|key| key.strip_prefix(&prefix[..])) {
+            Some(key) => Ok(Some((payload, Bytes::copy_from_slice(key)))),
+            None => Err(()),
+        }
     }
 
     /// A `PUBSUB CHANNELS` / `SHARDCHANNELS` reply (names) or `NUMSUB` / `SHARDNUMSUB` reply (name, count...)
@@ -247,6 +333,56 @@ mod tests {
         let odd = Channels::new("a*b", 0, 1);
         assert_eq!(&odd.outbound(b"*", true)[..], b"a\\*b:*");
         assert_eq!(&odd.inbound(b"a\\*b:x*", true)[..], b"x*");
+    }
+
+    #[test]
+    fn a_key_namespace_narrows_keyspace_notifications_to_its_keys() {
+        let namespace = Namespace::new("a*:");
+        for channels in [
+            Channels::new("alpha", 0, 1).with_keys(&namespace),
+            Channels::unrenamed().with_keys(&namespace),
+        ] {
+            assert_eq!(
+                &channels.outbound(b"__keyspace@0__:k", false)[..],
+                b"__keyspace@0__:a*:k"
+            );
+            assert_eq!(
+                &channels.outbound(b"__keyspace@0__:*", true)[..],
+                b"__keyspace@0__:a\\*:*"
+            );
+            assert_eq!(
+                &channels.outbound(b"__keyevent@0__:set", false)[..],
+                b"__keyevent@0__:set"
+            );
+            let keyspace = Bytes::from_static(
+                b"*4\r\n$8\r\npmessage\r\n$20\r\n__keyspace@0__:a\\*:*\r\n$19\r\n__keyspace@0__:a*:k\r\n$3\r\nset\r\n",
+            );
+            assert_eq!(
+                &channels.inbound_frame(keyspace)[..],
+                b"*4\r\n$8\r\npmessage\r\n$16\r\n__keyspace@0__:*\r\n$16\r\n__keyspace@0__:k\r\n$3\r\nset\r\n"
+            );
+            let own = Bytes::from_static(
+                b">3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$4\r\na*:k\r\n",
+            );
+            assert_eq!(
+                &channels.inbound_frame(own)[..],
+                b">3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$1\r\nk\r\n"
+            );
+            let other = Bytes::from_static(
+                b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$3\r\nb:k\r\n",
+            );
+            assert!(channels.inbound_frame(other).is_empty());
+            let wide = Bytes::from_static(
+                b"*4\r\n$8\r\npmessage\r\n$10\r\n__key*__:*\r\n$18\r\n__keyspace@0__:b:k\r\n$3\r\nset\r\n",
+            );
+            assert!(channels.inbound_frame(wide).is_empty());
+        }
+        // Without a key namespace, a key event passes as it is.
+        let plain = Channels::new("alpha", 0, 1);
+        let event = Bytes::from_static(
+            b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$3\r\nb:k\r\n",
+        );
+        assert_eq!(plain.inbound_frame(event.clone()), event);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use bytes::Bytes;
 use switchyard_schemas::{IpNet, TenantPolicy};
 
+use super::Namespace;
 use crate::cmd::glob::{self, Case};
 use crate::cmd::spec::ACL_CATEGORY_NAMES;
 use crate::cmd::{CommandSpec, flag, lookup_by_name};
@@ -20,9 +21,7 @@ const READONLY: &str = "READONLY You can't write against a read only replica.";
 /// A tenant's policies, compiled. A tenant without any policy has none (`Policies::compile` answers `None`), so
 /// that the many tenants without one cost nothing.
 pub struct Policies {
-    // TODO(policies branch): read by the key-namespace rewriting, which lands with it.
-    #[allow(dead_code)]
-    pub namespace: Option<Bytes>,
+    pub namespace: Option<Namespace>,
     pub read_only: bool,
     pub commands: CommandRules,
     pub ip_allow: Vec<IpNet>,
@@ -39,7 +38,7 @@ impl Policies {
         }
         let nets = |list: &[String]| list.iter().filter_map(|e| IpNet::parse(e).ok()).collect();
         Some(Box::new(Policies {
-            namespace: policy.namespace.clone().map(Bytes::from),
+            namespace: policy.namespace.as_deref().map(Namespace::new),
             read_only: policy.read_only,
             commands: CommandRules {
                 allow: CommandSet::compile(&policy.commands.allow),

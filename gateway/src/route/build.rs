@@ -217,7 +217,8 @@ pub(super) fn compile(
         .map(|n| std::time::Duration::from_secs(1) / n);
     let policies = crate::cmd::tenancy::Policies::compile(&source.policy);
     let namespace = policies.as_ref().and_then(|p| p.namespace.as_ref());
-    let scripts_run_as = identity::scripts_run_as(source.allow_admin, namespace.map(|n| &n[..]));
+    let scripts_run_as =
+        identity::scripts_run_as(source.allow_admin, namespace.map(|n| &n.prefix()[..]));
     Arc::new(Tenant {
         name: source.name.to_string(),
         allow_admin: source.allow_admin,

@@ -60,3 +60,20 @@ pub fn wait_for_slot_map_as(port: u16, password: Option<&str>) {
         },
     );
 }
+
+/// Creates the users an operator provisions where the gateway may not create its own (a managed service): `gw`
+/// (password `gwpw`), which may not run scripts nor manage users, and the script user `scr` (password `scrpw`)
+/// with the rules of docs/operations.md#tenant-isolation; `admin` is a connection that may create users.
+pub fn provision_script_users(admin: &mut redis::Connection) {
+    for rules in [
+        "gw on >gwpw ~* &* +@all -eval -evalsha -eval_ro -evalsha_ro -fcall -fcall_ro -acl",
+        "scr on >scrpw ~* &* +@all -@admin -select -move -swapdb -copy -migrate -flushall -flushdb \
+         -publish -spublish -pubsub -info",
+    ] {
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(rules.split_whitespace().collect::<Vec<_>>())
+            .query(admin)
+            .unwrap();
+    }
+}

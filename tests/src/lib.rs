@@ -19,8 +19,8 @@ mod topology;
 pub use certs::{CertFiles, Pki, Validity};
 pub use control_plane::{ADMIN_TOKEN, ControlPlane, ControlPlaneBuilder};
 pub use helpers::{
-    command_calls, connections_received, open_single_tenant, open_tenant, wait_for_slot_map,
-    wait_for_slot_map_as,
+    command_calls, connections_received, open_single_tenant, open_tenant, provision_script_users,
+    wait_for_slot_map, wait_for_slot_map_as,
 };
 pub use ports::allocate_port;
 pub use postgres::TlsPostgres;

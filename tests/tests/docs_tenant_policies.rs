@@ -1,7 +1,9 @@
 //! The examples of docs/tenant-policies.md, run as written: the curl block against a real control plane, and the
 //! routes file by a real gateway in front of a real Redis.
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use switchyard_schemas::api::Tenant;
+use switchyard_schemas::{CommandRules, TenantPolicy};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RawClient, RedisServer};
 
 const DOC: &str = include_str!("../../docs/tenant-policies.md");
@@ -31,23 +33,18 @@ async fn the_curl_examples_work_as_written() {
         String::from_utf8_lossy(&output.stderr)
     );
     let shop = cp.expect("GET", "/v1/tenants/shop", None, 200).await;
-    let fields = [
-        "namespace",
-        "read_only",
-        "commands",
-        "ip_allow",
-        "ip_deny",
-        "blocked_keys",
-    ];
-    let policy: serde_json::Map<String, Value> = fields
-        .iter()
-        .filter_map(|f| Some((f.to_string(), shop.get(*f)?.clone())))
-        .collect();
-    assert_eq!(
-        Value::Object(policy),
-        json!({"namespace": "shop:", "commands": {"allow": ["@read", "@connection", "set"]},
-               "ip_allow": ["127.0.0.0/8"], "ip_deny": ["127.0.0.66"]})
-    );
+    let shop: Tenant = serde_json::from_value(shop).expect("a tenant");
+    let expected = TenantPolicy {
+        namespace: Some("shop:".into()),
+        commands: CommandRules {
+            allow: vec!["@read".into(), "@connection".into(), "set".into()],
+            deny: Vec::new(),
+        },
+        ip_allow: vec!["127.0.0.0/8".into()],
+        ip_deny: vec!["127.0.0.66".into()],
+        ..TenantPolicy::default()
+    };
+    assert_eq!(shop.policy, expected);
 }
 
 #[test]

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_tests::{Gateway, GatewayBuilder, RawClient, RedisServer, wait_for};
+use switchyard_tests::{
+    Gateway, GatewayBuilder, RawClient, RedisServer, provision_script_users, wait_for,
+};
 
 const BACKEND_PASSWORD: &str = "backend-secret-do-not-leak";
 
@@ -634,19 +636,7 @@ fn a_route_may_grant_a_tenant_more_databases_and_no_others() {
 fn operator_provisioned_users_serve_where_the_gateway_may_not_create_its_own() {
     let backend = RedisServer::start();
     let mut admin = backend.client();
-    // As a managed service's console would: a gateway user that may not run scripts nor manage users, and a
-    // script user with the rules of docs/operations.md#tenant-isolation.
-    for rules in [
-        "gw on >gwpw ~* &* +@all -eval -evalsha -eval_ro -evalsha_ro -fcall -fcall_ro -acl",
-        "scr on >scrpw ~* &* +@all -@admin -select -move -swapdb -copy -migrate -flushall -flushdb \
-         -publish -spublish -pubsub -info",
-    ] {
-        let () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg(rules.split_whitespace().collect::<Vec<_>>())
-            .query(&mut admin)
-            .unwrap();
-    }
+    provision_script_users(&mut admin);
     let provisioned = format!(
         "redis://gw:gwpw@127.0.0.1:{}/1?scriptUserName=scr&scriptPassword=scrpw",
         backend.port()

@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer, SentinelGroup, wait_for};
+use switchyard_tests::{
+    Gateway, RawClient, RedisCluster, RedisServer, SentinelGroup, provision_script_users, wait_for,
+};
 
 const BACKEND_PASSWORD: &str = "backend-secret";
 
@@ -248,17 +250,7 @@ fn a_namespace_user_is_created_again_after_the_backend_restarts() {
 fn a_namespaced_tenants_scripts_are_refused_where_the_operator_provisions_the_script_user() {
     let backend = RedisServer::start();
     let mut admin = backend.client();
-    for rules in [
-        "gw on >gwpw ~* &* +@all -eval -evalsha -eval_ro -evalsha_ro -fcall -fcall_ro -acl",
-        "scr on >scrpw ~* &* +@all -@admin -select -move -swapdb -copy -migrate -flushall -flushdb \
-         -publish -spublish -pubsub -info",
-    ] {
-        let () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg(rules.split_whitespace().collect::<Vec<_>>())
-            .query(&mut admin)
-            .unwrap();
-    }
+    provision_script_users(&mut admin);
     let () = redis::cmd("SET")
         .arg("b:secret")
         .arg("b-only")

@@ -441,8 +441,14 @@ impl Session {
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
                         None => {}
                     }
-                    if let Some((to, command, rewritten)) = self.direct(decoder, &frame) {
-                        run.push(to, command, rewritten.unwrap_or(frame));
+                    if let Some((to, command, rewrite)) = self.direct(decoder, &frame) {
+                        let frame = match rewrite {
+                            None => frame,
+                            Some((namespace, keys)) => {
+                                namespace.direct_frame(decoder, &frame, keys)
+                            }
+                        };
+                        run.push(to, command, frame);
                         continue;
                     }
                     run.send();

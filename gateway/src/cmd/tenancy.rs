@@ -18,6 +18,7 @@ use super::{CommandSpec, flag};
 use crate::resp::{self, Protocol, Request};
 
 pub use channels::Channels;
+pub(crate) use namespace::DirectKeys;
 pub use namespace::Namespace;
 pub use policies::Policies;
 

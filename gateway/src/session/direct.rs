@@ -4,23 +4,27 @@ use std::rc::Rc;
 
 use super::{Replying, Session};
 use crate::backend::cluster::slot_of;
+use crate::cmd::tenancy::{DirectKeys, Namespace};
 use crate::cmd::{Policy, flag};
 use crate::resp::{Frame, RequestDecoder};
 use crate::route::{Direct, RunTarget};
+
+/// A namespaced tenant's request on the direct path: the namespace its keys go under, and where they are.
+pub(super) type KeysUnder<'a> = (&'a Namespace, DirectKeys);
 
 impl Session {
     /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
     /// resource for reads, one for writes), the session holds no state (transaction, subscription...), and the
     /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
     /// Everything else takes `dispatch`, which would send such a request to the same place. A namespaced
-    /// tenant's request is re-encoded with its keys under the prefix, when the argument count tells where they
-    /// are (`cmd::tenancy::Namespace::direct_frame`); any other takes `dispatch`. Returns the run the request
-    /// joins, its command, and the frame to send instead of the client's, if it was rewritten.
+    /// tenant's request is written with its keys under the prefix when the argument count tells where they are
+    /// (`cmd::tenancy::DirectKeys`); any other takes `dispatch`. Returns the run the request joins, its command,
+    /// and for a namespaced tenant the namespace and the keys to write it with.
     pub(super) fn direct(
         &self,
         decoder: &RequestDecoder,
         frame: &Frame,
-    ) -> Option<(RunTarget, &'static str, Option<Frame>)> {
+    ) -> Option<(RunTarget, &'static str, Option<KeysUnder<'_>>)> {
         let view = self.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
@@ -50,8 +54,8 @@ impl Session {
         {
             return None;
         }
-        let rewritten = match view.tenant.namespace() {
-            Some(namespace) => Some(namespace.direct_frame(spec, decoder, frame)?),
+        let rewrite = match view.tenant.namespace() {
+            Some(namespace) => Some((namespace, DirectKeys::of(spec, decoder.arg_count())?)),
             None => None,
         };
         let to = match target {
@@ -66,11 +70,11 @@ impl Session {
             },
             Direct::Cluster(cluster) => {
                 // Placement hashes the key as stored.
-                let key = match &rewritten {
-                    Some((frame, (start, end))) => frame.0.get(*start..*end)?,
-                    None => decoder.arg(frame, 1)?,
+                let key = decoder.arg(frame, 1)?;
+                let slot = match rewrite {
+                    Some((namespace, _)) => namespace.stored_slot(key),
+                    None => slot_of(key),
                 };
-                let slot = slot_of(key);
                 RunTarget::Cluster {
                     master: cluster.master_index(slot),
                     cluster: Rc::clone(cluster),
@@ -87,7 +91,7 @@ impl Session {
                 self.uncounted.set((spec.name, 1));
             }
         }
-        Some((to, spec.name, rewritten.map(|(frame, _)| frame)))
+        Some((to, spec.name, rewrite))
     }
 
     /// Adds the commands the direct path forwarded since the last call to the tenant's counters.

@@ -7,17 +7,19 @@
 //! the namespace and are refused ([`Namespace::refusal`]). Keys a script computes itself are not rewritten: they
 //! are isolated by the script's backend user (see docs/tenant-policies.md).
 
+mod direct;
 mod replies;
 #[cfg(test)]
 mod tests;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use switchyard_schemas::policy::MAX_NAMESPACE_LEN;
 
 use crate::cmd::CommandSpec;
-use crate::cmd::spec::{BeginSearch, FindKeys, KeySpec, key_flag};
 use crate::reply::Transform;
-use crate::resp::{self, Frame, Request, RequestDecoder};
+use crate::resp::Request;
 
+pub(crate) use direct::DirectKeys;
 use replies::KeysIn;
 
 /// A tenant's key prefix, as compiled from its `namespace` policy.
@@ -25,6 +27,9 @@ pub struct Namespace {
     prefix: Bytes,
     /// The prefix with glob characters escaped, for patterns (`SCAN ... MATCH`, `KEYS`, keyspace notifications).
     pattern: Bytes,
+    /// The prefix in a block of fixed size, which the direct path copies without a copy call (see
+    /// `Namespace::direct_frame`); empty for a prefix longer than a namespace may be.
+    block: [u8; MAX_NAMESPACE_LEN],
 }
 
 /// Commands that act on or reveal every key of the database, which other tenants share: what to do instead.
@@ -45,9 +50,14 @@ const WHOLE_DATABASE: &[(&str, &str)] = &[
 
 impl Namespace {
     pub fn new(prefix: &str) -> Namespace {
+        let mut block = [0; MAX_NAMESPACE_LEN];
+        if let Some(start) = block.get_mut(..prefix.len()) {
+            start.copy_from_slice(prefix.as_bytes());
+        }
         Namespace {
             prefix: Bytes::copy_from_slice(prefix.as_bytes()),
             pattern: escape_glob(prefix.as_bytes()).into(),
+            block,
         }
     }
 
@@ -169,76 +179,6 @@ impl Namespace {
         let prefix = self.prefix.clone();
         Box::new(move |reply| replies::strip(&prefix, &reply, keys))
     }
-
-    /// For the direct path: `frame` (the request `decoder` decoded last) re-encoded with its keys under the
-    /// prefix, in one buffer, when the argument count alone tells where its keys are (`GET`, `SET`, `MGET`,
-    /// `MSET`, `HSET`...), and where its first key is in the new frame. `None`: the request must take the
-    /// dispatch path (keyless, movable keys, or a reply to rewrite).
-    pub(crate) fn direct_frame(
-        &self,
-        spec: &CommandSpec,
-        decoder: &RequestDecoder,
-        frame: &Frame,
-    ) -> Option<(Frame, (usize, usize))> {
-        let argc = decoder.arg_count();
-        let (first, last, step) = fixed_keys(spec, argc)?;
-        let extra = (last - first) / step + 1;
-        let mut out = BytesMut::with_capacity(frame.0.len() + extra * (self.prefix.len() + 2));
-        let parts = (0..argc).map(|i| {
-            let key = i >= first && i <= last && (i - first) % step == 0;
-            let prefix: &[u8] = if key { &self.prefix } else { b"" };
-            (prefix, decoder.arg(frame, i).unwrap_or_default())
-        });
-        let mut first_key = (0, 0);
-        let mut index = 0;
-        resp::command_prefixed(&mut out, argc, parts, |start, end| {
-            if index == first {
-                first_key = (start, end);
-            }
-            index += 1;
-        });
-        Some((Frame(out), first_key))
-    }
-}
-
-/// Where the keys of a command with `argc` arguments are when the count alone tells: `(first, last, step)`
-/// indices, as `key_indices` finds them. Only commands with one plain key spec, a fixed start and a range
-/// without a limit qualify (and those whose one key is the first argument, whatever their flags).
-fn fixed_keys(spec: &CommandSpec, argc: usize) -> Option<(usize, usize, usize)> {
-    if spec.key_is_first_argument() {
-        return (argc > 1).then_some((1, 1, 1));
-    }
-    let [
-        KeySpec {
-            flags,
-            begin: BeginSearch::Index(first),
-            find:
-                FindKeys::Range {
-                    lastkey,
-                    keystep,
-                    limit: 0,
-                },
-        },
-    ] = spec.key_specs
-    else {
-        return None;
-    };
-    let plain = flags & (key_flag::NOT_KEY | key_flag::INCOMPLETE | key_flag::VARIABLE_FLAGS) == 0;
-    let argc = i64::try_from(argc).ok()?;
-    let (first, lastkey) = (i64::from(*first), i64::from(*lastkey));
-    let last = if lastkey >= 0 {
-        first + lastkey
-    } else {
-        argc + lastkey
-    };
-    let valid = plain && *keystep > 0 && first >= 1 && first <= last && last < argc;
-    valid.then(|| {
-        (
-            first as usize,
-            last as usize,
-            usize::try_from(*keystep).unwrap_or(1),
-        )
-    })
 }
 
 /// `text` with the glob characters `*?[]\` escaped, as a pattern's literal part.

@@ -231,17 +231,19 @@ fn only_commands_with_key_names_in_replies_are_rewritten() {
     }
 }
 
-/// The direct path's frame for `args`, as a list of arguments, and the first key as the new frame holds it.
-fn direct(namespace: &str, args: &[&str]) -> Option<(Vec<String>, String)> {
+/// The direct path's frame for `args`, as a list of arguments: written after other bytes already in the
+/// buffer, as in a run.
+fn direct(namespace: &str, args: &[&str]) -> Option<Vec<String>> {
     let mut decoder = RequestDecoder::new(crate::resp::Limits::default());
     let mut input = bytes::BytesMut::new();
     crate::resp::command(&mut input, args);
     let frame = decoder.decode(&mut input).unwrap().unwrap();
     let spec = resolve(&words(args)).unwrap();
-    let (frame, (start, end)) = Namespace::new(namespace).direct_frame(spec, &decoder, &frame)?;
-    let first = String::from_utf8_lossy(&frame.0[start..end]).into_owned();
+    let keys = DirectKeys::of(spec, decoder.arg_count())?;
+    let mut raw = Namespace::new(namespace)
+        .direct_frame(&decoder, &frame, keys)
+        .0;
     let mut again = RequestDecoder::new(crate::resp::Limits::default());
-    let mut raw = frame.0;
     let frame = again.decode(&mut raw).unwrap().unwrap();
     assert!(raw.is_empty());
     let args = again
@@ -250,27 +252,49 @@ fn direct(namespace: &str, args: &[&str]) -> Option<(Vec<String>, String)> {
         .iter()
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    Some((args, first))
+    Some(args)
 }
 
 #[test]
 fn the_direct_path_prefixes_fixed_keys_and_leaves_the_rest_to_dispatch() {
     assert_eq!(
         direct("a:", &["GET", "k"]),
-        Some((vec!["GET".into(), "a:k".into()], "a:k".into()))
+        Some(vec!["GET".into(), "a:k".into()])
     );
     assert_eq!(
         direct("{t}:", &["MSET", "x", "1", "y", "2"]),
-        Some((
-            vec![
-                "MSET".into(),
-                "{t}:x".into(),
-                "1".into(),
-                "{t}:y".into(),
-                "2".into()
-            ],
-            "{t}:x".into()
-        ))
+        Some(vec![
+            "MSET".into(),
+            "{t}:x".into(),
+            "1".into(),
+            "{t}:y".into(),
+            "2".into()
+        ])
+    );
+    let long = "v".repeat(300);
+    assert_eq!(
+        direct("ns:", &["SET", "key", &long, "EX", "10"]),
+        Some(vec![
+            "SET".into(),
+            "ns:key".into(),
+            long.clone(),
+            "EX".into(),
+            "10".into()
+        ])
+    );
+    // Gaps short and long, with and without 32 bytes after them in the frame.
+    let keys: Vec<String> = (0..12)
+        .map(|i| format!("key:{}", "k".repeat(i * 3)))
+        .collect();
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    let stored: Vec<String> = keys.iter().map(|k| format!("{{ns}}:{k}")).collect();
+    let mut expected = vec!["MGET".to_string()];
+    expected.extend(stored);
+    assert_eq!(direct("{ns}:", &mget), Some(expected));
+    assert_eq!(
+        direct("ns:", &["HSET", "h", "f", "v"]),
+        Some(vec!["HSET".into(), "ns:h".into(), "f".into(), "v".into()])
     );
     assert_eq!(direct("a:", &["EVAL", "s", "1", "k"]), None);
     assert_eq!(direct("a:", &["ZUNIONSTORE", "d", "1", "k"]), None);
@@ -284,16 +308,36 @@ fn fixed_keys_are_the_keys_key_indices_finds() {
     let mut checked = 0;
     for spec in crate::cmd::commands().iter() {
         for argc in 2..9 {
-            let Some((first, last, step)) = fixed_keys(spec, argc) else {
+            let Some(direct) = DirectKeys::of(spec, argc) else {
                 continue;
             };
             let mut args = vec![Bytes::from_static(b"x"); argc];
             args[0] = Bytes::from_static(spec.name.as_bytes());
             spec.key_indices(&args, &mut keys).unwrap();
-            let fixed: Vec<usize> = (first..=last).step_by(step).collect();
+            let fixed: Vec<usize> = direct.indices().collect();
             assert_eq!(keys, fixed, "{} with {argc} arguments", spec.name);
             checked += 1;
         }
     }
     assert!(checked > 500, "{checked}");
+}
+
+/// The direct path places a key by its slot as stored, computed without building the stored key.
+#[test]
+fn the_stored_slot_is_the_slot_of_the_stored_key() {
+    use crate::backend::cluster::slot_of;
+    let keys = [
+        "", "k", "key:1", "{user}:1", "a{b}c", "a{}b{c}", "{", "}", "a{b", "}{x}", "{{x}}",
+        "x{y}{z}",
+    ];
+    for prefix in ["a:", "{shop}:", "ns", "x}y:", "{s}"] {
+        let namespace = Namespace::new(prefix);
+        for key in keys {
+            assert_eq!(
+                namespace.stored_slot(key.as_bytes()),
+                slot_of(format!("{prefix}{key}").as_bytes()),
+                "{prefix} {key}"
+            );
+        }
+    }
 }

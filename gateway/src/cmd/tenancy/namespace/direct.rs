@@ -1,0 +1,180 @@
+//! A namespaced tenant's requests on the direct path: written straight into the run's buffer with their keys
+//! under the prefix, when the argument count alone tells where the keys are, and placed by the key as stored.
+
+use bytes::BytesMut;
+use switchyard_schemas::placement::{crc16, crc16_continue, hash_tag};
+use switchyard_schemas::policy::MAX_NAMESPACE_LEN;
+
+use super::Namespace;
+use crate::backend::cluster::SLOTS;
+use crate::cmd::CommandSpec;
+use crate::cmd::spec::{BeginSearch, FindKeys, KeySpec, key_flag};
+use crate::resp::{Frame, RequestDecoder};
+
+/// Where the keys of a request are, by argument index: `first`, then every `step`-th up to `last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirectKeys {
+    first: usize,
+    last: usize,
+    step: usize,
+}
+
+impl DirectKeys {
+    /// The keys of `spec` with `argc` arguments, when the count alone tells where they are (`GET`, `SET`,
+    /// `MGET`, `MSET`, `HSET`...), as `key_indices` finds them: commands with one plain key spec, a fixed start
+    /// and a range without a limit, and those whose one key is the first argument. `None`: the request takes
+    /// the dispatch path (keyless, movable keys, or a reply to rewrite).
+    pub(crate) fn of(spec: &CommandSpec, argc: usize) -> Option<DirectKeys> {
+        if spec.key_is_first_argument() {
+            return (argc > 1).then_some(DirectKeys {
+                first: 1,
+                last: 1,
+                step: 1,
+            });
+        }
+        let [
+            KeySpec {
+                flags,
+                begin: BeginSearch::Index(first),
+                find:
+                    FindKeys::Range {
+                        lastkey,
+                        keystep,
+                        limit: 0,
+                    },
+            },
+        ] = spec.key_specs
+        else {
+            return None;
+        };
+        let plain =
+            flags & (key_flag::NOT_KEY | key_flag::INCOMPLETE | key_flag::VARIABLE_FLAGS) == 0;
+        let argc = i64::try_from(argc).ok()?;
+        let (first, lastkey) = (i64::from(*first), i64::from(*lastkey));
+        let last = if lastkey >= 0 {
+            first + lastkey
+        } else {
+            argc + lastkey
+        };
+        let valid = plain && *keystep > 0 && first >= 1 && first <= last && last < argc;
+        valid.then(|| DirectKeys {
+            first: first as usize,
+            last: last as usize,
+            step: usize::try_from(*keystep).unwrap_or(1),
+        })
+    }
+
+    pub(super) fn indices(self) -> impl Iterator<Item = usize> {
+        (self.first..=self.last).step_by(self.step)
+    }
+}
+
+impl Namespace {
+    /// `frame` (the request `decoder` decoded last) with the keys at `keys` under the prefix. Everything
+    /// between two keys is copied as the client sent it, in one piece.
+    ///
+    /// The frame is written into the worker thread's [`SCRATCH`] buffer and split off it, so that successive
+    /// frames are adjacent in one allocation: a run joins them without copying, as it joins the frames of the
+    /// input buffer, and no request allocates (one allocation per [`SCRATCH_BLOCK`] bytes of requests).
+    pub(crate) fn direct_frame(
+        &self,
+        decoder: &RequestDecoder,
+        frame: &Frame,
+        keys: DirectKeys,
+    ) -> Frame {
+        let raw = &frame.0[..];
+        // Each key grows by the prefix, and its length by a digit at most.
+        let count = (keys.last - keys.first) / keys.step + 1;
+        let size = raw.len() + count * (self.prefix.len() + 1);
+        SCRATCH.with_borrow_mut(|out| {
+            if out.capacity() < size {
+                out.reserve(size.max(SCRATCH_BLOCK));
+            }
+            let mut copied = 0;
+            // The end of the last key written, and its index: the next key's line starts 2 bytes (CRLF) after
+            // the end of the argument before it.
+            let mut last_key: Option<(usize, usize)> = None;
+            for index in keys.indices() {
+                let before = match last_key {
+                    Some((at, end)) if at + 1 == index => Some(end),
+                    _ => decoder
+                        .arg(frame, index - 1)
+                        .map(|previous| offset(raw, previous) + previous.len()),
+                };
+                let (Some(before), Some(key)) = (before, decoder.arg(frame, index)) else {
+                    break; // not reached: `DirectKeys::of` keeps every index below the argument count
+                };
+                out.extend_from_slice(&raw[copied..before + 2]);
+                self.key_header(key.len(), out);
+                copied = offset(raw, key);
+                last_key = Some((index, copied + key.len()));
+            }
+            out.extend_from_slice(&raw[copied..]);
+            Frame(out.split())
+        })
+    }
+
+    /// A key's bulk string header for its stored length, then the prefix, assembled on the stack and appended
+    /// at once. The parts are a few bytes each: the length's digits are written one by one and the prefix is
+    /// copied as its fixed-size block, where a copy call per part would cost more than the bytes.
+    fn key_header(&self, key_len: usize, out: &mut BytesMut) {
+        let len = self.prefix.len() + key_len;
+        let mut line = [0u8; 24 + MAX_NAMESPACE_LEN];
+        line[0] = b'$';
+        let digits = decimal_digits(len);
+        let mut rest = len;
+        for at in (1..=digits).rev() {
+            line[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        line[digits + 1] = b'\r';
+        line[digits + 2] = b'\n';
+        let start = digits + 3;
+        line[start..start + MAX_NAMESPACE_LEN].copy_from_slice(&self.block);
+        if self.prefix.len() <= MAX_NAMESPACE_LEN {
+            out.extend_from_slice(&line[..start + self.prefix.len()]);
+        } else {
+            out.extend_from_slice(&line[..start]);
+            out.extend_from_slice(&self.prefix);
+        }
+    }
+
+    /// The cluster slot of `key` as stored under the prefix, without building the stored key: a leading `{tag}`
+    /// of the namespace decides alone; otherwise the key's own tag, or the CRC of prefix and key in turn.
+    pub(crate) fn stored_slot(&self, key: &[u8]) -> u16 {
+        let crc = if self.prefix.starts_with(b"{") {
+            crc16(hash_tag(&self.prefix))
+        } else {
+            let tag = hash_tag(key);
+            if tag.len() < key.len() {
+                crc16(tag)
+            } else {
+                crc16_continue(crc16(&self.prefix), key)
+            }
+        };
+        crc % SLOTS as u16
+    }
+}
+
+/// How many decimal digits `n` has (a `usize` has 20 at most).
+fn decimal_digits(mut n: usize) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
+}
+
+/// How much the scratch buffer allocates at a time.
+const SCRATCH_BLOCK: usize = 64 * 1024;
+
+thread_local! {
+    /// Where a worker writes its namespaced tenants' direct-path frames (see `Namespace::direct_frame`).
+    static SCRATCH: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// Where `part`, a slice of `raw`, starts in it.
+fn offset(raw: &[u8], part: &[u8]) -> usize {
+    part.as_ptr() as usize - raw.as_ptr() as usize
+}

@@ -429,7 +429,7 @@ impl Session {
                 break;
             }
             match decoder.decode(input) {
-                Ok(Some(frame)) => {
+                Ok(Some(mut frame)) => {
                     #[cfg(debug_assertions)]
                     match fault::injected(decoder, &frame) {
                         Some(fault::Fault::DropReply) => {
@@ -441,13 +441,7 @@ impl Session {
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
                         None => {}
                     }
-                    if let Some((to, command, rewrite)) = self.direct(decoder, &frame) {
-                        let frame = match rewrite {
-                            None => frame,
-                            Some((namespace, keys)) => {
-                                namespace.direct_frame(decoder, &frame, keys)
-                            }
-                        };
+                    if let Some((to, command)) = self.direct(decoder, &mut frame) {
                         run.push(to, command, frame);
                         continue;
                     }

@@ -4,13 +4,10 @@ use std::rc::Rc;
 
 use super::{Replying, Session};
 use crate::backend::cluster::slot_of;
-use crate::cmd::tenancy::{DirectKeys, Namespace};
+use crate::cmd::tenancy::DirectKeys;
 use crate::cmd::{Policy, flag};
 use crate::resp::{Frame, RequestDecoder};
 use crate::route::{Direct, RunTarget};
-
-/// A namespaced tenant's request on the direct path: the namespace its keys go under, and where they are.
-pub(super) type KeysUnder<'a> = (&'a Namespace, DirectKeys);
 
 impl Session {
     /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
@@ -18,13 +15,13 @@ impl Session {
     /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
     /// Everything else takes `dispatch`, which would send such a request to the same place. A namespaced
     /// tenant's request is written with its keys under the prefix when the argument count tells where they are
-    /// (`cmd::tenancy::DirectKeys`); any other takes `dispatch`. Returns the run the request joins, its command,
-    /// and for a namespaced tenant the namespace and the keys to write it with.
+    /// (`cmd::tenancy::DirectKeys`), in place of `frame`; any other takes `dispatch`. Returns the run the
+    /// request joins, and its command.
     pub(super) fn direct(
         &self,
         decoder: &RequestDecoder,
-        frame: &Frame,
-    ) -> Option<(RunTarget, &'static str, Option<KeysUnder<'_>>)> {
+        frame: &mut Frame,
+    ) -> Option<(RunTarget, &'static str)> {
         let view = self.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
@@ -91,7 +88,10 @@ impl Session {
                 self.uncounted.set((spec.name, 1));
             }
         }
-        Some((to, spec.name, rewrite))
+        if let Some((namespace, keys)) = rewrite {
+            *frame = namespace.direct_frame(decoder, frame, keys);
+        }
+        Some((to, spec.name))
     }
 
     /// Adds the commands the direct path forwarded since the last call to the tenant's counters.

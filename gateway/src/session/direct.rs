@@ -3,7 +3,7 @@
 use std::rc::Rc;
 
 use super::{Replying, Session};
-use crate::backend::cluster::slot_of;
+use crate::backend::cluster::{slot_of, slot_of_prefixed};
 use crate::cmd::tenancy::DirectKeys;
 use crate::cmd::{Policy, flag};
 use crate::resp::{Frame, RequestDecoder};
@@ -69,7 +69,7 @@ impl Session {
                 // Placement hashes the key as stored.
                 let key = decoder.arg(frame, 1)?;
                 let slot = match rewrite {
-                    Some((namespace, _)) => namespace.stored_slot(key),
+                    Some((namespace, _)) => slot_of_prefixed(namespace.prefix(), key),
                     None => slot_of(key),
                 };
                 RunTarget::Cluster {

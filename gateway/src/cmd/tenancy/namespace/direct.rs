@@ -2,11 +2,9 @@
 //! under the prefix, when the argument count alone tells where the keys are, and placed by the key as stored.
 
 use bytes::BytesMut;
-use switchyard_schemas::placement::{crc16, crc16_continue, hash_tag};
 use switchyard_schemas::policy::MAX_NAMESPACE_LEN;
 
 use super::Namespace;
-use crate::backend::cluster::SLOTS;
 use crate::cmd::CommandSpec;
 use crate::cmd::spec::{BeginSearch, FindKeys, KeySpec, key_flag};
 use crate::resp::{Frame, RequestDecoder};
@@ -137,22 +135,6 @@ impl Namespace {
             out.extend_from_slice(&line[..start]);
             out.extend_from_slice(&self.prefix);
         }
-    }
-
-    /// The cluster slot of `key` as stored under the prefix, without building the stored key: a leading `{tag}`
-    /// of the namespace decides alone; otherwise the key's own tag, or the CRC of prefix and key in turn.
-    pub(crate) fn stored_slot(&self, key: &[u8]) -> u16 {
-        let crc = if self.prefix.starts_with(b"{") {
-            crc16(hash_tag(&self.prefix))
-        } else {
-            let tag = hash_tag(key);
-            if tag.len() < key.len() {
-                crc16(tag)
-            } else {
-                crc16_continue(crc16(&self.prefix), key)
-            }
-        };
-        crc % SLOTS as u16
     }
 }
 

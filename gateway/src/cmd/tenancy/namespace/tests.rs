@@ -321,23 +321,3 @@ fn fixed_keys_are_the_keys_key_indices_finds() {
     }
     assert!(checked > 500, "{checked}");
 }
-
-/// The direct path places a key by its slot as stored, computed without building the stored key.
-#[test]
-fn the_stored_slot_is_the_slot_of_the_stored_key() {
-    use crate::backend::cluster::slot_of;
-    let keys = [
-        "", "k", "key:1", "{user}:1", "a{b}c", "a{}b{c}", "{", "}", "a{b", "}{x}", "{{x}}",
-        "x{y}{z}",
-    ];
-    for prefix in ["a:", "{shop}:", "ns", "x}y:", "{s}"] {
-        let namespace = Namespace::new(prefix);
-        for key in keys {
-            assert_eq!(
-                namespace.stored_slot(key.as_bytes()),
-                slot_of(format!("{prefix}{key}").as_bytes()),
-                "{prefix} {key}"
-            );
-        }
-    }
-}

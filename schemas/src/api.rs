@@ -25,38 +25,23 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
-/// `POST /v1/tenants`
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TenantCreate {
-    /// 1 to 64 of `A-Z a-z 0-9 _ . -`, starting with a letter or digit.
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub disabled: bool,
-    #[serde(default)]
-    pub allow_admin: bool,
-    #[serde(default)]
-    pub limits: TenantLimits,
-    /// See [`TenantPolicy::namespace`](crate::TenantPolicy::namespace).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// See [`TenantPolicy::read_only`](crate::TenantPolicy::read_only).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub read_only: bool,
-    /// See [`TenantPolicy::commands`](crate::TenantPolicy::commands).
-    #[serde(default, skip_serializing_if = "CommandRules::is_empty")]
-    pub commands: CommandRules,
-    /// See [`TenantPolicy::ip_allow`](crate::TenantPolicy::ip_allow).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ip_allow: Vec<String>,
-    /// See [`TenantPolicy::ip_deny`](crate::TenantPolicy::ip_deny).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ip_deny: Vec<String>,
-    /// See [`TenantPolicy::blocked_keys`](crate::TenantPolicy::blocked_keys).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub blocked_keys: Vec<String>,
+with_policy_fields! {
+    gathered
+    /// `POST /v1/tenants`
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct TenantCreate {
+        /// 1 to 64 of `A-Z a-z 0-9 _ . -`, starting with a letter or digit.
+        pub name: String,
+        #[serde(default)]
+        pub description: String,
+        #[serde(default)]
+        pub disabled: bool,
+        #[serde(default)]
+        pub allow_admin: bool,
+        #[serde(default)]
+        pub limits: TenantLimits,
+    }
 }
 
 /// `PATCH /v1/tenants/{tenant}`: only the fields given change; `limits` replaces all limits at once.
@@ -89,20 +74,6 @@ pub struct TenantPatch {
     pub ip_deny: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_keys: Option<Vec<String>>,
-}
-
-impl TenantCreate {
-    /// Its policies, as one value.
-    pub fn policy(&self) -> TenantPolicy {
-        TenantPolicy {
-            namespace: self.namespace.clone(),
-            read_only: self.read_only,
-            commands: self.commands.clone(),
-            ip_allow: self.ip_allow.clone(),
-            ip_deny: self.ip_deny.clone(),
-            blocked_keys: self.blocked_keys.clone(),
-        }
-    }
 }
 
 /// A field that is present, `null` included (`Some(None)`), as opposed to absent (`None`, its default).

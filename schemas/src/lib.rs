@@ -9,6 +9,58 @@
 //! Semantic rules that a schema cannot express (unique shard names, complete bucket coverage, parseable URLs) live
 //! in [`validate`], so the gateway and the control plane reject exactly the same tables with the same messages.
 
+/// Declares a struct whose fields are the given ones followed by a tenant's policy fields, with their docs: the
+/// tenant bodies that refuse unknown fields (`TenantCreate`, `TenantConfig`) cannot `#[serde(flatten)]` a
+/// [`TenantPolicy`], so every struct that holds the fields is declared through here, `TenantPolicy` included.
+/// With `gathered`, it also gets `policy()`, which gathers them into a [`TenantPolicy`].
+macro_rules! with_policy_fields {
+    ($(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($fields)*
+            /// A prefix the gateway puts before every key the tenant names, and takes off every key it is shown, so
+            /// that tenants with distinct namespaces share one database. `{tag}:` keeps all the tenant's keys in
+            /// one hash slot (and on one shard); a namespace without braces lets the tenant's own `{hash tags}`
+            /// place its keys.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub namespace: Option<String>,
+            /// Writes are refused with `READONLY`, as a replica refuses them.
+            #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+            pub read_only: bool,
+            /// Commands the tenant may, or may not, run.
+            #[serde(default, skip_serializing_if = "crate::policy::CommandRules::is_empty")]
+            pub commands: crate::policy::CommandRules,
+            /// Client addresses (CIDRs or single addresses, IPv4 or IPv6) that may authenticate as the tenant;
+            /// empty: any address.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub ip_allow: Vec<String>,
+            /// Client addresses that may not, even when `ip_allow` names them.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub ip_deny: Vec<String>,
+            /// Keys, or glob patterns of keys (Redis' `KEYS` syntax), whose commands are refused.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub blocked_keys: Vec<String>,
+        }
+    };
+    (gathered $(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
+        with_policy_fields! { $(#[$meta])* pub struct $name { $($fields)* } }
+
+        impl $name {
+            /// Its policies, as one value.
+            pub fn policy(&self) -> crate::policy::TenantPolicy {
+                crate::policy::TenantPolicy {
+                    namespace: self.namespace.clone(),
+                    read_only: self.read_only,
+                    commands: self.commands.clone(),
+                    ip_allow: self.ip_allow.clone(),
+                    ip_deny: self.ip_deny.clone(),
+                    blocked_keys: self.blocked_keys.clone(),
+                }
+            }
+        }
+    };
+}
+
 pub mod api;
 pub mod credential;
 pub mod placement;

@@ -46,31 +46,11 @@ pub const ACL_CATEGORIES: &[&str] = &[
 /// table, checked by its `policy_command_names_match_the_table` test.
 pub const COMMAND_NAMES: &str = include_str!("policy/commands.txt");
 
-/// A tenant's policies, as the snapshot and the REST API's tenant carry them (flattened: top-level fields).
-/// Every field left at its default is omitted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct TenantPolicy {
-    /// A prefix the gateway puts before every key the tenant names, and takes off every key it is shown, so that
-    /// tenants with distinct namespaces share one database. `{tag}:` keeps all the tenant's keys in one hash
-    /// slot (and on one shard); a namespace without braces lets the tenant's own `{hash tags}` place its keys.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Writes are refused with `READONLY`, as a replica refuses them.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub read_only: bool,
-    /// Commands the tenant may, or may not, run.
-    #[serde(default, skip_serializing_if = "CommandRules::is_empty")]
-    pub commands: CommandRules,
-    /// Client addresses (CIDRs or single addresses, IPv4 or IPv6) that may authenticate as the tenant; empty:
-    /// any address.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ip_allow: Vec<String>,
-    /// Client addresses that may not, even when `ip_allow` names them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ip_deny: Vec<String>,
-    /// Keys, or glob patterns of keys (Redis' `KEYS` syntax), whose commands are refused.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub blocked_keys: Vec<String>,
+with_policy_fields! {
+    /// A tenant's policies, as the snapshot and the REST API's tenant carry them (flattened: top-level fields).
+    /// Every field left at its default is omitted.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    pub struct TenantPolicy {}
 }
 
 /// Which commands a tenant may run: each entry a command (`get`), a subcommand (`config|get`) or an ACL

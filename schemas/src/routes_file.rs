@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{ClientCertificate, CommandRules, RouteTable, TenantPolicy};
+use crate::{ClientCertificate, RouteTable};
 
 /// `routes.json`: what a gateway started with `--routes` serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -17,55 +17,28 @@ pub struct RoutesFile {
     pub tenants: Vec<TenantConfig>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TenantConfig {
-    pub name: String,
-    /// Any of these authenticates a client as this tenant. Empty, and no `client_certificates`: clients need
-    /// no AUTH (one tenant at most).
-    pub passwords: Vec<String>,
-    /// Client certificates (by public key) that authenticate a client over mutual TLS without AUTH.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub client_certificates: Vec<ClientCertificate>,
-    pub route: RouteTable,
-    #[serde(default)]
-    pub limits: TenantLimits,
-    /// Lets the tenant run dangerous admin commands (FLUSHALL, CONFIG SET, KEYS, ...).
-    #[serde(default)]
-    pub allow_admin: bool,
-    /// See [`TenantPolicy::namespace`](crate::TenantPolicy::namespace).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// See [`TenantPolicy::read_only`](crate::TenantPolicy::read_only).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub read_only: bool,
-    /// See [`TenantPolicy::commands`](crate::TenantPolicy::commands).
-    #[serde(default, skip_serializing_if = "CommandRules::is_empty")]
-    pub commands: CommandRules,
-    /// See [`TenantPolicy::ip_allow`](crate::TenantPolicy::ip_allow).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ip_allow: Vec<String>,
-    /// See [`TenantPolicy::ip_deny`](crate::TenantPolicy::ip_deny).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ip_deny: Vec<String>,
-    /// See [`TenantPolicy::blocked_keys`](crate::TenantPolicy::blocked_keys).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub blocked_keys: Vec<String>,
+with_policy_fields! {
+    gathered
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct TenantConfig {
+        pub name: String,
+        /// Any of these authenticates a client as this tenant. Empty, and no `client_certificates`: clients need
+        /// no AUTH (one tenant at most).
+        pub passwords: Vec<String>,
+        /// Client certificates (by public key) that authenticate a client over mutual TLS without AUTH.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub client_certificates: Vec<ClientCertificate>,
+        pub route: RouteTable,
+        #[serde(default)]
+        pub limits: TenantLimits,
+        /// Lets the tenant run dangerous admin commands (FLUSHALL, CONFIG SET, KEYS, ...).
+        #[serde(default)]
+        pub allow_admin: bool,
+    }
 }
 
 impl TenantConfig {
-    /// Its policies, as one value.
-    pub fn policy(&self) -> TenantPolicy {
-        TenantPolicy {
-            namespace: self.namespace.clone(),
-            read_only: self.read_only,
-            commands: self.commands.clone(),
-            ip_allow: self.ip_allow.clone(),
-            ip_deny: self.ip_deny.clone(),
-            blocked_keys: self.blocked_keys.clone(),
-        }
-    }
-
     /// Whether clients reach this tenant without any credential.
     pub fn is_open(&self) -> bool {
         self.passwords.is_empty() && self.client_certificates.is_empty()

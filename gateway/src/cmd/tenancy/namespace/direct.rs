@@ -81,14 +81,17 @@ impl Namespace {
         keys: DirectKeys,
     ) -> Frame {
         let raw = &frame.0[..];
-        // Each key grows by the prefix, and its length by a digit at most.
+        // Each key grows by the prefix, and its length by as many digits as the prefix's length has at most.
         let count = (keys.last - keys.first) / keys.step + 1;
-        let size = raw.len() + count * (self.prefix.len() + 1);
+        let size = raw.len() + count * (self.prefix.len() + decimal_digits(self.prefix.len()));
         SCRATCH.with_borrow_mut(|out| {
-            if out.capacity() < size {
-                out.reserve(size.max(SCRATCH_BLOCK));
+            // Room for the prefix's block copy (see `key_header`), which writes a whole block past the prefix.
+            let room = size + MAX_NAMESPACE_LEN;
+            if out.capacity() < room {
+                out.reserve(room.max(SCRATCH_BLOCK));
             }
-            let mut copied = 0;
+            out.resize(room, 0);
+            let (mut at, mut copied) = (0, 0);
             // The end of the last key written, and its index: the next key's line starts 2 bytes (CRLF) after
             // the end of the argument before it.
             let mut last_key: Option<(usize, usize)> = None;
@@ -102,40 +105,50 @@ impl Namespace {
                 let (Some(before), Some(key)) = (before, decoder.arg(frame, index)) else {
                     break; // not reached: `DirectKeys::of` keeps every index below the argument count
                 };
-                out.extend_from_slice(&raw[copied..before + 2]);
-                self.key_header(key.len(), out);
+                at = put(out, at, &raw[copied..before + 2]);
+                at = self.key_header(key.len(), out, at);
                 copied = offset(raw, key);
                 last_key = Some((index, copied + key.len()));
             }
-            out.extend_from_slice(&raw[copied..]);
+            at = put(out, at, &raw[copied..]);
+            out.truncate(at);
             Frame(out.split())
         })
     }
 
-    /// A key's bulk string header for its stored length, then the prefix, assembled on the stack and appended
-    /// at once. The parts are a few bytes each: the length's digits are written one by one and the prefix is
-    /// copied as its fixed-size block, where a copy call per part would cost more than the bytes.
-    fn key_header(&self, key_len: usize, out: &mut BytesMut) {
+    /// Writes a key's bulk string header for its stored length, then the prefix, into `out` at `at`; returns
+    /// where they end. The parts are a few bytes each: the length's digits are written one by one and the prefix
+    /// is copied as its fixed-size block (the excess overwritten by what follows), where a copy call per part
+    /// would cost more than the bytes.
+    fn key_header(&self, key_len: usize, out: &mut [u8], at: usize) -> usize {
         let len = self.prefix.len() + key_len;
-        let mut line = [0u8; 24 + MAX_NAMESPACE_LEN];
-        line[0] = b'$';
         let digits = decimal_digits(len);
+        out[at] = b'$';
         let mut rest = len;
-        for at in (1..=digits).rev() {
-            line[at] = b'0' + (rest % 10) as u8;
+        for i in (at + 1..=at + digits).rev() {
+            out[i] = b'0' + (rest % 10) as u8;
             rest /= 10;
         }
-        line[digits + 1] = b'\r';
-        line[digits + 2] = b'\n';
-        let start = digits + 3;
-        line[start..start + MAX_NAMESPACE_LEN].copy_from_slice(&self.block);
-        if self.prefix.len() <= MAX_NAMESPACE_LEN {
-            out.extend_from_slice(&line[..start + self.prefix.len()]);
-        } else {
-            out.extend_from_slice(&line[..start]);
-            out.extend_from_slice(&self.prefix);
+        out[at + digits + 1] = b'\r';
+        out[at + digits + 2] = b'\n';
+        let start = at + digits + 3;
+        match out.get_mut(start..start + MAX_NAMESPACE_LEN) {
+            Some(block) if self.prefix.len() <= MAX_NAMESPACE_LEN => {
+                block.copy_from_slice(&self.block)
+            }
+            _ => {
+                put(out, start, &self.prefix);
+            }
         }
+        start + self.prefix.len()
     }
+}
+
+/// Writes `part` into `out` at `at`; returns where it ends.
+fn put(out: &mut [u8], at: usize, part: &[u8]) -> usize {
+    let end = at + part.len();
+    out[at..end].copy_from_slice(part);
+    end
 }
 
 /// How many decimal digits `n` has (a `usize` has 20 at most).

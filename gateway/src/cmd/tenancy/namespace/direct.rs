@@ -121,14 +121,8 @@ impl Namespace {
     /// is copied as its fixed-size block (the excess overwritten by what follows), where a copy call per part
     /// would cost more than the bytes.
     fn key_header(&self, key_len: usize, out: &mut [u8], at: usize) -> usize {
-        let len = self.prefix.len() + key_len;
-        let digits = decimal_digits(len);
         out[at] = b'$';
-        let mut rest = len;
-        for i in (at + 1..=at + digits).rev() {
-            out[i] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-        }
+        let digits = write_decimal(out, at + 1, self.prefix.len() + key_len);
         out[at + digits + 1] = b'\r';
         out[at + digits + 2] = b'\n';
         let start = at + digits + 3;
@@ -149,6 +143,31 @@ fn put(out: &mut [u8], at: usize, part: &[u8]) -> usize {
     let end = at + part.len();
     out[at..end].copy_from_slice(part);
     end
+}
+
+/// Writes `n` in decimal into `out` at `at`; returns how many digits it took. Keys are mostly shorter than 100
+/// bytes: their lengths take no loop.
+fn write_decimal(out: &mut [u8], at: usize, n: usize) -> usize {
+    match n {
+        0..10 => {
+            out[at] = b'0' + n as u8;
+            1
+        }
+        10..100 => {
+            out[at] = b'0' + (n / 10) as u8;
+            out[at + 1] = b'0' + (n % 10) as u8;
+            2
+        }
+        _ => {
+            let digits = decimal_digits(n);
+            let mut rest = n;
+            for i in (at..at + digits).rev() {
+                out[i] = b'0' + (rest % 10) as u8;
+                rest /= 10;
+            }
+            digits
+        }
+    }
 }
 
 /// How many decimal digits `n` has (a `usize` has 20 at most).

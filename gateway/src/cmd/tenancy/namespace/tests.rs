@@ -292,6 +292,16 @@ fn the_direct_path_prefixes_fixed_keys_and_leaves_the_rest_to_dispatch() {
     let mut expected = vec!["MGET".to_string()];
     expected.extend(stored);
     assert_eq!(direct("{ns}:", &mget), Some(expected));
+    // A stored length of three digits, and of one.
+    let long_key = "k".repeat(120);
+    assert_eq!(
+        direct("ns:", &["GET", &long_key]),
+        Some(vec!["GET".into(), format!("ns:{long_key}")])
+    );
+    assert_eq!(
+        direct("n", &["GET", ""]),
+        Some(vec!["GET".into(), "n".into()])
+    );
     assert_eq!(
         direct("ns:", &["HSET", "h", "f", "v"]),
         Some(vec!["HSET".into(), "ns:h".into(), "f".into(), "v".into()])

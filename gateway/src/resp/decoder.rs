@@ -224,6 +224,11 @@ impl RequestDecoder {
         self.ranges.len()
     }
 
+    /// Where each argument of the frame decoded last lies in it: `(start, end)` byte offsets, in order.
+    pub(crate) fn arg_ranges(&self) -> &[(usize, usize)] {
+        &self.ranges
+    }
+
     /// Argument `index` of the frame decoded last (`frame` must be that frame).
     pub(crate) fn arg<'f>(&self, frame: &'f Frame, index: usize) -> Option<&'f [u8]> {
         let &(start, end) = self.ranges.get(index)?;

@@ -62,8 +62,11 @@ impl DirectKeys {
         })
     }
 
+    /// The indices of the keys, in order. (`step_by` would cost a fifth of `write_keys`' loop.)
     pub(super) fn indices(self) -> impl Iterator<Item = usize> {
-        (self.first..=self.last).step_by(self.step)
+        let DirectKeys { first, last, step } = self;
+        std::iter::successors(Some(first), move |index| Some(index + step))
+            .take_while(move |&index| index <= last)
     }
 }
 
@@ -91,50 +94,66 @@ impl Namespace {
                 out.reserve(room.max(SCRATCH_BLOCK));
             }
             out.resize(room, 0);
-            let (mut at, mut copied) = (0, 0);
-            // The end of the last key written, and its index: the next key's line starts 2 bytes (CRLF) after
-            // the end of the argument before it.
-            let mut last_key: Option<(usize, usize)> = None;
-            for index in keys.indices() {
-                let before = match last_key {
-                    Some((at, end)) if at + 1 == index => Some(end),
-                    _ => decoder
-                        .arg(frame, index - 1)
-                        .map(|previous| offset(raw, previous) + previous.len()),
-                };
-                let (Some(before), Some(key)) = (before, decoder.arg(frame, index)) else {
-                    break; // not reached: `DirectKeys::of` keeps every index below the argument count
-                };
-                at = put(out, at, &raw[copied..before + 2]);
-                at = self.key_header(key.len(), out, at);
-                copied = offset(raw, key);
-                last_key = Some((index, copied + key.len()));
-            }
-            at = put(out, at, &raw[copied..]);
-            out.truncate(at);
+            let end = self.write_keys(out, raw, decoder.arg_ranges(), keys);
+            out.truncate(end);
             Frame(out.split())
         })
     }
 
-    /// Writes a key's bulk string header for its stored length, then the prefix, into `out` at `at`; returns
-    /// where they end. The parts are a few bytes each: the length's digits are written one by one and the prefix
-    /// is copied as its fixed-size block (the excess overwritten by what follows), where a copy call per part
-    /// would cost more than the bytes.
-    fn key_header(&self, key_len: usize, out: &mut [u8], at: usize) -> usize {
-        out[at] = b'$';
-        let digits = write_decimal(out, at + 1, self.prefix.len() + key_len);
-        out[at + digits + 1] = b'\r';
-        out[at + digits + 2] = b'\n';
-        let start = at + digits + 3;
-        match out.get_mut(start..start + MAX_NAMESPACE_LEN) {
-            Some(block) if self.prefix.len() <= MAX_NAMESPACE_LEN => {
-                block.copy_from_slice(&self.block)
-            }
-            _ => {
-                put(out, start, &self.prefix);
-            }
+    /// Writes `raw`, whose arguments lie at `ranges`, into `out` with the keys at `keys` under the prefix;
+    /// returns where it ends. Not inlined into the session's decoding loop, so that its own loop keeps its state
+    /// in registers.
+    #[inline(never)]
+    fn write_keys(
+        &self,
+        out: &mut [u8],
+        raw: &[u8],
+        ranges: &[(usize, usize)],
+        keys: DirectKeys,
+    ) -> usize {
+        // What of `raw` is written so far, and where the output ends.
+        let (mut copied, mut at) = (0, 0);
+        for index in keys.indices() {
+            // A key's `$` line starts 2 bytes (CRLF) after the end of the argument before it.
+            let (Some(&(_, before)), Some(&(start, end))) =
+                (ranges.get(index - 1), ranges.get(index))
+            else {
+                break; // not reached: `DirectKeys::of` keeps every index below the argument count
+            };
+            at = put(out, at, &raw[copied..before + 2]);
+            at = self.key_header(end - start, out, at);
+            copied = start;
         }
-        start + self.prefix.len()
+        put(out, at, &raw[copied..])
+    }
+
+    /// Writes a key's bulk string header for its stored length, then the prefix, into `out` at `at`; returns
+    /// where they end. The parts are a few bytes each: a stored length of two digits (most keys) is written with
+    /// the prefix's fixed-size block (the excess overwritten by what follows) into one checked piece of `out`,
+    /// where a copy call or a bounds check per part would cost more than the bytes.
+    fn key_header(&self, key_len: usize, out: &mut [u8], at: usize) -> usize {
+        let stored = self.prefix.len() + key_len;
+        const HEADER: usize = b"$nn\r\n".len();
+        if (10..100).contains(&stored)
+            && self.prefix.len() <= MAX_NAMESPACE_LEN
+            && let Some(piece) = out.get_mut(at..at + HEADER + MAX_NAMESPACE_LEN)
+        {
+            let (header, block) = piece.split_at_mut(HEADER);
+            header.copy_from_slice(&[
+                b'$',
+                b'0' + (stored / 10) as u8,
+                b'0' + (stored % 10) as u8,
+                b'\r',
+                b'\n',
+            ]);
+            block.copy_from_slice(&self.block);
+            return at + HEADER + self.prefix.len();
+        }
+        let mut header = itoa::Buffer::new();
+        let at = put(out, at, b"$");
+        let at = put(out, at, header.format(stored).as_bytes());
+        let at = put(out, at, b"\r\n");
+        put(out, at, &self.prefix)
     }
 }
 
@@ -143,31 +162,6 @@ fn put(out: &mut [u8], at: usize, part: &[u8]) -> usize {
     let end = at + part.len();
     out[at..end].copy_from_slice(part);
     end
-}
-
-/// Writes `n` in decimal into `out` at `at`; returns how many digits it took. Keys are mostly shorter than 100
-/// bytes: their lengths take no loop.
-fn write_decimal(out: &mut [u8], at: usize, n: usize) -> usize {
-    match n {
-        0..10 => {
-            out[at] = b'0' + n as u8;
-            1
-        }
-        10..100 => {
-            out[at] = b'0' + (n / 10) as u8;
-            out[at + 1] = b'0' + (n % 10) as u8;
-            2
-        }
-        _ => {
-            let digits = decimal_digits(n);
-            let mut rest = n;
-            for i in (at..at + digits).rev() {
-                out[i] = b'0' + (rest % 10) as u8;
-                rest /= 10;
-            }
-            digits
-        }
-    }
 }
 
 /// How many decimal digits `n` has (a `usize` has 20 at most).
@@ -186,9 +180,4 @@ const SCRATCH_BLOCK: usize = 64 * 1024;
 thread_local! {
     /// Where a worker writes its namespaced tenants' direct-path frames (see `Namespace::direct_frame`).
     static SCRATCH: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
-}
-
-/// Where `part`, a slice of `raw`, starts in it.
-fn offset(raw: &[u8], part: &[u8]) -> usize {
-    part.as_ptr() as usize - raw.as_ptr() as usize
 }

@@ -302,6 +302,21 @@ fn the_direct_path_prefixes_fixed_keys_and_leaves_the_rest_to_dispatch() {
         direct("n", &["GET", ""]),
         Some(vec!["GET".into(), "n".into()])
     );
+    // The longest prefix a namespace may have fills the whole block; a longer one (never compiled from a
+    // valid policy) is copied as it is.
+    for prefix in [
+        "p".repeat(MAX_NAMESPACE_LEN),
+        "q".repeat(MAX_NAMESPACE_LEN + 1),
+    ] {
+        assert_eq!(
+            direct(&prefix, &["MGET", "a", "b"]),
+            Some(vec![
+                "MGET".into(),
+                format!("{prefix}a"),
+                format!("{prefix}b")
+            ])
+        );
+    }
     assert_eq!(
         direct("ns:", &["HSET", "h", "f", "v"]),
         Some(vec!["HSET".into(), "ns:h".into(), "f".into(), "v".into()])

@@ -227,3 +227,62 @@ fn keyspace_notifications_show_only_the_tenants_own_keys() {
         );
     }
 }
+
+/// A request whose keys the key specs cannot find (a malformed `numkeys`, `XREAD` without `STREAMS`) is sent as
+/// it is, so that Redis answers its own syntax error: Redis checks ACL key patterns against the keys the same
+/// specs find, so such a command touches no key. Here tenant `a` names `b`'s stored keys in every such form, and
+/// gets Redis' errors while `b`'s keys stay as they were.
+#[test]
+fn requests_whose_keys_cannot_be_found_reach_no_other_tenants_key() {
+    let redis = RedisServer::start();
+    let gateway = two_tenants(&redis);
+    let (mut a, mut b) = (tenant(&gateway, "a"), tenant(&gateway, "b"));
+    assert_eq!(b.request(&[b"RPUSH", b"l", b"x"]), b":1\r\n");
+    assert_eq!(b.request(&[b"ZADD", b"z", b"1", b"m"]), b":1\r\n");
+    assert_eq!(
+        b.request(&[b"XADD", b"st", b"1-1", b"f", b"v"]),
+        b"$3\r\n1-1\r\n"
+    );
+    let mut direct = RawClient::connect(redis.port());
+    let script = b"return redis.call('LPOP', 'b:l')";
+    for (request, error) in [
+        (
+            &[&b"LMPOP"[..], b"0", b"b:l", b"LEFT"][..],
+            &b"-ERR numkeys should be greater than 0\r\n"[..],
+        ),
+        (
+            &[b"ZMPOP", b"0", b"b:z", b"MIN"],
+            b"-ERR numkeys should be greater than 0\r\n",
+        ),
+        (
+            &[b"BLMPOP", b"0", b"0", b"b:l", b"LEFT"],
+            b"-ERR numkeys should be greater than 0\r\n",
+        ),
+        (
+            &[b"SINTERCARD", b"0", b"b:l"],
+            b"-ERR numkeys should be greater than 0\r\n",
+        ),
+        (
+            &[b"XREAD", b"COUNT", b"1", b"b:st", b"0"],
+            b"-ERR syntax error\r\n",
+        ),
+        (
+            &[b"EVAL", script, b"-1"],
+            b"-ERR Number of keys can't be negative\r\n",
+        ),
+        (
+            &[b"EVAL", script, b"2", b"k"],
+            b"-ERR Number of keys can't be greater than number of args\r\n",
+        ),
+    ] {
+        // The reply is Redis' own, word for word.
+        assert_eq!(direct.request(request), error, "{request:?} to Redis");
+        assert_eq!(a.request(request), error, "{request:?} through the gateway");
+    }
+    assert_eq!(
+        b.request(&[b"LRANGE", b"l", b"0", b"-1"]),
+        b"*1\r\n$1\r\nx\r\n"
+    );
+    assert_eq!(b.request(&[b"ZCARD", b"z"]), b":1\r\n");
+    assert_eq!(b.request(&[b"XLEN", b"st"]), b":1\r\n");
+}

@@ -16,14 +16,14 @@ mod lookup;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{from_fn, from_fn_with_state};
 use serde_json::Value;
 
 use crate::auth::{self, Access};
 use crate::error::ApiError;
-use crate::metrics;
 use crate::openapi::{self, Operation};
 use crate::state::AppState;
+use crate::{dry_run, metrics};
 
 /// Every endpoint the control plane serves.
 pub fn operations() -> Vec<Operation> {
@@ -74,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin)
         .merge(gateway)
         .fallback(not_found)
+        .layer(from_fn(dry_run::scope))
         .layer(from_fn_with_state(
             Arc::clone(&state.metrics),
             metrics::count,

@@ -119,7 +119,12 @@ impl fmt::Display for Failure {
                 ..
             } => {
                 write!(f, "{status}: {} ({})", body.message, body.error)?;
-                for detail in &body.details {
+                // A single problem is already the message ("/path: why").
+                let repeated = match body.details.as_slice() {
+                    [only] => body.message == format!("{}: {}", only.path, only.message),
+                    _ => false,
+                };
+                for detail in body.details.iter().filter(|_| !repeated) {
                     let path = if detail.path.is_empty() {
                         "(body)"
                     } else {

@@ -30,6 +30,7 @@ pub(crate) enum Resources {
     Create {
         name: String,
         /// A resource URL: redis://, rediss://, redis-sentinel://, redis-cluster://, ...
+        #[arg(id = "resource_url", value_name = "URL")]
         url: String,
         #[arg(long, default_value = "")]
         description: String,
@@ -40,6 +41,7 @@ pub(crate) enum Resources {
     )]
     Update {
         name: String,
+        #[arg(id = "resource_url", value_name = "URL")]
         url: String,
         #[arg(long, default_value = "")]
         description: String,

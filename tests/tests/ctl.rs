@@ -216,6 +216,18 @@ async fn a_whole_session_through_the_cli() {
         last.contains("backfilled") && last.contains("100%") && last.contains("done"),
         "{watched}"
     );
+    // Steps dry-run too: refused as they would be, or answered without moving the migration.
+    ctl.fails(3, &["migrations", "finish", "shop", &id, "--dry-run"]);
+    let abort = ctl.ok(&["migrations", "abort", "shop", &id, "--dry-run"]);
+    assert!(
+        abort.contains("- backfilled") && abort.contains("+ aborted"),
+        "{abort}"
+    );
+    let path = format!("/v1/tenants/shop/migrations/{id}");
+    assert_eq!(
+        cp.expect("GET", &path, None, 200).await["state"],
+        "backfilled"
+    );
     let watched = ctl.ok(&[
         "migrations",
         "verify",
@@ -497,6 +509,10 @@ fn help_and_completions() {
     );
     assert!(help.contains("Exit codes:"), "{help}");
     for command in [
+        vec!["tenants"],
+        vec!["routes"],
+        vec!["health"],
+        vec!["tenants", "list"],
         vec!["tenants", "create"],
         vec!["credentials", "create"],
         vec!["resources", "create"],

@@ -94,25 +94,43 @@ struct Global {
 #[derive(Subcommand)]
 enum Command {
     /// Tenants: list, get, create, update, delete.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  switchyard-ctl tenants create shop\n  switchyard-ctl tenants list"
+    )]
     Tenants(tenants::Tenants),
     /// A tenant's credentials: list, create (issue or import), delete (revoke).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  switchyard-ctl credentials create shop\n  switchyard-ctl credentials list shop"
+    )]
     Credentials(credentials::Credentials),
     /// Resources (the Redis deployments routes name): list, get, create, update, delete.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  switchyard-ctl resources create main redis://10.0.0.5:6379"
+    )]
     Resources(resources::Resources),
     /// A tenant's route table: get, set, edit, versions, diff, rollback, explain.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  switchyard-ctl routes set shop --file route.json\n  switchyard-ctl routes edit shop\n  switchyard-ctl routes diff shop 1 2"
+    )]
     Routes(routes::Routes),
     /// The gateway fleet and the revision each serves.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Example:\n  switchyard-ctl gateways list")]
     Gateways(gateways::Gateways),
     /// Tenant migrations: create, backfill, verify, cutover, finish, abort, watch.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  switchyard-ctl migrations create shop --to new-main\n  switchyard-ctl migrations backfill shop 1 --watch"
+    )]
     Migrations(migrations::Migrations),
     /// The audit log of every change.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  switchyard-ctl audit list --tenant shop"
+    )]
     Audit(audit::Audit),
     /// Create many tenants with their credentials and routes in one change (a POST /v1/import body).
     #[command(after_help = "Example:\n  switchyard-ctl import --file tenants.json --dry-run")]
@@ -121,6 +139,7 @@ enum Command {
         file: PathBuf,
     },
     /// Whether the control plane and its database answer.
+    #[command(after_help = "Example:\n  switchyard-ctl health -o json")]
     Health,
     /// Print a shell completion script.
     #[command(after_help = "Examples:\n  \

@@ -20,8 +20,10 @@ const ONE: View = View::one(COLUMNS);
 #[derive(Subcommand)]
 pub(crate) enum Resources {
     /// List every resource (passwords masked).
+    #[command(after_help = "Example:\n  switchyard-ctl resources list")]
     List,
     /// Show one resource.
+    #[command(after_help = "Example:\n  switchyard-ctl resources get main -o yaml")]
     Get { name: String },
     /// Register a resource.
     #[command(after_help = "Examples:\n  \

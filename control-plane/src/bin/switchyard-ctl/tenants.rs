@@ -22,6 +22,9 @@ const ONE: View = View::one(COLUMNS);
 #[derive(Subcommand)]
 pub(crate) enum Tenants {
     /// List every tenant.
+    #[command(
+        after_help = "Examples:\n  switchyard-ctl tenants list\n  switchyard-ctl tenants list -o json"
+    )]
     List,
     /// Show one tenant.
     #[command(after_help = "Example:\n  switchyard-ctl tenants get shop -o yaml")]

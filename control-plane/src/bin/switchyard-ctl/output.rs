@@ -179,34 +179,23 @@ fn scalar(value: &Value) -> String {
 }
 
 /// A string plain when it cannot be mistaken for another type or for YAML syntax, else double-quoted (a JSON
-/// string is a valid YAML double-quoted scalar).
+/// string is a valid YAML double-quoted scalar). Anything starting with a digit is quoted: YAML 1.1 parsers read
+/// numbers, times and dates in more shapes than are worth telling apart.
 fn string(text: &str) -> String {
-    const WORDS: &[&str] = &[
-        "null", "~", "true", "false", "yes", "no", "on", "off", "y", "n", ".nan", ".inf", "-.inf",
-    ];
+    const WORDS: &[&str] = &["null", "true", "false", "yes", "no", "on", "off", "y", "n"];
     let plain = text
         .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "_./@+-:".contains(c))
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '/' || c == '_')
         && text
             .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '/' || c == '_')
+            .all(|c| c.is_ascii_alphanumeric() || "_./@+-:".contains(c))
         && !text.ends_with(':')
-        && !text.contains(": ")
-        && !WORDS.contains(&text.to_ascii_lowercase().as_str())
-        && !looks_numeric(text);
+        && !WORDS.contains(&text.to_ascii_lowercase().as_str());
     match plain {
         true => text.to_string(),
         false => Value::String(text.to_string()).to_string(),
     }
-}
-
-/// Whether a YAML 1.1 or 1.2 parser could read `text` as a number (including `0x1f`, `1_000`, `12:30`).
-fn looks_numeric(text: &str) -> bool {
-    text.starts_with(|c: char| c.is_ascii_digit())
-        && text
-            .chars()
-            .all(|c| c.is_ascii_hexdigit() || "xXoO._:+-".contains(c))
 }
 
 /// A line diff of `old` and `new`: removed lines with `-`, added with `+`, at most `CONTEXT` unchanged lines

@@ -59,6 +59,8 @@ impl Ctl {
         }
         let output = command
             .env("HOME", &self.home.0)
+            // Where `routes edit` keeps an edit that failed.
+            .env("TMPDIR", &self.home.0)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .args(args)
             .output()

@@ -421,11 +421,59 @@ async fn exit_codes_follow_the_error_class() {
     assert!(denied.stderr.contains("401 Unauthorized"), "{denied:?}");
     let closed = format!("http://127.0.0.1:{}", switchyard_tests::allocate_port());
     ctl.fails(6, &["--url", &closed, "tenants", "list"]);
+    // An edit loses a race: someone sets the route while the editor is open. Nothing is overwritten, their change
+    // is shown, and the edit is kept.
+    let theirs = write(
+        ctl.home(),
+        "theirs.json",
+        r#"{"type": "single", "target": "redis://127.0.0.1:3"}"#,
+    );
+    let racing = write(
+        ctl.home(),
+        "racing.sh",
+        "#!/bin/sh\n\"$CTL\" routes set acme -f \"$THEIRS\" >/dev/null\nsed -i 's/:1\"/:2\"/' \"$1\"\n",
+    );
+    let chmod = std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&racing)
+        .status();
+    assert!(chmod.is_ok_and(|s| s.success()));
+    let raced = Ctl::new(&cp)
+        .env("EDITOR", racing.to_str().unwrap())
+        .env(
+            "CTL",
+            switchyard_tests::binary("switchyard-ctl", "SWITCHYARD_CTL_BIN")
+                .to_str()
+                .unwrap(),
+        )
+        .env("THEIRS", theirs.to_str().unwrap())
+        .fails(3, &["routes", "edit", "acme"]);
+    assert!(
+        raced
+            .stderr
+            .contains("someone else changed the route of 'acme'")
+            && raced.stderr.contains("- target: redis://127.0.0.1:1")
+            && raced.stderr.contains("+ target: redis://127.0.0.1:3")
+            && raced.stderr.contains("your edit is kept in"),
+        "{raced:?}"
+    );
+    let route = cp.expect("GET", "/v1/tenants/acme/route", None, 200).await;
+    assert_eq!(route["route"]["target"], "redis://127.0.0.1:3", "{route}");
+    // An edit that does not parse is refused here, and kept.
+    let typo = sed_editor(ctl.home(), "typo.sh", "s/single/singel/");
+    let unparsed = Ctl::new(&cp)
+        .env("EDITOR", &typo)
+        .fails(1, &["routes", "edit", "acme"]);
+    assert!(
+        unparsed.stderr.contains("does not parse")
+            && unparsed.stderr.contains("unknown variant `singel`"),
+        "{unparsed:?}"
+    );
     ctl.fails(1, &["tenants", "list", "--no-such-flag"]);
     ctl.fails(1, &["--profile", "nope", "tenants", "list"]);
     assert_eq!(
         cp.expect("GET", "/v1/tenants/acme/route", None, 200).await["version"],
-        1
+        2
     );
 }
 

@@ -62,10 +62,14 @@ pub fn router(state: AppState) -> Router {
         };
         *group = std::mem::take(group).route(operation.path, operation.handler);
     }
-    let admin = admin.route_layer(from_fn_with_state(
-        Arc::clone(&state.tokens),
-        auth::require_admin,
-    ));
+    // Every admin change commits through `AppState::commit`, which is what makes `?dry_run=true` honest; the
+    // gateways' heartbeat does not, so it is not offered there.
+    let admin = admin
+        .route_layer(from_fn_with_state(
+            Arc::clone(&state.tokens),
+            auth::require_admin,
+        ))
+        .layer(from_fn(dry_run::scope));
     let gateway = gateway.route_layer(from_fn_with_state(
         Arc::clone(&state.tokens),
         auth::require_gateway,
@@ -74,7 +78,6 @@ pub fn router(state: AppState) -> Router {
         .merge(admin)
         .merge(gateway)
         .fallback(not_found)
-        .layer(from_fn(dry_run::scope))
         .layer(from_fn_with_state(
             Arc::clone(&state.metrics),
             metrics::count,

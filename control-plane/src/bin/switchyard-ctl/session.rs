@@ -49,7 +49,7 @@ impl Session {
     }
 
     /// A GET whose body is read as `T`.
-    pub(crate) async fn fetch<T: DeserializeOwned>(&self, path: &str) -> Outcome<T> {
+    pub(crate) async fn read<T: DeserializeOwned>(&self, path: &str) -> Outcome<T> {
         let reply = self.send(&Call::get(path)).await?;
         Ok(serde_json::from_value(reply.body)
             .with_context(|| format!("the answer of GET {path}"))?)
@@ -96,16 +96,19 @@ impl Session {
                     None | Some(Value::Null) => String::new(),
                     Some(value) => output::yaml(value),
                 };
-                let diff = output::diff(&part(&before), &part(&reply.body));
+                let (old, new) = (part(&before), part(&reply.body));
+                let diff = output::diff(&old, &new);
                 let mut out = std::io::stdout().lock();
                 writeln!(
                     out,
                     "dry run: {} {} passes the control plane's checks; nothing was changed",
                     change.call.method, change.call.path
                 )?;
-                match diff.is_empty() {
-                    true => writeln!(out, "no difference")?,
-                    false => out.write_all(diff.as_bytes())?,
+                // A change with nothing to show on either side (revoking a credential) gets no diff.
+                match (diff.is_empty(), old.is_empty() && new.is_empty()) {
+                    (_, true) => {}
+                    (true, false) => writeln!(out, "no difference")?,
+                    (false, false) => out.write_all(diff.as_bytes())?,
                 }
             }
             _ => self.print(&reply.body, &change.view)?,

@@ -73,7 +73,7 @@ pub(crate) async fn watch(
     let path = format!("/v1/tenants/{tenant}/migrations/{id}");
     let tty = std::io::stdout().is_terminal();
     loop {
-        let migration: Migration = session.fetch(&path).await?;
+        let migration: Migration = session.read(&path).await?;
         let done = match until {
             Some(state) => migration.state == state || !migration.state.is_active(),
             None => !matches!(

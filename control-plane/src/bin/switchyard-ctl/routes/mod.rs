@@ -130,7 +130,7 @@ pub(crate) fn changed(body: &Value) -> String {
 /// The checks the control plane makes of a table, made here first with the registered resources (URLs
 /// masked, which the rules do not look at), so that a mistake is named before anything is sent.
 pub(crate) async fn check(session: &Session, route: &RouteTable) -> Outcome {
-    let resources: ResourceList = session.fetch("/v1/resources").await?;
+    let resources: ResourceList = session.read("/v1/resources").await?;
     let lookup = |name: &str| {
         resources
             .resources

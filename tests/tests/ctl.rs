@@ -533,6 +533,8 @@ async fn profiles_token_files_and_global_flags() {
         by_env.json(&["tenants", "get", "from-profile"])["name"],
         "from-profile"
     );
+    let both = by_env.fails(1, &["tenants", "list", "--admin-token", "x"]);
+    assert!(both.stderr.contains("give one"), "{both:?}");
     let after = Ctl::bare().ok(&[
         "tenants",
         "get",

@@ -95,7 +95,12 @@ impl Given {
         let (profile, dir) = profile(&self)?;
         let relative = |path: PathBuf| dir.join(path);
         let token = match (self.admin_token, self.admin_token_file) {
-            (Some(token), _) => Some(token),
+            // Which one was meant cannot be told (a flag or an environment variable, on either side).
+            (Some(_), Some(_)) => bail!(
+                "both an admin token (--admin-token or SWITCHYARD_ADMIN_TOKEN) and an admin token file \
+                 (--admin-token-file or SWITCHYARD_ADMIN_TOKEN_FILE) are given: give one"
+            ),
+            (Some(token), None) => Some(token),
             (None, Some(file)) => Some(read_token(&file)?),
             (None, None) => match profile.admin_token_file.map(relative) {
                 Some(file) => Some(read_token(&file)?),

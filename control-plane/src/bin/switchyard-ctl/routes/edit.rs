@@ -1,6 +1,7 @@
 //! `switchyard-ctl routes edit`: the current table opened in the user's editor, parsed and validated here, and
 //! put with `If-Match` on the version opened, so that an edit never overwrites a change made meanwhile.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -50,7 +51,13 @@ pub(crate) async fn edit(session: &Session, tenant: &str, comment: String) -> Ou
     let original = opened.body.get("route").cloned().unwrap_or(Value::Null);
     let text = serde_json::to_string_pretty(&original)? + "\n";
     let file = edit_file(tenant);
-    std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
+    // A new file only: a name in a shared temporary folder must not lead the write to someone else's file.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("writing {}", file.display()))?;
     run_editor(&file)?;
     let edited =
         std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;

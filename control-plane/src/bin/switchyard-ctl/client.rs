@@ -134,7 +134,8 @@ impl fmt::Display for Failure {
                 }
                 Ok(())
             }
-            Failure::Api { status, text, .. } => write!(f, "{status}: {text}"),
+            Failure::Api { status, text, .. } if text.trim().is_empty() => write!(f, "{status}"),
+            Failure::Api { status, text, .. } => write!(f, "{status}: {}", text.trim()),
         }
     }
 }
@@ -227,5 +228,69 @@ impl Client {
             })?,
         };
         Ok(Reply { body, version })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, body: &str) -> Failure {
+        Failure::Api {
+            status: StatusCode::from_u16(status).unwrap(),
+            body: serde_json::from_str(body).ok(),
+            text: body.to_string(),
+        }
+    }
+
+    #[test]
+    fn each_status_class_has_its_exit_code() {
+        for (status, code) in [
+            (404, 2),
+            (409, 3),
+            (412, 3),
+            (400, 4),
+            (422, 4),
+            (401, 5),
+            (403, 5),
+            (500, 6),
+            (503, 6),
+        ] {
+            assert_eq!(
+                api(status, "").exit_code(),
+                ExitCode::from(code),
+                "{status}"
+            );
+        }
+        assert_eq!(
+            Failure::Unreachable(String::new()).exit_code(),
+            ExitCode::from(6)
+        );
+        assert_eq!(
+            Failure::from(anyhow::anyhow!("local")).exit_code(),
+            ExitCode::from(1)
+        );
+    }
+
+    #[test]
+    fn errors_read_with_their_details() {
+        let several = api(
+            422,
+            r#"{"error": "invalid", "message": "the tenant is invalid",
+                "details": [{"path": "/a", "message": "bad"}, {"path": "", "message": "worse"}]}"#,
+        );
+        assert_eq!(
+            several.to_string(),
+            "422 Unprocessable Entity: the tenant is invalid (invalid)\n  /a: bad\n  (body): worse"
+        );
+        let one = api(
+            422,
+            r#"{"error": "invalid", "message": "/name: bad", "details": [{"path": "/name", "message": "bad"}]}"#,
+        );
+        assert_eq!(
+            one.to_string(),
+            "422 Unprocessable Entity: /name: bad (invalid)"
+        );
+        assert_eq!(api(405, "").to_string(), "405 Method Not Allowed");
     }
 }

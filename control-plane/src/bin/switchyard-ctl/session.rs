@@ -56,6 +56,10 @@ impl Session {
     }
 
     pub(crate) fn print(&self, body: &Value, view: &View) -> Outcome {
+        // A 204 has no body, and so JSON and YAML print nothing for it.
+        if body.is_null() && self.format != Format::Table {
+            return Ok(());
+        }
         let mut out = std::io::stdout().lock();
         out.write_all(output::render(self.format, body, view).as_bytes())?;
         Ok(())

@@ -105,6 +105,14 @@ pub(crate) fn path(tenant: &str) -> String {
     format!("/v1/tenants/{tenant}/route")
 }
 
+/// Where one version is read; the current one without a number.
+fn version_path(tenant: &str, version: Option<i64>) -> String {
+    match version {
+        Some(v) => format!("{}/versions/{v}", path(tenant)),
+        None => path(tenant),
+    }
+}
+
 /// A version: a line about it, then its table as YAML.
 pub(crate) fn version_text(body: &Value) -> String {
     format!(
@@ -163,13 +171,8 @@ impl Routes {
     pub(crate) async fn run(self, session: &Session) -> Outcome {
         match self {
             Routes::Get { tenant, version } => {
-                let path = match version {
-                    Some(v) => format!("{}/versions/{v}", path(&tenant)),
-                    None => path(&tenant),
-                };
-                session
-                    .show(Call::get(path), &View::Text(version_text))
-                    .await
+                let call = Call::get(version_path(&tenant, version));
+                session.show(call, &View::Text(version_text)).await
             }
             Routes::Set {
                 tenant,
@@ -214,11 +217,8 @@ impl Routes {
             }
             Routes::Diff { tenant, from, to } => {
                 let read = |version: Option<i64>| {
-                    let path = match version {
-                        Some(v) => format!("{}/versions/{v}", path(&tenant)),
-                        None => path(&tenant),
-                    };
-                    async move { session.send(&Call::get(path)).await.map(|r| r.body) }
+                    let call = Call::get(version_path(&tenant, version));
+                    async move { session.send(&call).await.map(|r| r.body) }
                 };
                 let (old, new) = (read(Some(from)).await?, read(to).await?);
                 let both = json!({ "from": old, "to": new });

@@ -9,6 +9,7 @@ mod api;
 mod auth;
 mod config;
 mod db;
+mod dry_run;
 mod error;
 mod etag;
 mod extract;
@@ -22,7 +23,6 @@ mod route_schema;
 mod snapshot_cache;
 mod state;
 mod tls;
-mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,7 +39,6 @@ pub use db::DbError;
 pub use metrics::Metrics;
 pub use openapi::Operation;
 pub use state::{AppState, Settings};
-pub use watch::Watch;
 
 /// The control plane's schema, from the top-level `migrations/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");

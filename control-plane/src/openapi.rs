@@ -145,6 +145,11 @@ impl Operation {
         parameters.extend(self.params.iter().map(|p| {
             json!({"name": p.name, "in": p.place, "description": p.description, "schema": {"type": p.kind}})
         }));
+        // Every admin change commits through `AppState::commit`, which honours `crate::dry_run`.
+        if self.access == Access::Admin && self.method != Method::GET {
+            parameters.push(json!({"name": "dry_run", "in": "query", "schema": {"type": "boolean"},
+                "description": "`true`: run every check and answer as the change would, but write nothing."}));
+        }
         let mut responses = Map::new();
         let content = |schema: Option<Schema>, content_type: &str| match schema {
             Some(schema) => json!({content_type: {"schema": schema}}),

@@ -104,13 +104,18 @@ impl AppState {
             .await
     }
 
-    /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once.
+    /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once. In a dry run
+    /// (`crate::dry_run`) the change is rolled back instead, and the revision it would have had is returned.
     pub(crate) async fn commit(
         &self,
-        change: Change,
+        mut change: Change,
         actor: &Actor,
         record: AuditRecord,
     ) -> ApiResult<i64> {
+        if crate::dry_run::active() {
+            // Dropping the transaction rolls it back, the revision bump with it.
+            return Ok(change.revision().await?);
+        }
         let (action, object) = (record.action, record.object.clone());
         let revision = change.commit(actor, record).await?;
         tracing::info!(

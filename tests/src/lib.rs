@@ -7,6 +7,7 @@
 mod certs;
 pub mod compare;
 mod control_plane;
+mod ctl;
 pub mod families;
 mod helpers;
 mod ports;
@@ -18,6 +19,7 @@ mod topology;
 
 pub use certs::{CertFiles, Pki, Validity};
 pub use control_plane::{ADMIN_TOKEN, ControlPlane, ControlPlaneBuilder};
+pub use ctl::{Ctl, CtlRun};
 pub use helpers::{
     command_calls, connections_received, open_single_tenant, open_tenant, provision_script_users,
     wait_for_slot_map, wait_for_slot_map_as,

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use switchyard_tests::{
-    ADMIN_TOKEN, ControlPlane, Gateway, Pki, RedisServer, Validity, binary, wait_for_async,
+    ADMIN_TOKEN, ControlPlane, Ctl, Gateway, Pki, RedisServer, Validity, binary, wait_for_async,
 };
 
 /// A client that trusts only the CA of `ca_file`.
@@ -180,6 +180,18 @@ async fn switchyard_ctl_trusts_its_ca_file() {
         untrusted.contains("invalid peer certificate: UnknownIssuer"),
         "{untrusted}"
     );
+    // A profile's ca_file (relative to the profile file) is trusted the same way.
+    let profiled = Ctl::bare();
+    let home = profiled.home();
+    std::fs::copy(pki.ca_file(), home.join("cp-ca.pem")).expect("copy the CA");
+    std::fs::write(home.join("admin.token"), ADMIN_TOKEN).expect("write the token");
+    let profiles = json!({"profiles": {"tls": {
+        "url": cp.url(), "admin_token_file": "admin.token", "ca_file": "cp-ca.pem"}}});
+    let config = home.join("ctl.json");
+    std::fs::write(&config, profiles.to_string()).expect("write the profile file");
+    let config = config.to_str().expect("a UTF-8 path");
+    let listed = profiled.ok(&["--config", config, "--profile", "tls", "tenants", "list"]);
+    assert!(listed.starts_with("NAME"), "{listed}");
 }
 
 /// `GET k` through `gateway` as the tenant of `secret`.

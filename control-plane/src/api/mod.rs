@@ -16,14 +16,14 @@ mod lookup;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{from_fn, from_fn_with_state};
 use serde_json::Value;
 
 use crate::auth::{self, Access};
 use crate::error::ApiError;
-use crate::metrics;
 use crate::openapi::{self, Operation};
 use crate::state::AppState;
+use crate::{dry_run, metrics};
 
 /// Every endpoint the control plane serves.
 pub fn operations() -> Vec<Operation> {
@@ -62,10 +62,14 @@ pub fn router(state: AppState) -> Router {
         };
         *group = std::mem::take(group).route(operation.path, operation.handler);
     }
-    let admin = admin.route_layer(from_fn_with_state(
-        Arc::clone(&state.tokens),
-        auth::require_admin,
-    ));
+    // Every admin change commits through `AppState::commit`, which is what makes `?dry_run=true` honest; the
+    // gateways' heartbeat does not, so it is not offered there.
+    let admin = admin
+        .route_layer(from_fn_with_state(
+            Arc::clone(&state.tokens),
+            auth::require_admin,
+        ))
+        .layer(from_fn(dry_run::scope));
     let gateway = gateway.route_layer(from_fn_with_state(
         Arc::clone(&state.tokens),
         auth::require_gateway,

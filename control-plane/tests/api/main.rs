@@ -5,6 +5,7 @@ mod access;
 mod audit;
 mod common;
 mod credentials;
+mod dry_run;
 mod gateways;
 mod import;
 mod migrations;

@@ -3,24 +3,12 @@
 //! It polls `GET /v1/tenants/{tenant}/migrations/{id}` until no task runs (or the migration reaches a given state).
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use switchyard_schemas::api::{Migration, MigrationState, TaskProgress};
 
-/// Where to poll and how to stop.
-pub struct Watch {
-    pub url: String,
-    pub admin_token: String,
-    /// The CA certificates (PEM) to trust for an `https` URL instead of the system's store.
-    pub ca_file: Option<PathBuf>,
-    pub tenant: String,
-    pub id: i64,
-    pub interval: Duration,
-    /// Stop when the migration is in this state; by default, when no task is running any more.
-    pub until: Option<MigrationState>,
-}
+use crate::client::Outcome;
+use crate::session::Session;
 
 const BAR: usize = 30;
 
@@ -73,55 +61,43 @@ fn eta(p: &TaskProgress) -> String {
     }
 }
 
-impl Watch {
-    /// Polls until done; the last line stays on screen. Fails when the migration cannot be read.
-    pub async fn run(&self) -> anyhow::Result<Migration> {
-        let client = crate::tls::http_client(self.ca_file.as_deref())?;
-        let endpoint = format!(
-            "{}/v1/tenants/{}/migrations/{}",
-            self.url.trim_end_matches('/'),
-            self.tenant,
-            self.id
-        );
-        let tty = std::io::stdout().is_terminal();
-        loop {
-            let response = client
-                .get(&endpoint)
-                .bearer_auth(&self.admin_token)
-                .send()
-                .await
-                .with_context(|| format!("GET {endpoint}"))?;
-            let status = response.status();
-            let body = response.text().await?;
-            if !status.is_success() {
-                bail!("GET {endpoint}: {status} {body}");
-            }
-            let migration: Migration = serde_json::from_str(&body)?;
-            let done = match self.until {
-                Some(state) => migration.state == state || !migration.state.is_active(),
-                None => !matches!(
-                    migration.state,
-                    MigrationState::Backfilling | MigrationState::Verifying
-                ),
-            };
-            let mut out = std::io::stdout().lock();
-            match tty {
-                true => write!(out, "\r\x1b[2K{}", line(&migration))?,
-                false => writeln!(out, "{}", line(&migration))?,
-            }
-            if done {
-                if tty {
-                    writeln!(out)?;
-                }
-                if let Some(error) = &migration.error {
-                    writeln!(out, "last task error: {error}")?;
-                }
-                return Ok(migration);
-            }
-            out.flush()?;
-            drop(out);
-            tokio::time::sleep(self.interval).await;
+/// Polls until done (by default, when no task is running any more; else at `until`); the last line stays on
+/// screen. Fails when the migration cannot be read.
+pub(crate) async fn watch(
+    session: &Session,
+    tenant: &str,
+    id: i64,
+    interval: Duration,
+    until: Option<MigrationState>,
+) -> Outcome<Migration> {
+    let path = format!("/v1/tenants/{tenant}/migrations/{id}");
+    let tty = std::io::stdout().is_terminal();
+    loop {
+        let migration: Migration = session.read(&path).await?;
+        let done = match until {
+            Some(state) => migration.state == state || !migration.state.is_active(),
+            None => !matches!(
+                migration.state,
+                MigrationState::Backfilling | MigrationState::Verifying
+            ),
+        };
+        let mut out = std::io::stdout().lock();
+        match tty {
+            true => write!(out, "\r\x1b[2K{}", line(&migration))?,
+            false => writeln!(out, "{}", line(&migration))?,
         }
+        if done {
+            if tty {
+                writeln!(out)?;
+            }
+            if let Some(error) = &migration.error {
+                writeln!(out, "last task error: {error}")?;
+            }
+            return Ok(migration);
+        }
+        out.flush()?;
+        drop(out);
+        tokio::time::sleep(interval).await;
     }
 }
 

@@ -1,0 +1,175 @@
+//! `switchyard-ctl tenants`: list, get, create, update and delete tenants (`/v1/tenants`).
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use reqwest::Method;
+use switchyard_schemas::api::{TenantCreate, TenantPatch};
+
+use crate::client::{Call, Outcome};
+use crate::output::View;
+use crate::session::{Change, Session, read_json};
+
+const COLUMNS: &[(&str, &str)] = &[
+    ("NAME", "/name"),
+    ("ROUTE", "/route_version"),
+    ("DISABLED", "/disabled"),
+    ("NAMESPACE", "/namespace"),
+    ("DESCRIPTION", "/description"),
+];
+const ONE: View = View::one(COLUMNS);
+
+#[derive(Subcommand)]
+pub(crate) enum Tenants {
+    /// List every tenant.
+    #[command(
+        after_help = "Examples:\n  switchyard-ctl tenants list\n  switchyard-ctl tenants list -o json"
+    )]
+    List,
+    /// Show one tenant.
+    #[command(after_help = "Example:\n  switchyard-ctl tenants get shop -o yaml")]
+    Get { name: String },
+    /// Create a tenant (its limits and policies from a file, or from flags).
+    #[command(after_help = "Examples:\n  \
+        switchyard-ctl tenants create shop --description 'the web shop'\n  \
+        switchyard-ctl tenants create shop --namespace 'shop:'\n  \
+        switchyard-ctl tenants create --file shop.json   # a POST /v1/tenants body")]
+    Create {
+        /// The tenant's name (overrides the file's).
+        name: Option<String>,
+        /// A JSON file with the whole tenant (the body of `POST /v1/tenants`).
+        #[arg(long, short = 'f')]
+        file: Option<PathBuf>,
+        #[arg(long)]
+        description: Option<String>,
+        /// A prefix put before every key the tenant names.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Refuse the tenant's writes with READONLY.
+        #[arg(long)]
+        read_only: bool,
+        /// Created disabled: its clients are refused until it is enabled.
+        #[arg(long)]
+        disabled: bool,
+        /// The tenant may run admin commands (CONFIG, DEBUG, ...).
+        #[arg(long)]
+        allow_admin: bool,
+    },
+    /// Change a tenant: only what is given changes.
+    #[command(after_help = "Examples:\n  \
+        switchyard-ctl tenants update shop --disabled true\n  \
+        switchyard-ctl tenants update shop --file patch.json   # a PATCH /v1/tenants/{tenant} body\n  \
+        switchyard-ctl tenants update shop --no-namespace --dry-run")]
+    Update {
+        name: String,
+        /// A JSON file with the change (the body of `PATCH /v1/tenants/{tenant}`); flags override it.
+        #[arg(long, short = 'f')]
+        file: Option<PathBuf>,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long)]
+        disabled: Option<bool>,
+        #[arg(long)]
+        allow_admin: Option<bool>,
+        #[arg(long)]
+        read_only: Option<bool>,
+        #[arg(long, conflicts_with = "no_namespace")]
+        namespace: Option<String>,
+        /// Remove the tenant's namespace.
+        #[arg(long)]
+        no_namespace: bool,
+    },
+    /// Delete a tenant with its credentials and route history.
+    #[command(after_help = "Example:\n  switchyard-ctl tenants delete shop --dry-run")]
+    Delete { name: String },
+}
+
+fn path(name: &str) -> String {
+    format!("/v1/tenants/{name}")
+}
+
+impl Tenants {
+    pub(crate) async fn run(self, session: &Session) -> Outcome {
+        match self {
+            Tenants::List => {
+                let view = View::Rows {
+                    list: "/tenants",
+                    columns: COLUMNS,
+                };
+                session.show(Call::get("/v1/tenants"), &view).await
+            }
+            Tenants::Get { name } => session.show(Call::get(path(&name)), &ONE).await,
+            Tenants::Create {
+                name,
+                file,
+                description,
+                namespace,
+                read_only,
+                disabled,
+                allow_admin,
+            } => {
+                let mut tenant: TenantCreate = match &file {
+                    Some(file) => read_json(file)?,
+                    None => serde_json::from_value(serde_json::json!({ "name": "" }))?,
+                };
+                if let Some(name) = name {
+                    tenant.name = name;
+                }
+                if tenant.name.is_empty() {
+                    return Err(anyhow::anyhow!(
+                        "a tenant needs a name (NAME, or \"name\" in --file)"
+                    )
+                    .into());
+                }
+                tenant.description = description.unwrap_or(tenant.description);
+                tenant.namespace = namespace.or(tenant.namespace);
+                tenant.read_only |= read_only;
+                tenant.disabled |= disabled;
+                tenant.allow_admin |= allow_admin;
+                let call =
+                    Call::new(Method::POST, "/v1/tenants").body(serde_json::to_value(&tenant)?);
+                let change = Change::new(call, ONE).before(path(&tenant.name), "");
+                session.change(change).await.map(drop)
+            }
+            Tenants::Update {
+                name,
+                file,
+                description,
+                disabled,
+                allow_admin,
+                read_only,
+                namespace,
+                no_namespace,
+            } => {
+                let mut patch: TenantPatch = match &file {
+                    Some(file) => read_json(file)?,
+                    None => TenantPatch::default(),
+                };
+                patch.description = description.or(patch.description);
+                patch.disabled = disabled.or(patch.disabled);
+                patch.allow_admin = allow_admin.or(patch.allow_admin);
+                patch.read_only = read_only.or(patch.read_only);
+                if let Some(namespace) = namespace {
+                    patch.namespace = Some(Some(namespace));
+                }
+                if no_namespace {
+                    patch.namespace = Some(None);
+                }
+                let call =
+                    Call::new(Method::PATCH, path(&name)).body(serde_json::to_value(&patch)?);
+                let change = Change::new(call, ONE).before(path(&name), "");
+                session.change(change).await.map(drop)
+            }
+            Tenants::Delete { name } => {
+                let change = Change::new(Call::new(Method::DELETE, path(&name)), deleted())
+                    .before(path(&name), "");
+                session.change(change).await.map(drop)
+            }
+        }
+    }
+}
+
+/// What a 204 shows.
+pub(crate) fn deleted() -> View {
+    View::Text(|_| "deleted\n".to_string())
+}

@@ -30,8 +30,14 @@ pub(crate) fn operations() -> Vec<Operation> {
         )
         .reply::<AuditPage>(200)
         .query("tenant", "Only changes to this tenant.")
-        .query("actor", "Only changes by this actor (`admin:` + 8 hex digits).")
-        .query("action", "Only actions that start with this: `route.put`, or `route.` for every route change.")
+        .query(
+            "actor",
+            "Only changes by this actor (`admin:` + 8 hex digits).",
+        )
+        .query(
+            "action",
+            "Only actions that start with this: `route.put`, or `route.` for every route change.",
+        )
         .query("since", "Only changes at or after this RFC 3339 time.")
         .query("until", "Only changes before this RFC 3339 time.")
         .query_integer("before", "Only entries with a smaller id (paging).")

@@ -41,25 +41,43 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("js/diff.js", JS, include_str!("assets/js/diff.js")),
     ("js/json.js", JS, include_str!("assets/js/json.js")),
     ("js/tenants.js", JS, include_str!("assets/js/tenants.js")),
-    ("js/resources.js", JS, include_str!("assets/js/resources.js")),
+    (
+        "js/resources.js",
+        JS,
+        include_str!("assets/js/resources.js"),
+    ),
     ("js/routes.js", JS, include_str!("assets/js/routes.js")),
     ("js/gateways.js", JS, include_str!("assets/js/gateways.js")),
-    ("js/migrations.js", JS, include_str!("assets/js/migrations.js")),
+    (
+        "js/migrations.js",
+        JS,
+        include_str!("assets/js/migrations.js"),
+    ),
     ("js/audit.js", JS, include_str!("assets/js/audit.js")),
 ];
 
 /// `/console`, `/console/` and `/console/{file}`.
 pub(crate) fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
-        .route("/console", get(|| async { Redirect::permanent("/console/") }))
+        .route(
+            "/console",
+            get(|| async { Redirect::permanent("/console/") }),
+        )
         .route("/console/", get(|| async { asset("") }))
-        .route("/console/{*file}", get(|Path(file): Path<String>| async move { asset(&file) }))
+        .route(
+            "/console/{*file}",
+            get(|Path(file): Path<String>| async move { asset(&file) }),
+        )
 }
 
 fn asset(file: &str) -> Response {
     let (status, content_type, body) = match ASSETS.iter().find(|(path, _, _)| *path == file) {
         Some((_, content_type, body)) => (StatusCode::OK, *content_type, *body),
-        None => (StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "no such console file\n"),
+        None => (
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "no such console file\n",
+        ),
     };
     let mut response = (status, body).into_response();
     let headers = response.headers_mut();

@@ -181,13 +181,20 @@ async fn filters_by_actor_action_and_time(pool: PgPool) {
     let everything = actions("").await;
     assert_eq!(everything.len(), 4);
     let page = api.admin("GET", "/v1/audit", None).await;
-    let actor = page.body["entries"][0]["actor"].as_str().unwrap().to_string();
+    let actor = page.body["entries"][0]["actor"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(actor.starts_with("admin:"), "{actor}");
     assert_eq!(actions(&format!("?actor={actor}")).await, everything);
     assert_eq!(actions("?actor=admin:00000000").await.len(), 0);
     let newest = page.body["entries"][0]["at"].as_str().unwrap().to_string();
     let until = |at: &str| format!("?until={}", at.replace('+', "%2B"));
-    assert_eq!(actions(&until(&newest)).await.len(), 3, "until is exclusive");
+    assert_eq!(
+        actions(&until(&newest)).await.len(),
+        3,
+        "until is exclusive"
+    );
     assert_eq!(actions(&until("2000-01-01T00:00:00Z")).await.len(), 0);
     let bad = api.admin("GET", "/v1/audit?until=yesterday", None).await;
     assert_eq!(bad.status, 400, "{}", bad.body);

@@ -1,0 +1,608 @@
+//! The operators' console in a real headless Chromium, against a real control plane on Postgres, a real gateway
+//! and real redis-servers: an operator's day, page by page, with a screenshot of each page in
+//! target/console-screenshots/. Needs `chromium` and `chromedriver` (scripts/test installs them).
+
+mod browser;
+
+use std::time::{Duration, Instant};
+
+use browser::Browser;
+use serde_json::{Value, json};
+use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RedisServer};
+
+/// A gateway following `cp`, with its snapshot cache in a file removed at the end.
+struct CachedGateway {
+    gateway: Gateway,
+    cache: std::path::PathBuf,
+}
+
+impl CachedGateway {
+    fn start(cp: &ControlPlane) -> CachedGateway {
+        let cache = std::env::temp_dir().join(format!(
+            "switchyard-console-cache-{}.json",
+            std::process::id()
+        ));
+        let gateway = Gateway::builder().start_with_control_plane(cp, &cache);
+        CachedGateway { gateway, cache }
+    }
+}
+
+impl Drop for CachedGateway {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.cache);
+    }
+}
+
+/// Signs in through the sign-in page (a wrong token first: refused, and the page says so).
+async fn sign_in(browser: &Browser) {
+    browser.open("").await;
+    browser.on_page("sign-in").await;
+    browser.screenshot("sign-in").await;
+    browser.fill("#token", "not-the-admin-token-at-all").await;
+    browser.click("#sign-in").await;
+    browser
+        .wait_for("the refusal", "document.querySelector('.sign-in .error-text').textContent.includes('not an admin token')")
+        .await;
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#sign-in").await;
+    browser.on_page("tenants").await;
+    // The token is in the tab's session storage only: not in the URL, not in a cookie.
+    let kept = browser
+        .js("return [sessionStorage.getItem('switchyard.console.token'), document.cookie, location.href, localStorage.length]", vec![])
+        .await;
+    assert_eq!(kept[0], json!(ADMIN_TOKEN));
+    assert_eq!(kept[1], json!(""));
+    assert!(!kept[2].as_str().unwrap_or_default().contains(ADMIN_TOKEN));
+    assert_eq!(kept[3], json!(0));
+}
+
+async fn redis_get(
+    gateway: &Gateway,
+    secret: &str,
+    key: &str,
+) -> redis::RedisResult<Option<String>> {
+    let mut con = redis::Client::open(gateway.url(Some(secret)))?
+        .get_multiplexed_async_connection()
+        .await?;
+    redis::cmd("GET").arg(key).query_async(&mut con).await
+}
+
+/// Sets the route editor's text and saves it.
+async fn save_route(browser: &Browser, route: &str, comment: &str) {
+    browser.set_value("#route-editor", route).await;
+    browser.fill("#route-comment", comment).await;
+    browser.click("#save-route").await;
+}
+
+async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "{what} within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_day_in_the_console() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let cp = ControlPlane::start();
+    let gw = CachedGateway::start(&cp);
+    let browser = Browser::start(&cp.url()).await;
+    sign_in(&browser).await;
+
+    // Tenants: create one through the form, and find it by prefix among others.
+    for other in ["globex", "initech", "acme-eu"] {
+        cp.expect("POST", "/v1/tenants", Some(json!({"name": other})), 201)
+            .await;
+    }
+    browser.fill("#new-tenant-name", "acme").await;
+    browser.fill("#new-tenant-description", "Acme Corp").await;
+    browser.click("#create-tenant button[type=submit]").await;
+    browser.on_page("tenant").await;
+    assert_eq!(
+        cp.expect("GET", "/v1/tenants/acme", None, 200).await["description"],
+        "Acme Corp"
+    );
+    browser.open("#/tenants").await;
+    browser.on_page("tenants").await;
+    browser.fill("#tenant-search", "acme").await;
+    browser
+        .wait_for(
+            "the search",
+            "document.querySelectorAll('#tenants tbody tr').length === 2",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .text("#tenants tbody tr:first-child .tenant-link")
+            .await,
+        "acme"
+    );
+    browser.screenshot("tenants").await;
+
+    // Limits: a bad one is shown at its field, a good one saved.
+    browser.click("#tenants .tenant-link").await;
+    browser.on_page("tenant").await;
+    browser
+        .set_value(
+            "#tenant-limits",
+            r#"{"output_buffer_limit": {"hard_bytes": 10, "soft_bytes": 20, "soft_seconds": 5}}"#,
+        )
+        .await;
+    browser.click("#save-tenant").await;
+    browser
+        .wait_for("the limit's error at its field", "document.querySelector('[data-path=\"/limits\"] .field-error').textContent.includes('hard_bytes')")
+        .await;
+    browser
+        .set_value("#tenant-limits", r#"{"max_connections": 500}"#)
+        .await;
+    browser.click("#save-tenant").await;
+    browser
+        .wait_for(
+            "the save",
+            "document.getElementById('notice').className === 'ok'",
+        )
+        .await;
+    let tenant = cp.expect("GET", "/v1/tenants/acme", None, 200).await;
+    assert_eq!(tenant["limits"], json!({"max_connections": 500}));
+
+    // Credentials: issue one; the secret is shown once, with its warning and a copy button.
+    browser.fill("#issue-description", "checkout").await;
+    browser.click("#issue").await;
+    let secret = browser.text("#new-secret").await;
+    assert!(secret.starts_with("sy_") && secret.len() == 67, "{secret}");
+    assert!(
+        browser
+            .text("#secret-box")
+            .await
+            .contains("shown only once")
+    );
+    browser.screenshot("credentials").await;
+    browser.open("#/tenants").await;
+    browser.open("#/tenants/acme").await;
+    browser.on_page("tenant").await;
+    browser.find("#credential-list tbody tr").await;
+    let page = browser.client.source().await.expect("page source");
+    assert!(!page.contains(&secret), "the secret is never shown twice");
+
+    // Resources: register two, through the form.
+    browser.open("#/resources").await;
+    browser.on_page("resources").await;
+    for (name, server) in [("main", &old), ("spare", &new)] {
+        browser.fill("#new-resource-name", name).await;
+        browser.fill("#new-resource-url", &server.url()).await;
+        browser
+            .fill("#new-resource-description", &format!("{name} deployment"))
+            .await;
+        browser.click("#create-resource button[type=submit]").await;
+        browser
+            .wait_for(
+                "the new resource",
+                &format!("document.querySelector('#resources tr[data-resource=\"{name}\"]')"),
+            )
+            .await;
+    }
+
+    // Route: a syntax mistake is caught as it is typed; the server's 422 is shown on its line; then saved.
+    browser.open("#/tenants/acme/route").await;
+    browser.on_page("route").await;
+    browser
+        .set_value(
+            "#route-editor",
+            "{\"type\": \"single\",\n  \"target\": \"main\"\n",
+        )
+        .await;
+    browser
+        .wait_for(
+            "the syntax error",
+            "document.getElementById('route-status').textContent.startsWith('Not JSON')",
+        )
+        .await;
+    save_route(
+        &browser,
+        "{\n  \"type\": \"single\",\n  \"target\": \"nowhere\"\n}",
+        "first route",
+    )
+    .await;
+    browser
+        .wait_for("the server's error on line 3", "[...document.querySelectorAll('#route-errors li')].some(li => li.dataset.line === '3' && li.textContent.includes('nowhere'))")
+        .await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.querySelectorAll('.gutter .bad-line').length",
+                vec![]
+            )
+            .await,
+        json!(1)
+    );
+    browser.screenshot("route-error").await;
+    save_route(
+        &browser,
+        "{\n  \"type\": \"single\",\n  \"target\": \"main\"\n}",
+        "first route",
+    )
+    .await;
+    browser
+        .wait_for(
+            "version 1",
+            "document.querySelector('#route-view h2').textContent === 'Version 1'",
+        )
+        .await;
+
+    // The issued secret now authenticates through the gateway.
+    wait_until(
+        "AUTH with the issued secret through the gateway",
+        async || redis_get(&gw.gateway, &secret, "k").await.is_ok(),
+    )
+    .await;
+
+    // Version 2 double-writes to both; the readable view says so.
+    let double = r#"{"type": "single", "target": {"write": {"resources": ["main", "spare"], "ack": "all"}}}"#;
+    save_route(&browser, double, "double-write to spare").await;
+    browser
+        .wait_for(
+            "version 2",
+            "document.querySelector('#route-view h2').textContent === 'Version 2'",
+        )
+        .await;
+    assert!(
+        browser
+            .text("#route-view")
+            .await
+            .contains("double-written, ack all")
+    );
+    browser.fill("#explain-key", "user:42").await;
+    browser.click("#explain button[type=submit]").await;
+    browser
+        .wait_for(
+            "the explanation",
+            "document.querySelector('#explain-result dl')",
+        )
+        .await;
+    browser.screenshot("route").await;
+
+    // Someone changes it over the API meanwhile: saving the stale edit is a 412, shown as a diff.
+    let theirs = json!({"type": "single", "target": {"read": {"resources": ["spare", "main"], "policy": "ordered"}, "write": {"resources": ["main"]}}});
+    cp.expect(
+        "PUT",
+        "/v1/tenants/acme/route",
+        Some(json!({"route": theirs, "comment": "from curl"})),
+        200,
+    )
+    .await;
+    save_route(
+        &browser,
+        r#"{"type": "single", "target": "spare"}"#,
+        "stale edit",
+    )
+    .await;
+    browser
+        .wait_for(
+            "the conflict",
+            "document.querySelector('#route-conflict .diff-table')",
+        )
+        .await;
+    let conflict = browser.text("#route-conflict").await;
+    assert!(
+        conflict.contains("version 3") && conflict.contains("\"ordered\""),
+        "{conflict}"
+    );
+    browser.screenshot("route-conflict").await;
+    assert_eq!(
+        cp.expect("GET", "/v1/tenants/acme/route", None, 200).await["version"],
+        3
+    );
+
+    // History: versions 1 and 3 side by side, then a rollback to 1 (a new version 4).
+    browser.open("#/tenants/acme/history").await;
+    browser.on_page("history").await;
+    browser
+        .find("#diff-left option[value='1']")
+        .await
+        .click()
+        .await
+        .expect("pick 1");
+    browser
+        .find("#diff-right option[value='3']")
+        .await
+        .click()
+        .await
+        .expect("pick 3");
+    browser
+        .js(
+            "document.querySelector('#diff-out').replaceChildren(); return true",
+            vec![],
+        )
+        .await;
+    browser.click(".card .inline button").await;
+    browser
+        .wait_for("the diff of 1 and 3", "document.querySelector('#diff-out th') && document.querySelector('#diff-out th').textContent === 'Version 1' && document.querySelectorAll('#diff-out th')[1].textContent === 'Version 3'")
+        .await;
+    assert!(browser.text("#diff-out").await.contains("\"ordered\""));
+    browser.screenshot("history").await;
+    browser
+        .click("#versions tr[data-version='1'] .rollback")
+        .await;
+    browser
+        .client
+        .accept_alert()
+        .await
+        .expect("the rollback prompt");
+    browser
+        .wait_for(
+            "version 4",
+            "document.querySelector('#versions tbody tr').dataset.version === '4'",
+        )
+        .await;
+    let current = cp.expect("GET", "/v1/tenants/acme/route", None, 200).await;
+    assert_eq!(
+        (current["version"].clone(), current["route"].clone()),
+        (json!(4), json!({"type": "single", "target": "main"}))
+    );
+
+    migrate(&browser, &cp, &old, &new, &gw.gateway, &secret).await;
+
+    // Gateways: the one gateway is live and converged at the current revision.
+    let revision = cp.expect("GET", "/healthz", None, 200).await["revision"].clone();
+    browser.open("#/gateways").await;
+    browser.on_page("gateways").await;
+    browser
+        .wait_for("convergence", &format!("document.getElementById('convergence').dataset.converged === 'true' && document.getElementById('convergence').dataset.revision === '{revision}'"))
+        .await;
+    assert!(browser.text("#gateways tbody").await.contains("live"));
+    browser.screenshot("gateways").await;
+
+    // Audit: route changes only.
+    browser.open("#/audit").await;
+    browser.on_page("audit").await;
+    browser.fill("#audit-action", "route.").await;
+    browser.click("#audit-filters button[type=submit]").await;
+    browser
+        .wait_for("route changes only", "[...document.querySelectorAll('#audit tbody tr:not(.detail) td:nth-child(4)')].every(td => td.textContent.startsWith('route.')) && document.querySelectorAll('#audit tbody tr:not(.detail)').length === 4")
+        .await;
+    browser.click("#audit tbody tr:first-child button").await;
+    browser.find("#audit tr.detail .diff-table").await;
+    browser.screenshot("audit").await;
+    browser.assert_same_origin_only().await;
+    browser.close().await;
+}
+
+/// Migrates acme from `old` to `new` with a few thousand keys, step by step, watching the progress bar move.
+async fn migrate(
+    browser: &Browser,
+    cp: &ControlPlane,
+    old: &RedisServer,
+    new: &RedisServer,
+    gateway: &Gateway,
+    secret: &str,
+) {
+    let mut con = old.client();
+    for chunk in 0..30 {
+        let mut pipe = redis::pipe();
+        for i in 0..100 {
+            pipe.set(format!("key:{chunk}:{i}"), format!("value {i}"))
+                .ignore();
+        }
+        let () = pipe.query(&mut con).expect("fill the old deployment");
+    }
+    browser.open("#/tenants/acme/migrations").await;
+    browser.on_page("migrations").await;
+    browser.fill("#migration-to", "spare").await;
+    browser.fill("#migration-rate", "1500").await;
+    browser.click("#start-migration button[type=submit]").await;
+    browser.on_page("migration").await;
+    let state = async || {
+        browser
+            .js(
+                "return document.getElementById('migration-state').dataset.state",
+                vec![],
+            )
+            .await
+    };
+    let step = async |name: &str, reaches: &str| {
+        browser
+            .wait_for(
+                &format!("{name} enabled"),
+                &format!("!document.getElementById('step-{name}').disabled"),
+            )
+            .await;
+        browser.click(&format!("#step-{name}")).await;
+        browser
+            .wait_for(
+                &format!("state {reaches}"),
+                &format!(
+                    "document.getElementById('migration-state').dataset.state === '{reaches}'"
+                ),
+            )
+            .await;
+    };
+    assert_eq!(state().await, json!("double_write"));
+    // Only the next step and abort are enabled.
+    let enabled = browser
+        .js("return [...document.querySelectorAll('[id^=step-]')].filter(b => !b.disabled).map(b => b.id)", vec![])
+        .await;
+    assert!(
+        enabled == json!(["step-backfill", "step-abort"]) || enabled == json!(["step-abort"]),
+        "{enabled}"
+    );
+
+    // Backfill at 1,500 keys/s: the bar is seen between empty and full.
+    browser
+        .wait_for(
+            "backfill enabled",
+            "!document.getElementById('step-backfill').disabled",
+        )
+        .await;
+    browser.click("#step-backfill").await;
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let bar = browser
+            .js("const p = document.querySelector('#progress-backfill progress'); return p ? [p.value, document.getElementById('migration-state').dataset.state] : null", vec![])
+            .await;
+        if let Some(value) = bar[0].as_f64() {
+            if seen.last() != Some(&value) {
+                seen.push(value);
+                if value > 0.0 && value < 100.0 && seen.len() == 2 {
+                    browser.screenshot("migration").await;
+                }
+            }
+        }
+        if bar[1] == json!("backfilled") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "backfill did not finish: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        seen.iter().any(|v| *v > 0.0 && *v < 100.0),
+        "the bar never showed progress: {seen:?}"
+    );
+    browser
+        .wait_for(
+            "the full bar",
+            "document.querySelector('#progress-backfill progress').value === 100",
+        )
+        .await;
+    assert!(
+        browser
+            .text("#progress-backfill")
+            .await
+            .contains("copied 3,000")
+    );
+
+    step("verify", "verified").await;
+    assert!(
+        browser
+            .text("#progress-verify")
+            .await
+            .contains("matched 3,000")
+    );
+    step("cutover", "cut_over").await;
+    step("finish", "finished").await;
+    let buttons = browser
+        .js(
+            "return [...document.querySelectorAll('[id^=step-]')].filter(b => !b.disabled).length",
+            vec![],
+        )
+        .await;
+    assert_eq!(buttons, json!(0), "no step after finished");
+    browser.screenshot("migration-finished").await;
+
+    let route = cp.expect("GET", "/v1/tenants/acme/route", None, 200).await;
+    assert_eq!(route["route"], json!({"type": "single", "target": "spare"}));
+    let copied: Option<String> = redis::cmd("GET")
+        .arg("key:29:99")
+        .query(&mut new.client())
+        .expect("GET on new");
+    assert_eq!(copied.as_deref(), Some("value 99"));
+    wait_until("the gateway reads from the new deployment", async || {
+        redis::cmd("SET")
+            .arg("only-new")
+            .arg("x")
+            .exec(&mut new.client())
+            .expect("SET on new");
+        redis_get(gateway, secret, "only-new")
+            .await
+            .ok()
+            .flatten()
+            .as_deref()
+            == Some("x")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_console_response_has_a_strict_policy() {
+    let cp = ControlPlane::start();
+    let http = reqwest::Client::new();
+    for path in [
+        "/console/",
+        "/console/js/app.js",
+        "/console/console.css",
+        "/console/nothing.js",
+    ] {
+        let response = http
+            .get(format!("{}{path}", cp.url()))
+            .send()
+            .await
+            .expect("GET");
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let policy = header("content-security-policy");
+        for rule in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "frame-ancestors 'none'",
+            "connect-src 'self'",
+        ] {
+            assert!(
+                policy.contains(rule),
+                "{path}: {rule} missing from {policy:?}"
+            );
+        }
+        assert!(!policy.contains("unsafe"), "{path}: {policy}");
+        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
+        let expected = if path.ends_with("nothing.js") {
+            404
+        } else {
+            200
+        };
+        assert_eq!(response.status().as_u16(), expected, "{path}");
+    }
+    let redirect = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .get(format!("{}/console", cp.url()))
+        .send()
+        .await
+        .expect("GET /console");
+    assert_eq!(
+        redirect.headers().get("location").map(|v| v.as_bytes()),
+        Some(&b"/console/"[..])
+    );
+
+    // In the browser: every page loads only the console's own files and the API, and the policy blocks an
+    // injected inline script.
+    let browser = Browser::start(&cp.url()).await;
+    browser.open("").await;
+    browser.on_page("sign-in").await;
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#sign-in").await;
+    browser.on_page("tenants").await;
+    for (fragment, page) in [
+        ("#/resources", "resources"),
+        ("#/gateways", "gateways"),
+        ("#/audit", "audit"),
+    ] {
+        browser.open(fragment).await;
+        browser.on_page(page).await;
+        browser.assert_same_origin_only().await;
+    }
+    let ran = browser
+        .js(
+            "window.injected = false; const s = document.createElement('script'); s.textContent = 'window.injected = true'; \
+             document.body.append(s); return window.injected",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        ran,
+        Value::Bool(false),
+        "an inline script ran despite the policy"
+    );
+    browser.close().await;
+}

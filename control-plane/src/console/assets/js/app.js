@@ -79,7 +79,9 @@ function signIn() {
   input.focus();
 }
 
+// A 401 anywhere but on the sign-in page means the token stopped working (removed from --admin-token).
 onSignedOut(() => {
+  if (document.body.dataset.page === 'sign-in') return;
   notice('error', 'Signed out: the token was refused.');
   signIn();
   document.getElementById('nav').hidden = true;

@@ -54,6 +54,7 @@ export function diffView(leftTitle, left, rightTitle, right) {
   return h('div', { class: 'diff' },
     h('p', { class: 'diff-summary', text: changed ? `${changed} line(s) differ` : 'identical' }),
     h('table', { class: 'diff-table' },
+      h('colgroup', {}, h('col', { class: 'ln' }), h('col'), h('col', { class: 'ln' }), h('col')),
       h('thead', {}, h('tr', {}, h('th', { colspan: 2, text: leftTitle }), h('th', { colspan: 2, text: rightTitle }))),
       h('tbody', {}, rows.map(([ln, lt, rn, rt, kind]) => h('tr', { class: kind },
         h('td', { class: 'ln', text: ln }), h('td', { class: 'code left', text: lt }),

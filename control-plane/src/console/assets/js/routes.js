@@ -100,6 +100,7 @@ export async function edit(main, tenant) {
           take: () => { load(theirs.route, theirs.version); conflict.replaceChildren(); },
           mine: () => { version = theirs.version; conflict.replaceChildren(); check(); save(); },
         });
+        conflict.scrollIntoView({ block: 'start' });
         notice('error', `Someone else changed the route: it is at version ${theirs ? theirs.version : 0}, you edited version ${version}.`);
       } else fail(error);
     }

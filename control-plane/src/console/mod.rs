@@ -40,6 +40,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("js/notice.js", JS, include_str!("assets/js/notice.js")),
     ("js/diff.js", JS, include_str!("assets/js/diff.js")),
     ("js/json.js", JS, include_str!("assets/js/json.js")),
+    ("js/schema.js", JS, include_str!("assets/js/schema.js")),
     ("js/tenants.js", JS, include_str!("assets/js/tenants.js")),
     (
         "js/resources.js",

@@ -117,7 +117,9 @@ impl Browser {
 
     /// Waits until the JavaScript expression `condition` holds; panics with `what` and the page's notice line.
     pub(crate) async fn wait_for(&self, what: &str, condition: &str) {
-        let script = format!("return Boolean({condition});");
+        // An element the condition reads may be between two renders: not there yet is "not yet".
+        let script =
+            format!("try {{ return Boolean({condition}); }} catch (e) {{ return false; }}");
         let deadline = Instant::now() + PATIENCE;
         while self.js(&script, vec![]).await != json!(true) {
             if Instant::now() > deadline {

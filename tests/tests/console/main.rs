@@ -184,9 +184,20 @@ async fn an_operators_day_in_the_console() {
             .await;
     }
 
-    // Route: a syntax mistake is caught as it is typed; the server's 422 is shown on its line; then saved.
+    // Route: a field the schema does not know and a syntax mistake are caught as they are typed; the server's
+    // 422 is shown on its line; then saved.
     browser.open("#/tenants/acme/route").await;
     browser.on_page("route").await;
+    browser
+        .set_value("#route-editor", "{\n  \"type\": \"single\",\n  \"target\": {\n    \"raed\": {\"resources\": [\"main\"]}\n  }\n}")
+        .await;
+    browser
+        .wait_for(
+            "the schema's complaint on line 4, before any save",
+            "[...document.querySelectorAll('#route-errors li')].some(li => li.dataset.line === '4' && li.textContent.includes(\"unknown field 'raed'\"))",
+        )
+        .await;
+    browser.screenshot("route-schema").await;
     browser
         .set_value(
             "#route-editor",

@@ -7,6 +7,7 @@ import { h, mount, field, showFieldErrors, button, time, badge } from './dom.js'
 import { notice, fail } from './notice.js';
 import { pretty, syntaxError, lineOf } from './json.js';
 import { diffView } from './diff.js';
+import { routeTableChecker } from './schema.js';
 import { tenantHeader } from './tenants.js';
 
 const TEMPLATE = { type: 'single', target: 'main' };
@@ -48,32 +49,38 @@ export async function edit(main, tenant) {
       p.line ? button(`line ${p.line}`, () => selectLine(editor, p.line), 'link') : null, ' ', h('span', { text: p.text }))));
     paintGutter();
   };
+  let schemaCheck = null;
   const check = () => {
-    const error = syntaxError(editor.value);
+    const text = editor.value;
+    const error = syntaxError(text);
     if (error) {
       status.className = 'error-text';
       status.textContent = `Not JSON: line ${error.line}, column ${error.column}: ${error.message}`;
+      showProblems([{ line: error.line, text: `not JSON: ${error.message}` }]);
+      return error;
+    }
+    const problems = schemaCheck ? schemaCheck(JSON.parse(text)) : [];
+    if (problems.length) {
+      status.className = 'error-text';
+      status.textContent = `${problems.length} problem(s) against the route table schema (the server has the last word).`;
     } else {
       status.className = 'ok-text';
-      status.textContent = `JSON is well formed (saving over version ${version}; the server checks the table).`;
+      status.textContent = `${schemaCheck ? 'Matches the route table schema' : 'JSON is well formed'} (saving over version ${version}; the server checks resources and buckets).`;
     }
-    return error;
+    showProblems(problems.map((p) => ({ line: lineOf(text, p.path), text: `/route${p.path}: ${p.message}` })));
+    return null;
   };
+  routeTableChecker().then((checker) => { schemaCheck = checker; check(); }).catch(() => {});
   const load = (route, v) => {
     editor.value = pretty(route);
     version = v;
-    showProblems([]);
     check();
   };
-  editor.addEventListener('input', () => { errorLines = new Set(); paintGutter(); check(); });
+  editor.addEventListener('input', check);
   editor.addEventListener('scroll', () => { gutter.scrollTop = editor.scrollTop; });
 
   const save = async () => {
-    const syntax = check();
-    if (syntax) {
-      showProblems([{ line: syntax.line, text: syntax.message }]);
-      return;
-    }
+    if (check()) return;
     const text = editor.value;
     showFieldErrors(form, []);
     try {
@@ -135,7 +142,7 @@ function showConflict(box, theirs, mine, text, actions) {
     h('h3', { text: `Conflict: the route moved on to version ${theirVersion} while you edited version ${mine}` }),
     theirs ? h('p', { class: 'muted' }, `Version ${theirVersion} by ${theirs.author}, `, time(theirs.created_at),
       theirs.comment ? `: “${theirs.comment}”` : '') : null,
-    diffView(`Server: version ${theirVersion}`, theirs ? pretty(theirs.route) : '', 'Your edit', text),
+    diffView(`Server: version ${theirVersion}`, theirs ? pretty(theirs.route) : '', 'Your edit', pretty(JSON.parse(text))),
     h('div', { class: 'actions' },
       button(`Load version ${theirVersion} into the editor`, actions.take, 'secondary'),
       button(`Save mine over version ${theirVersion}`, actions.mine, 'danger'))));

@@ -3,11 +3,13 @@
 //! target/console-screenshots/. Needs `chromium` and `chromedriver` (scripts/test installs them).
 
 mod browser;
+mod migration;
+mod security;
 
 use std::time::{Duration, Instant};
 
 use browser::Browser;
-use serde_json::{Value, json};
+use serde_json::json;
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RedisServer};
 
 /// A gateway following `cp`, with its snapshot cache in a file removed at the end.
@@ -56,7 +58,7 @@ async fn sign_in(browser: &Browser) {
     assert_eq!(kept[3], json!(0));
 }
 
-async fn redis_get(
+pub(crate) async fn redis_get(
     gateway: &Gateway,
     secret: &str,
     key: &str,
@@ -74,7 +76,7 @@ async fn save_route(browser: &Browser, route: &str, comment: &str) {
     browser.click("#save-route").await;
 }
 
-async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !condition().await {
         assert!(Instant::now() < deadline, "{what} within 20 s");
@@ -353,7 +355,7 @@ async fn an_operators_day_in_the_console() {
         (json!(4), json!({"type": "single", "target": "main"}))
     );
 
-    migrate(&browser, &cp, &old, &new, &gw.gateway, &secret).await;
+    migration::migrate(&browser, &cp, &old, &new, &gw.gateway, &secret).await;
 
     // Gateways: the one gateway is live and converged at the current revision.
     let revision = cp.expect("GET", "/healthz", None, 200).await["revision"].clone();
@@ -377,243 +379,5 @@ async fn an_operators_day_in_the_console() {
     browser.find("#audit tr.detail .diff-table").await;
     browser.screenshot("audit").await;
     browser.assert_same_origin_only().await;
-    browser.close().await;
-}
-
-/// Migrates acme from `old` to `new` with a few thousand keys, step by step, watching the progress bar move.
-async fn migrate(
-    browser: &Browser,
-    cp: &ControlPlane,
-    old: &RedisServer,
-    new: &RedisServer,
-    gateway: &Gateway,
-    secret: &str,
-) {
-    let mut con = old.client();
-    for chunk in 0..30 {
-        let mut pipe = redis::pipe();
-        for i in 0..100 {
-            pipe.set(format!("key:{chunk}:{i}"), format!("value {i}"))
-                .ignore();
-        }
-        let () = pipe.query(&mut con).expect("fill the old deployment");
-    }
-    browser.open("#/tenants/acme/migrations").await;
-    browser.on_page("migrations").await;
-    browser.fill("#migration-to", "spare").await;
-    browser.fill("#migration-rate", "1500").await;
-    browser.click("#start-migration button[type=submit]").await;
-    browser.on_page("migration").await;
-    let state = async || {
-        browser
-            .js(
-                "return document.getElementById('migration-state').dataset.state",
-                vec![],
-            )
-            .await
-    };
-    let step = async |name: &str, reaches: &str| {
-        browser
-            .wait_for(
-                &format!("{name} enabled"),
-                &format!("!document.getElementById('step-{name}').disabled"),
-            )
-            .await;
-        browser.click(&format!("#step-{name}")).await;
-        browser
-            .wait_for(
-                &format!("state {reaches}"),
-                &format!(
-                    "document.getElementById('migration-state').dataset.state === '{reaches}'"
-                ),
-            )
-            .await;
-    };
-    assert_eq!(state().await, json!("double_write"));
-    // Only the next step and abort are enabled.
-    let enabled = browser
-        .js("return [...document.querySelectorAll('[id^=step-]')].filter(b => !b.disabled).map(b => b.id)", vec![])
-        .await;
-    assert!(
-        enabled == json!(["step-backfill", "step-abort"]) || enabled == json!(["step-abort"]),
-        "{enabled}"
-    );
-
-    // Backfill at 1,500 keys/s: the bar is seen between empty and full.
-    browser
-        .wait_for(
-            "backfill enabled",
-            "!document.getElementById('step-backfill').disabled",
-        )
-        .await;
-    browser.click("#step-backfill").await;
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let bar = browser
-            .js("const p = document.querySelector('#progress-backfill progress'); return p ? [p.value, document.getElementById('migration-state').dataset.state] : null", vec![])
-            .await;
-        if let Some(value) = bar[0].as_f64() {
-            if seen.last() != Some(&value) {
-                seen.push(value);
-                if value > 0.0 && value < 100.0 && seen.len() == 2 {
-                    browser.screenshot("migration").await;
-                }
-            }
-        }
-        if bar[1] == json!("backfilled") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "backfill did not finish: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        seen.iter().any(|v| *v > 0.0 && *v < 100.0),
-        "the bar never showed progress: {seen:?}"
-    );
-    browser
-        .wait_for(
-            "the full bar",
-            "document.querySelector('#progress-backfill progress').value === 100",
-        )
-        .await;
-    assert!(
-        browser
-            .text("#progress-backfill")
-            .await
-            .contains("copied 3,000")
-    );
-
-    step("verify", "verified").await;
-    assert!(
-        browser
-            .text("#progress-verify")
-            .await
-            .contains("matched 3,000")
-    );
-    step("cutover", "cut_over").await;
-    step("finish", "finished").await;
-    let buttons = browser
-        .js(
-            "return [...document.querySelectorAll('[id^=step-]')].filter(b => !b.disabled).length",
-            vec![],
-        )
-        .await;
-    assert_eq!(buttons, json!(0), "no step after finished");
-    browser.screenshot("migration-finished").await;
-
-    let route = cp.expect("GET", "/v1/tenants/acme/route", None, 200).await;
-    assert_eq!(route["route"], json!({"type": "single", "target": "spare"}));
-    let copied: Option<String> = redis::cmd("GET")
-        .arg("key:29:99")
-        .query(&mut new.client())
-        .expect("GET on new");
-    assert_eq!(copied.as_deref(), Some("value 99"));
-    wait_until("the gateway reads from the new deployment", async || {
-        redis::cmd("SET")
-            .arg("only-new")
-            .arg("x")
-            .exec(&mut new.client())
-            .expect("SET on new");
-        redis_get(gateway, secret, "only-new")
-            .await
-            .ok()
-            .flatten()
-            .as_deref()
-            == Some("x")
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_console_response_has_a_strict_policy() {
-    let cp = ControlPlane::start();
-    let http = reqwest::Client::new();
-    for path in [
-        "/console/",
-        "/console/js/app.js",
-        "/console/console.css",
-        "/console/nothing.js",
-    ] {
-        let response = http
-            .get(format!("{}{path}", cp.url()))
-            .send()
-            .await
-            .expect("GET");
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string()
-        };
-        let policy = header("content-security-policy");
-        for rule in [
-            "default-src 'self'",
-            "script-src 'self'",
-            "style-src 'self'",
-            "frame-ancestors 'none'",
-            "connect-src 'self'",
-        ] {
-            assert!(
-                policy.contains(rule),
-                "{path}: {rule} missing from {policy:?}"
-            );
-        }
-        assert!(!policy.contains("unsafe"), "{path}: {policy}");
-        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
-        let expected = if path.ends_with("nothing.js") {
-            404
-        } else {
-            200
-        };
-        assert_eq!(response.status().as_u16(), expected, "{path}");
-    }
-    let redirect = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-        .get(format!("{}/console", cp.url()))
-        .send()
-        .await
-        .expect("GET /console");
-    assert_eq!(
-        redirect.headers().get("location").map(|v| v.as_bytes()),
-        Some(&b"/console/"[..])
-    );
-
-    // In the browser: every page loads only the console's own files and the API, and the policy blocks an
-    // injected inline script.
-    let browser = Browser::start(&cp.url()).await;
-    browser.open("").await;
-    browser.on_page("sign-in").await;
-    browser.fill("#token", ADMIN_TOKEN).await;
-    browser.click("#sign-in").await;
-    browser.on_page("tenants").await;
-    for (fragment, page) in [
-        ("#/resources", "resources"),
-        ("#/gateways", "gateways"),
-        ("#/audit", "audit"),
-    ] {
-        browser.open(fragment).await;
-        browser.on_page(page).await;
-        browser.assert_same_origin_only().await;
-    }
-    let ran = browser
-        .js(
-            "window.injected = false; const s = document.createElement('script'); s.textContent = 'window.injected = true'; \
-             document.body.append(s); return window.injected",
-            vec![],
-        )
-        .await;
-    assert_eq!(
-        ran,
-        Value::Bool(false),
-        "an inline script ran despite the policy"
-    );
     browser.close().await;
 }

@@ -9,7 +9,7 @@ mod security;
 use std::time::{Duration, Instant};
 
 use browser::Browser;
-use serde_json::json;
+use serde_json::{Value, json};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RedisServer};
 
 /// A gateway following `cp`, with its snapshot cache in a file removed at the end.
@@ -167,6 +167,39 @@ async fn an_operators_day_in_the_console() {
     browser.find("#credential-list tbody tr").await;
     let page = browser.client.source().await.expect("page source");
     assert!(!page.contains(&secret), "the secret is never shown twice");
+    // Import an old proxy's password, then revoke it.
+    browser
+        .fill("#import-password", "the-old-proxy-password")
+        .await;
+    browser.fill("#import-description", "old proxy").await;
+    browser
+        .click("#import-credential button[type=submit]")
+        .await;
+    browser
+        .wait_for(
+            "the imported credential",
+            "document.querySelectorAll('#credential-list tbody tr').length === 2",
+        )
+        .await;
+    browser
+        .click("#credential-list tbody tr:nth-child(2) button")
+        .await;
+    browser
+        .client
+        .accept_alert()
+        .await
+        .expect("the revoke confirmation");
+    browser
+        .wait_for("the revoked credential", "document.querySelector('#credential-list tbody tr:nth-child(2)').classList.contains('revoked')")
+        .await;
+    let listed = cp
+        .expect("GET", "/v1/tenants/acme/credentials", None, 200)
+        .await;
+    assert!(listed["credentials"][0]["revoked_at"].is_null(), "{listed}");
+    assert!(
+        listed["credentials"][1]["revoked_at"].is_string(),
+        "{listed}"
+    );
 
     // Resources: register two, through the form.
     browser.open("#/resources").await;
@@ -357,12 +390,73 @@ async fn an_operators_day_in_the_console() {
 
     migration::migrate(&browser, &cp, &old, &new, &gw.gateway, &secret).await;
 
-    // Gateways: the one gateway is live and converged at the current revision.
-    let revision = cp.expect("GET", "/healthz", None, 200).await["revision"].clone();
+    // Resources: the one the route now uses cannot be deleted (the page says why); the other can.
+    browser.open("#/resources").await;
+    browser.on_page("resources").await;
+    browser
+        .click("#resources tr[data-resource='spare'] .danger")
+        .await;
+    browser
+        .client
+        .accept_alert()
+        .await
+        .expect("the delete confirmation");
+    browser
+        .wait_for("the 409 explained", "document.getElementById('notice').textContent.includes('spare cannot be deleted: the current route of acme uses it')")
+        .await;
+    browser.screenshot("resources").await;
+    browser
+        .click("#resources tr[data-resource='main'] .danger")
+        .await;
+    browser
+        .client
+        .accept_alert()
+        .await
+        .expect("the delete confirmation");
+    browser
+        .wait_for(
+            "main deleted",
+            "!document.querySelector('#resources tr[data-resource=\"main\"]')",
+        )
+        .await;
+
+    // Gateways: a frozen gateway falls behind a change, and the page says so; thawed, it converges.
     browser.open("#/gateways").await;
     browser.on_page("gateways").await;
+    let converged_at = |revision: &Value| {
+        format!(
+            "document.getElementById('convergence').dataset.converged === 'true' && document.getElementById('convergence').dataset.revision === '{revision}'"
+        )
+    };
+    let revision = cp.expect("GET", "/healthz", None, 200).await["revision"].clone();
     browser
-        .wait_for("convergence", &format!("document.getElementById('convergence').dataset.converged === 'true' && document.getElementById('convergence').dataset.revision === '{revision}'"))
+        .wait_for("convergence", &converged_at(&revision))
+        .await;
+    gw.gateway.signal("STOP");
+    cp.expect(
+        "PATCH",
+        "/v1/tenants/acme",
+        Some(json!({"description": "Acme Corporation"})),
+        200,
+    )
+    .await;
+    browser
+        .wait_for(
+            "the gateway behind",
+            "document.getElementById('convergence').dataset.converged === 'false'",
+        )
+        .await;
+    assert!(
+        browser
+            .text("#gateways tbody")
+            .await
+            .contains("behind by 1")
+    );
+    browser.screenshot("gateways-behind").await;
+    gw.gateway.signal("CONT");
+    let revision = cp.expect("GET", "/healthz", None, 200).await["revision"].clone();
+    browser
+        .wait_for("convergence again", &converged_at(&revision))
         .await;
     assert!(browser.text("#gateways tbody").await.contains("live"));
     browser.screenshot("gateways").await;

@@ -26,7 +26,7 @@ function row(r, reload) {
     h('td', {}, r.used_by.length
       ? r.used_by.map((t, i) => [i ? ', ' : '', h('a', { href: `#/tenants/${enc(t)}/route`, text: t })])
       : h('span', { class: 'muted', text: 'nobody' })),
-    h('td', { class: 'actions' },
+    h('td', {}, h('div', { class: 'actions' },
       button('Edit', () => tr.replaceWith(editRow(r, reload)), 'secondary small'),
       button('Delete', async () => {
         if (!confirm(`Delete resource ${r.name}?`)) return;
@@ -40,7 +40,7 @@ function row(r, reload) {
               'Change those routes to another resource first (their history may keep naming it). Server: ' + error.message);
           } else fail(error);
         }
-      }, 'danger small')));
+      }, 'danger small'))));
   return tr;
 }
 

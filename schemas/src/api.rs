@@ -104,8 +104,8 @@ pub struct Tenant {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TenantList {
     pub tenants: Vec<Tenant>,
-    /// The last name of a full page (more may follow); `null` on the last page and without `limit`.
-    #[serde(default)]
+    /// The last name of a full page (more may follow); absent on the last page and without `limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_after: Option<String>,
 }
 

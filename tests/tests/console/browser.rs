@@ -137,11 +137,13 @@ impl Browser {
         }
     }
 
-    /// Waits until the page named `page` (`body[data-page]`) has rendered past its "Loading…".
+    /// Waits until the page named `page` (`body[data-page]`) has drawn what it first fetched (`body[data-ready]`).
     pub(crate) async fn on_page(&self, page: &str) {
         self.wait_for(
             &format!("page {page}"),
-            &format!("document.body.dataset.page === '{page}' && !document.querySelector('main > p.muted')"),
+            &format!(
+                "document.body.dataset.page === '{page}' && document.body.dataset.ready === 'true'"
+            ),
         )
         .await;
     }

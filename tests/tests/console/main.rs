@@ -123,6 +123,74 @@ async fn an_operators_day_in_the_console() {
     );
     browser.screenshot("tenants").await;
 
+    // 60 more tenants: pages of 50, Next and Previous.
+    let bulk: Vec<Value> = (0..60)
+        .map(|i| json!({"tenant": {"name": format!("bulk-{i:03}")}, "credentials": [], "comment": ""}))
+        .collect();
+    cp.expect("POST", "/v1/import", Some(json!({"tenants": bulk})), 201)
+        .await;
+    let rows = "document.querySelectorAll('#tenants tbody tr .tenant-link')";
+    browser.fill("#tenant-search", "bulk-").await;
+    browser
+        .wait_for(
+            "a full first page",
+            &format!("{rows}.length === 50 && {rows}[49].textContent === 'bulk-049'"),
+        )
+        .await;
+    browser.click(".pager button:last-child").await;
+    browser
+        .wait_for(
+            "the second page",
+            &format!("{rows}.length === 10 && {rows}[0].textContent === 'bulk-050'"),
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.querySelectorAll('.pager button').length",
+                vec![]
+            )
+            .await,
+        json!(1),
+        "no Next on the last page"
+    );
+    browser.click(".pager button").await;
+    browser
+        .wait_for(
+            "the first page again",
+            &format!("{rows}.length === 50 && {rows}[0].textContent === 'bulk-000'"),
+        )
+        .await;
+
+    // Disable one from its page.
+    browser.open("#/tenants/globex").await;
+    browser.on_page("tenant").await;
+    browser.click("#toggle-disabled").await;
+    browser
+        .client
+        .accept_alert()
+        .await
+        .expect("the disable confirmation");
+    browser
+        .wait_for(
+            "the enable button",
+            "document.getElementById('toggle-disabled').textContent === 'Enable'",
+        )
+        .await;
+    assert_eq!(
+        cp.expect("GET", "/v1/tenants/globex", None, 200).await["disabled"],
+        true
+    );
+    browser.open("#/tenants").await;
+    browser.on_page("tenants").await;
+    browser.fill("#tenant-search", "acme").await;
+    browser
+        .wait_for(
+            "the search",
+            "document.querySelectorAll('#tenants tbody tr').length === 2",
+        )
+        .await;
+
     // Limits: a bad one is shown at its field, a good one saved.
     browser.click("#tenants .tenant-link").await;
     browser.on_page("tenant").await;
@@ -160,6 +228,9 @@ async fn an_operators_day_in_the_console() {
             .await
             .contains("shown only once")
     );
+    browser
+        .js("window.scrollTo(0, 0); return true", vec![])
+        .await;
     browser.screenshot("credentials").await;
     browser.open("#/tenants").await;
     browser.open("#/tenants/acme").await;
@@ -218,6 +289,38 @@ async fn an_operators_day_in_the_console() {
             )
             .await;
     }
+
+    // A URL with a password is shown masked, and edited as shown: `***` keeps the stored password.
+    cp.expect(
+        "POST",
+        "/v1/resources",
+        Some(json!({"name": "vault", "url": "redis://:vault-password-1234@127.0.0.1:7001", "description": ""})),
+        201,
+    )
+    .await;
+    browser.open("#/tenants").await;
+    browser.open("#/resources").await;
+    browser.on_page("resources").await;
+    let row = browser.text("#resources tr[data-resource='vault']").await;
+    assert!(row.contains("redis://:***@127.0.0.1:7001"), "{row}");
+    let page = browser.client.source().await.expect("page source");
+    assert!(!page.contains("vault-password-1234"));
+    browser
+        .click("#resources tr[data-resource='vault'] button")
+        .await;
+    let url = browser.find("tr.editing .edit-url").await;
+    let shown = url.prop("value").await.expect("value").unwrap_or_default();
+    browser
+        .fill("tr.editing .edit-url", &shown.replace(":7001", ":7002"))
+        .await;
+    browser.click("tr.editing button[type=submit]").await;
+    browser
+        .wait_for("the edited URL", "document.querySelector('#resources tr[data-resource=\"vault\"]').textContent.includes('@127.0.0.1:7002')")
+        .await;
+    assert_eq!(
+        cp.expect("GET", "/v1/resources/vault", None, 200).await["url"],
+        "redis://:***@127.0.0.1:7002"
+    );
 
     // Route: a field the schema does not know and a syntax mistake are caught as they are typed; the server's
     // 422 is shown on its line; then saved.

@@ -44,9 +44,12 @@ async function route() {
   if (!found) { mount(main, h('h1', { text: 'Not found' })); return; }
   const params = path.match(found[0]).slice(1).map(decodeURIComponent);
   document.body.dataset.page = found[1];
+  // `ready` once the page has drawn what it first fetched (what a test, or a person, may then act on).
+  delete document.body.dataset.ready;
   mount(main, h('p', { class: 'muted', text: 'Loading…' }));
   try {
     leave = (await found[2](main, ...params)) || null;
+    document.body.dataset.ready = 'true';
   } catch (error) {
     fail(error);
   }
@@ -54,6 +57,7 @@ async function route() {
 
 function signIn() {
   document.body.dataset.page = 'sign-in';
+  document.body.dataset.ready = 'true';
   const input = h('input', { id: 'token', type: 'password', autocomplete: 'off', required: true, minlength: 16 });
   const error = h('p', { class: 'error-text', role: 'alert' });
   const form = h('form', { class: 'card sign-in', onsubmit: async (event) => {

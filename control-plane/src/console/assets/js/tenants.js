@@ -94,7 +94,19 @@ const unlines = (text) => text.split('\n').map((s) => s.trim()).filter(Boolean);
 export async function show(main, name) {
   const tenant = await api.get(`/v1/tenants/${enc(name)}`);
   const credentials = h('section', { class: 'card', id: 'credentials' });
+  const toggle = button(tenant.disabled ? 'Enable' : 'Disable…', async () => {
+    const disabling = !tenant.disabled;
+    if (disabling && !confirm(`Disable ${name}? Its clients are refused from the next snapshot on.`)) return;
+    try {
+      await api.patch(`/v1/tenants/${enc(name)}`, { disabled: disabling });
+      notice('ok', `${name} is ${disabling ? 'disabled' : 'enabled'}.`);
+      await show(main, name);
+    } catch (error) { fail(error); }
+  }, tenant.disabled ? 'primary' : 'danger');
+  toggle.id = 'toggle-disabled';
   mount(main, tenantHeader(name, 'overview'),
+    h('div', { class: 'page-head' }, h('p', {}, tenant.disabled ? badge('disabled', 'bad') : badge('enabled', 'good'),
+      ' ', tenant.description), toggle),
     h('div', { class: 'columns' }, editForm(tenant), credentials));
   await showCredentials(credentials, name);
 }
@@ -104,7 +116,7 @@ function editForm(t) {
   const disabled = h('input', { id: 'tenant-disabled', type: 'checkbox', checked: t.disabled });
   const allowAdmin = h('input', { id: 'tenant-allow-admin', type: 'checkbox', checked: t.allow_admin });
   const readOnly = h('input', { id: 'tenant-read-only', type: 'checkbox', checked: t.read_only });
-  const limits = h('textarea', { id: 'tenant-limits', rows: 6, spellcheck: 'false', value: JSON.stringify(t.limits || {}, null, 2) });
+  const limits = h('textarea', { id: 'tenant-limits', rows: 3, spellcheck: 'false', value: JSON.stringify(t.limits || {}, null, 2) });
   const namespace = h('input', { id: 'tenant-namespace', value: t.namespace || '' });
   const commands = h('textarea', { id: 'tenant-commands', rows: 3, spellcheck: 'false', value: JSON.stringify(t.commands || {}) });
   const ipAllow = h('textarea', { id: 'tenant-ip-allow', rows: 2, value: lines(t.ip_allow) });

@@ -156,4 +156,39 @@ pub(crate) async fn migrate(
             == Some("x")
     })
     .await;
+
+    // A second migration, back to the old server, aborted from its page: the route is the one before it.
+    let second = cp
+        .expect(
+            "POST",
+            "/v1/tenants/acme/migrations",
+            Some(json!({"to": old.url(), "ack": "primary"})),
+            201,
+        )
+        .await;
+    browser.open("#/tenants/acme/migrations").await;
+    browser.on_page("migrations").await;
+    assert!(browser.text("#migration-list").await.contains("finished"));
+    browser
+        .click(&format!(
+            "#migration-list a[href$='/migrations/{}']",
+            second["id"]
+        ))
+        .await;
+    browser.on_page("migration").await;
+    browser
+        .wait_for(
+            "abort enabled",
+            "!document.getElementById('step-abort').disabled",
+        )
+        .await;
+    browser.click("#step-abort").await;
+    browser
+        .wait_for(
+            "state aborted",
+            "document.getElementById('migration-state').dataset.state === 'aborted'",
+        )
+        .await;
+    let route = cp.expect("GET", "/v1/tenants/acme/route", None, 200).await;
+    assert_eq!(route["route"], json!({"type": "single", "target": "spare"}));
 }

@@ -8,6 +8,7 @@
 mod api;
 mod auth;
 mod config;
+mod console;
 mod db;
 mod dry_run;
 mod error;

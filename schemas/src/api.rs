@@ -100,9 +100,13 @@ pub struct Tenant {
     pub updated_at: String,
 }
 
+/// `GET /v1/tenants`: by name; with `limit`, one page, and `next_after` to pass as `after` for the next one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TenantList {
     pub tenants: Vec<Tenant>,
+    /// The last name of a full page (more may follow); absent on the last page and without `limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
 }
 
 /// `POST /v1/tenants/{tenant}/credentials`: without `password` or `client_certificate` the control plane issues

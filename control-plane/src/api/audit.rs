@@ -1,4 +1,4 @@
-//! `GET /v1/audit`: the change log, filtered by tenant and time.
+//! `GET /v1/audit`: the change log, filtered by tenant, actor, action and time.
 
 use axum::Json;
 use axum::extract::State;
@@ -30,7 +30,16 @@ pub(crate) fn operations() -> Vec<Operation> {
         )
         .reply::<AuditPage>(200)
         .query("tenant", "Only changes to this tenant.")
+        .query(
+            "actor",
+            "Only changes by this actor (`admin:` + 8 hex digits).",
+        )
+        .query(
+            "action",
+            "Only actions that start with this: `route.put`, or `route.` for every route change.",
+        )
         .query("since", "Only changes at or after this RFC 3339 time.")
+        .query("until", "Only changes before this RFC 3339 time.")
         .query_integer("before", "Only entries with a smaller id (paging).")
         .query_integer("limit", "At most this many (default 100, at most 1000).")
         .errors(&[400]),
@@ -41,7 +50,10 @@ pub(crate) fn operations() -> Vec<Operation> {
 #[serde(deny_unknown_fields)]
 struct AuditQuery {
     tenant: Option<String>,
+    actor: Option<String>,
+    action: Option<String>,
     since: Option<String>,
+    until: Option<String>,
     before: Option<i64>,
     limit: Option<i64>,
 }
@@ -50,34 +62,39 @@ async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> ApiResult<Json<AuditPage>> {
-    let since = query
-        .since
-        .as_deref()
-        .map(|text| {
-            DateTime::parse_from_rfc3339(text)
-                .map(|t| t.with_timezone(&Utc))
-                .map_err(|_| {
-                    ApiError::BadRequest(
-                        "since must be an RFC 3339 time, like 2026-01-31T12:00:00Z".into(),
-                    )
-                })
-        })
-        .transpose()?;
+    let since = time(query.since.as_deref(), "since")?;
+    let until = time(query.until.as_deref(), "until")?;
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::BadRequest(format!(
             "limit must be 1 to {MAX_LIMIT}"
         )));
     }
-    let rows = db::audit::list(
-        &state.pool,
-        query.tenant.as_deref(),
+    let filter = db::audit::AuditFilter {
+        tenant: query.tenant.as_deref(),
+        actor: query.actor.as_deref(),
+        action: query.action.as_deref(),
         since,
-        query.before,
+        until,
+        before_id: query.before,
         limit,
-    )
-    .await?;
+    };
+    let rows = db::audit::list(&state.pool, &filter).await?;
     Ok(Json(AuditPage {
         entries: rows.into_iter().map(AuditEntry::from).collect(),
     }))
+}
+
+/// A time parameter: RFC 3339, else a 400 naming it.
+fn time(text: Option<&str>, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
+    text.map(|text| {
+        DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "{name} must be an RFC 3339 time, like 2026-01-31T12:00:00Z"
+                ))
+            })
+    })
+    .transpose()
 }

@@ -20,6 +20,7 @@ use axum::middleware::{from_fn, from_fn_with_state};
 use serde_json::Value;
 
 use crate::auth::{self, Access};
+use crate::console;
 use crate::error::ApiError;
 use crate::openapi::{self, Operation};
 use crate::state::AppState;
@@ -49,7 +50,7 @@ pub fn openapi_document() -> Value {
     openapi::document(&operations())
 }
 
-/// Every endpoint, with its access rule applied.
+/// Every endpoint, with its access rule applied, and the console's files (open: they hold no data).
 pub fn router(state: AppState) -> Router {
     let mut admin = Router::new();
     let mut gateway = Router::new();
@@ -77,6 +78,7 @@ pub fn router(state: AppState) -> Router {
     public
         .merge(admin)
         .merge(gateway)
+        .merge(console::router())
         .fallback(not_found)
         .layer(from_fn_with_state(
             Arc::clone(&state.metrics),

@@ -4,6 +4,7 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::{delete, get, patch, post};
 use axum::{Extension, Json};
+use serde::Deserialize;
 use switchyard_schemas::api::{ErrorDetail, Tenant, TenantCreate, TenantList, TenantPatch};
 use switchyard_schemas::{TenantLimits, TenantPolicy};
 
@@ -14,7 +15,7 @@ use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::db::tenants::TenantRow;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiPath, JsonBody};
+use crate::extract::{ApiPath, ApiQuery, JsonBody};
 use crate::openapi::Operation;
 use crate::state::AppState;
 
@@ -40,7 +41,17 @@ pub(crate) fn operations() -> Vec<Operation> {
             Access::Admin,
             get(list),
         )
-        .reply::<TenantList>(200),
+        .query(
+            "prefix",
+            "Only tenants whose names start with this (case-sensitive).",
+        )
+        .query(
+            "after",
+            "Only tenants whose names come after this one (paging: the last page's `next_after`).",
+        )
+        .query_integer("limit", "At most this many, 1 to 1000 (default: all).")
+        .reply::<TenantList>(200)
+        .errors(&[400]),
         Operation::new(
             "getTenant",
             Method::GET,
@@ -164,10 +175,43 @@ async fn create(
     Ok((StatusCode::CREATED, Json(tenant)))
 }
 
-async fn list(State(state): State<AppState>) -> ApiResult<Json<TenantList>> {
-    let tenants = db::tenants::list(&state.pool).await?;
+/// The most tenants one page may hold.
+const MAX_PAGE: i64 = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    after: String,
+    limit: Option<i64>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<TenantList>> {
+    if let Some(limit) = query.limit
+        && !(1..=MAX_PAGE).contains(&limit)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_PAGE}"
+        )));
+    }
+    // Postgres refuses text with a NUL; such a name matches no tenant anyway, but the answer says why.
+    if query.prefix.contains('\0') || query.after.contains('\0') {
+        return Err(ApiError::BadRequest(
+            "prefix and after must not contain a NUL character".into(),
+        ));
+    }
+    let rows = db::tenants::page(&state.pool, &query.prefix, &query.after, query.limit).await?;
+    let full = query
+        .limit
+        .is_some_and(|limit| usize::try_from(limit).is_ok_and(|limit| rows.len() == limit));
     Ok(Json(TenantList {
-        tenants: tenants.iter().map(|t| t.to_api()).collect(),
+        next_after: rows.last().filter(|_| full).map(|t| t.name.clone()),
+        tenants: rows.iter().map(|t| t.to_api()).collect(),
     }))
 }
 

@@ -97,24 +97,36 @@ pub(crate) async fn insert(
 }
 
 /// Newest first.
-pub(crate) async fn list(
-    pool: &PgPool,
-    tenant: Option<&str>,
-    since: Option<DateTime<Utc>>,
-    before_id: Option<i64>,
-    limit: i64,
-) -> DbResult<Vec<AuditRow>> {
+/// Which entries `list` answers: each `None` filters nothing.
+pub(crate) struct AuditFilter<'a> {
+    pub(crate) tenant: Option<&'a str>,
+    pub(crate) actor: Option<&'a str>,
+    /// An action, or the start of one (`route.` for every route change).
+    pub(crate) action: Option<&'a str>,
+    pub(crate) since: Option<DateTime<Utc>>,
+    pub(crate) until: Option<DateTime<Utc>>,
+    pub(crate) before_id: Option<i64>,
+    pub(crate) limit: i64,
+}
+
+pub(crate) async fn list(pool: &PgPool, filter: &AuditFilter<'_>) -> DbResult<Vec<AuditRow>> {
     sqlx::query_as!(
         AuditRow,
         "SELECT id, revision, at, actor, action, tenant, object, before, after FROM audit_log
          WHERE ($1::text IS NULL OR tenant = $1)
            AND ($2::timestamptz IS NULL OR at >= $2)
            AND ($3::bigint IS NULL OR id < $3)
+           AND ($5::timestamptz IS NULL OR at < $5)
+           AND ($6::text IS NULL OR actor = $6)
+           AND ($7::text IS NULL OR starts_with(action, $7))
          ORDER BY id DESC LIMIT $4",
-        tenant,
-        since,
-        before_id,
-        limit,
+        filter.tenant,
+        filter.since,
+        filter.before_id,
+        filter.limit,
+        filter.until,
+        filter.actor,
+        filter.action,
     )
     .fetch_all(pool)
     .await

@@ -80,7 +80,16 @@ pub(crate) fn limits(
 
 // Every query that answers a `TenantRow` repeats its columns: `query_as!` takes its SQL as a literal.
 
-pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
+/// Tenants whose names start with `prefix` and come after `after` (`""`: from the first), in byte order, at most
+/// `limit` of them (`None`: all). A range scan of `tenants_name_bytes`: a page costs the same at any population.
+pub(crate) async fn page(
+    db: impl PgExecutor<'_>,
+    prefix: &str,
+    after: &str,
+    limit: Option<i64>,
+) -> DbResult<Vec<TenantRow>> {
+    // Every name that starts with `prefix` is below `prefix || U+10FFFF`: names are ASCII, whose bytes are all
+    // below that character's first byte in UTF-8.
     sqlx::query_as!(
         TenantRow,
         r#"SELECT t.id, t.name, t.description, t.disabled, t.allow_admin, t.max_connections,
@@ -90,7 +99,13 @@ pub(crate) async fn list(db: impl PgExecutor<'_>) -> DbResult<Vec<TenantRow>> {
                 t.script_timeout_ms, t.policy AS "policy: Json<TenantPolicy>", t.created_at, t.updated_at,
                 (SELECT max(r.version) FROM route_versions r WHERE r.tenant_id = t.id) AS "route_version?"
          FROM tenants t
-         ORDER BY t.name"#
+         WHERE t.name COLLATE "C" >= $1 AND t.name COLLATE "C" < $1 || chr(1114111)
+           AND t.name COLLATE "C" > $2
+         ORDER BY t.name COLLATE "C"
+         LIMIT $3"#,
+        prefix,
+        after,
+        limit,
     )
     .fetch_all(db)
     .await

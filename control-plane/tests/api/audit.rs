@@ -146,3 +146,57 @@ async fn every_change_is_recorded_once_without_secrets(pool: PgPool) {
         assert_eq!(reply.status, 400, "{bad}");
     }
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn filters_by_actor_action_and_time(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_resource("main", "redis://127.0.0.1:6379").await;
+    api.create_tenant("acme").await;
+    api.put_route("acme", single("main")).await;
+    api.admin(
+        "POST",
+        "/v1/tenants/acme/route/rollback",
+        Some(json!({"version": 1})),
+    )
+    .await;
+    let actions = |query: &str| {
+        let query = query.to_string();
+        let api = &api;
+        async move {
+            let page = api.admin("GET", &format!("/v1/audit{query}"), None).await;
+            assert_eq!(page.status, 200, "{query}: {}", page.body);
+            page.body["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["action"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        actions("?action=route.").await,
+        ["route.rollback", "route.put"]
+    );
+    assert_eq!(actions("?action=tenant.create").await, ["tenant.create"]);
+    let everything = actions("").await;
+    assert_eq!(everything.len(), 4);
+    let page = api.admin("GET", "/v1/audit", None).await;
+    let actor = page.body["entries"][0]["actor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(actor.starts_with("admin:"), "{actor}");
+    assert_eq!(actions(&format!("?actor={actor}")).await, everything);
+    assert_eq!(actions("?actor=admin:00000000").await.len(), 0);
+    let newest = page.body["entries"][0]["at"].as_str().unwrap().to_string();
+    let until = |at: &str| format!("?until={}", at.replace('+', "%2B"));
+    assert_eq!(
+        actions(&until(&newest)).await.len(),
+        3,
+        "until is exclusive"
+    );
+    assert_eq!(actions(&until("2000-01-01T00:00:00Z")).await.len(), 0);
+    let bad = api.admin("GET", "/v1/audit?until=yesterday", None).await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body["message"].as_str().unwrap().starts_with("until "));
+}

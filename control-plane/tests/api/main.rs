@@ -4,6 +4,7 @@
 mod access;
 mod audit;
 mod common;
+mod console;
 mod credentials;
 mod dry_run;
 mod gateways;

@@ -249,3 +249,66 @@ async fn nul_characters_are_400_not_500(pool: PgPool) {
 
     assert_eq!(api.revision().await, revision);
 }
+
+/// The names in a `GET /v1/tenants` answer, and its `next_after`.
+async fn listed(api: &Api, query: &str) -> (Vec<String>, serde_json::Value) {
+    let reply = api.admin("GET", &format!("/v1/tenants{query}"), None).await;
+    assert_eq!(reply.status, 200, "{query}: {}", reply.body);
+    let names = reply.body["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    (names, reply.body["next_after"].clone())
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn search_by_prefix_and_page_by_name(pool: PgPool) {
+    let api = Api::new(pool).await;
+    // Byte order puts upper case first; "shop" and "shop-" test the prefix's bounds.
+    for name in [
+        "shop-b", "Shop", "shop", "shop-a", "shopper", "sho", "zeta", "shop-c",
+    ] {
+        api.create_tenant(name).await;
+    }
+    let (all, next) = listed(&api, "").await;
+    assert_eq!(
+        all,
+        [
+            "Shop", "sho", "shop", "shop-a", "shop-b", "shop-c", "shopper", "zeta"
+        ]
+    );
+    assert_eq!(next, json!(null), "no limit: no next page");
+
+    let (shops, _) = listed(&api, "?prefix=shop-").await;
+    assert_eq!(shops, ["shop-a", "shop-b", "shop-c"]);
+
+    // Paging through "shop": full pages name where the next starts; the last one does not.
+    let (first, next) = listed(&api, "?prefix=shop&limit=2").await;
+    assert_eq!(
+        (first, next.clone()),
+        (vec!["shop".into(), "shop-a".into()], json!("shop-a"))
+    );
+    let (second, next) = listed(&api, "?prefix=shop&limit=2&after=shop-a").await;
+    assert_eq!(
+        (second, next),
+        (vec!["shop-b".into(), "shop-c".into()], json!("shop-c"))
+    );
+    let (third, next) = listed(&api, "?prefix=shop&limit=2&after=shop-c").await;
+    assert_eq!((third, next), (vec!["shopper".into()], json!(null)));
+
+    let (none, next) = listed(&api, "?prefix=nobody&limit=5").await;
+    assert_eq!((none.len(), next), (0, json!(null)));
+
+    for bad in [
+        "?limit=0",
+        "?limit=1001",
+        "?limit=x",
+        "?prefix=%00",
+        "?colour=red",
+    ] {
+        let reply = api.admin("GET", &format!("/v1/tenants{bad}"), None).await;
+        assert_eq!(reply.status, 400, "{bad}: {}", reply.body);
+    }
+}

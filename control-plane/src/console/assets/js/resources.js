@@ -1,0 +1,93 @@
+// Resources: the registered backends, who uses each, registering, editing (passwords stay masked: `***` keeps the
+// stored one) and deleting (refused while a current route uses it).
+
+import { api, enc, ApiError } from './api.js';
+import { h, mount, field, showFieldErrors, button } from './dom.js';
+import { notice, fail } from './notice.js';
+
+export async function list(main) {
+  const { resources } = await api.get('/v1/resources');
+  const table = h('table', { class: 'list', id: 'resources' },
+    h('thead', {}, h('tr', {}, ['Name', 'URL', 'Description', 'Used by', ''].map((t) => h('th', { text: t })))),
+    h('tbody', {}, resources.map((r) => row(r, () => list(main).catch(fail)))));
+  mount(main,
+    h('div', { class: 'page-head' }, h('h1', { text: 'Resources' })),
+    h('div', { class: 'columns' },
+      h('section', { class: 'grow' }, table,
+        resources.length ? null : h('p', { class: 'muted', text: 'No resources registered: routes may still name URLs inline.' })),
+      createForm(() => list(main).catch(fail))));
+}
+
+function row(r, reload) {
+  const tr = h('tr', { 'data-resource': r.name },
+    h('td', { class: 'mono', text: r.name }),
+    h('td', { class: 'mono', text: r.url }),
+    h('td', { text: r.description }),
+    h('td', {}, r.used_by.length
+      ? r.used_by.map((t, i) => [i ? ', ' : '', h('a', { href: `#/tenants/${enc(t)}/route`, text: t })])
+      : h('span', { class: 'muted', text: 'nobody' })),
+    h('td', {}, h('div', { class: 'actions' },
+      button('Edit', () => tr.replaceWith(editRow(r, reload)), 'secondary small'),
+      button('Delete', async () => {
+        if (!confirm(`Delete resource ${r.name}?`)) return;
+        try {
+          await api.del(`/v1/resources/${enc(r.name)}`);
+          notice('ok', `Deleted resource ${r.name}.`);
+          reload();
+        } catch (error) {
+          if (error instanceof ApiError && error.status === 409) {
+            notice('error', `${r.name} cannot be deleted: the current route of ${r.used_by.join(', ') || 'a tenant'} uses it. ` +
+              'Change those routes to another resource first (their history may keep naming it). Server: ' + error.message);
+          } else fail(error);
+        }
+      }, 'danger small'))));
+  return tr;
+}
+
+function editRow(r, reload) {
+  const url = h('input', { class: 'edit-url', value: r.url, spellcheck: 'false' });
+  const description = h('input', { class: 'edit-description', value: r.description });
+  const form = h('form', { class: 'inline', onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      await api.put(`/v1/resources/${enc(r.name)}`, { url: url.value, description: description.value });
+      notice('ok', `Saved resource ${r.name}.`);
+      reload();
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 422) {
+        if (showFieldErrors(form, error.details).length) fail(error);
+      } else fail(error);
+    }
+  } },
+  field('URL', url, '/url', 'a password shown as *** keeps the stored one'),
+  field('Description', description, '/description'),
+  h('button', { type: 'submit', class: 'small' }, 'Save'),
+  button('Cancel', reload, 'link'));
+  return h('tr', { class: 'editing' }, h('td', { class: 'mono', text: r.name }), h('td', { colspan: 4 }, form));
+}
+
+function createForm(reload) {
+  const name = h('input', { id: 'new-resource-name', required: true });
+  const url = h('input', { id: 'new-resource-url', required: true, placeholder: 'redis://host:6379', spellcheck: 'false' });
+  const description = h('input', { id: 'new-resource-description' });
+  const form = h('form', { class: 'card', id: 'create-resource', onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      await api.post('/v1/resources', { name: name.value, url: url.value, description: description.value });
+      notice('ok', `Registered resource ${name.value}.`);
+      reload();
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 422) {
+        if (showFieldErrors(form, error.details).length) fail(error);
+      } else if (error instanceof ApiError && error.status === 409) {
+        showFieldErrors(form, [{ path: '/name', message: error.message }]);
+      } else fail(error);
+    }
+  } },
+  h('h2', { text: 'Register a resource' }),
+  field('Name', name, '/name'),
+  field('URL', url, '/url', 'redis://, rediss://, redis-sentinel://, redis-cluster://'),
+  field('Description', description, '/description'),
+  h('button', { type: 'submit' }, 'Register'));
+  return form;
+}

@@ -1,0 +1,238 @@
+// Tenants: the list (searched by name prefix, paged by name, so it stays quick at any number of tenants), the
+// create form, a tenant's flags, limits and policies, and its credentials.
+
+import { api, enc, query, ApiError } from './api.js';
+import { h, mount, field, showFieldErrors, button, time, badge } from './dom.js';
+import { notice, fail } from './notice.js';
+
+const PAGE = 50;
+
+// The tabs every page of one tenant starts with.
+export function tenantHeader(name, active) {
+  const tab = (id, href, text) => h('a', { href, class: id === active ? 'tab active' : 'tab', 'data-tab': id }, text);
+  return h('div', { class: 'tenant-header' },
+    h('p', { class: 'crumbs' }, h('a', { href: '#/tenants', text: 'Tenants' }), ' / '),
+    h('h1', { text: name }),
+    h('nav', { class: 'tabs' },
+      tab('overview', `#/tenants/${enc(name)}`, 'Overview & credentials'),
+      tab('route', `#/tenants/${enc(name)}/route`, 'Route'),
+      tab('history', `#/tenants/${enc(name)}/history`, 'History'),
+      tab('migrations', `#/tenants/${enc(name)}/migrations`, 'Migrations')));
+}
+
+export async function list(main) {
+  const search = h('input', { id: 'tenant-search', type: 'search', placeholder: 'Name starts with…', autocomplete: 'off' });
+  const rows = h('tbody');
+  const pager = h('div', { class: 'pager' });
+  // The `after` of every page shown so far: Previous goes back one.
+  let cursors = [''];
+  let timer = null;
+  const load = async () => {
+    const after = cursors[cursors.length - 1];
+    const page = await api.get(`/v1/tenants${query({ prefix: search.value, after, limit: PAGE })}`);
+    mount(rows, page.tenants.length ? page.tenants.map(row) :
+      h('tr', {}, h('td', { colspan: 5, class: 'muted', text: search.value ? 'No tenant name starts with that.' : 'No tenants yet.' })));
+    mount(pager,
+      button('Previous', () => { cursors.pop(); load().catch(fail); }, cursors.length > 1 ? 'secondary' : 'secondary disabled'),
+      h('span', { class: 'muted', text: `page ${cursors.length}` }),
+      page.next_after ? button('Next', () => { cursors.push(page.next_after); load().catch(fail); }) : null);
+    pager.firstChild.disabled = cursors.length <= 1;
+  };
+  search.addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { cursors = ['']; load().catch(fail); }, 150);
+  });
+  mount(main,
+    h('div', { class: 'page-head' }, h('h1', { text: 'Tenants' }), search),
+    h('div', { class: 'columns' },
+      h('section', { class: 'grow' },
+        h('table', { class: 'list', id: 'tenants' },
+          h('thead', {}, h('tr', {}, ['Name', 'Description', 'Route', 'Limits', 'State'].map((t) => h('th', { text: t })))),
+          rows),
+        pager),
+      createForm()));
+  await load();
+  search.focus();
+  return () => clearTimeout(timer);
+}
+
+function row(t) {
+  const limits = Object.entries(t.limits || {})
+    .filter(([, v]) => typeof v === 'number').map(([k, v]) => `${k} ${v}`).join(', ');
+  return h('tr', {},
+    h('td', {}, h('a', { href: `#/tenants/${enc(t.name)}`, class: 'tenant-link', text: t.name })),
+    h('td', { text: t.description }),
+    h('td', {}, t.route_version ? h('a', { href: `#/tenants/${enc(t.name)}/route`, text: `v${t.route_version}` }) : badge('no route', 'warn')),
+    h('td', { class: 'muted', text: limits || 'defaults' }),
+    h('td', {}, t.disabled ? badge('disabled', 'bad') : badge('enabled', 'good')));
+}
+
+function createForm() {
+  const name = h('input', { id: 'new-tenant-name', required: true, pattern: '[A-Za-z0-9][A-Za-z0-9_.\\-]{0,63}' });
+  const description = h('input', { id: 'new-tenant-description' });
+  const form = h('form', { class: 'card', id: 'create-tenant', onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      await api.post('/v1/tenants', { name: name.value, description: description.value });
+      location.hash = `#/tenants/${enc(name.value)}`;
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 422) showFieldErrors(form, error.details);
+      else if (error instanceof ApiError && error.status === 409) showFieldErrors(form, [{ path: '/name', message: error.message }]);
+      else fail(error);
+    }
+  } },
+  h('h2', { text: 'New tenant' }),
+  field('Name', name, '/name', 'A-Z a-z 0-9 _ . - (at most 64)'),
+  field('Description', description, '/description'),
+  h('button', { type: 'submit' }, 'Create tenant'));
+  return form;
+}
+
+const lines = (list) => (list || []).join('\n');
+const unlines = (text) => text.split('\n').map((s) => s.trim()).filter(Boolean);
+
+export async function show(main, name) {
+  const tenant = await api.get(`/v1/tenants/${enc(name)}`);
+  const credentials = h('section', { class: 'card', id: 'credentials' });
+  const toggle = button(tenant.disabled ? 'Enable' : 'Disable…', async () => {
+    const disabling = !tenant.disabled;
+    if (disabling && !confirm(`Disable ${name}? Its clients are refused from the next snapshot on.`)) return;
+    try {
+      await api.patch(`/v1/tenants/${enc(name)}`, { disabled: disabling });
+      notice('ok', `${name} is ${disabling ? 'disabled' : 'enabled'}.`);
+      await show(main, name);
+    } catch (error) { fail(error); }
+  }, tenant.disabled ? 'primary' : 'danger');
+  toggle.id = 'toggle-disabled';
+  mount(main, tenantHeader(name, 'overview'),
+    h('div', { class: 'page-head' }, h('p', {}, tenant.disabled ? badge('disabled', 'bad') : badge('enabled', 'good'),
+      ' ', tenant.description), toggle),
+    h('div', { class: 'columns' }, editForm(tenant), credentials));
+  await showCredentials(credentials, name);
+}
+
+function editForm(t) {
+  const description = h('input', { id: 'tenant-description', value: t.description });
+  const disabled = h('input', { id: 'tenant-disabled', type: 'checkbox', checked: t.disabled });
+  const allowAdmin = h('input', { id: 'tenant-allow-admin', type: 'checkbox', checked: t.allow_admin });
+  const readOnly = h('input', { id: 'tenant-read-only', type: 'checkbox', checked: t.read_only });
+  const limits = h('textarea', { id: 'tenant-limits', rows: 3, spellcheck: 'false', value: JSON.stringify(t.limits || {}, null, 2) });
+  const namespace = h('input', { id: 'tenant-namespace', value: t.namespace || '' });
+  const commands = h('textarea', { id: 'tenant-commands', rows: 3, spellcheck: 'false', value: JSON.stringify(t.commands || {}) });
+  const ipAllow = h('textarea', { id: 'tenant-ip-allow', rows: 2, value: lines(t.ip_allow) });
+  const ipDeny = h('textarea', { id: 'tenant-ip-deny', rows: 2, value: lines(t.ip_deny) });
+  const blocked = h('textarea', { id: 'tenant-blocked-keys', rows: 2, value: lines(t.blocked_keys) });
+  const form = h('form', { class: 'card grow', id: 'edit-tenant', onsubmit: async (event) => {
+    event.preventDefault();
+    let parsed;
+    try {
+      parsed = { limits: JSON.parse(limits.value || '{}'), commands: JSON.parse(commands.value || '{}') };
+    } catch (error) {
+      showFieldErrors(form, [{ path: limits.value && !isJson(limits.value) ? '/limits' : '/commands', message: `not JSON: ${error.message}` }]);
+      return;
+    }
+    try {
+      const saved = await api.patch(`/v1/tenants/${enc(t.name)}`, {
+        description: description.value, disabled: disabled.checked, allow_admin: allowAdmin.checked,
+        limits: parsed.limits, namespace: namespace.value || null, read_only: readOnly.checked,
+        commands: parsed.commands, ip_allow: unlines(ipAllow.value), ip_deny: unlines(ipDeny.value),
+        blocked_keys: unlines(blocked.value),
+      });
+      showFieldErrors(form, []);
+      notice('ok', `Saved tenant ${saved.name}.`);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 422) {
+        const rest = showFieldErrors(form, error.details);
+        if (rest.length || !error.details.length) fail(error);
+      } else fail(error);
+    }
+  } },
+  h('h2', { text: 'Flags, limits and policies' }),
+  field('Description', description, '/description'),
+  h('div', { class: 'checks' },
+    field('Disabled (clients are refused)', disabled, '/disabled'),
+    field('Allow admin commands', allowAdmin, '/allow_admin'),
+    field('Read only', readOnly, '/read_only')),
+  field('Limits (JSON, replaced as a whole)', limits, '/limits', 'max_connections, max_ops_per_sec, script_timeout_ms, output_buffer_limit, pubsub_output_buffer_limit'),
+  field('Key namespace', namespace, '/namespace', 'empty: none'),
+  field('Commands (JSON: allow, deny)', commands, '/commands'),
+  field('IP allow (one CIDR a line)', ipAllow, '/ip_allow'),
+  field('IP deny (one CIDR a line)', ipDeny, '/ip_deny'),
+  field('Blocked key patterns (one a line)', blocked, '/blocked_keys'),
+  h('div', { class: 'actions' },
+    h('button', { type: 'submit', id: 'save-tenant' }, 'Save'),
+    button('Delete tenant…', async () => {
+      if (!confirm(`Delete tenant ${t.name} with its credentials and route history? Its clients are refused at once.`)) return;
+      try { await api.del(`/v1/tenants/${enc(t.name)}`); location.hash = '#/tenants'; } catch (error) { fail(error); }
+    }, 'danger')));
+  return form;
+}
+
+function isJson(text) {
+  try { JSON.parse(text); return true; } catch { return false; }
+}
+
+async function showCredentials(section, tenant) {
+  const { credentials } = await api.get(`/v1/tenants/${enc(tenant)}/credentials`);
+  const secretBox = h('div', { id: 'secret-box' });
+  const issueDescription = h('input', { id: 'issue-description', placeholder: 'what will use it' });
+  const importPassword = h('input', { id: 'import-password', type: 'password', autocomplete: 'new-password', minlength: 16 });
+  const importDescription = h('input', { id: 'import-description' });
+  const reload = () => showCredentials(section, tenant).catch(fail);
+  const issue = h('form', { class: 'inline', id: 'issue-credential', onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      const issued = await api.post(`/v1/tenants/${enc(tenant)}/credentials`, { description: issueDescription.value });
+      await reload();
+      // The one time this secret exists outside the clients: shown here until the page changes, never stored.
+      revealSecret(section.querySelector('#secret-box'), issued);
+    } catch (error) { fail(error); }
+  } }, field('Description', issueDescription, '/description'), h('button', { type: 'submit', id: 'issue' }, 'Issue a secret'));
+  const imported = h('form', { class: 'inline', id: 'import-credential', onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      await api.post(`/v1/tenants/${enc(tenant)}/credentials`, { password: importPassword.value, description: importDescription.value });
+      importPassword.value = '';
+      notice('ok', 'Imported the password.');
+      await reload();
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 422) showFieldErrors(imported, error.details);
+      else fail(error);
+    }
+  } }, field('Existing password (16+ characters)', importPassword, '/password'), field('Description', importDescription, '/description'),
+  h('button', { type: 'submit', class: 'secondary' }, 'Import'));
+  mount(section,
+    h('h2', { text: 'Credentials' }),
+    secretBox,
+    h('table', { class: 'list', id: 'credential-list' },
+      h('thead', {}, h('tr', {}, ['Id', 'Description', 'Kind', 'Created', 'State', ''].map((t) => h('th', { text: t })))),
+      h('tbody', {}, credentials.map((c) => h('tr', { class: c.revoked_at ? 'revoked' : '' },
+        h('td', { text: c.id }), h('td', { text: c.description }),
+        h('td', { text: c.client_certificate ? 'client certificate' : c.imported ? 'imported' : 'issued' }),
+        h('td', {}, time(c.created_at)),
+        h('td', {}, c.revoked_at ? badge('revoked', 'bad') : badge('valid', 'good')),
+        h('td', {}, c.revoked_at ? null : button('Revoke', async () => {
+          if (!confirm(`Revoke credential ${c.id}? Clients using it are refused from the next snapshot on.`)) return;
+          try { await api.del(`/v1/tenants/${enc(tenant)}/credentials/${c.id}`); await reload(); } catch (error) { fail(error); }
+        }, 'danger small')))))),
+    credentials.length ? null : h('p', { class: 'muted', text: 'No credentials: no client can reach this tenant yet.' }),
+    issue, imported);
+}
+
+function revealSecret(box, issued) {
+  const secret = h('code', { id: 'new-secret', text: issued.secret });
+  const copied = h('span', { class: 'muted' });
+  mount(box, h('div', { class: 'secret warn-box', role: 'alert' },
+    h('strong', { text: `Credential ${issued.id}: copy this secret now. It is shown only once and cannot be read again.` }),
+    h('div', { class: 'secret-line' }, secret,
+      button('Copy', async () => {
+        try {
+          await navigator.clipboard.writeText(issued.secret);
+          copied.textContent = 'copied';
+        } catch {
+          getSelection().selectAllChildren(secret);
+          copied.textContent = 'selected: press Ctrl+C';
+        }
+      }), copied),
+    button('I have stored it', () => box.replaceChildren(), 'link')));
+}

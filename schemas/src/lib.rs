@@ -69,6 +69,7 @@ pub mod resource;
 pub mod route;
 pub mod routes_file;
 pub mod snapshot;
+pub mod telemetry;
 pub mod validate;
 pub mod x509;
 

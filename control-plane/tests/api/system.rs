@@ -42,3 +42,36 @@ async fn health_metrics_and_openapi(pool: PgPool) {
         json!({"error": "internal", "message": "internal error", "details": []})
     );
 }
+
+async fn request_id(api: &Api, headers: &[(&str, &str)]) -> String {
+    let reply = api.request("GET", "/healthz", None, headers, None).await;
+    reply.header("x-request-id").unwrap_or("").to_string()
+}
+
+/// Every response carries an `X-Request-Id`: the caller's when it is a plain token, else a new one (also when
+/// the caller's could forge a log line).
+#[sqlx::test(migrations = "../migrations")]
+async fn every_response_carries_a_request_id(pool: PgPool) {
+    let api = Api::new(pool).await;
+    assert_eq!(
+        request_id(&api, &[("x-request-id", "lb-7f3a.1:2_x")]).await,
+        "lb-7f3a.1:2_x"
+    );
+    let generated = [
+        request_id(&api, &[]).await,
+        request_id(&api, &[]).await,
+        request_id(&api, &[("x-request-id", "forged\" level=ERROR")]).await,
+        request_id(&api, &[("x-request-id", &"x".repeat(200))]).await,
+    ];
+    for one in &generated {
+        assert!(
+            one.len() == 16 && one.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{generated:?}"
+        );
+    }
+    assert_ne!(generated[0], generated[1]);
+    // Unknown paths and refused requests get one too.
+    let refused = api.request("GET", "/v1/tenants", None, &[], None).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.header("x-request-id").map(str::len), Some(16));
+}

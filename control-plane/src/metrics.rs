@@ -1,5 +1,5 @@
-//! Prometheus text metrics of the control plane: responses by status class, revision, long-polls, snapshots and
-//! deltas, and when the certificates in use expire.
+//! Prometheus text metrics of the control plane: the build and the process, responses by status class,
+//! revision, long-polls, snapshots and deltas, and when the certificates in use expire.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -28,6 +28,7 @@ pub struct Metrics {
 impl Metrics {
     pub(crate) fn render(&self, revision: i64) -> String {
         let mut out = String::new();
+        switchyard_schemas::telemetry::render_process_metrics(&mut out, env!("CARGO_PKG_VERSION"));
         out.push_str("# HELP switchyard_cp_responses_total HTTP responses by status class.\n");
         out.push_str("# TYPE switchyard_cp_responses_total counter\n");
         for (class, count) in self.responses.iter().enumerate().skip(1) {

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 
 use crate::backoff::Backoff;
 use crate::cache::CacheWriter;
+use crate::metrics::Metrics;
 use crate::route::{Refused, Snapshot};
 use crate::state::{ControlPlaneConfig, Gateway};
 
@@ -32,6 +33,8 @@ pub(crate) struct Sync {
     applied: Notify,
     /// Writes `--cache-file`, when there is one.
     cache: Option<CacheWriter>,
+    /// The gateway's, for what the loop finds out about the control plane (`metrics.sync`).
+    metrics: Arc<Metrics>,
 }
 
 enum Poll {
@@ -43,7 +46,7 @@ enum Poll {
 }
 
 impl Sync {
-    pub(crate) fn new(config: ControlPlaneConfig) -> anyhow::Result<Sync> {
+    pub(crate) fn new(config: ControlPlaneConfig, metrics: Arc<Metrics>) -> anyhow::Result<Sync> {
         let mut client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .tls_info(true);
@@ -62,11 +65,13 @@ impl Sync {
             ),
             None => None,
         };
+        metrics.sync.follow();
         Ok(Sync {
             config,
             client,
             applied: Notify::new(),
             cache,
+            metrics,
         })
     }
 
@@ -95,6 +100,7 @@ impl Sync {
         match std::fs::read(cache) {
             Ok(body) => match gateway.apply_control_plane(&body) {
                 Ok(_) => {
+                    self.metrics.sync.serving_cache();
                     tracing::info!(cache = %cache.display(), "serving the cached snapshot until the control plane answers")
                 }
                 Err(e) => {
@@ -120,7 +126,10 @@ impl Sync {
         loop {
             let (after, epoch) = next_poll(&gateway.snapshot(), rejected, full || epoch_refused);
             match self.poll(after, epoch.as_deref(), POLL_WAIT).await {
-                Ok(Poll::Unchanged) => backoff.reset(),
+                Ok(Poll::Unchanged) => {
+                    self.metrics.sync.synced();
+                    backoff.reset();
+                }
                 Ok(Poll::EpochRefused) => {
                     tracing::warn!(
                         "the control plane refused the epoch parameter: asking for full snapshots"
@@ -172,8 +181,9 @@ impl Sync {
             .bearer_auth(&self.config.token)
             .timeout(wait + Duration::from_secs(10))
             .send()
-            .await
-            .context("GET /v1/snapshot")?;
+            .await;
+        self.metrics.sync.reached(response.is_ok());
+        let response = response.context("GET /v1/snapshot")?;
         crate::tls::observe_control_plane(&self.config.url, &response);
         match response.status() {
             reqwest::StatusCode::NOT_MODIFIED => Ok(Poll::Unchanged),
@@ -204,6 +214,7 @@ impl Sync {
     /// Validates and swaps in a snapshot, then has the full snapshot now served written to the cache file.
     fn apply(&self, gateway: &Gateway, body: &[u8]) -> Result<(), Refused> {
         let received = gateway.apply_control_plane(body)?;
+        self.metrics.sync.synced();
         self.applied.notify_one();
         if let Some(cache) = &self.cache {
             cache.submit(received);
@@ -234,6 +245,7 @@ impl Sync {
                 .timeout(Duration::from_secs(5))
                 .send()
                 .await;
+            self.metrics.sync.reached(sent.is_ok());
             if let Err(e) = sent.and_then(reqwest::Response::error_for_status) {
                 tracing::debug!("heartbeat failed: {e}");
             }
@@ -392,16 +404,41 @@ mod tests {
         (url, asked)
     }
 
+    /// The sample lines of the gateway's `switchyard_snapshot_*`, `switchyard_control_plane_*` and
+    /// `switchyard_serving_*` series.
+    fn fleet_series(gateway: &Gateway) -> Vec<String> {
+        let config = crate::MetricsConfig {
+            active_window: Duration::from_secs(1),
+            tenant_latency: false,
+        };
+        let text =
+            gateway
+                .metrics
+                .render(&[], gateway.snapshot().revision, &config, Instant::now());
+        text.lines()
+            .filter(|line| {
+                [
+                    "switchyard_snapshot_",
+                    "switchyard_control_plane_",
+                    "switchyard_serving_",
+                ]
+                .iter()
+                .any(|prefix| line.starts_with(prefix))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Follows the control plane at `url`, with a cache file.
-    fn follower(url: String, cache: &std::path::Path) -> Sync {
-        Sync::new(ControlPlaneConfig {
+    fn follower(url: String, cache: &std::path::Path, gateway: &Gateway) -> Sync {
+        let config = ControlPlaneConfig {
             url,
             token: "t".to_string(),
             ca_file: None,
             cache_file: Some(cache.to_path_buf()),
             gateway_id: "g".to_string(),
-        })
-        .unwrap()
+        };
+        Sync::new(config, Arc::clone(&gateway.metrics)).unwrap()
     }
 
     /// The whole loop against a control plane: the first poll asks for a full snapshot, then deltas are asked
@@ -434,8 +471,8 @@ mod tests {
         let (url, asked) = scripted_control_plane(script).await;
         let cache =
             std::env::temp_dir().join(format!("switchyard-sync-{}.json", std::process::id()));
-        let sync = follower(url, &cache);
         let gateway = Arc::new(Gateway::new(test_config(), None));
+        let sync = follower(url, &cache, &gateway);
         sync.bootstrap(&gateway).await;
         tokio::spawn(Arc::new(sync).run(Arc::clone(&gateway)));
 
@@ -467,6 +504,12 @@ mod tests {
         assert_eq!(count(&metrics.snapshots_applied_full), 3);
         assert_eq!(count(&metrics.snapshots_applied_delta), 1);
         assert_eq!(count(&metrics.snapshots_rejected), 1);
+        let health = fleet_series(&gateway);
+        assert!(health.contains(&"switchyard_serving_cache_file 0".to_string()));
+        assert!(health.contains(&"switchyard_control_plane_up 1".to_string()));
+        assert!(
+            !health.contains(&"switchyard_control_plane_last_sync_timestamp_seconds 0".to_string())
+        );
         let expected: switchyard_schemas::Snapshot = serde_json::from_str(&full_7).unwrap();
         let written = loop {
             let written = std::fs::read(&cache).ok().and_then(|body| {
@@ -482,10 +525,20 @@ mod tests {
 
         // A gateway restarted while the control plane fails serves its cache file, and goes on with deltas.
         let (url, asked) = scripted_control_plane(vec![(503, String::new())]).await;
-        let sync = follower(url, &cache);
         let restarted = Arc::new(Gateway::new(test_config(), None));
+        let sync = follower(url, &cache, &restarted);
         sync.bootstrap(&restarted).await;
         assert_eq!(restarted.snapshot().revision, Some(7));
+        let health = fleet_series(&restarted);
+        for series in [
+            "switchyard_snapshot_revision 7",
+            "switchyard_serving_cache_file 1",
+            // A 503 is an answer: the control plane is reachable, only not syncing.
+            "switchyard_control_plane_up 1",
+            "switchyard_control_plane_last_sync_timestamp_seconds 0",
+        ] {
+            assert!(health.contains(&series.to_string()), "{series}: {health:?}");
+        }
         tokio::spawn(Arc::new(sync).run(Arc::clone(&restarted)));
         while asked.lock().unwrap().len() < 2 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;

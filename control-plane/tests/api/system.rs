@@ -18,6 +18,20 @@ async fn health_metrics_and_openapi(pool: PgPool) {
     assert_eq!(metrics.status, 200);
     let text = metrics.body.as_str().unwrap();
     assert!(text.contains("switchyard_cp_revision 1"), "{text}");
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        text.contains(&format!(
+            "switchyard_build_info{{version=\"{version}\"}} 1\n"
+        )),
+        "{text}"
+    );
+    for family in [
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(text.contains(&format!("\n{family} ")), "{family}: {text}");
+    }
     assert!(
         text.contains("switchyard_cp_responses_total{class=\"2xx\"}"),
         "{text}"

@@ -123,11 +123,17 @@ impl Sync {
         let mut full = false;
         // A control plane that refused the epoch once is never sent it again (until the gateway restarts).
         let mut epoch_refused = false;
+        // Whether the gateway is known to serve the control plane's latest revision. Until it is (after a start
+        // from the cache file, or a failed poll), polls do not wait: the answer says at once whether the
+        // gateway is current, which the last-sync series and the cache-file one report.
+        let mut current = self.metrics.sync.has_synced();
         loop {
             let (after, epoch) = next_poll(&gateway.snapshot(), rejected, full || epoch_refused);
-            match self.poll(after, epoch.as_deref(), POLL_WAIT).await {
+            let wait = if current { POLL_WAIT } else { Duration::ZERO };
+            match self.poll(after, epoch.as_deref(), wait).await {
                 Ok(Poll::Unchanged) => {
                     self.metrics.sync.synced();
+                    current = true;
                     backoff.reset();
                 }
                 Ok(Poll::EpochRefused) => {
@@ -143,7 +149,10 @@ impl Sync {
                         .await;
                     full = applied.is_err();
                     let refused = match applied {
-                        Ok(()) => continue,
+                        Ok(()) => {
+                            current = true;
+                            continue;
+                        }
                         Err(refused) => refused,
                     };
                     gateway
@@ -160,6 +169,7 @@ impl Sync {
                     }
                 }
                 Err(e) => {
+                    current = false;
                     let wait = backoff.next();
                     tracing::warn!(control_plane = %self.config.url, "control plane poll failed, retrying in {wait:?}: {e:#}");
                     tokio::time::sleep(wait).await;
@@ -547,7 +557,8 @@ mod tests {
             *asked.lock().unwrap(),
             [
                 "/v1/snapshot?wait=0ms".to_string(),
-                format!("{poll}&after=7&epoch=e+1")
+                // Not known to be current yet: the poll asks for an answer at once.
+                "/v1/snapshot?wait=0ms&after=7&epoch=e+1".to_string()
             ]
         );
         let _ = std::fs::remove_file(&cache);

@@ -40,6 +40,11 @@ impl SyncHealth {
             .store(now.map_or(0, |d| d.as_millis() as u64), Ordering::Relaxed);
     }
 
+    /// Whether a poll ever left the gateway current.
+    pub(crate) fn has_synced(&self) -> bool {
+        self.synced_at_ms.load(Ordering::Relaxed) != 0
+    }
+
     /// Records that the cache file's snapshot is served.
     pub(crate) fn serving_cache(&self) {
         self.from_cache.store(true, Ordering::Relaxed);

@@ -89,3 +89,59 @@ async fn every_response_carries_a_request_id(pool: PgPool) {
     assert_eq!(refused.status, 401);
     assert_eq!(refused.header("x-request-id").map(str::len), Some(16));
 }
+
+/// An unfinished migration shows in `/metrics` by state, with when it last changed; a finished one is gone.
+#[sqlx::test(migrations = "../migrations")]
+async fn unfinished_migrations_are_in_the_metrics(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let scrape = async || {
+        let reply = api.request("GET", "/metrics", None, &[], None).await;
+        reply.body.as_str().unwrap_or_default().to_string()
+    };
+    let text = scrape().await;
+    assert!(
+        text.contains("switchyard_cp_migrations{state=\"double_write\"} 0\n"),
+        "{text}"
+    );
+    api.create_tenant("acme").await;
+    let route = json!({"type": "single", "target": "redis://127.0.0.1:7001"});
+    assert_eq!(api.put_route("acme", route).await.status, 200);
+    let started = api
+        .admin(
+            "POST",
+            "/v1/tenants/acme/migrations",
+            Some(json!({"to": {"type": "single", "target": "redis://127.0.0.1:7002"}})),
+        )
+        .await;
+    assert_eq!(started.status, 201, "{}", started.body);
+    let id = started.body["id"].as_i64().unwrap();
+    let text = scrape().await;
+    assert!(
+        text.contains("switchyard_cp_migrations{state=\"double_write\"} 1\n"),
+        "{text}"
+    );
+    let updated = format!(
+        "switchyard_cp_migration_updated_timestamp_seconds{{tenant=\"acme\",migration=\"{id}\",state=\"double_write\"}} "
+    );
+    let at: i64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix(&updated))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {updated} in {text}"));
+    let now = chrono::Utc::now().timestamp();
+    assert!((now - 60..=now + 1).contains(&at), "{at} vs {now}");
+    let aborted = api
+        .admin(
+            "POST",
+            &format!("/v1/tenants/acme/migrations/{id}/abort"),
+            None,
+        )
+        .await;
+    assert_eq!(aborted.status, 200, "{}", aborted.body);
+    let text = scrape().await;
+    assert!(
+        text.contains("switchyard_cp_migrations{state=\"double_write\"} 0\n"),
+        "{text}"
+    );
+    assert!(!text.contains("migration=\""), "{text}");
+}

@@ -144,8 +144,11 @@ const UNFINISHED: [MigrationState; 6] = [
     MigrationState::CutOver,
 ];
 
+/// One counter of a task's progress.
+type TaskCounter = fn(&TaskProgress) -> u64;
+
 /// The key counters of a task's progress, by the `kind` label.
-const TASK_KEYS: [(&str, fn(&TaskProgress) -> u64); 10] = [
+const TASK_KEYS: [(&str, TaskCounter); 10] = [
     ("scanned", |p| p.scanned),
     ("copied", |p| p.copied),
     ("skipped", |p| p.skipped),

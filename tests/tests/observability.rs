@@ -50,13 +50,16 @@ async fn serves_latest(cp: &ControlPlane, gateway: &Gateway) {
 }
 
 /// A whole flow at debug level (tenants with an issued secret and an imported password, resources with a
-/// password in their URL, the admin and gateway tokens, a TLS listener's key, a wrong password, a wrong token, a
-/// query string): neither process writes any of those secrets, nor a value, nor a colour code, to its log file.
+/// password in their URL, the admin and gateway tokens, both processes' TLS keys, a wrong password, a wrong
+/// token, a query string): neither process writes any of those secrets, nor a value, nor a colour code, to its log file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_log_line_carries_a_secret_or_a_colour_code() {
     let pki = Pki::new("observability");
     let redis = RedisServer::builder().password(BACKEND_PASSWORD).start();
-    let cp = ControlPlane::builder().env("RUST_LOG", "debug").start();
+    let cp = ControlPlane::builder()
+        .env("RUST_LOG", "debug")
+        .https(&pki)
+        .start();
     let with_password = format!("redis://:{BACKEND_PASSWORD}@127.0.0.1:{}", redis.port());
     let resource = json!({"name": "main", "url": format!("{with_password}/0")});
     cp.expect("POST", "/v1/resources", Some(resource), 201)
@@ -82,7 +85,12 @@ async fn no_log_line_carries_a_secret_or_a_colour_code() {
         )
         .await;
     assert_eq!(status, 200);
-    let refused = reqwest::Client::new()
+    let ca = std::fs::read(pki.ca_file()).expect("the CA certificate");
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("a CA PEM"))
+        .build()
+        .expect("an HTTPS client");
+    let refused = https
         .get(format!("{}/v1/tenants", cp.url()))
         .bearer_auth(WRONG_TOKEN)
         .send()
@@ -94,6 +102,8 @@ async fn no_log_line_carries_a_secret_or_a_colour_code() {
     let listener = pki.server("gateway-observability", &["127.0.0.1", "localhost"]);
     let gateway = Gateway::builder()
         .env("RUST_LOG", "debug")
+        .arg("--control-plane-ca")
+        .arg(pki.ca_file().display().to_string())
         .tls(&listener, None)
         .start_with_control_plane(&cp, &cache.0);
     serves_latest(&cp, &gateway).await;
@@ -125,13 +135,15 @@ async fn no_log_line_carries_a_secret_or_a_colour_code() {
     assert!((200..300).contains(&status), "DELETE answered {status}");
     serves_latest(&cp, &gateway).await;
 
-    let key = std::fs::read_to_string(&listener.key).expect("the listener's key");
-    let key_body = key
-        .lines()
-        .filter(|line| !line.starts_with("-----"))
-        .max_by_key(|line| line.len())
-        .expect("a PEM body")
-        .to_string();
+    let key_body = |path: &std::path::Path| {
+        let key = std::fs::read_to_string(path).expect("a private key");
+        key.lines()
+            .filter(|line| !line.starts_with("-----"))
+            .max_by_key(|line| line.len())
+            .expect("a PEM body")
+            .to_string()
+    };
+    let (gateway_key, cp_key) = (key_body(&listener.key), key_body(&cp.certificate().key));
     let secrets = [
         BACKEND_PASSWORD,
         IMPORTED_PASSWORD,
@@ -142,7 +154,8 @@ async fn no_log_line_carries_a_secret_or_a_colour_code() {
         ADMIN_TOKEN,
         cp.gateway_token(),
         &issued,
-        &key_body,
+        &gateway_key,
+        &cp_key,
     ];
     let logs = [("control plane", cp.log()), ("gateway", gateway.log())];
     for (process, log) in &logs {
@@ -219,6 +232,16 @@ async fn json_logs_are_one_object_per_line() {
             .and_then(|v| v.to_str().ok()),
         Some("e2e-json-1")
     );
+    // A line logged while a request is handled carries the request's id in its span.
+    let (status, _) = cp
+        .call_with(
+            "POST",
+            "/v1/tenants",
+            Some(json!({"name": "other"})),
+            &[("X-Request-Id", "e2e-json-2")],
+        )
+        .await;
+    assert_eq!(status, 201);
     let cache = CacheFile::new("json");
     let gateway = Gateway::builder()
         .arg("--log-format")
@@ -248,6 +271,19 @@ async fn json_logs_are_one_object_per_line() {
     assert_eq!(access["path"], "/v1/tenants/acme");
     assert_eq!(access["status"], 200);
     assert!(access["duration_ms"].as_f64().is_some(), "{access:?}");
+    let committed = cp_log
+        .lines()
+        .filter_map(|line| json_line(line).ok())
+        .find(|fields| {
+            fields["message"] == "change committed"
+                && fields["action"] == "tenant.create"
+                && fields["object"] == "tenants/other"
+        })
+        .unwrap_or_else(|| panic!("no 'change committed' line for the tenant:\n{cp_log}"));
+    assert_eq!(
+        committed["span"]["request_id"], "e2e-json-2",
+        "{committed:?}"
+    );
     let gateway_log = gateway.log();
     assert!(
         gateway_log

@@ -38,7 +38,7 @@ pub(crate) async fn log(request: Request, next: Next) -> Response {
         method = %method,
         path = %path,
         status = response.status().as_u16(),
-        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        duration_ms = started.elapsed().as_micros() as f64 / 1000.0,
         request_id = %id,
         "request"
     );

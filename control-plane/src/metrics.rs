@@ -28,9 +28,9 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The exposition; `migrations` are the unfinished ones (none: the database did not answer, and their
+    /// The exposition; `stored` is what the database says at the scrape (none: it did not answer, and those
     /// series are left out).
-    pub(crate) fn render(&self, revision: i64, migrations: Option<&[MigrationFigures]>) -> String {
+    pub(crate) fn render(&self, revision: i64, stored: Option<&Stored>) -> String {
         let mut out = String::new();
         switchyard_schemas::telemetry::render_process_metrics(&mut out, env!("CARGO_PKG_VERSION"));
         out.push_str("# HELP switchyard_cp_responses_total HTTP responses by status class.\n");
@@ -86,8 +86,9 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
-        if let Some(migrations) = migrations {
-            render_migrations(&mut out, migrations);
+        if let Some(stored) = stored {
+            render_gateways(&mut out, &stored.gateways);
+            render_migrations(&mut out, &stored.migrations);
         }
         let certificates = self.certificates.lock().unwrap_or_else(|e| e.into_inner());
         if !certificates.is_empty() {
@@ -121,6 +122,36 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&(role, source.to_string()));
     }
+}
+
+/// What `/metrics` reads from the database at each scrape, the same on every replica.
+pub(crate) struct Stored<'a> {
+    pub(crate) migrations: Vec<MigrationFigures<'a>>,
+    pub(crate) gateways: GatewayCounts,
+}
+
+/// The gateways as their heartbeats report them.
+pub(crate) struct GatewayCounts {
+    /// Heard from within `--gateway-ttl-secs`.
+    pub(crate) live: usize,
+    /// Heard from before that (every gateway ever heard of is remembered).
+    pub(crate) stale: usize,
+    /// Live, and serving a revision older than the latest.
+    pub(crate) behind: usize,
+}
+
+fn render_gateways(out: &mut String, gateways: &GatewayCounts) {
+    let _ = writeln!(
+        out,
+        "# HELP switchyard_cp_gateways Gateways by their heartbeats: live (heard from within --gateway-ttl-secs) or stale.\n\
+         # TYPE switchyard_cp_gateways gauge\n\
+         switchyard_cp_gateways{{state=\"live\"}} {}\n\
+         switchyard_cp_gateways{{state=\"stale\"}} {}\n\
+         # HELP switchyard_cp_gateways_behind Live gateways whose heartbeat reports a revision older than the latest.\n\
+         # TYPE switchyard_cp_gateways_behind gauge\n\
+         switchyard_cp_gateways_behind {}",
+        gateways.live, gateways.stale, gateways.behind
+    );
 }
 
 /// An unfinished migration, as its row says at the scrape.
@@ -279,8 +310,18 @@ mod tests {
             progress: &progress,
             updated_at: 1_800_000_000,
         }];
-        let text = Metrics::default().render(3, Some(&figures));
+        let stored = Stored {
+            migrations: figures.into(),
+            gateways: GatewayCounts {
+                live: 2,
+                stale: 1,
+                behind: 1,
+            },
+        };
+        let text = Metrics::default().render(3, Some(&stored));
         for line in [
+            "switchyard_cp_gateways{state=\"live\"} 2\nswitchyard_cp_gateways{state=\"stale\"} 1\n",
+            "switchyard_cp_gateways_behind 1\n",
             "switchyard_cp_migrations{state=\"backfilling\"} 1\n",
             "switchyard_cp_migrations{state=\"cut_over\"} 0\n",
             "switchyard_cp_migration_updated_timestamp_seconds{tenant=\"a\\\"b\",migration=\"9\",state=\"backfilling\"} 1800000000\n",

@@ -6,6 +6,9 @@
 //! next to this crate (`schemas/*.schema.json`) are generated from these types; `tests/schema_drift.rs` fails when
 //! the committed files no longer match.
 //!
+//! [`telemetry`] is what both binaries report about themselves the same way: their log format and the process
+//! series of their `/metrics`.
+//!
 //! Semantic rules that a schema cannot express (unique shard names, complete bucket coverage, parseable URLs) live
 //! in [`validate`], so the gateway and the control plane reject exactly the same tables with the same messages.
 

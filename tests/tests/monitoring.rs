@@ -417,5 +417,5 @@ fn the_alert_rules_pass_promtool() {
         output.status.success(),
         "promtool check rules failed:\n{said}"
     );
-    assert!(said.contains("SUCCESS: 14 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 15 rules found"), "{said}");
 }

@@ -145,3 +145,28 @@ async fn unfinished_migrations_are_in_the_metrics(pool: PgPool) {
     );
     assert!(!text.contains("migration=\""), "{text}");
 }
+
+/// `/metrics` counts the gateways by their heartbeats, and those that report an older revision than the latest.
+#[sqlx::test(migrations = "../migrations")]
+async fn gateways_behind_are_counted(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let revision = api.revision().await;
+    for (id, at) in [("gw-current", revision), ("gw-behind", revision - 1)] {
+        let beat =
+            json!({"id": id, "address": "127.0.0.1:6380", "revision": at, "version": "0.1.0"});
+        let reply = api
+            .gateway("POST", "/v1/gateways/heartbeat", Some(beat))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    let reply = api.request("GET", "/metrics", None, &[], None).await;
+    let text = reply.body.as_str().unwrap_or_default();
+    for line in [
+        "switchyard_cp_gateways{state=\"live\"} 2\n",
+        "switchyard_cp_gateways{state=\"stale\"} 0\n",
+        "switchyard_cp_gateways_behind 1\n",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+}

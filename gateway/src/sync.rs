@@ -35,6 +35,8 @@ pub(crate) struct Sync {
     cache: Option<CacheWriter>,
     /// The gateway's, for what the loop finds out about the control plane (`metrics.sync`).
     metrics: Arc<Metrics>,
+    /// Numbers this gateway's requests to the control plane, for their `X-Request-Id`.
+    requests: std::sync::atomic::AtomicU64,
 }
 
 enum Poll {
@@ -72,6 +74,7 @@ impl Sync {
             applied: Notify::new(),
             cache,
             metrics,
+            requests: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -189,6 +192,7 @@ impl Sync {
             .client
             .get(url)
             .bearer_auth(&self.config.token)
+            .header("x-request-id", self.request_id())
             .timeout(wait + Duration::from_secs(10))
             .send()
             .await;
@@ -203,6 +207,26 @@ impl Sync {
             )),
             status => anyhow::bail!("GET /v1/snapshot answered {status}"),
         }
+    }
+
+    /// The next request's id: the gateway id (kept to the characters and length the control plane echoes) and
+    /// a sequence number, so that the control plane's access log says which gateway each poll and heartbeat
+    /// came from.
+    fn request_id(&self) -> String {
+        let n = self
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id: String = self
+            .config
+            .gateway_id
+            .chars()
+            .take(96)
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' | ':' => c,
+                _ => '_',
+            })
+            .collect();
+        format!("{id}.{n}")
     }
 
     /// `apply` on the blocking pool: building a snapshot and writing the cache file must not hold up the runtime
@@ -251,6 +275,7 @@ impl Sync {
                 .client
                 .post(&url)
                 .bearer_auth(&self.config.token)
+                .header("x-request-id", self.request_id())
                 .json(&beat)
                 .timeout(Duration::from_secs(5))
                 .send()

@@ -246,6 +246,8 @@ async fn json_logs_are_one_object_per_line() {
     let gateway = Gateway::builder()
         .arg("--log-format")
         .arg("json")
+        .arg("--gateway-id")
+        .arg("gw json/1")
         .start_with_control_plane(&cp, &cache.0);
     serves_latest(&cp, &gateway).await;
 
@@ -261,6 +263,11 @@ async fn json_logs_are_one_object_per_line() {
             }
         }
     }
+    wait_for(
+        "a heartbeat in the access log",
+        Duration::from_secs(10),
+        || cp.log().contains("\"path\":\"/v1/gateways/heartbeat\""),
+    );
     let cp_log = cp.log();
     let access = cp_log
         .lines()
@@ -271,6 +278,20 @@ async fn json_logs_are_one_object_per_line() {
     assert_eq!(access["path"], "/v1/tenants/acme");
     assert_eq!(access["status"], 200);
     assert!(access["duration_ms"].as_f64().is_some(), "{access:?}");
+    // The gateway names itself in the id of its polls and heartbeats.
+    for path in ["/v1/snapshot", "/v1/gateways/heartbeat"] {
+        assert!(
+            cp_log
+                .lines()
+                .filter_map(|line| json_line(line).ok())
+                .any(|fields| fields["target"] == "access"
+                    && fields["path"] == path
+                    && fields["request_id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with("gw_json_1."))),
+            "no {path} from gw_json_1:\n{cp_log}"
+        );
+    }
     let committed = cp_log
         .lines()
         .filter_map(|line| json_line(line).ok())

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use switchyard_schemas::telemetry::LogFormat;
 
 use crate::state::Settings;
 
@@ -56,6 +57,9 @@ pub struct Config {
     /// Database connections in the pool (one of them is held by the revision listener).
     #[arg(long, default_value_t = 10)]
     pub(crate) max_db_connections: u32,
+    /// How log lines are written: text (colour only on a terminal) or json (one object per line).
+    #[arg(long, env = "SWITCHYARD_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]

@@ -5,6 +5,7 @@
 //! tests. The modules are private: what the binaries and the tests use is re-exported here, everything else is
 //! `pub(crate)`.
 
+mod access_log;
 mod api;
 mod auth;
 mod config;

@@ -2,16 +2,11 @@
 
 use clap::Parser;
 use switchyard_control_plane::{Command, Config};
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
     let config = Config::parse();
+    switchyard_schemas::telemetry::init_logging(config.log_format);
     match config.command.unwrap_or(Command::Serve) {
         Command::Migrate => {
             let pool = switchyard_control_plane::connect(&config).await?;

@@ -104,7 +104,10 @@ fn metrics_text(gateway: &Gateway) -> String {
         .iter()
         .map(|t| (t.name.as_str(), &t.metrics))
         .collect();
-    gateway
-        .metrics
-        .render(&tenants, &gateway.config.metrics, Instant::now())
+    gateway.metrics.render(
+        &tenants,
+        snapshot.revision,
+        &gateway.config.metrics,
+        Instant::now(),
+    )
 }

@@ -11,6 +11,7 @@ use switchyard_gateway::{
     RouteSource, TlsListen, parse_bytes, parse_output_buffer_limit,
 };
 use switchyard_schemas::OutputBufferLimit;
+use switchyard_schemas::telemetry::LogFormat;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -191,6 +192,9 @@ struct Args {
     /// gateway-wide histogram.
     #[arg(long, env = "SWITCHYARD_METRICS_TENANT_LATENCY")]
     metrics_tenant_latency: bool,
+    /// How log lines are written: text (colour only on a terminal) or json (one object per line).
+    #[arg(long, env = "SWITCHYARD_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
 }
 
 /// `--listen`: an address, or none.
@@ -270,12 +274,7 @@ fn main() -> anyhow::Result<()> {
             "give exactly one of --routes (a routes file) and --control-plane (a URL)"
         ),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    switchyard_schemas::telemetry::init_logging(args.log_format);
     let config = switchyard_gateway::Config {
         listen: args.listen.0,
         tls,

@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 
 mod commands;
 mod exposition;
+mod fleet;
 mod stats;
 
 pub(crate) use commands::CommandCounters;
 pub use exposition::MetricsConfig;
 use exposition::{Activity, Buckets};
+pub(crate) use fleet::SyncHealth;
 pub(crate) use stats::{ErrorStats, Stat};
 
 /// Gateway-wide counters.
@@ -32,6 +34,8 @@ pub(crate) struct Metrics {
     pub auth_failures_unknown: AtomicU64,
     /// Connections to the TLS listener whose handshake failed or timed out.
     pub tls_handshake_failures: AtomicU64,
+    /// The control plane as the sync loop last saw it.
+    pub sync: SyncHealth,
     backends: Mutex<BTreeMap<String, Arc<BackendMetrics>>>,
 }
 

@@ -36,7 +36,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     match &config.source {
         RouteSource::File(path) => gateway.load_routes(path)?,
         RouteSource::ControlPlane(control_plane) => {
-            let sync = Arc::new(Sync::new(control_plane.clone())?);
+            let sync = Arc::new(Sync::new(
+                control_plane.clone(),
+                Arc::clone(&gateway.metrics),
+            )?);
             sync.bootstrap(&gateway).await;
             tokio::spawn(sync.run(Arc::clone(&gateway)));
         }

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 
 use crate::backoff::Backoff;
 use crate::cache::CacheWriter;
+use crate::metrics::Metrics;
 use crate::route::{Refused, Snapshot};
 use crate::state::{ControlPlaneConfig, Gateway};
 
@@ -32,6 +33,10 @@ pub(crate) struct Sync {
     applied: Notify,
     /// Writes `--cache-file`, when there is one.
     cache: Option<CacheWriter>,
+    /// The gateway's, for what the loop finds out about the control plane (`metrics.sync`).
+    metrics: Arc<Metrics>,
+    /// Numbers this gateway's requests to the control plane, for their `X-Request-Id`.
+    requests: std::sync::atomic::AtomicU64,
 }
 
 enum Poll {
@@ -43,7 +48,7 @@ enum Poll {
 }
 
 impl Sync {
-    pub(crate) fn new(config: ControlPlaneConfig) -> anyhow::Result<Sync> {
+    pub(crate) fn new(config: ControlPlaneConfig, metrics: Arc<Metrics>) -> anyhow::Result<Sync> {
         let mut client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .tls_info(true);
@@ -62,11 +67,14 @@ impl Sync {
             ),
             None => None,
         };
+        metrics.sync.follow();
         Ok(Sync {
             config,
             client,
             applied: Notify::new(),
             cache,
+            metrics,
+            requests: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -95,6 +103,7 @@ impl Sync {
         match std::fs::read(cache) {
             Ok(body) => match gateway.apply_control_plane(&body) {
                 Ok(_) => {
+                    self.metrics.sync.serving_cache();
                     tracing::info!(cache = %cache.display(), "serving the cached snapshot until the control plane answers")
                 }
                 Err(e) => {
@@ -117,10 +126,19 @@ impl Sync {
         let mut full = false;
         // A control plane that refused the epoch once is never sent it again (until the gateway restarts).
         let mut epoch_refused = false;
+        // Whether the gateway is known to serve the control plane's latest revision. Until it is (after a start
+        // from the cache file, or a failed poll), polls do not wait: the answer says at once whether the
+        // gateway is current, which the last-sync series and the cache-file one report.
+        let mut current = self.metrics.sync.has_synced();
         loop {
             let (after, epoch) = next_poll(&gateway.snapshot(), rejected, full || epoch_refused);
-            match self.poll(after, epoch.as_deref(), POLL_WAIT).await {
-                Ok(Poll::Unchanged) => backoff.reset(),
+            let wait = if current { POLL_WAIT } else { Duration::ZERO };
+            match self.poll(after, epoch.as_deref(), wait).await {
+                Ok(Poll::Unchanged) => {
+                    self.metrics.sync.synced();
+                    current = true;
+                    backoff.reset();
+                }
                 Ok(Poll::EpochRefused) => {
                     tracing::warn!(
                         "the control plane refused the epoch parameter: asking for full snapshots"
@@ -134,7 +152,10 @@ impl Sync {
                         .await;
                     full = applied.is_err();
                     let refused = match applied {
-                        Ok(()) => continue,
+                        Ok(()) => {
+                            current = true;
+                            continue;
+                        }
                         Err(refused) => refused,
                     };
                     gateway
@@ -151,6 +172,7 @@ impl Sync {
                     }
                 }
                 Err(e) => {
+                    current = false;
                     let wait = backoff.next();
                     tracing::warn!(control_plane = %self.config.url, "control plane poll failed, retrying in {wait:?}: {e:#}");
                     tokio::time::sleep(wait).await;
@@ -170,10 +192,12 @@ impl Sync {
             .client
             .get(url)
             .bearer_auth(&self.config.token)
+            .header("x-request-id", self.request_id())
             .timeout(wait + Duration::from_secs(10))
             .send()
-            .await
-            .context("GET /v1/snapshot")?;
+            .await;
+        self.metrics.sync.reached(response.is_ok());
+        let response = response.context("GET /v1/snapshot")?;
         crate::tls::observe_control_plane(&self.config.url, &response);
         match response.status() {
             reqwest::StatusCode::NOT_MODIFIED => Ok(Poll::Unchanged),
@@ -183,6 +207,26 @@ impl Sync {
             )),
             status => anyhow::bail!("GET /v1/snapshot answered {status}"),
         }
+    }
+
+    /// The next request's id: the gateway id (kept to the characters and length the control plane echoes) and
+    /// a sequence number, so that the control plane's access log says which gateway each poll and heartbeat
+    /// came from.
+    fn request_id(&self) -> String {
+        let n = self
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id: String = self
+            .config
+            .gateway_id
+            .chars()
+            .take(96)
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' | ':' => c,
+                _ => '_',
+            })
+            .collect();
+        format!("{id}.{n}")
     }
 
     /// `apply` on the blocking pool: building a snapshot and writing the cache file must not hold up the runtime
@@ -204,6 +248,7 @@ impl Sync {
     /// Validates and swaps in a snapshot, then has the full snapshot now served written to the cache file.
     fn apply(&self, gateway: &Gateway, body: &[u8]) -> Result<(), Refused> {
         let received = gateway.apply_control_plane(body)?;
+        self.metrics.sync.synced();
         self.applied.notify_one();
         if let Some(cache) = &self.cache {
             cache.submit(received);
@@ -230,10 +275,12 @@ impl Sync {
                 .client
                 .post(&url)
                 .bearer_auth(&self.config.token)
+                .header("x-request-id", self.request_id())
                 .json(&beat)
                 .timeout(Duration::from_secs(5))
                 .send()
                 .await;
+            self.metrics.sync.reached(sent.is_ok());
             if let Err(e) = sent.and_then(reqwest::Response::error_for_status) {
                 tracing::debug!("heartbeat failed: {e}");
             }
@@ -392,16 +439,41 @@ mod tests {
         (url, asked)
     }
 
+    /// The sample lines of the gateway's `switchyard_snapshot_*`, `switchyard_control_plane_*` and
+    /// `switchyard_serving_*` series.
+    fn fleet_series(gateway: &Gateway) -> Vec<String> {
+        let config = crate::MetricsConfig {
+            active_window: Duration::from_secs(1),
+            tenant_latency: false,
+        };
+        let text =
+            gateway
+                .metrics
+                .render(&[], gateway.snapshot().revision, &config, Instant::now());
+        text.lines()
+            .filter(|line| {
+                [
+                    "switchyard_snapshot_",
+                    "switchyard_control_plane_",
+                    "switchyard_serving_",
+                ]
+                .iter()
+                .any(|prefix| line.starts_with(prefix))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Follows the control plane at `url`, with a cache file.
-    fn follower(url: String, cache: &std::path::Path) -> Sync {
-        Sync::new(ControlPlaneConfig {
+    fn follower(url: String, cache: &std::path::Path, gateway: &Gateway) -> Sync {
+        let config = ControlPlaneConfig {
             url,
             token: "t".to_string(),
             ca_file: None,
             cache_file: Some(cache.to_path_buf()),
             gateway_id: "g".to_string(),
-        })
-        .unwrap()
+        };
+        Sync::new(config, Arc::clone(&gateway.metrics)).unwrap()
     }
 
     /// The whole loop against a control plane: the first poll asks for a full snapshot, then deltas are asked
@@ -434,8 +506,8 @@ mod tests {
         let (url, asked) = scripted_control_plane(script).await;
         let cache =
             std::env::temp_dir().join(format!("switchyard-sync-{}.json", std::process::id()));
-        let sync = follower(url, &cache);
         let gateway = Arc::new(Gateway::new(test_config(), None));
+        let sync = follower(url, &cache, &gateway);
         sync.bootstrap(&gateway).await;
         tokio::spawn(Arc::new(sync).run(Arc::clone(&gateway)));
 
@@ -467,6 +539,12 @@ mod tests {
         assert_eq!(count(&metrics.snapshots_applied_full), 3);
         assert_eq!(count(&metrics.snapshots_applied_delta), 1);
         assert_eq!(count(&metrics.snapshots_rejected), 1);
+        let health = fleet_series(&gateway);
+        assert!(health.contains(&"switchyard_serving_cache_file 0".to_string()));
+        assert!(health.contains(&"switchyard_control_plane_up 1".to_string()));
+        assert!(
+            !health.contains(&"switchyard_control_plane_last_sync_timestamp_seconds 0".to_string())
+        );
         let expected: switchyard_schemas::Snapshot = serde_json::from_str(&full_7).unwrap();
         let written = loop {
             let written = std::fs::read(&cache).ok().and_then(|body| {
@@ -482,10 +560,20 @@ mod tests {
 
         // A gateway restarted while the control plane fails serves its cache file, and goes on with deltas.
         let (url, asked) = scripted_control_plane(vec![(503, String::new())]).await;
-        let sync = follower(url, &cache);
         let restarted = Arc::new(Gateway::new(test_config(), None));
+        let sync = follower(url, &cache, &restarted);
         sync.bootstrap(&restarted).await;
         assert_eq!(restarted.snapshot().revision, Some(7));
+        let health = fleet_series(&restarted);
+        for series in [
+            "switchyard_snapshot_revision 7",
+            "switchyard_serving_cache_file 1",
+            // A 503 is an answer: the control plane is reachable, only not syncing.
+            "switchyard_control_plane_up 1",
+            "switchyard_control_plane_last_sync_timestamp_seconds 0",
+        ] {
+            assert!(health.contains(&series.to_string()), "{series}: {health:?}");
+        }
         tokio::spawn(Arc::new(sync).run(Arc::clone(&restarted)));
         while asked.lock().unwrap().len() < 2 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -494,7 +582,8 @@ mod tests {
             *asked.lock().unwrap(),
             [
                 "/v1/snapshot?wait=0ms".to_string(),
-                format!("{poll}&after=7&epoch=e+1")
+                // Not known to be current yet: the poll asks for an answer at once.
+                "/v1/snapshot?wait=0ms&after=7&epoch=e+1".to_string()
             ]
         );
         let _ = std::fs::remove_file(&cache);

@@ -267,6 +267,18 @@ impl ControlPlane {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// `GET path` without a token, as a scraper or a health check calls it: (status, body as text).
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.url()))
+            .send()
+            .await
+            .expect("control plane request");
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap_or_default())
+    }
+
     /// Calls and asserts the status, returning the body.
     pub async fn expect(
         &self,

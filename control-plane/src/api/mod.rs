@@ -84,6 +84,7 @@ pub fn router(state: AppState) -> Router {
             Arc::clone(&state.metrics),
             metrics::count,
         ))
+        .layer(axum::middleware::from_fn(crate::access_log::log))
         .with_state(state)
 }
 

@@ -10,6 +10,7 @@ use switchyard_schemas::api::Health;
 
 use crate::auth::Access;
 use crate::db;
+use crate::metrics::{GatewayCounts, MigrationFigures, Stored};
 use crate::openapi::Operation;
 use crate::state::AppState;
 
@@ -70,8 +71,43 @@ async fn health(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let revision = state.revisions.latest();
+    // Without the database the rest is still worth a scrape: the series read from it are left out, and their
+    // absence is what an alert sees.
+    let read = tokio::try_join!(
+        db::migrations::unfinished(&state.pool),
+        db::gateways::list(&state.pool, state.settings.gateway_ttl),
+    );
+    let rows = match read {
+        Ok(rows) => Some(rows),
+        Err(error) => {
+            tracing::warn!(%error, "metrics: the database's series are unavailable");
+            None
+        }
+    };
+    let stored = rows.as_ref().map(|(migrations, gateways)| {
+        let gateways: Vec<_> = gateways.iter().map(|row| row.to_api(revision)).collect();
+        let live = gateways.iter().filter(|g| g.live);
+        Stored {
+            migrations: migrations
+                .iter()
+                .map(|row| MigrationFigures {
+                    id: row.id,
+                    tenant: &row.tenant,
+                    state: &row.state,
+                    progress: &row.progress.0,
+                    updated_at: row.updated_at.timestamp(),
+                })
+                .collect(),
+            gateways: GatewayCounts {
+                live: live.clone().count(),
+                stale: gateways.iter().filter(|g| !g.live).count(),
+                behind: live.filter(|g| !g.up_to_date).count(),
+            },
+        }
+    });
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(state.revisions.latest()),
+        state.metrics.render(revision, stored.as_ref()),
     )
 }

@@ -176,6 +176,29 @@ pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<
     .during("looking for the tenant's active migration")
 }
 
+/// A migration not finished nor aborted, as `/metrics` shows it.
+pub(crate) struct UnfinishedRow {
+    pub(crate) id: i64,
+    pub(crate) tenant: String,
+    pub(crate) state: String,
+    pub(crate) progress: Json<MigrationProgress>,
+    pub(crate) updated_at: DateTime<Utc>,
+}
+
+/// Every migration not finished nor aborted (at most one a tenant).
+pub(crate) async fn unfinished(db: impl PgExecutor<'_>) -> DbResult<Vec<UnfinishedRow>> {
+    sqlx::query_as!(
+        UnfinishedRow,
+        r#"SELECT m.id, t.name AS tenant, m.state, m.progress AS "progress: Json<MigrationProgress>",
+                m.updated_at
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.state NOT IN ('finished', 'aborted') ORDER BY m.id"#,
+    )
+    .fetch_all(db)
+    .await
+    .during("listing unfinished migrations")
+}
+
 /// Migrations whose background task (backfill or verify) should be running.
 pub(crate) async fn with_task(db: impl PgExecutor<'_>) -> DbResult<Vec<i64>> {
     sqlx::query_scalar!(

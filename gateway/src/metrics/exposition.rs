@@ -234,11 +234,13 @@ impl Totals {
 }
 
 impl Metrics {
-    /// The Prometheus text exposition: the gateway's counters, the totals over all `tenants`, and the series of
-    /// those active at `now`.
+    /// The Prometheus text exposition: the process and the control plane as the gateway sees it (serving
+    /// `revision`), the gateway's counters, the totals over all `tenants`, and the series of those active at
+    /// `now`.
     pub(crate) fn render(
         &self,
         tenants: &[(&str, &TenantMetrics)],
+        revision: Option<i64>,
         config: &MetricsConfig,
         now: Instant,
     ) -> String {
@@ -255,6 +257,8 @@ impl Metrics {
             }
         }
         let mut out = String::new();
+        switchyard_schemas::telemetry::render_process_metrics(&mut out, env!("CARGO_PKG_VERSION"));
+        self.sync.render(&mut out, revision);
         self.render_gateway(&mut out);
         render_totals(&mut out, &totals, tenants.len(), active.len());
         let unknown_auth = self.auth_failures_unknown.load(Ordering::Relaxed) as i64;
@@ -512,7 +516,7 @@ fn histogram_header(out: &mut String, name: &str) {
 
 /// Writes one metric family: its HELP and TYPE lines, then a sample per (labels, value); empty labels write a
 /// bare sample.
-fn family(
+pub(super) fn family(
     out: &mut String,
     name: &str,
     help: &str,

@@ -12,7 +12,7 @@ fn render(tenants: &[(&str, &TenantMetrics)], now: Instant, tenant_latency: bool
         active_window: WINDOW,
         tenant_latency,
     };
-    Metrics::default().render(tenants, &config, now)
+    Metrics::default().render(tenants, None, &config, now)
 }
 
 /// One sample line as a scraper reads it, label values unescaped.

@@ -165,16 +165,6 @@ pub(crate) struct MigrationFigures<'a> {
     pub(crate) updated_at: i64,
 }
 
-/// The states of a migration that is not over.
-const UNFINISHED: [MigrationState; 6] = [
-    MigrationState::DoubleWrite,
-    MigrationState::Backfilling,
-    MigrationState::Backfilled,
-    MigrationState::Verifying,
-    MigrationState::Verified,
-    MigrationState::CutOver,
-];
-
 /// One counter of a task's progress.
 type TaskCounter = fn(&TaskProgress) -> u64;
 
@@ -198,7 +188,11 @@ fn render_migrations(out: &mut String, migrations: &[MigrationFigures]) {
         "# HELP switchyard_cp_migrations Tenant migrations not finished nor aborted, by state.\n\
          # TYPE switchyard_cp_migrations gauge\n",
     );
-    for state in UNFINISHED.map(MigrationState::as_str) {
+    for state in MigrationState::ALL
+        .into_iter()
+        .filter(|s| s.is_active())
+        .map(MigrationState::as_str)
+    {
         let count = migrations.iter().filter(|m| m.state == state).count();
         let _ = writeln!(out, "switchyard_cp_migrations{{state=\"{state}\"}} {count}");
     }

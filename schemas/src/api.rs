@@ -478,19 +478,20 @@ impl MigrationState {
         }
     }
 
+    /// Every state, in the order a migration goes through them.
+    pub const ALL: [MigrationState; 8] = [
+        MigrationState::DoubleWrite,
+        MigrationState::Backfilling,
+        MigrationState::Backfilled,
+        MigrationState::Verifying,
+        MigrationState::Verified,
+        MigrationState::CutOver,
+        MigrationState::Finished,
+        MigrationState::Aborted,
+    ];
+
     pub fn parse(name: &str) -> Option<MigrationState> {
-        [
-            MigrationState::DoubleWrite,
-            MigrationState::Backfilling,
-            MigrationState::Backfilled,
-            MigrationState::Verifying,
-            MigrationState::Verified,
-            MigrationState::CutOver,
-            MigrationState::Finished,
-            MigrationState::Aborted,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == name)
+        MigrationState::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
     /// Finished and aborted migrations are history; anything else blocks a second migration of the tenant.

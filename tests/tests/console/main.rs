@@ -70,6 +70,19 @@ pub(crate) async fn redis_get(
 }
 
 /// Sets the route editor's text and saves it.
+/// The tenants page searched for "acme": the two tenants whose names start with it.
+async fn search_acme(browser: &Browser) {
+    browser.open("#/tenants").await;
+    browser.on_page("tenants").await;
+    browser.fill("#tenant-search", "acme").await;
+    browser
+        .wait_for(
+            "the search",
+            "document.querySelectorAll('#tenants tbody tr').length === 2",
+        )
+        .await;
+}
+
 async fn save_route(browser: &Browser, route: &str, comment: &str) {
     browser.set_value("#route-editor", route).await;
     browser.fill("#route-comment", comment).await;
@@ -106,15 +119,7 @@ async fn an_operators_day_in_the_console() {
         cp.expect("GET", "/v1/tenants/acme", None, 200).await["description"],
         "Acme Corp"
     );
-    browser.open("#/tenants").await;
-    browser.on_page("tenants").await;
-    browser.fill("#tenant-search", "acme").await;
-    browser
-        .wait_for(
-            "the search",
-            "document.querySelectorAll('#tenants tbody tr').length === 2",
-        )
-        .await;
+    search_acme(&browser).await;
     assert_eq!(
         browser
             .text("#tenants tbody tr:first-child .tenant-link")
@@ -181,15 +186,7 @@ async fn an_operators_day_in_the_console() {
         cp.expect("GET", "/v1/tenants/globex", None, 200).await["disabled"],
         true
     );
-    browser.open("#/tenants").await;
-    browser.on_page("tenants").await;
-    browser.fill("#tenant-search", "acme").await;
-    browser
-        .wait_for(
-            "the search",
-            "document.querySelectorAll('#tenants tbody tr').length === 2",
-        )
-        .await;
+    search_acme(&browser).await;
 
     // Limits: a bad one is shown at its field, a good one saved.
     browser.click("#tenants .tenant-link").await;

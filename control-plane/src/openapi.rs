@@ -163,8 +163,11 @@ impl Operation {
             responses.insert(status.to_string(), json!({"description": reason(*status)}));
         }
         let mut errors = self.errors.clone();
-        if self.access != Access::Public {
-            errors.push(401);
+        match self.access {
+            Access::Public => {}
+            Access::Gateway => errors.push(401),
+            // A gateway token is refused with 403.
+            Access::Admin => errors.extend([401, 403]),
         }
         errors.sort_unstable();
         errors.dedup();

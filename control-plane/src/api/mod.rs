@@ -74,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin)
         .merge(gateway)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(
             Arc::clone(&state.metrics),
             metrics::count,
@@ -83,4 +84,9 @@ pub fn router(state: AppState) -> Router {
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint")
+}
+
+/// The path exists, the method does not; axum still adds the `Allow` header listing the ones that do.
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
 }

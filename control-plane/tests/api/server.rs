@@ -27,7 +27,9 @@ async fn raw(address: std::net::SocketAddr, method: &str, path: &str, token: &st
 }
 
 /// Serves `pool` on a loopback port until the returned sender is sent to (or dropped).
-fn start(pool: PgPool) -> (
+fn start(
+    pool: PgPool,
+) -> (
     std::net::SocketAddr,
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -107,7 +109,11 @@ fn json_error(response: &str, status: u16) -> serde_json::Value {
 async fn every_error_on_the_wire_is_json(pool: PgPool) {
     let (address, _stop, _server) = start(pool);
     // Polled: the first answer waits for the migrations.
-    assert!(get(address, "/healthz", "").await.starts_with("HTTP/1.1 200"));
+    assert!(
+        get(address, "/healthz", "")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
 
     let missing = json_error(&get(address, "/v1/no-such-thing", ADMIN).await, 404);
     assert_eq!(missing["error"], "not_found");
@@ -122,7 +128,11 @@ async fn every_error_on_the_wire_is_json(pool: PgPool) {
         assert_eq!(body["error"], "method_not_allowed", "{method} {path}");
         let allowed = response
             .lines()
-            .find_map(|line| line.to_ascii_lowercase().strip_prefix("allow: ").map(str::to_string))
+            .find_map(|line| {
+                line.to_ascii_lowercase()
+                    .strip_prefix("allow: ")
+                    .map(str::to_string)
+            })
             .unwrap_or_else(|| panic!("no Allow header: {response}"));
         let mut allowed: Vec<String> = allowed
             .split(',')
@@ -136,7 +146,10 @@ async fn every_error_on_the_wire_is_json(pool: PgPool) {
     let wrong_kind = json_error(&get(address, "/v1/tenants", GATEWAY).await, 403);
     assert_eq!(wrong_kind["error"], "forbidden");
     assert!(
-        wrong_kind["message"].as_str().unwrap().contains("admin token"),
+        wrong_kind["message"]
+            .as_str()
+            .unwrap()
+            .contains("admin token"),
         "{wrong_kind}"
     );
     let unknown = get(address, "/v1/tenants", "not-a-token-but-long-enough").await;

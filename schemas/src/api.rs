@@ -333,8 +333,11 @@ pub struct Gateway {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GatewayFleet {
     pub revision: i64,
-    /// Every live gateway serves the current revision.
+    /// At least one gateway is live and every live gateway serves the current revision (false when none is live:
+    /// then nothing serves it).
     pub converged: bool,
+    /// How many gateways are live.
+    pub live: usize,
     pub gateways: Vec<Gateway>,
 }
 
@@ -548,7 +551,8 @@ pub struct Migration {
     /// The revision of the migration's latest route change; the next step waits until every live gateway
     /// serves it.
     pub route_revision: i64,
-    /// Every live gateway serves `route_revision`.
+    /// Every live gateway serves `route_revision` (also true when no gateway is live: there is none to wait for),
+    /// so the next step is not held back.
     pub converged: bool,
     pub progress: MigrationProgress,
     /// Why the last background task stopped, if it failed.

@@ -82,7 +82,8 @@ fn conflict(code: &'static str, message: String) -> ApiError {
     ApiError::Conflict { code, message }
 }
 
-/// Whether every live gateway serves `revision` (true when no gateway is live).
+/// Whether every live gateway serves `revision`. True when no gateway is live, unlike the fleet's `converged`: a
+/// step waits for gateways that could still serve the old route, and with none live there is none.
 async fn converged(state: &AppState, revision: i64) -> ApiResult<bool> {
     let gateways = db::gateways::list(&state.pool, state.settings.gateway_ttl).await?;
     Ok(gateways

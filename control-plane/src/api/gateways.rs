@@ -26,6 +26,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(heartbeat),
         )
         .request::<Heartbeat>()
+        .example(serde_json::json!({"id": "gw-1", "address": "127.0.0.1:6380", "revision": 4, "version": "0.1.0"}))
         .reply::<HeartbeatAck>(200),
         Operation::new(
             "listGateways",

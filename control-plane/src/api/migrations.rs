@@ -39,6 +39,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(create),
         )
         .request::<MigrationCreate>()
+        .example(serde_json::json!({"to": "redis://127.0.0.1:6390", "ack": "primary", "limits": {"keys_per_sec": 5000}}))
         .reply::<Migration>(201)
         .errors(&[404, 409]),
         Operation::new(
@@ -70,7 +71,12 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(step),
         )
         .reply::<Migration>(200)
-        .errors(&[400, 404, 409]),
+        .path_enum(
+            "action",
+            "The step: backfill, verify, cutover, finish or abort (docs/migration.md)",
+            &["backfill", "verify", "cutover", "finish", "abort"],
+        )
+        .errors(&[404, 409]),
     ]
 }
 

@@ -28,19 +28,24 @@ use crate::state::AppState;
 /// Every endpoint the control plane serves.
 pub fn operations() -> Vec<Operation> {
     [
-        tenants::operations(),
-        credentials::operations(),
-        resources::operations(),
-        routes::operations(),
-        import::operations(),
-        migrations::operations(),
-        snapshot::operations(),
-        gateways::operations(),
-        audit::operations(),
-        system::operations(openapi_document),
+        ("tenants", tenants::operations()),
+        ("credentials", credentials::operations()),
+        ("resources", resources::operations()),
+        ("routes", routes::operations()),
+        ("import", import::operations()),
+        ("migrations", migrations::operations()),
+        ("snapshot", snapshot::operations()),
+        ("gateways", gateways::operations()),
+        ("audit", audit::operations()),
+        ("service", system::operations(openapi_document)),
     ]
     .into_iter()
-    .flatten()
+    .flat_map(|(tag, operations)| {
+        operations.into_iter().map(move |mut operation| {
+            operation.tag = tag;
+            operation
+        })
+    })
     .collect()
 }
 

@@ -59,9 +59,14 @@ pub(crate) fn operations() -> Vec<Operation> {
             put(replace),
         )
         .request::<RoutePut>()
+        .example(serde_json::json!({"route": {"type": "sharded", "hash": {"algorithm": "crc16", "buckets": 16384},
+            "shards": [{"name": "s1", "target": "main", "buckets": ["0-8191"]},
+                       {"name": "s2", "target": "redis://127.0.0.1:6380", "buckets": ["8192-16383"]}]},
+            "comment": "split in two"}))
         .reply::<RouteChange>(200)
         .header("If-Match", if_match)
-        .errors(&[404, 412]),
+        // 409: the tenant has an active migration, which owns the route.
+        .errors(&[404, 409, 412]),
         Operation::new(
             "listRouteVersions",
             Method::GET,
@@ -107,6 +112,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(explain_many),
         )
         .request::<RouteExplainKeys>()
+        .example(serde_json::json!({"keys": ["user:42", "user:43", "{user:42}.cart"]}))
         .reply::<RouteExplanations>(200)
         .errors(&[404]),
         Operation::new(
@@ -118,9 +124,10 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(rollback),
         )
         .request::<RouteRollback>()
+        .example(serde_json::json!({"version": 1, "comment": "back to one shard"}))
         .reply::<RouteChange>(200)
         .header("If-Match", if_match)
-        .errors(&[404, 412]),
+        .errors(&[404, 409, 412]),
     ]
 }
 

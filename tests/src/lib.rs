@@ -7,6 +7,7 @@
 mod certs;
 pub mod compare;
 mod control_plane;
+pub mod docs;
 pub mod families;
 mod helpers;
 mod ports;

@@ -19,8 +19,9 @@ start_control_plane() {
   psql -q "${DATABASE_URL%/*}/postgres" -c "CREATE DATABASE $database"
   admin=bench-admin-token-0123456789
   gateway_token=bench-gateway-token-0123456789
-  "$binary" --listen "127.0.0.1:$port" --database-url "${DATABASE_URL%/*}/$database" \
-    --admin-token "$admin" --gateway-token "$gateway_token" --max-db-connections 20 \
+  # Tokens through the environment: a command line is visible to every user in `ps`.
+  SWITCHYARD_ADMIN_TOKEN="$admin" SWITCHYARD_GATEWAY_TOKEN="$gateway_token" \
+    "$binary" --listen "127.0.0.1:$port" --database-url "${DATABASE_URL%/*}/$database" --max-db-connections 20 \
     >"$control_plane_work/control-plane.log" 2>&1 &
   control_plane_pid=$!
   wait_for_port "$port" 30

@@ -25,6 +25,22 @@ wait_for_port() {
   return 1
 }
 
+# Waits until process $1, named $2, listens on 127.0.0.1:$3 (for up to 30 s). When it exits first or never
+# listens, prints the end of its log $4 and the hint $5, and fails.
+wait_started() {
+  local pid=$1 name=$2 port=$3 log=$4 hint=$5
+  local i
+  for i in $(seq 300); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$name did not start (nothing listens on 127.0.0.1:$port). The end of $log:" >&2
+  tail -n 15 "$log" | sed 's/^/  | /' >&2
+  echo "hint: $hint" >&2
+  return 1
+}
+
 # Installs the Python client users get today (redis-py 8, which speaks RESP3 by default), for the client tests.
 ensure_python_redis() {
   python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 8)' 2>/dev/null ||

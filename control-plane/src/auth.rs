@@ -61,13 +61,29 @@ impl Tokens {
         Ok(tokens)
     }
 
-    fn admit(&self, access: Access, bearer: Option<&str>) -> Option<Actor> {
-        let digest = credential_digest(bearer?);
-        let admin = self.admin.get(&digest);
-        match access {
-            Access::Public => Some(Actor("anonymous".to_string())),
-            Access::Admin => admin.cloned(),
-            Access::Gateway => admin.or_else(|| self.gateway.get(&digest)).cloned(),
+    /// The caller's actor, or why it is refused: 401 when the token is missing or unknown, 403 when it is a
+    /// valid token of a kind this endpoint does not admit (a gateway token on an admin endpoint), so a caller can
+    /// tell "wrong secret" from "right secret, wrong role".
+    fn admit(&self, access: Access, bearer: Option<&str>) -> Result<Actor, ApiError> {
+        if access == Access::Public {
+            return Ok(Actor("anonymous".to_string()));
+        }
+        let unauthorized = || {
+            ApiError::Unauthorized(match access {
+                Access::Admin => "a valid admin bearer token is required",
+                _ => "a valid gateway or admin bearer token is required",
+            })
+        };
+        let digest = credential_digest(bearer.ok_or_else(unauthorized)?);
+        if let Some(admin) = self.admin.get(&digest) {
+            return Ok(admin.clone());
+        }
+        match (access, self.gateway.get(&digest)) {
+            (Access::Gateway, Some(gateway)) => Ok(gateway.clone()),
+            (_, Some(_)) => Err(ApiError::Forbidden(
+                "this endpoint needs an admin token; the token given is a gateway token",
+            )),
+            (_, None) => Err(unauthorized()),
         }
     }
 }
@@ -105,9 +121,7 @@ async fn require(
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let actor = tokens
-        .admit(access, bearer(&request))
-        .ok_or(ApiError::Unauthorized)?;
+    let actor = tokens.admit(access, bearer(&request))?;
     request.extensions_mut().insert(actor);
     Ok(next.run(request).await)
 }
@@ -129,20 +143,27 @@ mod tests {
         let tokens = tokens(&["admin-token-0123456", "other-admin-token-01"], &[]).unwrap();
         let one = tokens
             .admit(Access::Admin, Some("admin-token-0123456"))
+            .ok()
             .unwrap();
         let two = tokens
             .admit(Access::Admin, Some("other-admin-token-01"))
+            .ok()
             .unwrap();
         assert!(one.0.starts_with("admin:") && one.0.len() == 14);
         assert_ne!(one, two, "each admin token is its own actor");
         assert_eq!(
-            tokens.admit(Access::Gateway, Some("admin-token-0123456")),
+            tokens
+                .admit(Access::Gateway, Some("admin-token-0123456"))
+                .ok(),
             Some(one)
         );
-        assert_eq!(
+        assert!(matches!(
             tokens.admit(Access::Admin, Some("admin-token-012345")),
-            None
-        );
-        assert_eq!(tokens.admit(Access::Admin, None), None);
+            Err(ApiError::Unauthorized(_))
+        ));
+        assert!(matches!(
+            tokens.admit(Access::Admin, None),
+            Err(ApiError::Unauthorized(_))
+        ));
     }
 }

@@ -16,7 +16,7 @@ pub struct Config {
     #[command(subcommand)]
     pub command: Option<Command>,
     /// Address to serve the REST API on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:8080")]
     pub(crate) listen: SocketAddr,
     /// Serve HTTPS with this PEM certificate chain (the leaf first), with --tls-key; reloaded on SIGHUP. Without
     /// it, plain HTTP (for a proxy that terminates TLS, or a private network).
@@ -45,17 +45,25 @@ pub struct Config {
     )]
     pub(crate) gateway_tokens: Vec<String>,
     /// The longest a snapshot long-poll waits, in seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, env = "SWITCHYARD_MAX_WAIT_SECS", default_value_t = 60)]
     pub(crate) max_wait_secs: u64,
     /// A gateway not heard from for this many seconds no longer counts as live.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, env = "SWITCHYARD_GATEWAY_TTL_SECS", default_value_t = 30)]
     pub(crate) gateway_ttl_secs: u64,
+    /// A gateway not heard from for this many seconds is forgotten: it leaves `GET /v1/gateways` (a running one
+    /// comes back with its next heartbeat).
+    #[arg(
+        long,
+        env = "SWITCHYARD_GATEWAY_RETENTION_SECS",
+        default_value_t = 3600
+    )]
+    pub(crate) gateway_retention_secs: u64,
     /// How long the snapshot change log keeps a change, in seconds: a gateway that was away longer gets the whole
     /// snapshot instead of a delta when it comes back.
     #[arg(long, env = "SWITCHYARD_DELTA_HISTORY_SECS", default_value_t = 7 * 24 * 3600)]
     pub(crate) delta_history_secs: u64,
     /// Database connections in the pool (one of them is held by the revision listener).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, env = "SWITCHYARD_MAX_DB_CONNECTIONS", default_value_t = 10)]
     pub(crate) max_db_connections: u32,
     /// How log lines are written: text (colour only on a terminal) or json (one object per line).
     #[arg(long, env = "SWITCHYARD_LOG_FORMAT", default_value = "text")]
@@ -80,7 +88,29 @@ impl Config {
         Settings {
             max_wait: Duration::from_secs(self.max_wait_secs),
             gateway_ttl: Duration::from_secs(self.gateway_ttl_secs),
+            gateway_retention: Duration::from_secs(self.gateway_retention_secs),
             delta_history: Duration::from_secs(self.delta_history_secs),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Config;
+
+    /// A service manager or container passes settings (and secrets: never on a command line, where `ps` shows
+    /// them) through the environment, so every flag needs a variable.
+    #[test]
+    fn every_flag_has_an_environment_variable() {
+        let command = Config::command();
+        let missing: Vec<_> = command
+            .get_arguments()
+            .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
+            .filter(|arg| arg.get_env().is_none())
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(missing.is_empty(), "flags without a variable: {missing:?}");
     }
 }

@@ -17,10 +17,16 @@ use crate::etag::etag;
 pub(crate) enum ApiError {
     #[error("{0}")]
     BadRequest(String),
-    #[error("a valid admin or gateway bearer token is required")]
-    Unauthorized,
+    /// No token, or one that is neither an admin nor a gateway token.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// A valid token of a kind the endpoint does not admit.
+    #[error("{0}")]
+    Forbidden(&'static str),
     #[error("{0}")]
     NotFound(String),
+    #[error("this endpoint does not answer this method (the Allow header lists the ones it does)")]
+    MethodNotAllowed,
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
     #[error("the route is at version {current}, not the version given in If-Match")]
@@ -100,8 +106,10 @@ impl ApiError {
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::PreconditionFailed { .. } => {
                 (StatusCode::PRECONDITION_FAILED, "precondition_failed")

@@ -31,12 +31,44 @@ struct Parameter {
     kind: &'static str,
 }
 
+/// A path parameter that takes one of a few words.
+struct PathEnum {
+    name: &'static str,
+    description: &'static str,
+    values: &'static [&'static str],
+}
+
+/// The groups operations are tagged with (one per `api/` file), in the order the document lists them.
+pub(crate) const TAGS: &[(&str, &str)] = &[
+    ("tenants", "Tenants: flags, limits and policies"),
+    (
+        "credentials",
+        "The passwords and client certificates of a tenant's clients",
+    ),
+    ("resources", "Named backend deployments routes refer to"),
+    ("routes", "A tenant's versioned route table"),
+    ("import", "Onboarding many tenants in one change"),
+    (
+        "migrations",
+        "Moving a tenant to another deployment under traffic",
+    ),
+    ("snapshot", "What gateways serve (gateway token)"),
+    (
+        "gateways",
+        "The fleet of gateways and the revision each serves",
+    ),
+    ("audit", "Every change: who, what, before and after"),
+    ("service", "Health, metrics and this document"),
+];
+
 /// One endpoint: how it is served and how it is documented.
 pub struct Operation {
     pub(crate) id: &'static str,
     pub method: Method,
     pub path: &'static str,
     pub(crate) summary: &'static str,
+    /// One of [`TAGS`], set by `api::operations` for each file's endpoints.
+    pub(crate) tag: &'static str,
     pub access: Access,
     pub(crate) handler: MethodRouter<AppState>,
     request: Option<SchemaFn>,
@@ -45,7 +77,11 @@ pub struct Operation {
     content_type: &'static str,
     errors: Vec<u16>,
     bodiless: Vec<u16>,
+    /// Other answers with a JSON body of their own type (e.g. the health check's 503).
+    other_replies: Vec<(u16, SchemaFn)>,
     params: Vec<Parameter>,
+    path_enums: Vec<PathEnum>,
+    example: Option<Value>,
 }
 
 impl Operation {
@@ -62,16 +98,52 @@ impl Operation {
             method,
             path,
             summary,
+            tag: "service",
             access,
             handler,
             request: None,
             status: 200,
             response: None,
             content_type: "application/json",
-            errors: Vec::new(),
+            // A path parameter is refused with 400 when it holds a NUL or is not a number where one is needed.
+            errors: if path_parameters(path).next().is_some() {
+                vec![400]
+            } else {
+                Vec::new()
+            },
             bodiless: Vec::new(),
+            other_replies: Vec::new(),
             params: Vec::new(),
+            path_enums: Vec::new(),
+            example: None,
         }
+    }
+
+    /// An example of the request body.
+    pub(crate) fn example(mut self, example: Value) -> Operation {
+        self.example = Some(example);
+        self
+    }
+
+    /// Another answer with a JSON body of type `T`.
+    pub(crate) fn also_reply<T: JsonSchema>(mut self, status: u16) -> Operation {
+        self.other_replies.push((status, schema::<T>));
+        self
+    }
+
+    /// The words a path parameter takes (any other is a 404).
+    pub(crate) fn path_enum(
+        mut self,
+        name: &'static str,
+        description: &'static str,
+        values: &'static [&'static str],
+    ) -> Operation {
+        self.path_enums.push(PathEnum {
+            name,
+            description,
+            values,
+        });
+        self.errors(&[404])
     }
 
     /// A JSON request body of type `T` (bad JSON is a 400, a bad shape a 422).
@@ -129,6 +201,10 @@ impl Operation {
         description: &'static str,
         kind: &'static str,
     ) -> Operation {
+        // Query parameters are parsed strictly: an unknown or malformed one is a 400.
+        if place == "query" {
+            self.errors.push(400);
+        }
         self.params.push(Parameter {
             place,
             name,
@@ -140,7 +216,11 @@ impl Operation {
 
     fn document(&self, generator: &mut SchemaGenerator) -> Value {
         let mut parameters: Vec<Value> = path_parameters(self.path)
-            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .map(|name| match self.path_enums.iter().find(|e| e.name == name) {
+                Some(words) => json!({"name": name, "in": "path", "required": true,
+                    "description": words.description, "schema": {"type": "string", "enum": words.values}}),
+                None => json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}),
+            })
             .collect();
         parameters.extend(self.params.iter().map(|p| {
             json!({"name": p.name, "in": p.place, "description": p.description, "schema": {"type": p.kind}})
@@ -167,9 +247,19 @@ impl Operation {
         for status in &self.bodiless {
             responses.insert(status.to_string(), json!({"description": reason(*status)}));
         }
+        for (status, body) in &self.other_replies {
+            responses.insert(
+                status.to_string(),
+                json!({"description": reason(*status),
+                       "content": {"application/json": {"schema": body(generator)}}}),
+            );
+        }
         let mut errors = self.errors.clone();
-        if self.access != Access::Public {
-            errors.push(401);
+        match self.access {
+            Access::Public => {}
+            Access::Gateway => errors.push(401),
+            // A gateway token is refused with 403.
+            Access::Admin => errors.extend([401, 403]),
         }
         errors.sort_unstable();
         errors.dedup();
@@ -184,6 +274,7 @@ impl Operation {
         let mut operation = json!({
             "operationId": self.id,
             "summary": self.summary,
+            "tags": [self.tag],
             "parameters": parameters,
             "responses": responses,
         });
@@ -193,9 +284,13 @@ impl Operation {
             Access::Gateway => operation["security"] = json!([{"gateway": []}, {"admin": []}]),
         }
         if let Some(request) = self.request {
+            let mut media = json!({"schema": request(generator)});
+            if let Some(example) = &self.example {
+                media["example"] = example.clone();
+            }
             operation["requestBody"] = json!({
                 "required": true,
-                "content": {"application/json": {"schema": request(generator)}},
+                "content": {"application/json": media},
             });
         }
         operation
@@ -236,6 +331,7 @@ pub(crate) fn document(operations: &[Operation]) -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Tenants, credentials, resources and versioned route tables for Switchyard gateways.",
         },
+        "tags": TAGS.iter().map(|(name, description)| json!({"name": name, "description": description})).collect::<Vec<_>>(),
         "paths": paths,
         "components": {
             "schemas": schemas,

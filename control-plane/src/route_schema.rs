@@ -10,8 +10,8 @@ use std::sync::LazyLock;
 use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
-use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::ErrorDetail;
+use switchyard_schemas::{RouteTable, validate};
 
 use crate::error::ApiError;
 
@@ -60,11 +60,51 @@ fn explain(error: &ValidationError<'_>, prefix: &str, out: &mut Vec<ErrorDetail>
             }
             return;
         }
+        if let Some(detail) = unknown_tag(context, path, prefix) {
+            out.push(detail);
+            return;
+        }
     }
     out.push(ErrorDetail {
         path: format!("{prefix}{path}"),
         message: error.masked().to_string(),
     });
+}
+
+/// When every variant refused the object's discriminator, the message names the valid values (collected from the
+/// variants' own `enum`s, so they follow the types), worded as [`validate::unknown_tag`] words it everywhere.
+fn unknown_tag(
+    context: &[Vec<ValidationError<'_>>],
+    parent: &str,
+    prefix: &str,
+) -> Option<ErrorDetail> {
+    let mut tag = None;
+    let mut expected = Vec::new();
+    for branch in context {
+        let error = branch.iter().find(|e| is_other_variant(e, parent))?;
+        let name = error.instance_path().as_str().strip_prefix(parent)?;
+        let options = match error.kind() {
+            ValidationErrorKind::Enum { options } => options.as_array()?.clone(),
+            ValidationErrorKind::Constant { expected_value } => vec![(**expected_value).clone()],
+            _ => return None,
+        };
+        expected.extend(
+            options
+                .iter()
+                .filter_map(|o| o.as_str().map(str::to_string)),
+        );
+        tag = Some((name.to_string(), error.instance().clone()));
+    }
+    let (name, given) = tag?;
+    let what = match name.as_str() {
+        "/type" => "route type",
+        _ => "hash algorithm",
+    };
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    Some(ErrorDetail {
+        path: format!("{prefix}{parent}{name}"),
+        message: validate::unknown_tag(what, &given, &expected),
+    })
 }
 
 fn is_other_variant(error: &ValidationError<'_>, parent: &str) -> bool {
@@ -115,6 +155,45 @@ mod tests {
         assert_eq!(
             paths(r#"{"type":"single","target":5}"#),
             vec!["/route/target"]
+        );
+    }
+
+    fn messages(json: &str) -> Vec<String> {
+        let route: Value = serde_json::from_str(json).unwrap();
+        match check(&route, "/route") {
+            Ok(()) => Vec::new(),
+            Err(ApiError::Unprocessable { details, .. }) => details
+                .into_iter()
+                .map(|d| format!("{}: {}", d.path, d.message))
+                .collect(),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_discriminator_names_the_valid_ones() {
+        assert_eq!(
+            messages(r#"{"type":"shardd","shards":[]}"#),
+            vec![
+                "/route/type: unknown route type 'shardd', expected one of: single, sharded, double_write"
+            ]
+        );
+        assert_eq!(
+            messages(
+                r#"{"type":"sharded","hash":{"algorithm":"crc61","buckets":4},"shards":[{"name":"a","target":"m"}]}"#
+            ),
+            vec![
+                "/route/hash/algorithm: unknown hash algorithm 'crc61', expected one of: ring, crc16, camellia, camellia_hashtag"
+            ]
+        );
+        // Nested: the secondary of a double-write table; and a value that is not a plain word is not echoed.
+        assert_eq!(
+            messages(
+                r#"{"type":"double_write","primary":{"type":"single","target":"m"},"secondary":{"type":"redis://:pw@h:1"}}"#
+            ),
+            vec![
+                "/route/secondary/type: unknown route type, expected one of: single, sharded, double_write"
+            ]
         );
     }
 }

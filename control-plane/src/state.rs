@@ -24,6 +24,8 @@ pub struct Settings {
     pub(crate) max_wait: Duration,
     /// A gateway not heard from for this long is no longer live.
     pub(crate) gateway_ttl: Duration,
+    /// A gateway not heard from for this long is forgotten (leaves `GET /v1/gateways`).
+    pub(crate) gateway_retention: Duration,
     /// How long the snapshot change log keeps a change (deltas reach back this far).
     pub(crate) delta_history: Duration,
 }
@@ -33,6 +35,7 @@ impl Default for Settings {
         Settings {
             max_wait: Duration::from_secs(60),
             gateway_ttl: Duration::from_secs(30),
+            gateway_retention: Duration::from_secs(3600),
             delta_history: Duration::from_secs(7 * 24 * 3600),
         }
     }

@@ -33,3 +33,48 @@ fn every_reference_resolves() {
     }
     assert!(document["paths"]["/v1/tenants/{tenant}/route"]["put"]["requestBody"].is_object());
 }
+
+/// Every operation is tagged with a declared tag, and every request body has an example its own schema accepts.
+#[test]
+fn operations_are_tagged_and_examples_are_valid() {
+    let document = openapi_document();
+    let tags: Vec<&str> = document["tags"]
+        .as_array()
+        .expect("tags")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for (path, methods) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in methods.as_object().expect("methods") {
+            let label = format!("{method} {path}");
+            let tag = operation["tags"][0].as_str().unwrap_or("");
+            assert!(tags.contains(&tag), "{label}: tag {tag:?}");
+            let Some(media) = operation["requestBody"]["content"].get("application/json") else {
+                continue;
+            };
+            let example = media
+                .get("example")
+                .unwrap_or_else(|| panic!("{label}: no request example"));
+            let mut schema = media["schema"].clone();
+            schema["components"] = document["components"].clone();
+            let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+            let errors: Vec<String> = validator
+                .iter_errors(example)
+                .map(|e| format!("{}: {e}", e.instance_path()))
+                .collect();
+            assert!(errors.is_empty(), "{label}: example invalid: {errors:?}");
+        }
+    }
+    let action =
+        &document["paths"]["/v1/tenants/{tenant}/migrations/{id}/{action}"]["post"]["parameters"];
+    let action = action
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .find(|p| p["name"] == "action")
+        .expect("the action parameter");
+    assert_eq!(
+        action["schema"]["enum"],
+        serde_json::json!(["backfill", "verify", "cutover", "finish", "abort"])
+    );
+}

@@ -7,6 +7,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod explain;
+pub use explain::{
+    MAX_EXPLAIN_KEYS, RingPoint, RouteExplainKeys, RouteExplanation, RouteExplanations, WritePlace,
+    WriteTable,
+};
+
 use crate::{ClientCertificate, CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
 /// Every error: a stable machine-readable `error` code, a sentence for people, and per-field details.
@@ -218,22 +224,6 @@ pub struct RouteVersion {
     pub created_at: String,
 }
 
-/// `GET .../route/explain?key=K`: where a key goes under the current route, computed by the placement code the
-/// gateways use.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RouteExplanation {
-    pub key: String,
-    pub version: i64,
-    /// The shard's name; `null` for a single-target route.
-    pub shard: Option<String>,
-    /// Read resources (names or URLs without passwords), in policy order.
-    pub read: Vec<String>,
-    pub read_policy: crate::ReadPolicy,
-    /// Write resources: the primary first, then double-write secondaries.
-    pub write: Vec<String>,
-    pub ack: crate::AckMode,
-}
-
 /// The answer to a route change: the new version and the global revision that carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RouteChange {
@@ -337,8 +327,11 @@ pub struct Gateway {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GatewayFleet {
     pub revision: i64,
-    /// Every live gateway serves the current revision.
+    /// At least one gateway is live and every live gateway serves the current revision (false when none is live:
+    /// then nothing serves it).
     pub converged: bool,
+    /// How many gateways are live.
+    pub live: usize,
     pub gateways: Vec<Gateway>,
 }
 
@@ -553,7 +546,8 @@ pub struct Migration {
     /// The revision of the migration's latest route change; the next step waits until every live gateway
     /// serves it.
     pub route_revision: i64,
-    /// Every live gateway serves `route_revision`.
+    /// Every live gateway serves `route_revision` (also true when no gateway is live: there is none to wait for),
+    /// so the next step is not held back.
     pub converged: bool,
     pub progress: MigrationProgress,
     /// Why the last background task stopped, if it failed.

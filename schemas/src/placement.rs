@@ -172,6 +172,35 @@ impl Placement {
     }
 }
 
+/// Where a key falls inside a sharded table before its shard is chosen, as `explain` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyPoint {
+    /// Its bucket (with `crc16` over 16,384 buckets: its Redis Cluster slot).
+    Bucket(u32),
+    /// Its hash on the ring, and the ring point that owns it: the first virtual node at or after the hash.
+    Ring { hash: u64, point: u64 },
+}
+
+impl Placement {
+    /// Where `key` falls; the same computation as [`Placement::shard_of`], which stays separate because it is on
+    /// the data path and needs only the owner.
+    pub fn point_of(&self, key: &[u8]) -> KeyPoint {
+        match self {
+            Placement::Ring { ends, starts, .. } => {
+                let hash = FnvFinalized.hash_one(KeyBytes(hash_tag(key)));
+                let point = ends
+                    .get(arc_of(ends, starts, hash))
+                    .copied()
+                    .unwrap_or(u64::MAX);
+                KeyPoint::Ring { hash, point }
+            }
+            Placement::Buckets { hash, owners } => {
+                KeyPoint::Bucket(bucket_of(*hash, key, owners.len() as u32))
+            }
+        }
+    }
+}
+
 /// The arc holding `hash`: the first whose end is not below it. It is not before the first arc that can hold the
 /// hash's prefix, nor after the first that can hold the next prefix (which the search returns when every arc
 /// before it ends below the hash).
@@ -207,6 +236,11 @@ impl<'a> TablePlacement<'a> {
                 placement: Some(Placement::new(hash, shards)),
             },
         }
+    }
+
+    /// Where `key` falls inside the table; `None` for a single table (it has no buckets nor ring).
+    pub fn point_of(&self, key: &[u8]) -> Option<KeyPoint> {
+        self.placement.as_ref().map(|p| p.point_of(key))
     }
 
     /// The shard (none for a single table) and the target that serve `key`; `None` when there are no shards.

@@ -42,6 +42,24 @@ pub fn is_valid_tenant_name(name: &str) -> bool {
 /// Longest password in a routes file, in bytes.
 pub const MAX_PASSWORD_LEN: usize = 1_024;
 
+/// The message for a tagged object (a route table's `type`, a hash's `algorithm`) whose tag names no variant.
+/// The value is echoed only when it is a short plain word: a tag field is sometimes given a URL, password and all.
+pub fn unknown_tag(what: &str, given: &serde_json::Value, expected: &[&str]) -> String {
+    let expected = expected.join(", ");
+    match given.as_str() {
+        Some(word)
+            if !word.is_empty()
+                && word.len() <= 64
+                && word
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) =>
+        {
+            format!("unknown {what} '{word}', expected one of: {expected}")
+        }
+        _ => format!("unknown {what}, expected one of: {expected}"),
+    }
+}
+
 /// One broken rule, at `path` (a JSON pointer into the document that was checked).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidationError {

@@ -8,6 +8,7 @@ mod certs;
 pub mod compare;
 mod control_plane;
 mod ctl;
+pub mod docs;
 pub mod families;
 mod helpers;
 mod ports;

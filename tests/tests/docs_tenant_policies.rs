@@ -4,33 +4,25 @@
 use serde_json::Value;
 use switchyard_schemas::api::Tenant;
 use switchyard_schemas::{CommandRules, TenantPolicy};
+use switchyard_tests::docs::{code_block, code_blocks, run_shell_blocks};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RawClient, RedisServer};
 
 const DOC: &str = include_str!("../../docs/tenant-policies.md");
 
-/// The first code block of `language` after `heading`.
-fn block(heading: &str, language: &str) -> &'static str {
-    let section = &DOC[DOC.find(heading).expect("the heading")..];
-    let fence = format!("```{language}\n");
-    let start = section.find(&fence).expect("the code block") + fence.len();
-    let end = start + section[start..].find("```").expect("the block's end");
-    &section[start..end]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_curl_examples_work_as_written() {
     let cp = ControlPlane::start();
-    let output = std::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", block("## Editing policies", "sh")])
-        .env("CP", cp.url())
-        .env("ADMIN", format!("Authorization: Bearer {ADMIN_TOKEN}"))
-        .output()
-        .expect("bash");
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let blocks: Vec<_> = code_blocks(DOC)
+        .into_iter()
+        .filter(|b| b.heading == "## Editing policies" && b.language == "sh")
+        .collect();
+    run_shell_blocks(
+        &blocks,
+        &[],
+        &[
+            ("CP", cp.url()),
+            ("ADMIN", format!("Authorization: Bearer {ADMIN_TOKEN}")),
+        ],
     );
     let shop = cp.expect("GET", "/v1/tenants/shop", None, 200).await;
     let shop: Tenant = serde_json::from_value(shop).expect("a tenant");
@@ -50,7 +42,8 @@ async fn the_curl_examples_work_as_written() {
 #[test]
 fn the_routes_file_example_serves_as_described() {
     let redis = RedisServer::start();
-    let example = block("In a routes file", "json").replace("redis://127.0.0.1:6379", &redis.url());
+    let example = code_block(DOC, "## Editing policies", "json")
+        .replace("redis://127.0.0.1:6379", &redis.url());
     let routes: Value = serde_json::from_str(&example).expect("the example is JSON");
     let gateway = Gateway::start(&routes);
     let mut shop = RawClient::connect(gateway.port());

@@ -38,6 +38,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(create),
         )
         .request::<CredentialCreate>()
+        .example(serde_json::json!({"description": "checkout service"}))
         .reply::<CredentialIssued>(201)
         .errors(&[404, 409]),
         Operation::new(

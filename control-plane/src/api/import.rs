@@ -49,6 +49,8 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(import).layer(DefaultBodyLimit::max(MAX_IMPORT_BYTES)),
         )
         .request::<Import>()
+        .example(serde_json::json!({"tenants": [{"tenant": {"name": "shop"}, "credentials": [{}],
+            "route": {"type": "single", "target": "main"}, "comment": "onboarded"}]}))
         .reply::<ImportResult>(201)
         .errors(&[409]),
     ]

@@ -39,6 +39,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(create),
         )
         .request::<MigrationCreate>()
+        .example(serde_json::json!({"to": "redis://127.0.0.1:6390", "ack": "primary", "limits": {"keys_per_sec": 5000}}))
         .reply::<Migration>(201)
         .errors(&[404, 409]),
         Operation::new(
@@ -70,7 +71,12 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(step),
         )
         .reply::<Migration>(200)
-        .errors(&[400, 404, 409]),
+        .path_enum(
+            "action",
+            "The step: backfill, verify, cutover, finish or abort (docs/migration.md)",
+            &["backfill", "verify", "cutover", "finish", "abort"],
+        )
+        .errors(&[404, 409]),
     ]
 }
 
@@ -82,7 +88,8 @@ fn conflict(code: &'static str, message: String) -> ApiError {
     ApiError::Conflict { code, message }
 }
 
-/// Whether every live gateway serves `revision` (true when no gateway is live).
+/// Whether every live gateway serves `revision`. True when no gateway is live, unlike the fleet's `converged`: a
+/// step waits for gateways that could still serve the old route, and with none live there is none.
 async fn converged(state: &AppState, revision: i64) -> ApiResult<bool> {
     let gateways = db::gateways::list(&state.pool, state.settings.gateway_ttl).await?;
     Ok(gateways

@@ -29,19 +29,24 @@ use crate::{dry_run, metrics};
 /// Every endpoint the control plane serves.
 pub fn operations() -> Vec<Operation> {
     [
-        tenants::operations(),
-        credentials::operations(),
-        resources::operations(),
-        routes::operations(),
-        import::operations(),
-        migrations::operations(),
-        snapshot::operations(),
-        gateways::operations(),
-        audit::operations(),
-        system::operations(openapi_document),
+        ("tenants", tenants::operations()),
+        ("credentials", credentials::operations()),
+        ("resources", resources::operations()),
+        ("routes", routes::operations()),
+        ("import", import::operations()),
+        ("migrations", migrations::operations()),
+        ("snapshot", snapshot::operations()),
+        ("gateways", gateways::operations()),
+        ("audit", audit::operations()),
+        ("service", system::operations(openapi_document)),
     ]
     .into_iter()
-    .flatten()
+    .flat_map(|(tag, operations)| {
+        operations.into_iter().map(move |mut operation| {
+            operation.tag = tag;
+            operation
+        })
+    })
     .collect()
 }
 
@@ -80,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         .merge(gateway)
         .merge(console::router())
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(
             Arc::clone(&state.metrics),
             metrics::count,
@@ -90,4 +96,9 @@ pub fn router(state: AppState) -> Router {
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint")
+}
+
+/// The path exists, the method does not; axum still adds the `Allow` header listing the ones that do.
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
 }

@@ -35,6 +35,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(create),
         )
         .request::<ResourceCreate>()
+        .example(serde_json::json!({"name": "main", "url": "redis://127.0.0.1:6379", "description": "the shared Redis"}))
         .reply::<Resource>(201)
         .errors(&[409]),
         Operation::new(
@@ -65,6 +66,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             put(update),
         )
         .request::<ResourceUpdate>()
+        .example(serde_json::json!({"url": "redis-sentinel://127.0.0.1:26379/mymaster", "description": "moved behind sentinels"}))
         .reply::<Resource>(200)
         .errors(&[404]),
         Operation::new(

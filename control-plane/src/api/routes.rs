@@ -12,10 +12,11 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{
-    RouteChange, RouteExplanation, RoutePut, RouteRollback, RouteVersion, RouteVersionPage,
-    RouteVersionSummary,
+    MAX_EXPLAIN_KEYS, RingPoint, RouteChange, RouteExplainKeys, RouteExplanation,
+    RouteExplanations, RoutePut, RouteRollback, RouteVersion, RouteVersionPage,
+    RouteVersionSummary, WritePlace, WriteTable,
 };
-use switchyard_schemas::placement::TablePlacement;
+use switchyard_schemas::placement::{KeyPoint, TablePlacement};
 
 use crate::api::lookup;
 use crate::auth::Access;
@@ -58,9 +59,14 @@ pub(crate) fn operations() -> Vec<Operation> {
             put(replace),
         )
         .request::<RoutePut>()
+        .example(serde_json::json!({"route": {"type": "sharded", "hash": {"algorithm": "crc16", "buckets": 16384},
+            "shards": [{"name": "s1", "target": "main", "buckets": ["0-8191"]},
+                       {"name": "s2", "target": "redis://127.0.0.1:6380", "buckets": ["8192-16383"]}]},
+            "comment": "split in two"}))
         .reply::<RouteChange>(200)
         .header("If-Match", if_match)
-        .errors(&[404, 412]),
+        // 409: the tenant has an active migration, which owns the route.
+        .errors(&[404, 409, 412]),
         Operation::new(
             "listRouteVersions",
             Method::GET,
@@ -90,13 +96,25 @@ pub(crate) fn operations() -> Vec<Operation> {
             "explainRoute",
             Method::GET,
             "/v1/tenants/{tenant}/route/explain",
-            "Where a key goes under the current route: shard, read and write resources",
+            "Where a key goes under the current route: shard, bucket or ring point, read and every write target",
             Access::Admin,
             get(explain),
         )
         .reply::<RouteExplanation>(200)
         .query("key", "The key to place (required).")
         .errors(&[400, 404]),
+        Operation::new(
+            "explainRouteKeys",
+            Method::POST,
+            "/v1/tenants/{tenant}/route/explain",
+            "Where each of several keys goes under the current route (up to 1,000)",
+            Access::Admin,
+            post(explain_many),
+        )
+        .request::<RouteExplainKeys>()
+        .example(serde_json::json!({"keys": ["user:42", "user:43", "{user:42}.cart"]}))
+        .reply::<RouteExplanations>(200)
+        .errors(&[404]),
         Operation::new(
             "rollbackRoute",
             Method::POST,
@@ -106,9 +124,10 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(rollback),
         )
         .request::<RouteRollback>()
+        .example(serde_json::json!({"version": 1, "comment": "back to one shard"}))
         .reply::<RouteChange>(200)
         .header("If-Match", if_match)
-        .errors(&[404, 412]),
+        .errors(&[404, 409, 412]),
     ]
 }
 
@@ -134,7 +153,6 @@ struct ExplainQuery {
     key: Option<String>,
 }
 
-/// Uses `switchyard_schemas::placement`, the gateways' own placement code, so the answer is where the data is.
 async fn explain(
     State(state): State<AppState>,
     ApiPath(tenant): ApiPath<String>,
@@ -143,25 +161,111 @@ async fn explain(
     let key = query
         .key
         .ok_or_else(|| ApiError::BadRequest("the key query parameter is required".into()))?;
-    let row = lookup::tenant(&state.pool, &tenant).await?;
+    let mut answer = explain_keys(&state, &tenant, std::slice::from_ref(&key)).await?;
+    answer
+        .explanations
+        .pop()
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no shards")))
+}
+
+async fn explain_many(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+    JsonBody(body): JsonBody<RouteExplainKeys>,
+) -> ApiResult<Json<RouteExplanations>> {
+    if body.keys.is_empty() || body.keys.len() > MAX_EXPLAIN_KEYS {
+        return Err(ApiError::invalid(
+            "/keys",
+            format!("1 to {MAX_EXPLAIN_KEYS} keys"),
+        ));
+    }
+    Ok(Json(explain_keys(&state, &tenant, &body.keys).await?))
+}
+
+/// Uses `switchyard_schemas::placement`, the gateways' own placement code, so the answer is where the data is:
+/// each table of the route (both of a double-write one) is placed by its own sharding.
+async fn explain_keys(
+    state: &AppState,
+    tenant: &str,
+    keys: &[String],
+) -> ApiResult<RouteExplanations> {
+    let row = lookup::tenant(&state.pool, tenant).await?;
     let current: RouteVersion = db::routes::get(&state.pool, row.id, None)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no route yet")))?
         .into();
-    let (shard, target) = TablePlacement::new(&current.route)
-        .target_of(key.as_bytes())
-        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no shards")))?;
-    let shard = shard.map(str::to_string);
+    let migration = db::migrations::active(&state.pool, row.id).await?;
+    let (tables, ack) = match &current.route {
+        RouteTable::DoubleWrite {
+            primary,
+            secondary,
+            ack,
+        } => (
+            vec![
+                (WriteTable::Primary, TablePlacement::new(primary)),
+                (WriteTable::Secondary, TablePlacement::new(secondary)),
+            ],
+            Some(*ack),
+        ),
+        route => (vec![(WriteTable::Route, TablePlacement::new(route))], None),
+    };
     let shown = |resources: &[String]| resources.iter().map(|r| redact::url(r)).collect();
-    Ok(Json(RouteExplanation {
-        key,
+    let mut explanations = Vec::with_capacity(keys.len());
+    for key in keys {
+        let mut writes = Vec::with_capacity(tables.len());
+        let mut read = None;
+        for (table, placement) in &tables {
+            let (shard, target) = placement
+                .target_of(key.as_bytes())
+                .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no shards")))?;
+            let (bucket, ring_point) = point(placement.point_of(key.as_bytes()));
+            read.get_or_insert(target);
+            writes.push(WritePlace {
+                table: *table,
+                shard: shard.map(str::to_string),
+                bucket,
+                ring_point,
+                write: shown(target.write_resources()),
+            });
+        }
+        let (Some(target), Some(first)) = (read, writes.first()) else {
+            return Err(ApiError::not_found(format!(
+                "tenant '{tenant}' has no shards"
+            )));
+        };
+        explanations.push(RouteExplanation {
+            key: key.clone(),
+            version: current.version,
+            shard: first.shard.clone(),
+            bucket: first.bucket,
+            ring_point: first.ring_point.clone(),
+            read: shown(target.read_resources()),
+            read_policy: target.read_policy(),
+            write: first.write.clone(),
+            ack: ack.unwrap_or_else(|| target.ack()),
+            writes,
+            migration,
+        });
+    }
+    Ok(RouteExplanations {
         version: current.version,
-        shard,
-        read: shown(target.read_resources()),
-        read_policy: target.read_policy(),
-        write: shown(target.write_resources()),
-        ack: target.ack(),
-    }))
+        explanations,
+    })
+}
+
+fn point(point: Option<KeyPoint>) -> (Option<u32>, Option<RingPoint>) {
+    match point {
+        None => (None, None),
+        Some(KeyPoint::Bucket(bucket)) => (Some(bucket), None),
+        Some(KeyPoint::Ring { hash, point }) => (
+            None,
+            Some(RingPoint {
+                hash: format!("{hash:016x}"),
+                point: format!("{point:016x}"),
+            }),
+        ),
+    }
 }
 
 async fn replace(

@@ -26,7 +26,8 @@ pub(crate) fn operations(openapi_document: fn() -> Value) -> Vec<Operation> {
             Access::Public,
             get(health),
         )
-        .reply::<Health>(200),
+        .reply::<Health>(200)
+        .also_reply::<Health>(503),
         Operation::new(
             "metrics",
             Method::GET,

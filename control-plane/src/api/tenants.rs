@@ -31,6 +31,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             post(create),
         )
         .request::<TenantCreate>()
+        .example(serde_json::json!({"name": "acme", "description": "Acme Corp", "limits": {"max_connections": 1000}}))
         .reply::<Tenant>(201)
         .errors(&[409]),
         Operation::new(
@@ -71,6 +72,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             patch(update),
         )
         .request::<TenantPatch>()
+        .example(serde_json::json!({"limits": {"max_ops_per_sec": 50000}, "allow_admin": false}))
         .reply::<Tenant>(200)
         .errors(&[404, 409]),
         Operation::new(

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor};
 use switchyard_schemas::api::{Gateway, Heartbeat};
 
 use crate::db::{DbResult, WithOperation, timestamp};
@@ -60,4 +60,36 @@ pub(crate) async fn list(db: impl PgExecutor<'_>, window: Duration) -> DbResult<
     .fetch_all(db)
     .await
     .during("listing gateways")
+}
+
+/// Forgets gateways not heard from for `retention`: a gateway that was replaced or scaled away leaves the fleet
+/// by itself.
+pub(crate) async fn forget_silent(db: impl PgExecutor<'_>, retention: Duration) -> DbResult<()> {
+    sqlx::query!(
+        "DELETE FROM gateways WHERE last_seen < now() - make_interval(secs => $1)",
+        retention.as_secs_f64(),
+    )
+    .execute(db)
+    .await
+    .during("forgetting silent gateways")?;
+    Ok(())
+}
+
+/// Removes one gateway; what it was, if there was one.
+pub(crate) async fn remove(
+    conn: &mut PgConnection,
+    id: &str,
+    window: Duration,
+) -> DbResult<Option<GatewayRow>> {
+    sqlx::query_as!(
+        GatewayRow,
+        r#"DELETE FROM gateways WHERE id = $1
+         RETURNING id, address, revision, version, last_seen,
+                   last_seen > now() - make_interval(secs => $2) AS "live!""#,
+        id,
+        window.as_secs_f64(),
+    )
+    .fetch_optional(conn)
+    .await
+    .during("removing a gateway")
 }

@@ -11,10 +11,11 @@ async fn heartbeats_show_convergence(pool: PgPool) {
     api.create_tenant("acme").await;
     let revision = api.revision().await;
 
+    // Nothing serves the revision: not converged.
     let empty = api.admin("GET", "/v1/gateways", None).await;
     assert_eq!(
         empty.body,
-        json!({"revision": revision, "converged": true, "gateways": []})
+        json!({"revision": revision, "converged": false, "live": 0, "gateways": []})
     );
 
     for (id, seen) in [("gw-1", revision), ("gw-2", revision - 1)] {
@@ -45,10 +46,11 @@ async fn heartbeats_show_convergence(pool: PgPool) {
     .await;
     let fleet = api.admin("GET", "/v1/gateways", None).await;
     assert_eq!(fleet.body["converged"], true);
+    assert_eq!(fleet.body["live"], 2);
 
     // A gateway that stopped reporting no longer holds convergence back.
     sqlx::query!(
-        "UPDATE gateways SET last_seen = now() - interval '1 hour', revision = 0 WHERE id = 'gw-1'",
+        "UPDATE gateways SET last_seen = now() - interval '10 minutes', revision = 0 WHERE id = 'gw-1'",
     )
     .execute(&api.state.pool)
     .await
@@ -56,6 +58,7 @@ async fn heartbeats_show_convergence(pool: PgPool) {
     let fleet = api.admin("GET", "/v1/gateways", None).await;
     assert_eq!(fleet.body["gateways"][0]["live"], false);
     assert_eq!(fleet.body["converged"], true);
+    assert_eq!(fleet.body["live"], 1);
 
     assert_eq!(api.revision().await, revision, "heartbeats are not changes");
 
@@ -75,4 +78,53 @@ async fn heartbeats_show_convergence(pool: PgPool) {
         )
         .await;
     assert_eq!(missing.status, 422);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn gateways_are_removed_and_forgotten(pool: PgPool) {
+    let api = Api::new(pool).await;
+    for id in ["gw-1", "gw-2", "gw-old"] {
+        let ack = api
+            .gateway(
+                "POST",
+                "/v1/gateways/heartbeat",
+                Some(json!({"id": id, "revision": 0})),
+            )
+            .await;
+        assert_eq!(ack.status, 200, "{}", ack.body);
+    }
+    let revision = api.revision().await;
+
+    let removed = api.admin("DELETE", "/v1/gateways/gw-1", None).await;
+    assert_eq!(removed.status, 204, "{}", removed.body);
+    let again = api.admin("DELETE", "/v1/gateways/gw-1", None).await;
+    assert_eq!((again.status, again.error()), (404, "not_found"));
+    let by_gateway = api.gateway("DELETE", "/v1/gateways/gw-2", None).await;
+    assert_eq!(by_gateway.status, 403, "only admins remove gateways");
+    assert_eq!(
+        api.revision().await,
+        revision,
+        "the fleet is not in the snapshot"
+    );
+
+    let audit = api.admin("GET", "/v1/audit", None).await;
+    let entry = &audit.body["entries"][0];
+    assert_eq!(entry["action"], "gateway.delete", "{}", audit.body);
+    assert_eq!(entry["object"], "gateways/gw-1");
+    assert_eq!(entry["before"]["id"], "gw-1");
+    assert_eq!(entry["revision"], revision);
+
+    // Silent for longer than the retention (an hour by default): forgotten.
+    sqlx::query!("UPDATE gateways SET last_seen = now() - interval '2 hours' WHERE id = 'gw-old'",)
+        .execute(&api.state.pool)
+        .await
+        .unwrap();
+    let fleet = api.admin("GET", "/v1/gateways", None).await;
+    let ids: Vec<_> = fleet.body["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!("gw-2")], "{}", fleet.body);
 }

@@ -15,6 +15,7 @@ mod routes;
 mod server;
 mod snapshot;
 mod snapshot_delta;
+mod statuses;
 mod system;
 mod tenant_limits;
 mod tenant_migrations;

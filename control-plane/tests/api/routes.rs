@@ -154,7 +154,12 @@ async fn invalid_tables_are_422_with_pointers(pool: PgPool) {
 
     let unknown_type = api.put_route("acme", json!({"type": "mirrored"})).await;
     assert_eq!(unknown_type.status, 422);
-    assert!(details(&unknown_type)[0].starts_with("/route"));
+    assert_eq!(
+        details(&unknown_type),
+        vec![
+            "/route/type: unknown route type 'mirrored', expected one of: single, sharded, double_write"
+        ]
+    );
 
     let no_route = api
         .admin(
@@ -311,6 +316,16 @@ async fn explain_places_keys_like_the_gateways(pool: PgPool) {
         let shard = ["a", "b"][placement.shard_of(key.as_bytes())];
         assert_eq!(answer.body["shard"], shard, "{key}");
         assert_eq!(answer.body["key"], key);
+        let slot = switchyard_schemas::placement::bucket_of(
+            switchyard_schemas::placement::BucketHash::Crc16,
+            key.as_bytes(),
+            16384,
+        );
+        assert_eq!(answer.body["bucket"], slot, "{key}: the Redis Cluster slot");
+        assert_eq!(answer.body["ring_point"], json!(null));
+        assert_eq!(answer.body["writes"][0]["table"], "route");
+        assert_eq!(answer.body["writes"][0]["bucket"], slot);
+        assert_eq!(answer.body["writes"].as_array().map(Vec::len), Some(1));
         if shard == "b" {
             assert_eq!(
                 answer.body["read"],
@@ -329,4 +344,90 @@ async fn explain_places_keys_like_the_gateways(pool: PgPool) {
         .admin("GET", "/v1/tenants/acme/route/explain", None)
         .await;
     assert_eq!(no_key.status, 400, "{}", no_key.body);
+
+    // Several keys at once: the same answers, in the order asked.
+    let keys = ["foo", "bar", "{user1}.x"];
+    let many = api
+        .admin(
+            "POST",
+            "/v1/tenants/acme/route/explain",
+            Some(json!({"keys": keys})),
+        )
+        .await;
+    assert_eq!(many.status, 200, "{}", many.body);
+    for (i, key) in keys.iter().enumerate() {
+        let one = api
+            .admin(
+                "GET",
+                &format!(
+                    "/v1/tenants/acme/route/explain?key={}",
+                    key.replace('{', "%7B").replace('}', "%7D")
+                ),
+                None,
+            )
+            .await;
+        assert_eq!(many.body["explanations"][i], one.body, "{key}");
+    }
+    let none = api
+        .admin(
+            "POST",
+            "/v1/tenants/acme/route/explain",
+            Some(json!({"keys": []})),
+        )
+        .await;
+    assert_eq!(none.status, 422, "{}", none.body);
+}
+
+/// A double-write route (what a migration installs) writes each key to its place in both tables: explain shows
+/// both, each placed by its own sharding; the ring shows the key's point instead of a bucket.
+#[sqlx::test(migrations = "../migrations")]
+async fn explain_shows_every_write_target(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("acme").await;
+    let ring = json!({"type": "sharded", "shards": [
+        {"name": "r1", "target": "redis://127.0.0.1:7001"}, {"name": "r2", "target": "redis://127.0.0.1:7002"}]});
+    let route = json!({"type": "double_write", "ack": "all",
+        "primary": {"type": "single", "target": "redis://127.0.0.1:7000"},
+        "secondary": ring.clone()});
+    assert_eq!(api.put_route("acme", route).await.status, 200);
+    let placement = match serde_json::from_value::<switchyard_schemas::RouteTable>(ring).unwrap() {
+        switchyard_schemas::RouteTable::Sharded { hash, shards, .. } => {
+            switchyard_schemas::placement::Placement::new(&hash, &shards)
+        }
+        _ => unreachable!(),
+    };
+    for key in ["a", "b", "c", "d"] {
+        let answer = api
+            .admin(
+                "GET",
+                &format!("/v1/tenants/acme/route/explain?key={key}"),
+                None,
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let body = &answer.body;
+        assert_eq!(body["write"], json!(["redis://127.0.0.1:7000"]));
+        assert_eq!(body["ack"], "all");
+        assert_eq!(body["shard"], json!(null));
+        let shard = ["r1", "r2"][placement.shard_of(key.as_bytes())];
+        let port = if shard == "r1" { 7001 } else { 7002 };
+        assert_eq!(body["writes"][0]["table"], "primary", "{body}");
+        assert_eq!(body["writes"][1]["table"], "secondary");
+        assert_eq!(body["writes"][1]["shard"], shard, "{key}");
+        assert_eq!(
+            body["writes"][1]["write"],
+            json!([format!("redis://127.0.0.1:{port}")])
+        );
+        assert_eq!(body["writes"][1]["bucket"], json!(null));
+        let switchyard_schemas::placement::KeyPoint::Ring { hash, point } =
+            placement.point_of(key.as_bytes())
+        else {
+            panic!("a ring places by points");
+        };
+        assert_eq!(
+            body["writes"][1]["ring_point"],
+            json!({"hash": format!("{hash:016x}"), "point": format!("{point:016x}")})
+        );
+        assert!(hash <= point);
+    }
 }

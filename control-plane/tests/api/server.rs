@@ -11,9 +11,14 @@ use tokio::net::TcpStream;
 use crate::common::{ADMIN, GATEWAY};
 
 async fn get(address: std::net::SocketAddr, path: &str, token: &str) -> String {
+    raw(address, "GET", path, token).await
+}
+
+/// One request over its own connection, as bytes on the wire; the whole response (head and body) as text.
+async fn raw(address: std::net::SocketAddr, method: &str, path: &str, token: &str) -> String {
     let mut stream = TcpStream::connect(address).await.unwrap();
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: cp\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: cp\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
@@ -21,8 +26,14 @@ async fn get(address: std::net::SocketAddr, path: &str, token: &str) -> String {
     response
 }
 
-#[sqlx::test(migrations = false)]
-async fn serves_migrates_and_shuts_down_gracefully(pool: PgPool) {
+/// Serves `pool` on a loopback port until the returned sender is sent to (or dropped).
+fn start(
+    pool: PgPool,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
     let config = Config::try_parse_from([
         "switchyard-control-plane",
         "--database-url=unused: the test passes its pool",
@@ -30,8 +41,10 @@ async fn serves_migrates_and_shuts_down_gracefully(pool: PgPool) {
         &format!("--gateway-token={GATEWAY}"),
     ])
     .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         serve(pool, listener, &config, async {
@@ -39,6 +52,12 @@ async fn serves_migrates_and_shuts_down_gracefully(pool: PgPool) {
         })
         .await
     });
+    (address, stop, server)
+}
+
+#[sqlx::test(migrations = false)]
+async fn serves_migrates_and_shuts_down_gracefully(pool: PgPool) {
+    let (address, stop, server) = start(pool);
 
     // The empty database was migrated before the first request is answered.
     let health = get(address, "/healthz", "").await;
@@ -69,4 +88,71 @@ async fn serves_migrates_and_shuts_down_gracefully(pool: PgPool) {
         "{:?}",
         stopping.elapsed()
     );
+}
+
+/// The body of a raw response, parsed, after checking the status line and that it is JSON.
+fn json_error(response: &str, status: u16) -> serde_json::Value {
+    assert!(
+        response.starts_with(&format!("HTTP/1.1 {status} ")),
+        "{response}"
+    );
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{response}"
+    );
+    serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {response}"))
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_error_on_the_wire_is_json(pool: PgPool) {
+    let (address, _stop, _server) = start(pool);
+    // Polled: the first answer waits for the migrations.
+    assert!(
+        get(address, "/healthz", "")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+
+    let missing = json_error(&get(address, "/v1/no-such-thing", ADMIN).await, 404);
+    assert_eq!(missing["error"], "not_found");
+
+    for (method, path, token, allow) in [
+        ("POST", "/healthz", "", "GET HEAD"),
+        ("DELETE", "/v1/tenants", ADMIN, "GET HEAD POST"),
+        ("PUT", "/v1/gateways/heartbeat", GATEWAY, "POST"),
+    ] {
+        let response = raw(address, method, path, token).await;
+        let body = json_error(&response, 405);
+        assert_eq!(body["error"], "method_not_allowed", "{method} {path}");
+        let allowed = response
+            .lines()
+            .find_map(|line| {
+                line.to_ascii_lowercase()
+                    .strip_prefix("allow: ")
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| panic!("no Allow header: {response}"));
+        let mut allowed: Vec<String> = allowed
+            .split(',')
+            .map(|m| m.trim().to_ascii_uppercase())
+            .collect();
+        allowed.sort();
+        assert_eq!(allowed.join(" "), allow, "{method} {path}");
+    }
+
+    // A gateway token is a valid token, of the wrong kind for an admin endpoint: 403, not "log in again".
+    let wrong_kind = json_error(&get(address, "/v1/tenants", GATEWAY).await, 403);
+    assert_eq!(wrong_kind["error"], "forbidden");
+    assert!(
+        wrong_kind["message"]
+            .as_str()
+            .unwrap()
+            .contains("admin token"),
+        "{wrong_kind}"
+    );
+    let unknown = get(address, "/v1/tenants", "not-a-token-but-long-enough").await;
+    assert_eq!(json_error(&unknown, 401)["error"], "unauthorized");
+    assert!(unknown.contains("www-authenticate: Bearer"), "{unknown}");
 }

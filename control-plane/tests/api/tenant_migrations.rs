@@ -74,6 +74,25 @@ async fn steps_in_order_with_conflicts(pool: PgPool) {
         route(&api).await,
         json!({"type": "double_write", "primary": single(OLD), "secondary": single(NEW), "ack": "all"})
     );
+    // Explain shows the write to the destination too, and whose route this is.
+    let explained = api
+        .admin("GET", "/v1/tenants/acme/route/explain?key=k", None)
+        .await;
+    assert_eq!(explained.body["migration"], id, "{}", explained.body);
+    assert_eq!(explained.body["read"], json!([OLD]));
+    let writes: Vec<_> = explained.body["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["table"].clone(), w["write"].clone()))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            (json!("primary"), json!([OLD])),
+            (json!("secondary"), json!([NEW]))
+        ]
+    );
 
     // One active migration per tenant, and the route belongs to it.
     let second = api

@@ -52,9 +52,9 @@ pub fn code_blocks(markdown: &str) -> Vec<CodeBlock> {
     blocks
 }
 
-/// The shell blocks that call `curl`, from the heading `from` to the heading `to` (the first one after `from`;
-/// the end of the page when `None`).
-pub fn curl_blocks(markdown: &str, from: &str, to: Option<&str>) -> Vec<CodeBlock> {
+/// The shell blocks that call `curl` or `switchyard-ctl`, from the heading `from` to the heading `to` (the first
+/// one after `from`; the end of the page when `None`).
+pub fn example_blocks(markdown: &str, from: &str, to: Option<&str>) -> Vec<CodeBlock> {
     let line_of = |heading: &str| {
         markdown
             .lines()
@@ -67,7 +67,10 @@ pub fn curl_blocks(markdown: &str, from: &str, to: Option<&str>) -> Vec<CodeBloc
     code_blocks(markdown)
         .into_iter()
         .filter(|b| {
-            b.line > first && b.line < last && b.language == "sh" && b.text.contains("curl ")
+            b.line > first
+                && b.line < last
+                && b.language == "sh"
+                && (b.text.contains("curl ") || b.text.contains("switchyard-ctl "))
         })
         .collect()
 }
@@ -100,12 +103,22 @@ pub fn run_shell_blocks(
         }
         script.push_str(&format!("block={}\n{text}\necho\n", block.line));
     }
+    // The files an example writes (a token file, a route to PUT) go to a directory of the run's own.
+    let dir = std::env::temp_dir().join(format!(
+        "switchyard-docs-{}-{}",
+        std::process::id(),
+        blocks.first().map_or(0, |b| b.line)
+    ));
+    std::fs::create_dir_all(&dir).expect("a directory for the examples");
     let mut command = Command::new("bash");
-    command.args(["-euo", "pipefail", "-c", &script]);
+    command
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(&dir);
     for (key, value) in env {
         command.env(key, value);
     }
     let output = command.output().expect("run bash");
+    let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),

@@ -3,7 +3,7 @@
 //! tokens are the test's own.
 
 use serde_json::json;
-use switchyard_tests::docs::{CodeBlock, code_blocks, curl_blocks, run_shell_blocks};
+use switchyard_tests::docs::{CodeBlock, code_blocks, example_blocks, run_shell_blocks};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, RedisServer};
 
 const DOC: &str = include_str!("../../docs/control-plane.md");
@@ -26,7 +26,7 @@ async fn the_endpoint_examples_work_as_written() {
 
     // The shell variables of the quickstart section, then every endpoint's examples.
     let mut blocks = vec![setup_block()];
-    blocks.extend(curl_blocks(DOC, "## Endpoints", Some("## Code map")));
+    blocks.extend(example_blocks(DOC, "## Endpoints", Some("## Code map")));
     assert!(blocks.len() >= 12, "{} blocks", blocks.len());
     run_shell_blocks(
         &blocks,

@@ -4,7 +4,7 @@
 //! and the test starts the destination Redis the runbook's first line starts.
 
 use serde_json::json;
-use switchyard_tests::docs::{curl_blocks, run_shell_blocks};
+use switchyard_tests::docs::{example_blocks, run_shell_blocks};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, RedisServer, binary};
 
 const DOC: &str = include_str!("../../docs/migration.md");
@@ -32,7 +32,7 @@ async fn the_runbook_moves_a_tenant_as_written() {
     cp.create_tenant("demo", json!({"type": "single", "target": "main"}))
         .await;
 
-    let blocks: Vec<_> = curl_blocks(DOC, "## Commands", Some("## What clients see"))
+    let blocks: Vec<_> = example_blocks(DOC, "## Commands", Some("## What clients see"))
         .into_iter()
         // Alternatives, not next steps: step 1 with a sharded destination, and abort (after finish it is a 409).
         .filter(|b| !b.text.contains(r#""type": "sharded""#) && b.heading != "### Rollback")

@@ -585,13 +585,25 @@ fn an_invalid_routes_file_stops_startup_with_the_bad_field_named() {
     );
 }
 
-/// The gateway's worker threads (`switchyard-worker-N`, which the kernel's 15-byte thread names cut short).
-fn worker_threads(gateway: &Gateway) -> usize {
-    std::fs::read_dir(format!("/proc/{}/task", gateway.pid()))
-        .expect("the gateway's threads")
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("switchyard-work"))
-        .count()
+/// The gateway's worker threads (`switchyard-worker-N`, which the kernel's 15-byte thread names cut short), once
+/// there are `expected` of them or a few seconds have passed: a thread takes its name once it runs, which may be
+/// after the gateway first answers.
+fn worker_threads(gateway: &Gateway, expected: usize) -> usize {
+    let count = || {
+        std::fs::read_dir(format!("/proc/{}/task", gateway.pid()))
+            .expect("the gateway's threads")
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with("switchyard-work"))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let found = count();
+        if found == expected || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -600,16 +612,16 @@ fn workers_default_to_the_cpus_the_process_may_use() {
     // The gateway inherits this process' affinity and cgroup, so it may use the same CPUs.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let gateway = Gateway::start(&routes(&backend));
-    assert_eq!(worker_threads(&gateway), cpus);
+    assert_eq!(worker_threads(&gateway, cpus), cpus);
     let gateway = Gateway::builder()
         .arg("--workers")
         .arg("3")
         .start(&routes(&backend));
-    assert_eq!(worker_threads(&gateway), 3);
+    assert_eq!(worker_threads(&gateway, 3), 3);
     let gateway = Gateway::builder()
         .env("SWITCHYARD_WORKERS", "2")
         .start(&routes(&backend));
-    assert_eq!(worker_threads(&gateway), 2);
+    assert_eq!(worker_threads(&gateway, 2), 2);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `?dry_run=true` on any admin change: the handler runs every check and builds its answer, and the change's
-//! transaction is rolled back instead of committed (`AppState::commit`), so nothing is written, audited or
-//! announced to gateways.
+//! transaction is rolled back instead of committed (`AppState::commit`; a gateway's removal, which is no change
+//! of the snapshot, checks `active` itself), so nothing is written, audited or announced to gateways.
 //!
 //! The flag travels as a task-local for the duration of one request, so that every write handler gets it at the
 //! one place all of them commit, rather than each handler threading it through.

@@ -101,6 +101,10 @@ async fn remove(
         None::<&()>,
     );
     db::audit::insert(&mut tx, revision, &actor, &record).await?;
+    // Not a change of the snapshot, so not `AppState::commit`: the dry run is this handler's to honour.
+    if crate::dry_run::active() {
+        return Ok(StatusCode::NO_CONTENT); // dropping the transaction rolls it back
+    }
     tx.commit()
         .await
         .map_err(|e| ApiError::internal("committing a gateway removal", e))?;

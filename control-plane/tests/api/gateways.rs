@@ -95,6 +95,28 @@ async fn gateways_are_removed_and_forgotten(pool: PgPool) {
     }
     let revision = api.revision().await;
 
+    // A dry run checks and answers, and the gateway stays.
+    let dry = api
+        .admin("DELETE", "/v1/gateways/gw-1?dry_run=true", None)
+        .await;
+    assert_eq!(dry.status, 204, "{}", dry.body);
+    let missing = api
+        .admin("DELETE", "/v1/gateways/nope?dry_run=true", None)
+        .await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    let fleet = api.admin("GET", "/v1/gateways", None).await;
+    assert!(
+        fleet.body.to_string().contains("\"gw-1\""),
+        "{}",
+        fleet.body
+    );
+    let audit = api.admin("GET", "/v1/audit", None).await;
+    assert!(
+        !audit.body.to_string().contains("gateway.delete"),
+        "{}",
+        audit.body
+    );
+
     let removed = api.admin("DELETE", "/v1/gateways/gw-1", None).await;
     assert_eq!(removed.status, 204, "{}", removed.body);
     let again = api.admin("DELETE", "/v1/gateways/gw-1", None).await;

@@ -270,6 +270,18 @@ async fn a_whole_session_through_the_cli() {
         assert!(Instant::now() < deadline, "{fleet}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // A gateway is forgotten on request (a dry run keeps it); one that is not there is a 404 (exit 2).
+    let gateway_id = ctl.json(&["gateways", "list"])["gateways"][0]["id"]
+        .as_str()
+        .expect("a gateway id")
+        .to_string();
+    ctl.ok(&["gateways", "delete", &gateway_id, "--dry-run"]);
+    assert_eq!(
+        ctl.json(&["gateways", "list"])["gateways"][0]["id"],
+        gateway_id.as_str()
+    );
+    ctl.ok(&["gateways", "delete", &gateway_id]);
+    ctl.fails(2, &["gateways", "delete", "no-such-gateway"]);
     // Served from `new` now: a key written there directly is what the gateway returns.
     redis::cmd("SET")
         .arg("only-new")

@@ -4,15 +4,21 @@
 use clap::Subcommand;
 use serde_json::Value;
 
+use reqwest::Method;
+
 use crate::client::{Call, Outcome};
 use crate::output::{self, View};
-use crate::session::Session;
+use crate::session::{Change, Session};
+use crate::tenants::deleted;
 
 #[derive(Subcommand)]
 pub(crate) enum Gateways {
     /// Every gateway heard from, and whether every live one serves the current revision.
     #[command(after_help = "Example:\n  switchyard-ctl gateways list -o json")]
     List,
+    /// Forget a gateway at once (one that is gone for good), instead of waiting for its retention to pass.
+    #[command(after_help = "Example:\n  switchyard-ctl gateways delete gw-1 --dry-run")]
+    Delete { id: String },
 }
 
 fn fleet(body: &Value) -> String {
@@ -43,6 +49,10 @@ impl Gateways {
                 session
                     .show(Call::get("/v1/gateways"), &View::Text(fleet))
                     .await
+            }
+            Gateways::Delete { id } => {
+                let call = Call::new(Method::DELETE, format!("/v1/gateways/{id}"));
+                session.change(Change::new(call, deleted())).await.map(drop)
             }
         }
     }

@@ -254,25 +254,30 @@ impl Routes {
                 session.change(route_change(&tenant, call)).await.map(drop)
             }
             Routes::Explain { tenant, keys } => {
-                // One call per key: the API explains one key at a time.
-                let mut bodies = Vec::new();
-                for key in keys {
-                    let call =
-                        Call::get(format!("{}/explain", path(&tenant))).query("key", Some(key));
-                    bodies.push(session.send(&call).await?.body);
-                }
-                let body = match bodies.len() {
-                    1 => bodies.remove(0),
-                    _ => Value::Array(bodies),
+                // One key: the GET's answer; several: one POST for all of them, each answer as the API's body.
+                let (call, list) = match keys.as_slice() {
+                    [key] => (
+                        Call::get(format!("{}/explain", path(&tenant))).query("key", Some(key)),
+                        "",
+                    ),
+                    _ => (
+                        Call::new(Method::POST, format!("{}/explain", path(&tenant)))
+                            .body(json!({"keys": keys})),
+                        "/explanations",
+                    ),
                 };
+                let body = session.send(&call).await?.body;
                 let view = View::Rows {
-                    list: "",
+                    list,
                     columns: &[
                         ("KEY", "/key"),
                         ("SHARD", "/shard"),
+                        ("BUCKET", "/bucket"),
                         ("READ", "/read"),
                         ("WRITE", "/write"),
+                        ("THEN WRITE", "/writes/1/write"),
                         ("ACK", "/ack"),
+                        ("MIGRATION", "/migration"),
                         ("VERSION", "/version"),
                     ],
                 };

@@ -16,6 +16,7 @@ mod metrics;
 mod monitor;
 mod net;
 mod proxy_protocol;
+mod report;
 mod reply;
 mod resp;
 mod route;
@@ -25,6 +26,7 @@ mod signal;
 mod state;
 mod sync;
 mod tls;
+pub mod tracking;
 mod worker;
 
 pub use metrics::MetricsConfig;

@@ -191,6 +191,8 @@ struct Args {
     /// gateway-wide histogram.
     #[arg(long, env = "SWITCHYARD_METRICS_TENANT_LATENCY")]
     metrics_tenant_latency: bool,
+    #[command(flatten)]
+    tracking: switchyard_gateway::tracking::TrackingFlags,
 }
 
 /// `--listen`: an address, or none.
@@ -310,6 +312,7 @@ fn main() -> anyhow::Result<()> {
             active_window: Duration::from_secs(args.metrics_active_window_s),
             tenant_latency: args.metrics_tenant_latency,
         },
+        tracking: args.tracking.config(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -610,7 +610,7 @@ pub struct HotKeys {
 }
 
 /// Whether a big key's size is its request's (a large value written) or its reply's (a large value read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BigKeyDirection {
     Request,

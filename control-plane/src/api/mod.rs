@@ -5,6 +5,7 @@ pub(crate) mod credentials;
 pub(crate) mod gateways;
 pub(crate) mod import;
 pub(crate) mod migrations;
+pub(crate) mod observations;
 pub(crate) mod resources;
 pub(crate) mod routes;
 pub(crate) mod snapshot;
@@ -36,6 +37,7 @@ pub fn operations() -> Vec<Operation> {
         migrations::operations(),
         snapshot::operations(),
         gateways::operations(),
+        observations::operations(),
         audit::operations(),
         system::operations(openapi_document),
     ]

@@ -217,7 +217,9 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         monitor: None,
         sample: Cell::new(gateway.config.tracking.hot_key_sample),
     };
-    session.replies.keep_requests(gateway.config.tracking.keeps_requests);
+    session
+        .replies
+        .keep_requests(gateway.config.tracking.keeps_requests);
     if let (Some((tenant, credential)), Some(Some(place))) = (preset, open_place) {
         session.enter_tenant(tenant, credential, place);
     }
@@ -343,17 +345,16 @@ impl Session {
             loop {
                 let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
                 let now = Instant::now();
-                self.replies
-                    .drain_ready(output.buf(), |answered| {
-                        if let Some(metrics) = metrics {
-                            let elapsed = now.saturating_duration_since(answered.started);
-                            metrics.latency.observe(elapsed, answered.count);
-                            if let Some(replies) = answered.error {
-                                metrics.errors.count(replies);
-                            }
-                            self.track_answered(elapsed, &answered);
+                self.replies.drain_ready(output.buf(), |answered| {
+                    if let Some(metrics) = metrics {
+                        let elapsed = now.saturating_duration_since(answered.started);
+                        metrics.latency.observe(elapsed, answered.count);
+                        if let Some(replies) = answered.error {
+                            metrics.errors.count(replies);
                         }
-                    });
+                        self.track_answered(elapsed, &answered);
+                    }
+                });
                 if !output.is_empty() {
                     output.flush(&stream, now, &self.info)?;
                     if !output.is_empty() {

@@ -46,7 +46,12 @@ pub struct TrackingFlags {
     pub tracking: bool,
     /// Commands whose gateway-side latency reaches this many microseconds enter their tenant's slow log
     /// (Redis' slowlog-log-slower-than: negative turns the slow log off, 0 logs every command).
-    #[arg(long, env = "SWITCHYARD_SLOWLOG_LOG_SLOWER_THAN", default_value_t = 10_000, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "SWITCHYARD_SLOWLOG_LOG_SLOWER_THAN",
+        default_value_t = 10_000,
+        allow_negative_numbers = true
+    )]
     pub slowlog_log_slower_than: i64,
     /// Entries each tenant's slow log keeps (Redis' slowlog-max-len).
     #[arg(long, env = "SWITCHYARD_SLOWLOG_MAX_LEN", default_value_t = 128)]
@@ -58,7 +63,11 @@ pub struct TrackingFlags {
     #[arg(long, env = "SWITCHYARD_HOT_KEY_SAMPLE", default_value_t = 10)]
     pub hot_key_sample: u32,
     /// How often the gateway hands what it noticed to the control plane (and to its admin port's /tracking).
-    #[arg(long, env = "SWITCHYARD_TRACKING_REPORT_INTERVAL_MS", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "SWITCHYARD_TRACKING_REPORT_INTERVAL_MS",
+        default_value_t = 10_000
+    )]
     pub tracking_report_interval_ms: u64,
 }
 
@@ -144,7 +153,8 @@ pub(crate) struct TenantObserved {
 impl Observed {
     pub(crate) fn tenant(&mut self, name: &str) -> &mut TenantObserved {
         if !self.tenants.contains_key(name) {
-            self.tenants.insert(name.to_string(), TenantObserved::default());
+            self.tenants
+                .insert(name.to_string(), TenantObserved::default());
         }
         self.tenants
             .get_mut(name)
@@ -158,7 +168,8 @@ impl TenantObserved {
         self.big.merge(other.big);
         self.slow.extend(other.slow);
         if self.slow.len() > max_slow {
-            self.slow.sort_by_key(|entry| std::cmp::Reverse(entry.duration_us));
+            self.slow
+                .sort_by_key(|entry| std::cmp::Reverse(entry.duration_us));
             self.slow.truncate(max_slow);
         }
     }
@@ -271,7 +282,10 @@ pub(crate) fn requests(
                 *key = key.slice(prefix.len()..);
             }
         }
-        let first = keys.first().and_then(|&i| args.get(i)).map(|key| kept_key(key));
+        let first = keys
+            .first()
+            .and_then(|&i| args.get(i))
+            .map(|key| kept_key(key));
         Some((args, first))
     })
 }

@@ -74,7 +74,10 @@ impl SlowLog {
 
     /// Answers `SLOWLOG GET|LEN|RESET|HELP` (`args` passed the command table's arity check) into `out`.
     pub(crate) fn answer(&self, args: &[Bytes], out: &mut BytesMut) {
-        let sub = args.get(1).map(|s| s.to_ascii_lowercase()).unwrap_or_default();
+        let sub = args
+            .get(1)
+            .map(|s| s.to_ascii_lowercase())
+            .unwrap_or_default();
         match &sub[..] {
             b"get" => {
                 let count = match args.get(2) {
@@ -213,7 +216,11 @@ mod tests {
         assert_eq!(log.len(), 0);
         out.clear();
         log.answer(
-            &[Bytes::from("slowlog"), Bytes::from("get"), Bytes::from("-2")],
+            &[
+                Bytes::from("slowlog"),
+                Bytes::from("get"),
+                Bytes::from("-2"),
+            ],
             &mut out,
         );
         assert_eq!(

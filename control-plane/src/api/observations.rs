@@ -49,7 +49,10 @@ pub(crate) fn operations() -> Vec<Operation> {
             get(hot_keys),
         )
         .reply::<HotKeys>(200)
-        .query_integer("limit", "At most this many keys (default 20, at most 1000).")
+        .query_integer(
+            "limit",
+            "At most this many keys (default 20, at most 1000).",
+        )
         .errors(&[400, 404]),
         Operation::new(
             "getBigKeys",
@@ -60,7 +63,10 @@ pub(crate) fn operations() -> Vec<Operation> {
             get(big_keys),
         )
         .reply::<BigKeys>(200)
-        .query_integer("limit", "At most this many keys (default 20, at most 1000).")
+        .query_integer(
+            "limit",
+            "At most this many keys (default 20, at most 1000).",
+        )
         .errors(&[400, 404]),
         Operation::new(
             "getSlowLog",
@@ -71,7 +77,10 @@ pub(crate) fn operations() -> Vec<Operation> {
             get(slowlog),
         )
         .reply::<SlowLog>(200)
-        .query_integer("limit", "At most this many entries (default 20, at most 1000).")
+        .query_integer(
+            "limit",
+            "At most this many entries (default 20, at most 1000).",
+        )
         .errors(&[400, 404]),
     ]
 }
@@ -171,9 +180,7 @@ async fn slowlog(
     let limit = query.limit()?;
     let row = lookup::tenant(&state.pool, &tenant).await?;
     let mut entries = db::observations::slowlog(&state.pool, row.id, RETENTION).await?;
-    entries.sort_by(|a, b| {
-        (b.timestamp, &b.gateway, b.id).cmp(&(a.timestamp, &a.gateway, a.id))
-    });
+    entries.sort_by(|a, b| (b.timestamp, &b.gateway, b.id).cmp(&(a.timestamp, &a.gateway, a.id)));
     entries.truncate(limit);
     Ok(Json(SlowLog {
         entries,

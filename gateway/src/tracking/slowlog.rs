@@ -137,7 +137,7 @@ fn help(out: &mut BytesMut) {
         "RESET",
         "    Reset the slowlog.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     resp::array_header(out, LINES.len());
     for line in LINES {

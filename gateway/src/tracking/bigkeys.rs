@@ -56,7 +56,7 @@ impl BigKeys {
     /// Largest first.
     pub(crate) fn largest(&self) -> Vec<BigKey> {
         let mut keys = self.keys.clone();
-        keys.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        keys.sort_by_key(|k| std::cmp::Reverse(k.bytes));
         keys
     }
 }

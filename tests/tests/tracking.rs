@@ -331,3 +331,41 @@ async fn a_slow_script_is_in_its_tenants_slowlog_only() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].0, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_read_on_the_direct_path_shows_the_key_as_the_tenant_sent_it() {
+    let redis = RedisServer::start();
+    let stack = start_stack("direct");
+    let cp = &stack.cp;
+    let route = json!({"type": "single", "target": redis.url()});
+    let secret = cp
+        .create_tenant_with(json!({"name": "ns", "namespace": "ns:"}), route)
+        .await;
+    let _ = connect(&stack.gateway, "ns", &secret).await; // the gateway serves the tenant
+    let mut client = RawClient::connect(stack.gateway.port());
+    client.roundtrip(format!("AUTH ns {secret}\r\n").as_bytes(), b"+OK\r\n");
+    // A GET forwarded untouched (the direct path, keys written under ns:) that its backend answers late.
+    redis.freeze();
+    client.send_command(&[b"GET", b"user:1"]);
+    std::thread::sleep(Duration::from_millis(50));
+    redis.thaw();
+    assert_eq!(client.read_reply(), b"$-1\r\n");
+    let reply = client.request(&[b"SLOWLOG", b"GET"]);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.starts_with("*1\r\n*6\r\n:0\r\n"), "{text}");
+    assert!(
+        text.contains("*2\r\n$3\r\nGET\r\n$6\r\nuser:1\r\n"),
+        "{text}"
+    );
+    let slowlog = poll(
+        cp,
+        "/v1/tenants/ns/slowlog",
+        Duration::from_secs(5),
+        |answer| answer["entries"].as_array().is_some_and(|e| !e.is_empty()),
+    )
+    .await;
+    let entry = &slowlog["entries"][0];
+    assert_eq!(entry["args"], json!(["GET", "user:1"]), "{slowlog}");
+    assert_eq!(entry["key"], "user:1", "{slowlog}");
+    assert!(entry["duration_us"].as_u64() >= Some(40_000), "{entry}");
+}

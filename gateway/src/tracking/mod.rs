@@ -289,3 +289,20 @@ pub(crate) fn requests(
         Some((args, first))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_shown_unambiguously_and_requests_as_the_tenant_sent_them() {
+        assert_eq!(printable(b"user:1"), "user:1");
+        assert_eq!(printable(b"a\\b\xff"), "a\\x5cb\\xff");
+        let raw =
+            b"*2\r\n$3\r\nGET\r\n$7\r\nns:user\r\n*3\r\n$3\r\nSET\r\n$4\r\nns:k\r\n$1\r\nv\r\n";
+        let found: Vec<_> = requests(raw, Some(b"ns:")).collect();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].0, ["GET", "user"].map(Bytes::from));
+        assert_eq!(found[1].1, Some(Bytes::from("k")));
+    }
+}

@@ -118,8 +118,8 @@ pub(crate) struct Session {
     input_shown: bool,
     /// Set in MONITOR mode.
     monitor: Option<monitor::Monitoring>,
-    /// Requests to go before the next hot-key sample (see `tracking`).
-    sample: Cell<u32>,
+    /// The hot-key sample's countdown and the thresholds (see `tracking`).
+    tracking: tracking::SessionTracking,
 }
 
 /// Serves a client connection accepted on the plain listener, or on the TLS one (`tls`).
@@ -215,7 +215,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         replying: Replying::On,
         input_shown: false,
         monitor: None,
-        sample: Cell::new(gateway.config.tracking.hot_key_sample),
+        tracking: tracking::SessionTracking::new(gateway.config.tracking),
     };
     session
         .replies

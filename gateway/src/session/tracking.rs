@@ -2,6 +2,7 @@
 //! size and of a reply's latency, and what is noted when one trips. Everything past the checks is out of line:
 //! the common request pays a decrement, a compare of its frame's length, and two compares per reply slot.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -10,33 +11,49 @@ use super::Session;
 use crate::cmd::{self, CommandSpec};
 use crate::reply::Answered;
 use crate::resp::{self, Frame, Request, RequestDecoder};
-use crate::tracking::{self, BigKey, Direction, SlowEntry, lock, slowlog_args};
+use crate::tracking::{self, BigKey, Direction, SlowEntry, TrackingConfig, lock, slowlog_args};
 
-impl Session {
-    /// Counts the request down towards the next hot-key sample; true for the one sampled.
+/// A session's copy of the thresholds (one load each on the path, not a walk to the gateway's), and its
+/// countdown to the next hot-key sample.
+pub(super) struct SessionTracking {
+    config: TrackingConfig,
+    sample: Cell<u32>,
+}
+
+impl SessionTracking {
+    pub(super) fn new(config: TrackingConfig) -> SessionTracking {
+        SessionTracking {
+            config,
+            sample: Cell::new(config.hot_key_sample),
+        }
+    }
+
+    /// Counts a request down towards the next hot-key sample; true for the one sampled.
     #[inline]
-    pub(super) fn sampled(&self) -> bool {
+    fn sampled(&self) -> bool {
         let left = self.sample.get();
         if left > 1 {
             self.sample.set(left - 1);
             return false;
         }
-        let every = self.worker.gateway.tracking.config.hot_key_sample;
+        let every = self.config.hot_key_sample;
         self.sample.set(every);
         every != u32::MAX
     }
+}
 
+impl Session {
     /// The direct path's checks of a request about to join a run, as the client sent it (only a command with
     /// its key first is sampled: the frame then says where the key is without a look at the key specs).
     #[inline]
     pub(super) fn track_direct(&self, spec: &CommandSpec, decoder: &RequestDecoder, frame: &Frame) {
-        if self.sampled()
+        if self.tracking.sampled()
             && spec.key_is_first_argument()
             && let Some(key) = decoder.arg(frame, 1)
         {
             self.note_hot(key);
         }
-        if frame.0.len() >= self.worker.gateway.tracking.config.big_key_bytes {
+        if frame.0.len() >= self.tracking.config.big_key_bytes {
             self.note_big(&frame.0, frame.0.len(), Direction::Request, false);
         }
     }
@@ -45,7 +62,7 @@ impl Session {
     /// it has one); its slot keeps the request, to be told from if its reply is slow or big.
     pub(super) fn track_dispatched(&mut self, spec: &CommandSpec, request: &Request) {
         self.replies.tag(Some(request.raw()));
-        if self.sampled() && spec.key_indices(request.args(), &mut self.keys).is_ok() {
+        if self.tracking.sampled() && spec.key_indices(request.args(), &mut self.keys).is_ok() {
             let prefix = self.prefix();
             if let Some(key) = self.keys.first().and_then(|&i| request.args().get(i)) {
                 let key = match prefix {
@@ -56,7 +73,7 @@ impl Session {
             }
         }
         let raw = request.raw();
-        if raw.len() >= self.worker.gateway.tracking.config.big_key_bytes {
+        if raw.len() >= self.tracking.config.big_key_bytes {
             self.note_big(raw, raw.len(), Direction::Request, true);
         }
     }
@@ -64,7 +81,7 @@ impl Session {
     /// Checks a reply the session is about to write: slow, or big?
     #[inline]
     pub(super) fn track_answered(&self, elapsed: Duration, answered: &Answered<'_>) {
-        let config = &self.worker.gateway.tracking.config;
+        let config = &self.tracking.config;
         if elapsed >= config.slower_than || answered.reply.len() >= config.big_key_bytes {
             self.noticed(elapsed, answered);
         }
@@ -116,7 +133,7 @@ impl Session {
         let (Some(view), Some(raw)) = (&self.tenant, &answered.request) else {
             return; // a reply the gateway made itself, or a command on a dedicated connection
         };
-        let config = &self.worker.gateway.tracking.config;
+        let config = &self.tracking.config;
         let prefix = self.prefix();
         if elapsed >= config.slower_than
             && let Some((args, key)) = tracking::requests(raw, prefix.as_deref()).next()

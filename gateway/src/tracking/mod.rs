@@ -9,6 +9,7 @@
 //! `SLOWLOG` shows one log per server.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,6 +24,7 @@ mod slowlog;
 mod summary;
 
 pub(crate) use bigkeys::{BigKey, BigKeys, Direction};
+use hotkeys::FastHasher;
 pub(crate) use hotkeys::HotKeys;
 pub(crate) use slowlog::{SlowEntry, SlowLog, slowlog_args};
 
@@ -60,7 +62,7 @@ pub struct TrackingFlags {
     #[arg(long, env = "SWITCHYARD_BIG_KEY_BYTES", default_value_t = 1_000_000)]
     pub big_key_bytes: usize,
     /// One request in this many, per client connection, has its key counted for the hot keys (0: none).
-    #[arg(long, env = "SWITCHYARD_HOT_KEY_SAMPLE", default_value_t = 10)]
+    #[arg(long, env = "SWITCHYARD_HOT_KEY_SAMPLE", default_value_t = 100)]
     pub hot_key_sample: u32,
     /// How often the gateway hands what it noticed to the control plane (and to its admin port's /tracking).
     #[arg(
@@ -128,7 +130,7 @@ impl Default for TrackingConfig {
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
             big_key_bytes: 1_000_000,
-            hot_key_sample: 10,
+            hot_key_sample: 100,
             tracking_report_interval_ms: 10_000,
         }
         .config()
@@ -138,7 +140,7 @@ impl Default for TrackingConfig {
 /// What one worker noticed since the last report, by tenant name.
 #[derive(Default)]
 pub(crate) struct Observed {
-    tenants: HashMap<String, TenantObserved>,
+    tenants: HashMap<String, TenantObserved, BuildHasherDefault<FastHasher>>,
 }
 
 /// What was noticed of one tenant's requests.

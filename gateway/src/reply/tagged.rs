@@ -56,8 +56,9 @@ impl ReplyQueue {
         self.inner.borrow_mut().tags.keep = keep;
     }
 
-    /// The next slot opened answers `request` (`None`: no request is pending any more).
-    #[inline]
+    /// The next slot opened answers `request` (`None`: no request is pending any more). Out of line: it would
+    /// otherwise grow the direct path's loop, which must stay small enough for the decoder to be inlined in it.
+    #[inline(never)]
     pub(crate) fn tag(&self, request: Option<&Bytes>) {
         let mut inner = self.inner.borrow_mut();
         if inner.tags.keep {

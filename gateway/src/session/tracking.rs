@@ -47,7 +47,23 @@ impl Session {
     /// its key first is sampled: the frame then says where the key is without a look at the key specs).
     #[inline]
     pub(super) fn track_direct(&self, spec: &CommandSpec, decoder: &RequestDecoder, frame: &Frame) {
-        if self.tracking.sampled()
+        let sampled = self.tracking.sampled();
+        if sampled || frame.0.len() >= self.tracking.config.big_key_bytes {
+            self.direct_tripped(sampled, spec, decoder, frame);
+        }
+    }
+
+    /// The rest of `track_direct`, out of the direct path's loop.
+    #[cold]
+    #[inline(never)]
+    fn direct_tripped(
+        &self,
+        sampled: bool,
+        spec: &CommandSpec,
+        decoder: &RequestDecoder,
+        frame: &Frame,
+    ) {
+        if sampled
             && spec.key_is_first_argument()
             && let Some(key) = decoder.arg(frame, 1)
         {

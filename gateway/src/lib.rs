@@ -17,7 +17,6 @@ mod monitor;
 mod net;
 mod proxy_protocol;
 mod reply;
-mod report;
 mod resp;
 mod route;
 mod server;
@@ -26,7 +25,6 @@ mod signal;
 mod state;
 mod sync;
 mod tls;
-pub mod tracking;
 mod worker;
 
 pub use metrics::MetricsConfig;

@@ -8,6 +8,10 @@
 
 use std::process::Command;
 
+use serde_json::json;
+
+use crate::{ControlPlane, RedisServer};
+
 /// One fenced code block of a page.
 #[derive(Debug, Clone)]
 pub struct CodeBlock {
@@ -126,4 +130,18 @@ pub fn run_shell_blocks(
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// What the docs' examples start from, as `scripts/quickstart` sets it up: a resource `main` (`redis`) and a
+/// tenant `demo` routed to it.
+pub async fn quickstart_tenant(cp: &ControlPlane, redis: &RedisServer) {
+    cp.expect(
+        "POST",
+        "/v1/resources",
+        Some(json!({"name": "main", "url": redis.url()})),
+        201,
+    )
+    .await;
+    cp.create_tenant("demo", json!({"type": "single", "target": "main"}))
+        .await;
 }

@@ -3,7 +3,9 @@
 //! tokens are the test's own.
 
 use serde_json::json;
-use switchyard_tests::docs::{CodeBlock, code_blocks, example_blocks, run_shell_blocks};
+use switchyard_tests::docs::{
+    CodeBlock, code_blocks, example_blocks, quickstart_tenant, run_shell_blocks,
+};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, RedisServer};
 
 const DOC: &str = include_str!("../../docs/control-plane.md");
@@ -13,15 +15,7 @@ async fn the_endpoint_examples_work_as_written() {
     let cp = ControlPlane::start();
     let main = RedisServer::start();
     let next = RedisServer::start();
-    cp.expect(
-        "POST",
-        "/v1/resources",
-        Some(json!({"name": "main", "url": main.url()})),
-        201,
-    )
-    .await;
-    cp.create_tenant("demo", json!({"type": "single", "target": "main"}))
-        .await;
+    quickstart_tenant(&cp, &main).await;
     cp.issue_secret("demo").await;
 
     // The shell variables of the quickstart section, then every endpoint's examples.

@@ -4,7 +4,7 @@
 //! and the test starts the destination Redis the runbook's first line starts.
 
 use serde_json::json;
-use switchyard_tests::docs::{example_blocks, run_shell_blocks};
+use switchyard_tests::docs::{example_blocks, quickstart_tenant, run_shell_blocks};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, RedisServer, binary};
 
 const DOC: &str = include_str!("../../docs/migration.md");
@@ -22,15 +22,7 @@ async fn the_runbook_moves_a_tenant_as_written() {
             .query(&mut old)
             .expect("SET");
     }
-    cp.expect(
-        "POST",
-        "/v1/resources",
-        Some(json!({"name": "main", "url": main.url()})),
-        201,
-    )
-    .await;
-    cp.create_tenant("demo", json!({"type": "single", "target": "main"}))
-        .await;
+    quickstart_tenant(&cp, &main).await;
 
     let blocks: Vec<_> = example_blocks(DOC, "## Commands", Some("## What clients see"))
         .into_iter()

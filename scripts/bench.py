@@ -149,6 +149,18 @@ SCENARIOS = {
             Comparison("gw-ns", "gateway", {"set": 0.95, "get": 0.95, "mget30": 0.95}, "ns"),
         ],
     ),
+    "tracking": Scenario(
+        "tracking: the gateway with slow log, big-key and hot-key tracking on (its default) against the same"
+        " gateway with --tracking off (issue 25)",
+        ["set", "get", "get_p30"],
+        [
+            ("gateway", "the gateway, single route to one Redis, tracking on"),
+            ("gw-untracked", "the gateway, the same route, --tracking off"),
+        ],
+        [
+            Comparison("gateway", "gw-untracked", {"set": 0.97, "get": 0.97, "get_p30": 0.97}, "trk"),
+        ],
+    ),
     "cluster": Scenario(
         "cluster: the gateway in front of a 3-master Redis Cluster (targets of issue 4)",
         ["set", "get", "mset30", "mget30", "get_p30"],

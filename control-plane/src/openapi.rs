@@ -57,6 +57,10 @@ pub(crate) const TAGS: &[(&str, &str)] = &[
         "gateways",
         "The fleet of gateways and the revision each serves",
     ),
+    (
+        "observations",
+        "Gateways' reports of each tenant's hot keys, big keys and slow commands",
+    ),
     ("audit", "Every change: who, what, before and after"),
     ("service", "Health, metrics and this document"),
 ];

@@ -81,6 +81,15 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
                 ),
             }
         }
+        // The last tracking report: tenants' keys, for the operator only (the admin port is not the tenants').
+        ("GET", "/tracking") => match serde_json::to_string(&gateway.tracking.last()) {
+            Ok(json) => ("200 OK", "application/json", json),
+            Err(_) => (
+                "500 Internal Server Error",
+                "text/plain",
+                "tracking failed\n".to_string(),
+            ),
+        },
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
         _ => (
             "405 Method Not Allowed",

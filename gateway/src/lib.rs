@@ -17,6 +17,7 @@ mod monitor;
 mod net;
 mod proxy_protocol;
 mod reply;
+mod report;
 mod resp;
 mod route;
 mod server;
@@ -25,6 +26,7 @@ mod signal;
 mod state;
 mod sync;
 mod tls;
+pub mod tracking;
 mod worker;
 
 pub use metrics::MetricsConfig;

@@ -195,6 +195,8 @@ struct Args {
     /// How log lines are written: text (colour only on a terminal) or json (one object per line).
     #[arg(long, env = "SWITCHYARD_LOG_FORMAT", default_value = "text")]
     log_format: LogFormat,
+    #[command(flatten)]
+    tracking: switchyard_gateway::tracking::TrackingFlags,
 }
 
 /// `--listen`: an address, or none.
@@ -309,6 +311,7 @@ fn main() -> anyhow::Result<()> {
             active_window: Duration::from_secs(args.metrics_active_window_s),
             tenant_latency: args.metrics_tenant_latency,
         },
+        tracking: args.tracking.config(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -116,6 +116,8 @@ pub(crate) struct TenantCounters {
     pub monitors: crate::monitor::Monitors,
     /// Whether `/metrics` exports the tenant's own series.
     activity: Activity,
+    /// The tenant's slow log (`SLOWLOG`).
+    pub slowlog: crate::tracking::SlowLog,
 }
 
 impl TenantCounters {

@@ -33,17 +33,23 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     };
     let gateway = Arc::new(Gateway::new(config.clone(), listener_tls));
     crate::clients::start_clock().context("cannot start the clock thread")?;
-    match &config.source {
-        RouteSource::File(path) => gateway.load_routes(path)?,
+    let push = match &config.source {
+        RouteSource::File(path) => {
+            gateway.load_routes(path)?;
+            None
+        }
         RouteSource::ControlPlane(control_plane) => {
             let sync = Arc::new(Sync::new(
                 control_plane.clone(),
                 Arc::clone(&gateway.metrics),
             )?);
             sync.bootstrap(&gateway).await;
+            let push = (sync.client(), control_plane.clone());
             tokio::spawn(sync.run(Arc::clone(&gateway)));
+            Some(push)
         }
-    }
+    };
+    tokio::spawn(crate::report::run(Arc::clone(&gateway), push));
     let listener = bind(config.listen).await?;
     let tls_listener = bind(config.tls.as_ref().map(|tls| tls.listen)).await?;
     if let Some(admin) = config.admin_listen {

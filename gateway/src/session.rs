@@ -24,7 +24,7 @@ use crate::resp::{Protocol, Request, RequestDecoder};
 use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
 use auth::{preset_tenant, tenant_place};
-use output::{Output, Socket, poll_socket};
+use output::{Output, Replying, Socket, poll_socket};
 
 mod auth;
 mod client;
@@ -41,6 +41,7 @@ mod pubsub;
 mod stateful;
 #[cfg(test)]
 mod tests;
+mod tracking;
 mod transaction;
 
 /// Requests of one client in flight or with replies not yet written: beyond them the gateway dispatches nothing
@@ -117,16 +118,8 @@ pub(crate) struct Session {
     input_shown: bool,
     /// Set in MONITOR mode.
     monitor: Option<monitor::Monitoring>,
-}
-
-/// Which replies a client wants written (`CLIENT REPLY`): the replies it does not want are still awaited, in order,
-/// and dropped instead of written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Replying {
-    On,
-    Off,
-    /// None to the next command.
-    SkipNext,
+    /// The hot-key sample's countdown and the thresholds (see `tracking`).
+    tracking: tracking::SessionTracking,
 }
 
 /// Serves a client connection accepted on the plain listener, or on the TLS one (`tls`).
@@ -222,7 +215,11 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         replying: Replying::On,
         input_shown: false,
         monitor: None,
+        tracking: tracking::SessionTracking::new(gateway.config.tracking),
     };
+    session
+        .replies
+        .keep_requests(gateway.config.tracking.keeps_requests);
     if let (Some((tenant, credential)), Some(Some(place))) = (preset, open_place) {
         session.enter_tenant(tenant, credential, place);
     }
@@ -348,16 +345,16 @@ impl Session {
             loop {
                 let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
                 let now = Instant::now();
-                self.replies
-                    .drain_ready(output.buf(), |started, count, error| {
-                        if let Some(metrics) = metrics {
-                            let elapsed = now.saturating_duration_since(started);
-                            metrics.latency.observe(elapsed, count);
-                            if let Some(replies) = error {
-                                metrics.errors.count(replies);
-                            }
+                self.replies.drain_ready(output.buf(), |answered| {
+                    if let Some(metrics) = metrics {
+                        let elapsed = now.saturating_duration_since(answered.started);
+                        metrics.latency.observe(elapsed, answered.count);
+                        if let Some(replies) = answered.error {
+                            metrics.errors.count(replies);
                         }
-                    });
+                        self.track_answered(elapsed, &answered);
+                    }
+                });
                 if !output.is_empty() {
                     output.flush(&stream, now, &self.info)?;
                     if !output.is_empty() {
@@ -560,6 +557,7 @@ impl Session {
         if self.stateful.subscription.is_some() && self.publish_in_order(spec, &request, started) {
             return;
         }
+        self.track_dispatched(spec, &request);
         let Some(view) = &self.tenant else { return };
         let mut dispatch = Dispatch {
             plan: &view.tenant.route,
@@ -592,6 +590,7 @@ impl Session {
             }
             _ => dispatch.forward(spec, &request, started),
         };
+        self.replies.tag(None); // a request that opened no slot leaves none to the next
         if let Err(text) = sent {
             self.reject(spec, started, &text);
         }

@@ -19,6 +19,7 @@ use crate::metrics::{Metrics, MetricsConfig};
 use crate::resp::Limits;
 use crate::route::{Catalog, Refused, Snapshot};
 use crate::tls::{ListenerFiles, ListenerTls};
+use crate::tracking::{Tracking, TrackingConfig};
 
 /// Everything `run` needs; the binary fills it from flags and environment.
 #[derive(Debug, Clone)]
@@ -52,6 +53,8 @@ pub struct Config {
     pub limits: Limits,
     pub clients: ClientLimits,
     pub metrics: MetricsConfig,
+    /// Slow log, big keys and hot keys (see `tracking`).
+    pub tracking: TrackingConfig,
 }
 
 /// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it
@@ -154,6 +157,8 @@ pub(crate) struct Gateway {
     changes: watch::Sender<u64>,
     /// The TLS listener's configuration, when there is one.
     pub listener_tls: Option<ListenerTls>,
+    /// What the data path noticed, per worker, until the next report.
+    pub tracking: Tracking,
 }
 
 impl Gateway {
@@ -174,6 +179,7 @@ impl Gateway {
             started: Instant::now(),
             ready: AtomicBool::new(false),
             changes: watch::channel(0).0,
+            tracking: Tracking::new(config.tracking),
             config,
         }
     }
@@ -339,6 +345,7 @@ pub(crate) fn test_config() -> Config {
             active_window: Duration::from_secs(600),
             tenant_latency: false,
         },
+        tracking: TrackingConfig::default(),
     }
 }
 

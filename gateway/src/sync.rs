@@ -78,6 +78,11 @@ impl Sync {
         })
     }
 
+    /// The HTTP client the gateway talks to the control plane with (its CA, its timeouts).
+    pub(crate) fn client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
+
     /// The first snapshot: from the control plane if it answers quickly, else from the cache file. Without
     /// either the gateway starts not ready and keeps trying in [`Sync::run`].
     pub(crate) async fn bootstrap(&self, gateway: &Gateway) {

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
@@ -14,6 +14,7 @@ use crate::reply::DetachedWrites;
 use crate::route::Tenant;
 use crate::signal::LocalBroadcast;
 use crate::state::Gateway;
+use crate::tracking::Observed;
 
 /// The upstreams a worker holds open while no client uses them (see `Worker::upstream`).
 #[derive(Default)]
@@ -37,6 +38,8 @@ pub(crate) struct Worker {
     pinned: RefCell<Pinned>,
     /// Background double-write tracking, per tenant and secondary resource.
     detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
+    /// Hot and big keys and slow commands noticed here since the last report (see `tracking`).
+    pub observed: Arc<Mutex<Observed>>,
     pub shutdown: watch::Receiver<bool>,
     /// Tells every session of this worker that the snapshot changed or the gateway is shutting down.
     pub control: LocalBroadcast,
@@ -52,6 +55,7 @@ impl Worker {
         Worker {
             pinned: RefCell::new(Pinned::default()),
             detached: RefCell::new(HashMap::new()),
+            observed: gateway.tracking.worker(),
             spares: Rc::new(Spares::new(
                 gateway.config.dedicated_spares,
                 gateway.config.connect_timeout,

@@ -15,6 +15,9 @@ pub use explain::{
 
 use crate::{ClientCertificate, CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
+mod tracking;
+pub use tracking::*;
+
 /// Every error: a stable machine-readable `error` code, a sentence for people, and per-field details.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {

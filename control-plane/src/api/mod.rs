@@ -5,6 +5,7 @@ pub(crate) mod credentials;
 pub(crate) mod gateways;
 pub(crate) mod import;
 pub(crate) mod migrations;
+pub(crate) mod observations;
 pub(crate) mod resources;
 pub(crate) mod routes;
 pub(crate) mod snapshot;
@@ -37,6 +38,7 @@ pub fn operations() -> Vec<Operation> {
         ("migrations", migrations::operations()),
         ("snapshot", snapshot::operations()),
         ("gateways", gateways::operations()),
+        ("observations", observations::operations()),
         ("audit", audit::operations()),
         ("service", system::operations(openapi_document)),
     ]

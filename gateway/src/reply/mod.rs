@@ -30,11 +30,14 @@ mod detached;
 mod gather;
 mod owed;
 mod run_as;
+mod tagged;
 
 pub(crate) use detached::DetachedWrites;
 use gather::Gather;
 use owed::{DetachedAddress, Owed, PartAddress, SlotAddress};
 pub(crate) use run_as::{NamespaceUser, RunAs, ScriptUser};
+pub(crate) use tagged::Answered;
+use tagged::Tags;
 
 /// Rewrites a backend's reply before the client sees it (for the few commands the gateway answers partly
 /// itself, such as INFO). Boxed, but only those commands pay for it.
@@ -83,6 +86,8 @@ struct Slots {
     /// meanwhile are answered but not written (`silent`, in order), and messages are dropped.
     muted: bool,
     silent: VecDeque<u64>,
+    /// The requests of the slots that keep theirs (see `tagged`).
+    tags: Tags,
 }
 
 enum Slot {
@@ -266,6 +271,7 @@ impl ReplyQueue {
             if inner.muted {
                 inner.silent.push_back(seq);
             }
+            inner.tags.opened(seq);
         }
         seq
     }
@@ -333,6 +339,7 @@ impl ReplyQueue {
         inner.slots.clear();
         inner.messages.clear();
         inner.silent.clear();
+        inner.tags = Tags::default();
         inner.requests = 0;
     }
 
@@ -342,13 +349,8 @@ impl ReplyQueue {
     }
 
     /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with
-    /// each one's start time, how many requests it answers and, when it may hold an error reply, the reply (even
-    /// one the client asked not to be written, as Redis counts those errors too).
-    pub(crate) fn drain_ready(
-        &self,
-        out: &mut BytesMut,
-        mut done: impl FnMut(Instant, u32, Option<&[u8]>),
-    ) {
+    /// each one (`Answered`: even one the client asked not to be written, as Redis counts those errors too).
+    pub(crate) fn drain_ready(&self, out: &mut BytesMut, mut done: impl FnMut(Answered<'_>)) {
         let mut inner = self.inner.borrow_mut();
         loop {
             let base = inner.base;
@@ -374,7 +376,14 @@ impl ReplyQueue {
                     out.extend_from_slice(&reply);
                 }
                 inner.requests -= count as usize;
-                done(started, count, error.then_some(&reply[..]));
+                let request = inner.tags.take(base);
+                done(Answered {
+                    started,
+                    count,
+                    error: error.then_some(&reply[..]),
+                    reply: &reply,
+                    request,
+                });
             }
             inner.base += 1;
         }

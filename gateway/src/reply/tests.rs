@@ -6,7 +6,7 @@ use super::*;
 
 fn ready(queue: &ReplyQueue) -> Vec<u8> {
     let mut out = BytesMut::new();
-    queue.drain_ready(&mut out, |_, _, _| {});
+    queue.drain_ready(&mut out, |_| {});
     out.to_vec()
 }
 
@@ -157,8 +157,8 @@ fn replies_with_errors_are_told_apart_when_drained() {
     }
     queue.push_ready(Bytes::from_static(b"-ERR z\r\n"), now);
     let mut errors = Vec::new();
-    queue.drain_ready(&mut BytesMut::new(), |_, _, error| {
-        errors.push(error.map(<[u8]>::to_vec));
+    queue.drain_ready(&mut BytesMut::new(), |answered| {
+        errors.push(answered.error.map(<[u8]>::to_vec));
     });
     let some = |bytes: &[u8]| Some(bytes.to_vec());
     assert_eq!(
@@ -169,5 +169,25 @@ fn replies_with_errors_are_told_apart_when_drained() {
             some(b":1\r\n"),
             some(b"-ERR z\r\n")
         ]
+    );
+}
+
+#[test]
+fn a_tagged_slot_gives_its_request_back_with_its_reply() {
+    let queue = Rc::new(ReplyQueue::default());
+    let now = Instant::now();
+    queue.keep_requests(true);
+    queue.tag(Some(&Bytes::from_static(b"*1\r\n$4\r\nPING\r\n")));
+    let tagged = queue.reserve(now);
+    let untagged = queue.reserve(now);
+    tagged.deliver(Bytes::from_static(b"+PONG\r\n"));
+    untagged.deliver(Bytes::from_static(b"+PONG\r\n"));
+    let mut requests = Vec::new();
+    queue.drain_ready(&mut BytesMut::new(), |answered| {
+        requests.push(answered.request);
+    });
+    assert_eq!(
+        requests,
+        [Some(Bytes::from_static(b"*1\r\n$4\r\nPING\r\n")), None]
     );
 }

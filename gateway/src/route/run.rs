@@ -216,6 +216,7 @@ impl Run {
         };
         let count = std::mem::take(&mut self.count);
         let raw = std::mem::take(&mut self.raw).freeze();
+        self.replies.tag(Some(&raw)); // the run's first request is the first lane's
         match (to, self.lanes.take()) {
             (RunTarget::Node { backend, copies }, _) => {
                 let reply = self.replies.reserve_run(self.started, count);

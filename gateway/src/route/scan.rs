@@ -117,7 +117,7 @@ async fn ask(upstream: &Upstream, raw: &Bytes, node: usize, affinity: usize) -> 
     );
     let mut out = BytesMut::new();
     loop {
-        queue.drain_ready(&mut out, |_, _, _| {});
+        queue.drain_ready(&mut out, |_| {});
         if !out.is_empty() {
             return out.freeze();
         }

@@ -79,7 +79,8 @@ impl Session {
                     self.local_error(started, &text);
                 }
             },
-            "slowlog" | "latency" => {
+            "slowlog" => self.slowlog(args, started),
+            "latency" => {
                 let text = format!(
                     "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \
                      latency is the switchyard_gateway_command_duration_seconds histogram on its admin port",

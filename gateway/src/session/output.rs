@@ -283,3 +283,13 @@ mod tests {
         assert_eq!(output.deadline(soft, None), None);
     }
 }
+
+/// Which replies a client wants written (`CLIENT REPLY`): the replies it does not want are still awaited, in order,
+/// and dropped instead of written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Replying {
+    On,
+    Off,
+    /// None to the next command.
+    SkipNext,
+}

@@ -401,7 +401,7 @@ mod tests {
                 assert!(task.await.unwrap_err().is_panic());
                 assert_eq!(connection.status(), Status::Down);
                 let mut answered = BytesMut::new();
-                queue.drain_ready(&mut answered, |_, _, _| {});
+                queue.drain_ready(&mut answered, |_| {});
                 assert_eq!(
                     answered,
                     format!("-ERR backend {addr} unavailable: internal error\r\n").as_bytes()

@@ -1,0 +1,194 @@
+//! What gateways notice of tenants' requests: their tracking reports (`POST /v1/gateways/observations`), and
+//! each tenant's hot keys, big keys and slow log across every gateway (admin only: keys are tenant data).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::routing::{get, post};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use switchyard_schemas::api::{BigKeys, HotKey, HotKeys, ObservationReport, SlowLog};
+
+use crate::api::lookup;
+use crate::auth::Access;
+use crate::db;
+use crate::db::audit::Actor;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, ApiQuery, JsonBody};
+use crate::openapi::Operation;
+use crate::state::AppState;
+
+/// How long reports are kept: the big keys and slow log endpoints show this much.
+const RETENTION: Duration = Duration::from_secs(3600);
+/// The hot keys endpoint sums the counts of this last stretch of reports.
+const HOT_WINDOW: Duration = Duration::from_secs(60);
+/// How many entries a listing gives without `limit`, and at most.
+const DEFAULT_LIMIT: usize = 20;
+const MAX_LIMIT: usize = 1000;
+
+pub(crate) fn operations() -> Vec<Operation> {
+    vec![
+        Operation::new(
+            "reportObservations",
+            Method::POST,
+            "/v1/gateways/observations",
+            "A gateway reports its tenants' hot keys, big keys and slow commands",
+            Access::Gateway,
+            post(report),
+        )
+        .request::<ObservationReport>()
+        .example(serde_json::json!({
+            "gateway": "gw-1",
+            "interval_ms": 10000,
+            "tenants": [{"tenant": "acme", "hot_keys": [{"key": "user:1", "count": 1200}]}]
+        }))
+        .reply_empty(204),
+        Operation::new(
+            "getHotKeys",
+            Method::GET,
+            "/v1/tenants/{tenant}/hot-keys",
+            "The tenant's most accessed keys over the last minute, across gateways",
+            Access::Admin,
+            get(hot_keys),
+        )
+        .reply::<HotKeys>(200)
+        .query_integer(
+            "limit",
+            "At most this many keys (default 20, at most 1000).",
+        )
+        .errors(&[400, 404]),
+        Operation::new(
+            "getBigKeys",
+            Method::GET,
+            "/v1/tenants/{tenant}/big-keys",
+            "The tenant's largest requests and replies over the last hour, across gateways",
+            Access::Admin,
+            get(big_keys),
+        )
+        .reply::<BigKeys>(200)
+        .query_integer(
+            "limit",
+            "At most this many keys (default 20, at most 1000).",
+        )
+        .errors(&[400, 404]),
+        Operation::new(
+            "getSlowLog",
+            Method::GET,
+            "/v1/tenants/{tenant}/slowlog",
+            "The tenant's slow commands over the last hour, across gateways, newest first",
+            Access::Admin,
+            get(slowlog),
+        )
+        .reply::<SlowLog>(200)
+        .query_integer(
+            "limit",
+            "At most this many entries (default 20, at most 1000).",
+        )
+        .errors(&[400, 404]),
+    ]
+}
+
+async fn report(
+    State(state): State<AppState>,
+    Extension(_gateway): Extension<Actor>,
+    JsonBody(report): JsonBody<ObservationReport>,
+) -> ApiResult<StatusCode> {
+    db::observations::record(&state.pool, &report.gateway, &report.tenants, RETENTION).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Listing {
+    limit: Option<usize>,
+}
+
+impl Listing {
+    fn limit(&self) -> ApiResult<usize> {
+        let limit = self.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(ApiError::BadRequest(format!(
+                "limit must be 1 to {MAX_LIMIT}"
+            )));
+        }
+        Ok(limit)
+    }
+}
+
+async fn hot_keys(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+    ApiQuery(query): ApiQuery<Listing>,
+) -> ApiResult<Json<HotKeys>> {
+    let limit = query.limit()?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for report in db::observations::hot_keys(&state.pool, row.id, HOT_WINDOW).await? {
+        for hot in report {
+            *counts.entry(hot.key).or_default() += hot.count;
+        }
+    }
+    let mut keys: Vec<HotKey> = counts
+        .into_iter()
+        .map(|(key, count)| HotKey { key, count })
+        .collect();
+    keys.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    keys.truncate(limit);
+    Ok(Json(HotKeys {
+        keys,
+        window_s: HOT_WINDOW.as_secs(),
+    }))
+}
+
+async fn big_keys(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+    ApiQuery(query): ApiQuery<Listing>,
+) -> ApiResult<Json<BigKeys>> {
+    let limit = query.limit()?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
+    // One entry per key, command, direction and gateway: its largest size and latest time.
+    let mut largest: HashMap<_, switchyard_schemas::api::BigKey> = HashMap::new();
+    for big in db::observations::big_keys(&state.pool, row.id, RETENTION).await? {
+        let id = (
+            big.key.clone(),
+            big.command.clone(),
+            big.direction,
+            big.gateway.clone(),
+        );
+        match largest.get_mut(&id) {
+            Some(known) => {
+                known.bytes = known.bytes.max(big.bytes);
+                known.at_ms = known.at_ms.max(big.at_ms);
+            }
+            None => {
+                largest.insert(id, big);
+            }
+        }
+    }
+    let mut keys: Vec<_> = largest.into_values().collect();
+    keys.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| b.at_ms.cmp(&a.at_ms)));
+    keys.truncate(limit);
+    Ok(Json(BigKeys {
+        keys,
+        window_s: RETENTION.as_secs(),
+    }))
+}
+
+async fn slowlog(
+    State(state): State<AppState>,
+    ApiPath(tenant): ApiPath<String>,
+    ApiQuery(query): ApiQuery<Listing>,
+) -> ApiResult<Json<SlowLog>> {
+    let limit = query.limit()?;
+    let row = lookup::tenant(&state.pool, &tenant).await?;
+    let mut entries = db::observations::slowlog(&state.pool, row.id, RETENTION).await?;
+    entries.sort_by(|a, b| (b.timestamp, &b.gateway, b.id).cmp(&(a.timestamp, &a.gateway, a.id)));
+    entries.truncate(limit);
+    Ok(Json(SlowLog {
+        entries,
+        window_s: RETENTION.as_secs(),
+    }))
+}

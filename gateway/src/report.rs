@@ -1,0 +1,50 @@
+//! Hands what the data path noticed (hot keys, big keys, slow commands: see `tracking`) to the control plane
+//! every report interval, with the gateway's token, apart from heartbeats so that a large report never delays
+//! one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::state::{ControlPlaneConfig, Gateway};
+
+/// How long one push may take before it is given up (the report is then lost: the next one carries on).
+const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) async fn run(
+    gateway: Arc<Gateway>,
+    push: Option<(reqwest::Client, ControlPlaneConfig)>,
+) {
+    let interval = gateway.tracking.config.report_interval;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    let mut since = Instant::now();
+    loop {
+        ticker.tick().await;
+        let now = Instant::now();
+        let covered = now.duration_since(since).as_millis() as u64;
+        since = now;
+        let id = push.as_ref().map_or("", |(_, config)| &config.gateway_id);
+        let report = gateway.tracking.report(id, covered);
+        let Some((client, config)) = &push else {
+            continue;
+        };
+        if report.tenants.is_empty() {
+            continue;
+        }
+        let url = format!(
+            "{}/v1/gateways/observations",
+            config.url.trim_end_matches('/')
+        );
+        let sent = client
+            .post(&url)
+            .bearer_auth(&config.token)
+            .json(&report)
+            .timeout(PUSH_TIMEOUT)
+            .send()
+            .await;
+        if let Err(e) = sent.and_then(reqwest::Response::error_for_status) {
+            tracing::debug!("tracking report failed: {e}");
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! Slow log, big keys and hot keys end to end: real Redis servers, a real control plane on Postgres and a real
+//! gateway reporting to it, real clients.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_tests::{ControlPlane, Gateway, RawClient, RedisServer};
+
+/// Report interval the tests run with: short, so that "within one interval" is quick to check.
+const INTERVAL_MS: u64 = 300;
+
+/// A Lua script that runs for `ms` milliseconds on the server (TIME is allowed in scripts since Redis 7).
+fn busy_script(ms: u64) -> String {
+    format!(
+        "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] \
+         repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s >= {} return 1",
+        ms * 1000
+    )
+}
+
+struct Stack {
+    cp: ControlPlane,
+    gateway: Gateway,
+    cache: std::path::PathBuf,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.cache);
+    }
+}
+
+fn start_stack(tag: &str) -> Stack {
+    let cp = ControlPlane::start();
+    let cache = std::env::temp_dir().join(format!(
+        "switchyard-tracking-{tag}-{}.json",
+        std::process::id()
+    ));
+    let gateway = Gateway::builder()
+        .arg("--tracking-report-interval-ms")
+        .arg(INTERVAL_MS.to_string())
+        .start_with_control_plane(&cp, &cache);
+    Stack { cp, gateway, cache }
+}
+
+async fn connect(
+    gateway: &Gateway,
+    tenant: &str,
+    secret: &str,
+) -> redis::aio::MultiplexedConnection {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let url = format!("redis://{tenant}:{secret}@127.0.0.1:{}", gateway.port());
+        let client = redis::Client::open(url).expect("a client");
+        match client.get_multiplexed_async_connection().await {
+            Ok(mut con) => {
+                let pong: redis::RedisResult<String> =
+                    redis::cmd("PING").query_async(&mut con).await;
+                if pong.is_ok() {
+                    return con;
+                }
+            }
+            Err(e) => assert!(Instant::now() < deadline, "cannot connect: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `path` on the control plane until `check` holds, for at most `within`; returns the last answer.
+async fn poll(
+    cp: &ControlPlane,
+    path: &str,
+    within: Duration,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = cp.expect("GET", path, None, 200).await;
+        if check(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} after {within:?}: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
+    let redis = RedisServer::start();
+    let stack = start_stack("keys");
+    let cp = &stack.cp;
+    let secret = cp
+        .create_tenant("acme", json!({"type": "single", "target": redis.url()}))
+        .await;
+    let mut con = connect(&stack.gateway, "acme", &secret).await;
+
+    // 10,000 GETs of one key among 1,000 others, pipelined (the direct path, in runs).
+    let mut pipe = redis::pipe();
+    for i in 0..11_000 {
+        match i % 11 {
+            0 => pipe.cmd("GET").arg(format!("cold:{}", i / 11)),
+            _ => pipe.cmd("GET").arg("hot"),
+        };
+    }
+    let _: Vec<Option<String>> = pipe.query_async(&mut con).await.expect("the GETs");
+    let sent = Instant::now();
+    let hot = poll(
+        cp,
+        "/v1/tenants/acme/hot-keys",
+        Duration::from_millis(INTERVAL_MS * 2 + 2000),
+        |answer| answer["keys"][0]["key"] == "hot",
+    )
+    .await;
+    // One report interval, and the time the report and the poll take.
+    assert!(
+        sent.elapsed() < Duration::from_millis(INTERVAL_MS + 1500),
+        "{:?}",
+        sent.elapsed()
+    );
+    let keys = hot["keys"].as_array().expect("keys");
+    let top = keys[0]["count"].as_u64().expect("a count");
+    assert!((5_000..=20_000).contains(&top), "{hot}");
+    assert!(
+        keys.len() > 1 && keys[1]["count"].as_u64() < Some(top / 10),
+        "{hot}"
+    );
+
+    // A 1 MB value, written and read: the SET's request and the GET's reply are big.
+    let value = "v".repeat(1 << 20);
+    let () = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query_async(&mut con)
+        .await
+        .expect("SET");
+    let read: String = redis::cmd("GET")
+        .arg("big")
+        .query_async(&mut con)
+        .await
+        .expect("GET");
+    assert_eq!(read.len(), value.len());
+    let big = poll(
+        cp,
+        "/v1/tenants/acme/big-keys",
+        Duration::from_secs(5),
+        |answer| {
+            answer["keys"]
+                .as_array()
+                .is_some_and(|keys| keys.len() == 2)
+        },
+    )
+    .await;
+    for (command, direction) in [("set", "request"), ("get", "reply")] {
+        let found =
+            big["keys"].as_array().into_iter().flatten().find(|k| {
+                k["key"] == "big" && k["command"] == command && k["direction"] == direction
+            });
+        let found = found.unwrap_or_else(|| panic!("no {command} {direction} in {big}"));
+        assert!(found["bytes"].as_u64() > Some(1 << 20), "{found}");
+        assert!(
+            found["gateway"].as_str().is_some_and(|g| !g.is_empty()),
+            "{found}"
+        );
+    }
+    // The gateway's admin port shows its last report.
+    let (status, body) = stack.gateway.admin_get("/tracking");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"tenant\":\"acme\""), "{body}");
+    // Keys are tenant data: the gateway's token does not read them.
+    let status = reqwest::Client::new()
+        .get(format!("{}/v1/tenants/acme/hot-keys", cp.url()))
+        .bearer_auth(cp.gateway_token())
+        .send()
+        .await
+        .expect("a reply")
+        .status()
+        .as_u16();
+    assert_eq!(status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_script_is_in_its_tenants_slowlog_only() {
+    let redis = RedisServer::start();
+    let stack = start_stack("slowlog");
+    let cp = &stack.cp;
+    let route = json!({"type": "single", "target": redis.url()});
+    let secret = cp.create_tenant("acme", route.clone()).await;
+    let other_secret = cp.create_tenant("other", route).await;
+    let mut con = connect(&stack.gateway, "acme", &secret).await;
+    let mut other = connect(&stack.gateway, "other", &other_secret).await;
+
+    let len = |con: &mut redis::aio::MultiplexedConnection| {
+        let mut con = con.clone();
+        async move {
+            let len: i64 = redis::cmd("SLOWLOG")
+                .arg("LEN")
+                .query_async(&mut con)
+                .await
+                .expect("SLOWLOG LEN");
+            len
+        }
+    };
+    let ok: String = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .expect("RESET");
+    assert_eq!(ok, "OK");
+    assert_eq!(len(&mut con).await, 0);
+    let () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("slowpoke")
+        .query_async(&mut con)
+        .await
+        .expect("SETNAME");
+    let script = busy_script(200);
+    let one: i64 = redis::cmd("EVAL")
+        .arg(&script)
+        .arg(0)
+        .query_async(&mut con)
+        .await
+        .expect("EVAL");
+    assert_eq!(one, 1);
+    assert_eq!(len(&mut con).await, 1);
+    let info: String = redis::cmd("CLIENT")
+        .arg("INFO")
+        .query_async(&mut con)
+        .await
+        .expect("INFO");
+    let addr = info
+        .split(' ')
+        .find_map(|field| field.strip_prefix("addr="))
+        .expect("addr=")
+        .to_string();
+
+    // Redis' format: id, timestamp, duration in µs, arguments, client address, client name.
+    let entries: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .query_async(&mut con)
+        .await
+        .expect("SLOWLOG GET");
+    assert_eq!(entries.len(), 1);
+    let (id, timestamp, duration, args, client, name) = &entries[0];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs() as i64;
+    assert_eq!(*id, 0);
+    assert!((now - 5..=now).contains(timestamp), "{timestamp}");
+    assert!((200_000..5_000_000).contains(duration), "{duration}");
+    // Arguments are cut at 128 bytes, as Redis cuts them.
+    let cut = format!("{}... ({} more bytes)", &script[..128], script.len() - 128);
+    assert_eq!(args, &["EVAL".to_string(), cut, "0".to_string()]);
+    assert_eq!(client, &addr);
+    assert_eq!(name, "slowpoke");
+
+    // The same in RESP3: arrays and integers, as Redis writes them.
+    let mut raw = RawClient::connect(stack.gateway.port());
+    let hello = raw.request(&[b"HELLO", b"3", b"AUTH", b"acme", secret.as_bytes()]);
+    assert!(
+        hello.starts_with(b"%7\r\n"),
+        "{}",
+        String::from_utf8_lossy(&hello)
+    );
+    let reply = raw.request(&[b"SLOWLOG", b"GET", b"1"]);
+    assert!(
+        reply.starts_with(b"*1\r\n*6\r\n:0\r\n:"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    assert!(
+        reply.ends_with(b"$8\r\nslowpoke\r\n"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    assert_eq!(
+        raw.request(&[b"SLOWLOG", b"GET", b"-2"]),
+        b"-ERR count should be greater than or equal to -1\r\n"
+    );
+
+    // Another tenant never sees it, on the gateway or through its own slow log.
+    assert_eq!(len(&mut other).await, 0);
+    let none: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(&mut other)
+        .await
+        .expect("SLOWLOG GET -1");
+    assert!(none.is_empty());
+
+    // The control plane has it from the gateway's report, for that tenant only.
+    let slowlog = poll(
+        cp,
+        "/v1/tenants/acme/slowlog",
+        Duration::from_secs(5),
+        |answer| answer["entries"].as_array().is_some_and(|e| !e.is_empty()),
+    )
+    .await;
+    let entry = &slowlog["entries"][0];
+    assert_eq!(entry["args"][0], "EVAL", "{slowlog}");
+    assert_eq!(entry["client_name"], "slowpoke");
+    assert!(entry["duration_us"].as_u64() >= Some(200_000), "{entry}");
+    tokio::time::sleep(Duration::from_millis(INTERVAL_MS * 2)).await;
+    let theirs = cp
+        .expect("GET", "/v1/tenants/other/slowlog", None, 200)
+        .await;
+    assert_eq!(theirs["entries"], json!([]), "{theirs}");
+
+    // RESET empties the tenant's log on the gateway; ids go on (as Redis').
+    let ok: String = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut con)
+        .await
+        .expect("RESET");
+    assert_eq!(ok, "OK");
+    assert_eq!(len(&mut con).await, 0);
+    let _: i64 = redis::cmd("EVAL")
+        .arg(&script)
+        .arg(0)
+        .query_async(&mut con)
+        .await
+        .expect("EVAL");
+    let entries: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .query_async(&mut con)
+        .await
+        .expect("SLOWLOG GET");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].0, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_read_on_the_direct_path_shows_the_key_as_the_tenant_sent_it() {
+    let redis = RedisServer::start();
+    let stack = start_stack("direct");
+    let cp = &stack.cp;
+    let route = json!({"type": "single", "target": redis.url()});
+    let secret = cp
+        .create_tenant_with(json!({"name": "ns", "namespace": "ns:"}), route)
+        .await;
+    let _ = connect(&stack.gateway, "ns", &secret).await; // the gateway serves the tenant
+    let mut client = RawClient::connect(stack.gateway.port());
+    client.roundtrip(format!("AUTH ns {secret}\r\n").as_bytes(), b"+OK\r\n");
+    // A GET forwarded untouched (the direct path, keys written under ns:) that its backend answers late.
+    redis.freeze();
+    client.send_command(&[b"GET", b"user:1"]);
+    std::thread::sleep(Duration::from_millis(50));
+    redis.thaw();
+    assert_eq!(client.read_reply(), b"$-1\r\n");
+    let reply = client.request(&[b"SLOWLOG", b"GET"]);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.starts_with("*1\r\n*6\r\n:0\r\n"), "{text}");
+    assert!(
+        text.contains("*2\r\n$3\r\nGET\r\n$6\r\nuser:1\r\n"),
+        "{text}"
+    );
+    let slowlog = poll(
+        cp,
+        "/v1/tenants/ns/slowlog",
+        Duration::from_secs(5),
+        |answer| answer["entries"].as_array().is_some_and(|e| !e.is_empty()),
+    )
+    .await;
+    let entry = &slowlog["entries"][0];
+    assert_eq!(entry["args"], json!(["GET", "user:1"]), "{slowlog}");
+    assert_eq!(entry["key"], "user:1", "{slowlog}");
+    assert!(entry["duration_us"].as_u64() >= Some(40_000), "{entry}");
+}

@@ -178,7 +178,7 @@ async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
         .expect("a reply")
         .status()
         .as_u16();
-    assert_eq!(status, 401);
+    assert_eq!(status, 403, "a valid token of the wrong kind");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

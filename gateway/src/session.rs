@@ -352,7 +352,7 @@ impl Session {
                         if let Some(replies) = answered.error {
                             metrics.errors.count(replies);
                         }
-                        self.track_answered(elapsed, &answered);
+                        self.track_answered(elapsed, answered);
                     }
                 });
                 if !output.is_empty() {
@@ -557,7 +557,7 @@ impl Session {
         if self.stateful.subscription.is_some() && self.publish_in_order(spec, &request, started) {
             return;
         }
-        self.track_dispatched(spec, &request);
+        self.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`
         let Some(view) = &self.tenant else { return };
         let mut dispatch = Dispatch {
             plan: &view.tenant.route,

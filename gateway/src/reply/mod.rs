@@ -219,13 +219,14 @@ impl ReplyQueue {
                 count: 1,
             },
             1,
+            None,
         );
         self.handle(seq, 0)
     }
 
-    /// Opens one slot for a run of `count` requests sent to one backend connection as one piece: the backend
-    /// delivers their replies together (see `BackendConnection::send_run`).
-    pub(crate) fn reserve_run(self: &Rc<Self>, started: Instant, count: u32) -> ReplyHandle {
+    /// Opens one slot for a run of `count` requests (`raw`) sent to one backend connection as one piece: the
+    /// backend delivers their replies together (see `BackendConnection::send_run`).
+    pub(crate) fn reserve_run(self: &Rc<Self>, started: Instant, raw: &Bytes, count: u32) -> ReplyHandle {
         let seq = self.push(
             Slot::Waiting {
                 started,
@@ -233,18 +234,20 @@ impl ReplyQueue {
                 count,
             },
             count,
+            Some((raw, true)),
         );
         self.handle(seq, 0)
     }
 
-    /// Opens a slot for `count` requests (one, or a pipeline's run over several nodes) answered by `parts`
-    /// backend replies, put together by `combine` once all have arrived.
+    /// Opens a slot for `count` requests (one, or a pipeline's run over several nodes, whose first node's
+    /// requests are `first`) answered by `parts` backend replies, put together by `combine` once all have arrived.
     pub(crate) fn reserve_parts(
         self: &Rc<Self>,
         started: Instant,
         parts: usize,
         count: u32,
         combine: Combine,
+        first: Option<&Bytes>,
     ) -> Vec<ReplyHandle> {
         let seq = self.push(
             Slot::Gathering {
@@ -256,13 +259,15 @@ impl ReplyQueue {
                 count,
             },
             count,
+            first.map(|raw| (raw, false)),
         );
         (0..parts).map(|part| self.handle(seq, part)).collect()
     }
 
-    /// Queues `slot`, which answers `count` requests; returns its sequence number.
+    /// Queues `slot`, which answers `count` requests (a run's `raw`, and whether its replies are in the order of
+    /// `raw`'s requests); returns its sequence number.
     #[inline]
-    fn push(&self, slot: Slot, count: u32) -> u64 {
+    fn push(&self, slot: Slot, count: u32, raw: Option<(&Bytes, bool)>) -> u64 {
         let mut inner = self.inner.borrow_mut();
         let seq = inner.base + inner.slots.len() as u64;
         if !inner.closed {
@@ -271,7 +276,7 @@ impl ReplyQueue {
             if inner.muted {
                 inner.silent.push_back(seq);
             }
-            inner.tags.opened(seq);
+            inner.tags.opened(seq, raw);
         }
         seq
     }
@@ -291,6 +296,7 @@ impl ReplyQueue {
                 error,
             },
             1,
+            None,
         );
     }
 

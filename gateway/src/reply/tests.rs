@@ -98,12 +98,13 @@ fn a_handle_dropped_unanswered_answers_reply_lost_for_each_of_its_requests() {
     let now = Instant::now();
     let before = REPLIES_LOST.load(Ordering::Relaxed);
     let first = queue.reserve(now);
-    drop(queue.reserve_run(now, 2));
+    drop(queue.reserve_run(now, &Bytes::new(), 2));
     let mut parts = queue.reserve_parts(
         now,
         2,
         1,
         Box::new(|parts: Vec<Bytes>| Bytes::from(parts.concat())),
+        None,
     );
     drop(parts.pop());
     assert!(
@@ -149,9 +150,9 @@ fn replies_with_errors_are_told_apart_when_drained() {
     let now = Instant::now();
     queue.reserve(now).deliver(Bytes::from_static(b"+OK\r\n"));
     queue
-        .reserve_run(now, 2)
+        .reserve_run(now, &Bytes::new(), 2)
         .deliver_run(Bytes::from_static(b"+OK\r\n-ERR x\r\n"), true);
-    let parts = queue.reserve_parts(now, 2, 1, Box::new(|parts| parts[0].clone()));
+    let parts = queue.reserve_parts(now, 2, 1, Box::new(|parts| parts[0].clone()), None);
     for (part, reply) in parts.into_iter().zip([&b":1\r\n"[..], b"-ERR y\r\n"]) {
         part.deliver(Bytes::copy_from_slice(reply));
     }

@@ -169,7 +169,7 @@ impl Dispatch<'_> {
                 ack: target.ack,
             };
             let combine = transformed(combiner(vec![group], Merge::Only), self.transform.take());
-            let handles = self.replies.reserve_parts(started, parts, 1, combine);
+            let handles = self.replies.reserve_parts(started, parts, 1, combine, None);
             self.send_write(spec, target, request.raw(), keyspace, handles);
         }
         Ok(())
@@ -362,7 +362,7 @@ impl Dispatch<'_> {
         let combine = transformed(combiner(groups, merge), transform);
         let mut handles = self
             .replies
-            .reserve_parts(started, total, 1, combine)
+            .reserve_parts(started, total, 1, combine, None)
             .into_iter();
         for part in parts {
             let target = &self.route.shards[part.shard];

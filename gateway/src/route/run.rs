@@ -216,12 +216,14 @@ impl Run {
         };
         let count = std::mem::take(&mut self.count);
         let raw = std::mem::take(&mut self.raw).freeze();
-        self.replies.tag(Some(&raw)); // the run's first request is the first lane's
         match (to, self.lanes.take()) {
             (RunTarget::Node { backend, copies }, _) => {
-                let reply = self.replies.reserve_run(self.started, count);
+                let reply = self.replies.reserve_run(self.started, &raw, count);
+                let Some(copies) = copies else {
+                    return backend.send_run(raw, count, reply, self.affinity);
+                };
                 backend.send_run(raw.clone(), count, reply, self.affinity);
-                for copy in copies.iter().flat_map(|copies| copies.iter()) {
+                for copy in copies.iter() {
                     if let Some(handle) = copy.writes.admit_run(self.command, count) {
                         copy.node
                             .send_run(raw.clone(), count, handle, self.affinity);
@@ -229,7 +231,7 @@ impl Run {
                 }
             }
             (RunTarget::Cluster { cluster, slot, .. }, None) => {
-                let reply = self.replies.reserve_run(self.started, count);
+                let reply = self.replies.reserve_run(self.started, &raw, count);
                 cluster.send_run(raw, slot, count, reply, self.affinity);
             }
             (RunTarget::Cluster { cluster, slot, .. }, Some(lanes)) => {
@@ -246,10 +248,14 @@ impl Run {
             more,
             order,
         } = lanes;
-        let replies =
-            self.replies
-                .reserve_parts(self.started, 1 + more.len(), count, interleave(order));
         let (raw, slot) = first;
+        let replies = self.replies.reserve_parts(
+            self.started,
+            1 + more.len(),
+            count,
+            interleave(order),
+            Some(&raw),
+        );
         let lanes = std::iter::once((raw, slot, first_count)).chain(
             more.into_iter()
                 .map(|lane| (lane.raw.freeze(), lane.slot, lane.count)),

@@ -79,7 +79,6 @@ impl Session {
                 }
             }
         };
-        self.track_direct(spec, decoder, frame);
         match self.uncounted.get() {
             (name, count) if std::ptr::eq(name, spec.name) => {
                 self.uncounted.set((name, count + 1));

@@ -1,23 +1,28 @@
-//! The session's side of `tracking`: the hot-key sample's countdown, the checks of a request's and a reply's
-//! size and of a reply's latency, and what is noted when one trips. Everything past the checks is out of line:
-//! the common request pays a decrement, a compare of its frame's length, and two compares per reply slot.
+//! The session's side of `tracking`. Nothing is looked at while a request is read and forwarded: the reply slot
+//! keeps the request (a run's, shared, not copied: see `reply::Tag`), and once its reply is in, one check per
+//! slot tells whether the hot-key sample's countdown runs out in it, or it was slow, or a request or reply in it
+//! is big. Only then are its requests looked into, out of line.
 
 use std::cell::Cell;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use crate::cmd::{self, CommandSpec};
 use crate::reply::Answered;
-use crate::resp::{self, Frame, Request, RequestDecoder};
-use crate::tracking::{self, BigKey, Direction, SlowEntry, TrackingConfig, lock, slowlog_args};
+use crate::resp;
+use crate::tracking::{
+    self, BigKey, Direction, Parsed, SlowEntry, TrackingConfig, lock, slowlog_args,
+};
 
 /// A session's copy of the thresholds (one load each on the path, not a walk to the gateway's), and its
-/// countdown to the next hot-key sample.
+/// countdown to the next request whose key is sampled.
 pub(super) struct SessionTracking {
     config: TrackingConfig,
+    /// Requests answered before the next sampled one, that one included.
     sample: Cell<u32>,
+    /// Which key of a sampled request with several is counted (the next in turn).
+    turn: Cell<usize>,
 }
 
 impl SessionTracking {
@@ -25,188 +30,188 @@ impl SessionTracking {
         SessionTracking {
             config,
             sample: Cell::new(config.hot_key_sample),
+            turn: Cell::new(0),
         }
     }
 
-    /// Counts a request down towards the next hot-key sample; true for the one sampled.
-    #[inline]
-    fn sampled(&self) -> bool {
-        let left = self.sample.get();
-        if left > 1 {
-            self.sample.set(left - 1);
-            return false;
-        }
+    /// Counts `count` requests down: the index in them of the first one sampled, if the countdown runs out
+    /// there (then every `hot_key_sample`-th one after it is sampled too).
+    fn count_down(&self, count: u32) -> Option<u32> {
         let every = self.config.hot_key_sample;
-        self.sample.set(every);
-        every != u32::MAX
+        let left = self.sample.get();
+        if count < left {
+            self.sample.set(left - count);
+            return None;
+        }
+        let after = count - left; // requests after the first sampled one
+        self.sample.set(every - after % every);
+        Some(left - 1)
     }
 }
 
 impl Session {
-    /// The direct path's checks of a request about to join a run, as the client sent it (only a command with
-    /// its key first is sampled: the frame then says where the key is without a look at the key specs).
+    /// Checks a slot whose reply the session is about to write: its key sampled, slow, or big?
     #[inline]
-    pub(super) fn track_direct(&self, spec: &CommandSpec, decoder: &RequestDecoder, frame: &Frame) {
-        let sampled = self.tracking.sampled();
-        if sampled || frame.0.len() >= self.tracking.config.big_key_bytes {
-            self.direct_tripped(sampled, spec, decoder, frame);
-        }
-    }
-
-    /// The rest of `track_direct`, out of the direct path's loop.
-    #[cold]
-    #[inline(never)]
-    fn direct_tripped(
-        &self,
-        sampled: bool,
-        spec: &CommandSpec,
-        decoder: &RequestDecoder,
-        frame: &Frame,
-    ) {
-        if sampled
-            && spec.key_is_first_argument()
-            && let Some(key) = decoder.arg(frame, 1)
-        {
-            self.note_hot(key);
-        }
-        if frame.0.len() >= self.tracking.config.big_key_bytes {
-            self.note_big(&frame.0, frame.0.len(), Direction::Request, false);
-        }
-    }
-
-    /// The dispatch path's checks of a request about to be forwarded (its keys under the tenant's namespace, if
-    /// it has one); its slot keeps the request, to be told from if its reply is slow or big.
-    pub(super) fn track_dispatched(&mut self, spec: &CommandSpec, request: &Request) {
-        self.replies.tag(Some(request.raw()));
-        if self.tracking.sampled() && spec.key_indices(request.args(), &mut self.keys).is_ok() {
-            let prefix = self.prefix();
-            if let Some(key) = self.keys.first().and_then(|&i| request.args().get(i)) {
-                let key = match prefix {
-                    Some(prefix) if key.starts_with(&prefix) => &key[prefix.len()..],
-                    _ => &key[..],
-                };
-                self.note_hot(key);
-            }
-        }
-        let raw = request.raw();
-        if raw.len() >= self.tracking.config.big_key_bytes {
-            self.note_big(raw, raw.len(), Direction::Request, true);
-        }
-    }
-
-    /// Checks a reply the session is about to write: slow, or big?
-    #[inline]
-    pub(super) fn track_answered(&self, elapsed: Duration, answered: &Answered<'_>) {
+    pub(super) fn track_answered(&self, elapsed: Duration, answered: Answered<'_>) {
         let config = &self.tracking.config;
-        if elapsed >= config.slower_than || answered.reply.len() >= config.big_key_bytes {
+        let left = self.tracking.sample.get();
+        let request_len = answered.request.as_ref().map_or(0, |tag| tag.raw.len());
+        if answered.count < left
+            && elapsed < config.slower_than
+            && answered.reply.len().max(request_len) < config.big_key_bytes
+        {
+            self.tracking.sample.set(left - answered.count);
+        } else {
             self.noticed(elapsed, answered);
         }
     }
 
-    /// The tenant's namespace prefix, which reports take off its keys.
-    fn prefix(&self) -> Option<Bytes> {
-        let view = self.tenant.as_ref()?;
-        Some(view.tenant.namespace()?.prefix().clone())
-    }
-
+    /// A slot tripped a check: finds which of its requests did, and notes them.
     #[cold]
     #[inline(never)]
-    fn note_hot(&self, key: &[u8]) {
+    fn noticed(&self, elapsed: Duration, answered: Answered<'_>) {
+        let config = &self.tracking.config;
+        let sampled = self.tracking.count_down(answered.count);
+        let (Some(view), Some(tag)) = (&self.tenant, &answered.request) else {
+            return; // a reply the gateway made itself, or a command on a dedicated connection
+        };
+        let prefix = view
+            .tenant
+            .namespace()
+            .map(|namespace| namespace.prefix().clone())
+            .filter(|_| tag.prefixed);
+        let prefix = prefix.as_deref();
+        if let Some(first) = sampled {
+            let mut frames = resp::each_request(&tag.raw);
+            let mut next = 0;
+            for i in (first..answered.count).step_by(config.hot_key_sample as usize) {
+                let Some(frame) = frames.nth((i - next) as usize) else {
+                    break;
+                };
+                next = i + 1;
+                self.sample(&tag.raw, frame, prefix);
+            }
+        }
+        let slow = elapsed >= config.slower_than;
+        let big = config.big_key_bytes;
+        let big_replies = answered.reply.len() >= big;
+        if !(slow || big_replies || tag.raw.len() >= big) {
+            return;
+        }
+        // Replies are matched to requests only where they are in the requests' order.
+        let mut replies = resp::each_reply(answered.reply).filter(|_| big_replies && tag.aligned);
+        // Past the first request, only a big one is looked into.
+        let requests = match big_replies || tag.raw.len() >= big {
+            true => answered.count as usize,
+            false => 1,
+        };
+        for (i, frame) in resp::each_request(&tag.raw).enumerate().take(requests) {
+            let reply_len = replies.next().map_or(0, <[u8]>::len);
+            let slow = i == 0 && slow;
+            if !(slow || frame.len() >= big || reply_len >= big) {
+                continue;
+            }
+            let parsed = Parsed::new(&tag.raw, frame, prefix);
+            let mut observed = lock(&self.worker.observed);
+            let observed = observed.tenant(&view.tenant.name);
+            let at_ms = tracking::unix_micros() / 1000;
+            for (direction, bytes) in [(Direction::Request, frame.len()), (Direction::Reply, reply_len)] {
+                if bytes >= big {
+                    observed.big.add(BigKey {
+                        key: parsed.key(0),
+                        command: parsed.command,
+                        direction,
+                        bytes,
+                        at_ms,
+                    });
+                }
+            }
+            if slow {
+                let entry = self.slow_entry(elapsed, answered.count, parsed);
+                let logged = view
+                    .tenant
+                    .metrics
+                    .slowlog
+                    .push(entry, config.slowlog_max_len);
+                if observed.slow.len() >= config.slowlog_max_len {
+                    observed.slow.remove(0);
+                }
+                observed.slow.push(logged);
+            }
+        }
+        if big_replies && !tag.aligned {
+            self.note_unaligned_big_replies(answered.reply, big);
+        }
+    }
+
+    /// Counts the key of a sampled request (`frame`, a piece of `raw`) for the hot keys. One key a request: of
+    /// several, the next in turn, counted once for each (an estimate of how often each is touched).
+    fn sample(&self, raw: &Bytes, frame: &[u8], prefix: Option<&[u8]>) {
         let Some(view) = &self.tenant else { return };
+        let mut args = resp::request_args(frame);
+        let argc = args.clone().count();
+        let (name, first) = (args.next().unwrap_or_default(), args.next());
+        let (key, count) = match (self.commands.cached(name, argc), first) {
+            (Some((spec, _)), Some(key)) if spec.key_is_first_argument() => {
+                let key = match prefix {
+                    Some(prefix) => key.strip_prefix(prefix).unwrap_or(key),
+                    None => key,
+                };
+                (Bytes::copy_from_slice(key), 1)
+            }
+            _ => {
+                let parsed = Parsed::new(raw, frame, prefix);
+                let turn = self.tracking.turn.get();
+                self.tracking.turn.set(turn.wrapping_add(1));
+                let n = parsed.keys.len();
+                match parsed.key(turn % n.max(1)) {
+                    Some(key) => (key, n as u64),
+                    None => return,
+                }
+            }
+        };
         lock(&self.worker.observed)
             .tenant(&view.tenant.name)
             .hot
-            .add(key, 1);
+            .add(&key, count);
     }
 
-    /// Notes the requests in `raw` (one, or a run's) as big; `prefixed`: their keys carry the namespace.
-    #[cold]
-    #[inline(never)]
-    fn note_big(&self, raw: &[u8], bytes: usize, direction: Direction, prefixed: bool) {
-        let Some(view) = &self.tenant else { return };
-        let prefix = self.prefix().filter(|_| prefixed);
-        let Some((args, key)) = tracking::requests(raw, prefix.as_deref()).next() else {
-            return;
-        };
-        let big = BigKey {
-            key,
-            command: command_name(&args),
-            direction,
-            bytes,
-            at_ms: tracking::unix_micros() / 1000,
-        };
-        lock(&self.worker.observed)
-            .tenant(&view.tenant.name)
-            .big
-            .add(big);
-    }
-
-    /// A reply was slow or big: tells which request it answers (a run's slot: its first request for the slow
-    /// log, each request whose own reply is big for the big keys).
-    #[cold]
-    #[inline(never)]
-    fn noticed(&self, elapsed: Duration, answered: &Answered<'_>) {
-        let (Some(view), Some(raw)) = (&self.tenant, &answered.request) else {
-            return; // a reply the gateway made itself, or a command on a dedicated connection
-        };
-        let config = &self.tracking.config;
-        let prefix = self.prefix();
-        if elapsed >= config.slower_than
-            && let Some((args, key)) = tracking::requests(raw, prefix.as_deref()).next()
-        {
-            let now = tracking::unix_micros();
-            let entry = SlowEntry {
-                id: 0,
-                timestamp: (now / 1_000_000) as i64,
-                duration_us: elapsed.as_micros().min(u128::from(u64::MAX)) as u64,
-                args: slowlog_args(args),
-                key,
-                client_addr: self.info.addr.to_string(),
-                client_name: self.info.name().unwrap_or_default(),
-                run: answered.count,
-            };
-            let logged = view
-                .tenant
-                .metrics
-                .slowlog
-                .push(entry, config.slowlog_max_len);
-            let mut observed = lock(&self.worker.observed);
-            let slow = &mut observed.tenant(&view.tenant.name).slow;
-            if slow.len() >= config.slowlog_max_len {
-                slow.remove(0);
-            }
-            slow.push(logged);
+    /// The slow log's entry for a slot's first request.
+    fn slow_entry(&self, elapsed: Duration, run: u32, parsed: Parsed) -> SlowEntry {
+        SlowEntry {
+            id: 0,
+            timestamp: (tracking::unix_micros() / 1_000_000) as i64,
+            duration_us: elapsed.as_micros().min(u128::from(u64::MAX)) as u64,
+            key: parsed.key(0),
+            args: slowlog_args(parsed.args),
+            client_addr: self.info.addr.to_string(),
+            client_name: self.info.name().unwrap_or_default(),
+            run,
         }
-        if answered.reply.len() >= config.big_key_bytes {
-            let replies = resp::each_reply(answered.reply);
-            for ((args, key), reply) in tracking::requests(raw, prefix.as_deref()).zip(replies) {
-                if reply.len() >= config.big_key_bytes {
-                    let big = BigKey {
-                        key,
-                        command: command_name(&args),
-                        direction: Direction::Reply,
-                        bytes: reply.len(),
-                        at_ms: tracking::unix_micros() / 1000,
-                    };
-                    lock(&self.worker.observed)
-                        .tenant(&view.tenant.name)
-                        .big
-                        .add(big);
-                }
-            }
+    }
+
+    /// Big replies of a cluster run spread over several masters, whose requests the slot does not keep in
+    /// order: noted without their key and command.
+    fn note_unaligned_big_replies(&self, reply: &[u8], big: usize) {
+        let Some(view) = &self.tenant else { return };
+        let mut observed = lock(&self.worker.observed);
+        let observed = observed.tenant(&view.tenant.name);
+        for reply in resp::each_reply(reply).filter(|reply| reply.len() >= big) {
+            observed.big.add(BigKey {
+                key: None,
+                command: "",
+                direction: Direction::Reply,
+                bytes: reply.len(),
+                at_ms: tracking::unix_micros() / 1000,
+            });
         }
     }
 
     /// `SLOWLOG GET|LEN|RESET|HELP`: the tenant's own slow log on this gateway.
-    pub(super) fn slowlog(&self, args: &[Bytes], started: std::time::Instant) {
+    pub(super) fn slowlog(&self, args: &[Bytes], started: Instant) {
         let Some(view) = &self.tenant else { return };
         let mut out = BytesMut::new();
         view.tenant.metrics.slowlog.answer(args, &mut out);
         self.replies.push_ready(out.freeze(), started);
     }
-}
-
-/// The command table's name of the command `args` run (`""` for one it does not know).
-fn command_name(args: &[Bytes]) -> &'static str {
-    cmd::lookup(args).map_or("", |spec| spec.name)
 }

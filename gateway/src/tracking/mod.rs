@@ -13,10 +13,10 @@ use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use switchyard_schemas::api::ObservationReport;
 
-use crate::resp::{Limits, RequestDecoder};
+use crate::resp;
 
 mod bigkeys;
 mod hotkeys;
@@ -92,7 +92,7 @@ pub struct TrackingConfig {
     /// One request in this many is sampled (`u32::MAX`: practically none).
     pub hot_key_sample: u32,
     pub report_interval: Duration,
-    /// Whether reply slots keep their request, which slow and big replies are told from.
+    /// Whether reply slots keep their requests, which are looked into once their replies are in.
     pub keeps_requests: bool,
 }
 
@@ -118,7 +118,9 @@ impl TrackingFlags {
             big_key_bytes,
             hot_key_sample,
             report_interval: Duration::from_millis(self.tracking_report_interval_ms.max(100)),
-            keeps_requests: slower_than != Duration::MAX || big_key_bytes != usize::MAX,
+            keeps_requests: slower_than != Duration::MAX
+                || big_key_bytes != usize::MAX
+                || hot_key_sample != u32::MAX,
         }
     }
 }
@@ -260,21 +262,24 @@ pub(crate) fn printable(key: &[u8]) -> String {
     }
 }
 
-/// The requests `raw` holds back to back (one request, or a run's), each as its arguments with its keys as the
-/// tenant sent them (`prefix`, its namespace's, taken off), and its first key. Only for requests that tripped
-/// something: it copies them.
-pub(crate) fn requests(
-    raw: &[u8],
-    prefix: Option<&[u8]>,
-) -> impl Iterator<Item = (Vec<Bytes>, Option<Bytes>)> {
-    let mut decoder = RequestDecoder::new(Limits::default());
-    let mut input = BytesMut::from(raw);
-    let mut keys = Vec::new();
-    std::iter::from_fn(move || {
-        let frame = decoder.decode(&mut input).ok()??;
-        let mut args = decoder.request(frame).args().to_vec();
-        keys.clear();
-        if let Ok(spec) = crate::cmd::lookup(&args) {
+/// A request of a slot that tripped something, looked into: its arguments, with its keys as the tenant sent
+/// them (its namespace's prefix taken off), and where its keys are among them.
+pub(crate) struct Parsed {
+    pub args: Vec<Bytes>,
+    pub keys: Vec<usize>,
+    /// The command table's name of its command (`""` for one it does not know).
+    pub command: &'static str,
+}
+
+impl Parsed {
+    /// The request `frame` (a piece of `raw`), whose keys carry `prefix` if one is given.
+    pub(crate) fn new(raw: &Bytes, frame: &[u8], prefix: Option<&[u8]>) -> Parsed {
+        let mut args: Vec<Bytes> = resp::request_args(frame)
+            .map(|arg| raw.slice_ref(arg))
+            .collect();
+        let mut keys = Vec::new();
+        let spec = crate::cmd::lookup(&args).ok();
+        if let Some(spec) = spec {
             let _ = spec.key_indices(&args, &mut keys);
         }
         for &i in &keys {
@@ -284,12 +289,18 @@ pub(crate) fn requests(
                 *key = key.slice(prefix.len()..);
             }
         }
-        let first = keys
-            .first()
-            .and_then(|&i| args.get(i))
-            .map(|key| kept_key(key));
-        Some((args, first))
-    })
+        Parsed {
+            args,
+            keys,
+            command: spec.map_or("", |spec| spec.name),
+        }
+    }
+
+    /// Its `n`-th key, as reports keep it (see `kept_key`).
+    pub(crate) fn key(&self, n: usize) -> Option<Bytes> {
+        let i = *self.keys.get(n)?;
+        self.args.get(i).map(|key| kept_key(key))
+    }
 }
 
 #[cfg(test)]
@@ -300,11 +311,16 @@ mod tests {
     fn keys_are_shown_unambiguously_and_requests_as_the_tenant_sent_them() {
         assert_eq!(printable(b"user:1"), "user:1");
         assert_eq!(printable(b"a\\b\xff"), "a\\x5cb\\xff");
-        let raw =
-            b"*2\r\n$3\r\nGET\r\n$7\r\nns:user\r\n*3\r\n$3\r\nSET\r\n$4\r\nns:k\r\n$1\r\nv\r\n";
-        let found: Vec<_> = requests(raw, Some(b"ns:")).collect();
-        assert_eq!(found.len(), 2);
-        assert_eq!(found[0].0, ["GET", "user"].map(Bytes::from));
-        assert_eq!(found[1].1, Some(Bytes::from("k")));
+        let parse = |frame: &'static [u8], prefix: Option<&[u8]>| {
+            Parsed::new(&Bytes::from_static(frame), frame, prefix)
+        };
+        let get = parse(b"*2\r\n$3\r\nGET\r\n$7\r\nns:user\r\n", Some(b"ns:"));
+        assert_eq!(get.args, ["GET", "user"].map(Bytes::from));
+        assert_eq!((get.key(0), get.command), (Some(Bytes::from("user")), "get"));
+        let mget = parse(b"*3\r\n$4\r\nMGET\r\n$4\r\nns:a\r\n$1\r\nb\r\n", None);
+        assert_eq!((mget.key(0), mget.key(1)), (Some(Bytes::from("ns:a")), Some(Bytes::from("b"))));
+        // A frame cut short yields the arguments before the cut.
+        let cut = parse(b"*2\r\n$3\r\nGET\r\n$7\r\nns:", None);
+        assert_eq!((cut.args.len(), cut.key(0)), (1, None));
     }
 }

@@ -173,14 +173,9 @@ fn asking() -> Bytes {
     Bytes::from_static(b"*1\r\n$6\r\nASKING\r\n")
 }
 
-/// The slot of a request's first argument after its name: the key of the sub-commands a run holds. Read with the
-/// reply scanner (a request is an array of bulk strings), not the request decoder, which stays inlined where
-/// clients' requests are decoded.
+/// The slot of a request's first argument after its name: the key of the sub-commands a run holds.
 fn first_key_slot(request: &[u8]) -> Option<u16> {
-    let elements = request.get(request.iter().position(|&b| b == b'\n')? + 1..)?;
-    let key = resp::each_reply(elements).nth(1)?; // `$len\r\nkey\r\n`
-    let start = key.iter().position(|&b| b == b'\n')? + 1;
-    key.get(start..key.len().checked_sub(2)?).map(slot_of)
+    resp::request_args(request).nth(1).map(slot_of)
 }
 
 #[cfg(test)]

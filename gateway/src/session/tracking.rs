@@ -118,7 +118,7 @@ impl Session {
             for (direction, bytes) in [(Direction::Request, frame.len()), (Direction::Reply, reply_len)] {
                 if bytes >= big {
                     observed.big.add(BigKey {
-                        key: parsed.key(0),
+                        key: parsed.kept_key(),
                         command: parsed.command,
                         direction,
                         bytes,
@@ -151,29 +151,26 @@ impl Session {
         let mut args = resp::request_args(frame);
         let argc = args.clone().count();
         let (name, first) = (args.next().unwrap_or_default(), args.next());
-        let (key, count) = match (self.commands.cached(name, argc), first) {
+        let count = |key: &[u8], count| {
+            lock(&self.worker.observed)
+                .tenant(&view.tenant.name)
+                .hot
+                .add(key, count);
+        };
+        match (self.commands.cached(name, argc), first) {
             (Some((spec, _)), Some(key)) if spec.key_is_first_argument() => {
-                let key = match prefix {
-                    Some(prefix) => key.strip_prefix(prefix).unwrap_or(key),
-                    None => key,
-                };
-                (Bytes::copy_from_slice(key), 1)
+                count(strip(key, prefix), 1);
             }
             _ => {
                 let parsed = Parsed::new(raw, frame, prefix);
                 let turn = self.tracking.turn.get();
                 self.tracking.turn.set(turn.wrapping_add(1));
-                let n = parsed.keys.len();
-                match parsed.key(turn % n.max(1)) {
-                    Some(key) => (key, n as u64),
-                    None => return,
+                let keys = parsed.keys.len();
+                if let Some(key) = parsed.key(turn % keys.max(1)) {
+                    count(key, keys as u64);
                 }
             }
-        };
-        lock(&self.worker.observed)
-            .tenant(&view.tenant.name)
-            .hot
-            .add(&key, count);
+        }
     }
 
     /// The slow log's entry for a slot's first request.
@@ -182,7 +179,7 @@ impl Session {
             id: 0,
             timestamp: (tracking::unix_micros() / 1_000_000) as i64,
             duration_us: elapsed.as_micros().min(u128::from(u64::MAX)) as u64,
-            key: parsed.key(0),
+            key: parsed.kept_key(),
             args: slowlog_args(parsed.args),
             client_addr: self.info.addr.to_string(),
             client_name: self.info.name().unwrap_or_default(),
@@ -214,4 +211,9 @@ impl Session {
         view.tenant.metrics.slowlog.answer(args, &mut out);
         self.replies.push_ready(out.freeze(), started);
     }
+}
+
+/// `key` without the namespace's `prefix`, if it has it.
+fn strip<'a>(key: &'a [u8], prefix: Option<&[u8]>) -> &'a [u8] {
+    prefix.and_then(|prefix| key.strip_prefix(prefix)).unwrap_or(key)
 }

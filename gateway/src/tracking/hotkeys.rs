@@ -10,15 +10,13 @@ use bytes::Bytes;
 /// Counters a summary keeps: well over the keys a report names, so that the reported ones are counted right.
 const CAPACITY: usize = 64;
 
+/// The counters, each in three arrays (its key's fingerprint, its key, its count): a sample scans the
+/// fingerprints, a new key the counts.
 #[derive(Default)]
 pub(crate) struct HotKeys {
-    counters: Vec<Counter>,
-}
-
-struct Counter {
-    fingerprint: u64,
-    key: Vec<u8>,
-    count: u64,
+    fingerprints: Vec<u64>,
+    keys: Vec<Vec<u8>>,
+    counts: Vec<u64>,
 }
 
 impl HotKeys {
@@ -26,39 +24,39 @@ impl HotKeys {
     pub(crate) fn add(&mut self, key: &[u8], count: u64) {
         let key = &key[..key.len().min(super::MAX_KEY_BYTES)];
         let fingerprint = fingerprint(key);
-        if let Some(counter) = self
-            .counters
-            .iter_mut()
-            .find(|c| c.fingerprint == fingerprint && c.key == key)
-        {
-            counter.count += count;
-        } else if self.counters.len() < CAPACITY {
-            self.counters.push(Counter {
-                fingerprint,
-                key: key.to_vec(),
-                count,
-            });
-        } else if let Some(least) = self.counters.iter_mut().min_by_key(|c| c.count) {
+        let known = self
+            .fingerprints
+            .iter()
+            .zip(&self.keys)
+            .position(|(&f, k)| f == fingerprint && k == key);
+        if let Some(counted) = known.and_then(|i| self.counts.get_mut(i)) {
+            *counted += count;
+        } else if self.fingerprints.len() < CAPACITY {
+            self.fingerprints.push(fingerprint);
+            self.keys.push(key.to_vec());
+            self.counts.push(count);
+        } else if let Some((least, _)) = self.counts.iter().enumerate().min_by_key(|(_, c)| **c) {
             // The newcomer takes the smallest counter over, and its count as an upper bound of its own.
-            least.fingerprint = fingerprint;
-            least.key.clear();
-            least.key.extend_from_slice(key);
-            least.count += count;
+            self.fingerprints[least] = fingerprint;
+            self.keys[least].clear();
+            self.keys[least].extend_from_slice(key);
+            self.counts[least] += count;
         }
     }
 
     pub(crate) fn merge(&mut self, other: &HotKeys) {
-        for counter in &other.counters {
-            self.add(&counter.key, counter.count);
+        for (key, &count) in other.keys.iter().zip(&other.counts) {
+            self.add(key, count);
         }
     }
 
     /// The `n` most counted keys, most counted first.
     pub(crate) fn top(&self, n: usize) -> Vec<(Bytes, u64)> {
         let mut top: Vec<_> = self
-            .counters
+            .keys
             .iter()
-            .map(|c| (Bytes::copy_from_slice(&c.key), c.count))
+            .zip(&self.counts)
+            .map(|(key, &count)| (Bytes::copy_from_slice(key), count))
             .collect();
         top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         top.truncate(n);

@@ -44,7 +44,13 @@ pub(crate) const HOT_KEYS_REPORTED: usize = 20;
 #[derive(clap::Args, Debug, Clone)]
 pub struct TrackingFlags {
     /// Slow log, big keys and hot keys: `on` or `off` (`off` leaves SLOWLOG answering with an empty log).
-    #[arg(long = "tracking", env = "SWITCHYARD_TRACKING", default_value = "on", value_parser = on_off)]
+    #[arg(
+        long = "tracking",
+        env = "SWITCHYARD_TRACKING",
+        default_value = "on",
+        value_parser = on_off,
+        action = clap::ArgAction::Set
+    )]
     pub tracking: bool,
     /// Commands whose gateway-side latency reaches this many microseconds enter their tenant's slow log
     /// (Redis' slowlog-log-slower-than: negative turns the slow log off, 0 logs every command).
@@ -62,7 +68,7 @@ pub struct TrackingFlags {
     #[arg(long, env = "SWITCHYARD_BIG_KEY_BYTES", default_value_t = 1_000_000)]
     pub big_key_bytes: usize,
     /// One request in this many, per client connection, has its key counted for the hot keys (0: none).
-    #[arg(long, env = "SWITCHYARD_HOT_KEY_SAMPLE", default_value_t = 100)]
+    #[arg(long, env = "SWITCHYARD_HOT_KEY_SAMPLE", default_value_t = 1000)]
     pub hot_key_sample: u32,
     /// How often the gateway hands what it noticed to the control plane (and to its admin port's /tracking).
     #[arg(
@@ -126,16 +132,17 @@ impl TrackingFlags {
 }
 
 impl Default for TrackingConfig {
+    /// The command line's defaults.
     fn default() -> TrackingConfig {
-        TrackingFlags {
-            tracking: true,
-            slowlog_log_slower_than: 10_000,
-            slowlog_max_len: 128,
-            big_key_bytes: 1_000_000,
-            hot_key_sample: 100,
-            tracking_report_interval_ms: 10_000,
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            flags: TrackingFlags,
         }
-        .config()
+        match <Defaults as clap::Parser>::try_parse_from(["switchyard-gateway"]) {
+            Ok(defaults) => defaults.flags.config(),
+            Err(e) => unreachable!("the tracking flags' defaults parse: {e}"),
+        }
     }
 }
 
@@ -296,16 +303,48 @@ impl Parsed {
         }
     }
 
-    /// Its `n`-th key, as reports keep it (see `kept_key`).
-    pub(crate) fn key(&self, n: usize) -> Option<Bytes> {
-        let i = *self.keys.get(n)?;
-        self.args.get(i).map(|key| kept_key(key))
+    /// Its `n`-th key.
+    pub(crate) fn key(&self, n: usize) -> Option<&Bytes> {
+        self.args.get(*self.keys.get(n)?)
+    }
+
+    /// Its first key, as reports keep it (see `kept_key`).
+    pub(crate) fn kept_key(&self) -> Option<Bytes> {
+        self.key(0).map(|key| kept_key(key))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracking_can_be_turned_off_and_its_parts_one_by_one() {
+        #[derive(clap::Parser)]
+        struct Args {
+            #[command(flatten)]
+            flags: TrackingFlags,
+        }
+        let config = |args: &[&str]| {
+            let args = std::iter::once("gateway").chain(args.iter().copied());
+            <Args as clap::Parser>::try_parse_from(args).map(|args| args.flags.config())
+        };
+        let on = TrackingConfig::default();
+        assert_eq!(
+            (on.slower_than, on.big_key_bytes, on.hot_key_sample, on.keeps_requests),
+            (Duration::from_millis(10), 1_000_000, 1000, true)
+        );
+        let off = config(&["--tracking", "off"]).expect("--tracking off");
+        assert_eq!(
+            (off.slower_than, off.big_key_bytes, off.hot_key_sample, off.keeps_requests),
+            (Duration::MAX, usize::MAX, u32::MAX, false)
+        );
+        let parts = ["--slowlog-log-slower-than", "-1", "--big-key-bytes", "0", "--hot-key-sample", "0"];
+        assert!(!config(&parts).expect("each part off").keeps_requests);
+        let sampling = ["--slowlog-log-slower-than", "-1", "--big-key-bytes", "0", "--hot-key-sample", "1"];
+        assert!(config(&sampling).expect("sampling only").keeps_requests);
+        assert!(config(&["--tracking", "yes"]).is_err());
+    }
 
     #[test]
     fn keys_are_shown_unambiguously_and_requests_as_the_tenant_sent_them() {
@@ -316,9 +355,9 @@ mod tests {
         };
         let get = parse(b"*2\r\n$3\r\nGET\r\n$7\r\nns:user\r\n", Some(b"ns:"));
         assert_eq!(get.args, ["GET", "user"].map(Bytes::from));
-        assert_eq!((get.key(0), get.command), (Some(Bytes::from("user")), "get"));
+        assert_eq!((get.kept_key(), get.command), (Some(Bytes::from("user")), "get"));
         let mget = parse(b"*3\r\n$4\r\nMGET\r\n$4\r\nns:a\r\n$1\r\nb\r\n", None);
-        assert_eq!((mget.key(0), mget.key(1)), (Some(Bytes::from("ns:a")), Some(Bytes::from("b"))));
+        assert_eq!((&mget.args[1], mget.key(1)), (&Bytes::from("ns:a"), Some(&Bytes::from("b"))));
         // A frame cut short yields the arguments before the cut.
         let cut = parse(b"*2\r\n$3\r\nGET\r\n$7\r\nns:", None);
         assert_eq!((cut.args.len(), cut.key(0)), (1, None));

@@ -36,9 +36,13 @@ fn start_stack(tag: &str) -> Stack {
         "switchyard-tracking-{tag}-{}.json",
         std::process::id()
     ));
+    // One request in 100 sampled (the default is 1 in 1000): the counts the tests check are then estimated
+    // from some 100 samples, not 10.
     let gateway = Gateway::builder()
         .arg("--tracking-report-interval-ms")
         .arg(INTERVAL_MS.to_string())
+        .arg("--hot-key-sample")
+        .arg("100")
         .start_with_control_plane(&cp, &cache);
     Stack { cp, gateway, cache }
 }
@@ -127,6 +131,34 @@ async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
         keys.len() > 1 && keys[1]["count"].as_u64() < Some(top / 10),
         "{hot}"
     );
+
+    // A key read only as the second of three in MGETs: each sampled MGET counts one of its keys in turn, three
+    // times, so 3,000 MGETs show it touched some 3,000 times.
+    let mut pipe = redis::pipe();
+    for i in 0..3_000 {
+        pipe.cmd("MGET")
+            .arg(format!("left:{i}"))
+            .arg("warm")
+            .arg(format!("right:{i}"));
+    }
+    let _: Vec<Vec<Option<String>>> = pipe.query_async(&mut con).await.expect("the MGETs");
+    let count_of = |answer: &Value, key: &str| {
+        answer["keys"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|k| k["key"] == key)
+            .and_then(|k| k["count"].as_u64())
+    };
+    let warm = poll(
+        cp,
+        "/v1/tenants/acme/hot-keys",
+        Duration::from_millis(INTERVAL_MS * 2 + 2000),
+        |answer| count_of(answer, "warm").is_some(),
+    )
+    .await;
+    let count = count_of(&warm, "warm").unwrap_or_default();
+    assert!((2_000..=4_000).contains(&count), "{warm}");
 
     // A 1 MB value, written and read: the SET's request and the GET's reply are big.
     let value = "v".repeat(1 << 20);

@@ -226,7 +226,12 @@ impl ReplyQueue {
 
     /// Opens one slot for a run of `count` requests (`raw`) sent to one backend connection as one piece: the
     /// backend delivers their replies together (see `BackendConnection::send_run`).
-    pub(crate) fn reserve_run(self: &Rc<Self>, started: Instant, raw: &Bytes, count: u32) -> ReplyHandle {
+    pub(crate) fn reserve_run(
+        self: &Rc<Self>,
+        started: Instant,
+        raw: &Bytes,
+        count: u32,
+    ) -> ReplyHandle {
         let seq = self.push(
             Slot::Waiting {
                 started,

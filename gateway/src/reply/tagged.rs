@@ -23,10 +23,9 @@ pub(crate) struct Answered<'a> {
 
 /// The requests a slot answers, as they were kept.
 pub(crate) struct Tag {
-    /// One request, or a run's back to back.
+    /// One request, or a run's back to back, as they went to the backend (keys under the tenant's namespace, if
+    /// it has one).
     pub raw: Bytes,
-    /// Their keys are under the tenant's namespace (the direct path writes them so before they are kept).
-    pub prefixed: bool,
     /// The reply holds one reply per request of `raw`, in order (not so for a cluster run spread over several
     /// masters: `raw` then holds the first master's requests only).
     pub aligned: bool,
@@ -43,8 +42,8 @@ pub(super) struct Tags {
 }
 
 impl Tags {
-    /// Slot `seq` was opened for `request` (a run's, whose keys are prefixed if the tenant has a namespace), or
-    /// for the request tagged last.
+    /// Slot `seq` was opened for `request` (a run's, and whether the slot's replies are in its order), or for the
+    /// request tagged last.
     #[inline]
     pub(super) fn opened(&mut self, seq: u64, request: Option<(&Bytes, bool)>) {
         if !self.keep {
@@ -53,15 +52,10 @@ impl Tags {
         let tag = match request {
             Some((raw, aligned)) => Tag {
                 raw: raw.clone(),
-                prefixed: true,
                 aligned,
             },
             None => match self.pending.take() {
-                Some(raw) => Tag {
-                    raw,
-                    prefixed: false,
-                    aligned: true,
-                },
+                Some(raw) => Tag { raw, aligned: true },
                 None => return,
             },
         };
@@ -85,7 +79,7 @@ impl ReplyQueue {
     }
 
     /// The next slot opened without a request of its own answers `request` (`None`: no request is pending any
-    /// more): the dispatch path's request, as the client sent it.
+    /// more): the dispatch path's request, as it goes to the backend.
     pub(crate) fn tag(&self, request: Option<&Bytes>) {
         let mut inner = self.inner.borrow_mut();
         if inner.tags.keep {

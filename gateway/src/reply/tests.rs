@@ -177,18 +177,44 @@ fn replies_with_errors_are_told_apart_when_drained() {
 fn a_tagged_slot_gives_its_request_back_with_its_reply() {
     let queue = Rc::new(ReplyQueue::default());
     let now = Instant::now();
+    let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
+    let run = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n");
+    let open = |queue: &Rc<ReplyQueue>| {
+        queue.tag(Some(&ping));
+        let tagged = queue.reserve(now);
+        queue.tag(None);
+        let untagged = queue.reserve(now);
+        let run_slot = queue.reserve_run(now, &run, 2);
+        let lanes = queue.reserve_parts(
+            now,
+            2,
+            2,
+            Box::new(|parts| parts.concat().into()),
+            Some(&run),
+        );
+        tagged.deliver(Bytes::from_static(b"+PONG\r\n"));
+        untagged.deliver(Bytes::from_static(b"+PONG\r\n"));
+        run_slot.deliver_run(Bytes::from_static(b"$-1\r\n$-1\r\n"), false);
+        for lane in lanes {
+            lane.deliver(Bytes::from_static(b"$-1\r\n"));
+        }
+        let mut requests = Vec::new();
+        queue.drain_ready(&mut BytesMut::new(), |answered| {
+            requests.push(answered.request.map(|tag| (tag.raw, tag.aligned)));
+        });
+        requests
+    };
+    // Off by default: no slot keeps anything.
+    assert!(open(&queue).iter().all(Option::is_none));
     queue.keep_requests(true);
-    queue.tag(Some(&Bytes::from_static(b"*1\r\n$4\r\nPING\r\n")));
-    let tagged = queue.reserve(now);
-    let untagged = queue.reserve(now);
-    tagged.deliver(Bytes::from_static(b"+PONG\r\n"));
-    untagged.deliver(Bytes::from_static(b"+PONG\r\n"));
-    let mut requests = Vec::new();
-    queue.drain_ready(&mut BytesMut::new(), |answered| {
-        requests.push(answered.request);
-    });
     assert_eq!(
-        requests,
-        [Some(Bytes::from_static(b"*1\r\n$4\r\nPING\r\n")), None]
+        open(&queue),
+        [
+            Some((ping.clone(), true)),
+            None,
+            Some((run.clone(), true)),
+            // A cluster run's over several masters: the first master's requests, not in the reply's order.
+            Some((run.clone(), false)),
+        ]
     );
 }

@@ -49,7 +49,9 @@ fn number_line(buf: &[u8], at: usize) -> Option<(usize, usize)> {
         if byte == b'\r' {
             return Some((n, i + 2));
         }
-        n = n.wrapping_mul(10).wrapping_add(usize::from(byte.wrapping_sub(b'0')));
+        n = n
+            .wrapping_mul(10)
+            .wrapping_add(usize::from(byte.wrapping_sub(b'0')));
         i += 1;
     }
 }

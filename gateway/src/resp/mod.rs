@@ -14,8 +14,8 @@ mod scanner;
 pub(crate) use decoder::{Frame, Request, RequestDecoder};
 pub(crate) use encode::*;
 pub(crate) use error::ProtocolError;
-pub use limits::Limits;
 pub(crate) use frames::{each_request, request_args};
+pub use limits::Limits;
 pub(crate) use scanner::{ReplyScanner, each_reply, reply_len};
 
 /// The protocol a client connection speaks (`HELLO 2`, `HELLO 3`), and so the backend connections that serve it:

@@ -78,8 +78,7 @@ impl Session {
         let prefix = view
             .tenant
             .namespace()
-            .map(|namespace| namespace.prefix().clone())
-            .filter(|_| tag.prefixed);
+            .map(|namespace| namespace.prefix().clone());
         let prefix = prefix.as_deref();
         if let Some(first) = sampled {
             let mut frames = resp::each_request(&tag.raw);
@@ -115,7 +114,10 @@ impl Session {
             let mut observed = lock(&self.worker.observed);
             let observed = observed.tenant(&view.tenant.name);
             let at_ms = tracking::unix_micros() / 1000;
-            for (direction, bytes) in [(Direction::Request, frame.len()), (Direction::Reply, reply_len)] {
+            for (direction, bytes) in [
+                (Direction::Request, frame.len()),
+                (Direction::Reply, reply_len),
+            ] {
                 if bytes >= big {
                     observed.big.add(BigKey {
                         key: parsed.kept_key(),
@@ -215,5 +217,7 @@ impl Session {
 
 /// `key` without the namespace's `prefix`, if it has it.
 fn strip<'a>(key: &'a [u8], prefix: Option<&[u8]>) -> &'a [u8] {
-    prefix.and_then(|prefix| key.strip_prefix(prefix)).unwrap_or(key)
+    prefix
+        .and_then(|prefix| key.strip_prefix(prefix))
+        .unwrap_or(key)
 }

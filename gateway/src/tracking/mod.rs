@@ -331,17 +331,41 @@ mod tests {
         };
         let on = TrackingConfig::default();
         assert_eq!(
-            (on.slower_than, on.big_key_bytes, on.hot_key_sample, on.keeps_requests),
+            (
+                on.slower_than,
+                on.big_key_bytes,
+                on.hot_key_sample,
+                on.keeps_requests
+            ),
             (Duration::from_millis(10), 1_000_000, 1000, true)
         );
         let off = config(&["--tracking", "off"]).expect("--tracking off");
         assert_eq!(
-            (off.slower_than, off.big_key_bytes, off.hot_key_sample, off.keeps_requests),
+            (
+                off.slower_than,
+                off.big_key_bytes,
+                off.hot_key_sample,
+                off.keeps_requests
+            ),
             (Duration::MAX, usize::MAX, u32::MAX, false)
         );
-        let parts = ["--slowlog-log-slower-than", "-1", "--big-key-bytes", "0", "--hot-key-sample", "0"];
+        let parts = [
+            "--slowlog-log-slower-than",
+            "-1",
+            "--big-key-bytes",
+            "0",
+            "--hot-key-sample",
+            "0",
+        ];
         assert!(!config(&parts).expect("each part off").keeps_requests);
-        let sampling = ["--slowlog-log-slower-than", "-1", "--big-key-bytes", "0", "--hot-key-sample", "1"];
+        let sampling = [
+            "--slowlog-log-slower-than",
+            "-1",
+            "--big-key-bytes",
+            "0",
+            "--hot-key-sample",
+            "1",
+        ];
         assert!(config(&sampling).expect("sampling only").keeps_requests);
         assert!(config(&["--tracking", "yes"]).is_err());
     }
@@ -355,9 +379,15 @@ mod tests {
         };
         let get = parse(b"*2\r\n$3\r\nGET\r\n$7\r\nns:user\r\n", Some(b"ns:"));
         assert_eq!(get.args, ["GET", "user"].map(Bytes::from));
-        assert_eq!((get.kept_key(), get.command), (Some(Bytes::from("user")), "get"));
+        assert_eq!(
+            (get.kept_key(), get.command),
+            (Some(Bytes::from("user")), "get")
+        );
         let mget = parse(b"*3\r\n$4\r\nMGET\r\n$4\r\nns:a\r\n$1\r\nb\r\n", None);
-        assert_eq!((&mget.args[1], mget.key(1)), (&Bytes::from("ns:a"), Some(&Bytes::from("b"))));
+        assert_eq!(
+            (&mget.args[1], mget.key(1)),
+            (&Bytes::from("ns:a"), Some(&Bytes::from("b")))
+        );
         // A frame cut short yields the arguments before the cut.
         let cut = parse(b"*2\r\n$3\r\nGET\r\n$7\r\nns:", None);
         assert_eq!((cut.args.len(), cut.key(0)), (1, None));

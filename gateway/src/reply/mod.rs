@@ -269,8 +269,7 @@ impl ReplyQueue {
         (0..parts).map(|part| self.handle(seq, part)).collect()
     }
 
-    /// Queues `slot`, which answers `count` requests (a run's `raw`, and whether its replies are in the order of
-    /// `raw`'s requests); returns its sequence number.
+    /// Queues `slot`, which answers `count` requests (`raw`: see `Tags::opened`); returns its sequence number.
     #[inline]
     fn push(&self, slot: Slot, count: u32, raw: Option<(&Bytes, bool)>) -> u64 {
         let mut inner = self.inner.borrow_mut();

@@ -343,18 +343,8 @@ impl Session {
                 }
             }
             loop {
-                let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
                 let now = Instant::now();
-                self.replies.drain_ready(output.buf(), |answered| {
-                    if let Some(metrics) = metrics {
-                        let elapsed = now.saturating_duration_since(answered.started);
-                        metrics.latency.observe(elapsed, answered.count);
-                        if let Some(replies) = answered.error {
-                            metrics.errors.count(replies);
-                        }
-                        self.track_answered(elapsed, answered);
-                    }
-                });
+                self.drain_replies(&mut output, now);
                 if !output.is_empty() {
                     output.flush(&stream, now, &self.info)?;
                     if !output.is_empty() {
@@ -412,6 +402,7 @@ impl Session {
         }
         let gateway = Arc::clone(&self.worker.gateway);
         let limits = gateway.config.limits;
+        let unread = input.len();
         // One clock read per batch: per command it shows in profiles of pipelined clients.
         let now = Instant::now();
         self.last_input = now;
@@ -474,6 +465,12 @@ impl Session {
         }
         run.send();
         self.count_commands();
+        if let Some(view) = &self.tenant {
+            view.tenant
+                .metrics
+                .received_bytes
+                .add((unread - input.len()) as u64);
+        }
         // Shown while input waits unparsed (a partial request, a pipeline held back), and once more when none does.
         if !input.is_empty() || self.input_shown {
             self.input_shown = !input.is_empty();

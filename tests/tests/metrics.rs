@@ -143,3 +143,58 @@ fn a_scrape_of_many_tenants_does_not_hold_up_new_connections() {
         "a new connection took {slowest:?} during a scrape of {scrape:?}"
     );
 }
+
+#[test]
+fn bytes_each_way_and_each_backends_latency_and_error_replies_are_counted() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder().start(&tenants(&backend, 2));
+    let node = format!("backend=\"127.0.0.1:{}\"", backend.port());
+    let series = |name: &str| format!("{name}{{{node}}}");
+    let timed_before = gateway.metric(&series("switchyard_backend_request_duration_seconds_count"));
+    let mut client = RawClient::connect(gateway.port());
+    let exchanges: [(&[u8], &[u8]); 4] = [
+        (b"AUTH pw-t0\r\n", b"+OK\r\n"),
+        (b"SET k value\r\n", b"+OK\r\n"),
+        (b"GET k\r\n", b"$5\r\nvalue\r\n"),
+        (
+            b"INCR k\r\n",
+            b"-ERR value is not an integer or out of range\r\n",
+        ),
+    ];
+    for (request, reply) in exchanges {
+        client.roundtrip(request, reply);
+    }
+    let received: usize = exchanges.iter().map(|(request, _)| request.len()).sum();
+    let sent: usize = exchanges.iter().map(|(_, reply)| reply.len()).sum();
+    let tenant = |name: &str| gateway.metric(&format!("{name}{{tenant=\"t0\"}}"));
+    assert_eq!(tenant("switchyard_received_bytes_total"), received as i64);
+    assert_eq!(tenant("switchyard_sent_bytes_total"), sent as i64);
+    assert_eq!(
+        gateway.metric("switchyard_gateway_received_bytes_total"),
+        received as i64
+    );
+    // The backend node answered the three commands, one with an error.
+    let timed = gateway.metric(&series("switchyard_backend_request_duration_seconds_count"));
+    assert_eq!(timed - timed_before, 3);
+    assert_eq!(
+        gateway.metric(&series("switchyard_backend_error_replies_total")),
+        1
+    );
+    let (_, metrics) = gateway.admin_get("/metrics");
+    assert!(
+        metrics.contains(&format!(
+            "switchyard_backend_request_duration_seconds_bucket{{{node},le=\"+Inf\"}} {timed}\n"
+        )),
+        "{metrics}"
+    );
+    // INFO shows the tenant the same figures, as Redis shows its own.
+    let info = String::from_utf8_lossy(&client.request(&[b"INFO", b"stats"])).into_owned();
+    assert!(
+        info.contains(&format!("total_net_input_bytes:{received}\r\n")),
+        "{info}"
+    );
+    assert!(
+        info.contains(&format!("total_net_output_bytes:{sent}\r\n")),
+        "{info}"
+    );
+}

@@ -101,6 +101,8 @@ struct Scalars {
     rate_limited: i64,
     connections: i64,
     dedicated: i64,
+    received_bytes: i64,
+    sent_bytes: i64,
 }
 
 /// A family of one sample per active tenant (`tenant`), and its sum over every tenant (`gateway`).
@@ -113,7 +115,7 @@ struct Scalar {
     value: fn(&Scalars) -> i64,
 }
 
-const SCALARS: [Scalar; 4] = [
+const SCALARS: [Scalar; 6] = [
     Scalar {
         tenant: "switchyard_command_errors_total",
         gateway: "switchyard_gateway_command_errors_total",
@@ -141,6 +143,20 @@ const SCALARS: [Scalar; 4] = [
         help: "Dedicated backend connections (blocking commands, transactions, subscriptions)",
         kind: "gauge",
         value: |s| s.dedicated,
+    },
+    Scalar {
+        tenant: "switchyard_received_bytes_total",
+        gateway: "switchyard_gateway_received_bytes_total",
+        help: "Bytes read from clients (requests)",
+        kind: "counter",
+        value: |s| s.received_bytes,
+    },
+    Scalar {
+        tenant: "switchyard_sent_bytes_total",
+        gateway: "switchyard_gateway_sent_bytes_total",
+        help: "Bytes written to clients (replies and messages)",
+        kind: "counter",
+        value: |s| s.sent_bytes,
     },
 ];
 
@@ -171,6 +187,8 @@ impl Figures {
                 rate_limited: load(&tenant.rate_limited),
                 connections: tenant.connections.load(Ordering::Relaxed),
                 dedicated: tenant.dedicated.load(Ordering::Relaxed),
+                received_bytes: tenant.received_bytes.total() as i64,
+                sent_bytes: tenant.sent_bytes.total() as i64,
             },
             auth_failures: load(&tenant.auth_failures),
             closed: tenant.closed.each_ref().map(load),
@@ -190,6 +208,8 @@ impl Figures {
         let counters = [
             self.scalars.errors,
             self.scalars.rate_limited,
+            self.scalars.received_bytes,
+            self.scalars.sent_bytes,
             self.auth_failures,
             self.received,
             self.latency.count as i64,
@@ -224,6 +244,8 @@ impl Totals {
         sum.rate_limited += add.rate_limited;
         sum.connections += add.connections;
         sum.dedicated += add.dedicated;
+        sum.received_bytes += add.received_bytes;
+        sum.sent_bytes += add.sent_bytes;
         self.auth_failures += figures.auth_failures;
         for (total, n) in self.closed.iter_mut().zip(figures.closed) {
             *total += n;
@@ -367,6 +389,24 @@ impl Metrics {
             "counter",
             per_backend(&|b| load(&b.failures)),
         );
+        family(
+            out,
+            "switchyard_backend_error_replies_total",
+            "Error replies backend nodes sent (cluster redirections included).",
+            "counter",
+            per_backend(&|b| load(&b.error_replies)),
+        );
+        let name = "switchyard_backend_request_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time from writing a request to a backend node to reading its reply.\n# TYPE {name} histogram"
+        );
+        for (addr, backend) in backends.iter() {
+            backend
+                .latency
+                .load()
+                .render(out, name, &labels(&[("backend", addr)]));
+        }
     }
 }
 

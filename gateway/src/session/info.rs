@@ -68,6 +68,11 @@ fn fill(local: &mut Local, gateway: &Gateway, tenant: &Tenant) {
         );
         local.set("total_commands_processed", calls);
         local.set(
+            "total_net_input_bytes",
+            metrics.received_bytes.since_reset(),
+        );
+        local.set("total_net_output_bytes", metrics.sent_bytes.since_reset());
+        local.set(
             "rejected_connections",
             metrics.connections_rejected.since_reset(),
         );

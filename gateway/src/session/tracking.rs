@@ -1,7 +1,8 @@
-//! The session's side of `tracking`. Nothing is looked at while a request is read and forwarded: the reply slot
-//! keeps the request (a run's, shared, not copied: see `reply::Tag`), and once its reply is in, one check per
-//! slot tells whether the hot-key sample's countdown runs out in it, or it was slow, or a request or reply in it
-//! is big. Only then are its requests looked into, out of line.
+//! What the session notes of each reply it writes: the tenant's metrics, and its side of `tracking`. Nothing is
+//! looked at while a request is read and forwarded: the reply slot keeps the request (a run's, shared, not
+//! copied: see `reply::Tag`), and once its reply is in, one check per slot tells whether the hot-key sample's
+//! countdown runs out in it, or it was slow, or a request or reply in it is big. Only then are its requests looked
+//! into, out of line.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
+use super::output::Output;
 use crate::reply::Answered;
 use crate::resp;
 use crate::tracking::{
@@ -50,6 +52,25 @@ impl SessionTracking {
 }
 
 impl Session {
+    /// Moves the replies ready into `output`, each counted in its tenant's metrics and checked by tracking.
+    pub(super) fn drain_replies(&self, output: &mut Output, now: Instant) {
+        let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
+        let unsent = output.len();
+        self.replies.drain_ready(output.buf(), |answered| {
+            if let Some(metrics) = metrics {
+                let elapsed = now.saturating_duration_since(answered.started);
+                metrics.latency.observe(elapsed, answered.count);
+                if let Some(replies) = answered.error {
+                    metrics.errors.count(replies);
+                }
+                self.track_answered(elapsed, answered);
+            }
+        });
+        if let Some(metrics) = metrics {
+            metrics.sent_bytes.add((output.len() - unsent) as u64);
+        }
+    }
+
     /// Checks a slot whose reply the session is about to write: its key sampled, slow, or big?
     #[inline]
     pub(super) fn track_answered(&self, elapsed: Duration, answered: Answered<'_>) {

@@ -11,6 +11,7 @@ use super::outbox::Outbox;
 use super::script::{ASKING, NamespaceUsers, busy, calls_function, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
+use crate::metrics::BackendMetrics;
 use crate::net::Stream;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, ReplyScanner};
@@ -27,6 +28,8 @@ struct InFlight {
     /// entry is moved twice per request.
     wrapped: u8,
     deadline: Instant,
+    /// When it was written (its backend latency counts from here).
+    sent: Instant,
 }
 
 impl InFlight {
@@ -122,8 +125,15 @@ impl Default for Replies {
 }
 
 impl Replies {
-    /// Delivers every request in flight whose replies are all in.
-    fn deliver(&mut self, in_flight: &mut VecDeque<InFlight>, node: &str) -> Result<(), String> {
+    /// Delivers every request in flight whose replies are all in, and counts them in the node's metrics.
+    fn deliver(
+        &mut self,
+        in_flight: &mut VecDeque<InFlight>,
+        shared: &Shared,
+    ) -> Result<(), String> {
+        let node = &shared.node.addr;
+        let metrics = &shared.metrics;
+        let mut now = None; // read once, for the first request answered
         loop {
             let len = match self.scanner.scan(&self.buf[self.scanned..]) {
                 Ok(Some(len)) => len,
@@ -146,11 +156,24 @@ impl Replies {
             let Some(request) = in_flight.pop_front() else {
                 continue;
             };
+            let elapsed = now
+                .get_or_insert_with(Instant::now)
+                .saturating_duration_since(request.sent);
             match request.wrapped & LEAD {
-                0 => request.reply.deliver_run(reply, error),
+                0 => {
+                    metrics.latency.observe(elapsed, request.count);
+                    if error {
+                        count_errors(metrics, &reply);
+                    }
+                    request.reply.deliver_run(reply, error);
+                }
                 lead => {
                     let (reply, switched_back) = unwrap_script(&reply, lead, node);
                     let error = reply.first() == Some(&b'-');
+                    metrics.latency.observe(elapsed, 1);
+                    if error {
+                        count_errors(metrics, &reply);
+                    }
                     request.reply.deliver_run(reply, error);
                     // Anything after it would run as the script's user: the connection is not the gateway's.
                     switched_back?;
@@ -158,6 +181,17 @@ impl Replies {
             }
         }
     }
+}
+
+/// Counts the error replies among `replies` (a run's, or one).
+#[cold]
+fn count_errors(metrics: &BackendMetrics, replies: &[u8]) {
+    let errors = resp::each_reply(replies)
+        .filter(|reply| reply.first() == Some(&b'-'))
+        .count();
+    metrics
+        .error_replies
+        .fetch_add(errors as u64, std::sync::atomic::Ordering::Relaxed);
 }
 
 async fn pipeline(
@@ -231,6 +265,7 @@ async fn pipeline(
                     count,
                     wrapped,
                     deadline,
+                    sent: now,
                 });
             }
             outbox.write(socket)?;
@@ -259,7 +294,7 @@ async fn pipeline(
                     Ok(_) => {}
                     Err(e) => return Err(format!("connection lost: {}", describe(&e))),
                 }
-                replies.deliver(in_flight, &shared.node.addr)?;
+                replies.deliver(in_flight, shared)?;
                 if killing && in_flight.front().is_none_or(|r| r.deadline < timer_deadline) {
                     // The killed script answered: the timer goes back to the oldest request's deadline.
                     killing = false;

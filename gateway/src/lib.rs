@@ -11,6 +11,7 @@ mod backoff;
 mod cache;
 mod clients;
 pub mod cmd;
+mod family;
 mod info;
 mod metrics;
 mod monitor;

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::family::Family;
+
 mod commands;
 mod exposition;
 mod fleet;
@@ -37,6 +39,22 @@ pub(crate) struct Metrics {
     /// The control plane as the sync loop last saw it.
     pub sync: SyncHealth,
     backends: Mutex<BTreeMap<String, Arc<BackendMetrics>>>,
+    /// Each worker's command latency by family (a worker's own, so that workers never share a counter).
+    latency: Mutex<Vec<Arc<FamilyLatency>>>,
+}
+
+/// One worker's command latency histograms, one per command family.
+#[derive(Default)]
+pub(crate) struct FamilyLatency([Histogram; Family::ALL.len()]);
+
+impl FamilyLatency {
+    /// Counts `count` commands of `family` that each took `elapsed`.
+    #[inline]
+    pub(crate) fn observe(&self, family: Family, elapsed: Duration, count: u32) {
+        if let Some(histogram) = self.0.get(family.index()) {
+            histogram.observe(elapsed, count);
+        }
+    }
 }
 
 /// Per backend node, summed over workers.
@@ -51,6 +69,14 @@ pub(crate) struct BackendMetrics {
 }
 
 impl Metrics {
+    /// A new worker's own latency histograms.
+    pub(crate) fn worker_latency(&self) -> Arc<FamilyLatency> {
+        let latency = Arc::new(FamilyLatency::default());
+        let mut workers = self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        workers.push(Arc::clone(&latency));
+        latency
+    }
+
     pub(crate) fn backend(&self, addr: &str) -> Arc<BackendMetrics> {
         let mut backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(backends.entry(addr.to_string()).or_default())

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use crate::admission::Ticket;
 use crate::clients::ClientInfo;
 use crate::cmd::{self, Policy};
+use crate::family::Family;
 use crate::metrics::{Closed, Held};
 use crate::net::Stream;
 use crate::proxy_protocol::client_address;
@@ -429,8 +430,8 @@ impl Session {
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
                         None => {}
                     }
-                    if let Some((to, command)) = self.direct(decoder, &mut frame) {
-                        run.push(to, command, frame);
+                    if let Some((to, spec)) = self.direct(decoder, &mut frame) {
+                        run.push(to, spec, frame);
                         continue;
                     }
                     run.send();
@@ -492,11 +493,13 @@ impl Session {
         let (spec, policy) = match self.commands.lookup(request.args()) {
             Ok(found) => found,
             Err(e) => {
+                self.replies.set_family(Family::Other);
                 self.fail_transaction();
                 // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
                 return self.local_reply(started, |out| e.write_reply(out));
             }
         };
+        self.replies.set_family(spec.family());
         self.info.set_command(spec.name);
         if self.worker.gateway.generation() == 0 && spec.name != "quit" {
             return self.local_error(

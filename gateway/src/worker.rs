@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use crate::backend::spares::Spares;
 use crate::backend::{BackendPool, ConnectionSettings, ResourceSpec, Upstream};
+use crate::metrics::FamilyLatency;
 use crate::reply::DetachedWrites;
 use crate::route::Tenant;
 use crate::signal::LocalBroadcast;
@@ -40,6 +41,8 @@ pub(crate) struct Worker {
     detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
     /// Hot and big keys and slow commands noticed here since the last report (see `tracking`).
     pub observed: Arc<Mutex<Observed>>,
+    /// Command latency by family, of this worker's clients.
+    pub latency: Arc<FamilyLatency>,
     pub shutdown: watch::Receiver<bool>,
     /// Tells every session of this worker that the snapshot changed or the gateway is shutting down.
     pub control: LocalBroadcast,
@@ -56,6 +59,7 @@ impl Worker {
             pinned: RefCell::new(Pinned::default()),
             detached: RefCell::new(HashMap::new()),
             observed: gateway.tracking.worker(),
+            latency: gateway.metrics.worker_latency(),
             spares: Rc::new(Spares::new(
                 gateway.config.dedicated_spares,
                 gateway.config.connect_timeout,

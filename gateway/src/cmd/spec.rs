@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::family::Family;
 use crate::resp::Protocol;
 
 /// Command flags (`CommandSpec::flags`). All but the last three are the flags `COMMAND INFO` prints.
@@ -309,6 +310,26 @@ impl CommandSpec {
         self.flags & flag == flag
     }
 
+    /// The command's family (see `crate::family`).
+    pub(crate) fn family(&self) -> Family {
+        let category = |bits: u32| self.acl_categories & bits != 0;
+        if category(acl::SCRIPTING) {
+            Family::Script
+        } else if category(acl::BLOCKING) || self.has(flag::BLOCKING) {
+            Family::Blocking
+        } else if category(acl::PUBSUB) {
+            Family::PubSub
+        } else if category(acl::TRANSACTION) {
+            Family::Transaction
+        } else if self.has(flag::WRITE) {
+            Family::Write
+        } else if self.has(flag::READONLY) {
+            Family::Read
+        } else {
+            Family::Other
+        }
+    }
+
     /// Whether this is one of the (un)subscribe commands.
     pub fn is_subscription(&self) -> bool {
         self.has(flag::PUBSUB) && self.name.ends_with("subscribe")
@@ -359,7 +380,9 @@ impl CommandSpec {
 
 #[cfg(test)]
 mod tests {
+    use super::CommandSpec;
     use crate::cmd::table::COMMANDS;
+    use crate::family::Family;
 
     #[test]
     fn xadd_is_double_writable_only_with_an_explicit_id_and_exact_trimming() {
@@ -413,5 +436,33 @@ mod tests {
         ]));
         assert!(random(&["SPOP", "s"]));
         assert!(!random(&["SET", "k", "v"]));
+    }
+
+    #[test]
+    fn each_command_is_in_the_family_its_nature_says() {
+        let family = |name: &str| {
+            crate::cmd::lookup_by_name(name.to_ascii_lowercase().as_bytes())
+                .map(CommandSpec::family)
+        };
+        for (name, expected) in [
+            ("GET", Family::Read),
+            ("MGET", Family::Read),
+            ("SET", Family::Write),
+            ("DEL", Family::Write),
+            ("BLPOP", Family::Blocking),
+            ("EVAL", Family::Script),
+            ("FCALL", Family::Script),
+            ("PUBLISH", Family::PubSub),
+            ("SUBSCRIBE", Family::PubSub),
+            ("MULTI", Family::Transaction),
+            ("EXEC", Family::Transaction),
+            ("PING", Family::Other),
+            ("INFO", Family::Other),
+        ] {
+            assert_eq!(family(name), Some(expected), "{name}");
+        }
+        for (i, family) in Family::ALL.iter().enumerate() {
+            assert_eq!(family.index(), i);
+        }
     }
 }

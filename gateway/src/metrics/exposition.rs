@@ -14,7 +14,12 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{BUCKETS_US, Closed, Metrics, TenantCounters, TenantMetrics, epoch};
+use super::{Closed, Metrics, TenantCounters, TenantMetrics, epoch};
+use crate::family::Family;
+
+mod histogram;
+pub(super) use histogram::Buckets;
+use histogram::histogram_header;
 
 /// What `/metrics` writes of each tenant.
 #[derive(Debug, Clone, Copy)]
@@ -24,8 +29,8 @@ pub struct MetricsConfig {
     /// counting and stay in the gateway-wide totals; its series come back, with their higher values, when it is
     /// active again.
     pub active_window: Duration,
-    /// Whether each active tenant's latency histogram is written too (15 series a tenant); the gateway-wide
-    /// histogram always is.
+    /// Whether each tenant's latency is timed too, and each active tenant's histogram written (15 series a
+    /// tenant); the gateway-wide histograms by command family always are.
     pub tenant_latency: bool,
 }
 
@@ -47,50 +52,6 @@ impl Activity {
         }
         let moved_at = self.moved_at.load(Ordering::Relaxed);
         open || (moved_at != 0 && now - moved_at.min(now) <= window.as_millis() as u64)
-    }
-}
-
-/// A latency histogram's figures at one moment; summed over tenants for the gateway-wide one.
-#[derive(Default, Clone, Copy)]
-pub(super) struct Buckets {
-    pub(super) buckets: [u64; BUCKETS_US.len()],
-    pub(super) count: u64,
-    pub(super) sum_us: u64,
-}
-
-impl Buckets {
-    fn add(&mut self, other: &Buckets) {
-        for (total, n) in self.buckets.iter_mut().zip(other.buckets) {
-            *total += n;
-        }
-        self.count += other.count;
-        self.sum_us += other.sum_us;
-    }
-
-    /// The samples of histogram `name` with `labels` (already escaped; empty for none).
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let sep = if labels.is_empty() { "" } else { "," };
-        let mut cumulative = 0;
-        for (bound, n) in BUCKETS_US.iter().zip(self.buckets) {
-            cumulative += n;
-            let le = *bound as f64 / 1e6;
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
-            );
-        }
-        let count = self.count;
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
-        let braces = |labels: &str| {
-            if labels.is_empty() {
-                String::new()
-            } else {
-                format!("{{{labels}}}")
-            }
-        };
-        let sum = self.sum_us as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum{} {sum}", braces(labels));
-        let _ = writeln!(out, "{name}_count{} {count}", braces(labels));
     }
 }
 
@@ -231,7 +192,6 @@ struct Totals {
     auth_failures: i64,
     closed: [i64; Closed::ALL.len()],
     double_write_failures: i64,
-    latency: Buckets,
 }
 
 impl Totals {
@@ -251,7 +211,6 @@ impl Totals {
             *total += n;
         }
         self.double_write_failures += figures.double_write_total();
-        self.latency.add(&figures.latency);
     }
 }
 
@@ -283,9 +242,30 @@ impl Metrics {
         self.sync.render(&mut out, revision);
         self.render_gateway(&mut out);
         render_totals(&mut out, &totals, tenants.len(), active.len());
+        self.render_latency(&mut out);
         let unknown_auth = self.auth_failures_unknown.load(Ordering::Relaxed) as i64;
         render_tenants(&mut out, &active, unknown_auth, config.tenant_latency);
         out
+    }
+
+    /// The gateway-wide latency histogram, by command family: every worker's summed.
+    fn render_latency(&self, out: &mut String) {
+        let mut families = [Buckets::default(); Family::ALL.len()];
+        for worker in self
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            for (sum, histogram) in families.iter_mut().zip(&worker.0) {
+                sum.add(&histogram.load());
+            }
+        }
+        let name = "switchyard_gateway_command_duration_seconds";
+        histogram_header(out, name);
+        for (family, buckets) in Family::ALL.iter().zip(&families) {
+            buckets.render(out, name, &labels(&[("family", family.label())]));
+        }
     }
 
     /// The gateway's own counters and its backends'.
@@ -468,9 +448,6 @@ fn render_totals(out: &mut String, totals: &Totals, tenants: usize, active: usiz
         "counter",
         closed,
     );
-    let name = "switchyard_gateway_command_duration_seconds";
-    histogram_header(out, name);
-    totals.latency.render(out, name, "");
 }
 
 /// The series of each active tenant.
@@ -545,13 +522,6 @@ fn render_tenants(
             figures.latency.render(out, histogram, &tenant(name));
         }
     }
-}
-
-fn histogram_header(out: &mut String, name: &str) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} Time from reading a command to its reply being ready.\n# TYPE {name} histogram"
-    );
 }
 
 /// Writes one metric family: its HELP and TYPE lines, then a sample per (labels, value); empty labels write a

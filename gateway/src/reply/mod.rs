@@ -15,19 +15,21 @@
 //! A handle may carry a [`Redirect`]: requests to a Redis Cluster do, so that a `MOVED`/`ASK` answer goes back to
 //! the cluster backend (which resends the request) instead of to the client. Only error replies are looked at.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::family::Family;
 use crate::resp;
 use crate::signal::LocalSignal;
 
 mod detached;
 mod gather;
+mod handle;
 mod owed;
 mod run_as;
 mod tagged;
@@ -69,6 +71,8 @@ pub(crate) struct ReplyQueue {
     ready: LocalSignal,
     /// Wakes a subscription's connection, paused while too many messages wait here, when some are written.
     drained: LocalSignal,
+    /// The family of the command(s) the slots opened from now on answer (see `set_family`).
+    family: Cell<Family>,
 }
 
 #[derive(Default)]
@@ -90,29 +94,34 @@ struct Slots {
     tags: Tags,
 }
 
+/// What every slot knows from its opening on.
+#[derive(Clone, Copy)]
+struct Opened {
+    started: Instant,
+    /// How many requests the slot answers.
+    count: u32,
+    /// Their command's family (a run's first command's).
+    family: Family,
+}
+
 enum Slot {
     /// One request, or a run of `count` requests that went to one backend connection back to back and whose
     /// replies arrive as one piece.
     Waiting {
-        started: Instant,
+        opened: Opened,
         transform: Option<Transform>,
-        count: u32,
     },
     Gathering {
-        started: Instant,
+        opened: Opened,
         parts: Vec<Option<Bytes>>,
         missing: usize,
         /// Some part holds an error reply.
         error: bool,
         combine: Option<Combine>,
-        /// How many requests the combined reply answers.
-        count: u32,
     },
     Ready {
+        opened: Opened,
         reply: Bytes,
-        started: Instant,
-        /// How many requests `reply` answers.
-        count: u32,
         /// `reply` may hold an error reply (a run's replies are looked into only then).
         error: bool,
     },
@@ -212,15 +221,8 @@ impl ReplyQueue {
         started: Instant,
         transform: Option<Transform>,
     ) -> ReplyHandle {
-        let seq = self.push(
-            Slot::Waiting {
-                started,
-                transform,
-                count: 1,
-            },
-            1,
-            None,
-        );
+        let opened = self.opened(started, 1);
+        let seq = self.push(Slot::Waiting { opened, transform }, 1, None);
         self.handle(seq, 0)
     }
 
@@ -232,12 +234,10 @@ impl ReplyQueue {
         raw: &Bytes,
         count: u32,
     ) -> ReplyHandle {
+        let opened = self.opened(started, count);
+        let transform = None;
         let seq = self.push(
-            Slot::Waiting {
-                started,
-                transform: None,
-                count,
-            },
+            Slot::Waiting { opened, transform },
             count,
             Some((raw, true)),
         );
@@ -256,12 +256,11 @@ impl ReplyQueue {
     ) -> Vec<ReplyHandle> {
         let seq = self.push(
             Slot::Gathering {
-                started,
+                opened: self.opened(started, count),
                 parts: vec![None; parts],
                 missing: parts,
                 error: false,
                 combine: Some(combine),
-                count,
             },
             count,
             first.map(|raw| (raw, false)),
@@ -285,6 +284,20 @@ impl ReplyQueue {
         seq
     }
 
+    fn opened(&self, started: Instant, count: u32) -> Opened {
+        let family = self.family.get();
+        Opened {
+            started,
+            count,
+            family,
+        }
+    }
+
+    /// The slots opened from now on answer commands of `family`.
+    pub(crate) fn set_family(&self, family: Family) {
+        self.family.set(family);
+    }
+
     fn handle(self: &Rc<Self>, seq: u64, part: usize) -> ReplyHandle {
         ReplyHandle::new(Destination::slot(Rc::clone(self), seq, part))
     }
@@ -292,11 +305,11 @@ impl ReplyQueue {
     /// Queues a reply the gateway produced itself, behind every earlier request.
     pub(crate) fn push_ready(&self, reply: Bytes, started: Instant) {
         let error = reply.first() == Some(&b'-');
+        let opened = self.opened(started, 1);
         self.push(
             Slot::Ready {
+                opened,
                 reply,
-                started,
-                count: 1,
                 error,
             },
             1,
@@ -374,9 +387,8 @@ impl ReplyQueue {
                 break;
             }
             if let Some(Slot::Ready {
+                opened,
                 reply,
-                started,
-                count,
                 error,
             }) = inner.slots.pop_front()
             {
@@ -385,11 +397,12 @@ impl ReplyQueue {
                 } else {
                     out.extend_from_slice(&reply);
                 }
-                inner.requests -= count as usize;
+                inner.requests -= opened.count as usize;
                 let request = inner.tags.take(base);
                 done(Answered {
-                    started,
-                    count,
+                    started: opened.started,
+                    count: opened.count,
+                    family: opened.family,
                     error: error.then_some(&reply[..]),
                     reply: &reply,
                     request,
@@ -414,25 +427,20 @@ impl ReplyQueue {
         };
         // Transforms and combines run with the queue borrowed: they only rewrite bytes.
         let finished = match slot {
-            Slot::Waiting {
-                started,
-                transform,
-                count,
-            } => match transform.take() {
+            Slot::Waiting { opened, transform } => match transform.take() {
                 Some(transform) => {
                     let reply = transform(reply);
                     let error = reply.first() == Some(&b'-');
-                    Some((reply, *started, *count, error))
+                    Some((reply, *opened, error))
                 }
-                None => Some((reply, *started, *count, error)),
+                None => Some((reply, *opened, error)),
             },
             Slot::Gathering {
-                started,
+                opened,
                 parts,
                 missing,
                 error: any_error,
                 combine,
-                count,
             } => {
                 if let Some(entry) = parts.get_mut(part).filter(|entry| entry.is_none()) {
                     *entry = Some(reply);
@@ -447,7 +455,7 @@ impl ReplyQueue {
                             .collect();
                         let reply = combine(replies);
                         let error = *any_error || reply.first() == Some(&b'-');
-                        Some((reply, *started, *count, error))
+                        Some((reply, *opened, error))
                     }
                     (_, combine_back) => {
                         *combine = combine_back;
@@ -457,20 +465,19 @@ impl ReplyQueue {
             }
             Slot::Ready { .. } => None,
         };
-        if let Some((reply, started, count, error)) = finished {
-            self.make_ready(slot, index, (reply, started, count, error));
+        if let Some(ready) = finished {
+            self.make_ready(slot, index, ready);
         }
     }
 
-    /// Puts `ready` (reply, started, requests answered, may hold an error) in `slot`, the `index`-th of the queue;
-    /// the first slot wakes the session.
+    /// Puts `ready` (reply, the slot's opening, may hold an error) in `slot`, the `index`-th of the queue; the
+    /// first slot wakes the session.
     #[inline]
-    fn make_ready(&self, slot: &mut Slot, index: u64, ready: (Bytes, Instant, u32, bool)) {
-        let (reply, started, count, error) = ready;
+    fn make_ready(&self, slot: &mut Slot, index: u64, ready: (Bytes, Opened, bool)) {
+        let (reply, opened, error) = ready;
         *slot = Slot::Ready {
+            opened,
             reply,
-            started,
-            count,
             error,
         };
         if index == 0 {
@@ -491,11 +498,10 @@ impl ReplyQueue {
         let Some(slot) = inner.slots.get_mut(index as usize) else {
             return;
         };
-        let (Slot::Waiting { started, count, .. } | Slot::Gathering { started, count, .. }) = *slot
-        else {
+        let (Slot::Waiting { opened, .. } | Slot::Gathering { opened, .. }) = *slot else {
             return;
         };
-        self.make_ready(slot, index, (lost_replies(count), started, count, true));
+        self.make_ready(slot, index, (lost_replies(opened.count), opened, true));
     }
 }
 
@@ -504,96 +510,6 @@ fn lost_replies(count: u32) -> Bytes {
     REPLIES_LOST.fetch_add(u64::from(count), Ordering::Relaxed);
     let error = resp::error_reply(REPLY_LOST);
     error.repeat(count as usize).into()
-}
-
-impl ReplyHandle {
-    fn new(to: Destination) -> ReplyHandle {
-        ReplyHandle {
-            to,
-            redirect: None,
-            run_as: RunAs::Gateway,
-            asking: false,
-            script_limit_ms: 0,
-        }
-    }
-
-    /// The same handle, for a request the backend runs as `run_as` and, for a script, may run for
-    /// `script_limit_ms`.
-    pub(crate) fn running_as(mut self, run_as: RunAs, script_limit_ms: u32) -> ReplyHandle {
-        self.run_as = run_as;
-        self.script_limit_ms = script_limit_ms;
-        self
-    }
-
-    pub(crate) fn run_as(&self) -> &RunAs {
-        &self.run_as
-    }
-
-    /// How long the script may run (see [`ReplyHandle::running_as`]).
-    pub(crate) fn script_limit(&self) -> Duration {
-        Duration::from_millis(u64::from(self.script_limit_ms))
-    }
-
-    /// The same handle, for a script that must follow `ASKING` (see [`ReplyHandle::asking`]).
-    pub(crate) fn after_asking(mut self) -> ReplyHandle {
-        self.asking = true;
-        self
-    }
-
-    pub(crate) fn asking(&self) -> bool {
-        self.asking
-    }
-
-    /// A handle whose reply is dropped.
-    pub(crate) fn discard() -> ReplyHandle {
-        ReplyHandle::new(Destination::Discard)
-    }
-
-    /// The same destination, with error replies going through `redirect.via` first.
-    pub(crate) fn with_redirect(self, redirect: Redirect) -> ReplyHandle {
-        ReplyHandle {
-            redirect: Some(redirect),
-            ..self
-        }
-    }
-
-    /// Splits this handle into `parts` handles; once each has its reply, `combine` makes the one reply this
-    /// handle delivers. Allocates: for the rare requests a backend fans out itself.
-    pub(crate) fn split(self, parts: usize, combine: Combine) -> Vec<ReplyHandle> {
-        if parts == 0 {
-            self.deliver(combine(Vec::new()));
-            return Vec::new();
-        }
-        let gather = Rc::new(Gather::new(self, parts, combine));
-        (0..parts)
-            .map(|index| ReplyHandle::new(Destination::part(Rc::clone(&gather), index)))
-            .collect()
-    }
-
-    pub(crate) fn deliver(self, reply: Bytes) {
-        let error = reply.first() == Some(&b'-');
-        self.deliver_run(reply, error);
-    }
-
-    /// Delivers what a run gets when its node could not answer: the replies that came, then the gateway's error for
-    /// each request that got none. A redirecting backend hears of the failure first.
-    pub(crate) fn failed(self, replies: Bytes) {
-        if let Some(redirect) = &self.redirect {
-            redirect.via.on_failure();
-        }
-        self.deliver_run(replies, true);
-    }
-
-    /// Delivers the replies to a run of requests; `error` says whether any of them is an error reply (the
-    /// backend connection notes it while it reads them), which a redirecting backend must see first.
-    pub(crate) fn deliver_run(self, replies: Bytes, error: bool) {
-        if let (Some(redirect), true) = (self.redirect, error) {
-            let via = Rc::clone(&redirect.via);
-            let handle = ReplyHandle::new(self.to).running_as(self.run_as, self.script_limit_ms);
-            return via.on_error(replies, handle, redirect);
-        }
-        self.to.deliver(replies, error);
-    }
 }
 
 #[cfg(test)]

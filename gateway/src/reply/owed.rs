@@ -105,11 +105,11 @@ impl ReplyQueue {
         let Some(slot) = inner.slots.get_mut(index as usize) else {
             return false;
         };
-        let Slot::Waiting { started, count, .. } = *slot else {
+        let Slot::Waiting { opened, .. } = *slot else {
             return false;
         };
         let error = reply.first() == Some(&b'-');
-        self.make_ready(slot, index, (reply, started, count, error));
+        self.make_ready(slot, index, (reply, opened, error));
         true
     }
 }

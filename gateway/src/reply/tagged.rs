@@ -8,12 +8,15 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::ReplyQueue;
+use crate::family::Family;
 
 /// What `ReplyQueue::drain_ready` tells of each reply it moves out.
 pub(crate) struct Answered<'a> {
     pub started: Instant,
     /// How many requests the reply answers.
     pub count: u32,
+    /// Their command's family (a run's first command's).
+    pub family: Family,
     /// The reply, when it may hold an error reply.
     pub error: Option<&'a [u8]>,
     pub reply: &'a Bytes,

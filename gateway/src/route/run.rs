@@ -8,6 +8,8 @@ use bytes::{Bytes, BytesMut};
 
 use super::WriteCopy;
 use crate::backend::{Backend, ClusterBackend};
+use crate::cmd::CommandSpec;
+use crate::family::Family;
 use crate::reply::{Combine, ReplyQueue};
 use crate::resp::{self, Frame};
 
@@ -26,6 +28,8 @@ pub(crate) struct Run {
     to: Option<RunTarget>,
     /// The run's command, for the log of a failed copy ("several commands" when they differ).
     command: &'static str,
+    /// The family of its first command, which its reply slot is timed under.
+    family: Family,
     /// Requests in the run, in every lane.
     count: u32,
     /// The first lane's requests.
@@ -94,6 +98,7 @@ impl Run {
             affinity,
             to: None,
             command: "",
+            family: Family::Other,
             count: 0,
             raw: BytesMut::new(),
             lanes: None,
@@ -101,13 +106,14 @@ impl Run {
         }
     }
 
-    /// Adds a request for `to`; a run that goes elsewhere is sent first.
     /// Requests in the run so far.
     pub(crate) fn len(&self) -> usize {
         self.count as usize
     }
 
-    pub(crate) fn push(&mut self, to: RunTarget, command: &'static str, frame: Frame) {
+    /// Adds a request for `to`, of command `spec`; a run that goes elsewhere is sent first.
+    pub(crate) fn push(&mut self, to: RunTarget, spec: &'static CommandSpec, frame: Frame) {
+        let command = spec.name;
         let lane = match self.lane_for(&to) {
             Some(lane) => lane,
             None => {
@@ -117,7 +123,10 @@ impl Run {
             }
         };
         self.command = match self.count {
-            0 => command,
+            0 => {
+                self.family = spec.family();
+                command
+            }
             _ if std::ptr::eq(self.command, command) => command, // names are the table's own strings
             _ => "several commands",
         };
@@ -216,6 +225,7 @@ impl Run {
         };
         let count = std::mem::take(&mut self.count);
         let raw = std::mem::take(&mut self.raw).freeze();
+        self.replies.set_family(self.family);
         match (to, self.lanes.take()) {
             (RunTarget::Node { backend, copies }, _) => {
                 let reply = self.replies.reserve_run(self.started, &raw, count);

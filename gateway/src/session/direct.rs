@@ -5,7 +5,7 @@ use std::rc::Rc;
 use super::{Replying, Session};
 use crate::backend::cluster::{slot_of, slot_of_prefixed};
 use crate::cmd::tenancy::DirectKeys;
-use crate::cmd::{Policy, flag};
+use crate::cmd::{CommandSpec, Policy, flag};
 use crate::resp::{Frame, RequestDecoder};
 use crate::route::{Direct, RunTarget};
 
@@ -21,7 +21,7 @@ impl Session {
         &self,
         decoder: &RequestDecoder,
         frame: &mut Frame,
-    ) -> Option<(RunTarget, &'static str)> {
+    ) -> Option<(RunTarget, &'static CommandSpec)> {
         let view = self.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
@@ -91,7 +91,7 @@ impl Session {
         if let Some((namespace, keys)) = rewrite {
             *frame = namespace.direct_frame(decoder, frame, keys);
         }
-        Some((to, spec.name))
+        Some((to, spec))
     }
 
     /// Adds the commands the direct path forwarded since the last call to the tenant's counters.

@@ -55,11 +55,16 @@ impl Session {
     /// Moves the replies ready into `output`, each counted in its tenant's metrics and checked by tracking.
     pub(super) fn drain_replies(&self, output: &mut Output, now: Instant) {
         let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
+        let tenant_latency = self.worker.gateway.config.metrics.tenant_latency;
         let unsent = output.len();
         self.replies.drain_ready(output.buf(), |answered| {
             if let Some(metrics) = metrics {
                 let elapsed = now.saturating_duration_since(answered.started);
-                metrics.latency.observe(elapsed, answered.count);
+                let (family, count) = (answered.family, answered.count);
+                self.worker.latency.observe(family, elapsed, count);
+                if tenant_latency {
+                    metrics.latency.observe(elapsed, count);
+                }
                 if let Some(replies) = answered.error {
                     metrics.errors.count(replies);
                 }

@@ -129,13 +129,13 @@ fn idle_tenants_are_counted_in_the_totals_only_and_come_back_when_active() {
     );
     assert!(text.contains("switchyard_tenants 2\n"), "{text}");
     assert!(text.contains("switchyard_tenants_active 1\n"), "{text}");
-    // Per-tenant histograms are opt-in; the gateway-wide one is always there.
+    // Per-tenant histograms are opt-in; the gateway-wide ones are always there.
     assert!(
         !text.contains("switchyard_command_duration_seconds_count"),
         "{text}"
     );
     assert!(
-        text.contains("switchyard_gateway_command_duration_seconds_count 0\n"),
+        text.contains("switchyard_gateway_command_duration_seconds_count{family=\"read\"} 0\n"),
         "{text}"
     );
 
@@ -157,4 +157,28 @@ fn idle_tenants_are_counted_in_the_totals_only_and_come_back_when_active() {
         text.contains("switchyard_commands_total{tenant=\"idle\",command=\"set\"} 6\n"),
         "{text}"
     );
+}
+
+#[test]
+fn the_gateway_wide_latency_is_every_workers_summed_by_family() {
+    let metrics = Metrics::default();
+    let (one, two) = (metrics.worker_latency(), metrics.worker_latency());
+    one.observe(Family::Read, Duration::from_micros(80), 2);
+    two.observe(Family::Read, Duration::from_micros(80), 3);
+    two.observe(Family::Script, Duration::from_millis(2), 1);
+    let config = MetricsConfig {
+        active_window: WINDOW,
+        tenant_latency: false,
+    };
+    let text = metrics.render(&[], None, &config, Instant::now());
+    let name = "switchyard_gateway_command_duration_seconds";
+    for line in [
+        format!("{name}_count{{family=\"read\"}} 5\n"),
+        format!("{name}_bucket{{family=\"read\",le=\"0.0001\"}} 5\n"),
+        format!("{name}_count{{family=\"script\"}} 1\n"),
+        format!("{name}_bucket{{family=\"script\",le=\"0.001\"}} 0\n"),
+        format!("{name}_count{{family=\"write\"}} 0\n"),
+    ] {
+        assert!(text.contains(&line), "no {line} in {text}");
+    }
 }

@@ -286,6 +286,12 @@ impl Histogram {
             .as_secs()
             .saturating_mul(1_000_000)
             .saturating_add(u64::from(elapsed.subsec_micros()));
+        self.observe_us(us, count);
+    }
+
+    /// Counts `count` commands that each took `us` microseconds.
+    #[inline]
+    pub(crate) fn observe_us(&self, us: u64, count: u32) {
         let count = u64::from(count);
         if let Some(i) = BUCKETS_US.iter().position(|&b| us <= b) {
             self.buckets[i].fetch_add(count, Ordering::Relaxed);

@@ -27,9 +27,23 @@ struct InFlight {
     /// non-admin tenant's script not yet killed and [`KILLED`] once it is; 0 for anything else. One byte: an
     /// entry is moved twice per request.
     wrapped: u8,
+    /// When it was written (its backend latency counts from here), in the connection's `Clock`: four bytes, so
+    /// that the entry stays small enough to be moved without a call to `memcpy`.
+    sent: u32,
     deadline: Instant,
-    /// When it was written (its backend latency counts from here).
-    sent: Instant,
+}
+
+/// A connection's clock for its requests' latency: microseconds since it started, on 32 bits (wrapping after 71
+/// minutes, which a latency never reaches: the command timeout ends a request long before).
+struct Clock(Instant);
+
+impl Clock {
+    fn micros(&self, now: Instant) -> u32 {
+        let since = now.saturating_duration_since(self.0);
+        (since.as_secs() as u32)
+            .wrapping_mul(1_000_000)
+            .wrapping_add(since.subsec_micros())
+    }
 }
 
 impl InFlight {
@@ -130,6 +144,7 @@ impl Replies {
         &mut self,
         in_flight: &mut VecDeque<InFlight>,
         shared: &Shared,
+        clock: &Clock,
     ) -> Result<(), String> {
         let node = &shared.node.addr;
         let metrics = &shared.metrics;
@@ -156,12 +171,11 @@ impl Replies {
             let Some(request) = in_flight.pop_front() else {
                 continue;
             };
-            let elapsed = now
-                .get_or_insert_with(Instant::now)
-                .saturating_duration_since(request.sent);
+            let now = *now.get_or_insert_with(|| clock.micros(Instant::now()));
+            let elapsed = u64::from(now.wrapping_sub(request.sent));
             match request.wrapped & LEAD {
                 0 => {
-                    metrics.latency.observe(elapsed, request.count);
+                    metrics.latency.observe_us(elapsed, request.count);
                     if error {
                         count_errors(metrics, &reply);
                     }
@@ -170,7 +184,7 @@ impl Replies {
                 lead => {
                     let (reply, switched_back) = unwrap_script(&reply, lead, node);
                     let error = reply.first() == Some(&b'-');
-                    metrics.latency.observe(elapsed, 1);
+                    metrics.latency.observe_us(elapsed, 1);
                     if error {
                         count_errors(metrics, &reply);
                     }
@@ -201,6 +215,7 @@ async fn pipeline(
     replies: &mut Replies,
 ) -> Result<(), String> {
     let socket = &stream;
+    let clock = Clock(Instant::now());
     let mut outbox = Outbox::with_capacity(16 * 1024);
     let timeout = shared.settings.command_timeout;
     let far_future = Instant::now() + Duration::from_secs(86400 * 365);
@@ -224,6 +239,7 @@ async fn pipeline(
                 .back()
                 .map_or(now + timeout, |last| last.deadline.max(now + timeout));
             let write_buf = outbox.buf();
+            let sent = clock.micros(now);
             for pending in batch.drain(..) {
                 let (count, wrapped) = match pending.reply.run_as() {
                     RunAs::Gateway => {
@@ -265,7 +281,7 @@ async fn pipeline(
                     count,
                     wrapped,
                     deadline,
-                    sent: now,
+                    sent,
                 });
             }
             outbox.write(socket)?;
@@ -294,7 +310,7 @@ async fn pipeline(
                     Ok(_) => {}
                     Err(e) => return Err(format!("connection lost: {}", describe(&e))),
                 }
-                replies.deliver(in_flight, shared)?;
+                replies.deliver(in_flight, shared, &clock)?;
                 if killing && in_flight.front().is_none_or(|r| r.deadline < timer_deadline) {
                     // The killed script answered: the timer goes back to the oldest request's deadline.
                     killing = false;

@@ -470,7 +470,7 @@ impl Session {
             view.tenant
                 .metrics
                 .received_bytes
-                .add((unread - input.len()) as u64);
+                .add(unread.saturating_sub(input.len()) as u64);
         }
         // Shown while input waits unparsed (a partial request, a pipeline held back), and once more when none does.
         if !input.is_empty() || self.input_shown {

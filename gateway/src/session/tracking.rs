@@ -72,7 +72,7 @@ impl Session {
             }
         });
         if let Some(metrics) = metrics {
-            metrics.sent_bytes.add((output.len() - unsent) as u64);
+            metrics.sent_bytes.add(output.len().saturating_sub(unsent) as u64);
         }
     }
 

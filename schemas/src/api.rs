@@ -83,6 +83,9 @@ pub struct TenantPatch {
     pub ip_deny: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_keys: Option<Vec<String>>,
+    /// Replaces the tenant's tracking thresholds (`{}`: the gateway's again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<crate::policy::TrackingPolicy>,
 }
 
 /// A field that is present, `null` included (`Some(None)`), as opposed to absent (`None`, its default).

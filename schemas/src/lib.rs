@@ -43,6 +43,9 @@ macro_rules! with_policy_fields {
             /// Keys, or glob patterns of keys (Redis' `KEYS` syntax), whose commands are refused.
             #[serde(default, skip_serializing_if = "Vec::is_empty")]
             pub blocked_keys: Vec<String>,
+            /// Thresholds of the slow log, big keys and hot keys for this tenant, in place of the gateway's.
+            #[serde(default, skip_serializing_if = "crate::policy::TrackingPolicy::is_empty")]
+            pub tracking: crate::policy::TrackingPolicy,
         }
     };
     (gathered $(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
@@ -58,6 +61,7 @@ macro_rules! with_policy_fields {
                     ip_allow: self.ip_allow.clone(),
                     ip_deny: self.ip_deny.clone(),
                     blocked_keys: self.blocked_keys.clone(),
+                    tracking: self.tracking,
                 }
             }
         }

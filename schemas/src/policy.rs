@@ -70,6 +70,34 @@ impl CommandRules {
     }
 }
 
+/// A tenant's own thresholds of what the gateway notices of its requests (docs/tracking.md); each one left out
+/// is the gateway's (its command-line flag). A gateway started with `--tracking off` notices nothing, whatever
+/// a tenant asks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrackingPolicy {
+    /// Microseconds of gateway-side latency from which a command enters the tenant's slow log (as Redis'
+    /// `slowlog-log-slower-than`: 0 logs every command, a negative value none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowlog_log_slower_than: Option<i64>,
+    /// Bytes from which a request or a reply is a big key (0: none is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub big_key_bytes: Option<u64>,
+    /// Elements from which a reply that is a collection (array, map, set) is a big key (0: none is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub big_key_elements: Option<u64>,
+    /// Estimated accesses per second, over a report interval, from which a key is reported hot (0: the most
+    /// accessed keys are, whatever their rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_key_threshold: Option<u64>,
+}
+
+impl TrackingPolicy {
+    pub fn is_empty(&self) -> bool {
+        *self == TrackingPolicy::default()
+    }
+}
+
 impl TenantPolicy {
     /// The rules the fields' types do not express, each at its path under `path` (the tenant's).
     pub fn problems(&self, path: &str) -> Vec<ValidationError> {

@@ -401,3 +401,89 @@ async fn a_slow_read_on_the_direct_path_shows_the_key_as_the_tenant_sent_it() {
     assert_eq!(entry["key"], "user:1", "{slowlog}");
     assert!(entry["duration_us"].as_u64() >= Some(40_000), "{entry}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_own_thresholds_replace_the_gateways_for_it_alone() {
+    let redis = RedisServer::start();
+    let stack = start_stack("thresholds");
+    let cp = &stack.cp;
+    let route = json!({"type": "single", "target": redis.url()});
+    let policy =
+        json!({"big_key_bytes": 1000, "big_key_elements": 50, "hot_key_threshold": 1_000_000});
+    let secret = cp
+        .create_tenant_with(
+            json!({"name": "small", "namespace": "s:", "tracking": policy}),
+            route.clone(),
+        )
+        .await;
+    let plain_secret = cp
+        .create_tenant_with(json!({"name": "plain", "namespace": "p:"}), route)
+        .await;
+    // The same requests from each: a 2 KB value written, a list of 100 read whole, 2,000 reads of one key.
+    for (tenant, secret) in [("small", &secret), ("plain", &plain_secret)] {
+        let mut con = connect(&stack.gateway, tenant, secret).await;
+        let () = redis::cmd("SET")
+            .arg("value")
+            .arg("v".repeat(2000))
+            .query_async(&mut con)
+            .await
+            .expect("SET");
+        let _: i64 = redis::cmd("RPUSH")
+            .arg("list")
+            .arg((0..100).collect::<Vec<i32>>())
+            .query_async(&mut con)
+            .await
+            .expect("RPUSH");
+        let read: Vec<String> = redis::cmd("LRANGE")
+            .arg("list")
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .expect("LRANGE");
+        assert_eq!(read.len(), 100);
+        let mut pipe = redis::pipe();
+        for _ in 0..2_000 {
+            pipe.cmd("GET").arg("hot");
+        }
+        let _: Vec<Option<String>> = pipe.query_async(&mut con).await.expect("the GETs");
+    }
+    let big = poll(
+        cp,
+        "/v1/tenants/small/big-keys",
+        Duration::from_secs(5),
+        |answer| {
+            answer["keys"]
+                .as_array()
+                .is_some_and(|keys| keys.len() == 2)
+        },
+    )
+    .await;
+    let keys = big["keys"].as_array().expect("keys");
+    let found = |command: &str| {
+        keys.iter()
+            .find(|k| k["command"] == command)
+            .unwrap_or_else(|| panic!("no {command} in {big}"))
+    };
+    assert_eq!(found("set")["direction"], "request", "{big}");
+    assert_eq!(found("set")["key"], "value", "{big}");
+    assert_eq!(found("lrange")["elements"], 100, "{big}");
+    assert_eq!(found("lrange")["key"], "list", "{big}");
+    // The other tenant's were under the gateway's thresholds; the first tenant's reads under its own rate.
+    let hot = poll(
+        cp,
+        "/v1/tenants/plain/hot-keys",
+        Duration::from_millis(INTERVAL_MS * 2 + 2000),
+        |answer| answer["keys"][0]["key"] == "hot",
+    )
+    .await;
+    assert!(hot["keys"][0]["count"].as_u64() >= Some(1000), "{hot}");
+    let plain = cp
+        .expect("GET", "/v1/tenants/plain/big-keys", None, 200)
+        .await;
+    assert_eq!(plain["keys"], json!([]), "{plain}");
+    let small = cp
+        .expect("GET", "/v1/tenants/small/hot-keys", None, 200)
+        .await;
+    assert_eq!(small["keys"], json!([]), "{small}");
+}

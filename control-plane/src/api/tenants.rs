@@ -302,6 +302,9 @@ fn patch_policy(policy: &mut TenantPolicy, patch: &TenantPatch) {
     if let Some(blocked_keys) = &patch.blocked_keys {
         policy.blocked_keys = blocked_keys.clone();
     }
+    if let Some(tracking) = patch.tracking {
+        policy.tracking = tracking;
+    }
 }
 
 async fn remove(

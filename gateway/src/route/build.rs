@@ -229,5 +229,6 @@ pub(super) fn compile(
         ops_interval,
         policies,
         scripts_run_as,
+        tracking: source.policy.tracking,
     })
 }

@@ -75,6 +75,8 @@ pub(crate) struct Tenant {
     pub policies: Option<Box<crate::cmd::tenancy::Policies>>,
     /// Who its scripts and functions run as on a backend (see `backend::identity`).
     pub scripts_run_as: crate::reply::RunAs,
+    /// Its own thresholds of the slow log, big keys and hot keys (see `tracking`).
+    pub tracking: switchyard_schemas::policy::TrackingPolicy,
 }
 
 impl Named for Arc<Tenant> {

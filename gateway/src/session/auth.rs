@@ -311,6 +311,7 @@ impl Session {
                 .is_some_and(|p| p.checks_commands())
         });
         self.info.set_tenant(&tenant.name);
+        self.track_tenant(&tenant.tracking);
         self.tenant = Some(TenantView {
             tenant,
             generation,

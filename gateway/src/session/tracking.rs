@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use switchyard_schemas::policy::TrackingPolicy;
 
 use super::Session;
 use super::output::Output;
@@ -17,9 +18,10 @@ use crate::tracking::{
     self, BigKey, Direction, Parsed, SlowEntry, TrackingConfig, lock, slowlog_args,
 };
 
-/// A session's copy of the thresholds (one load each on the path, not a walk to the gateway's), and its
-/// countdown to the next request whose key is sampled.
+/// A session's copy of the thresholds (one load each on the path, not a walk to the gateway's), its tenant's own
+/// in place of the gateway's, and its countdown to the next request whose key is sampled.
 pub(super) struct SessionTracking {
+    gateway: TrackingConfig,
     config: TrackingConfig,
     /// Requests answered before the next sampled one, that one included.
     sample: Cell<u32>,
@@ -30,6 +32,7 @@ pub(super) struct SessionTracking {
 impl SessionTracking {
     pub(super) fn new(config: TrackingConfig) -> SessionTracking {
         SessionTracking {
+            gateway: config,
             config,
             sample: Cell::new(config.hot_key_sample),
             turn: Cell::new(0),
@@ -52,6 +55,13 @@ impl SessionTracking {
 }
 
 impl Session {
+    /// The session enters a tenant with thresholds of its own (`policy`, possibly none).
+    pub(super) fn track_tenant(&mut self, policy: &TrackingPolicy) {
+        self.tracking.config = self.tracking.gateway.with(policy);
+        self.replies
+            .keep_requests(self.tracking.config.keeps_requests);
+    }
+
     /// Moves the replies ready into `output`, each counted in its tenant's metrics and checked by tracking.
     pub(super) fn drain_replies(&self, output: &mut Output, now: Instant) {
         let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
@@ -72,7 +82,9 @@ impl Session {
             }
         });
         if let Some(metrics) = metrics {
-            metrics.sent_bytes.add(output.len().saturating_sub(unsent) as u64);
+            metrics
+                .sent_bytes
+                .add(output.len().saturating_sub(unsent) as u64);
         }
     }
 
@@ -84,7 +96,8 @@ impl Session {
         let request_len = answered.request.as_ref().map_or(0, |tag| tag.raw.len());
         if answered.count < left
             && elapsed < config.slower_than
-            && answered.reply.len().max(request_len) < config.big_key_bytes
+            && answered.reply.len() < config.big_reply_bytes
+            && request_len < config.big_key_bytes
         {
             self.tracking.sample.set(left - answered.count);
         } else {
@@ -118,41 +131,45 @@ impl Session {
             }
         }
         let slow = elapsed >= config.slower_than;
-        let big = config.big_key_bytes;
-        let big_replies = answered.reply.len() >= big;
-        if !(slow || big_replies || tag.raw.len() >= big) {
+        let big_replies = answered.reply.len() >= config.big_reply_bytes;
+        let big_requests = tag.raw.len() >= config.big_key_bytes;
+        if !(slow || big_replies || big_requests) {
             return;
         }
         // Replies are matched to requests only where they are in the requests' order.
         let mut replies = resp::each_reply(answered.reply).filter(|_| big_replies && tag.aligned);
         // Past the first request, only a big one is looked into.
-        let requests = match big_replies || tag.raw.len() >= big {
+        let requests = match big_replies || big_requests {
             true => answered.count as usize,
             false => 1,
         };
         for (i, frame) in resp::each_request(&tag.raw).enumerate().take(requests) {
-            let reply_len = replies.next().map_or(0, <[u8]>::len);
+            let reply = replies.next().unwrap_or_default();
             let slow = i == 0 && slow;
-            if !(slow || frame.len() >= big || reply_len >= big) {
+            let big_request = frame.len() >= config.big_key_bytes;
+            let big_reply = big_reply(reply, config);
+            if !(slow || big_request || big_reply.is_some()) {
                 continue;
             }
             let parsed = Parsed::new(&tag.raw, frame, prefix);
             let mut observed = lock(&self.worker.observed);
             let observed = observed.tenant(&view.tenant.name);
             let at_ms = tracking::unix_micros() / 1000;
-            for (direction, bytes) in [
-                (Direction::Request, frame.len()),
-                (Direction::Reply, reply_len),
-            ] {
-                if bytes >= big {
-                    observed.big.add(BigKey {
-                        key: parsed.kept_key(),
-                        command: parsed.command,
-                        direction,
-                        bytes,
-                        at_ms,
-                    });
-                }
+            let big = |direction, bytes: usize, elements| BigKey {
+                key: parsed.kept_key(),
+                command: parsed.command,
+                direction,
+                bytes,
+                elements,
+                at_ms,
+            };
+            if big_request {
+                observed.big.add(big(Direction::Request, frame.len(), None));
+            }
+            if let Some(elements) = big_reply {
+                observed
+                    .big
+                    .add(big(Direction::Reply, reply.len(), elements));
             }
             if slow {
                 let entry = self.slow_entry(elapsed, answered.count, parsed);
@@ -168,7 +185,7 @@ impl Session {
             }
         }
         if big_replies && !tag.aligned {
-            self.note_unaligned_big_replies(answered.reply, big);
+            self.note_unaligned_big_replies(answered.reply);
         }
     }
 
@@ -180,10 +197,10 @@ impl Session {
         let argc = args.clone().count();
         let (name, first) = (args.next().unwrap_or_default(), args.next());
         let count = |key: &[u8], count| {
-            lock(&self.worker.observed)
-                .tenant(&view.tenant.name)
-                .hot
-                .add(key, count);
+            let mut observed = lock(&self.worker.observed);
+            let observed = observed.tenant(&view.tenant.name);
+            observed.hot.add(key, count);
+            observed.hot_threshold = self.tracking.config.hot_key_threshold;
         };
         match (self.commands.cached(name, argc), first) {
             (Some((spec, _)), Some(key)) if spec.key_is_first_argument() => {
@@ -217,18 +234,21 @@ impl Session {
 
     /// Big replies of a cluster run spread over several masters, whose requests the slot does not keep in
     /// order: noted without their key and command.
-    fn note_unaligned_big_replies(&self, reply: &[u8], big: usize) {
+    fn note_unaligned_big_replies(&self, replies: &[u8]) {
         let Some(view) = &self.tenant else { return };
         let mut observed = lock(&self.worker.observed);
         let observed = observed.tenant(&view.tenant.name);
-        for reply in resp::each_reply(reply).filter(|reply| reply.len() >= big) {
-            observed.big.add(BigKey {
-                key: None,
-                command: "",
-                direction: Direction::Reply,
-                bytes: reply.len(),
-                at_ms: tracking::unix_micros() / 1000,
-            });
+        for reply in resp::each_reply(replies) {
+            if let Some(elements) = big_reply(reply, &self.tracking.config) {
+                observed.big.add(BigKey {
+                    key: None,
+                    command: "",
+                    direction: Direction::Reply,
+                    bytes: reply.len(),
+                    elements,
+                    at_ms: tracking::unix_micros() / 1000,
+                });
+            }
         }
     }
 
@@ -246,4 +266,14 @@ fn strip<'a>(key: &'a [u8], prefix: Option<&[u8]>) -> &'a [u8] {
     prefix
         .and_then(|prefix| key.strip_prefix(prefix))
         .unwrap_or(key)
+}
+
+/// Whether `reply` is big, by its bytes or by its elements: then the elements of a collection reply.
+fn big_reply(reply: &[u8], config: &TrackingConfig) -> Option<Option<u64>> {
+    if reply.len() < config.big_reply_bytes {
+        return None;
+    }
+    let elements = tracking::elements(reply);
+    let many = elements.is_some_and(|n| n >= config.big_key_elements as u64);
+    (many || reply.len() >= config.big_key_bytes).then_some(elements)
 }

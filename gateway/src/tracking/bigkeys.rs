@@ -19,6 +19,8 @@ pub(crate) struct BigKey {
     pub command: &'static str,
     pub direction: Direction,
     pub bytes: usize,
+    /// A collection reply's elements.
+    pub elements: Option<u64>,
     /// Unix time in milliseconds.
     pub at_ms: u64,
 }
@@ -37,6 +39,7 @@ impl BigKeys {
         });
         if let Some(known) = same.and_then(|i| self.keys.get_mut(i)) {
             known.bytes = known.bytes.max(big.bytes);
+            known.elements = known.elements.max(big.elements);
             known.at_ms = known.at_ms.max(big.at_ms);
         } else if self.keys.len() < CAPACITY {
             self.keys.push(big);

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use switchyard_schemas::api::ObservationReport;
@@ -19,11 +19,13 @@ use switchyard_schemas::api::ObservationReport;
 use crate::resp;
 
 mod bigkeys;
+mod config;
 mod hotkeys;
 mod slowlog;
 mod summary;
 
 pub(crate) use bigkeys::{BigKey, BigKeys, Direction};
+pub use config::{TrackingConfig, TrackingFlags};
 use hotkeys::FastHasher;
 pub(crate) use hotkeys::HotKeys;
 pub(crate) use slowlog::{SlowEntry, SlowLog, slowlog_args};
@@ -40,112 +42,6 @@ pub(crate) fn kept_key(key: &[u8]) -> Bytes {
 /// How many hot keys a tenant's report names (the sketches count more, so that the top ones are right).
 pub(crate) const HOT_KEYS_REPORTED: usize = 20;
 
-/// The tracking flags of the gateway's command line.
-#[derive(clap::Args, Debug, Clone)]
-pub struct TrackingFlags {
-    /// Slow log, big keys and hot keys: `on` or `off` (`off` leaves SLOWLOG answering with an empty log).
-    #[arg(
-        long = "tracking",
-        env = "SWITCHYARD_TRACKING",
-        default_value = "on",
-        value_parser = on_off,
-        action = clap::ArgAction::Set
-    )]
-    pub tracking: bool,
-    /// Commands whose gateway-side latency reaches this many microseconds enter their tenant's slow log
-    /// (Redis' slowlog-log-slower-than: negative turns the slow log off, 0 logs every command).
-    #[arg(
-        long,
-        env = "SWITCHYARD_SLOWLOG_LOG_SLOWER_THAN",
-        default_value_t = 10_000,
-        allow_negative_numbers = true
-    )]
-    pub slowlog_log_slower_than: i64,
-    /// Entries each tenant's slow log keeps (Redis' slowlog-max-len).
-    #[arg(long, env = "SWITCHYARD_SLOWLOG_MAX_LEN", default_value_t = 128)]
-    pub slowlog_max_len: usize,
-    /// A request or a reply of at least this many bytes is a big key (0: none is).
-    #[arg(long, env = "SWITCHYARD_BIG_KEY_BYTES", default_value_t = 1_000_000)]
-    pub big_key_bytes: usize,
-    /// One request in this many, per client connection, has its key counted for the hot keys (0: none).
-    #[arg(long, env = "SWITCHYARD_HOT_KEY_SAMPLE", default_value_t = 1000)]
-    pub hot_key_sample: u32,
-    /// How often the gateway hands what it noticed to the control plane (and to its admin port's /tracking).
-    #[arg(
-        long,
-        env = "SWITCHYARD_TRACKING_REPORT_INTERVAL_MS",
-        default_value_t = 10_000
-    )]
-    pub tracking_report_interval_ms: u64,
-}
-
-fn on_off(value: &str) -> Result<bool, String> {
-    match value {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("expected on or off, not {value:?}")),
-    }
-}
-
-/// The thresholds the data path compares against, set so that "off" is a compare that never succeeds.
-#[derive(Debug, Clone, Copy)]
-pub struct TrackingConfig {
-    /// Latency from which a command is slow (`Duration::MAX`: never).
-    pub slower_than: Duration,
-    pub slowlog_max_len: usize,
-    /// Size from which a request or reply is big (`usize::MAX`: never).
-    pub big_key_bytes: usize,
-    /// One request in this many is sampled (`u32::MAX`: practically none).
-    pub hot_key_sample: u32,
-    pub report_interval: Duration,
-    /// Whether reply slots keep their requests, which are looked into once their replies are in.
-    pub keeps_requests: bool,
-}
-
-impl TrackingFlags {
-    pub fn config(&self) -> TrackingConfig {
-        let on = self.tracking;
-        let slower_than = match u64::try_from(self.slowlog_log_slower_than) {
-            Ok(us) if on => Duration::from_micros(us),
-            _ => Duration::MAX,
-        };
-        let big_key_bytes = match self.big_key_bytes {
-            0 => usize::MAX,
-            bytes if on => bytes,
-            _ => usize::MAX,
-        };
-        let hot_key_sample = match self.hot_key_sample {
-            n @ 1.. if on => n,
-            _ => u32::MAX,
-        };
-        TrackingConfig {
-            slower_than,
-            slowlog_max_len: self.slowlog_max_len,
-            big_key_bytes,
-            hot_key_sample,
-            report_interval: Duration::from_millis(self.tracking_report_interval_ms.max(100)),
-            keeps_requests: slower_than != Duration::MAX
-                || big_key_bytes != usize::MAX
-                || hot_key_sample != u32::MAX,
-        }
-    }
-}
-
-impl Default for TrackingConfig {
-    /// The command line's defaults.
-    fn default() -> TrackingConfig {
-        #[derive(clap::Parser)]
-        struct Defaults {
-            #[command(flatten)]
-            flags: TrackingFlags,
-        }
-        match <Defaults as clap::Parser>::try_parse_from(["switchyard-gateway"]) {
-            Ok(defaults) => defaults.flags.config(),
-            Err(e) => unreachable!("the tracking flags' defaults parse: {e}"),
-        }
-    }
-}
-
 /// What one worker noticed since the last report, by tenant name.
 #[derive(Default)]
 pub(crate) struct Observed {
@@ -156,6 +52,8 @@ pub(crate) struct Observed {
 #[derive(Default)]
 pub(crate) struct TenantObserved {
     pub hot: HotKeys,
+    /// The tenant's `hot_key_threshold` when a key was last counted.
+    pub hot_threshold: u64,
     pub big: BigKeys,
     /// Slow log entries not reported yet (at most a slow log's length).
     pub slow: Vec<Arc<SlowEntry>>,
@@ -176,6 +74,7 @@ impl Observed {
 impl TenantObserved {
     fn merge(&mut self, other: TenantObserved, max_slow: usize) {
         self.hot.merge(&other.hot);
+        self.hot_threshold = self.hot_threshold.max(other.hot_threshold);
         self.big.merge(other.big);
         self.slow.extend(other.slow);
         if self.slow.len() > max_slow {
@@ -237,6 +136,14 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How many elements `reply` holds, if it is a collection (an array, a map's pairs, a set).
+pub(crate) fn elements(reply: &[u8]) -> Option<u64> {
+    let [b'*' | b'%' | b'~', line @ ..] = reply else {
+        return None;
+    };
+    u64::try_from(resp::short_length(line)?.0).ok()
 }
 
 /// Microseconds since the Unix epoch.
@@ -317,58 +224,6 @@ impl Parsed {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tracking_can_be_turned_off_and_its_parts_one_by_one() {
-        #[derive(clap::Parser)]
-        struct Args {
-            #[command(flatten)]
-            flags: TrackingFlags,
-        }
-        let config = |args: &[&str]| {
-            let args = std::iter::once("gateway").chain(args.iter().copied());
-            <Args as clap::Parser>::try_parse_from(args).map(|args| args.flags.config())
-        };
-        let on = TrackingConfig::default();
-        assert_eq!(
-            (
-                on.slower_than,
-                on.big_key_bytes,
-                on.hot_key_sample,
-                on.keeps_requests
-            ),
-            (Duration::from_millis(10), 1_000_000, 1000, true)
-        );
-        let off = config(&["--tracking", "off"]).expect("--tracking off");
-        assert_eq!(
-            (
-                off.slower_than,
-                off.big_key_bytes,
-                off.hot_key_sample,
-                off.keeps_requests
-            ),
-            (Duration::MAX, usize::MAX, u32::MAX, false)
-        );
-        let parts = [
-            "--slowlog-log-slower-than",
-            "-1",
-            "--big-key-bytes",
-            "0",
-            "--hot-key-sample",
-            "0",
-        ];
-        assert!(!config(&parts).expect("each part off").keeps_requests);
-        let sampling = [
-            "--slowlog-log-slower-than",
-            "-1",
-            "--big-key-bytes",
-            "0",
-            "--hot-key-sample",
-            "1",
-        ];
-        assert!(config(&sampling).expect("sampling only").keeps_requests);
-        assert!(config(&["--tracking", "yes"]).is_err());
-    }
 
     #[test]
     fn keys_are_shown_unambiguously_and_requests_as_the_tenant_sent_them() {

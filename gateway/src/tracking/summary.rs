@@ -20,7 +20,7 @@ impl Tracking {
         let mut tenants: Vec<(u64, TenantObservations)> = self
             .take()
             .into_iter()
-            .map(|(tenant, observed)| summarize(tenant, observed, sample))
+            .map(|(tenant, observed)| summarize(tenant, observed, sample, interval_ms))
             .collect();
         // The busiest first, so that the bound leaves out the least telling.
         tenants.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.tenant.cmp(&b.1.tenant)));
@@ -49,7 +49,17 @@ impl Tracking {
 }
 
 /// One tenant's observations, with how busy it looks (for the report's bound).
-fn summarize(tenant: String, observed: TenantObserved, sample: u64) -> (u64, TenantObservations) {
+fn summarize(
+    tenant: String,
+    observed: TenantObserved,
+    sample: u64,
+    interval_ms: u64,
+) -> (u64, TenantObservations) {
+    // The tenant's threshold is a rate; the counts are the interval's.
+    let least = observed
+        .hot_threshold
+        .saturating_mul(interval_ms.max(1))
+        .div_ceil(1000);
     let hot_keys: Vec<HotKey> = observed
         .hot
         .top(HOT_KEYS_REPORTED)
@@ -58,6 +68,7 @@ fn summarize(tenant: String, observed: TenantObserved, sample: u64) -> (u64, Ten
             key: printable(&key),
             count: count.saturating_mul(sample),
         })
+        .filter(|hot| hot.count >= least)
         .collect();
     let busy = hot_keys.iter().map(|k| k.count).sum::<u64>() + observed.slow.len() as u64;
     let big_keys = observed
@@ -72,6 +83,7 @@ fn summarize(tenant: String, observed: TenantObserved, sample: u64) -> (u64, Ten
                 Direction::Reply => BigKeyDirection::Reply,
             },
             bytes: big.bytes as u64,
+            elements: big.elements,
             at_ms: big.at_ms as i64,
             gateway: String::new(),
         })

@@ -66,6 +66,9 @@ pub struct BigKey {
     pub command: String,
     pub direction: BigKeyDirection,
     pub bytes: u64,
+    /// For a reply that is a collection (array, map, set): how many elements it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elements: Option<u64>,
     /// When it was last seen, in milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// The gateway that saw it (set by the control plane; empty in a report).

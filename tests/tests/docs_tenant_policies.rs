@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 use switchyard_schemas::api::Tenant;
+use switchyard_schemas::policy::TrackingPolicy;
 use switchyard_schemas::{CommandRules, TenantPolicy};
 use switchyard_tests::docs::{code_block, code_blocks, run_shell_blocks};
 use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RawClient, RedisServer};
@@ -34,6 +35,11 @@ async fn the_curl_examples_work_as_written() {
         },
         ip_allow: vec!["127.0.0.0/8".into()],
         ip_deny: vec!["127.0.0.66".into()],
+        tracking: TrackingPolicy {
+            slowlog_log_slower_than: Some(5000),
+            big_key_bytes: Some(100_000),
+            ..TrackingPolicy::default()
+        },
         ..TenantPolicy::default()
     };
     assert_eq!(shop.policy, expected);

@@ -127,6 +127,17 @@ async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
     let keys = hot["keys"].as_array().expect("keys");
     let top = keys[0]["count"].as_u64().expect("a count");
     assert!((5_000..=20_000).contains(&top), "{hot}");
+    // The view across tenants names it with its tenant.
+    let fleet = cp.expect("GET", "/v1/hot-keys?limit=3", None, 200).await;
+    assert_eq!(
+        (
+            &fleet["keys"][0]["tenant"],
+            &fleet["keys"][0]["key"],
+            &fleet["keys"][0]["count"]
+        ),
+        (&json!("acme"), &json!("hot"), &json!(top)),
+        "{fleet}"
+    );
     assert!(
         keys.len() > 1 && keys[1]["count"].as_u64() < Some(top / 10),
         "{hot}"
@@ -399,6 +410,9 @@ async fn a_slow_read_on_the_direct_path_shows_the_key_as_the_tenant_sent_it() {
     let entry = &slowlog["entries"][0];
     assert_eq!(entry["args"], json!(["GET", "user:1"]), "{slowlog}");
     assert_eq!(entry["key"], "user:1", "{slowlog}");
+    // The resource the key maps to, as the gateway's GET /tenants names it.
+    let resource = format!("127.0.0.1:{}/0", redis.port());
+    assert_eq!(entry["backend"], json!(resource), "{slowlog}");
     assert!(entry["duration_us"].as_u64() >= Some(40_000), "{entry}");
 }
 

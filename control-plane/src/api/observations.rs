@@ -9,7 +9,9 @@ use axum::http::{Method, StatusCode};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use switchyard_schemas::api::{BigKeys, HotKey, HotKeys, ObservationReport, SlowLog};
+use switchyard_schemas::api::{
+    BigKeys, FleetHotKeys, HotKey, HotKeys, ObservationReport, SlowLog, TenantHotKey,
+};
 
 use crate::api::lookup;
 use crate::auth::Access;
@@ -59,6 +61,20 @@ pub(crate) fn operations() -> Vec<Operation> {
             "At most this many keys (default 20, at most 1000).",
         )
         .errors(&[400, 404]),
+        Operation::new(
+            "getFleetHotKeys",
+            Method::GET,
+            "/v1/hot-keys",
+            "Every tenant's most accessed keys over the last minute, across gateways: the view across tenants",
+            Access::Admin,
+            get(fleet_hot_keys),
+        )
+        .reply::<FleetHotKeys>(200)
+        .query_integer(
+            "limit",
+            "At most this many keys (default 20, at most 1000).",
+        )
+        .errors(&[400]),
         Operation::new(
             "getBigKeys",
             Method::GET,
@@ -142,6 +158,29 @@ async fn hot_keys(
     }))
 }
 
+async fn fleet_hot_keys(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<Listing>,
+) -> ApiResult<Json<FleetHotKeys>> {
+    let limit = query.limit()?;
+    let mut counts: HashMap<(String, String), u64> = HashMap::new();
+    for (tenant, report) in db::observations::fleet_hot_keys(&state.pool, HOT_WINDOW).await? {
+        for hot in report {
+            *counts.entry((tenant.clone(), hot.key)).or_default() += hot.count;
+        }
+    }
+    let mut keys: Vec<TenantHotKey> = counts
+        .into_iter()
+        .map(|((tenant, key), count)| TenantHotKey { tenant, key, count })
+        .collect();
+    keys.sort_by(|a, b| (b.count, &a.tenant, &a.key).cmp(&(a.count, &b.tenant, &b.key)));
+    keys.truncate(limit);
+    Ok(Json(FleetHotKeys {
+        keys,
+        window_s: HOT_WINDOW.as_secs(),
+    }))
+}
+
 async fn big_keys(
     State(state): State<AppState>,
     ApiPath(tenant): ApiPath<String>,
@@ -161,6 +200,7 @@ async fn big_keys(
         match largest.get_mut(&id) {
             Some(known) => {
                 known.bytes = known.bytes.max(big.bytes);
+                known.elements = known.elements.max(big.elements);
                 known.at_ms = known.at_ms.max(big.at_ms);
             }
             None => {

@@ -59,6 +59,26 @@ pub(crate) async fn hot_keys(
     Ok(rows.into_iter().map(|row| row.hot_keys.0).collect())
 }
 
+/// The hot keys each report of the last `window` gave, with their tenant's name, every tenant's.
+pub(crate) async fn fleet_hot_keys(
+    db: impl PgExecutor<'_>,
+    window: Duration,
+) -> DbResult<Vec<(String, Vec<HotKey>)>> {
+    let rows = sqlx::query!(
+        r#"SELECT t.name AS tenant, o.hot_keys AS "hot_keys: Json<Vec<HotKey>>"
+             FROM tenant_observations o JOIN tenants t ON t.id = o.tenant_id
+            WHERE o.received_at > now() - make_interval(secs => $1) AND o.hot_keys <> '[]'::jsonb"#,
+        window.as_secs_f64(),
+    )
+    .fetch_all(db)
+    .await
+    .during("reading every tenant's hot keys")?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.tenant, row.hot_keys.0))
+        .collect())
+}
+
 /// The big keys of the last `window`, each with the gateway that reported it.
 pub(crate) async fn big_keys(
     db: impl PgExecutor<'_>,

@@ -149,6 +149,8 @@ const CASES: &[Case] = &[
     ("getHotKeys", 200, "GET", "/v1/tenants/acme/hot-keys", A, None, None),
     ("getHotKeys", 400, "GET", "/v1/tenants/acme/hot-keys?limit=0", A, None, None),
     ("getHotKeys", 404, "GET", "/v1/tenants/nope/hot-keys", A, None, None),
+    ("getFleetHotKeys", 200, "GET", "/v1/hot-keys", A, None, None),
+    ("getFleetHotKeys", 400, "GET", "/v1/hot-keys?limit=2000", A, None, None),
     ("getBigKeys", 200, "GET", "/v1/tenants/acme/big-keys", A, None, None),
     ("getBigKeys", 400, "GET", "/v1/tenants/acme/big-keys?limit=x", A, None, None),
     ("getBigKeys", 404, "GET", "/v1/tenants/nope/big-keys", A, None, None),

@@ -130,6 +130,20 @@ impl RoutePlan {
             .collect()
     }
 
+    /// The resource a command on `key` (none: a keyless one) goes to first, as `GET /tenants` names it: its
+    /// shard's primary for a write, its first read resource for a read. None for a keyless command on a route
+    /// of several shards.
+    pub(crate) fn resource_of(&self, key: Option<&[u8]>, write: bool) -> Option<&str> {
+        let shard = match key {
+            Some(key) => self.shard_of(key),
+            None if self.shards.len() == 1 => 0,
+            None => return None,
+        };
+        let target = self.shards.get(shard)?;
+        let resources = if write { &target.write } else { &target.read };
+        Some(resources.first()?.name.as_str())
+    }
+
     /// Where `key` goes, for people: shard, read resources (with policy), write resources (with ack mode).
     pub(crate) fn explain(&self, key: &[u8]) -> String {
         let shard = self.shard_of(key);

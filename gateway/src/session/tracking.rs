@@ -220,6 +220,18 @@ impl Session {
 
     /// The slow log's entry for a slot's first request.
     fn slow_entry(&self, elapsed: Duration, run: u32, parsed: Parsed) -> SlowEntry {
+        // Placement hashes the key as stored, under the tenant's namespace.
+        let backend = self.tenant.as_ref().and_then(|view| {
+            let stored = parsed.key(0).map(|key| match view.tenant.namespace() {
+                Some(namespace) => [&namespace.prefix()[..], &key[..]].concat(),
+                None => key.to_vec(),
+            });
+            let resource = view
+                .tenant
+                .route
+                .resource_of(stored.as_deref(), parsed.writes);
+            resource.map(str::to_string)
+        });
         SlowEntry {
             id: 0,
             timestamp: (tracking::unix_micros() / 1_000_000) as i64,
@@ -228,6 +240,7 @@ impl Session {
             args: slowlog_args(parsed.args),
             client_addr: self.info.addr.to_string(),
             client_name: self.info.name().unwrap_or_default(),
+            backend: backend.unwrap_or_default(),
             run,
         }
     }

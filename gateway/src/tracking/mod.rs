@@ -183,6 +183,8 @@ pub(crate) struct Parsed {
     pub keys: Vec<usize>,
     /// The command table's name of its command (`""` for one it does not know).
     pub command: &'static str,
+    /// Whether the command may write (a command it does not know is taken to).
+    pub writes: bool,
 }
 
 impl Parsed {
@@ -207,6 +209,7 @@ impl Parsed {
             args,
             keys,
             command: spec.map_or("", |spec| spec.name),
+            writes: spec.is_none_or(|spec| !spec.has(crate::cmd::flag::READONLY)),
         }
     }
 

@@ -31,6 +31,8 @@ pub(crate) struct SlowEntry {
     pub key: Option<Bytes>,
     pub client_addr: String,
     pub client_name: String,
+    /// The resource its key maps to (see `RoutePlan::resource_of`; empty when that cannot be told).
+    pub backend: String,
     /// How many requests of a pipelined run the latency covers (1: the command alone).
     pub run: u32,
 }
@@ -200,6 +202,7 @@ mod tests {
                     key: None,
                     client_addr: "127.0.0.1:1".into(),
                     client_name: String::new(),
+                    backend: "127.0.0.1:6379/0".into(),
                     run: 1,
                 },
                 3,

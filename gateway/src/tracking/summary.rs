@@ -99,6 +99,7 @@ fn summarize(
             key: entry.key.as_deref().map(printable),
             client_addr: entry.client_addr.clone(),
             client_name: entry.client_name.clone(),
+            backend: entry.backend.clone(),
             run: entry.run,
             gateway: String::new(),
         })

@@ -49,6 +49,25 @@ pub struct HotKeys {
     pub window_s: u64,
 }
 
+/// A hot key of one tenant, in the view across tenants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantHotKey {
+    pub tenant: String,
+    pub key: String,
+    /// Estimated accesses (sampled accesses times the sampling rate), every gateway's summed.
+    pub count: u64,
+}
+
+/// `GET /v1/hot-keys`: the hottest keys of every tenant over the window, most accessed first: which tenant and
+/// which key load the shared backends most.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FleetHotKeys {
+    pub keys: Vec<TenantHotKey>,
+    /// The window the counts cover, in seconds.
+    pub window_s: u64,
+}
+
 /// Whether a big key's size is its request's (a large value written) or its reply's (a large value read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -98,6 +117,10 @@ pub struct SlowLogEntry {
     pub key: Option<String>,
     pub client_addr: String,
     pub client_name: String,
+    /// The resource the command's key maps to, as `GET /tenants` on a gateway names it: its shard's primary for a
+    /// write, its first read resource for a read (empty for a keyless command on a route of several shards).
+    #[serde(default)]
+    pub backend: String,
     /// How many pipelined requests the latency covers (1: the command alone; more: it led a run).
     pub run: u32,
     /// The gateway that logged it (set by the control plane; empty in a report).

@@ -91,6 +91,17 @@ async fn poll(
     }
 }
 
+/// The tenant's big keys on the control plane, once there are `count` of them.
+async fn big_keys(cp: &ControlPlane, tenant: &str, count: usize) -> Value {
+    let path = format!("/v1/tenants/{tenant}/big-keys");
+    poll(cp, &path, Duration::from_secs(5), |answer| {
+        answer["keys"]
+            .as_array()
+            .is_some_and(|keys| keys.len() == count)
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
     let redis = RedisServer::start();
@@ -185,17 +196,7 @@ async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
         .await
         .expect("GET");
     assert_eq!(read.len(), value.len());
-    let big = poll(
-        cp,
-        "/v1/tenants/acme/big-keys",
-        Duration::from_secs(5),
-        |answer| {
-            answer["keys"]
-                .as_array()
-                .is_some_and(|keys| keys.len() == 2)
-        },
-    )
-    .await;
+    let big = big_keys(cp, "acme", 2).await;
     for (command, direction) in [("set", "request"), ("get", "reply")] {
         let found =
             big["keys"].as_array().into_iter().flatten().find(|k| {
@@ -462,17 +463,7 @@ async fn a_tenants_own_thresholds_replace_the_gateways_for_it_alone() {
         }
         let _: Vec<Option<String>> = pipe.query_async(&mut con).await.expect("the GETs");
     }
-    let big = poll(
-        cp,
-        "/v1/tenants/small/big-keys",
-        Duration::from_secs(5),
-        |answer| {
-            answer["keys"]
-                .as_array()
-                .is_some_and(|keys| keys.len() == 2)
-        },
-    )
-    .await;
+    let big = big_keys(cp, "small", 2).await;
     let keys = big["keys"].as_array().expect("keys");
     let found = |command: &str| {
         keys.iter()

@@ -140,18 +140,17 @@ async fn hot_keys(
 ) -> ApiResult<Json<HotKeys>> {
     let limit = query.limit()?;
     let row = lookup::tenant(&state.pool, &tenant).await?;
-    let mut counts: HashMap<String, u64> = HashMap::new();
-    for report in db::observations::hot_keys(&state.pool, row.id, HOT_WINDOW).await? {
-        for hot in report {
-            *counts.entry(hot.key).or_default() += hot.count;
-        }
-    }
-    let mut keys: Vec<HotKey> = counts
-        .into_iter()
-        .map(|(key, count)| HotKey { key, count })
-        .collect();
-    keys.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-    keys.truncate(limit);
+    let reports = db::observations::hot_keys(&state.pool, row.id, HOT_WINDOW).await?;
+    let keys = hottest(
+        reports
+            .into_iter()
+            .flatten()
+            .map(|hot| (hot.key, hot.count)),
+        limit,
+    )
+    .into_iter()
+    .map(|(key, count)| HotKey { key, count })
+    .collect();
     Ok(Json(HotKeys {
         keys,
         window_s: HOT_WINDOW.as_secs(),
@@ -163,22 +162,35 @@ async fn fleet_hot_keys(
     ApiQuery(query): ApiQuery<Listing>,
 ) -> ApiResult<Json<FleetHotKeys>> {
     let limit = query.limit()?;
-    let mut counts: HashMap<(String, String), u64> = HashMap::new();
-    for (tenant, report) in db::observations::fleet_hot_keys(&state.pool, HOT_WINDOW).await? {
-        for hot in report {
-            *counts.entry((tenant.clone(), hot.key)).or_default() += hot.count;
-        }
-    }
-    let mut keys: Vec<TenantHotKey> = counts
+    let reports = db::observations::fleet_hot_keys(&state.pool, HOT_WINDOW).await?;
+    let counted = reports.into_iter().flat_map(|(tenant, report)| {
+        report
+            .into_iter()
+            .map(move |hot| ((tenant.clone(), hot.key), hot.count))
+    });
+    let keys = hottest(counted, limit)
         .into_iter()
         .map(|((tenant, key), count)| TenantHotKey { tenant, key, count })
         .collect();
-    keys.sort_by(|a, b| (b.count, &a.tenant, &a.key).cmp(&(a.count, &b.tenant, &b.key)));
-    keys.truncate(limit);
     Ok(Json(FleetHotKeys {
         keys,
         window_s: HOT_WINDOW.as_secs(),
     }))
+}
+
+/// The `limit` most counted of `counts` (every report's counts of a key summed), most counted first, then by key.
+fn hottest<K: Ord + std::hash::Hash>(
+    counts: impl Iterator<Item = (K, u64)>,
+    limit: usize,
+) -> Vec<(K, u64)> {
+    let mut summed: HashMap<K, u64> = HashMap::new();
+    for (key, count) in counts {
+        *summed.entry(key).or_default() += count;
+    }
+    let mut hottest: Vec<(K, u64)> = summed.into_iter().collect();
+    hottest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    hottest.truncate(limit);
+    hottest
 }
 
 async fn big_keys(

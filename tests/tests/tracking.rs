@@ -91,6 +91,15 @@ async fn poll(
     }
 }
 
+/// The tenant's slow log on the control plane, once it has an entry.
+async fn slowlog_of(cp: &ControlPlane, tenant: &str) -> Value {
+    let path = format!("/v1/tenants/{tenant}/slowlog");
+    poll(cp, &path, Duration::from_secs(5), |answer| {
+        answer["entries"].as_array().is_some_and(|e| !e.is_empty())
+    })
+    .await
+}
+
 /// The tenant's big keys on the control plane, once there are `count` of them.
 async fn big_keys(cp: &ControlPlane, tenant: &str, count: usize) -> Value {
     let path = format!("/v1/tenants/{tenant}/big-keys");
@@ -336,13 +345,7 @@ async fn a_slow_script_is_in_its_tenants_slowlog_only() {
     assert!(none.is_empty());
 
     // The control plane has it from the gateway's report, for that tenant only.
-    let slowlog = poll(
-        cp,
-        "/v1/tenants/acme/slowlog",
-        Duration::from_secs(5),
-        |answer| answer["entries"].as_array().is_some_and(|e| !e.is_empty()),
-    )
-    .await;
+    let slowlog = slowlog_of(cp, "acme").await;
     let entry = &slowlog["entries"][0];
     assert_eq!(entry["args"][0], "EVAL", "{slowlog}");
     assert_eq!(entry["client_name"], "slowpoke");
@@ -401,13 +404,7 @@ async fn a_slow_read_on_the_direct_path_shows_the_key_as_the_tenant_sent_it() {
         text.contains("*2\r\n$3\r\nGET\r\n$6\r\nuser:1\r\n"),
         "{text}"
     );
-    let slowlog = poll(
-        cp,
-        "/v1/tenants/ns/slowlog",
-        Duration::from_secs(5),
-        |answer| answer["entries"].as_array().is_some_and(|e| !e.is_empty()),
-    )
-    .await;
+    let slowlog = slowlog_of(cp, "ns").await;
     let entry = &slowlog["entries"][0];
     assert_eq!(entry["args"], json!(["GET", "user:1"]), "{slowlog}");
     assert_eq!(entry["key"], "user:1", "{slowlog}");

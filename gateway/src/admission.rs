@@ -5,6 +5,13 @@
 //! also closed after `--auth-timeout-ms` (see `session`). A connection holds a [`Ticket`] for its place, moved
 //! from one cap to the other when it authenticates and given back when it closes.
 //!
+//! The unauthenticated places are shared fairly among source addresses: one address (an IPv6 address' /64, see
+//! [`source_of`]) holds at most `--max-unauthenticated-per-address` of them, so that sockets opened from one
+//! place cannot lock every other client of every tenant out. Behind `--proxy-protocol` the address is the
+//! client's, from its header; until the header is read the place counts against no address, since the peer is
+//! the balancer, whose bursts of new connections would otherwise be refused (whoever can reach the listener
+//! without the balancer can name any address in a header anyway).
+//!
 //! Failed `AUTH` is counted by source address: past [`FREE_FAILURES`] failures within [`FAILURE_WINDOW`], each
 //! further failure from that address makes its connection wait before anything else it sent is read (doubling
 //! up to [`MAX_PENALTY`]). A client that knows its password never fails, so it is never slowed, even behind the
@@ -34,8 +41,12 @@ const MAX_ADDRESSES: usize = 65_536;
 pub(crate) struct Admission {
     max_clients: usize,
     max_unauthenticated: usize,
+    max_unauthenticated_per_source: usize,
     authenticated: AtomicUsize,
     unauthenticated: AtomicUsize,
+    /// Unauthenticated places held per source; a source holding none has no entry, so the table never has more
+    /// entries than the unauthenticated cap.
+    by_source: Mutex<HashMap<IpAddr, usize>>,
     failures: Mutex<HashMap<IpAddr, Failures>>,
     /// When a failure was last logged, and how many were not logged since.
     log: Mutex<(Option<Instant>, u64)>,
@@ -57,31 +68,68 @@ enum Place {
 pub(crate) struct Ticket {
     admission: Arc<Admission>,
     place: Place,
+    /// The source an unauthenticated place counts against (see [`source_of`]).
+    source: Option<IpAddr>,
+}
+
+/// What an unauthenticated place counts against: an IPv4 address (an IPv4 client of a dual-stack listener
+/// included), or the /64 an IPv6 address is in, since one host is usually given a whole /64 and would otherwise
+/// have as many shares as it has addresses.
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
 }
 
 impl Admission {
-    pub(crate) fn new(max_clients: usize, max_unauthenticated: usize) -> Admission {
+    /// `max_unauthenticated_per_source`: the share of the unauthenticated places one source may hold.
+    pub(crate) fn new(
+        max_clients: usize,
+        max_unauthenticated: usize,
+        max_unauthenticated_per_source: usize,
+    ) -> Admission {
         Admission {
             max_clients,
             max_unauthenticated,
+            max_unauthenticated_per_source,
             authenticated: AtomicUsize::new(0),
             unauthenticated: AtomicUsize::new(0),
+            by_source: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             log: Mutex::new((None, 0)),
         }
     }
 
-    /// A place for a new connection: an authenticated one when the connection needs no `AUTH` (a routes file's
-    /// password-less tenant), else an unauthenticated one. `None` when that cap is reached.
-    pub(crate) fn admit(self: &Arc<Self>, authenticated: bool) -> Option<Ticket> {
-        let place = match authenticated {
-            true => Place::Authenticated,
-            false => Place::Unauthenticated,
-        };
-        self.take(place).then(|| Ticket {
+    /// A place for a new connection from `ip`: an authenticated one when the connection needs no `AUTH` (a
+    /// routes file's password-less tenant), else an unauthenticated one, within `ip`'s share (no address yet:
+    /// a PROXY header will tell, see [`Ticket::count_against`]). `None` when that cap (or share) is reached.
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        authenticated: bool,
+        ip: Option<IpAddr>,
+    ) -> Option<Ticket> {
+        if authenticated {
+            return self.take(Place::Authenticated).then(|| Ticket {
+                admission: Arc::clone(self),
+                place: Place::Authenticated,
+                source: None,
+            });
+        }
+        if !self.take(Place::Unauthenticated) {
+            return None;
+        }
+        // Dropped at once when the source's share is taken: it gives the place back.
+        let mut ticket = Ticket {
             admission: Arc::clone(self),
-            place,
-        })
+            place: Place::Unauthenticated,
+            source: None,
+        };
+        ip.is_none_or(|ip| ticket.count_against(ip))
+            .then_some(ticket)
     }
 
     /// Connections open now, authenticated or not.
@@ -113,6 +161,30 @@ impl Admission {
 
     fn give_back(&self, place: Place) {
         self.counter(place).0.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Takes one of `source`'s unauthenticated places; false when it holds its share.
+    fn take_for(&self, source: IpAddr) -> bool {
+        let mut by_source = self.by_source.lock().unwrap_or_else(|e| e.into_inner());
+        let held = by_source.entry(source).or_default();
+        if *held >= self.max_unauthenticated_per_source {
+            if *held == 0 {
+                by_source.remove(&source);
+            }
+            return false;
+        }
+        *held += 1;
+        true
+    }
+
+    fn give_back_for(&self, source: IpAddr) {
+        let mut by_source = self.by_source.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = by_source.get_mut(&source) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                by_source.remove(&source);
+            }
+        }
     }
 
     /// Notes a failed `AUTH` from `ip`; returns how long its connection must wait before it is read again.
@@ -167,8 +239,25 @@ fn penalty(count: u32) -> Option<Duration> {
 }
 
 impl Ticket {
-    /// Moves an unauthenticated connection's place under the authenticated cap; false (and the place kept)
-    /// when that cap is reached.
+    /// Counts an unauthenticated place against `ip`'s source from now on (the client's address, once a PROXY
+    /// header gave it); false (and the place kept as it was) when that source holds its share. An
+    /// authenticated place counts against no source.
+    pub(crate) fn count_against(&mut self, ip: IpAddr) -> bool {
+        let source = source_of(ip);
+        if self.place == Place::Authenticated || self.source == Some(source) {
+            return true;
+        }
+        if !self.admission.take_for(source) {
+            return false;
+        }
+        if let Some(previous) = self.source.replace(source) {
+            self.admission.give_back_for(previous);
+        }
+        true
+    }
+
+    /// Moves an unauthenticated connection's place under the authenticated cap, out of its source's share;
+    /// false (and the place kept) when that cap is reached.
     pub(crate) fn authenticate(&mut self) -> bool {
         if self.place == Place::Authenticated {
             return true;
@@ -177,6 +266,9 @@ impl Ticket {
             return false;
         }
         self.admission.give_back(Place::Unauthenticated);
+        if let Some(source) = self.source.take() {
+            self.admission.give_back_for(source);
+        }
         self.place = Place::Authenticated;
         true
     }
@@ -189,6 +281,9 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.admission.give_back(self.place);
+        if let Some(source) = self.source {
+            self.admission.give_back_for(source);
+        }
     }
 }
 
@@ -198,36 +293,107 @@ mod tests {
 
     #[test]
     fn unauthenticated_connections_never_take_authenticated_places() {
-        let admission = Arc::new(Admission::new(2, 3));
-        let idle: Vec<Ticket> = (0..3).filter_map(|_| admission.admit(false)).collect();
+        let admission = Arc::new(Admission::new(2, 3, 3));
+        let idle: Vec<Ticket> = (0..3)
+            .filter_map(|_| admission.admit(false, Some(ip(1))))
+            .collect();
         assert_eq!(idle.len(), 3);
         assert!(
-            admission.admit(false).is_none(),
+            admission.admit(false, Some(ip(2))).is_none(),
             "the unauthenticated cap holds"
         );
         let mut tenant = admission
-            .admit(true)
+            .admit(true, Some(ip(2)))
             .expect("an authenticated place is free");
         assert!(tenant.authenticate());
         let mut second = idle.into_iter().next().expect("a ticket");
         assert!(second.authenticate(), "its place moves under the other cap");
         assert!(
-            admission.admit(false).is_some(),
+            admission.admit(false, Some(ip(1))).is_some(),
             "and frees an unauthenticated one"
         );
         assert!(
-            admission.admit(true).is_none(),
+            admission.admit(true, Some(ip(1))).is_none(),
             "both authenticated places are taken"
         );
         assert_eq!(admission.open().0, 2);
         drop(tenant);
         assert_eq!(admission.open().0, 1);
-        assert!(admission.admit(true).is_some());
+        assert!(admission.admit(true, Some(ip(1))).is_some());
+    }
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    #[test]
+    fn one_source_holds_at_most_its_share_of_unauthenticated_places() {
+        let admission = Arc::new(Admission::new(10, 10, 2));
+        let first: Vec<Ticket> = (0..2)
+            .filter_map(|_| admission.admit(false, Some(ip(1))))
+            .collect();
+        assert_eq!(first.len(), 2);
+        assert!(
+            admission.admit(false, Some(ip(1))).is_none(),
+            "its share is taken"
+        );
+        assert_eq!(admission.open().1, 2, "a refused place is given back");
+        // The same address written as IPv4-mapped IPv6 is the same source.
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert!(admission.admit(false, Some(mapped)).is_none());
+        let other = admission.admit(false, Some(ip(2)));
+        assert!(other.is_some(), "another source has its own share");
+        // A place that authenticates leaves its source's share, and so does one that closes.
+        let Ok([mut authenticated, closed]) = <[Ticket; 2]>::try_from(first) else {
+            panic!("two tickets");
+        };
+        assert!(authenticated.authenticate());
+        let again = admission.admit(false, Some(ip(1)));
+        assert!(again.is_some());
+        assert!(admission.admit(false, Some(ip(1))).is_none());
+        drop(closed);
+        assert!(admission.admit(false, Some(ip(1))).is_some());
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_source() {
+        let admission = Arc::new(Admission::new(10, 10, 1));
+        let v6 = |text: &str| text.parse::<IpAddr>().unwrap();
+        let held = admission.admit(false, Some(v6("2001:db8:0:1::7")));
+        assert!(held.is_some());
+        assert!(
+            admission
+                .admit(false, Some(v6("2001:db8:0:1:ffff::1")))
+                .is_none()
+        );
+        assert!(
+            admission
+                .admit(false, Some(v6("2001:db8:0:2::7")))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_place_taken_before_the_proxy_header_counts_against_the_address_it_gives() {
+        let admission = Arc::new(Admission::new(10, 10, 1));
+        let mut first = admission
+            .admit(false, None)
+            .expect("a place, no address yet");
+        assert!(first.count_against(ip(1)), "the client's own share");
+        let mut second = admission
+            .admit(false, None)
+            .expect("the balancer's address holds none");
+        assert!(!second.count_against(ip(1)), "that client's share is taken");
+        assert!(second.count_against(ip(2)));
+        drop(second);
+        assert_eq!(admission.open().1, 1);
+        assert!(first.authenticate());
+        assert!(admission.admit(false, Some(ip(1))).is_some());
     }
 
     #[test]
     fn repeated_failures_from_one_address_are_slowed_and_forgotten_later() {
-        let admission = Admission::new(10, 10);
+        let admission = Admission::new(10, 10, 10);
         let (attacker, other) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         let now = Instant::now();
         for _ in 0..FREE_FAILURES {
@@ -254,7 +420,7 @@ mod tests {
 
     #[test]
     fn failures_are_logged_at_most_once_a_second() {
-        let admission = Admission::new(1, 1);
+        let admission = Admission::new(1, 1, 1);
         let now = Instant::now();
         assert_eq!(admission.log_failure(now), Some(0));
         assert_eq!(admission.log_failure(now), None);

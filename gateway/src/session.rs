@@ -146,7 +146,10 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     // capped and timed out like connections that never AUTH.
     let mut handshaking = None;
     if gateway.config.proxy_protocol || (tls && gateway.listener_tls.is_some()) {
-        let Some(ticket) = gateway.admission.admit(false) else {
+        // Behind a balancer the peer is the balancer: the place counts against no address until the header names
+        // the client's.
+        let source = (!gateway.config.proxy_protocol).then_some(addr.ip());
+        let Some(ticket) = gateway.admission.admit(false, source) else {
             metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -160,6 +163,19 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         },
         false => addr,
     };
+    // The header named the client: its place counts against the client's address from now on, and is refused
+    // here when that address holds its share (before a TLS handshake it could stall).
+    if let Some(ticket) = &mut handshaking
+        && !ticket.count_against(addr.ip())
+    {
+        metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
+        if !tls {
+            let refused = Stream::Plain(tcp);
+            let write = refused.write_all(MAX_CLIENTS.as_bytes());
+            let _ = tokio::time::timeout(gateway.config.auth_timeout, write).await;
+        }
+        return;
+    }
     let stream = match (tls, &gateway.listener_tls) {
         (true, Some(listener)) => match listener.accept(tcp, gateway.config.auth_timeout).await {
             Ok(tls) => Stream::Tls(Box::new(tls)),
@@ -177,7 +193,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     let open_place = preset.as_ref().map(|(tenant, _)| tenant_place(tenant));
     let admitted = match (&open_place, handshaking) {
         (Some(None), _) => None, // the tenant's max_connections are taken
-        (_, None) => gateway.admission.admit(preset.is_some()),
+        (_, None) => gateway.admission.admit(preset.is_some(), Some(addr.ip())),
         (_, Some(mut ticket)) => (preset.is_none() || ticket.authenticate()).then_some(ticket),
     };
     let Some(ticket) = admitted else {

@@ -39,6 +39,8 @@ pub struct Config {
     pub max_clients: usize,
     /// Most connections at once that have not authenticated yet (counted apart from `max_clients`).
     pub max_unauthenticated_clients: usize,
+    /// Most of those one source address (an IPv6 address' /64) may hold at once.
+    pub max_unauthenticated_per_address: usize,
     /// How long a connection may stay without authenticating before it is closed.
     pub auth_timeout: Duration,
     /// Every client connection starts with a PROXY protocol header (v1 or v2), which gives the client's address
@@ -174,6 +176,7 @@ impl Gateway {
             admission: Arc::new(Admission::new(
                 config.max_clients,
                 config.max_unauthenticated_clients,
+                config.max_unauthenticated_per_address,
             )),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -327,6 +330,7 @@ pub(crate) fn test_config() -> Config {
         command_timeout: Duration::from_secs(1),
         max_clients: 16,
         max_unauthenticated_clients: 16,
+        max_unauthenticated_per_address: 16,
         auth_timeout: Duration::from_secs(30),
         proxy_protocol: false,
         max_dedicated_connections: 4,

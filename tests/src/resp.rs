@@ -1,7 +1,7 @@
 //! A raw RESP client for tests that check exact reply bytes, over plain TCP or TLS.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,10 @@ impl Write for Stream {
 }
 
 fn tcp(port: u16) -> TcpStream {
-    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    configured(TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+}
+
+fn configured(stream: TcpStream) -> TcpStream {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("set timeout");
@@ -58,6 +61,22 @@ impl RawClient {
     pub fn connect(port: u16) -> RawClient {
         RawClient {
             stream: Stream::Plain(tcp(port)),
+        }
+    }
+
+    /// Connects from `source`, as a client on another host would: any address of 127/8 is the local host's on
+    /// Linux, and the server sees the connection come from it.
+    pub fn connect_from(source: Ipv4Addr, port: u16) -> RawClient {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("a socket");
+        socket
+            .bind(&SocketAddr::from((source, 0)).into())
+            .expect("bind the source address");
+        socket
+            .connect(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)).into())
+            .expect("connect");
+        RawClient {
+            stream: Stream::Plain(configured(socket.into())),
         }
     }
 

@@ -533,6 +533,9 @@ fn connections_that_never_authenticate_take_no_tenants_place_and_are_closed() {
             .arg("3")
             .arg("--max-unauthenticated-clients")
             .arg("20")
+            // Every socket here comes from 127.0.0.1: the whole cap is its share (fair_shares.rs tests shares).
+            .arg("--max-unauthenticated-per-address")
+            .arg("20")
             .arg("--auth-timeout-ms")
             .arg("1500"),
     );

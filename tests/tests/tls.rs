@@ -456,6 +456,8 @@ fn stalled_handshakes_are_capped_and_timed_out() {
         .tls(&pki.server("gateway", &["127.0.0.1"]), None)
         .arg("--max-unauthenticated-clients")
         .arg("2")
+        .arg("--max-unauthenticated-per-address")
+        .arg("2")
         .arg("--auth-timeout-ms")
         .arg("1000")
         .start(&json!({"tenants": [tenant("t", PASSWORD, redis.url())]}));

@@ -31,6 +31,13 @@ impl ReplyHandle {
         &self.run_as
     }
 
+    /// Whether the reply's content is chosen by whoever wrote the request rather than by Redis: a script's or a
+    /// function's result (every one runs as a script user, see [`RunAs`]) may be any error text, `MOVED` or
+    /// `ASK` included, so a backend that acts on error replies must not take it for the node's own word.
+    pub(crate) fn reply_is_payload(&self) -> bool {
+        self.run_as.script_user().is_some()
+    }
+
     /// How long the script may run (see [`ReplyHandle::running_as`]).
     pub(crate) fn script_limit(&self) -> Duration {
         Duration::from_millis(u64::from(self.script_limit_ms))

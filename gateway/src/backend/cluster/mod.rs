@@ -25,9 +25,9 @@ use tokio::sync::Notify;
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
 use crate::reply::{Combine, Redirect, ReplyHandle};
 use crate::resp::{self, Protocol};
-use crate::signal::LocalSignal;
 use crate::tls::BackendTls;
 
+mod members;
 mod redirect;
 mod slots;
 
@@ -99,6 +99,10 @@ pub(crate) struct ClusterBackend {
     refresh: Rc<RefreshSignal>,
     /// Rotates replica reads over a shard's read nodes.
     next_read: Cell<usize>,
+    /// The members the last `CLUSTER NODES` listed (see `members`), one such request at a time.
+    members: RefCell<Vec<String>>,
+    learning_members: Cell<bool>,
+    members_learned: Notify,
 }
 
 impl ClusterBackend {
@@ -112,10 +116,7 @@ impl ClusterBackend {
     ) -> Rc<ClusterBackend> {
         let seed_addr = spec.seeds.first().cloned().unwrap_or_default();
         let seed = pool.get(&spec.node(&seed_addr, NodeRole::Any));
-        let refresh = Rc::new(RefreshSignal {
-            wake: LocalSignal::default(),
-            closed: Cell::new(false),
-        });
+        let refresh = Rc::new(RefreshSignal::new());
         let cluster = Rc::new_cyclic(|me| ClusterBackend {
             me: me.clone(),
             spec,
@@ -129,6 +130,9 @@ impl ClusterBackend {
             seed,
             refresh: Rc::clone(&refresh),
             next_read: Cell::new(0),
+            members: RefCell::new(Vec::new()),
+            learning_members: Cell::new(false),
+            members_learned: Notify::new(),
         });
         if let Some(sibling) = sibling {
             let ranges = sibling.ranges.borrow().clone();
@@ -306,7 +310,7 @@ impl ClusterBackend {
         };
         let backend = self.node_for(slot);
         let redirect = Redirect {
-            via: me,
+            via: redirect::redirector(me, &reply, &backend),
             raw: raw.clone(),
             count,
             attempts,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{ClusterBackend, MAX_REDIRECTS, SLOTS, slot_of};
+use crate::backend::Backend;
 use crate::reply::{Combine, Redirect, Redirector, ReplyHandle, RunAs};
 use crate::resp;
 
@@ -54,32 +55,169 @@ impl Redirector for ClusterBackend {
         self.schedule_refresh();
     }
 
+    /// An error reply to a request the gateway runs as itself, whose error replies are Redis' own: followed,
+    /// once the node it names is known to be a member.
     fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
         if redirect.count > 1 {
             return self.split_run(reply, handle, redirect);
         }
+        let Some(me) = self.me.upgrade() else {
+            return handle.deliver(reply);
+        };
         let kind = classify(&reply);
-        let redirecting = matches!(
-            kind,
-            ClusterError::Moved { .. } | ClusterError::Ask { .. } | ClusterError::TryAgain
-        );
-        if redirecting && redirect.attempts >= MAX_REDIRECTS {
-            let line = String::from_utf8_lossy(&reply);
-            let last = line.trim_start_matches('-').trim_end();
-            return handle.deliver(resp::error_reply(&format!(
-                "ERR too many cluster redirects (last: {last})"
-            )));
+        if let Some(too_many) = too_many_redirects(&kind, &reply, redirect.attempts) {
+            return handle.deliver(too_many);
         }
+        let stranger = match kind {
+            ClusterError::Moved { addr, .. } | ClusterError::Ask { addr }
+                if !self.is_member(addr) =>
+            {
+                addr.to_string()
+            }
+            _ => return self.follow(me, kind, &reply, handle, redirect),
+        };
+        // A node the topology does not name yet (a master just added, importing its first slots): no connection
+        // to it before a known node lists it.
+        tokio::task::spawn_local(async move {
+            me.learn_members().await;
+            match me.is_member(&stranger) {
+                true => me.on_error(reply, handle, redirect),
+                false => {
+                    tracing::warn!(node = %stranger, "cluster: a redirect names a node that is not a member");
+                    handle.deliver(not_a_member(&reply));
+                }
+            }
+        });
+    }
+}
+
+/// The redirector of a request whose reply is payload (a script's, see `ReplyHandle::reply_is_payload`), which
+/// knows where the request went: a redirect in such a reply may be the script's own text, so it is followed only
+/// once the cluster itself confirms it (see [`ClusterBackend::on_payload_error`]).
+struct PayloadSent {
+    cluster: Rc<ClusterBackend>,
+    node: Rc<Backend>,
+}
+
+impl Redirector for PayloadSent {
+    fn on_failure(&self) {
+        self.cluster.schedule_refresh();
+    }
+
+    fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
+        self.cluster
+            .on_payload_error(reply, handle, redirect, &self.node);
+    }
+}
+
+/// Who hears of the error replies to a request sent to `node` with `handle`: the cluster itself, or for a script,
+/// a [`PayloadSent`] (one allocation, on the script path only).
+pub(super) fn redirector(
+    cluster: Rc<ClusterBackend>,
+    handle: &ReplyHandle,
+    node: &Rc<Backend>,
+) -> Rc<dyn Redirector> {
+    match handle.reply_is_payload() {
+        false => cluster,
+        true => Rc::new(PayloadSent {
+            cluster,
+            node: Rc::clone(node),
+        }),
+    }
+}
+
+/// A script's redirect, and what confirms it.
+enum Claim {
+    /// `MOVED`: a map read after the reply gives the slot to the node named (see `on_payload_error`).
+    Moved { slot: u16, addr: String },
+    /// `ASK`: the node the script went to says it is migrating the slot to the node named.
+    Ask { slot: u16, addr: String },
+}
+
+impl ClusterBackend {
+    /// An error reply to a script (or function) sent to `node`. Redis' own `MOVED` and `ASK` come before a
+    /// script runs (the cluster's redirection is checked before any command executes), so a genuine one means
+    /// the script did not run; but the script may return the same text itself after it ran (`return
+    /// redis.error_reply('MOVED ...')`), and the bytes cannot tell the two apart. So the claim is checked against
+    /// the cluster: `MOVED` is followed only when it names the request's slot and another node than the one that
+    /// answered, and a slot map read afterwards gives the slot to that node (the slot did move); `ASK` only when
+    /// it names another node and the answering node's own `CLUSTER NODES` says it is migrating the request's slot
+    /// to it. Anything else, `TRYAGAIN` and `CLUSTERDOWN` included, goes to the client as it is: nothing is
+    /// resent, no node is connected to and the slot map is left alone. (A script that returns a forged `MOVED`
+    /// or `ASK` for its own slot while an operator moves that very slot to the node it names can still be run
+    /// again: the cluster then says what the script said.)
+    fn on_payload_error(
+        &self,
+        reply: Bytes,
+        handle: ReplyHandle,
+        redirect: Redirect,
+        node: &Rc<Backend>,
+    ) {
+        let Some(me) = self.me.upgrade() else {
+            return handle.deliver(reply);
+        };
+        let kind = classify(&reply);
+        let answered_by = node.node.addr.as_str();
+        let claim = match (&kind, redirect.slot) {
+            (ClusterError::Moved { slot, addr }, Some(sent))
+                if *slot == sent && *addr != answered_by =>
+            {
+                Claim::Moved {
+                    slot: sent,
+                    addr: addr.to_string(),
+                }
+            }
+            (ClusterError::Ask { addr }, Some(slot)) if *addr != answered_by => Claim::Ask {
+                slot,
+                addr: addr.to_string(),
+            },
+            _ => return handle.deliver(reply),
+        };
+        if let Some(too_many) = too_many_redirects(&kind, &reply, redirect.attempts) {
+            return handle.deliver(too_many);
+        }
+        let answered_by = answered_by.to_string();
+        tokio::task::spawn_local(async move {
+            let confirmed = match &claim {
+                Claim::Moved { slot, addr } => {
+                    me.fresh_map().await && me.owner_addr(*slot).as_ref() == Some(addr)
+                }
+                Claim::Ask { slot, addr } => {
+                    me.importer_of(&answered_by, *slot).await.as_ref() == Some(addr)
+                        && (me.is_member(addr) || {
+                            me.learn_members().await;
+                            me.is_member(addr)
+                        })
+                }
+            };
+            if !confirmed {
+                tracing::debug!(node = %answered_by, "cluster: a script's redirect is not the cluster's; passed on");
+                return handle.deliver(reply);
+            }
+            me.follow(Rc::clone(&me), classify(&reply), &reply, handle, redirect);
+        });
+    }
+
+    /// Follows a redirect that is Redis' own, or that the cluster confirmed, to a member: `MOVED` fixes the slot
+    /// in place and resends to its master, `ASK` sends `ASKING` and the request to the importing node, `TRYAGAIN`
+    /// resends after a pause, `CLUSTERDOWN` asks for a fresh map.
+    fn follow(
+        &self,
+        me: Rc<ClusterBackend>,
+        kind: ClusterError<'_>,
+        reply: &Bytes,
+        handle: ReplyHandle,
+        redirect: Redirect,
+    ) {
         let Redirect {
-            via,
             raw,
             attempts,
             affinity,
             slot,
             ..
         } = redirect;
-        let again = |slot| Redirect {
-            via: Rc::clone(&via),
+        let again = |node: &Rc<Backend>, handle: &ReplyHandle, slot| Redirect {
+            via: redirector(Rc::clone(&me), handle, node),
             raw: raw.clone(),
             count: 1,
             attempts: attempts + 1,
@@ -93,11 +231,8 @@ impl Redirector for ClusterBackend {
                 self.moved(moved, addr);
                 self.schedule_refresh();
                 let backend = self.node_at(addr);
-                backend.send(
-                    raw.clone(),
-                    handle.with_redirect(again(Some(moved))),
-                    affinity,
-                );
+                let redirect = again(&backend, &handle, Some(moved));
+                backend.send(raw.clone(), handle.with_redirect(redirect), affinity);
             }
             ClusterError::Ask { addr } => {
                 tracing::debug!(?slot, %addr, "cluster: ASK");
@@ -111,12 +246,10 @@ impl Redirector for ClusterBackend {
                     }
                     _ => handle.after_asking(),
                 };
-                backend.send(raw.clone(), handle.with_redirect(again(slot)), affinity);
+                let redirect = again(&backend, &handle, slot);
+                backend.send(raw.clone(), handle.with_redirect(redirect), affinity);
             }
             ClusterError::TryAgain => {
-                let Some(me) = self.me.upgrade() else {
-                    return handle.deliver(reply);
-                };
                 let pause = Duration::from_millis(10 << attempts.min(5));
                 tokio::task::spawn_local(async move {
                     tokio::time::sleep(pause).await;
@@ -125,9 +258,9 @@ impl Redirector for ClusterBackend {
             }
             ClusterError::Stale => {
                 self.schedule_refresh();
-                handle.deliver(reply);
+                handle.deliver(reply.clone());
             }
-            ClusterError::Other => handle.deliver(reply),
+            ClusterError::Other => handle.deliver(reply.clone()),
         }
     }
 }
@@ -167,6 +300,28 @@ impl ClusterBackend {
             );
         }
     }
+}
+
+/// The client's error once a request has followed `MAX_REDIRECTS` redirects and gets another.
+fn too_many_redirects(kind: &ClusterError<'_>, reply: &[u8], attempts: u8) -> Option<Bytes> {
+    let redirecting = matches!(
+        kind,
+        ClusterError::Moved { .. } | ClusterError::Ask { .. } | ClusterError::TryAgain
+    );
+    (redirecting && attempts >= MAX_REDIRECTS).then(|| {
+        let line = String::from_utf8_lossy(reply);
+        let last = line.trim_start_matches('-').trim_end();
+        resp::error_reply(&format!("ERR too many cluster redirects (last: {last})"))
+    })
+}
+
+/// The client's error for a redirect to a node that no known member lists.
+fn not_a_member(reply: &[u8]) -> Bytes {
+    let line = String::from_utf8_lossy(reply);
+    let redirect = line.trim_start_matches('-').trim_end();
+    resp::error_reply(&format!(
+        "ERR cluster redirect to a node that is not a member of the cluster ({redirect})"
+    ))
 }
 
 fn asking() -> Bytes {

@@ -5,6 +5,8 @@ use std::io;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use super::{ClusterBackend, ClusterSpec, SLOTS};
 use crate::backend::direct::{DirectConnection, Value};
 use crate::backend::{Backend, NodeRole};
@@ -16,6 +18,10 @@ const REFRESH_PERIOD: Duration = Duration::from_secs(5);
 
 /// The shortest time between two refreshes: a burst of MOVED replies (a resharding) costs one refresh each time.
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long a check against the cluster's topology waits for a fresh slot map before it gives up (and the reply it
+/// checks goes to the client as it is).
+const FRESH_MAP_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) const NO_OWNER: u16 = u16::MAX;
 
@@ -35,6 +41,26 @@ pub(super) struct Shard {
 pub(super) struct RefreshSignal {
     pub(super) wake: LocalSignal,
     pub(super) closed: Cell<bool>,
+    /// Refreshes started and ended so far, and the number of the last one that installed a map: a check
+    /// against the cluster's topology waits for a map read after it began (see [`ClusterBackend::fresh_map`]).
+    pub(super) started: Cell<u64>,
+    pub(super) finished: Cell<u64>,
+    pub(super) installed: Cell<u64>,
+    /// Told when a refresh ends, whatever its outcome.
+    pub(super) ended: Notify,
+}
+
+impl RefreshSignal {
+    pub(super) fn new() -> RefreshSignal {
+        RefreshSignal {
+            wake: LocalSignal::default(),
+            closed: Cell::new(false),
+            started: Cell::new(0),
+            finished: Cell::new(0),
+            installed: Cell::new(0),
+            ended: Notify::new(),
+        }
+    }
 }
 
 /// One range of `CLUSTER SLOTS`.
@@ -73,8 +99,44 @@ impl ClusterBackend {
         self.refresh.wake.notify();
     }
 
+    /// Waits for a slot map read from the cluster after this call began (at most `FRESH_MAP_WAIT`); false when
+    /// none could be read. What a script's reply claims about a slot is checked against such a map, never
+    /// against one read before the claim.
+    pub(super) async fn fresh_map(&self) -> bool {
+        let wanted = self.refresh.started.get() + 1;
+        self.schedule_refresh();
+        let ended = async {
+            loop {
+                let ended = self.refresh.ended.notified();
+                if self.refresh.finished.get() >= wanted {
+                    return;
+                }
+                ended.await;
+            }
+        };
+        let _ = tokio::time::timeout(FRESH_MAP_WAIT, ended).await;
+        self.refresh.installed.get() >= wanted
+    }
+
+    /// The address of the master the map gives `slot`.
+    pub(super) fn owner_addr(&self, slot: u16) -> Option<String> {
+        let map = self.map.borrow();
+        let index = *map.owner.get(usize::from(slot))?;
+        map.shards.get(usize::from(index)).map(|s| s.addr.clone())
+    }
+
+    /// Whether the last `CLUSTER SLOTS` named `addr`, as a master or a replica.
+    pub(super) fn in_slot_map(&self, addr: &str) -> bool {
+        self.map.borrow().shards.iter().any(|s| s.addr == addr)
+            || self
+                .ranges
+                .borrow()
+                .iter()
+                .any(|r| r.master == addr || r.replicas.iter().any(|x| x == addr))
+    }
+
     /// Where to ask for the slot map: the seeds, then every node the current map knows.
-    fn candidates(&self) -> Vec<String> {
+    pub(super) fn candidates(&self) -> Vec<String> {
         let mut addrs = self.spec.seeds.clone();
         for shard in &self.map.borrow().shards {
             if !addrs.contains(&shard.addr) {
@@ -172,7 +234,14 @@ pub(super) async fn refresh_loop(
         else {
             return;
         };
-        match fetch_slots(&candidates, &spec, timeout).await {
+        let number = signal.started.get() + 1;
+        signal.started.set(number);
+        let fetched = fetch_slots(&candidates, &spec, timeout).await;
+        signal.finished.set(number);
+        if fetched.is_ok() {
+            signal.installed.set(number);
+        }
+        match fetched {
             Ok(ranges) => match cluster.upgrade() {
                 Some(cluster) => {
                     cluster.install(ranges);
@@ -187,6 +256,7 @@ pub(super) async fn refresh_loop(
             }
             Err(e) => tracing::debug!(seeds = ?spec.seeds, "cannot read the cluster slot map: {e}"),
         }
+        signal.ended.notify_waiters();
     }
 }
 

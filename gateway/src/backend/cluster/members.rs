@@ -1,0 +1,189 @@
+//! Which nodes belong to a cluster, as the cluster itself says: the seeds, the nodes of the slot map (`CLUSTER
+//! SLOTS`) and those a known node lists (`CLUSTER NODES`). A redirect may name any `host:port`; a node outside
+//! these gets no connection, and so none of the credentials the gateway logs in with, until a known node has
+//! listed it. `CLUSTER NODES` also tells which slots a node is migrating, and where to, which is how a script's
+//! `ASK` is checked (see `redirect`).
+
+use std::io;
+use std::time::Duration;
+
+use super::{ClusterBackend, ClusterSpec, SLOTS};
+use crate::backend::NodeRole;
+use crate::backend::direct::DirectConnection;
+use crate::resp::Protocol;
+
+/// What one node's `CLUSTER NODES` says.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct NodesView {
+    /// `host:port` of every node it knows that has an address.
+    pub(super) members: Vec<String>,
+    /// The slots the answering node is migrating, each with the `host:port` of the node importing it.
+    pub(super) migrating: Vec<(u16, String)>,
+}
+
+impl ClusterBackend {
+    /// Whether the cluster's own topology names `addr` (see the module's doc).
+    pub(super) fn is_member(&self, addr: &str) -> bool {
+        self.spec.seeds.iter().any(|seed| seed == addr)
+            || self.in_slot_map(addr)
+            || self.members.borrow().iter().any(|member| member == addr)
+    }
+
+    /// Asks the known nodes for `CLUSTER NODES`, in turn until one answers, and remembers the members it lists.
+    /// Concurrent callers share one request: a burst of redirects to a new node costs one.
+    pub(super) async fn learn_members(&self) {
+        let learned = self.members_learned.notified();
+        if self.learning_members.replace(true) {
+            return learned.await;
+        }
+        let timeout = self.control_timeout();
+        let mut view = None;
+        for addr in self.candidates() {
+            match nodes_of(&self.spec, &addr, timeout).await {
+                Ok(nodes) => {
+                    view = Some(nodes);
+                    break;
+                }
+                Err(e) => tracing::debug!(node = %addr, "cannot read CLUSTER NODES: {e}"),
+            }
+        }
+        if let Some(view) = view {
+            self.members.replace(view.members);
+        }
+        self.learning_members.set(false);
+        self.members_learned.notify_waiters();
+    }
+
+    /// The node importing `slot` from the member at `addr`, as that node's own `CLUSTER NODES` says, if it is
+    /// migrating the slot.
+    pub(super) async fn importer_of(&self, addr: &str, slot: u16) -> Option<String> {
+        let view = nodes_of(&self.spec, addr, self.control_timeout())
+            .await
+            .ok()?;
+        view.migrating
+            .into_iter()
+            .find(|(migrating, _)| *migrating == slot)
+            .map(|(_, to)| to)
+    }
+
+    /// The deadline of a topology query.
+    fn control_timeout(&self) -> Duration {
+        self.pool
+            .settings
+            .connect_timeout
+            .max(Duration::from_millis(500))
+    }
+}
+
+/// Asks the node at `addr` for `CLUSTER NODES`.
+async fn nodes_of(spec: &ClusterSpec, addr: &str, timeout: Duration) -> io::Result<NodesView> {
+    let node = spec.node(addr, NodeRole::Any).speaking(Protocol::Resp2);
+    let answer = async {
+        let mut connection = DirectConnection::open(&node, timeout).await?;
+        let reply = connection.call(&[b"CLUSTER", b"NODES"]).await?;
+        reply
+            .text()
+            .map(|text| parse_nodes(text, addr))
+            .ok_or_else(|| io::Error::other("unusable CLUSTER NODES reply"))
+    };
+    tokio::time::timeout(timeout * 2, answer)
+        .await
+        .map_err(|_| io::Error::other("timed out"))?
+}
+
+/// Reads `CLUSTER NODES`: one line per node, `<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong>
+/// <epoch> <link> <slot>...`, where the answering node's own line (`myself`) lists what it migrates as
+/// `[slot->-<id>]`. A node without an address yet (`noaddr`, or still in `handshake`) is no member; an empty ip on
+/// the answering node's own line is the address the gateway reached it at.
+fn parse_nodes(text: &str, answered_by: &str) -> NodesView {
+    let host_of_answer = answered_by
+        .rsplit_once(':')
+        .map_or(answered_by, |(host, _)| host);
+    let mut ids: Vec<(&str, String)> = Vec::new();
+    let mut migrating: Vec<(u16, &str)> = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (Some(id), Some(address), Some(flags)) = (fields.first(), fields.get(1), fields.get(2))
+        else {
+            continue;
+        };
+        let flags: Vec<&str> = flags.split(',').collect();
+        if flags.iter().any(|f| matches!(*f, "noaddr" | "handshake")) {
+            continue;
+        }
+        let address = address.split(['@', ',']).next().unwrap_or_default();
+        let Some((ip, port)) = address.rsplit_once(':') else {
+            continue;
+        };
+        if port.parse::<u16>().is_err() {
+            continue;
+        }
+        let myself = flags.contains(&"myself");
+        let host = match (ip, myself) {
+            ("", true) => host_of_answer,
+            ("", false) => continue,
+            (ip, _) => ip,
+        };
+        ids.push((id, format!("{host}:{port}")));
+        if myself {
+            for slot in fields.iter().skip(8) {
+                if let Some(entry) = migration(slot) {
+                    migrating.push(entry);
+                }
+            }
+        }
+    }
+    NodesView {
+        migrating: migrating
+            .into_iter()
+            .filter_map(|(slot, to)| {
+                let (_, addr) = ids.iter().find(|(id, _)| *id == to)?;
+                Some((slot, addr.clone()))
+            })
+            .collect(),
+        members: ids.into_iter().map(|(_, addr)| addr).collect(),
+    }
+}
+
+/// `[slot->-<id>]`: the slot and the id of the node importing it.
+fn migration(entry: &str) -> Option<(u16, &str)> {
+    let inner = entry.strip_prefix('[')?.strip_suffix(']')?;
+    let (slot, to) = inner.split_once("->-")?;
+    let slot: u16 = slot.parse().ok()?;
+    (usize::from(slot) < SLOTS).then_some((slot, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_members_and_migrations_from_cluster_nodes() {
+        let text = "\
+a1 :7000@17000 myself,master - 0 0 1 connected 0-5460 [93->-b2] [94-<-c3]\n\
+b2 127.0.0.1:7001@17001,host-b master - 0 0 2 connected 5461-10922\n\
+c3 127.0.0.2:7002@17002 master - 0 0 3 connected 10923-16383\n\
+c4 :7004@17004 master - 0 0 3 connected\n\
+d4 127.0.0.1:7003@17003 handshake - 0 0 0 disconnected\n\
+e5 :0@0 master,noaddr - 0 0 0 disconnected\n\
+f6 garbage\n";
+        let view = parse_nodes(text, "10.0.0.9:7000");
+        assert_eq!(
+            view,
+            NodesView {
+                members: vec![
+                    "10.0.0.9:7000".to_string(),
+                    "127.0.0.1:7001".to_string(),
+                    "127.0.0.2:7002".to_string(),
+                ],
+                migrating: vec![(93, "127.0.0.1:7001".to_string())],
+            }
+        );
+        // Only the answering node's own line says what it migrates.
+        let other = "b2 127.0.0.1:7001@17001 master - 0 0 2 connected [5->-a1]\n\
+                     a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected\n";
+        assert!(parse_nodes(other, "127.0.0.1:7000").migrating.is_empty());
+        assert_eq!(migration("[16384->-x]"), None);
+        assert_eq!(migration("[12->-x]"), Some((12, "x")));
+    }
+}

@@ -1,0 +1,178 @@
+//! Only Redis steers the gateway: a tenant's script may return any error text, `MOVED` and `ASK` included, and
+//! the gateway follows such a redirect only once the cluster itself confirms it (real processes: a Redis Cluster,
+//! the gateway binary, a client; the backend is checked, not only the reply). A forged redirect to a stranger gets
+//! it no connection and no credential; one to another member does not run a script twice; a genuine `MOVED`
+//! after a slot moved is still followed, for scripts and plain commands alike.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard_schemas::placement::{crc16, hash_tag};
+use switchyard_tests::{Gateway, RawClient, RedisCluster};
+
+const PASSWORD: &str = "cluster-secret";
+
+fn slot(key: &str) -> usize {
+    usize::from(crc16(hash_tag(key.as_bytes())) % 16384)
+}
+
+/// A listener that accepts every connection and records what it is sent, never answering.
+struct Recorder {
+    port: u16,
+    received: Arc<Mutex<(usize, Vec<u8>)>>,
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let received = Arc::new(Mutex::new((0, Vec::new())));
+        let record = Arc::clone(&received);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                record.lock().unwrap().0 += 1;
+                let record = Arc::clone(&record);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = stream.read(&mut buf) {
+                        if n == 0 {
+                            return;
+                        }
+                        record.lock().unwrap().1.extend_from_slice(&buf[..n]);
+                    }
+                });
+            }
+        });
+        Recorder { port, received }
+    }
+
+    /// Connections accepted and bytes received so far.
+    fn received(&self) -> (usize, String) {
+        let received = self.received.lock().unwrap();
+        (
+            received.0,
+            String::from_utf8_lossy(&received.1).into_owned(),
+        )
+    }
+}
+
+fn eval(client: &mut RawClient, script: &str, key: &str) -> Vec<u8> {
+    client.request(&[b"EVAL", script.as_bytes(), b"1", key.as_bytes()])
+}
+
+#[test]
+fn a_script_cannot_steer_the_gateway_with_a_forged_redirect() {
+    let cluster = RedisCluster::start(3, 0, Some(PASSWORD));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
+    switchyard_tests::wait_for_slot_map(gateway.port());
+    let mut client = RawClient::connect(gateway.port());
+    let recorder = Recorder::start();
+    let key = "steer:1";
+    let stranger = format!("127.0.0.1:{}", recorder.port);
+
+    // A redirect to a stranger, as MOVED and as ASK: the client gets the script's error as it is.
+    for kind in ["MOVED", "ASK"] {
+        let forged = format!("{kind} {} {stranger}", slot(key));
+        let script = format!("return redis.error_reply('{forged}')");
+        assert_eq!(
+            String::from_utf8_lossy(&eval(&mut client, &script, key)),
+            format!("-{forged}\r\n")
+        );
+    }
+    // The slot map is not poisoned: the key's commands still go to its owner.
+    assert_eq!(client.request(&[b"SET", key.as_bytes(), b"v"]), b"+OK\r\n");
+    assert_eq!(client.request(&[b"GET", key.as_bytes()]), b"$1\r\nv\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    let (connections, bytes) = recorder.received();
+    assert_eq!(
+        (connections, bytes.as_str()),
+        (0, ""),
+        "the gateway reached the stranger"
+    );
+    assert!(!bytes.contains(PASSWORD));
+
+    // A forged MOVED to another member, from a script that writes: the script ran once, and its error is the
+    // client's.
+    let counter = "steer:counter";
+    let owner = cluster.slot_owners()[slot(counter)];
+    let other = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port != owner)
+        .unwrap()
+        .port;
+    let forged = format!("MOVED {} {}", slot(counter), cluster.address(other));
+    let script = format!("redis.call('INCR', KEYS[1]); return redis.error_reply('{forged}')");
+    assert_eq!(
+        String::from_utf8_lossy(&eval(&mut client, &script, counter)),
+        format!("-{forged}\r\n")
+    );
+    let count: Option<i64> = redis::cmd("GET")
+        .arg(counter)
+        .query(&mut cluster.client(owner))
+        .unwrap();
+    assert_eq!(count, Some(1), "the script ran once");
+    // A forged MOVED that names the node that answered is never Redis' own either.
+    let itself = format!("MOVED {} {}", slot(counter), cluster.address(owner));
+    let script = format!("redis.call('INCR', KEYS[1]); return redis.error_reply('{itself}')");
+    assert_eq!(
+        String::from_utf8_lossy(&eval(&mut client, &script, counter)),
+        format!("-{itself}\r\n")
+    );
+    let count: Option<i64> = redis::cmd("GET")
+        .arg(counter)
+        .query(&mut cluster.client(owner))
+        .unwrap();
+    assert_eq!(count, Some(2), "the script ran once more, not twice");
+    assert_eq!(recorder.received().0, 0);
+}
+
+#[test]
+fn a_genuine_moved_is_still_followed_by_scripts_and_commands() {
+    let cluster = RedisCluster::start(3, 0, Some(PASSWORD));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
+    switchyard_tests::wait_for_slot_map(gateway.port());
+    let mut client = RawClient::connect(gateway.port());
+    let (counter, plain) = ("moved:{a}counter", "moved:{a}plain");
+    assert_eq!(
+        client.request(&[b"SET", counter.as_bytes(), b"10"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        client.request(&[b"SET", plain.as_bytes(), b"v"]),
+        b"+OK\r\n"
+    );
+
+    // The slot moves from A to B behind the gateway's back (its map still says A).
+    let masters = cluster.masters();
+    let a = cluster.slot_owners()[slot(counter)];
+    let id = |port: u16| masters.iter().find(|m| m.port == port).unwrap().id.clone();
+    let b = masters.iter().find(|m| m.port != a).unwrap().port;
+    cluster.set_slot(b, slot(counter), &["IMPORTING", &id(a)]);
+    cluster.set_slot(a, slot(counter), &["MIGRATING", &id(b)]);
+    cluster.migrate(a, b, &[counter, plain]);
+    for master in &masters {
+        cluster.set_slot(master.port, slot(counter), &["NODE", &id(b)]);
+    }
+
+    let script = "return redis.call('INCR', KEYS[1])";
+    assert_eq!(eval(&mut client, script, counter), b":11\r\n");
+    assert_eq!(client.request(&[b"GET", plain.as_bytes()]), b"$1\r\nv\r\n");
+    let count: Option<i64> = redis::cmd("GET")
+        .arg(counter)
+        .query(&mut cluster.client(b))
+        .unwrap();
+    assert_eq!(
+        count,
+        Some(11),
+        "the script ran once, on the slot's new master"
+    );
+    assert!(
+        cluster.errorstat(a, "MOVED") > 0,
+        "A answered MOVED (the gateway's map was stale)"
+    );
+}

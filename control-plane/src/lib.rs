@@ -10,6 +10,7 @@ mod api;
 mod auth;
 mod config;
 mod console;
+mod databases;
 mod db;
 mod dry_run;
 mod error;
@@ -88,6 +89,9 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let tokens = Tokens::new(&config.admin_tokens, &config.gateway_tokens)?;
     migrate(&pool).await?;
+    databases::record_stored(&pool)
+        .await
+        .context("recording the databases of stored routes")?;
     let state = AppState::new(pool, tokens, config.settings())
         .await
         .context("starting the revision listener")?;

@@ -216,7 +216,7 @@ async fn import(
                     error_prefix: "",
                 };
                 let (_, created) = version
-                    .append(change.conn(), row.id, &actor)
+                    .append(&mut change, row.id, &actor)
                     .await
                     .map_err(|e| nested(e, &format!("{at}/route")))?;
                 tenant.route_version = Some(created.version);

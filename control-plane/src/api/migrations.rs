@@ -358,7 +358,7 @@ async fn transition(
             action: t.action,
             error_prefix: "",
         };
-        let (_, created) = version.append(change.conn(), t.tenant_id, actor).await?;
+        let (_, created) = version.append(&mut change, t.tenant_id, actor).await?;
         route_version = Some(created.version);
         route_revision = Some(change.revision().await?);
     }

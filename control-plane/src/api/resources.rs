@@ -21,7 +21,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
 use crate::state::AppState;
-use crate::{redact, references};
+use crate::{databases, redact, references};
 
 pub(crate) fn operations() -> Vec<Operation> {
     let path = "/v1/resources/{name}";
@@ -68,7 +68,8 @@ pub(crate) fn operations() -> Vec<Operation> {
         .request::<ResourceUpdate>()
         .example(serde_json::json!({"url": "redis-sentinel://127.0.0.1:26379/mymaster", "description": "moved behind sentinels"}))
         .reply::<Resource>(200)
-        .errors(&[404]),
+        // 409: the new URL would put a tenant without a key namespace in a database namespaced tenants use.
+        .errors(&[404, 409]),
         Operation::new(
             "deleteResource",
             Method::DELETE,
@@ -153,12 +154,20 @@ async fn update(
         return Ok(Json(row.to_api()));
     }
     let mut details = Vec::new();
-    for (tenant, route) in db::routes::current_using(change.conn(), row.id).await? {
+    let using = db::routes::current_using(change.conn(), row.id).await?;
+    let mut reached = Vec::with_capacity(using.len());
+    for db::routes::CurrentRoute {
+        tenant_id,
+        tenant,
+        route,
+    } in using
+    {
         // Each reference is checked on its own, so the other resources need no lock (locking them could
         // deadlock two updates of resources that share a route).
         let names = references::names(&route.0);
         let mut urls = db::resources::urls(change.conn(), &names, Lock::None).await?;
         urls.insert(name.clone(), url.clone());
+        reached.push((tenant_id, databases::places(&route.0, &urls)));
         if let Err(errors) = route.0.validate(&|n| urls.get(n).cloned()) {
             details.extend(errors.0.into_iter().map(|e| ErrorDetail {
                 path: "/url".to_string(),
@@ -174,6 +183,14 @@ async fn update(
             message: "the new URL would make routes that use this resource invalid".to_string(),
             details,
         });
+    }
+    // The routes now reach the new URL's databases: every one recorded before any is checked, so that two
+    // tenants of this resource that now share a database see each other.
+    for (tenant_id, places) in &reached {
+        db::databases::replace(change.conn(), *tenant_id, places).await?;
+    }
+    for (tenant_id, _) in &reached {
+        databases::check(&mut change, *tenant_id).await?;
     }
     let before = row.to_api();
     let after = db::resources::update(change.conn(), row.id, &url, &update.description)

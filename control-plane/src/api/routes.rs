@@ -9,7 +9,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use sqlx::PgConnection;
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{
     MAX_EXPLAIN_KEYS, RingPoint, RouteChange, RouteExplainKeys, RouteExplanation,
@@ -30,7 +29,7 @@ use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
 use crate::openapi::Operation;
 use crate::route_schema;
 use crate::state::AppState;
-use crate::{redact, references};
+use crate::{databases, redact, references};
 
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 500;
@@ -334,13 +333,15 @@ pub(crate) struct NewVersion<'a> {
 
 impl NewVersion<'_> {
     /// Validates the table and appends it as the tenant's next version (the caller holds the tenant's row
-    /// lock); returns the previous version and the new one.
+    /// lock), with the databases it reaches, which must not mix tenants with and without a key namespace
+    /// (`databases::check`); returns the previous version and the new one.
     pub(crate) async fn append(
         &self,
-        conn: &mut PgConnection,
+        change: &mut Change,
         tenant_id: i64,
         author: &Actor,
     ) -> ApiResult<(Option<RouteVersion>, RouteVersion)> {
+        let conn = change.conn();
         // Read after taking the lock (a new statement sees what the previous lock holder committed).
         let stored = db::routes::get(&mut *conn, tenant_id, None).await?;
         let current = stored.as_ref().map_or(0, |p| p.version);
@@ -368,7 +369,8 @@ impl NewVersion<'_> {
         )
         .await?
         .into();
-        db::routes::replace_references(conn, tenant_id, &names).await?;
+        db::routes::replace_references(&mut *conn, tenant_id, &names).await?;
+        databases::record(change, tenant_id, &databases::places(&route, &urls)).await?;
         Ok((previous, created))
     }
 
@@ -385,7 +387,7 @@ impl NewVersion<'_> {
                 ),
             });
         }
-        let (previous, created) = self.append(change.conn(), tenant.id, actor).await?;
+        let (previous, created) = self.append(&mut change, tenant.id, actor).await?;
         let record = AuditRecord::new(
             self.action,
             Some(self.tenant),

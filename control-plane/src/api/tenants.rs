@@ -10,6 +10,7 @@ use switchyard_schemas::{TenantLimits, TenantPolicy};
 
 use crate::api::lookup;
 use crate::auth::Access;
+use crate::databases;
 use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
@@ -271,6 +272,13 @@ async fn update(
         check_namespace(&mut change, namespace, Some(row.id)).await?;
     }
     let after = db::tenants::update(change.conn(), &row).await?.to_api();
+    // Gaining or losing a namespace, or admin, may mix the databases of its route (an incident's change to
+    // anything else must not wait on that).
+    if (before.policy.namespace.is_some(), before.allow_admin)
+        != (after.policy.namespace.is_some(), after.allow_admin)
+    {
+        databases::check(&mut change, row.id).await?;
+    }
     let record = AuditRecord::new(
         "tenant.update",
         Some(&name),

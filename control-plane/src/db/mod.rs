@@ -9,6 +9,7 @@
 pub(crate) mod audit;
 pub(crate) mod change;
 pub(crate) mod credentials;
+pub(crate) mod databases;
 pub(crate) mod gateways;
 pub(crate) mod migrations;
 pub(crate) mod observations;

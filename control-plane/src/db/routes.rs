@@ -139,13 +139,22 @@ pub(crate) async fn replace_references(
     Ok(())
 }
 
+/// A tenant's current route.
+pub(crate) struct CurrentRoute {
+    pub(crate) tenant_id: i64,
+    pub(crate) tenant: String,
+    pub(crate) route: Json<RouteTable>,
+}
+
 /// The current routes that refer to a resource, by tenant name.
 pub(crate) async fn current_using(
     conn: &mut PgConnection,
     resource_id: i64,
-) -> DbResult<Vec<(String, Json<RouteTable>)>> {
-    let rows = sqlx::query!(
-        r#"SELECT t.name, rv.route AS "route!: Json<RouteTable>" FROM route_resource_refs x
+) -> DbResult<Vec<CurrentRoute>> {
+    sqlx::query_as!(
+        CurrentRoute,
+        r#"SELECT t.id AS tenant_id, t.name AS tenant, rv.route AS "route!: Json<RouteTable>"
+         FROM route_resource_refs x
          JOIN tenants t ON t.id = x.tenant_id
          JOIN LATERAL (SELECT route FROM route_versions r WHERE r.tenant_id = t.id
                        ORDER BY version DESC LIMIT 1) rv ON true
@@ -154,6 +163,5 @@ pub(crate) async fn current_using(
     )
     .fetch_all(conn)
     .await
-    .during("reading the routes that use a resource")?;
-    Ok(rows.into_iter().map(|r| (r.name, r.route)).collect())
+    .during("reading the routes that use a resource")
 }

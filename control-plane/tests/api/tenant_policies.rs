@@ -1,6 +1,7 @@
 //! A tenant's policies (`namespace`, `read_only`, `commands`, `ip_allow`, `ip_deny`, `blocked_keys`): kept through
 //! create, patch, show, the audit log, an import and the snapshot; refused with a 422 naming the field when
-//! malformed, and with a 409 when a namespace starts another tenant's.
+//! malformed, and with a 409 when a namespace starts another tenant's, or when a tenant without a namespace would
+//! share a database with namespaced ones.
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -223,4 +224,126 @@ async fn namespaces_never_overlap(pool: PgPool) {
         .await;
     assert_eq!(fine.status, 201, "{}", fine.body);
     assert_eq!(fine.body["tenants"][1]["tenant"]["namespace"], "y:");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_tenant_without_a_namespace_never_shares_a_database_with_namespaced_ones(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let refused = |reply: &crate::common::Reply| {
+        assert_eq!(
+            (reply.status, reply.error()),
+            (409, "namespace_overlaps"),
+            "{}",
+            reply.body
+        );
+        reply.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    api.create_resource("main", "redis://127.0.0.1:6379/0")
+        .await;
+    for tenant in [
+        json!({"name": "shop", "namespace": "shop:"}),
+        json!({"name": "blog", "namespace": "blog:"}),
+        json!({"name": "news", "namespace": "news:"}),
+        json!({"name": "plain"}),
+        json!({"name": "ops", "allow_admin": true}),
+    ] {
+        let created = api.admin("POST", "/v1/tenants", Some(tenant)).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    for tenant in ["shop", "news"] {
+        assert_eq!(api.put_route(tenant, single("main")).await.status, 200);
+    }
+
+    // Without a namespace, into the database a namespaced tenant uses (named inline, with a password and TLS:
+    // the same database), refused; the next database is another one.
+    let revision = api.revision().await;
+    let message = refused(
+        &api.put_route("plain", single("rediss://secret-password@127.0.0.1:6379"))
+            .await,
+    );
+    assert!(
+        message.contains("'plain' has no key namespace")
+            && message.contains("'news' uses database")
+            && message.contains("127.0.0.1:6379/0"),
+        "{message}"
+    );
+    assert_eq!(api.revision().await, revision);
+    let two = json!({"type": "single", "target": "redis://127.0.0.1:6379/1", "databases": 2});
+    assert_eq!(api.put_route("plain", two).await.status, 200);
+    // Admin tenants share any database, by design.
+    assert_eq!(api.put_route("ops", single("main")).await.status, 200);
+
+    // The reverse: a namespaced tenant into a database of a tenant without one (its second database).
+    let message = refused(
+        &api.put_route("blog", single("redis://127.0.0.1:6379/2"))
+            .await,
+    );
+    assert!(
+        message.contains("'plain' uses database 127.0.0.1:6379/2"),
+        "{message}"
+    );
+    // A double-write table's secondary counts too (a migration into that database).
+    let moving = json!({"type": "double_write", "primary": single("redis://127.0.0.1:6379/3"),
+                        "secondary": single("redis://127.0.0.1:6379/1")});
+    refused(&api.put_route("blog", moving).await);
+
+    // Policy changes: losing admin, or a namespace, puts a tenant under the rule; gaining one lets it share.
+    let patch = |tenant: &str, body: Value| {
+        let api = api.clone();
+        let path = format!("/v1/tenants/{tenant}");
+        async move { api.admin("PATCH", &path, Some(body)).await }
+    };
+    refused(&patch("ops", json!({"allow_admin": false})).await);
+    refused(&patch("shop", json!({"namespace": null})).await);
+    assert_eq!(patch("shop", json!({"read_only": true})).await.status, 200);
+    assert_eq!(
+        patch("plain", json!({"namespace": "plain:"})).await.status,
+        200
+    );
+    assert_eq!(
+        api.put_route("blog", single("redis://127.0.0.1:6379/2"))
+            .await
+            .status,
+        200
+    );
+    refused(&patch("plain", json!({"namespace": null})).await);
+
+    // A resource whose new URL would bring a tenant without a namespace into a namespaced one's database.
+    api.create_resource("spare", "redis://127.0.0.1:6379/9")
+        .await;
+    api.create_tenant("bare").await;
+    assert_eq!(api.put_route("bare", single("spare")).await.status, 200);
+    let moved = api
+        .admin(
+            "PUT",
+            "/v1/resources/spare",
+            Some(json!({"url": "redis://127.0.0.1:6379/2"})),
+        )
+        .await;
+    let message = refused(&moved);
+    assert!(message.contains("'bare'"), "{message}");
+    let kept = api.admin("GET", "/v1/resources/spare", None).await;
+    assert_eq!(
+        kept.body["url"], "redis://127.0.0.1:6379/9",
+        "{}",
+        kept.body
+    );
+
+    // An import, against existing tenants and among its own; nothing is made.
+    let revision = api.revision().await;
+    let import =
+        |tenants: Value| api.admin("POST", "/v1/import", Some(json!({ "tenants": tenants })));
+    refused(&import(json!([{"tenant": {"name": "i0"}, "route": single("main")}])).await);
+    refused(
+        &import(json!([
+            {"tenant": {"name": "i1", "namespace": "i1:"}, "route": single("redis://127.0.0.1:6379/7")},
+            {"tenant": {"name": "i2"}, "route": single("redis://127.0.0.1:6379/7")}
+        ]))
+        .await,
+    );
+    assert_eq!(api.revision().await, revision);
+    assert_eq!(api.admin("GET", "/v1/tenants/i1", None).await.status, 404);
 }

@@ -1,0 +1,180 @@
+//! The databases a tenant's route reaches, each named as one place so that two routes reaching one database name
+//! it alike, and the rule they are held to: a tenant without a key namespace never shares a database with
+//! namespaced tenants. No namespace is the start of every namespace, so its clients would read and write every
+//! other tenant's keys there (`KEYS *`, `SCAN`, `FLUSHDB`), as overlapping namespaces would; the reverse (a
+//! namespaced tenant joining a database a tenant without one uses) is refused alike, with the same 409
+//! `namespace_overlaps`. Admin tenants (`allow_admin`) are left out on either side: they are the operators' own
+//! tools, whose admin commands reach the whole server whatever their namespace, so keeping them out of a shared
+//! database would protect nothing.
+//!
+//! Places are read from resource URLs alone: a node is its host (lowercase) and port with the database number, a
+//! sentinel-managed master its name under each of its sentinels, a cluster each of its seeds (database 0). TLS,
+//! credentials and reading from replicas name no other place (replicas hold their master's keys). Two URLs that
+//! name one server differently (a host name and its address, a cluster by seeds the other does not list) are not
+//! seen as one: docs/tenant-policies.md asks operators to name each server one way.
+
+use std::collections::{BTreeSet, HashMap};
+
+use sqlx::PgPool;
+use switchyard_schemas::{Node, ResourceKind, ResourceUrl, RouteTable};
+
+use crate::db;
+use crate::db::change::Change;
+use crate::error::{ApiError, ApiResult};
+use crate::references;
+
+/// Every database `route` reaches, sorted. `urls` are the URLs of the resources it names; a reference that names
+/// none of them, or a URL that does not parse, reaches nothing (routes are validated against the same).
+pub(crate) fn places(route: &RouteTable, urls: &HashMap<String, String>) -> Vec<String> {
+    let mut places = BTreeSet::new();
+    for part in route.parts() {
+        let databases = part.databases();
+        for target in part.targets() {
+            let references = target
+                .write_resources()
+                .iter()
+                .chain(target.read_resources());
+            for reference in references {
+                let url = if references::is_name(reference) {
+                    urls.get(reference)
+                } else {
+                    Some(reference)
+                };
+                if let Some(Ok(url)) = url.map(|url| ResourceUrl::parse(url)) {
+                    add(&url.kind, databases, &mut places);
+                }
+            }
+        }
+    }
+    places.into_iter().collect()
+}
+
+/// The places of one resource whose route owns `databases` databases from the resource's own.
+fn add(kind: &ResourceKind, databases: u32, places: &mut BTreeSet<String>) {
+    let numbers = |first: u32| first..first.saturating_add(databases.max(1));
+    let server = |node: &Node| node.to_string().to_ascii_lowercase();
+    match kind {
+        ResourceKind::Standalone { node, db } => {
+            places.extend(numbers(*db).map(|n| format!("{}/{n}", server(node))));
+        }
+        ResourceKind::Sentinel {
+            sentinels,
+            master_name,
+            db,
+            ..
+        } => {
+            for sentinel in sentinels {
+                let master = format!("sentinel {} {master_name}", server(sentinel));
+                places.extend(numbers(*db).map(|n| format!("{master}/{n}")));
+            }
+        }
+        // A Redis Cluster has database 0 only.
+        ResourceKind::Cluster { seeds, .. } => {
+            places.extend(seeds.iter().map(|seed| format!("{}/0", server(seed))));
+        }
+    }
+}
+
+/// Records `places` as the databases of the tenant's current route, then holds it to the rule (see `check`).
+pub(crate) async fn record(
+    change: &mut Change,
+    tenant_id: i64,
+    places: &[String],
+) -> ApiResult<()> {
+    db::databases::replace(change.conn(), tenant_id, places).await?;
+    check(change, tenant_id).await
+}
+
+/// Refuses (409 `namespace_overlaps`) a tenant that shares a database with a tenant of the other kind, with a
+/// namespace where it has none or none where it has one, neither being an admin tenant. Takes the revision lock
+/// first (`Change::revision`), so that two changes cannot each pass this check into one database.
+pub(crate) async fn check(change: &mut Change, tenant_id: i64) -> ApiResult<()> {
+    change.revision().await?;
+    let Some(mixed) = db::databases::mixed(change.conn(), tenant_id).await? else {
+        return Ok(());
+    };
+    let (tenant, other, place) = (mixed.tenant, mixed.other, mixed.place);
+    let message = match mixed.namespace {
+        Some(namespace) => format!(
+            "tenant '{tenant}' has no key namespace, and tenant '{other}' uses database {place} with namespace \
+             '{namespace}': no namespace is the start of every namespace, so '{tenant}' would see '{other}''s keys"
+        ),
+        None => format!(
+            "tenant '{other}' uses database {place} without a key namespace: no namespace is the start of every \
+             namespace, so '{other}' would see tenant '{tenant}''s keys"
+        ),
+    };
+    Err(ApiError::Conflict {
+        code: "namespace_overlaps",
+        message,
+    })
+}
+
+/// Records the databases of routes stored before they were recorded (a control plane of an earlier version
+/// wrote them), so that the rule sees them. A no-op once they are.
+pub(crate) async fn record_stored(pool: &PgPool) -> db::DbResult<()> {
+    let unrecorded = db::databases::unrecorded(pool).await?;
+    if unrecorded.is_empty() {
+        return Ok(());
+    }
+    let urls = db::resources::all_urls(pool).await?;
+    for (tenant_id, route) in unrecorded {
+        db::databases::record_unrecorded(pool, tenant_id, &places(&route.0, &urls)).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(json: &str) -> RouteTable {
+        serde_json::from_str(json).expect("a route table")
+    }
+
+    #[test]
+    fn one_database_is_named_alike_however_a_route_reaches_it() {
+        let urls: HashMap<String, String> = [
+            ("main", "rediss://user:pw@Cache.Example:6380/2"),
+            (
+                "ha",
+                "redis-sentinel-slaves://s1:26379,s2:26379/mymaster?db=1&withMaster=true",
+            ),
+            ("cluster", "redis-cluster://c1:7000,c2:7001"),
+        ]
+        .into_iter()
+        .map(|(name, url)| (name.to_string(), url.to_string()))
+        .collect();
+        let single = route(r#"{"type": "single", "target": "main"}"#);
+        assert_eq!(places(&single, &urls), ["cache.example:6380/2"]);
+        let inline = route(
+            r#"{"type": "single", "target": "redis://cache.example:6380/2", "databases": 2}"#,
+        );
+        assert_eq!(
+            places(&inline, &urls),
+            ["cache.example:6380/2", "cache.example:6380/3"]
+        );
+        let sharded = route(
+            r#"{"type": "sharded", "shards": [
+                {"name": "a", "target": "cluster"},
+                {"name": "b", "target": {"write": {"resources": ["redis-sentinel://s2:26379/mymaster?db=1"]},
+                                         "read": {"resources": ["ha"]}}}]}"#,
+        );
+        assert_eq!(
+            places(&sharded, &urls),
+            [
+                "c1:7000/0",
+                "c2:7001/0",
+                "sentinel s1:26379 mymaster/1",
+                "sentinel s2:26379 mymaster/1"
+            ]
+        );
+        // A double-write table reaches both its tables' databases; a name no resource has reaches none.
+        let moving = route(
+            r#"{"type": "double_write",
+                "primary": {"type": "single", "target": "main"},
+                "secondary": {"type": "single", "target": "gone"}}"#,
+        );
+        assert_eq!(places(&moving, &urls), ["cache.example:6380/2"]);
+    }
+}

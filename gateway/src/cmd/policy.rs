@@ -5,7 +5,7 @@
 //! `Verbatim` commands, untouched.
 
 use super::spec::{CommandSpec, acl};
-use super::tenancy;
+use super::tenancy::{self, Reading};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -33,6 +33,10 @@ impl Policy {
             || is_script(spec)
             || CHECKED.contains(&spec.name)
             || tenancy::refusal(spec, false).is_some()
+            || !matches!(
+                tenancy::reading(spec),
+                Reading::Specs | Reading::Keyless | Reading::Database
+            )
         {
             Policy::Checked
         } else {
@@ -41,8 +45,9 @@ impl Policy {
     }
 }
 
-/// Commands forwarded with a check or a rewrite that neither their flags nor `tenancy::refusal` tell.
-const CHECKED: &[&str] = &["info", "move", "swapdb", "copy", "flushall"];
+/// Commands forwarded with a check or a rewrite that neither their flags, `tenancy::refusal` nor
+/// `tenancy::reading` tell.
+const CHECKED: &[&str] = &["info", "flushall"];
 
 /// The commands that run a script or a function (which run as another ACL user: see `backend::identity`).
 pub const SCRIPT_COMMANDS: &[&str] = &[

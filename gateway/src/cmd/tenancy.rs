@@ -11,19 +11,21 @@
 mod channels;
 mod namespace;
 mod policies;
+mod reading;
 
 use bytes::{Bytes, BytesMut};
 
-use super::{CommandSpec, flag};
+use super::CommandSpec;
 use crate::resp::{self, Protocol, Request};
 
 pub use channels::Channels;
 pub(crate) use namespace::DirectKeys;
 pub use namespace::Namespace;
 pub use policies::Policies;
+pub(crate) use reading::{Reading, reading, understand};
 
-/// Commands that would break the shared, pipelined backend connections, or that only admins may run; `None`
-/// when `spec` may run.
+/// Commands that would break the shared, pipelined backend connections, that only admins may run, or that the
+/// gateway does not read the way Redis executes them ([`reading`]); `None` when `spec` may run.
 pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
     if matches!(spec.name, "readonly" | "readwrite" | "asking") {
         return Some(format!(
@@ -31,40 +33,15 @@ pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
             spec.display_name()
         ));
     }
-    // CONFIG RESETSTAT resets the tenant's own figures for anyone, and reaches the backends for admins only.
-    let admin_only = (spec.has(flag::ADMIN)
-        && !matches!(spec.name, "config|get" | "config|resetstat"))
-        || matches!(
-            spec.name,
-            "flushall"
-                | "flushdb"
-                | "keys"
-                | "swapdb"
-                // Another server, anywhere the gateway's network reaches.
-                | "migrate"
-                | "script|flush"
-                | "script|kill"
-                // Function libraries are server-wide: loading one may replace another tenant's, and their code is
-                // theirs.
-                | "function|load"
-                | "function|flush"
-                | "function|kill"
-                | "function|delete"
-                | "function|restore"
-                | "function|dump"
-                // The running function's name and arguments may be another tenant's.
-                | "function|stats"
-                // Figures of every database of the server, other tenants' included.
-                | "memory|stats"
-                | "memory|doctor"
-        );
-    if admin_only && !allow_admin {
-        return Some(format!(
-            "ERR {} is an admin command; this tenant may not run it (allow_admin)",
+    match reading::reading(spec) {
+        _ if allow_admin => None,
+        Reading::Server => Some(reading::admin_only(spec)),
+        Reading::Refused(why) => Some(format!(
+            "ERR {} is refused by the gateway: {why}",
             spec.display_name()
-        ));
+        )),
+        _ => None,
     }
-    None
 }
 
 /// The `CONFIG SET` parameters that hold credentials the gateway logs in with: changing one on the backend would
@@ -72,7 +49,8 @@ pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
 const CREDENTIAL_PARAMETERS: &[&str] = &["requirepass", "masterauth", "masteruser", "aclfile"];
 
 /// A request's arguments that a tenant may not send: `FUNCTION LIST WITHCODE` shows other tenants' code (an
-/// admin may), and `CONFIG SET` of a credential ([`CREDENTIAL_PARAMETERS`]) is refused to everyone.
+/// admin may), a message on a keyspace notification channel would pose as Redis' own, and `CONFIG SET` of a
+/// credential ([`CREDENTIAL_PARAMETERS`]) is refused to everyone.
 pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -> Option<String> {
     match spec.name {
         "function|list" if !allow_admin => args[2..]
@@ -92,26 +70,18 @@ pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -
                 )
             })
         }),
+        // Only Redis publishes keyspace notifications: a tenant's message there would pose as an event of its
+        // database, which tenants with a key namespace share.
+        "publish" | "spublish" if !allow_admin => {
+            channels::is_notification(&args[1]).then(|| {
+                format!(
+                    "ERR {} to a keyspace notification channel is refused by the gateway: only Redis publishes \
+                     on __keyspace@ and __keyevent@ channels",
+                    spec.display_name()
+                )
+            })
+        }
         _ => None,
-    }
-}
-
-/// The arguments of `spec` that name a database.
-fn database_positions(spec: &CommandSpec, args: &[Bytes]) -> Vec<usize> {
-    match spec.name {
-        "move" => vec![2],
-        "swapdb" => vec![1, 2],
-        // COPY source destination [DB destination-db] [REPLACE]
-        "copy" => args
-            .iter()
-            .enumerate()
-            .skip(3)
-            .find(|(_, arg)| arg.eq_ignore_ascii_case(b"db"))
-            .map(|(i, _)| i + 1)
-            .filter(|&i| i < args.len())
-            .into_iter()
-            .collect(),
-        _ => Vec::new(),
     }
 }
 
@@ -126,7 +96,7 @@ pub fn database_arguments(
     sharded: bool,
 ) -> Result<Option<Request>, String> {
     let args = request.args();
-    let positions = database_positions(spec, args);
+    let positions = reading::databases(spec, args);
     if positions.is_empty() {
         return Ok(None);
     }
@@ -137,10 +107,11 @@ pub fn database_arguments(
         ));
     }
     let mut rewritten = args.to_vec();
+    let mut renumbered = false;
     for position in positions {
-        // Not a number: Redis refuses it with its own error.
+        // Not a number: Redis refuses it with its own error, before it copies or moves anything.
         let Some(index) = resp::parse_int(&args[position]) else {
-            return Ok(None);
+            continue;
         };
         if !databases.contains(&index) {
             return Err("ERR DB index is out of range".to_string());
@@ -148,8 +119,9 @@ pub fn database_arguments(
         let mut digits = itoa::Buffer::new();
         rewritten[position] =
             Bytes::copy_from_slice(digits.format(i64::from(base) + index).as_bytes());
+        renumbered |= base != 0;
     }
-    Ok((base != 0).then(|| Request::from_args(rewritten)))
+    Ok(renumbered.then(|| Request::from_args(rewritten)))
 }
 
 /// The `CONFIG GET` parameters a tenant without `allow_admin` sees: limits and encodings it may plan for.
@@ -354,6 +326,13 @@ mod tests {
                 "{args:?}"
             );
         }
+        for channel in ["__keyspace@0__:victim", "__keyevent@3__:del"] {
+            let (publish, forged) = request(&["PUBLISH", channel, "x"]);
+            assert!(argument_refusal(publish, forged.args(), false).is_some());
+            assert!(argument_refusal(publish, forged.args(), true).is_none());
+        }
+        let (publish, news) = request(&["SPUBLISH", "news", "x"]);
+        assert!(argument_refusal(publish, news.args(), false).is_none());
         let (set, request) = request(&["CONFIG", "SET", "maxmemory-policy", "requirepass"]);
         assert!(argument_refusal(set, request.args(), true).is_none());
     }

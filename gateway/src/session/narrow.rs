@@ -24,6 +24,7 @@ impl Session {
         if let Some(refusal) = refused {
             return Err(refusal);
         }
+        tenancy::understand(spec, request.args(), tenant.namespace().is_some())?;
         if spec.name == "config|get" && !tenant.allow_admin {
             return Ok((request, Some(Box::new(tenancy::visible_config))));
         }

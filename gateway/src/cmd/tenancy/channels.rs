@@ -33,6 +33,11 @@ const KEYSPACE: &[u8] = b"__keyspace@";
 const KEYEVENT: &[u8] = b"__keyevent@";
 const NOTIFICATIONS: [&[u8]; 2] = [KEYSPACE, KEYEVENT];
 
+/// Whether `channel` is one Redis publishes keyspace notifications on.
+pub(super) fn is_notification(channel: &[u8]) -> bool {
+    NOTIFICATIONS.iter().any(|kind| channel.starts_with(kind))
+}
+
 impl Channels {
     pub fn new(tenant: &str, base: u32, databases: u32) -> Channels {
         let prefix = format!("{tenant}:");

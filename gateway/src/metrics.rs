@@ -66,6 +66,8 @@ pub(crate) struct BackendMetrics {
     pub latency: Histogram,
     /// Error replies the node sent (cluster redirections included).
     pub error_replies: AtomicU64,
+    /// The node's `maxclients` as a handshake last read it; 0 while none could (see `backend::budget`).
+    pub maxclients: AtomicU64,
 }
 
 impl Metrics {

@@ -63,6 +63,7 @@ impl Worker {
             spares: Rc::new(Spares::new(
                 gateway.config.dedicated_spares,
                 gateway.config.connect_timeout,
+                Arc::clone(&gateway.metrics),
             )),
             pool: Rc::new(BackendPool::new(
                 settings,

@@ -547,7 +547,7 @@ mod tests {
             pushes: None,
             pending: Cell::new(1),
             reusable: Cell::new(true),
-            spares: Rc::new(Spares::new(0, Duration::from_secs(1))),
+            spares: Rc::new(Spares::new(0, Duration::from_secs(1), Default::default())),
         };
         let timeout = Duration::from_millis(200);
         let served = tokio::time::timeout(

@@ -113,7 +113,8 @@ pub(super) struct DirectConnection {
 impl DirectConnection {
     /// Connects with the node's handshake (AUTH...); `timeout` bounds the connect and every later call.
     pub(super) async fn open(node: &NodeSpec, timeout: Duration) -> io::Result<DirectConnection> {
-        let stream = tokio::time::timeout(timeout, super::connection::connect(node))
+        // What the handshake learns of the node is the data connections' to note (see `budget`).
+        let (stream, _) = tokio::time::timeout(timeout, super::connection::connect(node))
             .await
             .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
         Ok(DirectConnection {

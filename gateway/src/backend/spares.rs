@@ -14,11 +14,13 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
 use super::connection::{self, NodeSpec, describe};
+use crate::metrics::Metrics;
 use crate::net::Stream;
 
 /// How long a spare may wait unused before it is closed.
@@ -37,16 +39,19 @@ pub(crate) struct Spares {
     connecting: RefCell<HashMap<NodeSpec, usize>>,
     /// Whether the task that closes unused spares runs.
     sweeping: Cell<bool>,
+    /// Where what a handshake learns of a node is kept.
+    metrics: Arc<Metrics>,
 }
 
 impl Spares {
-    pub(crate) fn new(per_node: usize, connect_timeout: Duration) -> Spares {
+    pub(crate) fn new(per_node: usize, connect_timeout: Duration, metrics: Arc<Metrics>) -> Spares {
         Spares {
             per_node,
             connect_timeout,
             idle: RefCell::default(),
             connecting: RefCell::default(),
             sweeping: Cell::new(false),
+            metrics,
         }
     }
 
@@ -57,12 +62,19 @@ impl Spares {
         self.refill(node);
         match spare {
             Some(stream) => Ok(stream),
-            None => tokio::time::timeout(self.connect_timeout, connection::connect(node))
+            None => tokio::time::timeout(self.connect_timeout, self.handshake(node))
                 .await
                 .unwrap_or_else(|_| {
                     Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
                 }),
         }
+    }
+
+    /// Connects with the handshake, and notes what it learned of the node.
+    async fn handshake(&self, node: &NodeSpec) -> io::Result<Stream> {
+        let (stream, facts) = connection::connect(node).await?;
+        facts.note(&self.metrics.backend(&node.addr));
+        Ok(stream)
     }
 
     /// Keeps a connection that served only blocking commands, every reply received, as a spare of `node` (while
@@ -108,7 +120,7 @@ impl Spares {
             let (spares, node) = (Rc::clone(self), node.clone());
             tokio::task::spawn_local(async move {
                 let connected =
-                    tokio::time::timeout(spares.connect_timeout, connection::connect(&node)).await;
+                    tokio::time::timeout(spares.connect_timeout, spares.handshake(&node)).await;
                 let mut connecting = spares.connecting.borrow_mut();
                 if let Some(count) = connecting.get_mut(&node) {
                     *count -= 1;

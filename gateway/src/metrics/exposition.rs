@@ -376,6 +376,13 @@ impl Metrics {
             "counter",
             per_backend(&|b| load(&b.error_replies)),
         );
+        family(
+            out,
+            "switchyard_backend_maxclients",
+            "The backend node's maxclients as the gateway last read it (CONFIG GET at connect); 0: not readable, --backend-maxclients is assumed.",
+            "gauge",
+            per_backend(&|b| load(&b.maxclients)),
+        );
         let name = "switchyard_backend_request_duration_seconds";
         let _ = writeln!(
             out,

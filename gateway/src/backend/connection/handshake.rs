@@ -1,15 +1,19 @@
 //! The connect handshake: AUTH, the gateway's ACL users, SELECT, READONLY or ROLE, HELLO, each reply checked. It
 //! is also the node's health check: a node is used again after a failure only once a handshake has passed, so it
 //! always ends with a round trip (`PING` when nothing else is sent), and a node that accepts connections but
-//! answers nothing (a stopped process) never passes it.
+//! answers nothing (a stopped process) never passes it. On a data node it also reads what the gateway must know
+//! of the node's configuration ([`NodeFacts`]).
 
 use std::io;
+use std::sync::atomic::Ordering;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::net::TcpStream;
 
 use super::{NodeRole, NodeSpec};
+use crate::backend::direct::Value;
 use crate::backend::identity::{self, RunAs};
+use crate::metrics::BackendMetrics;
 use crate::net::Stream;
 use crate::resp::{self, Protocol, ReplyScanner};
 
@@ -23,11 +27,29 @@ pub(crate) async fn open(node: &NodeSpec) -> io::Result<Stream> {
     })
 }
 
+/// What the handshake read of a data node's configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct NodeFacts {
+    /// Its `maxclients`, for the dedicated connections' budget (`backend::budget`); `None` where the user may
+    /// not run `CONFIG GET` (or the command is renamed away), which the budget then assumes.
+    pub maxclients: Option<u64>,
+}
+
+impl NodeFacts {
+    /// Keeps what was read where the gateway looks for it; what could not be read leaves the last value read
+    /// (another resource's user, on the same node, may read what this one may not).
+    pub(crate) fn note(self, metrics: &BackendMetrics) {
+        if let Some(maxclients) = self.maxclients {
+            metrics.maxclients.store(maxclients, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Connects and runs the handshake: AUTH with the resource's credentials, the gateway's ACL users (see
 /// `identity`), SELECT, READONLY or ROLE, then AUTH as the gateway user, or `PING` when none of these is needed.
-/// Every step must answer `+OK` (`PING`: `+PONG`), and ROLE must say `master`. Callers bound it with the connect
-/// timeout.
-pub(crate) async fn connect(node: &NodeSpec) -> io::Result<Stream> {
+/// Every step must answer `+OK` (`PING`: `+PONG`), and ROLE must say `master`. A data node's configuration is
+/// read too (`CONFIG GET`, whose refusal fails nothing). Callers bound it with the connect timeout.
+pub(crate) async fn connect(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> {
     let stream = open(node).await?;
     let mut handshake = BytesMut::new();
     let mut expected: Vec<&'static [u8]> = Vec::new();
@@ -78,6 +100,12 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<Stream> {
         handshake.extend_from_slice(&identity::auth_command(node, &RunAs::Gateway));
         expected.push(b"+OK\r\n");
     }
+    // Before HELLO 3, so that the reply is RESP2's array; any reply will do (see `NodeFacts`).
+    let maxclients_at = data_node.then(|| {
+        resp::command(&mut handshake, &[&b"CONFIG"[..], b"GET", b"maxclients"]);
+        expected.push(b"");
+        expected.len() - 1
+    });
     if data_node && node.protocol == Protocol::Resp3 {
         resp::command(&mut handshake, &[&b"HELLO"[..], b"3"]);
         expected.push(RESP3_HELLO);
@@ -89,14 +117,18 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<Stream> {
     stream.write_all(&handshake).await?;
     let mut buf = BytesMut::with_capacity(256);
     let mut scanner = ReplyScanner::default();
-    let mut expected = expected.into_iter();
+    let mut facts = NodeFacts::default();
+    let mut expected = expected.into_iter().enumerate();
     let mut wanted = expected.next();
-    while let Some(prefix) = wanted {
+    while let Some((at, prefix)) = wanted {
         match scanner.scan(&buf) {
             Ok(Some(len)) => {
-                let reply = buf.split_to(len);
+                let reply = buf.split_to(len).freeze();
                 if !reply.starts_with(prefix) {
                     return Err(io::Error::other(handshake_failure(prefix, &reply)));
+                }
+                if Some(at) == maxclients_at {
+                    facts.maxclients = config_number(&reply);
                 }
                 wanted = expected.next();
             }
@@ -108,7 +140,16 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<Stream> {
             Err(e) => return Err(io::Error::other(e.to_string())),
         }
     }
-    Ok(stream)
+    Ok((stream, facts))
+}
+
+/// The number a `CONFIG GET` of one parameter answered (`*2`, its name, its value); `None` for an error or
+/// anything else.
+fn config_number(reply: &Bytes) -> Option<u64> {
+    match Value::parse(reply)?.array()? {
+        [_, value] => u64::try_from(value.int()?).ok(),
+        _ => None,
+    }
 }
 
 /// How a refusal for want of ACL permissions starts.
@@ -154,6 +195,15 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
+
+    #[test]
+    fn reads_a_number_from_config_get() {
+        let number = |reply: &'static [u8]| config_number(&Bytes::from_static(reply));
+        assert_eq!(number(b"*2\r\n$10\r\nmaxclients\r\n$2\r\n40\r\n"), Some(40));
+        assert_eq!(number(b"-NOPERM this user has no permissions\r\n"), None);
+        assert_eq!(number(b"*0\r\n"), None);
+        assert_eq!(number(b"*2\r\n$10\r\nmaxclients\r\n$2\r\n-1\r\n"), None);
+    }
 
     #[tokio::test]
     async fn a_node_that_accepts_but_never_answers_fails_the_handshake() {

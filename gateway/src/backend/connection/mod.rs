@@ -302,7 +302,8 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
         )
         .await
         {
-            Ok(Ok(stream)) => {
+            Ok(Ok((stream, facts))) => {
+                facts.note(&shared.metrics);
                 shared.status.set(Status::Up);
                 backoff.reset();
                 tracing::debug!(backend = %shared.node.addr, "connected");

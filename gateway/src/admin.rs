@@ -1,4 +1,4 @@
-//! The admin HTTP port: `/healthz`, `/readyz`, `/metrics` and `/tenants` (what the gateway serves).
+//! The admin HTTP port: `/healthz`, `/readyz`, `/metrics`, `/tenants` (what the gateway serves) and `/tracking`.
 //!
 //! A deliberately tiny HTTP/1.1 responder (GET only, one request per connection): it is polled by load
 //! balancers and Prometheus, never by browsers, and keeps the gateway free of an HTTP stack on its data path.
@@ -81,7 +81,9 @@ async fn respond(mut stream: TcpStream, gateway: Arc<Gateway>) {
                 ),
             }
         }
-        // The last tracking report: tenants' keys, for the operator only (the admin port is not the tenants').
+        // The last tracking report: tenants' keys, for the operator only (the admin port is not the tenants'), and
+        // without argument values, which the port, taking no token, must not serve (the control plane's copy,
+        // behind its admin token, keeps them).
         ("GET", "/tracking") => match serde_json::to_string(&gateway.tracking.last()) {
             Ok(json) => ("200 OK", "application/json", json),
             Err(_) => (

@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use switchyard_schemas::api::ObservationReport;
 
+use crate::cmd::CommandSpec;
 use crate::resp;
 
 mod bigkeys;
@@ -176,6 +177,19 @@ pub(crate) fn printable(key: &[u8]) -> String {
     }
 }
 
+/// The command `args` invoke, if the command table knows it, and where its keys are among them (none when the
+/// table cannot find them).
+fn command_keys(args: &[Bytes]) -> (Option<&'static CommandSpec>, Vec<usize>) {
+    let mut keys = Vec::new();
+    let spec = crate::cmd::lookup(args).ok();
+    if let Some(spec) = spec
+        && spec.key_indices(args, &mut keys).is_err()
+    {
+        keys.clear();
+    }
+    (spec, keys)
+}
+
 /// A request of a slot that tripped something, looked into: its arguments, with its keys as the tenant sent
 /// them (its namespace's prefix taken off), and where its keys are among them.
 pub(crate) struct Parsed {
@@ -193,11 +207,7 @@ impl Parsed {
         let mut args: Vec<Bytes> = resp::request_args(frame)
             .map(|arg| raw.slice_ref(arg))
             .collect();
-        let mut keys = Vec::new();
-        let spec = crate::cmd::lookup(&args).ok();
-        if let Some(spec) = spec {
-            let _ = spec.key_indices(&args, &mut keys);
-        }
+        let (spec, keys) = command_keys(&args);
         for &i in &keys {
             if let (Some(prefix), Some(key)) = (prefix, args.get_mut(i))
                 && key.starts_with(prefix)

@@ -169,6 +169,31 @@ pub(crate) fn slowlog_args(args: Vec<Bytes>) -> Vec<Bytes> {
     out
 }
 
+/// An entry's arguments as shown where argument values must not be (the admin port's `/tracking`, which takes no
+/// token): the command's name (and its subcommand's), its keys, and every other argument as `(redacted)`, the
+/// word Redis' own slow log shows in place of a password. Values are tenant data; names of keys are what an
+/// operator looks for in a slow log. An entry whose keys the command table cannot find keeps only its name.
+pub(crate) fn without_values(args: &[Bytes]) -> Vec<Bytes> {
+    let (spec, keys) = super::command_keys(args);
+    let names = match spec {
+        Some(spec) if spec.name.contains('|') => 2,
+        _ => 1,
+    };
+    args.iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            if i < names || keys.contains(&i) {
+                arg.clone()
+            } else {
+                Bytes::from_static(REDACTED)
+            }
+        })
+        .collect()
+}
+
+/// What `without_values` shows in place of a value.
+const REDACTED: &[u8] = b"(redacted)";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +212,36 @@ mod tests {
         let long = slowlog_args(vec![Bytes::from(vec![b'x'; 200])]);
         assert_eq!(long[0].len(), 128 + "... (72 more bytes)".len());
         assert!(long[0].ends_with(b"... (72 more bytes)"));
+    }
+
+    #[test]
+    fn values_are_left_out_and_names_kept() {
+        let words = |words: &[&str]| -> Vec<Bytes> {
+            words.iter().map(|w| Bytes::from(w.to_string())).collect()
+        };
+        let shown = |args: &[&str]| without_values(&words(args));
+        assert_eq!(
+            shown(&["SET", "user:1", "secret", "EX", "10"]),
+            words(&["SET", "user:1", "(redacted)", "(redacted)", "(redacted)"])
+        );
+        assert_eq!(
+            shown(&["mset", "a", "1", "b", "2"]),
+            words(&["mset", "a", "(redacted)", "b", "(redacted)"])
+        );
+        assert_eq!(
+            shown(&["EVAL", "return 1", "1", "k", "v"]),
+            words(&["EVAL", "(redacted)", "(redacted)", "k", "(redacted)"])
+        );
+        assert_eq!(
+            shown(&["CONFIG", "SET", "requirepass", "x"]),
+            words(&["CONFIG", "SET", "(redacted)", "(redacted)"])
+        );
+        // Not a command the table knows (or one cut short): only its name.
+        assert_eq!(
+            shown(&["NOSUCH", "a", "b"]),
+            words(&["NOSUCH", "(redacted)", "(redacted)"])
+        );
+        assert_eq!(shown(&["SET", "k"]), words(&["SET", "(redacted)"]));
     }
 
     #[test]

@@ -36,15 +36,17 @@
 //! a namespace are refused ([`refusal`]).
 
 use std::fmt::Write;
+use std::sync::OnceLock;
 
 use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 use switchyard_schemas::credential_digest;
 
 use super::NodeSpec;
-use crate::cmd::CommandSpec;
 use crate::cmd::policy::{SCRIPT_COMMANDS, is_script};
-pub(crate) use crate::reply::{NamespaceUser, RunAs, ScriptUser};
+use crate::cmd::tenancy::{self, Reading};
+use crate::cmd::{CommandSpec, flag};
+pub(crate) use crate::reply::{RestrictedUser, RunAs, ScriptUser};
 use crate::resp;
 
 /// The user the gateway's data connections rest as.
@@ -58,54 +60,109 @@ pub(crate) const SCRIPT_USER: &str = "switchyard-script";
 const BASE_RULES: &[&str] = &["reset", "on", "~*", "&*", "+@all"];
 
 /// What [`SCRIPT_USER`] may not run besides `@admin` (a category, so admin commands of later Redis versions are
-/// denied too): everything that reaches past the tenant's own database and channels. ([`GATEWAY_USER`] may not
-/// run [`SCRIPT_COMMANDS`].)
-const SCRIPT_DENIED: &[&str] = &[
+/// denied too) and what the gateway refuses to tenants outside scripts ([`script_denied`]): everything that
+/// reaches past the tenant's own database and channels, which the gateway renames outside scripts and cannot
+/// inside. ([`GATEWAY_USER`] may not run [`SCRIPT_COMMANDS`].)
+const SCRIPT_RENAMED: &[&str] = &[
     "@admin", "select", "move", "swapdb", "copy", "migrate", "flushall", "flushdb", "publish",
     "spublish", "pubsub", "info",
 ];
 
-/// What [`SCRIPT_USER`]'s denials leave a namespace's user that would show it other namespaces' keys, which
-/// name no key of their own that Redis could check against the namespace.
-const NAMESPACE_DENIED: &[&str] = &[
-    "keys",
-    "scan",
-    "randomkey",
-    "dbsize",
-    "cluster|getkeysinslot",
-    "cluster|countkeysinslot",
-];
+/// What every tenant's script may not run: [`SCRIPT_RENAMED`], and every command the gateway refuses to a tenant
+/// without `allow_admin` when it sends it itself (`cmd::tenancy::refusal`: server-wide introspection and
+/// actions, commands it does not read), so that a script reaches no further than its tenant's own commands.
+fn script_denied() -> &'static [String] {
+    static DENIED: OnceLock<Vec<String>> = OnceLock::new();
+    DENIED.get_or_init(|| {
+        let refused = every_command().filter(|spec| {
+            !spec.has(flag::ADMIN)
+                && !SCRIPT_RENAMED.contains(&spec.name)
+                && tenancy::refusal(spec, false).is_some()
+        });
+        SCRIPT_RENAMED
+            .iter()
+            .copied()
+            .chain(refused.map(|spec| spec.name))
+            .map(str::to_string)
+            .collect()
+    })
+}
 
-/// The user of the tenants whose keys start with `prefix` (see the module's docs).
-fn namespace_user(prefix: &[u8]) -> NamespaceUser {
-    let digest = Sha256::new()
-        .chain_update(b"switchyard namespace\0")
-        .chain_update(prefix)
-        .finalize();
-    // 128 bits: no two namespaces of a platform meet.
+/// What a namespace's user may not run besides [`script_denied`]: what would show it other namespaces' keys
+/// (commands over the whole database, which name no key Redis could check against the namespace), and the
+/// commands whose keys Redis' ACL finds by their key specs where execution reads others (`SORT ... STORE`,
+/// `XREADGROUP ... STREAMS`: `cmd::tenancy::Reading::Parsed`).
+fn namespace_denied() -> &'static [String] {
+    static DENIED: OnceLock<Vec<String>> = OnceLock::new();
+    DENIED.get_or_init(|| {
+        let unchecked = every_command().filter(|spec| {
+            matches!(
+                tenancy::reading(spec),
+                Reading::Database | Reading::Parsed(_)
+            ) && !script_denied().iter().any(|name| name == spec.name)
+        });
+        ["keys", "cluster|getkeysinslot", "cluster|countkeysinslot"]
+            .into_iter()
+            .chain(unchecked.map(|spec| spec.name))
+            .map(str::to_string)
+            .collect()
+    })
+}
+
+/// Every command of the table, subcommands included.
+fn every_command() -> impl Iterator<Item = &'static CommandSpec> {
+    crate::cmd::commands()
+        .iter()
+        .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
+}
+
+/// The user of the tenants whose keys start with `prefix` (any key without one) and whose commands are held to
+/// `commands` (ACL rules), see the module's docs.
+fn restricted_user(prefix: Option<&[u8]>, commands: Vec<String>) -> RestrictedUser {
+    let mut digest = Sha256::new().chain_update(b"switchyard restricted\0");
+    if let Some(prefix) = prefix {
+        digest.update(b"namespace\0");
+        digest.update(prefix);
+    }
+    for rule in &commands {
+        digest.update(b"\0");
+        digest.update(rule.as_bytes());
+    }
+    let digest = digest.finalize();
+    // 128 bits: no two namespaces or rule sets of a platform meet.
     let mut name = String::from("switchyard-ns-");
     for byte in &digest[..16] {
         let _ = write!(name, "{byte:02x}");
     }
-    let mut keys = Vec::with_capacity(prefix.len() + 8);
+    let mut keys = Vec::with_capacity(prefix.map_or(0, <[u8]>::len) + 8);
     keys.push(b'~');
-    for &byte in prefix {
+    for &byte in prefix.unwrap_or_default() {
         if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
             keys.push(b'\\');
         }
         keys.push(byte);
     }
     keys.push(b'*');
-    NamespaceUser { name, keys }
+    RestrictedUser {
+        name,
+        keys,
+        commands,
+    }
 }
 
-/// Who a tenant's scripts run as (`admin`: the tenant has `allow_admin`; `namespace`: its key prefix), computed
-/// once per tenant.
-pub(crate) fn scripts_run_as(admin: bool, namespace: Option<&[u8]>) -> RunAs {
+/// Who a tenant's scripts run as (`admin`: the tenant has `allow_admin`; `namespace`: its key prefix;
+/// `commands`: its command rules as ACL rules), computed once per tenant.
+pub(crate) fn scripts_run_as(
+    admin: bool,
+    namespace: Option<&[u8]>,
+    commands: Vec<String>,
+) -> RunAs {
     match (admin, namespace) {
         (true, _) => RunAs::script(ScriptUser::Admin),
-        (false, None) => RunAs::script(ScriptUser::Tenant),
-        (false, Some(prefix)) => RunAs::script(ScriptUser::Namespace(namespace_user(prefix))),
+        (false, None) if commands.is_empty() => RunAs::script(ScriptUser::Tenant),
+        (false, namespace) => {
+            RunAs::script(ScriptUser::Restricted(restricted_user(namespace, commands)))
+        }
     }
 }
 
@@ -118,13 +175,13 @@ pub(crate) fn run_as(spec: &CommandSpec, scripts: &RunAs) -> RunAs {
 }
 
 /// Why `node` does not run scripts as `run_as`, as the error reply its client gets: the gateway cannot create a
-/// namespace's user where the operator provisions the users.
+/// tenant's restricted user where the operator provisions the users.
 pub(crate) fn refusal(node: &NodeSpec, run_as: &RunAs) -> Option<Bytes> {
     match (run_as.script_user(), &node.script_user) {
-        (Some(ScriptUser::Namespace(_)), Some(_)) => Some(resp::error_reply(
-            "NOPERM scripts of a tenant with a key namespace cannot run on this resource: its script user is \
-             provisioned by the operator (scriptUserName), and the gateway may not create the namespace's user \
-             that keeps a script inside the namespace",
+        (Some(ScriptUser::Restricted(_)), Some(_)) => Some(resp::error_reply(
+            "NOPERM scripts of a tenant with a key namespace or command rules cannot run on this resource: its \
+             script user is provisioned by the operator (scriptUserName), and the gateway may not create the \
+             user that keeps a script inside the namespace and the rules",
         )),
         _ => None,
     }
@@ -141,16 +198,20 @@ fn password(node: &NodeSpec, user: &str) -> String {
 
 /// The handshake commands that create or refresh both users (run as the resource's user, before `SELECT`).
 pub(crate) fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
-    for (user, denied) in [
-        (SCRIPT_USER, &[SCRIPT_DENIED][..]),
-        (GATEWAY_USER, &[SCRIPT_COMMANDS][..]),
-    ] {
-        set_user(node, user, b"~*", denied, out);
-    }
+    set_user(node, SCRIPT_USER, b"~*", &denials(script_denied()), out);
+    set_user(node, GATEWAY_USER, b"~*", &denials(SCRIPT_COMMANDS), out);
 }
 
-/// `ACL SETUSER` of `user` on `node`: [`BASE_RULES`] with `keys` for its key rule, less `denied`.
-fn set_user(node: &NodeSpec, user: &str, keys: &[u8], denied: &[&[&str]], out: &mut BytesMut) {
+/// `-name` for each of `names`.
+fn denials<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+    names
+        .iter()
+        .map(|name| format!("-{}", name.as_ref()))
+        .collect()
+}
+
+/// `ACL SETUSER` of `user` on `node`: [`BASE_RULES`] with `keys` for its key rule, then `rules`.
+fn set_user(node: &NodeSpec, user: &str, keys: &[u8], rules: &[String], out: &mut BytesMut) {
     let mut args: Vec<Vec<u8>> = ["ACL", "SETUSER", user]
         .iter()
         .chain(BASE_RULES)
@@ -159,25 +220,25 @@ fn set_user(node: &NodeSpec, user: &str, keys: &[u8], denied: &[&[&str]], out: &
             arg => arg.as_bytes().to_vec(),
         })
         .collect();
-    let denied = denied.iter().flat_map(|names| names.iter());
-    args.extend(denied.map(|name| format!("-{name}").into_bytes()));
+    args.extend(rules.iter().map(|rule| rule.as_bytes().to_vec()));
     args.push(format!("#{}", credential_digest(&password(node, user))).into_bytes());
     resp::command(out, &args);
 }
 
 /// Writes to `out` what switches a connection to `node` to `run_as` for a script: the `ACL SETUSER` that
-/// creates a namespace's user first unless `created` (the connection did already), then the `AUTH`. Answers
-/// how many commands that is: as many `+OK`s come before the script's reply.
+/// creates a tenant's restricted user first unless `created` (the connection did already), then the `AUTH`.
+/// Answers how many commands that is: as many `+OK`s come before the script's reply.
 pub(crate) fn switch_to(node: &NodeSpec, run_as: &RunAs, created: bool, out: &mut BytesMut) -> u8 {
     let creates = match run_as.script_user() {
-        Some(ScriptUser::Namespace(user)) if !created && node.script_user.is_none() => {
-            set_user(
-                node,
-                &user.name,
-                &user.keys,
-                &[SCRIPT_DENIED, NAMESPACE_DENIED],
-                out,
-            );
+        Some(ScriptUser::Restricted(user)) if !created && node.script_user.is_none() => {
+            // The tenant's own rules first, the script users' denials last, so that no rule of a tenant's
+            // (`+@all`) allows back what they deny.
+            let mut rules = user.commands.clone();
+            rules.extend(denials(script_denied()));
+            if user.keys != b"~*" {
+                rules.extend(denials(namespace_denied()));
+            }
+            set_user(node, &user.name, &user.keys, &rules, out);
             1
         }
         _ => 0,
@@ -199,12 +260,12 @@ pub(crate) fn auth_command(node: &NodeSpec, run_as: &RunAs) -> Bytes {
     let (user, password) = match (run_as.script_user(), &node.script_user) {
         (None, None) => (GATEWAY_USER, password(node, GATEWAY_USER)),
         (Some(ScriptUser::Tenant), None) => (SCRIPT_USER, password(node, SCRIPT_USER)),
-        (Some(ScriptUser::Namespace(user)), None) => {
+        (Some(ScriptUser::Restricted(user)), None) => {
             (user.name.as_str(), password(node, &user.name))
         }
         // Operator-provisioned users: the URL's user is the gateway's, and may not run scripts (an admin
         // tenant's scripts then fail, with Redis' NOPERM, and so would a namespace's, which are refused before).
-        (None | Some(ScriptUser::Admin | ScriptUser::Namespace(_)), Some(_))
+        (None | Some(ScriptUser::Admin | ScriptUser::Restricted(_)), Some(_))
         | (Some(ScriptUser::Admin), None) => resource(),
         (Some(ScriptUser::Tenant), Some((user, password))) => (user.as_str(), password.clone()),
     };
@@ -300,9 +361,11 @@ mod tests {
     #[test]
     fn only_script_commands_run_as_a_script_user() {
         let spec = |name: &str| crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
-        let namespaced = scripts_run_as(false, Some(b"a:"));
+        let namespaced = scripts_run_as(false, Some(b"a:"), Vec::new());
         for name in SCRIPT_COMMANDS {
-            let run_as = |admin, namespace| run_as(spec(name), &scripts_run_as(admin, namespace));
+            let run_as = |admin, namespace| {
+                run_as(spec(name), &scripts_run_as(admin, namespace, Vec::new()))
+            };
             assert_eq!(run_as(false, None), tenant(), "{name}");
             assert_eq!(run_as(true, None), admin(), "{name}");
             assert_eq!(run_as(true, Some(b"a:")), admin(), "{name}");
@@ -310,7 +373,7 @@ mod tests {
         }
         assert!(matches!(
             namespaced.script_user(),
-            Some(ScriptUser::Namespace(_))
+            Some(ScriptUser::Restricted(_))
         ));
         for name in [
             "get",
@@ -321,6 +384,10 @@ mod tests {
         ] {
             assert_eq!(run_as(spec(name), &namespaced), RunAs::Gateway, "{name}");
         }
+    }
+
+    fn namespace_user(prefix: &[u8]) -> RestrictedUser {
+        restricted_user(Some(prefix), Vec::new())
     }
 
     #[test]
@@ -351,7 +418,7 @@ mod tests {
     #[test]
     fn a_namespace_user_is_created_once_per_connection_with_the_script_users_denials() {
         let node = node(None, Some("secret"));
-        let run_as = scripts_run_as(false, Some(b"a:"));
+        let run_as = scripts_run_as(false, Some(b"a:"), Vec::new());
         let user = namespace_user(b"a:");
         let mut out = BytesMut::new();
         assert_eq!(switch_to(&node, &run_as, false, &mut out), 2);
@@ -363,7 +430,7 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("~* "), "{text}");
-        for denied in SCRIPT_DENIED.iter().chain(NAMESPACE_DENIED) {
+        for denied in script_denied().iter().chain(namespace_denied()) {
             assert!(text.contains(&format!(" -{denied} ")), "{denied}: {text}");
         }
         let auth = String::from_utf8_lossy(&auth_command(&node, &run_as)).replace("\r\n", " ");
@@ -384,7 +451,7 @@ mod tests {
     fn namespaced_scripts_are_refused_where_users_are_provisioned() {
         let mut provisioned = node(Some("gw"), Some("gwpw"));
         provisioned.script_user = Some(("scr".to_string(), "scrpw".to_string()));
-        let namespaced = scripts_run_as(false, Some(b"a:"));
+        let namespaced = scripts_run_as(false, Some(b"a:"), Vec::new());
         let refused = refusal(&provisioned, &namespaced).expect("refused");
         assert!(refused.starts_with(b"-NOPERM "));
         for run_as in [RunAs::Gateway, tenant(), admin()] {
@@ -395,5 +462,68 @@ mod tests {
         let mut out = BytesMut::new();
         assert_eq!(switch_to(&provisioned, &namespaced, false, &mut out), 1);
         assert_eq!(out, auth_command(&provisioned, &RunAs::Gateway));
+    }
+
+    #[test]
+    fn scripts_may_not_run_what_their_tenant_may_not_send() {
+        let denied = script_denied();
+        for name in [
+            "script|debug",
+            "memory|stats",
+            "memory|purge",
+            "keys",
+            "restore-asking",
+            "info",
+        ] {
+            assert!(denied.iter().any(|d| d == name), "{name}: {denied:?}");
+        }
+        for name in ["get", "set", "eval", "dbsize", "sort"] {
+            assert!(!denied.iter().any(|d| d == name), "{name}");
+        }
+        let namespaced = namespace_denied();
+        for name in [
+            "scan",
+            "dbsize",
+            "randomkey",
+            "sort",
+            "sort_ro",
+            "xreadgroup",
+            "georadius",
+        ] {
+            assert!(
+                namespaced.iter().any(|d| d == name),
+                "{name}: {namespaced:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tenants_command_rules_hold_in_its_scripts_and_never_allow_back_a_denial() {
+        let node = node(None, Some("secret"));
+        let rules = vec!["-@all".to_string(), "+@all".to_string(), "-del".to_string()];
+        let run_as = scripts_run_as(false, None, rules.clone());
+        let Some(ScriptUser::Restricted(user)) = run_as.script_user() else {
+            panic!("a tenant with command rules has a user of its own");
+        };
+        assert_eq!(user.keys, b"~*");
+        assert_ne!(
+            user.name,
+            restricted_user(None, vec!["-set".to_string()]).name
+        );
+        assert_ne!(user.name, restricted_user(Some(b""), rules.clone()).name);
+        let mut out = BytesMut::new();
+        assert_eq!(switch_to(&node, &run_as, false, &mut out), 2);
+        let text = String::from_utf8_lossy(&out).replace("\r\n", " ");
+        let tenant = text.find(" $4 -del ").expect("the tenant's rule");
+        let admin = text.find(" $7 -@admin ").expect("the script users' denial");
+        assert!(tenant < admin, "denials come last: {text}");
+        assert!(
+            !text.contains(" $5 -scan "),
+            "no namespace, no namespace denials: {text}"
+        );
+        assert_eq!(
+            scripts_run_as(false, None, Vec::new()),
+            RunAs::script(ScriptUser::Tenant)
+        );
     }
 }

@@ -37,7 +37,7 @@ mod tagged;
 pub(crate) use detached::DetachedWrites;
 use gather::Gather;
 use owed::{DetachedAddress, Owed, PartAddress, SlotAddress};
-pub(crate) use run_as::{NamespaceUser, RunAs, ScriptUser};
+pub(crate) use run_as::{RestrictedUser, RunAs, ScriptUser};
 pub(crate) use tagged::Answered;
 use tagged::Tags;
 

@@ -19,20 +19,23 @@ pub(crate) enum RunAs {
 pub(crate) enum ScriptUser {
     /// A non-admin tenant's: the restricted script user.
     Tenant,
-    /// A non-admin tenant's with a key namespace: its namespace's user, which is the script user restricted to
-    /// the namespace's keys.
-    Namespace(NamespaceUser),
+    /// A non-admin tenant's with a key namespace or command rules: a user of its own, which is the script user
+    /// restricted to the namespace's keys and the tenant's commands.
+    Restricted(RestrictedUser),
     /// An admin tenant's: the resource's own user.
     Admin,
 }
 
-/// The ACL user the scripts of the tenants with one key namespace run as (made by `backend::identity`).
+/// The ACL user the scripts of the tenants with one key namespace and one set of command rules run as (made by
+/// `backend::identity`).
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct NamespaceUser {
-    /// `switchyard-ns-` and a digest of the namespace.
+pub(crate) struct RestrictedUser {
+    /// `switchyard-ns-` and a digest of the namespace and the rules.
     pub name: String,
-    /// Its key rule: `~`, the namespace glob-escaped, `*`.
+    /// Its key rule: `~`, the namespace glob-escaped, `*`; `~*` without a namespace.
     pub keys: Vec<u8>,
+    /// The tenant's command rules, as ACL rules (`-@dangerous`, `-del`, ...).
+    pub commands: Vec<String>,
 }
 
 impl RunAs {
@@ -53,7 +56,7 @@ impl RunAs {
     pub(crate) fn is_tenants(&self) -> bool {
         matches!(
             self.script_user(),
-            Some(ScriptUser::Tenant | ScriptUser::Namespace(_))
+            Some(ScriptUser::Tenant | ScriptUser::Restricted(_))
         )
     }
 }

@@ -217,8 +217,15 @@ pub(super) fn compile(
         .map(|n| std::time::Duration::from_secs(1) / n);
     let policies = crate::cmd::tenancy::Policies::compile(&source.policy);
     let namespace = policies.as_ref().and_then(|p| p.namespace.as_ref());
-    let scripts_run_as =
-        identity::scripts_run_as(source.allow_admin, namespace.map(|n| &n.prefix()[..]));
+    let commands = policies
+        .as_ref()
+        .map(|p| p.commands.acl_rules())
+        .unwrap_or_default();
+    let scripts_run_as = identity::scripts_run_as(
+        source.allow_admin,
+        namespace.map(|n| &n.prefix()[..]),
+        commands,
+    );
     Arc::new(Tenant {
         name: source.name.to_string(),
         allow_admin: source.allow_admin,

@@ -158,7 +158,7 @@ struct Shared {
     auth: Auths,
 }
 
-/// The `AUTH` commands of one node's users (a namespace's are made per socket: see `script::NamespaceUsers`).
+/// The `AUTH` commands of one node's users (a namespace's are made per socket: see `script::RestrictedUsers`).
 struct Auths {
     gateway: Bytes,
     tenant_script: Bytes,
@@ -180,7 +180,7 @@ impl Auths {
             None => Some(&self.gateway),
             Some(ScriptUser::Tenant) => Some(&self.tenant_script),
             Some(ScriptUser::Admin) => Some(&self.admin_script),
-            Some(ScriptUser::Namespace(_)) => None,
+            Some(ScriptUser::Restricted(_)) => None,
         }
     }
 }

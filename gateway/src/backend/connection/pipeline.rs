@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::outbox::Outbox;
-use super::script::{ASKING, NamespaceUsers, busy, calls_function, unwrap_script};
+use super::script::{ASKING, RestrictedUsers, busy, calls_function, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
 use crate::metrics::BackendMetrics;
@@ -226,7 +226,7 @@ async fn pipeline(
     let mut killing = false;
     // Swapped with the shared queue, so neither is reallocated batch after batch.
     let mut batch: VecDeque<Pending> = VecDeque::new();
-    let mut namespace_users = NamespaceUsers::default();
+    let mut restricted_users = RestrictedUsers::default();
     loop {
         // Everything queued since the last write goes out in one write. A request's deadline starts here: it
         // bounds the write too, however long the node takes to read it.
@@ -253,7 +253,7 @@ async fn pipeline(
                                 write_buf.extend_from_slice(auth);
                                 1
                             }
-                            None => namespace_users.switch(&shared.node, run_as, write_buf),
+                            None => restricted_users.switch(&shared.node, run_as, write_buf),
                         };
                         if pending.reply.asking() {
                             write_buf.extend_from_slice(ASKING);

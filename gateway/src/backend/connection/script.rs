@@ -145,17 +145,17 @@ pub(super) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 /// The namespaces' users one connected socket has created (see `identity`), each with its `AUTH`. A new socket
 /// starts with none: a node that restarted or failed over lost them, and gets each again before its first use.
 #[derive(Default)]
-pub(super) struct NamespaceUsers {
+pub(super) struct RestrictedUsers {
     /// By user name.
     auths: fnv::FnvHashMap<String, Bytes>,
 }
 
-impl NamespaceUsers {
+impl RestrictedUsers {
     /// Writes to `out` what switches the connection to `run_as` for a script: the user's creation the first time
     /// (a failed one fails its script, and the connection reconnects), then its `AUTH`. Answers how many
     /// replies that is.
     pub(super) fn switch(&mut self, node: &NodeSpec, run_as: &RunAs, out: &mut BytesMut) -> u8 {
-        let Some(ScriptUser::Namespace(user)) = run_as.script_user() else {
+        let Some(ScriptUser::Restricted(user)) = run_as.script_user() else {
             return identity::switch_to(node, run_as, true, out);
         };
         if let Some(auth) = self.auths.get(&user.name) {
@@ -239,10 +239,10 @@ mod tests {
 
     #[test]
     fn a_namespace_user_is_created_before_its_first_use_on_a_socket_only() {
-        let (node, mut users) = (node(), NamespaceUsers::default());
+        let (node, mut users) = (node(), RestrictedUsers::default());
         let (a, b) = (
-            scripts_run_as(false, Some(b"a:")),
-            scripts_run_as(false, Some(b"b:")),
+            scripts_run_as(false, Some(b"a:"), Vec::new()),
+            scripts_run_as(false, Some(b"b:"), Vec::new()),
         );
         let mut out = BytesMut::new();
         assert_eq!(users.switch(&node, &a, &mut out), 2);
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(users.switch(&node, &b, &mut BytesMut::new()), 2);
         // A new socket (a reconnect) knows none.
         assert_eq!(
-            NamespaceUsers::default().switch(&node, &a, &mut BytesMut::new()),
+            RestrictedUsers::default().switch(&node, &a, &mut BytesMut::new()),
             2
         );
         let mut other = BytesMut::new();

@@ -136,6 +136,20 @@ impl CommandRules {
     }
 }
 
+impl CommandRules {
+    /// The rules as Redis ACL rules, for the user the tenant's scripts run as (`backend::identity`): inside a
+    /// script, Redis holds the tenant to them as the gateway does outside.
+    pub fn acl_rules(&self) -> Vec<String> {
+        let mut rules = Vec::new();
+        if !self.allow.is_empty() {
+            rules.push("-@all".to_string());
+            rules.extend(self.allow.acl_rules('+'));
+        }
+        rules.extend(self.deny.acl_rules('-'));
+        rules
+    }
+}
+
 /// Commands named by a rule list: ACL categories as bits, commands and subcommands by their table names (a
 /// command's name also matches its subcommands).
 #[derive(Default)]
@@ -169,6 +183,15 @@ impl CommandSet {
 
     fn is_empty(&self) -> bool {
         self.categories == 0 && self.names.is_empty()
+    }
+
+    /// `sign` and each category (`@name`) and command of the set, as ACL rules.
+    fn acl_rules(&self, sign: char) -> impl Iterator<Item = String> + '_ {
+        let categories = ACL_CATEGORY_NAMES
+            .iter()
+            .filter(|(_, bits)| self.categories & bits != 0)
+            .map(move |(name, _)| format!("{sign}@{name}"));
+        categories.chain(self.names.iter().map(move |name| format!("{sign}{name}")))
     }
 
     fn matches(&self, spec: &CommandSpec) -> bool {
@@ -245,6 +268,19 @@ mod tests {
 
     fn permits(policies: &Policies, name: &str) -> bool {
         policies.commands.permit(spec(name))
+    }
+
+    #[test]
+    fn command_rules_become_the_acl_rules_of_the_tenants_scripts() {
+        let p = rules(&["@read", "GET", "config|get"], &["hgetall"]);
+        assert_eq!(
+            p.commands.acl_rules(),
+            ["-@all", "+@read", "+config|get", "+get", "-hgetall"]
+        );
+        assert_eq!(
+            rules(&[], &["@dangerous"]).commands.acl_rules(),
+            ["-@dangerous"]
+        );
     }
 
     #[test]

@@ -78,6 +78,23 @@ fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
     }
 }
 
+/// A write as `send_write` sends it: the shard, the bytes, and the whole request when the bytes are all of it
+/// (each write resource may then get it renumbered, see `per_resource`; a split command's sub-commands name no
+/// database).
+struct Write<'a> {
+    shard: usize,
+    raw: &'a Bytes,
+    whole: Option<&'a Request>,
+    keyspace: Keyspace,
+}
+
+/// What the parts of a fan-out share: the request each of them is, and how a cluster resource, which sends its
+/// part to every master, combines their replies.
+struct FanOut<'a> {
+    request: &'a Request,
+    per_resource: Rc<dyn Fn(usize) -> Combine>,
+}
+
 /// One sub-command of a split or fanned-out command (or a run of them): where it goes and its bytes.
 struct Part {
     shard: usize,
@@ -99,16 +116,6 @@ impl Dispatch<'_> {
         request: &Request,
         started: Instant,
     ) -> Result<(), String> {
-        let own_database;
-        let request = if spec.name == "flushall" && self.plan.base_db() != 0 {
-            // A tenant that owns one database of a shared Redis flushes that one, never its neighbours'.
-            let mut args = request.args().to_vec();
-            args[0] = Bytes::from_static(b"FLUSHDB");
-            own_database = Request::from_args(args);
-            &own_database
-        } else {
-            request
-        };
         let args = request.args();
         let write = !spec.has(flag::READONLY);
         let sharded = self.route.shards.len() > 1;
@@ -160,9 +167,15 @@ impl Dispatch<'_> {
         }
         self.check_double_write(spec, args, target)?;
         let parts = self.write_parts(target);
+        let write = Write {
+            shard,
+            raw: request.raw(),
+            whole: Some(request),
+            keyspace,
+        };
         if parts == 1 {
             let handle = self.reserve(started);
-            self.send_write(spec, target, request.raw(), keyspace, [handle]);
+            self.send_write(spec, target, write, [handle]);
         } else {
             let group = Group {
                 parts: 0..parts,
@@ -170,7 +183,7 @@ impl Dispatch<'_> {
             };
             let combine = transformed(combiner(vec![group], Merge::Only), self.transform.take());
             let handles = self.replies.reserve_parts(started, parts, 1, combine, None);
-            self.send_write(spec, target, request.raw(), keyspace, handles);
+            self.send_write(spec, target, write, handles);
         }
         Ok(())
     }
@@ -315,18 +328,22 @@ impl Dispatch<'_> {
         let per_node = merge.per_node();
         let per_resource: Rc<dyn Fn(usize) -> Combine> =
             Rc::new(move |parts: usize| combiner(one_each(parts), per_node.clone()));
-        self.send_parts(spec, parts, write, merge, Some(per_resource), started)
+        let fan_out = FanOut {
+            request,
+            per_resource,
+        };
+        self.send_parts(spec, parts, write, merge, Some(fan_out), started)
     }
 
-    /// Sends the parts of a command and gathers their replies into one slot. `every` is set for fan-outs: a
-    /// cluster resource then sends its part to every master and combines their replies with it.
+    /// Sends the parts of a command and gathers their replies into one slot. `fan_out` is set for fan-outs (see
+    /// [`FanOut`]).
     fn send_parts(
         &mut self,
         spec: &'static CommandSpec,
         parts: Vec<Part>,
         write: bool,
         merge: Merge,
-        every: Option<Rc<dyn Fn(usize) -> Combine>>,
+        fan_out: Option<FanOut<'_>>,
         started: Instant,
     ) -> Result<(), String> {
         let transform = self.transform.take();
@@ -366,8 +383,8 @@ impl Dispatch<'_> {
             .into_iter();
         for part in parts {
             let target = &self.route.shards[part.shard];
-            let keyspace = match (&every, part.slot) {
-                (Some(every), _) => Keyspace::Every(Rc::clone(every)),
+            let keyspace = match (&fan_out, part.slot) {
+                (Some(fan_out), _) => Keyspace::Every(Rc::clone(&fan_out.per_resource)),
                 (None, Some(slot)) => Keyspace::Slot(slot),
                 (None, None) => Keyspace::Any,
             };
@@ -378,7 +395,13 @@ impl Dispatch<'_> {
                 }
             } else if write {
                 let taken = handles.by_ref().take(copies(target));
-                self.send_write(spec, target, &part.raw, keyspace, taken);
+                let write = Write {
+                    shard: part.shard,
+                    raw: &part.raw,
+                    whole: fan_out.as_ref().map(|fan_out| fan_out.request),
+                    keyspace,
+                };
+                self.send_write(spec, target, write, taken);
             } else if let Some(handle) = handles.next() {
                 self.pick_read(target)
                     .send(part.raw, keyspace, handle, self.affinity);
@@ -395,19 +418,19 @@ impl Dispatch<'_> {
         }
     }
 
-    /// Writes to the primary, then to each secondary in order. `handles` holds the primary's handle and, unless
-    /// the ack mode is `primary`, one for each secondary; otherwise secondaries complete in the background.
+    /// Writes to the primary, then to each secondary in order, each as its own database numbers ask (see
+    /// `per_resource`). `handles` holds the primary's handle and, unless the ack mode is `primary`, one for each
+    /// secondary; otherwise secondaries complete in the background.
     fn send_write(
         &self,
         spec: &'static CommandSpec,
         target: &ResolvedTarget,
-        raw: &Bytes,
-        keyspace: Keyspace,
+        write: Write<'_>,
         handles: impl IntoIterator<Item = ReplyHandle>,
     ) {
         let mut handles = handles.into_iter();
         let run_as = identity::run_as(spec, self.scripts_run_as);
-        for endpoint in &target.write {
+        for (index, endpoint) in target.write.iter().enumerate() {
             let handle = match (handles.next(), &endpoint.detached) {
                 (Some(handle), _) => handle,
                 (None, Some(detached)) => match detached.admit(spec.name) {
@@ -417,7 +440,11 @@ impl Dispatch<'_> {
                 (None, None) => continue,
             };
             let handle = handle.running_as(run_as.clone(), self.script_limit_ms);
-            endpoint.send(raw.clone(), keyspace.clone(), handle, self.affinity);
+            let raw = match write.whole {
+                Some(request) => self.for_resource(spec, request, write.shard, index),
+                None => write.raw.clone(),
+            };
+            endpoint.send(raw, write.keyspace.clone(), handle, self.affinity);
         }
     }
 

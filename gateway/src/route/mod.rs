@@ -25,6 +25,7 @@ mod dispatch;
 mod kill;
 mod listing;
 mod merge;
+mod per_resource;
 mod plan;
 mod resolve;
 mod run;

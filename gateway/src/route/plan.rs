@@ -198,9 +198,15 @@ impl RoutePlan {
 
     /// The database of the first write resource (what `SELECT 0` means for this tenant).
     pub(crate) fn base_db(&self) -> u32 {
+        self.resource_db(0, 0)
+    }
+
+    /// The own database of write resource `index` of shard `shard` (0 for a cluster, or a resource that is not
+    /// there).
+    pub(crate) fn resource_db(&self, shard: usize, index: usize) -> u32 {
         self.shards
-            .first()
-            .and_then(|shard| shard.write.first())
+            .get(shard)
+            .and_then(|shard| shard.write.get(index))
             .and_then(|resource| resource.spec.as_ref().ok())
             .map_or(0, ResourceSpec::db)
     }

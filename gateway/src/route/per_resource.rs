@@ -1,0 +1,109 @@
+//! What each write resource of a target gets of a request. `Session::narrow` writes a tenant's database numbers
+//! as the route's base database numbers them (the first write resource's own database, plus the tenant's index);
+//! a double-write secondary, or another shard, may have another database of its own, and then gets the same
+//! databases in its own numbers. `FLUSHALL` flushes only the tenant's database on every resource whose own
+//! database is not 0, whatever the primary's is.
+
+use bytes::Bytes;
+
+use super::Dispatch;
+use crate::cmd::{CommandSpec, tenancy};
+use crate::resp::{self, Request};
+
+impl Dispatch<'_> {
+    /// The bytes write resource `index` of shard `shard` gets for `request` (see the module's doc): the request
+    /// itself, unless that resource's own database asks for other numbers.
+    pub(super) fn for_resource(
+        &self,
+        spec: &CommandSpec,
+        request: &Request,
+        shard: usize,
+        index: usize,
+    ) -> Bytes {
+        let own = self.plan.resource_db(shard, index);
+        match spec.name {
+            "flushall" if own != 0 => flushdb(request),
+            _ if own != self.plan.base_db() => renumbered(spec, request, self.plan.base_db(), own)
+                .unwrap_or_else(|| request.raw().clone()),
+            _ => request.raw().clone(),
+        }
+    }
+}
+
+/// `FLUSHALL [ASYNC|SYNC]` as `FLUSHDB` with the same option: a tenant that owns one database of a shared Redis
+/// flushes that one, never its neighbours'.
+fn flushdb(request: &Request) -> Bytes {
+    let mut args = request.args().to_vec();
+    if let Some(name) = args.first_mut() {
+        *name = Bytes::from_static(b"FLUSHDB");
+    }
+    Request::from_args(args).raw().clone()
+}
+
+/// `request`, whose database arguments are numbered for a resource whose own database is `from`, numbered for
+/// one whose own database is `to`; `None` when it names no database by number. Which arguments name a database
+/// is `tenancy::database_arguments`' to say, in one place: they are the ones it renumbers when asked to add one.
+fn renumbered(spec: &CommandSpec, request: &Request, from: u32, to: u32) -> Option<Bytes> {
+    let every = 0..i64::from(u32::MAX);
+    let probe = tenancy::database_arguments(spec, request, every, 1, false).ok()??;
+    let mut args = request.args().to_vec();
+    let mut digits = itoa::Buffer::new();
+    for (arg, probed) in args.iter_mut().zip(probe.args()) {
+        if arg == probed {
+            continue;
+        }
+        let number = resp::parse_int(arg)? - i64::from(from) + i64::from(to);
+        *arg = Bytes::copy_from_slice(digits.format(number).as_bytes());
+    }
+    Some(Request::from_args(args).raw().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::lookup;
+
+    fn request(args: &[&str]) -> Request {
+        Request::from_args(args.iter().map(|a| Bytes::from(a.to_string())).collect())
+    }
+
+    fn renumber(args: &[&str], from: u32, to: u32) -> Option<Vec<String>> {
+        let request = request(args);
+        let spec = lookup(request.args()).expect("a known command");
+        let raw = renumbered(spec, &request, from, to)?;
+        Some(
+            resp::request_args(&raw)
+                .map(|arg| String::from_utf8_lossy(arg).into_owned())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn database_numbers_move_from_one_resource_to_another() {
+        assert_eq!(
+            renumber(&["MOVE", "k", "3"], 2, 5).unwrap(),
+            ["MOVE", "k", "6"]
+        );
+        assert_eq!(
+            renumber(&["COPY", "a", "b", "DB", "7", "REPLACE"], 6, 1).unwrap(),
+            ["COPY", "a", "b", "DB", "2", "REPLACE"]
+        );
+        assert_eq!(
+            renumber(&["SWAPDB", "4", "5"], 4, 0).unwrap(),
+            ["SWAPDB", "0", "1"]
+        );
+        // A key that looks like a number, or like the option, is not a database.
+        assert_eq!(
+            renumber(&["COPY", "1", "db", "DB", "3"], 3, 9).unwrap(),
+            ["COPY", "1", "db", "DB", "9"]
+        );
+        assert_eq!(renumber(&["GET", "1"], 0, 3), None);
+        assert_eq!(renumber(&["COPY", "a", "b"], 0, 3), None);
+    }
+
+    #[test]
+    fn flushall_keeps_its_option() {
+        let raw = flushdb(&request(&["flushall", "ASYNC"]));
+        assert_eq!(&raw[..], b"*2\r\n$7\r\nFLUSHDB\r\n$5\r\nASYNC\r\n");
+    }
+}

@@ -10,6 +10,7 @@ mod control_plane;
 mod ctl;
 pub mod docs;
 pub mod families;
+pub mod fuzz;
 mod helpers;
 mod ports;
 mod postgres;

@@ -143,6 +143,16 @@ struct Args {
     /// 30 s unused. 0: none.
     #[arg(long, env = "SWITCHYARD_DEDICATED_SPARES", default_value_t = 1)]
     dedicated_spares: usize,
+    /// The percentage of each backend node's maxclients (read at connect) that this gateway's dedicated
+    /// connections may hold, shared fairly by the tenants using the node; the rest is left for the shared
+    /// connections, other gateways and other clients. With several gateways in front of one Redis, divide it among
+    /// them. 0: no such budget.
+    #[arg(long, env = "SWITCHYARD_DEDICATED_MAXCLIENTS_PERCENT", default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(0..=100))]
+    dedicated_maxclients_percent: u64,
+    /// The maxclients assumed for a backend node whose own cannot be read (its user may not run CONFIG GET).
+    #[arg(long, env = "SWITCHYARD_BACKEND_MAXCLIENTS", default_value_t = 10_000)]
+    backend_maxclients: u64,
     /// On SIGTERM, how long clients get to finish their commands in flight, in milliseconds.
     #[arg(long, env = "SWITCHYARD_SHUTDOWN_GRACE_MS", default_value_t = 5000)]
     shutdown_grace_ms: u64,
@@ -301,6 +311,8 @@ fn main() -> anyhow::Result<()> {
         proxy_protocol: args.proxy_protocol,
         max_dedicated_connections: args.max_dedicated_connections,
         dedicated_spares: args.dedicated_spares,
+        dedicated_maxclients_percent: args.dedicated_maxclients_percent,
+        backend_maxclients: args.backend_maxclients,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         limits: Limits {
             max_bulk_len: args.max_bulk_len,

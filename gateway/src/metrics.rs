@@ -68,6 +68,9 @@ pub(crate) struct BackendMetrics {
     pub error_replies: AtomicU64,
     /// The node's `maxclients` as a handshake last read it; 0 while none could (see `backend::budget`).
     pub maxclients: AtomicU64,
+    /// Dedicated connections held to the node, and those its budget refused (see `backend::budget`).
+    pub dedicated: AtomicI64,
+    pub dedicated_refused: AtomicU64,
 }
 
 impl Metrics {

@@ -13,6 +13,7 @@ use switchyard_schemas::{OutputBufferLimit, RoutesFile};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
+use crate::backend::budget::DedicatedBudget;
 use crate::cache::Received;
 use crate::clients::Clients;
 use crate::metrics::{Metrics, MetricsConfig};
@@ -51,6 +52,11 @@ pub struct Config {
     pub max_dedicated_connections: usize,
     /// Spare dedicated connections each worker keeps ready per backend node and database in use.
     pub dedicated_spares: usize,
+    /// The percentage of each backend node's `maxclients` this gateway's dedicated connections may hold, shared
+    /// fairly by tenants (see `backend::budget`); 0: no such budget.
+    pub dedicated_maxclients_percent: u64,
+    /// The `maxclients` assumed for a node whose own cannot be read (`CONFIG GET` refused).
+    pub backend_maxclients: u64,
     pub shutdown_grace: Duration,
     pub limits: Limits,
     pub clients: ClientLimits,
@@ -151,6 +157,8 @@ pub(crate) struct Gateway {
     pub clients: Clients,
     /// Places for connections, and the failed-AUTH throttle.
     pub admission: Arc<Admission>,
+    /// Each backend node's dedicated connections, within its budget.
+    pub dedicated: Arc<DedicatedBudget>,
     next_client_id: AtomicU64,
     pub started: Instant,
     ready: AtomicBool,
@@ -166,12 +174,18 @@ pub(crate) struct Gateway {
 impl Gateway {
     /// A gateway with no routes yet (not ready until a snapshot is published).
     pub(crate) fn new(config: Config, listener_tls: Option<ListenerTls>) -> Gateway {
+        let metrics = Arc::new(Metrics::default());
         Gateway {
             listener_tls,
             snapshot: ArcSwap::from_pointee(Snapshot::empty()),
             building: Mutex::default(),
             generation: AtomicU64::new(0),
-            metrics: Arc::new(Metrics::default()),
+            dedicated: Arc::new(DedicatedBudget::new(
+                config.dedicated_maxclients_percent,
+                config.backend_maxclients,
+                Arc::clone(&metrics),
+            )),
+            metrics,
             clients: Clients::default(),
             admission: Arc::new(Admission::new(
                 config.max_clients,
@@ -335,6 +349,8 @@ pub(crate) fn test_config() -> Config {
         proxy_protocol: false,
         max_dedicated_connections: 4,
         dedicated_spares: 1,
+        dedicated_maxclients_percent: 50,
+        backend_maxclients: 10_000,
         shutdown_grace: Duration::from_secs(1),
         limits: Limits::default(),
         clients: ClientLimits {

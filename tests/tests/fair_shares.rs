@@ -1,10 +1,12 @@
 //! Shared caps have fair shares (issue 37): one source address cannot take every place of a connection that has
-//! not authenticated yet, behind a PROXY-protocol balancer too.
+//! not authenticated yet, behind a PROXY-protocol balancer too; one tenant's blocked clients cannot use up a shared
+//! Redis' `maxclients`, and another tenant's blocking command still gets its connection.
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use serde_json::json;
-use switchyard_tests::{Gateway, RawClient, RedisServer};
+use switchyard_tests::{Gateway, RawClient, RedisServer, wait_for};
 
 const PASSWORD: &str = "fair-password";
 
@@ -99,4 +101,108 @@ fn behind_a_proxy_protocol_balancer_the_share_is_the_clients_address() {
     let mut other = knock(&gateway, &header("198.51.100.9"));
     assert!(admitted(&mut other));
     logs_in(&mut other);
+}
+
+/// A field of the backend's `INFO`.
+fn info_field(redis: &RedisServer, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").query(&mut redis.client()).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+}
+
+/// The backend's clients blocked in `BLPOP` on database `db`, from its own `CLIENT LIST`.
+fn blocked_on(redis: &RedisServer, db: u32) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut redis.client())
+        .unwrap();
+    list.lines()
+        .filter(|l| {
+            l.contains(&format!(" db={db} ")) && l.contains(" flags=b ") && l.contains(" cmd=blpop")
+        })
+        .count()
+}
+
+/// A client of `tenant` (AUTH as it), through the gateway.
+fn tenant_client(gateway: &Gateway, tenant: &str) -> RawClient {
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(
+        format!("AUTH {tenant} {tenant}-password\r\n").as_bytes(),
+        b"+OK\r\n",
+    );
+    client
+}
+
+/// Two tenants on databases 0 and 1 of one Redis that serves at most 40 clients. Tenant a sends 40 `BLPOP`s: it
+/// gets its share of the gateway's dedicated connections to that Redis (half of 50% of 40), the rest are refused
+/// at once, and tenant b's `BLPOP` still blocks on the backend and gets its value. Without the budget, a's
+/// `BLPOP`s used up the Redis' clients and b's failed at its connection's handshake.
+#[test]
+fn one_tenants_blocked_clients_leave_another_tenant_its_share_of_a_shared_redis() {
+    let redis = RedisServer::builder().arg("--maxclients").arg("40").start();
+    let tenant = |name: &str, db: u32| {
+        json!({"name": name, "passwords": [format!("{name}-password")],
+               "route": {"type": "single", "target": format!("{}/{db}", redis.url())}})
+    };
+    let gateway = Gateway::builder().start(&json!({"tenants": [tenant("a", 0), tenant("b", 1)]}));
+    let backend = format!("{{backend=\"127.0.0.1:{}\"}}", redis.port());
+    wait_for(
+        "the gateway to read maxclients",
+        Duration::from_secs(10),
+        || gateway.metric(&format!("switchyard_backend_maxclients{backend}")) == 40,
+    );
+    let mut hoarders: Vec<RawClient> = (0..40)
+        .map(|i| {
+            let mut client = tenant_client(&gateway, "a");
+            client.send_command(&[b"BLPOP", format!("qa:{i}").as_bytes(), b"0"]);
+            client
+        })
+        .collect();
+    wait_for(
+        "a's share of BLPOPs blocked, the rest refused",
+        Duration::from_secs(20),
+        || {
+            gateway.metric(&format!(
+                "switchyard_backend_dedicated_refused_total{backend}"
+            )) == 30
+                && blocked_on(&redis, 0) == 10
+        },
+    );
+    assert_eq!(
+        gateway.metric(&format!(
+            "switchyard_backend_dedicated_connections{backend}"
+        )),
+        10
+    );
+    // Tenant b's BLPOP blocks on the backend, and gets what b pushes.
+    let mut waiting = tenant_client(&gateway, "b");
+    waiting.send_command(&[b"BLPOP", b"qb", b"0"]);
+    wait_for(
+        "b's BLPOP blocked on the backend",
+        Duration::from_secs(10),
+        || blocked_on(&redis, 1) == 1,
+    );
+    let mut pusher = tenant_client(&gateway, "b");
+    assert_eq!(pusher.request(&[b"RPUSH", b"qb", b"x"]), b":1\r\n");
+    assert_eq!(waiting.read_reply(), b"*2\r\n$2\r\nqb\r\n$1\r\nx\r\n");
+    // The Redis never ran out of clients.
+    assert_eq!(info_field(&redis, "rejected_connections"), 0);
+    assert!(info_field(&redis, "connected_clients") < 40);
+    // Each of a's BLPOPs was served or refused with the reason.
+    let mut feeder = tenant_client(&gateway, "a");
+    for i in 0..40 {
+        feeder.request(&[b"RPUSH", format!("qa:{i}").as_bytes(), b"v"]);
+    }
+    let replies: Vec<String> = hoarders
+        .iter_mut()
+        .map(|c| String::from_utf8_lossy(&c.read_reply()).into_owned())
+        .collect();
+    let popped = replies.iter().filter(|r| r.starts_with("*2\r\n")).count();
+    let refused = replies
+        .iter()
+        .filter(|r| r.starts_with("-ERR tenant 'a' holds its share of the dedicated connections"))
+        .count();
+    assert_eq!((popped, refused), (10, 30), "{replies:?}");
 }

@@ -10,7 +10,8 @@
 //! connection has [`Pushes`]: the pub/sub messages the node sends between replies go to the client's reply queue
 //! as messages (see `ReplyQueue::push_message`), and every frame is renamed on the way.
 //!
-//! Every connection holds a [`Lease`] on its tenant's budget of dedicated connections.
+//! Every connection holds a place in its tenant's budget of dedicated connections (`--max-dedicated-connections`)
+//! and one in its node's, shared by tenants (see `budget`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::OnPanic;
+use super::budget::NodeLease;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
 use super::connection::{ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, describe, kill_scripts};
 use super::spares::Spares;
@@ -107,7 +109,8 @@ pub(crate) struct Pushes {
 /// A session's own connection to one node.
 pub(crate) struct Dedicated {
     inner: Rc<Inner>,
-    _lease: Held,
+    /// Its places in the tenant's budget and in the node's.
+    _leases: (Held, NodeLease),
 }
 
 impl Dedicated {
@@ -117,7 +120,7 @@ impl Dedicated {
         node: NodeSpec,
         settings: ConnectionSettings,
         spares: Rc<Spares>,
-        lease: Held,
+        leases: (Held, NodeLease),
         pushes: Option<Pushes>,
     ) -> Dedicated {
         let inner = Rc::new(Inner {
@@ -134,7 +137,7 @@ impl Dedicated {
         tokio::task::spawn_local(run(Rc::clone(&inner), node, settings));
         Dedicated {
             inner,
-            _lease: lease,
+            _leases: leases,
         }
     }
 

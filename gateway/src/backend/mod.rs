@@ -5,6 +5,7 @@
 //! route of the current snapshot refers to it any more. A route's resource is an [`Upstream`]: one node, a Redis
 //! Cluster ([`cluster`]) or a sentinel-managed master ([`sentinel`]); the last two use the pool's node backends.
 
+pub(crate) mod budget;
 pub(crate) mod cluster;
 mod connection;
 pub(crate) mod dedicated;

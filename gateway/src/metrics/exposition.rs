@@ -383,6 +383,20 @@ impl Metrics {
             "gauge",
             per_backend(&|b| load(&b.maxclients)),
         );
+        family(
+            out,
+            "switchyard_backend_dedicated_connections",
+            "Dedicated connections (blocking commands, transactions, subscriptions) held to the backend node.",
+            "gauge",
+            per_backend(&|b| b.dedicated.load(Ordering::Relaxed)),
+        );
+        family(
+            out,
+            "switchyard_backend_dedicated_refused_total",
+            "Dedicated connections to the backend node refused by its budget (used up, or the tenant at its share).",
+            "counter",
+            per_backend(&|b| load(&b.dedicated_refused)),
+        );
         let name = "switchyard_backend_request_duration_seconds";
         let _ = writeln!(
             out,

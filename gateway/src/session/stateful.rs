@@ -282,8 +282,11 @@ impl Session {
                 Box::new(move |frame| channels.inbound_frame(frame)) as Box<dyn Fn(Bytes) -> Bytes>
             }),
         });
+        // Within the node's budget too, which every tenant using the node shares.
+        let node_budget = &self.worker.gateway.dedicated;
+        let leases = (lease, node_budget.take(&node.addr, &view.tenant.name)?);
         let spares = Rc::clone(&self.worker.spares);
-        Ok(Dedicated::open(node, settings, spares, lease, pushes))
+        Ok(Dedicated::open(node, settings, spares, leases, pushes))
     }
 
     /// The node a dedicated connection for `place` goes to.

@@ -196,10 +196,29 @@ fn password(node: &NodeSpec, user: &str) -> String {
     ))
 }
 
-/// The handshake commands that create or refresh both users (run as the resource's user, before `SELECT`).
-pub(crate) fn setup_commands(node: &NodeSpec, out: &mut BytesMut) {
-    set_user(node, SCRIPT_USER, b"~*", &denials(script_denied()), out);
-    set_user(node, GATEWAY_USER, b"~*", &denials(SCRIPT_COMMANDS), out);
+/// What no user of the gateway's may run on a node that does not check `RESTORE` payloads
+/// (`sanitize-dump-payload no`, Redis 7.0's default): a crafted payload crashes the server, every tenant's.
+const UNCHECKED_PAYLOADS: &[&str] = &["restore", "restore-asking"];
+
+/// The handshake commands that create or refresh both users (run as the resource's user, before `SELECT`);
+/// `sanitizes_payloads`: the node checks `RESTORE` payloads.
+pub(crate) fn setup_commands(node: &NodeSpec, sanitizes_payloads: bool, out: &mut BytesMut) {
+    let payloads = payload_denials(sanitizes_payloads);
+    for (user, mut rules) in [
+        (SCRIPT_USER, denials(script_denied())),
+        (GATEWAY_USER, denials(SCRIPT_COMMANDS)),
+    ] {
+        rules.extend(payloads.iter().cloned());
+        set_user(node, user, b"~*", &rules, out);
+    }
+}
+
+/// The denials of [`UNCHECKED_PAYLOADS`] where the node does not check them.
+fn payload_denials(sanitizes_payloads: bool) -> Vec<String> {
+    match sanitizes_payloads {
+        true => Vec::new(),
+        false => denials(UNCHECKED_PAYLOADS),
+    }
 }
 
 /// `-name` for each of `names`.
@@ -227,8 +246,15 @@ fn set_user(node: &NodeSpec, user: &str, keys: &[u8], rules: &[String], out: &mu
 
 /// Writes to `out` what switches a connection to `node` to `run_as` for a script: the `ACL SETUSER` that
 /// creates a tenant's restricted user first unless `created` (the connection did already), then the `AUTH`.
-/// Answers how many commands that is: as many `+OK`s come before the script's reply.
-pub(crate) fn switch_to(node: &NodeSpec, run_as: &RunAs, created: bool, out: &mut BytesMut) -> u8 {
+/// Answers how many commands that is: as many `+OK`s come before the script's reply. `sanitizes_payloads`: the
+/// node checks `RESTORE` payloads.
+pub(crate) fn switch_to(
+    node: &NodeSpec,
+    run_as: &RunAs,
+    created: bool,
+    sanitizes_payloads: bool,
+    out: &mut BytesMut,
+) -> u8 {
     let creates = match run_as.script_user() {
         Some(ScriptUser::Restricted(user)) if !created && node.script_user.is_none() => {
             // The tenant's own rules first, the script users' denials last, so that no rule of a tenant's
@@ -238,6 +264,7 @@ pub(crate) fn switch_to(node: &NodeSpec, run_as: &RunAs, created: bool, out: &mu
             if user.keys != b"~*" {
                 rules.extend(denials(namespace_denied()));
             }
+            rules.extend(payload_denials(sanitizes_payloads));
             set_user(node, &user.name, &user.keys, &rules, out);
             1
         }
@@ -324,7 +351,7 @@ mod tests {
     fn setup_never_carries_a_password_in_clear() {
         let node = node(None, Some("secret"));
         let mut out = BytesMut::new();
-        setup_commands(&node, &mut out);
+        setup_commands(&node, true, &mut out);
         let text = String::from_utf8_lossy(&out);
         for user in [GATEWAY_USER, SCRIPT_USER] {
             assert!(!text.contains(&password(&node, user)));
@@ -421,7 +448,7 @@ mod tests {
         let run_as = scripts_run_as(false, Some(b"a:"), Vec::new());
         let user = namespace_user(b"a:");
         let mut out = BytesMut::new();
-        assert_eq!(switch_to(&node, &run_as, false, &mut out), 2);
+        assert_eq!(switch_to(&node, &run_as, false, true, &mut out), 2);
         let text = String::from_utf8_lossy(&out).replace("\r\n", " ");
         let setuser = format!("$3 ACL $7 SETUSER ${} {} ", user.name.len(), user.name);
         assert!(text.contains(&setuser), "{text}");
@@ -442,7 +469,7 @@ mod tests {
         assert!(auth.ends_with(&format!(" {} ", password(&node, &user.name))));
 
         let mut again = BytesMut::new();
-        assert_eq!(switch_to(&node, &run_as, true, &mut again), 1);
+        assert_eq!(switch_to(&node, &run_as, true, true, &mut again), 1);
         assert_eq!(again, auth_command(&node, &run_as));
         assert_ne!(password(&node, &user.name), password(&node, SCRIPT_USER));
     }
@@ -460,7 +487,10 @@ mod tests {
         assert_eq!(refusal(&node(None, Some("pw")), &namespaced), None);
         // Were one sent all the same, it would run as the gateway's user, which may not run scripts.
         let mut out = BytesMut::new();
-        assert_eq!(switch_to(&provisioned, &namespaced, false, &mut out), 1);
+        assert_eq!(
+            switch_to(&provisioned, &namespaced, false, true, &mut out),
+            1
+        );
         assert_eq!(out, auth_command(&provisioned, &RunAs::Gateway));
     }
 
@@ -512,7 +542,7 @@ mod tests {
         );
         assert_ne!(user.name, restricted_user(Some(b""), rules.clone()).name);
         let mut out = BytesMut::new();
-        assert_eq!(switch_to(&node, &run_as, false, &mut out), 2);
+        assert_eq!(switch_to(&node, &run_as, false, true, &mut out), 2);
         let text = String::from_utf8_lossy(&out).replace("\r\n", " ");
         let tenant = text.find(" $4 -del ").expect("the tenant's rule");
         let admin = text.find(" $7 -@admin ").expect("the script users' denial");

@@ -295,8 +295,11 @@ impl Session {
                 let mut raw = BytesMut::new();
                 let mut replies = Vec::new();
                 if run_as != RunAs::Gateway {
-                    // A connection of its own: a namespace's user is created on it (see `identity`).
-                    let switch = identity::switch_to(connection.node(), &run_as, false, &mut raw);
+                    // A connection of its own: a tenant's restricted user is created on it (see `identity`),
+                    // before the connection's handshake has told whether the node checks RESTORE payloads: made
+                    // as for one that does not.
+                    let switch =
+                        identity::switch_to(connection.node(), &run_as, false, false, &mut raw);
                     replies.extend((0..switch).map(|_| ReplyHandle::discard()));
                 }
                 raw.extend_from_slice(&multi);

@@ -33,6 +33,10 @@ pub(crate) struct NodeFacts {
     /// Its `maxclients`, for the dedicated connections' budget (`backend::budget`); `None` where the user may
     /// not run `CONFIG GET` (or the command is renamed away), which the budget then assumes.
     pub maxclients: Option<u64>,
+    /// Whether it checks a `RESTORE` payload before it loads it (`sanitize-dump-payload` `yes` or `clients`).
+    /// Without it, a crafted payload crashes the server (Redis 7.0's default is `no`), so the gateway's users
+    /// may not run `RESTORE` there (`identity`); unknown (not readable) counts as no.
+    pub sanitizes_payloads: bool,
 }
 
 impl NodeFacts {
@@ -45,12 +49,14 @@ impl NodeFacts {
     }
 }
 
-/// Connects and runs the handshake: AUTH with the resource's credentials, the gateway's ACL users (see
-/// `identity`), SELECT, READONLY or ROLE, then AUTH as the gateway user, or `PING` when none of these is needed.
-/// Every step must answer `+OK` (`PING`: `+PONG`), and ROLE must say `master`. A data node's configuration is
-/// read too (`CONFIG GET`, whose refusal fails nothing). Callers bound it with the connect timeout.
+/// Connects and runs the handshake: AUTH with the resource's credentials and a read of the node's
+/// configuration (`CONFIG GET`, whose refusal fails nothing: see [`NodeFacts`]), then the gateway's ACL users
+/// (see `identity`, which depend on that configuration), SELECT, READONLY or ROLE, then AUTH as the gateway user,
+/// or `PING` when none of these is needed. Every step must answer `+OK` (`PING`: `+PONG`), and ROLE must say
+/// `master`. Callers bound it with the connect timeout.
 pub(crate) async fn connect(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> {
     let stream = open(node).await?;
+    let mut reader = Reader::default();
     let mut handshake = BytesMut::new();
     let mut expected: Vec<&'static [u8]> = Vec::new();
     if let Some(password) = &node.password {
@@ -64,6 +70,21 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> 
         expected.push(b"+OK\r\n");
     }
     let data_node = node.role != NodeRole::Sentinel;
+    let mut facts = NodeFacts::default();
+    if data_node {
+        // Any reply will do (see `NodeFacts`); RESP2's array, before any HELLO 3.
+        for parameter in [&b"maxclients"[..], b"sanitize-dump-payload"] {
+            resp::command(&mut handshake, &[&b"CONFIG"[..], b"GET", parameter]);
+            expected.push(b"");
+        }
+        let replies = reader.exchange(&stream, &handshake, &expected).await?;
+        if let [.., maxclients, sanitize] = &replies[..] {
+            facts.maxclients = config_number(maxclients);
+            facts.sanitizes_payloads = matches!(config_value(sanitize), Some(b"yes" | b"clients"));
+        }
+        handshake.clear();
+        expected.clear();
+    }
     // With provisioned users, the URL's user is the gateway's: it must not be able to run a script.
     let (creates_users, checks_scripts) = match &node.script_user {
         _ if !data_node => (false, false),
@@ -71,7 +92,7 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> 
         Some(_) => (false, true),
     };
     if creates_users {
-        identity::setup_commands(node, &mut handshake);
+        identity::setup_commands(node, facts.sanitizes_payloads, &mut handshake);
         expected.extend([&b"+OK\r\n"[..]; 2]);
     }
     if checks_scripts {
@@ -100,47 +121,68 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> 
         handshake.extend_from_slice(&identity::auth_command(node, &RunAs::Gateway));
         expected.push(b"+OK\r\n");
     }
-    // Before HELLO 3, so that the reply is RESP2's array; any reply will do (see `NodeFacts`).
-    let maxclients_at = data_node.then(|| {
-        resp::command(&mut handshake, &[&b"CONFIG"[..], b"GET", b"maxclients"]);
-        expected.push(b"");
-        expected.len() - 1
-    });
     if data_node && node.protocol == Protocol::Resp3 {
         resp::command(&mut handshake, &[&b"HELLO"[..], b"3"]);
         expected.push(RESP3_HELLO);
     }
-    if expected.is_empty() {
+    if expected.is_empty() && !data_node {
         resp::command(&mut handshake, &[&b"PING"[..]]);
         expected.push(b"+PONG\r\n");
     }
-    stream.write_all(&handshake).await?;
-    let mut buf = BytesMut::with_capacity(256);
-    let mut scanner = ReplyScanner::default();
-    let mut facts = NodeFacts::default();
-    let mut expected = expected.into_iter().enumerate();
-    let mut wanted = expected.next();
-    while let Some((at, prefix)) = wanted {
-        match scanner.scan(&buf) {
-            Ok(Some(len)) => {
-                let reply = buf.split_to(len).freeze();
-                if !reply.starts_with(prefix) {
-                    return Err(io::Error::other(handshake_failure(prefix, &reply)));
-                }
-                if Some(at) == maxclients_at {
-                    facts.maxclients = config_number(&reply);
-                }
-                wanted = expected.next();
-            }
-            Ok(None) => {
-                if stream.read_buf(&mut buf).await? == 0 {
-                    return Err(io::ErrorKind::UnexpectedEof.into());
-                }
-            }
-            Err(e) => return Err(io::Error::other(e.to_string())),
-        }
-    }
+    reader.exchange(&stream, &handshake, &expected).await?;
     Ok((stream, facts))
+}
+
+/// The replies of a handshake's exchanges, read as they come.
+#[derive(Default)]
+struct Reader {
+    buf: BytesMut,
+    scanner: ReplyScanner,
+}
+
+impl Reader {
+    /// Writes `commands` and reads one reply for each of `expected`, which must start with it (an empty
+    /// prefix takes any reply); returns the replies.
+    async fn exchange(
+        &mut self,
+        stream: &Stream,
+        commands: &[u8],
+        expected: &[&'static [u8]],
+    ) -> io::Result<Vec<Bytes>> {
+        if commands.is_empty() {
+            return Ok(Vec::new());
+        }
+        stream.write_all(commands).await?;
+        let mut replies = Vec::with_capacity(expected.len());
+        while let Some(prefix) = expected.get(replies.len()) {
+            match self.scanner.scan(&self.buf) {
+                Ok(Some(len)) => {
+                    let reply = self.buf.split_to(len).freeze();
+                    if !reply.starts_with(prefix) {
+                        return Err(io::Error::other(handshake_failure(prefix, &reply)));
+                    }
+                    replies.push(reply);
+                }
+                Ok(None) => {
+                    if stream.read_buf(&mut self.buf).await? == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                }
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+        }
+        Ok(replies)
+    }
+}
+
+/// The value a `CONFIG GET` of one parameter answered (`*2`, its name, its value); `None` for an error or
+/// anything else.
+fn config_value(reply: &Bytes) -> Option<&[u8]> {
+    let mut lines = reply.split(|&b| b == b'\n');
+    match (lines.next(), lines.nth(3)) {
+        (Some(b"*2\r"), Some(value)) => value.strip_suffix(b"\r"),
+        _ => None,
+    }
 }
 
 /// The number a `CONFIG GET` of one parameter answered (`*2`, its name, its value); `None` for an error or
@@ -195,6 +237,16 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
+
+    #[test]
+    fn reads_a_value_from_config_get() {
+        let value =
+            |reply: &'static [u8]| config_value(&Bytes::from_static(reply)).map(<[u8]>::to_vec);
+        let sanitize = b"*2\r\n$21\r\nsanitize-dump-payload\r\n$3\r\nyes\r\n";
+        assert_eq!(value(sanitize), Some(b"yes".to_vec()));
+        assert_eq!(value(b"-NOPERM this user has no permissions\r\n"), None);
+        assert_eq!(value(b"*0\r\n"), None);
+    }
 
     #[test]
     fn reads_a_number_from_config_get() {

@@ -311,7 +311,7 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
                     .metrics
                     .connections_up
                     .fetch_add(1, Ordering::Relaxed);
-                let served = serve(&shared, stream).await;
+                let served = serve(&shared, stream, facts).await;
                 // Before the count goes down, so that `restart` never counts it down twice.
                 shared.status.set(Status::Down);
                 shared

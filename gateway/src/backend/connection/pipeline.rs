@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
+use super::handshake::NodeFacts;
 use super::outbox::Outbox;
 use super::script::{ASKING, RestrictedUsers, busy, calls_function, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
@@ -70,10 +71,11 @@ const FUNCTION: u8 = 0x20;
 /// Pipelines requests over a connected socket until it fails (`Err(reason)`), or until every handle is gone
 /// and nothing is in flight (`Ok`). On failure every request in flight or queued gets the error reply (`timed
 /// out after N ms`, `connection lost: ...`).
-pub(super) async fn serve(shared: &Shared, stream: Stream) -> Result<(), String> {
+pub(super) async fn serve(shared: &Shared, stream: Stream, facts: NodeFacts) -> Result<(), String> {
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let mut replies = Replies::default();
-    let result = pipeline(shared, stream, &mut in_flight, &mut replies).await;
+    let users = RestrictedUsers::new(facts.sanitizes_payloads);
+    let result = pipeline(shared, stream, users, &mut in_flight, &mut replies).await;
     if let Err(reason) = &result {
         let error = failed(shared, reason);
         // The oldest request may be a run with some of its replies in: those go to the client as they are.
@@ -211,6 +213,7 @@ fn count_errors(metrics: &BackendMetrics, replies: &[u8]) {
 async fn pipeline(
     shared: &Shared,
     stream: Stream,
+    mut restricted_users: RestrictedUsers,
     in_flight: &mut VecDeque<InFlight>,
     replies: &mut Replies,
 ) -> Result<(), String> {
@@ -226,7 +229,6 @@ async fn pipeline(
     let mut killing = false;
     // Swapped with the shared queue, so neither is reallocated batch after batch.
     let mut batch: VecDeque<Pending> = VecDeque::new();
-    let mut restricted_users = RestrictedUsers::default();
     loop {
         // Everything queued since the last write goes out in one write. A request's deadline starts here: it
         // bounds the write too, however long the node takes to read it.

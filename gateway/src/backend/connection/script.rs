@@ -142,28 +142,37 @@ pub(super) fn calls_function(raw: &[u8]) -> bool {
 /// `ASKING`, which a script redirected by `ASK` needs right before it, after its `AUTH`.
 pub(super) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
-/// The namespaces' users one connected socket has created (see `identity`), each with its `AUTH`. A new socket
-/// starts with none: a node that restarted or failed over lost them, and gets each again before its first use.
-#[derive(Default)]
+/// The tenants' restricted users one connected socket has created (see `identity`), each with its `AUTH`. A new
+/// socket starts with none: a node that restarted or failed over lost them, and gets each again before its first
+/// use.
 pub(super) struct RestrictedUsers {
     /// By user name.
     auths: fnv::FnvHashMap<String, Bytes>,
+    /// The node checks `RESTORE` payloads (`NodeFacts`): otherwise the users may not run it.
+    sanitizes_payloads: bool,
 }
 
 impl RestrictedUsers {
+    pub(super) fn new(sanitizes_payloads: bool) -> RestrictedUsers {
+        RestrictedUsers {
+            auths: fnv::FnvHashMap::default(),
+            sanitizes_payloads,
+        }
+    }
+
     /// Writes to `out` what switches the connection to `run_as` for a script: the user's creation the first time
     /// (a failed one fails its script, and the connection reconnects), then its `AUTH`. Answers how many
     /// replies that is.
     pub(super) fn switch(&mut self, node: &NodeSpec, run_as: &RunAs, out: &mut BytesMut) -> u8 {
         let Some(ScriptUser::Restricted(user)) = run_as.script_user() else {
-            return identity::switch_to(node, run_as, true, out);
+            return identity::switch_to(node, run_as, true, self.sanitizes_payloads, out);
         };
         if let Some(auth) = self.auths.get(&user.name) {
             out.extend_from_slice(auth);
             return 1;
         }
         let mut switch = BytesMut::new();
-        let count = identity::switch_to(node, run_as, false, &mut switch);
+        let count = identity::switch_to(node, run_as, false, self.sanitizes_payloads, &mut switch);
         out.extend_from_slice(&switch);
         self.auths
             .insert(user.name.clone(), identity::auth_command(node, run_as));
@@ -239,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_namespace_user_is_created_before_its_first_use_on_a_socket_only() {
-        let (node, mut users) = (node(), RestrictedUsers::default());
+        let (node, mut users) = (node(), RestrictedUsers::new(true));
         let (a, b) = (
             scripts_run_as(false, Some(b"a:"), Vec::new()),
             scripts_run_as(false, Some(b"b:"), Vec::new()),
@@ -256,7 +265,7 @@ mod tests {
         assert_eq!(users.switch(&node, &b, &mut BytesMut::new()), 2);
         // A new socket (a reconnect) knows none.
         assert_eq!(
-            RestrictedUsers::default().switch(&node, &a, &mut BytesMut::new()),
+            RestrictedUsers::new(true).switch(&node, &a, &mut BytesMut::new()),
             2
         );
         let mut other = BytesMut::new();

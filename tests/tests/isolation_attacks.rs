@@ -1,0 +1,282 @@
+//! The attacks of the "isolation by construction" issue, each tried as a hostile tenant would and checked on the
+//! backend itself: a crafted `RESTORE` that crashes a shared Redis, `SCRIPT DEBUG` that freezes it, repeated
+//! options and keys spelled like options that write past a tenant's database or namespace, command rules that
+//! stopped at the script boundary, and forged keyspace notifications.
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard_tests::{Gateway, RawClient, RedisServer};
+
+/// Tenants on one shared Redis: `alpha` on database 1, `beta` on database 2, `a` and `b` sharing database 3 by
+/// key namespace, `nodel` on database 4 with `DEL` denied.
+fn platform(shared: &RedisServer) -> Gateway {
+    let at = |db: u32| format!("{}/{db}", shared.url());
+    let tenant = |name: &str, db: u32| {
+        json!({"name": name, "passwords": [format!("{name}-password")],
+               "route": {"type": "single", "target": at(db)}})
+    };
+    let mut a = tenant("a", 3);
+    a["namespace"] = json!("a:");
+    let mut b = tenant("b", 3);
+    b["namespace"] = json!("b:");
+    let mut nodel = tenant("nodel", 4);
+    nodel["commands"] = json!({"deny": ["del", "@admin"]});
+    Gateway::start(&json!({"tenants": [tenant("alpha", 1), tenant("beta", 2), a, b, nodel]}))
+}
+
+fn client(gateway: &Gateway, tenant: &str) -> RawClient {
+    let mut client = RawClient::connect(gateway.port());
+    client.roundtrip(format!("AUTH {tenant}-password\r\n").as_bytes(), b"+OK\r\n");
+    client
+}
+
+/// Sends `args` and returns the whole reply.
+fn call(client: &mut RawClient, args: &[&[u8]]) -> Vec<u8> {
+    client.request(args)
+}
+
+fn text(reply: &[u8]) -> String {
+    String::from_utf8_lossy(reply).into_owned()
+}
+
+/// A direct connection to the shared Redis, on `db`.
+fn backend(shared: &RedisServer, db: u32) -> redis::Connection {
+    redis::Client::open(format!("{}/{db}", shared.url()))
+        .and_then(|c| c.get_connection())
+        .expect("connect to the shared Redis")
+}
+
+/// The shared Redis answers, at once.
+fn assert_alive(shared: &RedisServer) {
+    let mut con = backend(shared, 0);
+    con.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let pong: String = redis::cmd("PING").query(&mut con).expect("Redis answers");
+    assert_eq!(pong, "PONG");
+}
+
+/// Redis' CRC-64 (Jones, reflected), which a `DUMP` payload ends with.
+fn crc64(data: &[u8]) -> u64 {
+    let mut crc = 0u64;
+    for &byte in data {
+        crc ^= u64::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x95AC_9329_AC4B_C9B5
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// A `DUMP` of a one-field hash (a listpack) with the listpack's element count raised: its checksum is right,
+/// and a Redis that does not check payloads deeply fails an assertion when it reads the hash.
+fn crafted_hash(dump: &[u8]) -> Vec<u8> {
+    // Type (hash as listpack), the string's length, then the listpack: total bytes (4), element count (2).
+    assert_eq!(dump[0], 16, "a listpack hash: {dump:?}");
+    let mut crafted = dump[..dump.len() - 8].to_vec();
+    crafted[6] = 6;
+    crafted[7] = 0;
+    let crc = crc64(&crafted);
+    crafted.extend_from_slice(&crc.to_le_bytes());
+    crafted
+}
+
+#[test]
+fn a_crafted_restore_never_reaches_a_redis_that_does_not_check_payloads() {
+    // Redis 7.0's default: sanitize-dump-payload no.
+    let shared = RedisServer::start();
+    let gateway = platform(&shared);
+    let mut alpha = client(&gateway, "alpha");
+    assert_eq!(call(&mut alpha, &[b"HSET", b"h", b"f", b"1"]), b":1\r\n");
+    let mut direct = backend(&shared, 1);
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("h").query(&mut direct).unwrap();
+    let crafted = crafted_hash(&dump);
+    let reply = text(&call(&mut alpha, &[b"RESTORE", b"evil", b"0", &crafted]));
+    assert!(reply.starts_with("-NOPERM"), "{reply}");
+    let script = b"return redis.call('RESTORE', KEYS[1], 0, ARGV[1])";
+    let reply = text(&call(
+        &mut alpha,
+        &[b"EVAL", script, b"1", b"evil", &crafted],
+    ));
+    assert!(reply.contains("can't run this command"), "{reply}");
+    let exists: bool = redis::cmd("EXISTS").arg("evil").query(&mut direct).unwrap();
+    assert!(!exists, "nothing was restored");
+    assert_alive(&shared);
+
+    // Where Redis checks payloads, RESTORE serves tenants, and the crafted one is Redis' own error.
+    let checking = RedisServer::builder()
+        .arg("--sanitize-dump-payload")
+        .arg("yes")
+        .start();
+    let gateway = platform(&checking);
+    let mut alpha = client(&gateway, "alpha");
+    let reply = text(&call(&mut alpha, &[b"RESTORE", b"evil", b"0", &crafted]));
+    assert!(reply.starts_with("-ERR Bad data format"), "{reply}");
+    assert_eq!(
+        call(&mut alpha, &[b"RESTORE", b"copy", b"0", &dump]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        call(&mut alpha, &[b"HGET", b"copy", b"f"]),
+        b"$1\r\n1\r\n".to_vec()
+    );
+    assert_alive(&checking);
+}
+
+#[test]
+fn script_debug_never_reaches_a_shared_connection() {
+    let shared = RedisServer::start();
+    let gateway = platform(&shared);
+    let mut alpha = client(&gateway, "alpha");
+    for mode in [&b"SYNC"[..], b"YES"] {
+        let reply = text(&call(&mut alpha, &[b"SCRIPT", b"DEBUG", mode]));
+        assert!(reply.contains("refused by the gateway"), "{reply}");
+    }
+    // The next script runs as a script, and another tenant is served meanwhile.
+    assert_eq!(
+        call(&mut alpha, &[b"EVAL", b"return 1", b"0"]),
+        b":1\r\n".to_vec()
+    );
+    let mut beta = client(&gateway, "beta");
+    assert_eq!(call(&mut beta, &[b"PING"]), b"+PONG\r\n".to_vec());
+    assert_alive(&shared);
+}
+
+#[test]
+fn a_repeated_option_never_reaches_past_the_tenants_database_or_namespace() {
+    let shared = RedisServer::start();
+    let gateway = platform(&shared);
+    let mut victim = backend(&shared, 2);
+    let _: () = redis::cmd("SET")
+        .arg("victim")
+        .arg("beta's")
+        .query(&mut victim)
+        .unwrap();
+
+    // alpha (database 1) names its own database 0 and then beta's database: Redis keeps the last DB.
+    let mut alpha = client(&gateway, "alpha");
+    assert_eq!(call(&mut alpha, &[b"SET", b"mine", b"x"]), b"+OK\r\n");
+    let reply = text(&call(
+        &mut alpha,
+        &[
+            b"COPY", b"mine", b"victim", b"DB", b"0", b"DB", b"1", b"REPLACE",
+        ],
+    ));
+    assert_eq!(reply, "-ERR DB index is out of range\r\n");
+    let value: String = redis::cmd("GET").arg("victim").query(&mut victim).unwrap();
+    assert_eq!(value, "beta's");
+
+    // a (namespace a:) sorts into a key spelled like an option, then into b's key.
+    let mut shared3 = backend(&shared, 3);
+    let _: () = redis::cmd("SET")
+        .arg("b:x")
+        .arg("b's")
+        .query(&mut shared3)
+        .unwrap();
+    let mut a = client(&gateway, "a");
+    assert_eq!(call(&mut a, &[b"RPUSH", b"list", b"1"]), b":1\r\n");
+    for attack in [
+        &[&b"SORT"[..], b"list", b"STORE", b"get", b"STORE", b"b:x"][..],
+        &[b"SORT", b"list", b"STORE", b"mine", b"STORE", b"b:x"],
+        &[
+            b"GEORADIUS",
+            b"list",
+            b"0",
+            b"0",
+            b"1",
+            b"km",
+            b"STORE",
+            b"mine",
+            b"STORE",
+            b"b:x",
+        ],
+        &[
+            b"XREADGROUP",
+            b"NOACK",
+            b"GROUP",
+            b"g",
+            b"STREAMS",
+            b"STREAMS",
+            b"s",
+            b"b:x",
+            b"0",
+            b"0",
+        ],
+    ] {
+        let reply = text(&call(&mut a, attack));
+        assert!(reply.contains("refused by the gateway"), "{reply}");
+    }
+    let value: String = redis::cmd("GET").arg("b:x").query(&mut shared3).unwrap();
+    assert_eq!(value, "b's");
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut shared3).unwrap();
+    keys.sort();
+    assert_eq!(keys, ["a:list", "b:x"]);
+}
+
+#[test]
+fn a_tenants_command_rules_hold_inside_its_scripts() {
+    let shared = RedisServer::start();
+    let gateway = platform(&shared);
+    let mut nodel = client(&gateway, "nodel");
+    assert_eq!(call(&mut nodel, &[b"SET", b"k", b"v"]), b"+OK\r\n");
+    let reply = text(&call(&mut nodel, &[b"DEL", b"k"]));
+    assert!(reply.starts_with("-NOPERM"), "{reply}");
+    let reply = text(&call(
+        &mut nodel,
+        &[b"EVAL", b"return redis.call('DEL', KEYS[1])", b"1", b"k"],
+    ));
+    assert!(reply.contains("can't run this command"), "{reply}");
+    assert_eq!(
+        call(
+            &mut nodel,
+            &[b"EVAL", b"return redis.call('GET', KEYS[1])", b"1", b"k"]
+        ),
+        b"$1\r\nv\r\n".to_vec()
+    );
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("k")
+        .query(&mut backend(&shared, 4))
+        .unwrap();
+    assert!(exists);
+    // Server-wide figures refused outside a script are refused inside too.
+    let mut alpha = client(&gateway, "alpha");
+    let reply = text(&call(
+        &mut alpha,
+        &[b"EVAL", b"return redis.call('MEMORY', 'STATS')", b"0"],
+    ));
+    assert!(reply.contains("can't run this command"), "{reply}");
+}
+
+#[test]
+fn no_tenant_publishes_keyspace_notifications() {
+    let shared = RedisServer::builder()
+        .arg("--notify-keyspace-events")
+        .arg("KEA")
+        .start();
+    let gateway = platform(&shared);
+    // b hears of the keys set in its namespace: the event's message is the key.
+    let mut listener = RawClient::connect(gateway.port());
+    listener.roundtrip(b"AUTH b-password\r\n", b"+OK\r\n");
+    let subscribed = listener.request(&[b"SUBSCRIBE", b"__keyevent@0__:set"]);
+    assert!(
+        text(&subscribed).contains("subscribe"),
+        "{}",
+        text(&subscribed)
+    );
+    // a, sharing the database, would tell b that b's key `forged` was set.
+    let mut a = client(&gateway, "a");
+    for publish in [&b"PUBLISH"[..], b"SPUBLISH"] {
+        let reply = text(&call(
+            &mut a,
+            &[publish, b"__keyevent@0__:set", b"b:forged"],
+        ));
+        assert!(reply.contains("refused by the gateway"), "{reply}");
+    }
+    let mut b = client(&gateway, "b");
+    assert_eq!(call(&mut b, &[b"SET", b"real", b"1"]), b"+OK\r\n");
+    let heard = listener.read_reply();
+    assert!(text(&heard).ends_with("$4\r\nreal\r\n"), "{}", text(&heard));
+}

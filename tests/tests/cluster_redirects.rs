@@ -2,7 +2,8 @@
 //! the gateway follows such a redirect only once the cluster itself confirms it (real processes: a Redis Cluster,
 //! the gateway binary, a client; the backend is checked, not only the reply). A forged redirect to a stranger gets
 //! it no connection and no credential; one to another member does not run a script twice; a genuine `MOVED`
-//! after a slot moved is still followed, for scripts and plain commands alike.
+//! after a slot moved is still followed, for scripts and plain commands alike, and so is one to a master that
+//! joined the cluster after the gateway read its slot map (once a known member lists it).
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchyard_schemas::placement::{crc16, hash_tag};
-use switchyard_tests::{Gateway, RawClient, RedisCluster};
+use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer};
 
 const PASSWORD: &str = "cluster-secret";
 
@@ -175,4 +176,95 @@ fn a_genuine_moved_is_still_followed_by_scripts_and_commands() {
         cluster.errorstat(a, "MOVED") > 0,
         "A answered MOVED (the gateway's map was stale)"
     );
+}
+
+#[test]
+fn a_redirect_to_a_master_that_joined_later_is_followed_once_the_cluster_lists_it() {
+    let cluster = RedisCluster::start(3, 0, Some(PASSWORD));
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
+    switchyard_tests::wait_for_slot_map(gateway.port());
+    let mut client = RawClient::connect(gateway.port());
+    let key = "joined:{b}key";
+    assert_eq!(client.request(&[b"SET", key.as_bytes(), b"v"]), b"+OK\r\n");
+
+    // A fourth node joins as an empty master, and the key's slot moves to it: the gateway has never heard of it.
+    let newcomer = RedisServer::builder()
+        .arg("--cluster-enabled")
+        .arg("yes")
+        .arg("--cluster-config-file")
+        .arg("nodes.conf")
+        .arg("--cluster-node-timeout")
+        .arg("1000")
+        .password(PASSWORD)
+        .arg("--masterauth")
+        .arg(PASSWORD)
+        .start();
+    let a = cluster.slot_owners()[slot(key)];
+    let () = redis::cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(newcomer.port())
+        .query(&mut cluster.client(a))
+        .unwrap();
+    let mut new = redis::Client::open(format!("redis://:{PASSWORD}@127.0.0.1:{}", newcomer.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let new_id: String = redis::cmd("CLUSTER").arg("MYID").query(&mut new).unwrap();
+    switchyard_tests::wait_for(
+        "every node to know the newcomer",
+        Duration::from_secs(20),
+        || {
+            cluster
+                .live_ports()
+                .iter()
+                .all(|&port| cluster.nodes_seen_by(port).iter().any(|n| n.id == new_id))
+        },
+    );
+    switchyard_tests::wait_for(
+        "the newcomer to see the cluster up",
+        Duration::from_secs(20),
+        || {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut new).unwrap();
+            info.contains("cluster_state:ok")
+        },
+    );
+    let a_id = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port == a)
+        .unwrap()
+        .id;
+    let set_slot = |con: &mut redis::Connection, how: &[&str]| {
+        let () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot(key))
+            .arg(how)
+            .query(con)
+            .unwrap();
+    };
+    set_slot(&mut new, &["IMPORTING", &a_id]);
+    cluster.set_slot(a, slot(key), &["MIGRATING", &new_id]);
+    let () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(newcomer.port())
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("AUTH")
+        .arg(PASSWORD)
+        .arg("KEYS")
+        .arg(key)
+        .query(&mut cluster.client(a))
+        .unwrap();
+    set_slot(&mut new, &["NODE", &new_id]);
+    for master in cluster.masters() {
+        cluster.set_slot(master.port, slot(key), &["NODE", &new_id]);
+    }
+
+    // A's MOVED names the newcomer, which a known member lists: followed.
+    assert_eq!(client.request(&[b"GET", key.as_bytes()]), b"$1\r\nv\r\n");
+    let script = "return redis.call('GET', KEYS[1])";
+    assert_eq!(eval(&mut client, script, key), b"$1\r\nv\r\n");
+    assert!(cluster.errorstat(a, "MOVED") > 0, "A answered MOVED");
 }

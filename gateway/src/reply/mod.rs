@@ -13,7 +13,9 @@
 //! its requests with [`REPLY_LOST`] and counts it, so that one lost reply never hangs a client's pipeline.
 //!
 //! A handle may carry a [`Redirect`]: requests to a Redis Cluster do, so that a `MOVED`/`ASK` answer goes back to
-//! the cluster backend (which resends the request) instead of to the client. Only error replies are looked at.
+//! the cluster backend (which resends the request) instead of to the client. Only error replies are looked at, and
+//! only at the top level of each request's reply (never inside `EXEC`'s array); a script's, whose content is its
+//! author's ([`ReplyHandle::reply_is_payload`]), only as a claim the cluster must confirm.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;

@@ -11,9 +11,10 @@
 //! the importing node for that one request, `TRYAGAIN` (a multi-key request during a migration) resends after a
 //! short pause. Only Redis steers this: a script's reply is its author's, so a redirect in it is followed only
 //! once the cluster confirms it (`redirect`), and a node the cluster's own topology does not name gets no
-//! connection, nor the credentials that go with it (`members`). The reply still lands in the client's ordered slot, wherever it finally came from. A run of
-//! requests for one master (a split command's sub-commands) is answered as one piece; when an error is among its
-//! replies, the run is taken apart and each request handled as if it had been sent alone.
+//! connection, nor the credentials that go with it (`members`). The reply still lands in the client's ordered
+//! slot, wherever it finally came from. A run of requests for one master (a split command's sub-commands) is
+//! answered as one piece; when an error is among its replies, the run is taken apart and each request handled as
+//! if it had been sent alone.
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};

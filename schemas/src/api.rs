@@ -86,6 +86,13 @@ pub struct TenantPatch {
     /// Replaces the tenant's tracking thresholds (`{}`: the gateway's again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracking: Option<crate::policy::TrackingPolicy>,
+    /// `null` removes the tenant's own scripts policy: its resources' default applies again.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub scripts: Option<Option<crate::policy::ScriptsPolicy>>,
 }
 
 /// A field that is present, `null` included (`Some(None)`), as opposed to absent (`None`, its default).

@@ -46,6 +46,10 @@ macro_rules! with_policy_fields {
             /// Thresholds of the slow log, big keys and hot keys for this tenant, in place of the gateway's.
             #[serde(default, skip_serializing_if = "crate::policy::TrackingPolicy::is_empty")]
             pub tracking: crate::policy::TrackingPolicy,
+            /// What the tenant's scripts may do; none: what its route's resources say (`scripts` URL parameter),
+            /// else `allow`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub scripts: Option<crate::policy::ScriptsPolicy>,
         }
     };
     (gathered $(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
@@ -62,6 +66,7 @@ macro_rules! with_policy_fields {
                     ip_deny: self.ip_deny.clone(),
                     blocked_keys: self.blocked_keys.clone(),
                     tracking: self.tracking,
+                    scripts: self.scripts,
                 }
             }
         }
@@ -82,7 +87,7 @@ pub mod x509;
 
 pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 
-pub use policy::{CommandRules, IpNet, TenantPolicy};
+pub use policy::{CommandRules, IpNet, ScriptsPolicy, TenantPolicy};
 pub use resource::{Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError};
 pub use route::{
     AckMode, HashSpec, ReadPolicy, ReadSet, RouteTable, Shard, SplitTarget, Target, WriteSet,

@@ -70,6 +70,36 @@ impl CommandRules {
     }
 }
 
+/// What a tenant's scripts and functions (`EVAL`, `EVALSHA`, `FCALL` and their `_RO` forms) may do: the tenant's
+/// `scripts` policy, or where it has none, the `scripts` parameter of its route's resources (the strictest of
+/// them), which an operator sets on a shared Redis. Ordered from the most to the least permissive.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptsPolicy {
+    /// Scripts run as sent. One that has written and then loops cannot be killed: Redis stays busy for every
+    /// tenant until an operator shuts it down.
+    Allow,
+    /// Scripts run in their read-only form (`EVAL_RO`, `EVALSHA_RO`, `FCALL_RO`): Redis refuses their writes,
+    /// and a script that never wrote can always be killed.
+    ReadOnly,
+    /// Scripts and functions are refused.
+    Deny,
+}
+
+impl ScriptsPolicy {
+    /// The policy named `text` (`allow`, `read_only`, `deny`).
+    pub fn parse(text: &str) -> Option<ScriptsPolicy> {
+        match text {
+            "allow" => Some(ScriptsPolicy::Allow),
+            "read_only" => Some(ScriptsPolicy::ReadOnly),
+            "deny" => Some(ScriptsPolicy::Deny),
+            _ => None,
+        }
+    }
+}
+
 /// A tenant's own thresholds of what the gateway notices of its requests (docs/tracking.md); each one left out
 /// is the gateway's (its command-line flag). A gateway started with `--tracking off` notices nothing, whatever
 /// a tenant asks.

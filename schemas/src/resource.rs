@@ -19,6 +19,8 @@
 
 use std::fmt;
 
+use crate::policy::ScriptsPolicy;
+
 #[cfg(feature = "rustls")]
 mod config;
 mod tls;
@@ -46,6 +48,9 @@ pub struct ResourceUrl {
     /// services where the gateway may not create its own users; `auth` is then the gateway's user, which must
     /// not be allowed to run scripts.
     pub script_auth: Option<Credentials>,
+    /// What the scripts of the tenants routed here may do when a tenant has no `scripts` policy of its own
+    /// (`scripts=allow|read_only|deny`): the operator's default for a shared Redis.
+    pub scripts: Option<ScriptsPolicy>,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -165,6 +170,13 @@ impl ResourceUrl {
             (Some(_), None) => return Err(ResourceUrlError::BadParameter("scriptPassword".into())),
             (None, Some(_)) => return Err(ResourceUrlError::BadParameter("scriptUserName".into())),
         };
+        let scripts = match params.get(SCRIPTS) {
+            None => None,
+            Some(text) => Some(
+                ScriptsPolicy::parse(text)
+                    .ok_or_else(|| ResourceUrlError::BadParameter(SCRIPTS.into()))?,
+            ),
+        };
         let default_port = if family == Family::Sentinel {
             26379
         } else {
@@ -180,7 +192,10 @@ impl ResourceUrl {
         let data_tls = if tls { tls_options.clone() } else { None };
         let kind = match family {
             Family::Standalone => {
-                params.reject_unknown(&["db", SCRIPT_USER, SCRIPT_PASSWORD], tls::PARAMETERS)?;
+                params.reject_unknown(
+                    &["db", SCRIPT_USER, SCRIPT_PASSWORD, SCRIPTS],
+                    tls::PARAMETERS,
+                )?;
                 let [node] =
                     <[Node; 1]>::try_from(nodes).map_err(|_| ResourceUrlError::OneHostOnly)?;
                 ResourceKind::Standalone {
@@ -195,6 +210,7 @@ impl ResourceUrl {
                     "sentinelPassword",
                     SCRIPT_USER,
                     SCRIPT_PASSWORD,
+                    SCRIPTS,
                     tls::SENTINEL_TLS,
                 ];
                 if slaves {
@@ -220,9 +236,9 @@ impl ResourceUrl {
             Family::Cluster => {
                 params.reject_unknown(
                     if slaves {
-                        &["withMaster", SCRIPT_USER, SCRIPT_PASSWORD]
+                        &["withMaster", SCRIPT_USER, SCRIPT_PASSWORD, SCRIPTS]
                     } else {
-                        &[SCRIPT_USER, SCRIPT_PASSWORD]
+                        &[SCRIPT_USER, SCRIPT_PASSWORD, SCRIPTS]
                     },
                     tls::PARAMETERS,
                 )?;
@@ -240,6 +256,7 @@ impl ResourceUrl {
             tls: data_tls,
             auth,
             script_auth,
+            scripts,
         })
     }
 }
@@ -251,6 +268,7 @@ impl fmt::Debug for ResourceUrl {
             .field("tls", &self.tls)
             .field("auth", &self.auth)
             .field("script_auth", &self.script_auth)
+            .field("scripts", &self.scripts)
             .finish()
     }
 }
@@ -258,6 +276,9 @@ impl fmt::Debug for ResourceUrl {
 /// The parameters that name an operator-provisioned script user (see [`ResourceUrl::script_auth`]).
 const SCRIPT_USER: &str = "scriptUserName";
 const SCRIPT_PASSWORD: &str = "scriptPassword";
+
+/// The parameter that sets the scripts policy of the tenants routed to a resource (see [`ResourceUrl::scripts`]).
+const SCRIPTS: &str = "scripts";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -420,6 +441,31 @@ mod tests {
                 .unwrap()
                 .script_auth
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn a_resource_names_the_default_scripts_policy_of_its_tenants() {
+        for (url, scripts) in [
+            (
+                "redis://h:1/2?scripts=read_only",
+                Some(ScriptsPolicy::ReadOnly),
+            ),
+            (
+                "redis-cluster://h:1?scripts=deny",
+                Some(ScriptsPolicy::Deny),
+            ),
+            (
+                "redis-sentinel://h:1/m?scripts=allow",
+                Some(ScriptsPolicy::Allow),
+            ),
+            ("redis://h:1", None),
+        ] {
+            assert_eq!(ResourceUrl::parse(url).unwrap().scripts, scripts, "{url}");
+        }
+        assert_eq!(
+            ResourceUrl::parse("redis://h:1?scripts=maybe").unwrap_err(),
+            ResourceUrlError::BadParameter("scripts".into())
         );
     }
 

@@ -280,3 +280,52 @@ fn no_tenant_publishes_keyspace_notifications() {
     let heard = listener.read_reply();
     assert!(text(&heard).ends_with("$4\r\nreal\r\n"), "{}", text(&heard));
 }
+
+#[test]
+fn a_shared_redis_runs_its_tenants_scripts_as_its_operator_says() {
+    let shared = RedisServer::start();
+    // The operator's default for this Redis: scripts that cannot write, so that every one can be killed.
+    let read_only = format!("{}/5?scripts=read_only", shared.url());
+    let tenant = |name: &str, policy: serde_json::Value| {
+        let mut tenant = json!({"name": name, "passwords": [format!("{name}-password")],
+                                "route": {"type": "single", "target": read_only}});
+        if let Some(policy) = policy.as_object() {
+            for (field, value) in policy {
+                tenant[field] = value.clone();
+            }
+        }
+        tenant
+    };
+    let gateway = Gateway::start(&json!({"tenants": [
+        tenant("plain", json!(null)),
+        tenant("trusted", json!({"scripts": "allow"})),
+        tenant("denied", json!({"scripts": "deny"})),
+        tenant("root", json!({"allow_admin": true})),
+    ]}));
+    let writes = b"redis.call('SET', KEYS[1], ARGV[1]) return 1";
+    let mut plain = client(&gateway, "plain");
+    let reply = text(&call(&mut plain, &[b"EVAL", writes, b"1", b"k", b"plain"]));
+    assert!(reply.contains("Write commands are not allowed"), "{reply}");
+    assert_eq!(
+        call(&mut plain, &[b"EVAL", b"return 7", b"0"]),
+        b":7\r\n".to_vec()
+    );
+    let mut denied = client(&gateway, "denied");
+    let reply = text(&call(&mut denied, &[b"EVAL", b"return 7", b"0"]));
+    assert!(reply.contains("scripts policy is deny"), "{reply}");
+    let reply = text(&call(&mut denied, &[b"FCALL", b"f", b"0"]));
+    assert!(reply.contains("scripts policy is deny"), "{reply}");
+    let mut direct = backend(&shared, 5);
+    let written: Option<String> = redis::cmd("GET").arg("k").query(&mut direct).unwrap();
+    assert_eq!(written, None);
+    // A tenant's own policy, and an admin, are not held to the resource's default.
+    for name in ["trusted", "root"] {
+        let mut client = client(&gateway, name);
+        assert_eq!(
+            call(&mut client, &[b"EVAL", writes, b"1", b"k", name.as_bytes()]),
+            b":1\r\n".to_vec()
+        );
+        let written: String = redis::cmd("GET").arg("k").query(&mut direct).unwrap();
+        assert_eq!(written, name);
+    }
+}

@@ -313,6 +313,9 @@ fn patch_policy(policy: &mut TenantPolicy, patch: &TenantPatch) {
     if let Some(tracking) = patch.tracking {
         policy.tracking = tracking;
     }
+    if let Some(scripts) = patch.scripts {
+        policy.scripts = scripts;
+    }
 }
 
 async fn remove(

@@ -215,7 +215,16 @@ pub(super) fn compile(
         .max_ops_per_sec
         .filter(|&n| n > 0)
         .map(|n| std::time::Duration::from_secs(1) / n);
-    let policies = crate::cmd::tenancy::Policies::compile(&source.policy);
+    let route = RoutePlan::new(source.route, plan);
+    // A resource's scripts policy is the operator's default for the tenants that share it, not for admins.
+    let mut policy = source.policy.clone();
+    if !source.allow_admin
+        && policy.scripts.is_none()
+        && let Some(default) = route.scripts()
+    {
+        policy.to_mut().scripts = Some(default);
+    }
+    let policies = crate::cmd::tenancy::Policies::compile(&policy);
     let namespace = policies.as_ref().and_then(|p| p.namespace.as_ref());
     let commands = policies
         .as_ref()
@@ -230,7 +239,7 @@ pub(super) fn compile(
         name: source.name.to_string(),
         allow_admin: source.allow_admin,
         limits: source.limits.clone(),
-        route: RoutePlan::new(source.route, plan),
+        route,
         credentials: source.digests.into_iter().collect(),
         metrics,
         ops_interval,

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use switchyard_schemas::placement::Placement;
 use switchyard_schemas::resource::TlsOptions;
-use switchyard_schemas::{AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTable, Target};
+use switchyard_schemas::{
+    AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTable, ScriptsPolicy, Target,
+};
 
 use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec};
 use crate::resp::Protocol;
@@ -39,6 +41,8 @@ pub(crate) struct TargetPlan {
 pub(crate) struct ResourcePlan {
     pub name: String,
     pub spec: Result<ResourceSpec, String>,
+    /// The scripts policy of the tenants routed here that have none of their own (the URL's `scripts`).
+    pub scripts: Option<ScriptsPolicy>,
 }
 
 impl RoutePlan {
@@ -175,6 +179,16 @@ impl RoutePlan {
             .filter_map(|resource| resource.spec.as_ref().ok())
     }
 
+    /// The scripts policy the route's resources set for tenants without one of their own: the strictest of them
+    /// (a script runs on whichever resource its keys place it).
+    pub(crate) fn scripts(&self) -> Option<ScriptsPolicy> {
+        self.shards
+            .iter()
+            .flat_map(|shard| shard.read.iter().chain(shard.write.iter()))
+            .filter_map(|resource| resource.scripts)
+            .max()
+    }
+
     /// Whether some resource is a Redis Cluster, where only database 0 exists.
     pub(crate) fn has_cluster(&self) -> bool {
         self.resources()
@@ -239,11 +253,16 @@ impl ResourcePlan {
                 location.split('?').next().unwrap_or(location).to_string()
             }
         };
+        let scripts = parsed.as_ref().ok().and_then(|url| url.scripts);
         let spec = match parsed {
             Err(e) => Err(format!("ERR bad resource URL: {e}")),
             Ok(url) => resource_spec(url),
         };
-        ResourcePlan { name, spec }
+        ResourcePlan {
+            name,
+            spec,
+            scripts,
+        }
     }
 }
 

@@ -8,10 +8,11 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 
 use bytes::Bytes;
-use switchyard_schemas::{IpNet, TenantPolicy};
+use switchyard_schemas::{IpNet, ScriptsPolicy, TenantPolicy};
 
 use super::Namespace;
 use crate::cmd::glob::{self, Case};
+use crate::cmd::policy::is_script;
 use crate::cmd::spec::ACL_CATEGORY_NAMES;
 use crate::cmd::{CommandSpec, flag, lookup_by_name};
 
@@ -23,6 +24,8 @@ const READONLY: &str = "READONLY You can't write against a read only replica.";
 pub struct Policies {
     pub namespace: Option<Namespace>,
     pub read_only: bool,
+    /// What its scripts may do (the tenant's own policy, or its resources' default).
+    pub scripts: ScriptsPolicy,
     pub commands: CommandRules,
     pub ip_allow: Vec<IpNet>,
     pub ip_deny: Vec<IpNet>,
@@ -40,6 +43,7 @@ impl Policies {
         Some(Box::new(Policies {
             namespace: policy.namespace.as_deref().map(Namespace::new),
             read_only: policy.read_only,
+            scripts: policy.scripts.unwrap_or(ScriptsPolicy::Allow),
             commands: CommandRules {
                 allow: CommandSet::compile(&policy.commands.allow),
                 deny: CommandSet::compile(&policy.commands.deny),
@@ -53,7 +57,10 @@ impl Policies {
     /// Whether some command of the tenant's may be refused, or rewritten, by these policies: its requests must
     /// then be looked at one by one (no direct path).
     pub fn checks_commands(&self) -> bool {
-        self.read_only || !self.commands.is_empty() || self.blocks_keys()
+        self.read_only
+            || self.scripts != ScriptsPolicy::Allow
+            || !self.commands.is_empty()
+            || self.blocks_keys()
     }
 
     /// Whether some keys are blocked: only then are a command's keys looked for.
@@ -78,6 +85,12 @@ impl Policies {
         if self.read_only && spec.has(flag::WRITE) {
             return Some(READONLY.to_string());
         }
+        if self.scripts == ScriptsPolicy::Deny && is_script(spec) {
+            return Some(format!(
+                "ERR {} is refused: this tenant may not run scripts or functions (its scripts policy is deny)",
+                spec.display_name()
+            ));
+        }
         keys.iter()
             .filter_map(|&i| args.get(i))
             .find(|key| self.blocked_keys.blocks(key))
@@ -89,10 +102,11 @@ impl Policies {
             })
     }
 
-    /// The read-only form of a script command, for a read-only tenant (`EVAL` runs as `EVAL_RO`, so that Redis
-    /// refuses the writes inside it); `None` when `spec` needs no other form.
+    /// The read-only form of a script command, for a read-only tenant or one whose scripts policy is
+    /// `read_only` (`EVAL` runs as `EVAL_RO`, so that Redis refuses the writes inside it, and a script that never
+    /// wrote can always be killed); `None` when `spec` needs no other form.
     pub fn script_form(&self, spec: &CommandSpec) -> Option<&'static CommandSpec> {
-        if !self.read_only {
+        if !self.read_only && self.scripts != ScriptsPolicy::ReadOnly {
             return None;
         }
         let read_only = match spec.name {

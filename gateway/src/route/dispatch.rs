@@ -441,7 +441,7 @@ impl Dispatch<'_> {
             };
             let handle = handle.running_as(run_as.clone(), self.script_limit_ms);
             let raw = match write.whole {
-                Some(request) => self.for_resource(spec, request, write.shard, index),
+                Some(request) => self.plan.request_for(spec, request, write.shard, index),
                 None => write.raw.clone(),
             };
             endpoint.send(raw, write.keyspace.clone(), handle, self.affinity);

@@ -6,24 +6,25 @@
 
 use bytes::Bytes;
 
-use super::Dispatch;
+use super::RoutePlan;
 use crate::cmd::{CommandSpec, tenancy};
 use crate::resp::{self, Request};
 
-impl Dispatch<'_> {
+impl RoutePlan {
     /// The bytes write resource `index` of shard `shard` gets for `request` (see the module's doc): the request
-    /// itself, unless that resource's own database asks for other numbers.
-    pub(super) fn for_resource(
+    /// itself, unless that resource's own database asks for other numbers. What sends one write to several
+    /// resources asks this for each of them.
+    pub(crate) fn request_for(
         &self,
         spec: &CommandSpec,
         request: &Request,
         shard: usize,
         index: usize,
     ) -> Bytes {
-        let own = self.plan.resource_db(shard, index);
+        let own = self.resource_db(shard, index);
         match spec.name {
             "flushall" if own != 0 => flushdb(request),
-            _ if own != self.plan.base_db() => renumbered(spec, request, self.plan.base_db(), own)
+            _ if own != self.base_db() => renumbered(spec, request, self.base_db(), own)
                 .unwrap_or_else(|| request.raw().clone()),
             _ => request.raw().clone(),
         }

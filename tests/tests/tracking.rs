@@ -31,6 +31,11 @@ impl Drop for Stack {
 }
 
 fn start_stack(tag: &str) -> Stack {
+    start_stack_every(tag, INTERVAL_MS)
+}
+
+/// A stack whose gateway reports every `interval_ms`.
+fn start_stack_every(tag: &str, interval_ms: u64) -> Stack {
     let cp = ControlPlane::start();
     let cache = std::env::temp_dir().join(format!(
         "switchyard-tracking-{tag}-{}.json",
@@ -40,7 +45,7 @@ fn start_stack(tag: &str) -> Stack {
     // from some 100 samples, not 10.
     let gateway = Gateway::builder()
         .arg("--tracking-report-interval-ms")
-        .arg(INTERVAL_MS.to_string())
+        .arg(interval_ms.to_string())
         .arg("--hot-key-sample")
         .arg("100")
         .start_with_control_plane(&cp, &cache);
@@ -488,4 +493,156 @@ async fn a_tenants_own_thresholds_replace_the_gateways_for_it_alone() {
         .expect("GET", "/v1/tenants/small/hot-keys", None, 200)
         .await;
     assert_eq!(small["keys"], json!([]), "{small}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_shows_names_and_keys_never_values() {
+    let redis = RedisServer::start();
+    let stack = start_stack("admin");
+    let cp = &stack.cp;
+    let route = json!({"type": "single", "target": redis.url()});
+    let every = json!({"slowlog_log_slower_than": 0});
+    let secret = cp
+        .create_tenant_with(json!({"name": "acme", "tracking": every}), route)
+        .await;
+    let mut con = connect(&stack.gateway, "acme", &secret).await;
+    // Every command is slow for this tenant: each report has its SET, until /tracking shows one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let shown = loop {
+        let () = redis::cmd("SET")
+            .arg("user:1")
+            .arg("hunter2-password")
+            .arg("EX")
+            .arg(100)
+            .query_async(&mut con)
+            .await
+            .expect("SET");
+        let (status, body) = stack.gateway.admin_get("/tracking");
+        assert_eq!(status, 200, "{body}");
+        let report: Value = serde_json::from_str(&body).expect("JSON");
+        let set = report["tenants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|t| {
+                let entries = t["slowlog"].as_array()?;
+                entries.iter().find(|e| e["args"][0] == "SET").cloned()
+            });
+        if let Some(set) = set {
+            assert!(!body.contains("hunter2"), "{body}");
+            break set;
+        }
+        assert!(Instant::now() < deadline, "no SET in {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        shown["args"],
+        json!(["SET", "user:1", "(redacted)", "(redacted)", "(redacted)"]),
+        "{shown}"
+    );
+    assert_eq!(shown["key"], "user:1", "{shown}");
+    // The control plane, behind its admin token, has the arguments as the tenant sent them.
+    let path = "/v1/tenants/acme/slowlog?limit=1000";
+    let slowlog = poll(cp, path, Duration::from_secs(5), |answer| {
+        answer["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["args"][2] == "hunter2-password")
+    })
+    .await;
+    assert!(slowlog.to_string().contains("\"EX\",\"100\""), "{slowlog}");
+    // A key with a NUL byte (which Postgres cannot keep in JSON) arrives escaped, and does not cost the report.
+    let () = redis::cmd("SET")
+        .arg(&b"nul:\0"[..])
+        .arg("v")
+        .query_async(&mut con)
+        .await
+        .expect("SET");
+    poll(cp, path, Duration::from_secs(5), |answer| {
+        answer["entries"][0]["key"] == "nul:\\x00"
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_whose_slow_log_outgrows_the_report_loses_its_oldest_entries_not_the_others() {
+    let redis = RedisServer::start();
+    // Reports 2 s apart, so that each tenant's requests below fall in one report (one of some 2.5 MB).
+    let stack = start_stack_every("share", 2000);
+    let cp = &stack.cp;
+    let route = json!({"type": "single", "target": redis.url()});
+    let every = json!({"slowlog_log_slower_than": 0, "big_key_bytes": 1000});
+    let mut secrets = Vec::new();
+    for (name, namespace) in [("quiet", "q:"), ("loud", "l:")] {
+        let tenant = json!({"name": name, "namespace": namespace, "tracking": every});
+        secrets.push(cp.create_tenant_with(tenant, route.clone()).await);
+    }
+    let mut quiet = connect(&stack.gateway, "quiet", &secrets[0]).await;
+    let mut loud = connect(&stack.gateway, "loud", &secrets[1]).await;
+    let gets = |count: usize| {
+        let mut pipe = redis::pipe();
+        for _ in 0..count {
+            pipe.cmd("GET").arg("hot");
+        }
+        pipe
+    };
+
+    // The quiet tenant: a hot key, a big value, slow commands.
+    let _: Vec<Option<String>> = gets(1000).query_async(&mut quiet).await.expect("GETs");
+    let () = redis::cmd("SET")
+        .arg("big")
+        .arg("v".repeat(2000))
+        .query_async(&mut quiet)
+        .await
+        .expect("SET");
+    // The loud one, busier (more reads of its hot key), then 128 slow MSETs, a full slow log, each of 32
+    // arguments of 128 bytes shown as \xHH: some 20 KB of JSON apiece, 2.5 MB together.
+    let _: Vec<Option<String>> = gets(5000).query_async(&mut loud).await.expect("GETs");
+    for i in 0..128u8 {
+        let mut mset = redis::cmd("MSET");
+        for pair in 0..16u8 {
+            let mut key = vec![0xfe; 150];
+            key.extend_from_slice(&[i + 1, pair + 1]);
+            mset.arg(&key[..]).arg(&[0xff_u8; 200][..]);
+        }
+        let () = mset.query_async(&mut loud).await.expect("MSET");
+    }
+
+    // The quiet tenant's observations all arrive...
+    let within = Duration::from_secs(8);
+    let hot = poll(cp, "/v1/tenants/quiet/hot-keys", within, |answer| {
+        answer["keys"][0]["key"] == "hot"
+    })
+    .await;
+    assert!(hot["keys"][0]["count"].as_u64() >= Some(500), "{hot}");
+    let big = big_keys(cp, "quiet", 1).await;
+    assert_eq!(big["keys"][0]["key"], "big", "{big}");
+    let slowlog = slowlog_of(cp, "quiet").await;
+    assert!(slowlog["entries"][0]["args"][0].is_string(), "{slowlog}");
+    // ... and the loud one's hot key and newest MSETs, as many as its share holds: fewer than it sent.
+    let path = "/v1/tenants/loud/slowlog?limit=1000";
+    let msets = |answer: &Value| {
+        answer["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["args"][0] == "MSET")
+            .count()
+    };
+    let loud_log = poll(cp, path, within, |answer| msets(answer) > 0).await;
+    let kept = msets(&loud_log);
+    assert!((10..128).contains(&kept), "{kept} MSETs kept");
+    let newest = &loud_log["entries"][0];
+    assert_eq!(newest["args"][0], "MSET", "{newest}");
+    assert!(
+        newest["args"][1]
+            .as_str()
+            .is_some_and(|key| key.starts_with("\\xfe\\xfe")),
+        "{newest}"
+    );
+    let hot = cp
+        .expect("GET", "/v1/tenants/loud/hot-keys", None, 200)
+        .await;
+    assert_eq!(hot["keys"][0]["key"], "hot", "{hot}");
 }

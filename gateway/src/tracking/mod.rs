@@ -154,17 +154,19 @@ pub(crate) fn unix_micros() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-/// A key as reports show it: UTF-8 as is, every other byte (and `\`) escaped as `\xHH`, so that any key is
-/// one unambiguous JSON string.
+/// A key as reports show it: UTF-8 as is, every other byte (and `\`, and NUL, which the control plane's
+/// Postgres cannot store in a JSON string: one such key would lose the whole report) escaped as `\xHH`, so that
+/// any key is one unambiguous JSON string.
 pub(crate) fn printable(key: &[u8]) -> String {
     match std::str::from_utf8(key) {
-        Ok(text) if !text.contains('\\') => text.to_string(),
+        Ok(text) if !text.contains(['\\', '\0']) => text.to_string(),
         _ => {
             let mut out = String::with_capacity(key.len());
             for chunk in key.utf8_chunks() {
                 for c in chunk.valid().chars() {
                     match c {
                         '\\' => out.push_str("\\x5c"),
+                        '\0' => out.push_str("\\x00"),
                         c => out.push(c),
                     }
                 }
@@ -242,6 +244,7 @@ mod tests {
     fn keys_are_shown_unambiguously_and_requests_as_the_tenant_sent_them() {
         assert_eq!(printable(b"user:1"), "user:1");
         assert_eq!(printable(b"a\\b\xff"), "a\\x5cb\\xff");
+        assert_eq!(printable(b"a\0b"), "a\\x00b");
         let parse = |frame: &'static [u8], prefix: Option<&[u8]>| {
             Parsed::new(&Bytes::from_static(frame), frame, prefix)
         };

@@ -8,9 +8,9 @@
 //! The unauthenticated places are shared fairly among source addresses: one address (an IPv6 address' /64, see
 //! [`source_of`]) holds at most `--max-unauthenticated-per-address` of them, so that sockets opened from one
 //! place cannot lock every other client of every tenant out. Behind `--proxy-protocol` the address is the
-//! client's, from its header; until the header is read the place counts against no address, since the peer is
-//! the balancer, whose bursts of new connections would otherwise be refused (whoever can reach the listener
-//! without the balancer can name any address in a header anyway).
+//! client's, from its header (see `proxy_protocol::client_address`); until the header is read the place counts
+//! against no address, since the peer is the balancer, whose bursts of new connections would otherwise be refused
+//! (whoever can reach the listener without the balancer can name any address in a header anyway).
 //!
 //! Failed `AUTH` is counted by source address: past [`FREE_FAILURES`] failures within [`FAILURE_WINDOW`], each
 //! further failure from that address makes its connection wait before anything else it sent is read (doubling
@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 /// Failed `AUTH`s an address may make within [`FAILURE_WINDOW`] before it is slowed.
 pub(crate) const FREE_FAILURES: u32 = 10;
+
+/// What a connection over a cap or a share gets before it is closed: Redis' own words.
+pub(crate) const MAX_CLIENTS: &str = "-ERR max number of clients reached\r\n";
 
 /// How long an address' failures are remembered after its last one.
 pub(crate) const FAILURE_WINDOW: Duration = Duration::from_secs(60);
@@ -42,6 +45,8 @@ pub(crate) struct Admission {
     max_clients: usize,
     max_unauthenticated: usize,
     max_unauthenticated_per_source: usize,
+    /// Every connection's peer is a load balancer (`--proxy-protocol`), not the client.
+    behind_balancer: bool,
     authenticated: AtomicUsize,
     unauthenticated: AtomicUsize,
     /// Unauthenticated places held per source; a source holding none has no entry, so the table never has more
@@ -86,16 +91,19 @@ fn source_of(ip: IpAddr) -> IpAddr {
 }
 
 impl Admission {
-    /// `max_unauthenticated_per_source`: the share of the unauthenticated places one source may hold.
+    /// `max_unauthenticated_per_source`: the share of the unauthenticated places one source may hold;
+    /// `behind_balancer`: connections come through a load balancer that sends PROXY headers.
     pub(crate) fn new(
         max_clients: usize,
         max_unauthenticated: usize,
         max_unauthenticated_per_source: usize,
+        behind_balancer: bool,
     ) -> Admission {
         Admission {
             max_clients,
             max_unauthenticated,
             max_unauthenticated_per_source,
+            behind_balancer,
             authenticated: AtomicUsize::new(0),
             unauthenticated: AtomicUsize::new(0),
             by_source: Mutex::new(HashMap::new()),
@@ -104,14 +112,11 @@ impl Admission {
         }
     }
 
-    /// A place for a new connection from `ip`: an authenticated one when the connection needs no `AUTH` (a
-    /// routes file's password-less tenant), else an unauthenticated one, within `ip`'s share (no address yet:
-    /// a PROXY header will tell, see [`Ticket::count_against`]). `None` when that cap (or share) is reached.
-    pub(crate) fn admit(
-        self: &Arc<Self>,
-        authenticated: bool,
-        ip: Option<IpAddr>,
-    ) -> Option<Ticket> {
+    /// A place for a new connection from `peer`: an authenticated one when the connection needs no `AUTH` (a
+    /// routes file's password-less tenant), else an unauthenticated one, within `peer`'s share (behind a
+    /// balancer, within no address's until the header names the client's: see [`Ticket::count_against`]).
+    /// `None` when that cap (or share) is reached.
+    pub(crate) fn admit(self: &Arc<Self>, authenticated: bool, peer: IpAddr) -> Option<Ticket> {
         if authenticated {
             return self.take(Place::Authenticated).then(|| Ticket {
                 admission: Arc::clone(self),
@@ -128,8 +133,7 @@ impl Admission {
             place: Place::Unauthenticated,
             source: None,
         };
-        ip.is_none_or(|ip| ticket.count_against(ip))
-            .then_some(ticket)
+        (self.behind_balancer || ticket.count_against(peer)).then_some(ticket)
     }
 
     /// Connections open now, authenticated or not.
@@ -293,33 +297,33 @@ mod tests {
 
     #[test]
     fn unauthenticated_connections_never_take_authenticated_places() {
-        let admission = Arc::new(Admission::new(2, 3, 3));
+        let admission = Arc::new(Admission::new(2, 3, 3, false));
         let idle: Vec<Ticket> = (0..3)
-            .filter_map(|_| admission.admit(false, Some(ip(1))))
+            .filter_map(|_| admission.admit(false, ip(1)))
             .collect();
         assert_eq!(idle.len(), 3);
         assert!(
-            admission.admit(false, Some(ip(2))).is_none(),
+            admission.admit(false, ip(2)).is_none(),
             "the unauthenticated cap holds"
         );
         let mut tenant = admission
-            .admit(true, Some(ip(2)))
+            .admit(true, ip(2))
             .expect("an authenticated place is free");
         assert!(tenant.authenticate());
         let mut second = idle.into_iter().next().expect("a ticket");
         assert!(second.authenticate(), "its place moves under the other cap");
         assert!(
-            admission.admit(false, Some(ip(1))).is_some(),
+            admission.admit(false, ip(1)).is_some(),
             "and frees an unauthenticated one"
         );
         assert!(
-            admission.admit(true, Some(ip(1))).is_none(),
+            admission.admit(true, ip(1)).is_none(),
             "both authenticated places are taken"
         );
         assert_eq!(admission.open().0, 2);
         drop(tenant);
         assert_eq!(admission.open().0, 1);
-        assert!(admission.admit(true, Some(ip(1))).is_some());
+        assert!(admission.admit(true, ip(1)).is_some());
     }
 
     fn ip(last: u8) -> IpAddr {
@@ -328,72 +332,64 @@ mod tests {
 
     #[test]
     fn one_source_holds_at_most_its_share_of_unauthenticated_places() {
-        let admission = Arc::new(Admission::new(10, 10, 2));
+        let admission = Arc::new(Admission::new(10, 10, 2, false));
         let first: Vec<Ticket> = (0..2)
-            .filter_map(|_| admission.admit(false, Some(ip(1))))
+            .filter_map(|_| admission.admit(false, ip(1)))
             .collect();
         assert_eq!(first.len(), 2);
         assert!(
-            admission.admit(false, Some(ip(1))).is_none(),
+            admission.admit(false, ip(1)).is_none(),
             "its share is taken"
         );
         assert_eq!(admission.open().1, 2, "a refused place is given back");
         // The same address written as IPv4-mapped IPv6 is the same source.
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
-        assert!(admission.admit(false, Some(mapped)).is_none());
-        let other = admission.admit(false, Some(ip(2)));
+        assert!(admission.admit(false, mapped).is_none());
+        let other = admission.admit(false, ip(2));
         assert!(other.is_some(), "another source has its own share");
         // A place that authenticates leaves its source's share, and so does one that closes.
         let Ok([mut authenticated, closed]) = <[Ticket; 2]>::try_from(first) else {
             panic!("two tickets");
         };
         assert!(authenticated.authenticate());
-        let again = admission.admit(false, Some(ip(1)));
+        let again = admission.admit(false, ip(1));
         assert!(again.is_some());
-        assert!(admission.admit(false, Some(ip(1))).is_none());
+        assert!(admission.admit(false, ip(1)).is_none());
         drop(closed);
-        assert!(admission.admit(false, Some(ip(1))).is_some());
+        assert!(admission.admit(false, ip(1)).is_some());
     }
 
     #[test]
     fn an_ipv6_64_is_one_source() {
-        let admission = Arc::new(Admission::new(10, 10, 1));
+        let admission = Arc::new(Admission::new(10, 10, 1, false));
         let v6 = |text: &str| text.parse::<IpAddr>().unwrap();
-        let held = admission.admit(false, Some(v6("2001:db8:0:1::7")));
+        let held = admission.admit(false, v6("2001:db8:0:1::7"));
         assert!(held.is_some());
-        assert!(
-            admission
-                .admit(false, Some(v6("2001:db8:0:1:ffff::1")))
-                .is_none()
-        );
-        assert!(
-            admission
-                .admit(false, Some(v6("2001:db8:0:2::7")))
-                .is_some()
-        );
+        assert!(admission.admit(false, v6("2001:db8:0:1:ffff::1")).is_none());
+        assert!(admission.admit(false, v6("2001:db8:0:2::7")).is_some());
     }
 
     #[test]
     fn a_place_taken_before_the_proxy_header_counts_against_the_address_it_gives() {
-        let admission = Arc::new(Admission::new(10, 10, 1));
-        let mut first = admission
-            .admit(false, None)
-            .expect("a place, no address yet");
+        let admission = Arc::new(Admission::new(10, 10, 1, true));
+        let balancer = ip(100);
+        let mut first = admission.admit(false, balancer).expect("a place");
         assert!(first.count_against(ip(1)), "the client's own share");
         let mut second = admission
-            .admit(false, None)
-            .expect("the balancer's address holds none");
+            .admit(false, balancer)
+            .expect("the balancer's address holds no share");
         assert!(!second.count_against(ip(1)), "that client's share is taken");
         assert!(second.count_against(ip(2)));
         drop(second);
         assert_eq!(admission.open().1, 1);
-        assert!(first.authenticate());
-        assert!(admission.admit(false, Some(ip(1))).is_some());
+        assert!(first.authenticate(), "which leaves the client's share");
+        let mut third = admission.admit(false, balancer).expect("a place");
+        assert!(third.count_against(ip(1)));
     }
 
     #[test]
     fn repeated_failures_from_one_address_are_slowed_and_forgotten_later() {
-        let admission = Admission::new(10, 10, 10);
+        let admission = Admission::new(10, 10, 10, false);
         let (attacker, other) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         let now = Instant::now();
         for _ in 0..FREE_FAILURES {
@@ -420,7 +416,7 @@ mod tests {
 
     #[test]
     fn failures_are_logged_at_most_once_a_second() {
-        let admission = Admission::new(1, 1, 1);
+        let admission = Admission::new(1, 1, 1, false);
         let now = Instant::now();
         assert_eq!(admission.log_failure(now), Some(0));
         assert_eq!(admission.log_failure(now), None);

@@ -4,14 +4,17 @@
 //!
 //! The header is read exactly, never a byte past it, since what follows is the client's (a TLS handshake or
 //! RESP). A connection without a valid header is closed: with the flag on, every connection comes through the
-//! balancer.
+//! balancer. The address the header gives is the one whose share of the unauthenticated places the connection
+//! takes (see `admission`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::Ordering;
 
-use std::time::Duration;
-
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::admission::{MAX_CLIENTS, Ticket};
+use crate::state::Gateway;
 
 /// The v2 header's first 12 bytes.
 const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
@@ -30,23 +33,40 @@ pub(crate) enum ProxyHeaderError {
 }
 
 /// The address of the client behind `peer` (the load balancer), from the PROXY header `tcp` starts with, read
-/// within `timeout`; `None` when the connection must close (no header, a malformed one, too slow).
+/// within the AUTH timeout; the connection's place (`ticket`) counts against that address from then on. `None`
+/// when the connection must close: no header, a malformed one, too slow, or the address holds its share of the
+/// places (then refused as Redis refuses a client over `maxclients`, unless TLS is to follow: it is refused
+/// before a handshake it could stall).
 pub(crate) async fn client_address(
     tcp: &mut TcpStream,
     peer: SocketAddr,
-    timeout: Duration,
+    gateway: &Gateway,
+    ticket: &mut Option<Ticket>,
+    tls: bool,
 ) -> Option<SocketAddr> {
-    match tokio::time::timeout(timeout, read_header(tcp)).await {
-        Ok(Ok(client)) => Some(client.unwrap_or(peer)),
+    let timeout = gateway.config.auth_timeout;
+    let client = match tokio::time::timeout(timeout, read_header(tcp)).await {
+        Ok(Ok(client)) => client.unwrap_or(peer),
         Ok(Err(e)) => {
             tracing::debug!(peer = %peer, "closing a connection: {e}");
-            None
+            return None;
         }
         Err(_) => {
             tracing::debug!(peer = %peer, "closing a connection whose PROXY protocol header did not come in time");
-            None
+            return None;
         }
+    };
+    if ticket.as_mut().is_none_or(|t| t.count_against(client.ip())) {
+        return Some(client);
     }
+    gateway
+        .metrics
+        .connections_rejected
+        .fetch_add(1, Ordering::Relaxed);
+    if !tls {
+        let _ = tokio::time::timeout(timeout, tcp.write_all(MAX_CLIENTS.as_bytes())).await;
+    }
+    None
 }
 
 /// Reads the PROXY header at the start of `stream`: the client's address it gives, or `None` when it gives none

@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use tokio::net::TcpStream;
 
-use crate::admission::Ticket;
+use crate::admission::{MAX_CLIENTS, Ticket};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, Policy};
 use crate::family::Family;
@@ -64,7 +64,6 @@ const BUFFER_SIZE: usize = 4096;
 
 const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 const NOAUTH: &str = "NOAUTH Authentication required.";
-const MAX_CLIENTS: &str = "-ERR max number of clients reached\r\n";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 /// The tenant a session is authenticated as, resolved against one snapshot generation.
@@ -146,10 +145,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     // capped and timed out like connections that never AUTH.
     let mut handshaking = None;
     if gateway.config.proxy_protocol || (tls && gateway.listener_tls.is_some()) {
-        // Behind a balancer the peer is the balancer: the place counts against no address until the header names
-        // the client's.
-        let source = (!gateway.config.proxy_protocol).then_some(addr.ip());
-        let Some(ticket) = gateway.admission.admit(false, source) else {
+        let Some(ticket) = gateway.admission.admit(false, addr.ip()) else {
             metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -157,25 +153,12 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     }
     let mut tcp = tcp;
     let addr = match gateway.config.proxy_protocol {
-        true => match client_address(&mut tcp, addr, gateway.config.auth_timeout).await {
+        true => match client_address(&mut tcp, addr, &gateway, &mut handshaking, tls).await {
             Some(client) => client,
             None => return,
         },
         false => addr,
     };
-    // The header named the client: its place counts against the client's address from now on, and is refused
-    // here when that address holds its share (before a TLS handshake it could stall).
-    if let Some(ticket) = &mut handshaking
-        && !ticket.count_against(addr.ip())
-    {
-        metrics.connections_rejected.fetch_add(1, Ordering::Relaxed);
-        if !tls {
-            let refused = Stream::Plain(tcp);
-            let write = refused.write_all(MAX_CLIENTS.as_bytes());
-            let _ = tokio::time::timeout(gateway.config.auth_timeout, write).await;
-        }
-        return;
-    }
     let stream = match (tls, &gateway.listener_tls) {
         (true, Some(listener)) => match listener.accept(tcp, gateway.config.auth_timeout).await {
             Ok(tls) => Stream::Tls(Box::new(tls)),
@@ -193,7 +176,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     let open_place = preset.as_ref().map(|(tenant, _)| tenant_place(tenant));
     let admitted = match (&open_place, handshaking) {
         (Some(None), _) => None, // the tenant's max_connections are taken
-        (_, None) => gateway.admission.admit(preset.is_some(), Some(addr.ip())),
+        (_, None) => gateway.admission.admit(preset.is_some(), addr.ip()),
         (_, Some(mut ticket)) => (preset.is_none() || ticket.authenticate()).then_some(ticket),
     };
     let Some(ticket) = admitted else {

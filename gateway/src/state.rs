@@ -191,6 +191,7 @@ impl Gateway {
                 config.max_clients,
                 config.max_unauthenticated_clients,
                 config.max_unauthenticated_per_address,
+                config.proxy_protocol,
             )),
             next_client_id: AtomicU64::new(1),
             started: Instant::now(),

@@ -11,7 +11,6 @@ use bytes::{Bytes, BytesMut};
 use tokio::net::TcpStream;
 
 use super::{NodeRole, NodeSpec};
-use crate::backend::direct::Value;
 use crate::backend::identity::{self, RunAs};
 use crate::metrics::BackendMetrics;
 use crate::net::Stream;
@@ -185,13 +184,9 @@ fn config_value(reply: &Bytes) -> Option<&[u8]> {
     }
 }
 
-/// The number a `CONFIG GET` of one parameter answered (`*2`, its name, its value); `None` for an error or
-/// anything else.
+/// The number a `CONFIG GET` of one parameter answered (see [`config_value`]).
 fn config_number(reply: &Bytes) -> Option<u64> {
-    match Value::parse(reply)?.array()? {
-        [_, value] => u64::try_from(value.int()?).ok(),
-        _ => None,
-    }
+    std::str::from_utf8(config_value(reply)?).ok()?.parse().ok()
 }
 
 /// How a refusal for want of ACL permissions starts.

@@ -124,7 +124,8 @@ struct Args {
     /// Most of those one client address may hold at once (an IPv6 client's /64 counts as one address; behind
     /// --proxy-protocol, the address its header gives). Default: an eighth of --max-unauthenticated-clients, so
     /// that sockets opened from one address cannot lock every other client out. Behind a load balancer that
-    /// sends no PROXY header every client has the balancer's address: raise it to the cap there.
+    /// sends no PROXY header every client has the balancer's address: raise it to the cap there (or 0: no share,
+    /// the whole cap).
     #[arg(long, env = "SWITCHYARD_MAX_UNAUTHENTICATED_PER_ADDRESS")]
     max_unauthenticated_per_address: Option<usize>,
     /// How long a connection may stay without authenticating before it is closed, in milliseconds.
@@ -304,9 +305,11 @@ fn main() -> anyhow::Result<()> {
         command_timeout: Duration::from_millis(args.command_timeout_ms),
         max_clients: args.max_clients,
         max_unauthenticated_clients: args.max_unauthenticated_clients,
-        max_unauthenticated_per_address: args
-            .max_unauthenticated_per_address
-            .unwrap_or((args.max_unauthenticated_clients / 8).max(1)),
+        max_unauthenticated_per_address: match args.max_unauthenticated_per_address {
+            Some(0) => args.max_unauthenticated_clients,
+            Some(share) => share,
+            None => (args.max_unauthenticated_clients / 8).max(1),
+        },
         auth_timeout: Duration::from_millis(args.auth_timeout_ms),
         proxy_protocol: args.proxy_protocol,
         max_dedicated_connections: args.max_dedicated_connections,

@@ -84,6 +84,15 @@ fn a_script_cannot_steer_the_gateway_with_a_forged_redirect() {
             format!("-{forged}\r\n")
         );
     }
+    // Nor inside a transaction: EXEC's array holds the script's error as it is.
+    let forged = format!("MOVED {} {stranger}", slot(key));
+    let script = format!("return redis.error_reply('{forged}')");
+    assert_eq!(client.request(&[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(eval(&mut client, &script, key), b"+QUEUED\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&client.request(&[b"EXEC"])),
+        format!("*1\r\n-{forged}\r\n")
+    );
     // The slot map is not poisoned: the key's commands still go to its owner.
     assert_eq!(client.request(&[b"SET", key.as_bytes(), b"v"]), b"+OK\r\n");
     assert_eq!(client.request(&[b"GET", key.as_bytes()]), b"$1\r\nv\r\n");

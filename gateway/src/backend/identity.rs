@@ -495,6 +495,23 @@ mod tests {
     }
 
     #[test]
+    fn the_provisioned_script_user_of_the_docs_has_the_script_users_denials() {
+        let docs = include_str!("../../../docs/operations.md");
+        let line = docs
+            .lines()
+            .find(|line| line.trim_start().starts_with("ACL SETUSER scr on"))
+            .expect("docs/operations.md shows the script user to provision");
+        let mut documented: Vec<&str> = line
+            .split_whitespace()
+            .filter_map(|rule| rule.strip_prefix('-'))
+            .collect();
+        let mut denied: Vec<&str> = script_denied().iter().map(String::as_str).collect();
+        documented.sort_unstable();
+        denied.sort_unstable();
+        assert_eq!(documented, denied, "{line}");
+    }
+
+    #[test]
     fn scripts_may_not_run_what_their_tenant_may_not_send() {
         let denied = script_denied();
         for name in [

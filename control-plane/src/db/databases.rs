@@ -1,5 +1,5 @@
-//! The databases each tenant's current route reaches (`tenant_databases`, named by `crate::databases`), and the
-//! tenants that share one across the namespace rule.
+//! The databases each tenant's current route reaches (`tenant_databases`, places as `databases.rs` names them),
+//! and the tenants that share one across the namespace rule.
 
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};

@@ -5,6 +5,7 @@
 //! `Verbatim` commands, untouched.
 
 use super::spec::{CommandSpec, acl};
+pub use super::spec::{SCRIPT_COMMANDS, is_script};
 use super::tenancy::{self, Reading};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,21 +49,6 @@ impl Policy {
 /// Commands forwarded with a check or a rewrite that neither their flags, `tenancy::refusal` nor
 /// `tenancy::reading` tell.
 const CHECKED: &[&str] = &["info", "flushall"];
-
-/// The commands that run a script or a function (which run as another ACL user: see `backend::identity`).
-pub const SCRIPT_COMMANDS: &[&str] = &[
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-];
-
-/// Whether `spec` runs a script or a function.
-pub fn is_script(spec: &CommandSpec) -> bool {
-    SCRIPT_COMMANDS.contains(&spec.name)
-}
 
 /// Whether a command may touch the connection's state, or must keep its order with those that do: a test of its
 /// categories, so that ordinary commands skip the checks by name.

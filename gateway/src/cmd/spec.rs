@@ -264,6 +264,21 @@ pub enum KeysProc {
     Bitfield,
 }
 
+/// The commands that run a script or a function (which run as another ACL user: see `backend::identity`).
+pub const SCRIPT_COMMANDS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
+/// Whether `spec` runs a script or a function.
+pub fn is_script(spec: &CommandSpec) -> bool {
+    SCRIPT_COMMANDS.contains(&spec.name)
+}
+
 /// What C string functions (`%s`, `strcasecmp`, `atoi`) see of an argument: the bytes before the first NUL.
 pub(crate) fn c_str(bytes: &[u8]) -> &[u8] {
     bytes

@@ -12,7 +12,7 @@ use switchyard_schemas::{IpNet, ScriptsPolicy, TenantPolicy};
 
 use super::Namespace;
 use crate::cmd::glob::{self, Case};
-use crate::cmd::policy::is_script;
+use crate::cmd::spec::is_script;
 use crate::cmd::spec::ACL_CATEGORY_NAMES;
 use crate::cmd::{CommandSpec, flag, lookup_by_name};
 

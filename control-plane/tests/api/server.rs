@@ -8,7 +8,9 @@ use switchyard_control_plane::{Config, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{ADMIN, GATEWAY};
+use serde_json::json;
+
+use crate::common::{ADMIN, Api, GATEWAY, single};
 
 async fn get(address: std::net::SocketAddr, path: &str, token: &str) -> String {
     raw(address, "GET", path, token).await
@@ -88,6 +90,37 @@ async fn serves_migrates_and_shuts_down_gracefully(pool: PgPool) {
         "{:?}",
         stopping.elapsed()
     );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_databases_of_routes_stored_by_an_earlier_version_are_recorded_at_start(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    let shop = json!({"name": "shop", "namespace": "shop:"});
+    assert_eq!(
+        api.admin("POST", "/v1/tenants", Some(shop)).await.status,
+        201
+    );
+    api.create_tenant("plain").await;
+    let main = single("redis://127.0.0.1:6379/0");
+    assert_eq!(api.put_route("shop", main.clone()).await.status, 200);
+    // As a control plane without the table left it: the route, and no database recorded.
+    sqlx::query!("DELETE FROM tenant_databases")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (address, stop, server) = start(pool);
+    // Answered once the service is up, after what it does before.
+    let health = get(address, "/healthz", "").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let refused = api.put_route("plain", main).await;
+    assert_eq!(
+        (refused.status, refused.error()),
+        (409, "namespace_overlaps"),
+        "{}",
+        refused.body
+    );
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
 }
 
 /// The body of a raw response, parsed, after checking the status line and that it is JSON.

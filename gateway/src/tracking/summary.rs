@@ -38,17 +38,19 @@ impl Tracking {
             interval_ms,
             tenants: Vec::new(),
         };
-        let mut observations: Vec<TenantObservations> =
-            tenants.iter().map(|t| t.observations.clone()).collect();
+        let (mut observations, slow): (Vec<TenantObservations>, Vec<_>) = tenants
+            .into_iter()
+            .map(|tenant| (tenant.observations, tenant.slow))
+            .unzip();
         fit(
             &mut observations,
             MAX_REPORT_BYTES.saturating_sub(json_len(&report)),
         );
         let shown = observations
             .iter()
-            .zip(&tenants)
+            .zip(&slow)
             .filter(|(kept, _)| !is_empty(kept))
-            .map(|(kept, tenant)| shown(kept.clone(), &tenant.slow))
+            .map(|(kept, slow)| shown(kept.clone(), slow))
             .collect();
         report.tenants = observations.into_iter().filter(|t| !is_empty(t)).collect();
         *lock(&self.last) = ObservationReport {

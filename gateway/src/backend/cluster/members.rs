@@ -4,13 +4,22 @@
 //! listed it. `CLUSTER NODES` also tells which slots a node is migrating, and where to, which is how a script's
 //! `ASK` is checked (see `redirect`).
 
+use std::cell::RefCell;
 use std::io;
-use std::time::Duration;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use super::{ClusterBackend, ClusterSpec, SLOTS};
 use crate::backend::NodeRole;
 use crate::backend::direct::DirectConnection;
 use crate::resp::Protocol;
+
+/// How long one node's `CLUSTER NODES` answers every check that needs it. Checks come from replies (a script can
+/// return a forged `ASK` as often as it likes): each costs the cluster at most one `CLUSTER NODES` per node in
+/// this time, asked once for all the checks waiting on it.
+const VIEW_REUSE: Duration = Duration::from_millis(200);
 
 /// What one node's `CLUSTER NODES` says.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -21,49 +30,80 @@ pub(super) struct NodesView {
     pub(super) migrating: Vec<(u16, String)>,
 }
 
+/// What the cluster's nodes said lately about its members, one worker's.
+#[derive(Default)]
+pub(super) struct Members {
+    /// The members the last `CLUSTER NODES` read for a membership check listed.
+    listed: RefCell<Vec<String>>,
+    /// Each node's last answer, while it is recent enough to reuse, and the nodes being asked now.
+    views: RefCell<Vec<(String, Instant, Rc<NodesView>)>>,
+    asking: RefCell<Vec<String>>,
+    answered: Notify,
+}
+
 impl ClusterBackend {
     /// Whether the cluster's own topology names `addr` (see the module's doc).
     pub(super) fn is_member(&self, addr: &str) -> bool {
         self.spec.seeds.iter().any(|seed| seed == addr)
             || self.in_slot_map(addr)
-            || self.members.borrow().iter().any(|member| member == addr)
+            || self.members.listed.borrow().iter().any(|m| m == addr)
     }
 
     /// Asks the known nodes for `CLUSTER NODES`, in turn until one answers, and remembers the members it lists.
-    /// Concurrent callers share one request: a burst of redirects to a new node costs one.
     pub(super) async fn learn_members(&self) {
-        let learned = self.members_learned.notified();
-        if self.learning_members.replace(true) {
-            return learned.await;
-        }
-        let timeout = self.control_timeout();
-        let mut view = None;
         for addr in self.candidates() {
-            match nodes_of(&self.spec, &addr, timeout).await {
-                Ok(nodes) => {
-                    view = Some(nodes);
-                    break;
-                }
-                Err(e) => tracing::debug!(node = %addr, "cannot read CLUSTER NODES: {e}"),
+            if let Some(view) = self.nodes_view(&addr).await {
+                self.members.listed.replace(view.members.clone());
+                return;
             }
         }
-        if let Some(view) = view {
-            self.members.replace(view.members);
-        }
-        self.learning_members.set(false);
-        self.members_learned.notify_waiters();
     }
 
     /// The node importing `slot` from the member at `addr`, as that node's own `CLUSTER NODES` says, if it is
     /// migrating the slot.
     pub(super) async fn importer_of(&self, addr: &str, slot: u16) -> Option<String> {
-        let view = nodes_of(&self.spec, addr, self.control_timeout())
-            .await
-            .ok()?;
+        let view = self.nodes_view(addr).await?;
         view.migrating
-            .into_iter()
+            .iter()
             .find(|(migrating, _)| *migrating == slot)
-            .map(|(_, to)| to)
+            .map(|(_, to)| to.clone())
+    }
+
+    /// The `CLUSTER NODES` of the member at `addr`: its recent answer, the one being asked for, or a new one.
+    async fn nodes_view(&self, addr: &str) -> Option<Rc<NodesView>> {
+        let answered = self.members.answered.notified();
+        if let Some(view) = self.recent_view(addr) {
+            return Some(view);
+        }
+        if self.members.asking.borrow().iter().any(|a| a == addr) {
+            answered.await;
+            return self.recent_view(addr);
+        }
+        self.members.asking.borrow_mut().push(addr.to_string());
+        let view = match nodes_of(&self.spec, addr, self.control_timeout()).await {
+            Ok(view) => Some(Rc::new(view)),
+            Err(e) => {
+                tracing::debug!(node = %addr, "cannot read CLUSTER NODES: {e}");
+                None
+            }
+        };
+        self.members.asking.borrow_mut().retain(|a| a != addr);
+        if let Some(view) = &view {
+            let mut views = self.members.views.borrow_mut();
+            views.retain(|(node, at, _)| node != addr && at.elapsed() < VIEW_REUSE);
+            views.push((addr.to_string(), Instant::now(), Rc::clone(view)));
+        }
+        self.members.answered.notify_waiters();
+        view
+    }
+
+    fn recent_view(&self, addr: &str) -> Option<Rc<NodesView>> {
+        self.members
+            .views
+            .borrow()
+            .iter()
+            .find(|(node, at, _)| node == addr && at.elapsed() < VIEW_REUSE)
+            .map(|(_, _, view)| Rc::clone(view))
     }
 
     /// The deadline of a topology query.

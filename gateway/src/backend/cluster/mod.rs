@@ -34,6 +34,8 @@ mod members;
 mod redirect;
 mod slots;
 
+use members::Members;
+
 pub(super) use redirect::{ClusterError, classify};
 use slots::{NO_OWNER, RefreshSignal, Shard, SlotMap, SlotRange, refresh_loop};
 
@@ -102,10 +104,8 @@ pub(crate) struct ClusterBackend {
     refresh: Rc<RefreshSignal>,
     /// Rotates replica reads over a shard's read nodes.
     next_read: Cell<usize>,
-    /// The members the last `CLUSTER NODES` listed (see `members`), one such request at a time.
-    members: RefCell<Vec<String>>,
-    learning_members: Cell<bool>,
-    members_learned: Notify,
+    /// What the cluster's `CLUSTER NODES` said lately (see `members`).
+    members: Members,
 }
 
 impl ClusterBackend {
@@ -133,9 +133,7 @@ impl ClusterBackend {
             seed,
             refresh: Rc::clone(&refresh),
             next_read: Cell::new(0),
-            members: RefCell::new(Vec::new()),
-            learning_members: Cell::new(false),
-            members_learned: Notify::new(),
+            members: Members::default(),
         });
         if let Some(sibling) = sibling {
             let ranges = sibling.ranges.borrow().clone();

@@ -22,9 +22,12 @@ impl RoutePlan {
         index: usize,
     ) -> Bytes {
         let own = self.resource_db(shard, index);
+        // A route with several shards refuses the commands that name databases (`cmd::tenancy`): only the
+        // resources of a single target can need them renumbered.
+        let single = self.shards.len() == 1;
         match spec.name {
             "flushall" if own != 0 => flushdb(request),
-            _ if own != self.base_db() => renumbered(spec, request, self.base_db(), own)
+            _ if single && own != self.base_db() => renumbered(spec, request, self.base_db(), own)
                 .unwrap_or_else(|| request.raw().clone()),
             _ => request.raw().clone(),
         }

@@ -61,7 +61,8 @@ impl Redirector for ClusterBackend {
         if redirect.count > 1 {
             return self.split_run(reply, handle, redirect);
         }
-        let Some(me) = self.me.upgrade() else {
+        // A script's reply comes through its `PayloadSent`; should one ever come here, it is not Redis' word.
+        let Some(me) = self.me.upgrade().filter(|_| !handle.reply_is_payload()) else {
             return handle.deliver(reply);
         };
         let kind = classify(&reply);

@@ -60,10 +60,13 @@ const LUA_SCRIPTS: &[&str] = &[
     "return redis.error_reply('ASK 1 127.0.0.1:1')",
     "return redis.error_reply('TRYAGAIN')",
     "return redis.error_reply('READONLY You can not write against a read only replica.')",
-    // Runaway scripts: the first is killed after the tenant's limit, the second cannot be (it wrote).
+    // A runaway script, killed after the tenant's limit.
     "while true do end",
-    "redis.call('SET', KEYS[1] or 'x', 'x') while true do end",
 ];
+
+/// A script that writes and then loops: it cannot be killed, so only tenants not trusted with write scripts send it
+/// (theirs run read-only, so its write fails and it stays killable).
+const UNKILLABLE_SCRIPT: &str = "redis.call('SET', KEYS[1] or 'x', 'x') while true do end";
 
 const LIBRARIES: &[&str] = &[
     "#!lua name=evil\nredis.register_function('evil', function() return redis.call('FLUSHALL') end)",
@@ -375,7 +378,7 @@ fn weight(shape: &CommandShape) -> u32 {
 /// The attacker of case `number`: one tenant for each window of cases.
 pub(crate) fn attacker(seed: u64, number: u64) -> usize {
     let window = number / WINDOW;
-    Rng::with_seed(mix(seed ^ 0x5eed_0f_a77ac4e5, window)).usize(..TENANTS.len())
+    Rng::with_seed(mix(seed ^ 0x5eed_0fa7_7ac4_e5d1, window)).usize(..TENANTS.len())
 }
 
 /// splitmix64 of the seed and a number: neighbouring cases get unrelated generators.
@@ -608,6 +611,9 @@ impl Drawing<'_> {
     fn string(&mut self, name: &str) -> Vec<u8> {
         let pick = |rng: &mut Rng, list: &[&str]| list[rng.usize(..list.len())].as_bytes().to_vec();
         match name {
+            "script" if !TENANTS[self.attacker].write_scripts && self.rng.u8(0..40) == 0 => {
+                UNKILLABLE_SCRIPT.as_bytes().to_vec()
+            }
             "script" => pick(&mut self.rng, LUA_SCRIPTS),
             "function-code" => pick(&mut self.rng, LIBRARIES),
             "serialized-value" => {

@@ -32,10 +32,24 @@ const LIBRARY: &str = "#!lua name=fuzzlib\n\
 /// A script an admin loaded: a tenant's `SCRIPT FLUSH` reaching the backend would drop it.
 pub(crate) const ADMIN_SCRIPT: &str = "return 'switchyard-fuzz-admin-script'";
 
-/// A tenant of the platform and where its keys live.
+/// A tenant of the platform, where its keys live, and what its policy lets it do.
 pub(crate) struct Tenant {
     pub(crate) name: &'static str,
     pub(crate) place: Place,
+    pub(crate) policy: Policy,
+    /// `"scripts": "allow"` over the shared resource's `scripts=read_only`: a tenant trusted with write scripts
+    /// (so that writes inside scripts stay fuzzed), and trusted not to run one that writes and then loops.
+    pub(crate) write_scripts: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// Every command of its own keys.
+    Full,
+    /// `"read_only": true`.
+    ReadOnly,
+    /// `"commands": {"deny": ["@write"]}`: as read-only, by command rules (which scripts must obey too).
+    DenyWrites,
 }
 
 pub(crate) enum Place {
@@ -49,27 +63,52 @@ pub(crate) const TENANTS: &[Tenant] = &[
     Tenant {
         name: "d0",
         place: Place::Databases { first: 0, count: 1 },
+        policy: Policy::Full,
+        write_scripts: false,
     },
     Tenant {
         name: "d1",
         place: Place::Databases { first: 1, count: 1 },
+        policy: Policy::Full,
+        write_scripts: true,
     },
     Tenant {
         name: "d2",
         place: Place::Databases { first: 2, count: 2 },
+        policy: Policy::Full,
+        write_scripts: false,
     },
     Tenant {
         name: "n1",
         place: Place::Namespace { prefix: "n1:" },
+        policy: Policy::Full,
+        write_scripts: true,
     },
     Tenant {
         name: "n2",
         place: Place::Namespace { prefix: "{n2}:" },
+        policy: Policy::Full,
+        write_scripts: true,
     },
     // A namespace with a glob character: an unescaped MATCH or KEYS pattern of it matches the others'.
     Tenant {
         name: "n3",
         place: Place::Namespace { prefix: "n*:" },
+        policy: Policy::Full,
+        write_scripts: false,
+    },
+    // Tenants that may not write even their own keys: any write event in their space is a policy bypassed.
+    Tenant {
+        name: "r1",
+        place: Place::Databases { first: 6, count: 1 },
+        policy: Policy::ReadOnly,
+        write_scripts: false,
+    },
+    Tenant {
+        name: "w1",
+        place: Place::Databases { first: 7, count: 1 },
+        policy: Policy::DenyWrites,
+        write_scripts: false,
     },
 ];
 
@@ -87,7 +126,16 @@ impl Tenant {
     }
 
     pub(crate) fn describe(&self) -> String {
-        match self.place {
+        let policy = match self.policy {
+            Policy::Full => "",
+            Policy::ReadOnly => ", read_only",
+            Policy::DenyWrites => ", commands.deny [@write]",
+        };
+        let scripts = match self.write_scripts {
+            true => ", scripts allow",
+            false => "",
+        };
+        let place = match self.place {
             Place::Databases { first, count: 1 } => format!("{}: database {first}", self.name),
             Place::Databases { first, count } => format!(
                 "{}: databases {first}..={} (its 0..={})",
@@ -99,7 +147,8 @@ impl Tenant {
                 "{}: namespace {prefix:?} in database {NAMESPACE_DB}",
                 self.name
             ),
-        }
+        };
+        format!("{place}{policy}{scripts}")
     }
 
     /// The (database, key prefix) spaces it owns, as seeded.
@@ -139,7 +188,7 @@ impl Platform {
     pub(crate) fn start() -> Result<Platform> {
         let backend = start_backend(None);
         let backend_port = backend.port();
-        let gateway = Gateway::builder().start(&routes(backend_port));
+        let gateway = start_gateway(backend_port);
         let platform = Platform {
             backend: Some(backend),
             backend_port,
@@ -322,7 +371,7 @@ impl Platform {
     /// Starts a new gateway (on a new port) in place of one a case took down.
     pub(crate) fn restart_gateway(&mut self) -> Result<()> {
         let log = self.gateway.log();
-        self.gateway = Gateway::builder().start(&routes(self.backend_port));
+        self.gateway = start_gateway(self.backend_port);
         self.gateway_restarts += 1;
         eprintln!(
             "isolation fuzz: the gateway was down; its log ended with:\n{}",
@@ -369,10 +418,8 @@ impl Platform {
                         String::from_utf8_lossy(&auth)
                     );
                 }
-                if client
-                    .request(&[b"EXISTS", b"fuzz-probe"])
-                    .starts_with(b":")
-                {
+                // A key every tenant has: a missing one would be a key-miss event in the case being checked.
+                if client.request(&[b"EXISTS", b"str"]).starts_with(b":") {
                     break;
                 }
                 if Instant::now() > deadline {
@@ -400,13 +447,33 @@ fn start_backend(port: Option<u16>) -> RedisServer {
     }
 }
 
+/// One worker: every client connection then shares the same backend connections, so that a state one case leaves
+/// on them meets the next case there on every replay, not only when both land on the same worker.
+fn start_gateway(backend_port: u16) -> Gateway {
+    Gateway::builder()
+        .arg("--workers")
+        .arg("1")
+        .start(&routes(backend_port))
+}
+
 fn routes(backend_port: u16) -> Value {
-    let target = |db: u32| format!("redis://:{BACKEND_PASSWORD}@127.0.0.1:{backend_port}/{db}");
+    // `scripts=read_only` on the shared Redis, as docs/operations.md tells the operator of a shared Redis.
+    let target = |db: u32| {
+        format!("redis://:{BACKEND_PASSWORD}@127.0.0.1:{backend_port}/{db}?scripts=read_only")
+    };
     let tenants: Vec<Value> = TENANTS
         .iter()
         .map(|tenant| {
             let mut entry = json!({"name": tenant.name, "passwords": [tenant.password()],
                                    "limits": {"script_timeout_ms": SCRIPT_TIMEOUT_MS}});
+            if tenant.write_scripts {
+                entry["scripts"] = json!("allow");
+            }
+            match tenant.policy {
+                Policy::Full => {}
+                Policy::ReadOnly => entry["read_only"] = json!(true),
+                Policy::DenyWrites => entry["commands"] = json!({"deny": ["@write"]}),
+            }
             entry["route"] = match tenant.place {
                 Place::Databases { first, count } => {
                     json!({"type": "single", "target": target(first), "databases": count})

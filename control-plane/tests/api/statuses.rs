@@ -82,6 +82,8 @@ const CASES: &[Case] = &[
     ("putResource", 400, "PUT", "/v1/resources/spare", A, Some("["), None),
     ("putResource", 404, "PUT", "/v1/resources/none", A, Some(r#"{"url": "redis://127.0.0.1:7012"}"#), None),
     ("putResource", 422, "PUT", "/v1/resources/spare", A, Some(r#"{"url": "http://nope"}"#), None),
+    // acme (no namespace) would share shop's database.
+    ("putResource", 409, "PUT", "/v1/resources/main", A, Some(r#"{"url": "redis://127.0.0.1:7009"}"#), None),
     ("deleteResource", 400, "DELETE", "/v1/resources/a%00b", A, None, None),
     ("deleteResource", 404, "DELETE", "/v1/resources/none", A, None, None),
     ("deleteResource", 409, "DELETE", "/v1/resources/main", A, None, None),
@@ -210,6 +212,12 @@ async fn every_documented_status_is_answered(pool: PgPool) {
         )
         .await;
     assert_eq!(shop.status, 201, "{}", shop.body);
+    assert_eq!(
+        api.put_route("shop", single("redis://127.0.0.1:7009"))
+            .await
+            .status,
+        200
+    );
     api.create_tenant("moving").await;
     assert_eq!(
         api.put_route("moving", single("redis://127.0.0.1:7002"))

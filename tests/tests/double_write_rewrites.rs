@@ -64,6 +64,22 @@ fn database_numbers_are_rewritten_for_each_write_resource() {
         );
     }
 
+    // The same inside a transaction, which the secondary replays after EXEC.
+    assert_eq!(call(&mut client, &["SET", "queued", "v"]), "+OK\r\n");
+    assert_eq!(call(&mut client, &["MULTI"]), "+OK\r\n");
+    assert_eq!(call(&mut client, &["MOVE", "queued", "1"]), "+QUEUED\r\n");
+    assert_eq!(call(&mut client, &["EXEC"]), "*1\r\n:1\r\n");
+    assert!(exists(&primary, 2, "queued"));
+    switchyard_tests::wait_for(
+        "the secondary's replay of the transaction",
+        std::time::Duration::from_secs(5),
+        || exists(&secondary, 6, "queued"),
+    );
+    assert!(
+        !exists(&secondary, 2, "queued"),
+        "the transaction's MOVE reached the secondary's database 2, a neighbour's"
+    );
+
     // An admin whose primary is database 0 flushes all of it, and only database 7 of the secondary.
     let () = redis::cmd("SET")
         .arg("neighbour")

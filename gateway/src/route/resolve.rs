@@ -262,16 +262,24 @@ impl ResolvedRoute {
         self.shards.get(shard).is_some_and(|s| s.write.len() > 1)
     }
 
-    /// The double-write secondaries of a shard, with their background-write tracking.
-    pub(crate) fn secondaries(&self, shard: usize) -> Vec<(Upstream, Rc<DetachedWrites>)> {
+    /// The double-write secondaries of a shard, each with its index among the shard's write resources and its
+    /// background-write tracking.
+    pub(crate) fn secondaries(&self, shard: usize) -> Vec<(usize, Upstream, Rc<DetachedWrites>)> {
         let Some(target) = self.shards.get(shard) else {
             return Vec::new();
         };
         target
             .write
             .iter()
+            .enumerate()
             .skip(1)
-            .filter_map(|e| Some((e.upstream.clone().ok()?, Rc::clone(e.detached.as_ref()?))))
+            .filter_map(|(index, e)| {
+                Some((
+                    index,
+                    e.upstream.clone().ok()?,
+                    Rc::clone(e.detached.as_ref()?),
+                ))
+            })
             .collect()
     }
 }

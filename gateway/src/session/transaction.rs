@@ -30,7 +30,7 @@ const EXECABORT: &str = "EXECABORT Transaction discarded because of previous err
 /// The commands queued since `MULTI`.
 #[derive(Default)]
 pub(super) struct Transaction {
-    queued: Vec<(&'static CommandSpec, Bytes)>,
+    queued: Vec<(&'static CommandSpec, Request)>,
     /// How the replies of some queued commands (by index) are rewritten for the tenant, as they would be outside
     /// a transaction (key names without the key namespace, visible `CONFIG GET` parameters...).
     transforms: Vec<(usize, Transform)>,
@@ -48,7 +48,10 @@ impl Transaction {
 
     /// Bytes of the commands queued.
     pub(super) fn bytes(&self) -> usize {
-        self.queued.iter().map(|(_, raw)| raw.len()).sum()
+        self.queued
+            .iter()
+            .map(|(_, request)| request.raw().len())
+            .sum()
     }
 }
 
@@ -166,7 +169,7 @@ impl Session {
                     .transforms
                     .push((transaction.queued.len(), transform));
             }
-            transaction.queued.push((spec, request.raw().clone()));
+            transaction.queued.push((spec, request));
         }
         self.local_reply(started, |out| resp::simple(out, b"QUEUED"));
     }
@@ -280,7 +283,7 @@ impl Session {
                 upstream.send_unredirected(multi, slot, ReplyHandle::discard(), affinity);
                 for (_, command) in &transaction.queued {
                     upstream.send_unredirected(
-                        command.clone(),
+                        command.raw().clone(),
                         slot,
                         ReplyHandle::discard(),
                         affinity,
@@ -305,7 +308,7 @@ impl Session {
                 raw.extend_from_slice(&multi);
                 replies.push(ReplyHandle::discard());
                 for (_, command) in &transaction.queued {
-                    raw.extend_from_slice(command);
+                    raw.extend_from_slice(command.raw());
                     replies.push(ReplyHandle::discard());
                 }
                 raw.extend_from_slice(&exec);
@@ -355,26 +358,31 @@ impl Session {
     fn replicate_after_exec(
         &self,
         place: Place,
-        queued: &[(&'static CommandSpec, Bytes)],
+        queued: &[(&'static CommandSpec, Request)],
     ) -> Option<Transform> {
         let view = self.tenant.as_ref()?;
         let secondaries = view.route.secondaries(place.0);
         if secondaries.is_empty() {
             return None;
         }
-        let (scripts_run_as, script_limit_ms) = (
-            &view.tenant.scripts_run_as,
-            view.tenant.limits.script_limit_ms(),
-        );
-        let writes: Vec<(&'static str, RunAs, Bytes)> = queued
-            .iter()
-            .filter(|(spec, _)| !spec.has(flag::READONLY))
-            .map(|(spec, raw)| {
-                (
-                    spec.name,
-                    identity::run_as(spec, scripts_run_as),
-                    raw.clone(),
-                )
+        let tenant = &view.tenant;
+        let script_limit_ms = tenant.limits.script_limit_ms();
+        // Each secondary gets the writes in its own database numbers (`RoutePlan::request_for`).
+        let copies: Vec<_> = secondaries
+            .into_iter()
+            .map(|(index, upstream, detached)| {
+                let writes: Vec<(&'static str, RunAs, Bytes)> = queued
+                    .iter()
+                    .filter(|(spec, _)| !spec.has(flag::READONLY))
+                    .map(|(spec, request)| {
+                        (
+                            spec.name,
+                            identity::run_as(spec, &tenant.scripts_run_as),
+                            tenant.route.request_for(spec, request, place.0, index),
+                        )
+                    })
+                    .collect();
+                (upstream, detached, writes)
             })
             .collect();
         let (slot, affinity) = (place.1, self.info.id as usize);
@@ -382,8 +390,8 @@ impl Session {
             // An array is a transaction that ran; `*-1` one that WATCH aborted, an error one that never ran.
             if reply.starts_with(b"*") && !reply.starts_with(b"*-1") {
                 let keyspace = slot.map_or(Keyspace::Any, Keyspace::Slot);
-                for (upstream, detached) in &secondaries {
-                    for (name, run_as, raw) in &writes {
+                for (upstream, detached, writes) in &copies {
+                    for (name, run_as, raw) in writes {
                         if let Some(handle) = detached.admit(name) {
                             let handle = handle.running_as(run_as.clone(), script_limit_ms);
                             upstream.send_to(raw.clone(), keyspace.clone(), handle, affinity);

@@ -152,7 +152,7 @@ impl Case {
     }
 }
 
-fn encode(args: &[Vec<u8>], out: &mut Vec<u8>) {
+pub(crate) fn encode(args: &[Vec<u8>], out: &mut Vec<u8>) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for arg in args {
         out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
@@ -163,7 +163,7 @@ fn encode(args: &[Vec<u8>], out: &mut Vec<u8>) {
 
 /// An argument as redis-cli reads it back: bare when it is plain printable text, otherwise double-quoted with
 /// `\xHH` escapes.
-fn quote(arg: &[u8]) -> String {
+pub(crate) fn quote(arg: &[u8]) -> String {
     let bare = !arg.is_empty()
         && arg
             .iter()

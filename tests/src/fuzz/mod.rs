@@ -12,6 +12,7 @@
 
 mod case;
 mod draw;
+mod eavesdrop;
 mod grammar;
 mod oracle;
 mod payload;
@@ -461,6 +462,7 @@ impl Runner {
             // (The fuzzer's own admin connection goes too.)
             self.platform.cut_gateway_connections()?;
             self.admin = self.platform.admin(0, DEADLINE)?;
+            self.eavesdrop(since, attacker)?;
             self.drain()?;
             self.seeded = Digest::take(&self.platform)?;
             return Ok(());
@@ -494,6 +496,74 @@ impl Runner {
         self.failures
             .insert((failure.kind, failure.signature.clone()), failure);
         self.fresh()
+    }
+
+    /// The attacker of the window of case `number` listens while every other tenant writes and publishes.
+    fn eavesdrop(&mut self, number: u64, attacker: &'static Tenant) -> Result<()> {
+        let requests = eavesdrop::listens(self.seed, number / WINDOW);
+        let port = self.platform.gateway_port();
+        let heard =
+            eavesdrop::Eavesdropper::listen(port, attacker, &requests).and_then(|listener| {
+                eavesdrop::others_act(port, attacker)?;
+                listener.heard()
+            });
+        let heard = match heard {
+            Ok(heard) => heard,
+            Err(e) => {
+                eprintln!("isolation fuzz: window of case {number}: listening failed: {e}");
+                return Ok(());
+            }
+        };
+        for other in oracle::canary_owners(&heard) {
+            if other == attacker.name {
+                continue;
+            }
+            let lines: Vec<String> = requests
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|w| case::quote(w))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            let signature = format!("listening with {}", lines.join(" + "));
+            let key = (Kind::ReadLeak, signature.clone());
+            if let Some(failure) = self.failures.get_mut(&key) {
+                failure.count += 1;
+                continue;
+            }
+            eprintln!(
+                "isolation fuzz: window of case {number}: {} ({signature})",
+                Kind::ReadLeak.label()
+            );
+            let repro = format!(
+                "redis-cli -p $GATEWAY_PORT --user {} --pass {} --no-auth-warning <<'EOF'\n{}\nEOF\n\
+                 (then, as {other}: SET CANARY:{other}:activity 1, DEL it, PUBLISH CANARY:{other}:news x)",
+                attacker.name,
+                attacker.password(),
+                lines.join("\n")
+            );
+            self.failures.insert(
+                key,
+                Failure {
+                    kind: Kind::ReadLeak,
+                    signature,
+                    count: 1,
+                    first: number,
+                    attacker: attacker.describe(),
+                    detail: format!(
+                        "{other}'s activity heard: ...{}...",
+                        oracle::excerpt(&heard, &other)
+                    ),
+                    repro,
+                    replay: Replay::NotTried,
+                    needs_repro: None,
+                    also: Vec::new(),
+                },
+            );
+        }
+        Ok(())
     }
 
     /// Reads the events of the oracle's own writes (seeding a space again) up to a barrier.

@@ -95,33 +95,41 @@ pub fn database_arguments(
     base: u32,
     sharded: bool,
 ) -> Result<Option<Request>, String> {
-    let args = request.args();
-    let positions = reading::databases(spec, args);
-    if positions.is_empty() {
-        return Ok(None);
-    }
-    if sharded {
+    if sharded && !reading::databases(spec, request.args()).is_empty() {
         return Err(format!(
             "ERR {} is not supported on a route with several shards: databases are per backend",
             spec.display_name()
         ));
     }
-    let mut rewritten = args.to_vec();
-    let mut renumbered = false;
-    for position in positions {
-        // Not a number: Redis refuses it with its own error, before it copies or moves anything.
-        let Some(index) = resp::parse_int(&args[position]) else {
-            continue;
-        };
+    renumber_databases(spec, request, |index| {
         if !databases.contains(&index) {
             return Err("ERR DB index is out of range".to_string());
         }
-        let mut digits = itoa::Buffer::new();
-        rewritten[position] =
-            Bytes::copy_from_slice(digits.format(i64::from(base) + index).as_bytes());
-        renumbered |= base != 0;
+        Ok(i64::from(base) + index)
+    })
+}
+
+/// `request` with every argument that names a database (every one, where an option may be repeated: see
+/// `reading::databases`) numbered by `number`; `Ok(None)` when that changes nothing. An argument that is not a
+/// number stays as it is: Redis refuses it with its own error, before it copies or moves anything.
+pub(crate) fn renumber_databases(
+    spec: &CommandSpec,
+    request: &Request,
+    number: impl Fn(i64) -> Result<i64, String>,
+) -> Result<Option<Request>, String> {
+    let args = request.args();
+    let mut rewritten = args.to_vec();
+    let mut changed = false;
+    let mut digits = itoa::Buffer::new();
+    for position in reading::databases(spec, args) {
+        let Some(index) = resp::parse_int(&args[position]) else {
+            continue;
+        };
+        let numbered = number(index)?;
+        changed |= numbered != index;
+        rewritten[position] = Bytes::copy_from_slice(digits.format(numbered).as_bytes());
     }
-    Ok(renumbered.then(|| Request::from_args(rewritten)))
+    Ok(changed.then(|| Request::from_args(rewritten)))
 }
 
 /// The `CONFIG GET` parameters a tenant without `allow_admin` sees: limits and encodings it may plan for.

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::RoutePlan;
 use crate::cmd::{CommandSpec, tenancy};
-use crate::resp::{self, Request};
+use crate::resp::Request;
 
 impl RoutePlan {
     /// The bytes write resource `index` of shard `shard` gets for `request` (see the module's doc): the request
@@ -45,27 +45,18 @@ fn flushdb(request: &Request) -> Bytes {
 }
 
 /// `request`, whose database arguments are numbered for a resource whose own database is `from`, numbered for
-/// one whose own database is `to`; `None` when it names no database by number. Which arguments name a database
-/// is `tenancy::database_arguments`' to say, in one place: they are the ones it renumbers when asked to add one.
+/// one whose own database is `to`; `None` when it names no database by number.
 fn renumbered(spec: &CommandSpec, request: &Request, from: u32, to: u32) -> Option<Bytes> {
-    let every = 0..i64::from(u32::MAX);
-    let probe = tenancy::database_arguments(spec, request, every, 1, false).ok()??;
-    let mut args = request.args().to_vec();
-    let mut digits = itoa::Buffer::new();
-    for (arg, probed) in args.iter_mut().zip(probe.args()) {
-        if arg == probed {
-            continue;
-        }
-        let number = resp::parse_int(arg)? - i64::from(from) + i64::from(to);
-        *arg = Bytes::copy_from_slice(digits.format(number).as_bytes());
-    }
-    Some(Request::from_args(args).raw().clone())
+    let shift = i64::from(to) - i64::from(from);
+    let renumbered = tenancy::renumber_databases(spec, request, |n| Ok(n + shift)).ok()??;
+    Some(renumbered.raw().clone())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cmd::lookup;
+    use crate::resp;
 
     fn request(args: &[&str]) -> Request {
         Request::from_args(args.iter().map(|a| Bytes::from(a.to_string())).collect())

@@ -342,7 +342,7 @@ impl Runner {
             // so that what the gateway still sends for it lands before this case's barrier, not in a later case.
             // (A frozen or dead backend fails this; the barrier below then tells which.)
             if self.platform.cut_gateway_connections().is_ok() {
-                std::thread::sleep(Duration::from_millis(50));
+                self.platform.wait_for_no_clients();
                 if let Ok(admin) = self.platform.admin(0, DEADLINE) {
                     self.admin = admin;
                 }

@@ -394,6 +394,16 @@ impl Platform {
         self.wait_for_gateway()
     }
 
+    /// Waits (at most 5 s) until the gateway has finished with every client connection: one a case left waiting
+    /// may still have requests queued behind its blocking command, which the gateway sends once that ends.
+    pub(crate) fn wait_for_no_clients(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.gateway.metric("switchyard_client_connections") > 0 && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Whether the gateway accepts connections.
     pub(crate) fn gateway_alive(&self) -> bool {
         std::net::TcpStream::connect(("127.0.0.1", self.gateway.port())).is_ok()

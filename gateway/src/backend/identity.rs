@@ -74,9 +74,12 @@ const SCRIPT_RENAMED: &[&str] = &[
 fn script_denied() -> &'static [String] {
     static DENIED: OnceLock<Vec<String>> = OnceLock::new();
     DENIED.get_or_init(|| {
+        // `ASKING` is refused to tenants, who have no use for it, and is what the gateway itself sends, as the
+        // script's user, right before a script that a slot's migration redirected (`ASK`).
         let refused = every_command().filter(|spec| {
             !spec.has(flag::ADMIN)
                 && !SCRIPT_RENAMED.contains(&spec.name)
+                && spec.name != "asking"
                 && tenancy::refusal(spec, false).is_some()
         });
         SCRIPT_RENAMED

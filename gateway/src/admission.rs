@@ -5,9 +5,12 @@
 //! also closed after `--auth-timeout-ms` (see `session`). A connection holds a [`Ticket`] for its place, moved
 //! from one cap to the other when it authenticates and given back when it closes.
 //!
-//! The unauthenticated places are shared fairly among source addresses: one address (an IPv6 address' /64, see
-//! [`source_of`]) holds at most `--max-unauthenticated-per-address` of them, so that sockets opened from one
-//! place cannot lock every other client of every tenant out. Behind `--proxy-protocol` the address is the
+//! The unauthenticated places are shared fairly among source addresses: once more than half of them are in use,
+//! an address (an IPv6 address' /64, see [`source_of`]) holding `--max-unauthenticated-per-address` of them gets
+//! no more, so that sockets opened from one place cannot lock every other client of every tenant out. While at
+//! most half are in use, any address may take more than its share: an application server that opens its whole
+//! pool at once is not refused on a quiet gateway, and places taken beyond a share can never be more than half,
+//! so the other half stays open to addresses within theirs. Behind `--proxy-protocol` the address is the
 //! client's, from its header (see `proxy_protocol::client_address`); until the header is read the place counts
 //! against no address, since the peer is the balancer, whose bursts of new connections would otherwise be refused
 //! (whoever can reach the listener without the balancer can name any address in a header anyway).
@@ -167,11 +170,13 @@ impl Admission {
         self.counter(place).0.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Takes one of `source`'s unauthenticated places; false when it holds its share.
+    /// Takes one of `source`'s unauthenticated places (already counted under the cap); false when it holds its
+    /// share and more than half the places are in use.
     fn take_for(&self, source: IpAddr) -> bool {
         let mut by_source = self.by_source.lock().unwrap_or_else(|e| e.into_inner());
         let held = by_source.entry(source).or_default();
-        if *held >= self.max_unauthenticated_per_source {
+        let contended = self.unauthenticated.load(Ordering::Acquire) > self.max_unauthenticated / 2;
+        if *held >= self.max_unauthenticated_per_source && contended {
             if *held == 0 {
                 by_source.remove(&source);
             }
@@ -331,17 +336,21 @@ mod tests {
     }
 
     #[test]
-    fn one_source_holds_at_most_its_share_of_unauthenticated_places() {
+    fn one_source_holds_at_most_its_share_of_unauthenticated_places_once_half_are_in_use() {
         let admission = Arc::new(Admission::new(10, 10, 2, false));
+        let others: Vec<Ticket> = (3..6)
+            .filter_map(|a| admission.admit(false, ip(a)))
+            .collect();
+        assert_eq!(others.len(), 3);
         let first: Vec<Ticket> = (0..2)
             .filter_map(|_| admission.admit(false, ip(1)))
             .collect();
         assert_eq!(first.len(), 2);
         assert!(
             admission.admit(false, ip(1)).is_none(),
-            "its share is taken"
+            "its share is taken and half the places are in use"
         );
-        assert_eq!(admission.open().1, 2, "a refused place is given back");
+        assert_eq!(admission.open().1, 5, "a refused place is given back");
         // The same address written as IPv4-mapped IPv6 is the same source.
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
         assert!(admission.admit(false, mapped).is_none());
@@ -360,8 +369,30 @@ mod tests {
     }
 
     #[test]
+    fn a_source_may_take_more_than_its_share_while_at_most_half_the_places_are_in_use() {
+        let admission = Arc::new(Admission::new(10, 10, 2, false));
+        let burst: Vec<Ticket> = (0..10)
+            .filter_map(|_| admission.admit(false, ip(1)))
+            .collect();
+        assert_eq!(
+            burst.len(),
+            5,
+            "a quiet gateway takes a pool opened at once, up to half"
+        );
+        let others: Vec<Ticket> = (2..7)
+            .filter_map(|a| admission.admit(false, ip(a)))
+            .collect();
+        assert_eq!(
+            others.len(),
+            5,
+            "the other half stays open to other sources"
+        );
+        assert!(admission.admit(false, ip(8)).is_none(), "the cap holds");
+    }
+
+    #[test]
     fn an_ipv6_64_is_one_source() {
-        let admission = Arc::new(Admission::new(10, 10, 1, false));
+        let admission = Arc::new(Admission::new(10, 2, 1, false));
         let v6 = |text: &str| text.parse::<IpAddr>().unwrap();
         let held = admission.admit(false, v6("2001:db8:0:1::7"));
         assert!(held.is_some());
@@ -371,7 +402,7 @@ mod tests {
 
     #[test]
     fn a_place_taken_before_the_proxy_header_counts_against_the_address_it_gives() {
-        let admission = Arc::new(Admission::new(10, 10, 1, true));
+        let admission = Arc::new(Admission::new(10, 2, 1, true));
         let balancer = ip(100);
         let mut first = admission.admit(false, balancer).expect("a place");
         assert!(first.count_against(ip(1)), "the client's own share");

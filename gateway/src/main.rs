@@ -121,9 +121,9 @@ struct Args {
         default_value_t = 1024
     )]
     max_unauthenticated_clients: usize,
-    /// Most of those one client address may hold at once (an IPv6 client's /64 counts as one address; behind
-    /// --proxy-protocol, the address its header gives). Default: an eighth of --max-unauthenticated-clients, so
-    /// that sockets opened from one address cannot lock every other client out. Behind a load balancer that
+    /// Most of those one client address may hold once more than half of them are in use (an IPv6 client's /64
+    /// counts as one address; behind --proxy-protocol, the address its header gives). Default: an eighth of
+    /// --max-unauthenticated-clients, so that sockets opened from one address cannot lock every other client out. Behind a load balancer that
     /// sends no PROXY header every client has the balancer's address: raise it to the cap there (or 0: no share,
     /// the whole cap).
     #[arg(long, env = "SWITCHYARD_MAX_UNAUTHENTICATED_PER_ADDRESS")]

@@ -12,10 +12,15 @@
 //! credentials and reading from replicas name no other place (replicas hold their master's keys). Two URLs that
 //! name one server differently (a host name and its address, a cluster by seeds the other does not list) are not
 //! seen as one: docs/tenant-policies.md asks operators to name each server one way.
+//!
+//! A migration's destination is held to a stricter rule (`check_destination`): backfill copies into it and verify
+//! deletes from it every key of the migrating tenant's namespace (of its whole database, without one), so no other
+//! tenant (admin tenants included) may have keys there that could be the migrating tenant's.
 
 use std::collections::{BTreeSet, HashMap};
 
 use sqlx::PgPool;
+use switchyard_schemas::policy::namespaces_overlap;
 use switchyard_schemas::{Node, ResourceKind, ResourceUrl, RouteTable};
 
 use crate::db;
@@ -110,6 +115,56 @@ pub(crate) async fn check(change: &mut Change, tenant_id: i64) -> ApiResult<()> 
     })
 }
 
+/// Whether a key of a tenant with namespace `mine` could be one of a tenant with namespace `theirs` in one
+/// database: always when either has none (its keys are any key), else when the namespaces overlap.
+fn collide(mine: Option<&str>, theirs: Option<&str>) -> bool {
+    match (mine, theirs) {
+        (Some(mine), Some(theirs)) => namespaces_overlap(mine, theirs),
+        _ => true,
+    }
+}
+
+/// Refuses (409 `destination_shared`) a migration of `tenant` (namespace `namespace`) into `places`, the
+/// databases of its destination, when another tenant's route reaches one of them and their keys could collide.
+/// Takes the revision lock first, as `check` does.
+pub(crate) async fn check_destination(
+    change: &mut Change,
+    tenant: (i64, &str),
+    namespace: Option<&str>,
+    places: &[String],
+) -> ApiResult<()> {
+    change.revision().await?;
+    let (tenant_id, name) = tenant;
+    let neighbours = db::databases::neighbours(change.conn(), tenant_id, places).await?;
+    let Some(found) = neighbours
+        .into_iter()
+        .find(|n| collide(namespace, n.namespace.as_deref()))
+    else {
+        return Ok(());
+    };
+    let (other, place) = (found.other, found.place);
+    let message = match (namespace, found.namespace) {
+        (None, _) => format!(
+            "tenant '{name}' has no key namespace, so its keys are every key of database {place}, which tenant \
+             '{other}' uses too: backfill would copy over and verify would delete '{other}''s keys; migrate it to a \
+             database no other tenant uses"
+        ),
+        (Some(mine), None) => format!(
+            "tenant '{other}' uses database {place} without a key namespace, so its keys may be any key, those \
+             under '{name}''s namespace '{mine}' included: verify would repair or delete them; migrate '{name}' \
+             where every other tenant has a namespace"
+        ),
+        (Some(mine), Some(theirs)) => format!(
+            "tenant '{other}' uses database {place} with namespace '{theirs}', which overlaps '{name}''s \
+             namespace '{mine}'"
+        ),
+    };
+    Err(ApiError::Conflict {
+        code: "destination_shared",
+        message,
+    })
+}
+
 /// Records the databases of routes stored before they were recorded (a control plane of an earlier version
 /// wrote them), so that the rule sees them. A no-op once they are.
 pub(crate) async fn record_stored(pool: &PgPool) -> db::DbResult<()> {
@@ -130,6 +185,15 @@ mod tests {
 
     fn route(json: &str) -> RouteTable {
         serde_json::from_str(json).expect("a route table")
+    }
+
+    #[test]
+    fn keys_collide_unless_both_tenants_have_namespaces_apart() {
+        assert!(!collide(Some("t1:"), Some("t2:")));
+        assert!(collide(Some("app:"), Some("app:x:")));
+        assert!(collide(Some("t1:"), None));
+        assert!(collide(None, Some("t1:")));
+        assert!(collide(None, None));
     }
 
     #[test]

@@ -215,6 +215,20 @@ fn check_namespace(namespace: &str) -> Result<(), String> {
     }
 }
 
+/// `text` with the glob characters `*?[]\` escaped, as the literal start of a pattern: `SCAN ... MATCH` and `KEYS`
+/// over a namespace's keys are `escape_glob(namespace)` followed by `*` (the gateway's rewrite and the control
+/// plane's migration tasks both build them so).
+pub fn escape_glob(text: &[u8]) -> Vec<u8> {
+    let mut escaped = Vec::with_capacity(text.len() + 4);
+    for &c in text {
+        if matches!(c, b'*' | b'?' | b'[' | b']' | b'\\') {
+            escaped.push(b'\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
 /// Whether two namespaces would let one tenant see the other's keys: one is the start of the other.
 pub fn namespaces_overlap(a: &str, b: &str) -> bool {
     a.starts_with(b) || b.starts_with(a)

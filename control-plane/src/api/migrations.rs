@@ -4,6 +4,10 @@
 //! revision) and its audit entry. A step that needs the previous one to have completed answers 409 until it has;
 //! so does a step that follows a route change which some live gateway does not serve yet. The background tasks
 //! (backfill, verify) are in [`crate::migration`].
+//!
+//! A migration moves the tenant's keys as stored, its key namespace included: the destination must be a place
+//! where those keys cannot be another tenant's (`databases::check_destination`), and the namespace cannot change on
+//! the way (the gateway applies one namespace to every deployment a double-written command reaches).
 
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
@@ -18,11 +22,12 @@ use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::db::migrations::{MigrationRow, NewMigration};
+use crate::db::tenants::TenantRow;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody, from_value};
 use crate::openapi::Operation;
-use crate::route_schema;
 use crate::state::AppState;
+use crate::{databases, references, route_schema};
 
 /// Most keys per SCAN page and pipelined batch of a migration task.
 const MAX_BATCH: u64 = 10_000;
@@ -88,6 +93,44 @@ fn conflict(code: &'static str, message: String) -> ApiError {
     ApiError::Conflict { code, message }
 }
 
+fn no_migration(tenant: &str, id: i64) -> ApiError {
+    ApiError::not_found(format!(
+        "tenant '{tenant}' has no migration {id} (migration ids are numbered across all tenants: \
+         `switchyard-ctl migrations list {tenant}` or GET /v1/tenants/{tenant}/migrations shows its own)"
+    ))
+}
+
+/// Refuses a destination where the tenant's keys could meet another tenant's (see `databases::check_destination`).
+async fn check_destination(
+    change: &mut Change,
+    tenant: &TenantRow,
+    destination: &RouteTable,
+) -> ApiResult<()> {
+    let names = references::names(destination);
+    let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::Share).await?;
+    let places = databases::places(destination, &urls);
+    let namespace = tenant.policy.namespace.as_deref();
+    databases::check_destination(change, (tenant.id, &tenant.name), namespace, &places).await
+}
+
+/// Refuses (409 `namespace_change`) a `namespace` asked of a migration other than the tenant's own.
+fn check_namespace(tenant: &TenantRow, asked: Option<&serde_json::Value>) -> ApiResult<()> {
+    let current = serde_json::json!(tenant.policy.namespace);
+    match asked {
+        Some(asked) if *asked != current => Err(conflict(
+            "namespace_change",
+            format!(
+                "a migration keeps tenant '{}''s key namespace ({current}): while it runs, the gateways write every \
+                 command to both deployments with the one namespace the tenant has, so keys cannot be renamed on \
+                 the way. Migrate first, then change the namespace (keys stay under the old one until renamed on \
+                 the backend)",
+                tenant.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Whether every live gateway serves `revision`. True when no gateway is live, unlike the fleet's `converged`: a
 /// step waits for gateways that could still serve the old route, and with none live there is none.
 async fn converged(state: &AppState, revision: i64) -> ApiResult<bool> {
@@ -107,8 +150,11 @@ async fn create(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
     ApiPath(tenant): ApiPath<String>,
-    JsonBody(body): JsonBody<serde_json::Value>,
+    JsonBody(mut body): JsonBody<serde_json::Value>,
 ) -> ApiResult<(StatusCode, Json<Migration>)> {
+    // Not a field of `MigrationCreate`: a namespace other than the tenant's is refused with the reason (409), and
+    // the tenant's own changes nothing.
+    let namespace = body.as_object_mut().and_then(|b| b.remove("namespace"));
     // A table is checked against the route-table schema for precise paths; a target is left to serde.
     if let Some(to) = body.get("to").filter(|to| to.get("type").is_some()) {
         route_schema::check(to, "/to")?;
@@ -136,6 +182,7 @@ async fn create(
     }
     let mut change = Change::begin(&state.pool).await?;
     let row = lookup::tenant_for_update(change.conn(), &tenant).await?;
+    check_namespace(&row, namespace.as_ref())?;
     if let Some(id) = db::migrations::active(change.conn(), row.id).await? {
         return Err(conflict(
             "migration_active",
@@ -161,11 +208,12 @@ async fn create(
         ));
     }
     // The destination is validated as the route it becomes at `finish`.
-    let names = crate::references::names(&destination);
+    let names = references::names(&destination);
     let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::Share).await?;
     destination
         .validate(&|name| urls.get(name).cloned())
         .map_err(|errors| ApiError::invalid_route("/to", errors))?;
+    check_destination(&mut change, &row, &destination).await?;
     let id = db::migrations::insert(
         change.conn(),
         NewMigration {
@@ -217,7 +265,7 @@ async fn find(state: &AppState, tenant: &str, id: i64) -> ApiResult<MigrationRow
     let row = lookup::tenant(&state.pool, tenant).await?;
     db::migrations::get(&state.pool, row.id, id, false)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no migration {id}")))
+        .ok_or_else(|| no_migration(tenant, id))
 }
 
 async fn show(
@@ -237,7 +285,7 @@ async fn step(
     let tenant_row = lookup::tenant_for_update(change.conn(), &tenant).await?;
     let row = db::migrations::get(change.conn(), tenant_row.id, id, true)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no migration {id}")))?;
+        .ok_or_else(|| no_migration(&tenant, id))?;
     let current = row.state();
     use MigrationState as S;
     // (states the step starts from, the state it reaches, the route it installs, whether gateways must serve
@@ -300,6 +348,10 @@ async fn step(
                 row.route_revision
             ),
         ));
+    }
+    // The tasks write to the destination: a tenant that came to share it since the migration began is seen here.
+    if matches!(to, S::Backfilling | S::Verifying) {
+        check_destination(&mut change, &tenant_row, &row.destination.0).await?;
     }
     let action = match to {
         S::Backfilling => "migration.backfill",

@@ -266,6 +266,19 @@ async fn update(
         return Ok(Json(before));
     }
     check_tenant(&row.limits(), &row.policy)?;
+    // A running migration copies and verifies the keys of the namespace it started with, and its double-write
+    // route writes the tenant's namespace to both deployments: a new one would leave keys behind on either side.
+    if row.policy.namespace != before.policy.namespace
+        && let Some(id) = db::migrations::active(change.conn(), row.id).await?
+    {
+        return Err(ApiError::Conflict {
+            code: "migration_active",
+            message: format!(
+                "migration {id} of tenant '{name}' is active: its namespace cannot change until the migration is \
+                 finished or aborted"
+            ),
+        });
+    }
     if let Some(namespace) = &row.policy.namespace
         && before.policy.namespace.as_ref() != Some(namespace)
     {

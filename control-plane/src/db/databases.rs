@@ -61,6 +61,35 @@ pub(crate) async fn mixed(conn: &mut PgConnection, tenant_id: i64) -> DbResult<O
     .during("looking for a database shared across the namespace rule")
 }
 
+/// A tenant whose current route reaches a database.
+pub(crate) struct Neighbour {
+    pub(crate) other: String,
+    pub(crate) namespace: Option<String>,
+    pub(crate) place: String,
+}
+
+/// Every tenant other than `tenant_id` whose current route reaches one of `places` (admin tenants included), by
+/// name and place.
+pub(crate) async fn neighbours(
+    conn: &mut PgConnection,
+    tenant_id: i64,
+    places: &[String],
+) -> DbResult<Vec<Neighbour>> {
+    sqlx::query_as!(
+        Neighbour,
+        r#"SELECT other.name AS other, other.policy ->> 'namespace' AS namespace, theirs.place
+           FROM tenant_databases theirs
+           JOIN tenants other ON other.id = theirs.tenant_id
+           WHERE theirs.tenant_id <> $1 AND theirs.place = ANY($2)
+           ORDER BY other.name, theirs.place"#,
+        tenant_id,
+        places,
+    )
+    .fetch_all(conn)
+    .await
+    .during("looking for the tenants of a migration's destination")
+}
+
 /// The current routes of tenants whose databases were never recorded (routes stored before the table was).
 pub(crate) async fn unrecorded(db: impl PgExecutor<'_>) -> DbResult<Vec<(i64, Json<RouteTable>)>> {
     let rows = sqlx::query!(

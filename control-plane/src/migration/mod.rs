@@ -7,6 +7,7 @@
 pub(crate) mod deployment;
 mod error;
 mod keys;
+mod scope;
 mod task;
 
 use std::collections::HashSet;

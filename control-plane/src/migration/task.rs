@@ -1,7 +1,10 @@
 //! Backfill and verify: a rate-limited, resumable SCAN over every server of a side, one batch at a time.
 //!
-//! The counters and the cursor are saved after each batch (at most twice a second), so a restart resumes where the
-//! task stood.
+//! Only the migrating tenant's keys are read, on either side (`KeyScope`: its namespace, or its whole database
+//! without one): a SCAN page's keys outside it are dropped before anything reads, copies, repairs or deletes them.
+//!
+//! The counters and the cursor are saved when the task starts, after its first batch holding keys, then at most
+//! twice a second, so a restart resumes where the task stood and progress shows from the first key.
 //!
 //! Backfill copies with DUMP + PTTL and RESTORE without REPLACE: a key already written through double-write
 //! answers BUSYKEY and keeps its newer value. Verify compares old and new key by key (DUMP payload, or a
@@ -24,6 +27,7 @@ use crate::db::{self, timestamp};
 use crate::migration::deployment::{Server, Side};
 use crate::migration::error::{TaskError, TaskResult};
 use crate::migration::keys::{self, Pair, error_code, read, read_pairs, restore_ttl, send};
+use crate::migration::scope::KeyScope;
 use crate::references;
 
 /// Where a task resumes: the phase (verify has two), the server within it, and its SCAN cursor.
@@ -55,6 +59,12 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
     ) {
         return Ok(());
     }
+    // The tenant's namespace cannot change while the migration is active (PATCH answers 409), so every run of the
+    // task reads the same keys.
+    let Some(tenant) = db::tenants::get(pool, &row.tenant).await? else {
+        return Ok(()); // deleted, with its migrations
+    };
+    let scope = KeyScope::new(tenant.policy.namespace.as_deref());
     let urls = db::resources::all_urls(pool).await?;
     let (mut source, mut destination) = (row.source.0.clone(), row.destination.0.clone());
     for route in [&mut source, &mut destination] {
@@ -77,12 +87,7 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
         (None, _) => {
             let mut total = 0;
             for server in phases.iter().flatten() {
-                let mut conn = server.conn.clone();
-                let size: u64 = redis::cmd("DBSIZE")
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| TaskError::redis("DBSIZE", &server.addr, e))?;
-                total += size;
+                total += scope.estimate(server).await?;
             }
             TaskProgress {
                 estimated_total: total,
@@ -96,12 +101,14 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
         old,
         new,
         limits: row.limits.0.clone(),
+        scope,
         started: Instant::now(),
         keys: 0,
         bytes: 0,
         pending: Vec::new(),
         pending_since: None,
     };
+    let fresh = cursor.is_none();
     let mut cursor = cursor.unwrap_or_default();
     let mut saved = Instant::now();
     let store = |progress: &mut switchyard_schemas::api::MigrationProgress,
@@ -111,6 +118,16 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
             _ => progress.verify = Some(counters.clone()),
         }
     };
+    if fresh {
+        // The estimate and the start time show before the first key is read.
+        store(&mut progress, &counters);
+        if !db::migrations::save_progress(pool, id, state, &progress, None, None).await? {
+            return Ok(()); // aborted meanwhile
+        }
+    }
+    // Whether a batch with keys has been saved: the first one is saved at once.
+    let mut saved_keys = counters.scanned > 0;
+    let pattern = task.scope.pattern();
     while let Some(servers) = phases.get(cursor.phase) {
         let Some(server) = servers.get(cursor.server) else {
             cursor = Cursor {
@@ -120,13 +137,18 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
             continue;
         };
         let mut conn = server.conn.clone();
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor.scan)
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor.scan);
+        if let Some(pattern) = &pattern {
+            scan.arg("MATCH").arg(pattern.as_slice());
+        }
+        let (next, keys): (u64, Vec<Vec<u8>>) = scan
             .arg("COUNT")
             .arg(task.limits.batch.max(1))
             .query_async(&mut conn)
             .await
             .map_err(|e| TaskError::redis("SCAN", &server.addr, e))?;
+        let keys = task.scope.retain(keys);
         counters.scanned += keys.len() as u64;
         match (state, cursor.phase) {
             (MigrationState::Backfilling, _) => task.backfill(server, &keys, &mut counters).await?,
@@ -142,7 +164,8 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
             scan => Cursor { scan, ..cursor },
         };
         task.account(keys.len(), &mut counters);
-        if saved.elapsed() >= SAVE_EVERY || task.pending.len() >= PENDING_MAX {
+        let first_keys = !saved_keys && !keys.is_empty();
+        if first_keys || saved.elapsed() >= SAVE_EVERY || task.pending.len() >= PENDING_MAX {
             // Differences are settled before the cursor moves past them, so a resumed run never skips one.
             task.settle_pending(&mut counters).await?;
             store(&mut progress, &counters);
@@ -153,6 +176,7 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
                 return Ok(()); // aborted meanwhile
             }
             saved = Instant::now();
+            saved_keys |= first_keys;
         }
         if *stopping.borrow() {
             return Ok(()); // the last saved cursor is where the next run resumes
@@ -213,6 +237,8 @@ struct Task {
     old: Side,
     new: Side,
     limits: MigrationLimits,
+    /// The migrating tenant's keys: nothing outside them is read, written or deleted, on either side.
+    scope: KeyScope,
     /// This run's start and what it moved, for the rate limits and the rate shown.
     started: Instant,
     keys: u64,
@@ -412,6 +438,10 @@ impl Task {
     /// takes a while, and restoring an older value would undo a write made since). Returns whether it deleted,
     /// or `None` when the sides agree by now.
     async fn repair(&self, pair: &Pair) -> TaskResult<Option<bool>> {
+        // Pairs are made of scanned keys the scope holds; checked again where a key is written or deleted.
+        if !self.scope.holds(&pair.key) {
+            return Ok(None);
+        }
         let Some((old, new)) = read_pairs(std::slice::from_ref(pair)).await?.pop() else {
             return Ok(None);
         };

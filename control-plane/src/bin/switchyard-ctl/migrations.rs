@@ -23,8 +23,13 @@ pub(crate) enum Migrations {
     List { tenant: String },
     /// One migration: its state and its tasks' progress.
     #[command(after_help = "Example:\n  switchyard-ctl migrations get shop 1 -o yaml")]
-    Get { tenant: String, id: i64 },
-    /// Start migrating a tenant: writes go to the old and the new deployment, reads stay on the old one.
+    Get {
+        tenant: String,
+        /// The migration's id, as `create` printed it (numbered across all tenants, not per tenant).
+        id: i64,
+    },
+    /// Start migrating a tenant: writes go to the old and the new deployment, reads stay on the old one. Prints the
+    /// migration's id, which the other commands take.
     #[command(after_help = "Examples:\n  \
         switchyard-ctl migrations create shop --to new-main\n  \
         switchyard-ctl migrations create shop --file two-shards.json --ack all --keys-per-sec 5000")]
@@ -71,6 +76,7 @@ pub(crate) enum Migrations {
     #[command(after_help = "Example:\n  switchyard-ctl migrations watch shop 1 --until verified")]
     Watch {
         tenant: String,
+        /// The migration's id, as `create` printed it (numbered across all tenants, not per tenant).
         id: i64,
         #[command(flatten)]
         poll: Poll,
@@ -86,6 +92,7 @@ pub(crate) enum Ack {
 #[derive(Args)]
 pub(crate) struct Step {
     tenant: String,
+    /// The migration's id, as `create` printed it (numbered across all tenants, not per tenant).
     id: i64,
     /// Then draw the started task's progress until it is done.
     #[arg(long)]

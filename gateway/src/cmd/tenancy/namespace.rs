@@ -14,6 +14,8 @@ mod tests;
 
 use bytes::Bytes;
 use switchyard_schemas::policy::MAX_NAMESPACE_LEN;
+// Shared with the control plane's migration tasks, which scan a namespace's keys with the same pattern.
+pub(super) use switchyard_schemas::policy::escape_glob;
 
 use crate::cmd::CommandSpec;
 use crate::reply::Transform;
@@ -179,16 +181,4 @@ impl Namespace {
         let prefix = self.prefix.clone();
         Box::new(move |reply| replies::strip(&prefix, &reply, keys))
     }
-}
-
-/// `text` with the glob characters `*?[]\` escaped, as a pattern's literal part.
-pub(super) fn escape_glob(text: &[u8]) -> Vec<u8> {
-    let mut escaped = Vec::with_capacity(text.len() + 4);
-    for &c in text {
-        if matches!(c, b'*' | b'?' | b'[' | b']' | b'\\') {
-            escaped.push(b'\\');
-        }
-        escaped.push(c);
-    }
-    escaped
 }

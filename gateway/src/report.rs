@@ -1,6 +1,6 @@
-//! Hands what the data path noticed (hot keys, big keys, slow commands: see `tracking`) to the control plane
-//! every report interval, with the gateway's token, apart from heartbeats so that a large report never delays
-//! one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
+//! Hands what the data path noticed (hot keys, big keys, slow commands: see `tracking`; migration readiness: see
+//! `readiness`) to the control plane every report interval, with the gateway's token, apart from heartbeats so
+//! that a large report never delays one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,11 +25,12 @@ pub(crate) async fn run(
         let covered = now.duration_since(since).as_millis() as u64;
         since = now;
         let id = push.as_ref().map_or("", |(_, config)| &config.gateway_id);
-        let report = gateway.tracking.report(id, covered);
+        let mut report = gateway.tracking.report(id, covered);
+        report.readiness = crate::readiness::report(&gateway.snapshot());
         let Some((client, config)) = &push else {
             continue;
         };
-        if report.tenants.is_empty() {
+        if report.tenants.is_empty() && report.readiness.is_empty() {
             continue;
         }
         let url = format!(

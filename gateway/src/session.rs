@@ -39,6 +39,7 @@ mod narrow;
 mod output;
 mod policies;
 mod pubsub;
+mod readiness;
 mod stateful;
 #[cfg(test)]
 mod tests;
@@ -555,6 +556,10 @@ impl Session {
         };
         if self.stateful.subscription.is_some() && self.publish_in_order(spec, &request, started) {
             return;
+        }
+        // The one check readiness costs a tenant that is not migrating.
+        if self.tenant.as_ref().is_some_and(|v| v.tenant.readiness.is_some()) {
+            self.check_readiness(spec, request.args());
         }
         self.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`
         let Some(view) = &self.tenant else { return };

@@ -15,6 +15,8 @@ pub use explain::{
 
 use crate::{ClientCertificate, CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
+mod readiness;
+pub use readiness::*;
 mod tracking;
 pub use tracking::*;
 

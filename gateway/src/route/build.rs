@@ -216,6 +216,16 @@ pub(super) fn compile(
         .filter(|&n| n > 0)
         .map(|n| std::time::Duration::from_secs(1) / n);
     let route = RoutePlan::new(source.route, plan);
+    // The counts not reported yet survive a reload, as long as the route keeps a destination.
+    let readiness = route
+        .secondary()
+        .is_some_and(|destination| destination.splits_keys())
+        .then(|| {
+            previous
+                .tenant_by_name(source.name)
+                .and_then(|t| t.readiness.clone())
+                .unwrap_or_default()
+        });
     // A resource's scripts policy is the operator's default for the tenants that share it, not for admins.
     let mut policy = source.policy.clone();
     if !source.allow_admin
@@ -246,5 +256,6 @@ pub(super) fn compile(
         policies,
         scripts_run_as,
         tracking: source.policy.tracking,
+        readiness,
     })
 }

@@ -59,6 +59,12 @@ fn split_kind(name: &str) -> Option<(Merge, usize)> {
     }
 }
 
+/// Whether the gateway splits the command by shard and slot when its keys are in several (so it does not fail
+/// with CROSSSLOT there).
+pub(crate) fn splits(name: &str) -> bool {
+    split_kind(name).is_some()
+}
+
 /// Keyless commands that concern every shard.
 fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
     // (how replies merge, whether it goes to the write sets)

@@ -35,9 +35,9 @@ pub(crate) use build::Refused;
 pub(crate) use by_name::{ByName, Named};
 pub(crate) use catalog::Catalog;
 use credentials::DigestIndex;
-pub(crate) use dispatch::Dispatch;
+pub(crate) use dispatch::{Dispatch, splits};
 pub(crate) use merge::Merge;
-pub(crate) use plan::{ResourcePlan, RoutePlan, TargetPlan};
+pub(crate) use plan::{ResourcePlan, RoutePlan, Secondary, TargetPlan};
 pub(crate) use resolve::{
     CROSSSLOT, Direct, DirectRoute, Place, ResolvedRoute, Resolver, WriteCopy,
 };
@@ -78,6 +78,9 @@ pub(crate) struct Tenant {
     pub scripts_run_as: crate::reply::RunAs,
     /// Its own thresholds of the slow log, big keys and hot keys (see `tracking`).
     pub tracking: switchyard_schemas::policy::TrackingPolicy,
+    /// Set while its route double-writes to a table that places keys apart (a migration's destination): its
+    /// commands are then checked against that table (see `readiness`).
+    pub readiness: Option<Arc<crate::readiness::Counters>>,
 }
 
 impl Named for Arc<Tenant> {

@@ -10,6 +10,7 @@ use switchyard_schemas::{
     AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTable, ScriptsPolicy, Target,
 };
 
+use crate::backend::cluster::slot_of;
 use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec};
 use crate::resp::Protocol;
 use crate::tls::BackendTls;
@@ -17,15 +18,43 @@ use crate::tls::BackendTls;
 pub(crate) struct RoutePlan {
     /// `None` for a single target (no hashing at all).
     pub placement: Option<Placement>,
-    /// A double-write table's secondary placement and shard count. Its shards are then every (primary shard,
-    /// secondary shard) pair, `primary × count + secondary`, each a target that writes the primary's write set
-    /// and then the secondary's: the data path double-writes exactly as it does for one target.
-    paired: Option<(Option<Placement>, usize)>,
+    /// A double-write table's secondary table. Its shards are then every (primary shard, secondary shard) pair,
+    /// `primary × count + secondary`, each a target that writes the primary's write set and then the
+    /// secondary's: the data path double-writes exactly as it does for one target.
+    paired: Option<Secondary>,
     pub shards: Vec<TargetPlan>,
     /// Shard names, for `explain` and errors.
     pub shard_names: Vec<String>,
     /// How many databases the route grants the tenant (see `RouteTable::databases`).
     granted: u32,
+}
+
+/// Where a double-write table's secondary table places keys: its shard, and the cluster slot in a shard served
+/// by a Redis Cluster. During a migration it is the destination, against which readiness checks commands.
+pub(crate) struct Secondary {
+    placement: Option<Placement>,
+    count: usize,
+    /// By shard: whether one of its resources is a Redis Cluster (keys must then share a slot).
+    clustered: Box<[bool]>,
+}
+
+impl Secondary {
+    fn shard_of(&self, key: &[u8]) -> usize {
+        self.placement.as_ref().map_or(0, |p| p.shard_of(key))
+    }
+
+    /// Which keys may go together in one command there: keys of one group may, keys of two may not.
+    pub(crate) fn group_of(&self, key: &[u8]) -> (usize, u16) {
+        let shard = self.shard_of(key);
+        let clustered = self.clustered.get(shard).copied().unwrap_or(false);
+        (shard, if clustered { slot_of(key) } else { 0 })
+    }
+
+    /// Whether some command could fail there for its keys' places: several shards, or a cluster. A single
+    /// plain Redis takes every multi-key command.
+    pub(crate) fn splits_keys(&self) -> bool {
+        self.count > 1 || self.clustered.iter().any(|&c| c)
+    }
 }
 
 pub(crate) struct TargetPlan {
@@ -97,9 +126,14 @@ impl RoutePlan {
                         shard_names.push(format!("{p_name}+{s_name}"));
                     }
                 }
+                let clustered = secondary.shards.iter().map(TargetPlan::clustered).collect();
                 RoutePlan {
                     placement: primary.placement,
-                    paired: Some((secondary.placement, secondary.shards.len())),
+                    paired: Some(Secondary {
+                        placement: secondary.placement,
+                        count: secondary.shards.len(),
+                        clustered,
+                    }),
                     shards,
                     shard_names,
                     granted: 1,
@@ -113,16 +147,19 @@ impl RoutePlan {
         let primary = self.placement.as_ref().map_or(0, |p| p.shard_of(key));
         match &self.paired {
             None => primary,
-            Some((placement, count)) => {
-                primary * count + placement.as_ref().map_or(0, |p| p.shard_of(key))
-            }
+            Some(secondary) => primary * secondary.count + secondary.shard_of(key),
         }
+    }
+
+    /// A double-write table's secondary table (a migration's destination).
+    pub(crate) fn secondary(&self) -> Option<&Secondary> {
+        self.paired.as_ref()
     }
 
     /// The shards a keyless command visits, each primary shard once (for reads: DBSIZE, KEYS, SCAN) or, for
     /// writes (FLUSHDB), every primary and every secondary shard at least once.
     pub(crate) fn fan_out(&self, write: bool) -> Vec<usize> {
-        let Some((_, count)) = self.paired else {
+        let Some(count) = self.paired.as_ref().map(|secondary| secondary.count) else {
             return (0..self.shards.len()).collect();
         };
         let primaries = self.shards.len() / count.max(1);
@@ -227,6 +264,14 @@ impl RoutePlan {
 }
 
 impl TargetPlan {
+    /// Whether one of its resources is a Redis Cluster.
+    fn clustered(&self) -> bool {
+        self.read
+            .iter()
+            .chain(&self.write)
+            .any(|resource| matches!(resource.spec, Ok(ResourceSpec::Cluster(_))))
+    }
+
     fn new(target: &Target, resolve: &dyn Fn(&str) -> Arc<ResourcePlan>) -> TargetPlan {
         let plan = |references: &[String]| references.iter().map(|r| resolve(r)).collect();
         let (read_policy, ack) = (target.read_policy(), target.ack());

@@ -38,6 +38,8 @@ pub(super) struct Transaction {
     place: Option<Place>,
     /// A command was refused at queue time: `EXEC` answers `EXECABORT`.
     failed: bool,
+    /// Its keys as the destination of a migration places them (see `readiness`).
+    pub(super) followed: super::readiness::Followed,
 }
 
 impl Transaction {
@@ -182,6 +184,7 @@ impl Session {
         request: &Request,
     ) -> Result<(Request, Option<Transform>), String> {
         let (request, transform) = self.narrow(spec, request.clone())?;
+        self.follow_queued(spec, request.args());
         if spec.has(flag::NO_MULTI) {
             return Err("ERR Command not allowed inside a transaction".to_string());
         }
@@ -249,6 +252,8 @@ impl Session {
         let Some(transaction) = self.stateful.transaction.take() else {
             return;
         };
+        // Counted whether it runs here or not: on the destination it would fail.
+        self.count_exec(&transaction.followed);
         if transaction.failed {
             self.stateful.watching = None;
             return self.local_error(started, EXECABORT);

@@ -102,6 +102,7 @@ impl Tracking {
                 gateway: String::new(),
                 interval_ms: 0,
                 tenants: Vec::new(),
+                readiness: Vec::new(),
             }),
         }
     }

@@ -37,6 +37,7 @@ impl Tracking {
             gateway: gateway.to_string(),
             interval_ms,
             tenants: Vec::new(),
+            readiness: Vec::new(),
         };
         let (mut observations, slow): (Vec<TenantObservations>, Vec<_>) = tenants
             .into_iter()

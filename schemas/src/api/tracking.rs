@@ -15,6 +15,10 @@ pub struct ObservationReport {
     pub interval_ms: u64,
     /// Only tenants with something to report.
     pub tenants: Vec<TenantObservations>,
+    /// The tenants whose route double-writes to a destination the gateway checks commands against (a migration's
+    /// readiness, docs/migration.md#readiness), with what it counted since its last report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readiness: Vec<super::TenantReadiness>,
 }
 
 /// One tenant's part of an `ObservationReport`.

@@ -1,0 +1,96 @@
+//! The session's part of migration readiness (see `crate::readiness`): each command checked against the
+//! destination of the tenant's route, and a transaction's keys followed from `MULTI` to `EXEC`, where a
+//! transaction whose keys the destination places apart is counted once.
+//!
+//! Commands are checked as sent to the backend (under the tenant's key namespace, which decides their slot);
+//! examples show them as the tenant sent them.
+
+use bytes::Bytes;
+use switchyard_schemas::api::ReadinessKind;
+
+use super::Session;
+use crate::cmd::CommandSpec;
+use crate::readiness;
+
+/// What a transaction's keys look like on the destination so far.
+#[derive(Default)]
+pub(super) struct Followed {
+    /// Its first key, and its group there.
+    first: Option<((usize, u16), Bytes)>,
+    /// The first queued command with a key in another group, and that key.
+    apart: Option<(&'static str, Bytes)>,
+}
+
+impl Session {
+    /// Checks a command outside a transaction; `args` are as sent to the backend. Called only for a tenant with
+    /// readiness counters (the one check the data path makes).
+    #[inline(never)]
+    pub(super) fn check_readiness(&mut self, spec: &CommandSpec, args: &[Bytes]) {
+        let Some(view) = &self.tenant else { return };
+        let (Some(counters), Some(destination)) =
+            (&view.tenant.readiness, view.tenant.route.secondary())
+        else {
+            return;
+        };
+        counters.checked(1);
+        // A command whose keys cannot be read gets Redis' own error wherever it goes.
+        if spec.key_indices(args, &mut self.keys).is_err() || self.keys.len() < 2 {
+            return;
+        }
+        if let Some((a, b)) = readiness::apart(destination, args, &self.keys) {
+            let prefix = view.tenant.namespace().map(|n| n.prefix().clone());
+            counters.found(
+                readiness::kind_of(spec.name),
+                spec.name,
+                [&args[a], &args[b]],
+                prefix.as_deref(),
+            );
+        }
+    }
+
+    /// Follows a command queued in the open transaction (`args` as sent to the backend).
+    pub(super) fn follow_queued(&mut self, spec: &'static CommandSpec, args: &[Bytes]) {
+        let Some(view) = &self.tenant else { return };
+        let (Some(counters), Some(destination)) =
+            (&view.tenant.readiness, view.tenant.route.secondary())
+        else {
+            return;
+        };
+        let Some(transaction) = &mut self.stateful.transaction else {
+            return;
+        };
+        counters.checked(1);
+        let followed = &mut transaction.followed;
+        if followed.apart.is_some() || spec.key_indices(args, &mut self.keys).is_err() {
+            return;
+        }
+        for key in self.keys.iter().filter_map(|&i| args.get(i)) {
+            let group = destination.group_of(key);
+            match &followed.first {
+                None => followed.first = Some((group, key.clone())),
+                Some((first, _)) if *first != group => {
+                    followed.apart = Some((spec.name, key.clone()));
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// `EXEC` of a transaction that followed `followed`: counted if its keys were placed apart.
+    pub(super) fn count_exec(&self, followed: &Followed) {
+        let Some(view) = &self.tenant else { return };
+        let (Some(counters), Some(((_, first), (command, apart)))) =
+            (&view.tenant.readiness, followed.first.as_ref().zip(followed.apart.as_ref()))
+        else {
+            return;
+        };
+        let prefix = view.tenant.namespace().map(|n| n.prefix().clone());
+        counters.found(
+            ReadinessKind::Transaction,
+            command,
+            [first, apart],
+            prefix.as_deref(),
+        );
+    }
+}

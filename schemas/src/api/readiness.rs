@@ -1,0 +1,132 @@
+//! Migration readiness: what gateways count of a tenant's live commands that would fail (or change meaning) on
+//! the destination of its migration, and the control plane's view of it (docs/migration.md#readiness).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How many examples a gateway's report, and the control plane's answer, give at most.
+pub const MAX_READINESS_EXAMPLES: usize = 20;
+
+/// What kind of command would fail, or change meaning, on the destination.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadinessKind {
+    /// A multi-key command whose keys are in different slots (or shards) there: `CROSSSLOT`.
+    CrossSlot,
+    /// A `MULTI` ... `EXEC` whose keys are in different slots there: `CROSSSLOT`, then `EXECABORT`.
+    Transaction,
+    /// `EVAL`/`EVALSHA`/`FCALL` whose keys are in different slots there: `CROSSSLOT`.
+    Script,
+    /// MGET, MSET, DEL, UNLINK, EXISTS, TOUCH across slots: the gateway splits them, so they still work
+    /// through it, but no longer atomically (and they fail for a client that talks to the destination directly).
+    Split,
+}
+
+impl ReadinessKind {
+    /// Whether commands of this kind fail there (so that `cutover` is refused until forced).
+    pub fn fails(self) -> bool {
+        !matches!(self, ReadinessKind::Split)
+    }
+}
+
+/// Counts by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadinessCounts {
+    #[serde(default)]
+    pub cross_slot: u64,
+    #[serde(default)]
+    pub transactions: u64,
+    #[serde(default)]
+    pub scripts: u64,
+    #[serde(default)]
+    pub split: u64,
+}
+
+impl ReadinessCounts {
+    pub fn get_mut(&mut self, kind: ReadinessKind) -> &mut u64 {
+        match kind {
+            ReadinessKind::CrossSlot => &mut self.cross_slot,
+            ReadinessKind::Transaction => &mut self.transactions,
+            ReadinessKind::Script => &mut self.scripts,
+            ReadinessKind::Split => &mut self.split,
+        }
+    }
+
+    /// Commands that would fail on the destination (every kind but `split`).
+    pub fn failing(&self) -> u64 {
+        self.cross_slot + self.transactions + self.scripts
+    }
+
+    pub fn add(&mut self, other: &ReadinessCounts) {
+        self.cross_slot += other.cross_slot;
+        self.transactions += other.transactions;
+        self.scripts += other.scripts;
+        self.split += other.split;
+    }
+}
+
+/// One kind of offending command: its name and its keys as patterns (runs of digits shown as `#`, no values).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadinessExample {
+    pub kind: ReadinessKind,
+    /// The command (for a transaction, the queued command whose key left the transaction's slot).
+    pub command: String,
+    /// Patterns of the keys in different slots (for a transaction: the first key's, then the other's).
+    pub keys: Vec<String>,
+    /// How many commands matched this example.
+    pub count: u64,
+}
+
+/// One tenant's part of a gateway's report: what it counted since its last report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantReadiness {
+    pub tenant: String,
+    /// Commands checked against the destination.
+    pub checked: u64,
+    pub counts: ReadinessCounts,
+    /// The most frequent offending commands, most first.
+    #[serde(default)]
+    pub examples: Vec<ReadinessExample>,
+}
+
+/// Adds `more` to `examples` (the same kind, command and keys counted together), keeping the
+/// `MAX_READINESS_EXAMPLES` most frequent, most first.
+pub fn merge_examples(examples: &mut Vec<ReadinessExample>, more: &[ReadinessExample]) {
+    for example in more {
+        let same = examples.iter_mut().find(|known| {
+            (known.kind, &known.command, &known.keys) == (example.kind, &example.command, &example.keys)
+        });
+        match same {
+            Some(known) => known.count += example.count,
+            None => examples.push(example.clone()),
+        }
+    }
+    examples.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| (a.kind, &a.command, &a.keys).cmp(&(b.kind, &b.command, &b.keys)))
+    });
+    examples.truncate(MAX_READINESS_EXAMPLES);
+}
+
+/// `GET /v1/tenants/{tenant}/migrations/{id}/readiness`: every gateway's counts for the migration, summed over
+/// its `double_write` to `verified` states.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MigrationReadiness {
+    /// No command counted would fail on the destination (`split` ones do not count against it).
+    pub ready: bool,
+    /// Commands the gateways checked against the destination. 0 with a destination that is one plain Redis
+    /// (nothing there fails for slot reasons, so gateways check nothing) or before any traffic.
+    pub checked: u64,
+    pub counts: ReadinessCounts,
+    pub examples: Vec<ReadinessExample>,
+    /// The gateways that reported counts for this migration.
+    pub gateways: Vec<String>,
+    /// When the last report arrived (none before the first).
+    pub updated_at: Option<String>,
+}

@@ -29,6 +29,13 @@ pub(crate) enum ApiError {
     MethodNotAllowed,
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// A 409 whose details say what stands in the way (a cutover's readiness counts).
+    #[error("{message}")]
+    ConflictWithDetails {
+        code: &'static str,
+        message: String,
+        details: Vec<ErrorDetail>,
+    },
     #[error("the route is at version {current}, not the version given in If-Match")]
     PreconditionFailed { current: i64 },
     #[error("{message}")]
@@ -110,7 +117,9 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::Conflict { code, .. } | ApiError::ConflictWithDetails { code, .. } => {
+                (StatusCode::CONFLICT, code)
+            }
             ApiError::PreconditionFailed { .. } => {
                 (StatusCode::PRECONDITION_FAILED, "precondition_failed")
             }
@@ -244,7 +253,8 @@ impl IntoResponse for ApiError {
             tracing::error!(operation, error = format!("{cause:#}"), "request failed");
         }
         let details = match &self {
-            ApiError::Unprocessable { details, .. } => details.clone(),
+            ApiError::Unprocessable { details, .. }
+            | ApiError::ConflictWithDetails { details, .. } => details.clone(),
             _ => Vec::new(),
         };
         let body = ErrorBody {

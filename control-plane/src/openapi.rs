@@ -194,6 +194,10 @@ impl Operation {
         self.parameter("query", name, description, "integer")
     }
 
+    pub(crate) fn query_boolean(self, name: &'static str, description: &'static str) -> Operation {
+        self.parameter("query", name, description, "boolean")
+    }
+
     pub(crate) fn header(self, name: &'static str, description: &'static str) -> Operation {
         self.parameter("header", name, description, "string")
     }

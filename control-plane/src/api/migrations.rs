@@ -13,10 +13,12 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
-use switchyard_schemas::api::{Migration, MigrationCreate, MigrationList, MigrationState};
+use switchyard_schemas::api::{
+    Migration, MigrationCreate, MigrationList, MigrationState, ReadinessCounts,
+};
 use switchyard_schemas::{AckMode, RouteTable};
 
-use crate::api::{lookup, routes::NewVersion};
+use crate::api::{lookup, readiness, routes::NewVersion};
 use crate::auth::Access;
 use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
@@ -24,7 +26,7 @@ use crate::db::change::Change;
 use crate::db::migrations::{MigrationRow, NewMigration};
 use crate::db::tenants::TenantRow;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiPath, JsonBody, from_value};
+use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value};
 use crate::openapi::Operation;
 use crate::state::AppState;
 use crate::{databases, references, route_schema};
@@ -80,6 +82,11 @@ pub(crate) fn operations() -> Vec<Operation> {
             "action",
             "The step: backfill, verify, cutover, finish or abort (docs/migration.md)",
             &["backfill", "verify", "cutover", "finish", "abort"],
+        )
+        .query_boolean(
+            "force",
+            "cutover only: cut over although the readiness counts commands that would fail on the destination \
+             (409 not_ready without it)",
         )
         .errors(&[404, 409]),
     ]
@@ -243,6 +250,7 @@ async fn create(
             to: MigrationState::DoubleWrite,
             route: Some(route),
             action: "migration.create",
+            forced: None,
         },
     )
     .await?;
@@ -276,10 +284,18 @@ async fn show(
     Ok(Json(answer(&state, &row).await?))
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepQuery {
+    #[serde(default)]
+    force: bool,
+}
+
 async fn step(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
     ApiPath((tenant, id, action)): ApiPath<(String, i64, String)>,
+    ApiQuery(query): ApiQuery<StepQuery>,
 ) -> ApiResult<Json<Migration>> {
     let mut change = Change::begin(&state.pool).await?;
     let tenant_row = lookup::tenant_for_update(change.conn(), &tenant).await?;
@@ -353,6 +369,20 @@ async fn step(
     if matches!(to, S::Backfilling | S::Verifying) {
         check_destination(&mut change, &tenant_row, &row.destination.0).await?;
     }
+    // Readiness is what gateways counted before cutover: a cutover the counts say breaks clients needs `force`,
+    // and a forced one is audited with the counts it overrode.
+    let mut overridden = None;
+    if to == S::CutOver {
+        let readiness = readiness::of_migration(&state, id).await?;
+        if !readiness.ready && !query.force {
+            return Err(readiness::not_ready(id, &readiness));
+        }
+        overridden = (!readiness.ready).then_some(readiness.counts);
+    } else if query.force {
+        return Err(ApiError::BadRequest(
+            "force applies to cutover only".to_string(),
+        ));
+    }
     let action = match to {
         S::Backfilling => "migration.backfill",
         S::Verifying => "migration.verify",
@@ -372,6 +402,7 @@ async fn step(
             to,
             route,
             action,
+            forced: overridden,
         },
     )
     .await?;
@@ -390,6 +421,8 @@ struct Transition<'a> {
     to: MigrationState,
     route: Option<RouteTable>,
     action: &'static str,
+    /// A cutover forced past these readiness counts.
+    forced: Option<ReadinessCounts>,
 }
 
 /// Applies `t` inside `change` (the tenant and migration rows are locked) and commits it with its audit entry.
@@ -425,7 +458,11 @@ async fn transition(
         t.from
             .map(|from| serde_json::json!({"state": from.as_str()}))
             .as_ref(),
-        Some(&serde_json::json!({"state": t.to.as_str(), "route_version": route_version})),
+        Some(&match t.forced {
+            Some(counts) => serde_json::json!({"state": t.to.as_str(), "route_version": route_version,
+                "forced": true, "readiness": counts}),
+            None => serde_json::json!({"state": t.to.as_str(), "route_version": route_version}),
+        }),
     );
     state.commit(change, actor, record).await?;
     answer(state, &row).await

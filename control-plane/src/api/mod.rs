@@ -6,6 +6,7 @@ pub(crate) mod gateways;
 pub(crate) mod import;
 pub(crate) mod migrations;
 pub(crate) mod observations;
+pub(crate) mod readiness;
 pub(crate) mod resources;
 pub(crate) mod routes;
 pub(crate) mod snapshot;
@@ -36,6 +37,7 @@ pub fn operations() -> Vec<Operation> {
         ("routes", routes::operations()),
         ("import", import::operations()),
         ("migrations", migrations::operations()),
+        ("readiness", readiness::operations()),
         ("snapshot", snapshot::operations()),
         ("gateways", gateways::operations()),
         ("observations", observations::operations()),

@@ -1,5 +1,6 @@
-//! What gateways notice of tenants' requests: their tracking reports (`POST /v1/gateways/observations`), and
-//! each tenant's hot keys, big keys and slow log across every gateway (admin only: keys are tenant data).
+//! What gateways notice of tenants' requests: their tracking reports (`POST /v1/gateways/observations`, which
+//! also carry migration readiness, see `api::readiness`), and each tenant's hot keys, big keys and slow log
+//! across every gateway (admin only: keys are tenant data).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -112,6 +113,7 @@ async fn report(
     JsonBody(report): JsonBody<ObservationReport>,
 ) -> ApiResult<StatusCode> {
     db::observations::record(&state.pool, &report.gateway, &report.tenants, RETENTION).await?;
+    db::readiness::record(&state.pool, &report.gateway, &report.readiness).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

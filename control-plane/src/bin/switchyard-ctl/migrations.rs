@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand, ValueEnum};
 use reqwest::Method;
 use switchyard_schemas::api::{
-    Migration, MigrationCreate, MigrationDestination, MigrationLimits, MigrationState,
+    Migration, MigrationCreate, MigrationDestination, MigrationLimits, MigrationReadiness,
+    MigrationState,
 };
 use switchyard_schemas::{AckMode, Target};
 
 use crate::client::{Call, Failure, Outcome};
-use crate::output::View;
+use crate::output::{Format, View};
 use crate::session::{Change, Session, read_json};
 use crate::watch::{line, watch};
 
@@ -21,11 +22,18 @@ pub(crate) enum Migrations {
     /// A tenant's migrations, newest first.
     #[command(after_help = "Example:\n  switchyard-ctl migrations list shop")]
     List { tenant: String },
-    /// One migration: its state and its tasks' progress.
+    /// One migration: its state and its tasks' progress (and, as a table, its readiness).
     #[command(after_help = "Example:\n  switchyard-ctl migrations get shop 1 -o yaml")]
     Get {
         tenant: String,
         /// The migration's id, as `create` printed it (numbered across all tenants, not per tenant).
+        id: i64,
+    },
+    /// What of the tenant's live commands would fail on the destination, counted by the gateways.
+    #[command(after_help = "Example:\n  switchyard-ctl migrations readiness shop 1")]
+    Readiness {
+        tenant: String,
+        /// The migration's id, as `create` printed it.
         id: i64,
     },
     /// Start migrating a tenant: writes go to the old and the new deployment, reads stay on the old one. Prints the
@@ -63,9 +71,17 @@ pub(crate) enum Migrations {
     /// Compare every key on both sides and repair differences from the old one.
     #[command(after_help = "Example:\n  switchyard-ctl migrations verify shop 1 --watch")]
     Verify(Step),
-    /// Serve reads from the new deployment (writes still go to both).
-    #[command(after_help = "Example:\n  switchyard-ctl migrations cutover shop 1")]
-    Cutover(Step),
+    /// Serve reads from the new deployment (writes still go to both); refused while not ready, unless --force.
+    #[command(after_help = "Examples:\n  \
+        switchyard-ctl migrations cutover shop 1\n  \
+        switchyard-ctl migrations cutover shop 1 --force")]
+    Cutover {
+        #[command(flatten)]
+        step: Step,
+        /// Cut over although gateways counted commands that would fail on the destination (409 not_ready).
+        #[arg(long)]
+        force: bool,
+    },
     /// Make the new route the only one.
     #[command(after_help = "Example:\n  switchyard-ctl migrations finish shop 1")]
     Finish(Step),
@@ -162,8 +178,18 @@ impl Migrations {
                 return session.show(Call::get(path(&tenant)), &view).await;
             }
             Migrations::Get { tenant, id } => {
-                let call = Call::get(format!("{}/{id}", path(&tenant)));
-                return session.show(call, &one()).await;
+                let object = format!("{}/{id}", path(&tenant));
+                session.show(Call::get(&object), &one()).await?;
+                // JSON and YAML are the migration's body as it is; people get its readiness too.
+                if session.format == Format::Table {
+                    let readiness = session.send(&Call::get(format!("{object}/readiness"))).await?;
+                    session.print(&readiness.body, &readiness_view())?;
+                }
+                return Ok(());
+            }
+            Migrations::Readiness { tenant, id } => {
+                let call = Call::get(format!("{}/{id}/readiness", path(&tenant)));
+                return session.show(call, &readiness_view()).await;
             }
             Migrations::Watch { tenant, id, poll } => {
                 return poll.watch(session, &tenant, id).await;
@@ -202,21 +228,53 @@ impl Migrations {
             }
             Migrations::Backfill(step) => (step, "backfill"),
             Migrations::Verify(step) => (step, "verify"),
-            Migrations::Cutover(step) => (step, "cutover"),
+            Migrations::Cutover { step, force } => {
+                return step.take(session, "cutover", force).await;
+            }
             Migrations::Finish(step) => (step, "finish"),
             Migrations::Abort(step) => (step, "abort"),
         };
-        step.take(session, action).await
+        step.take(session, action, false).await
     }
 }
 
+/// A migration's readiness, for people.
+fn readiness_view() -> View {
+    View::Text(
+        |body| match serde_json::from_value::<MigrationReadiness>(body.clone()) {
+            Ok(readiness) => readiness_text(&readiness),
+            Err(_) => body.to_string(),
+        },
+    )
+}
+
+fn readiness_text(r: &MigrationReadiness) -> String {
+    let c = &r.counts;
+    let mut out = format!(
+        "readiness: {} | checked {} | would fail: cross_slot {} transactions {} scripts {} | split by the gateway {}\n",
+        if r.ready { "ready" } else { "NOT READY" },
+        r.checked,
+        c.cross_slot,
+        c.transactions,
+        c.scripts,
+        c.split
+    );
+    for e in &r.examples {
+        let kind = serde_json::to_value(e.kind).unwrap_or_default();
+        let kind = kind.as_str().unwrap_or_default();
+        out += &format!("  {kind:<12} {:<12} x{:<8} {}\n", e.command, e.count, e.keys.join("  "));
+    }
+    out
+}
+
 impl Step {
-    async fn take(self, session: &Session, action: &str) -> Outcome {
+    async fn take(self, session: &Session, action: &str, force: bool) -> Outcome {
         let object = format!("{}/{}", path(&self.tenant), self.id);
         let deadline = Instant::now() + Duration::from_secs_f64(self.wait.max(0.0));
         let mut said = false;
         loop {
-            let call = Call::new(Method::POST, format!("{object}/{action}"));
+            let call = Call::new(Method::POST, format!("{object}/{action}"))
+                .query("force", force.then_some(true));
             let change = Change::new(call, one()).before(object.clone(), "/state");
             match session.change(change).await {
                 Err(failure @ Failure::Api { .. })

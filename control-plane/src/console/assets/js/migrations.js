@@ -74,8 +74,8 @@ export async function show(main, tenant, id) {
   mount(main, tenantHeader(tenant, 'migrations'), box);
   let timer = null;
   const refresh = async () => {
-    const m = await api.get(`${base(tenant)}/${id}`);
-    render(box, tenant, m, async (action) => {
+    const [m, r] = await Promise.all([api.get(`${base(tenant)}/${id}`), api.get(`${base(tenant)}/${id}/readiness`)]);
+    render(box, tenant, m, r, async (action) => {
       try {
         await api.post(`${base(tenant)}/${id}/${action}`);
         await refresh();
@@ -89,7 +89,7 @@ export async function show(main, tenant, id) {
   return () => clearTimeout(timer);
 }
 
-function render(box, tenant, m, step) {
+function render(box, tenant, m, r, step) {
   const reached = REACHED[m.state];
   const running = m.state === 'backfilling' || m.state === 'verifying';
   const waiting = !m.converged && ACTIVE.includes(m.state);
@@ -98,12 +98,14 @@ function render(box, tenant, m, step) {
     backfill: m.state === 'double_write' && m.converged,
     verify: m.state === 'backfilled' || m.state === 'verified',
     cutover: m.state === 'verified',
+    // The API refuses a cutover that is not ready (409 not_ready) unless forced.
+    'cutover?force=true': m.state === 'verified' && !r.ready,
     finish: m.state === 'cut_over' && m.converged,
     abort: ACTIVE.includes(m.state),
   };
   const action = (name, label, cls) => {
     const b = button(label, () => { b.disabled = true; step(name); }, cls || 'primary');
-    b.id = `step-${name}`;
+    b.id = `step-${name.replace('?force=true', '-force')}`;
     b.disabled = !allowed[name];
     return b;
   };
@@ -119,7 +121,9 @@ function render(box, tenant, m, step) {
       m.error ? h('p', { class: 'error-text', id: 'migration-error', text: `The last task stopped: ${m.error} (retried every 2 s)` }) : null,
       h('div', { class: 'actions' },
         action('backfill', 'Backfill'), action('verify', m.state === 'verified' ? 'Verify again' : 'Verify'),
-        action('cutover', 'Cut over'), action('finish', 'Finish'), action('abort', 'Abort', 'danger'))),
+        action('cutover', 'Cut over'), r.ready ? null : action('cutover?force=true', 'Cut over anyway', 'danger'),
+        action('finish', 'Finish'), action('abort', 'Abort', 'danger'))),
+    readiness(r, ACTIVE.includes(m.state) && m.state !== 'cut_over'),
     progress('Backfill', 'backfill', m.progress.backfill, running && m.state === 'backfilling'),
     progress('Verify', 'verify', m.progress.verify, running && m.state === 'verifying'),
     h('div', { class: 'columns' },
@@ -141,4 +145,21 @@ function progress(title, id, p, live) {
       counts.map(([k, v]) => `${k} ${number(v)}`).join(', '),
       `; ${number(Math.round(p.keys_per_sec))} keys/s`,
       p.finished_at ? '' : p.eta_secs !== null && p.eta_secs !== undefined ? `; ETA ${p.eta_secs} s` : ''));
+}
+
+// What gateways counted of the tenant's commands against the destination (docs/migration.md#readiness).
+function readiness(r, live) {
+  const c = r.counts;
+  const verdict = r.ready ? badge('ready', 'good') : badge('not ready', 'bad');
+  return h('section', { class: 'card', id: 'migration-readiness', 'data-ready': String(r.ready) },
+    h('div', { class: 'page-head' }, h('h3', { text: 'Readiness' }), verdict, live ? badge('counting', 'warn') : null),
+    h('p', { class: 'muted' }, `${number(r.checked)} commands checked against the destination by ${r.gateways.length} gateway(s). `,
+      'Would fail there: ', h('strong', { id: 'readiness-failing', text: `${number(c.cross_slot)} multi-key, ${number(c.transactions)} transactions, ${number(c.scripts)} scripts` }),
+      `; split by the gateway (not atomic there): ${number(c.split)}.`),
+    r.examples.length ? h('table', { class: 'list', id: 'readiness-examples' },
+      h('thead', {}, h('tr', {}, ['Kind', 'Command', 'Keys', 'Count'].map((t) => h('th', { text: t })))),
+      h('tbody', {}, r.examples.map((e) => h('tr', {},
+        h('td', { text: e.kind }), h('td', { class: 'mono', text: e.command }),
+        h('td', { class: 'mono', text: e.keys.join('  ') }), h('td', { text: number(e.count) })))))
+      : null);
 }

@@ -37,7 +37,7 @@ pub fn operations() -> Vec<Operation> {
         ("routes", routes::operations()),
         ("import", import::operations()),
         ("migrations", migrations::operations()),
-        ("readiness", readiness::operations()),
+        ("migrations", readiness::operations()),
         ("snapshot", snapshot::operations()),
         ("gateways", gateways::operations()),
         ("observations", observations::operations()),

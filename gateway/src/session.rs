@@ -558,7 +558,11 @@ impl Session {
             return;
         }
         // The one check readiness costs a tenant that is not migrating.
-        if self.tenant.as_ref().is_some_and(|v| v.tenant.readiness.is_some()) {
+        if self
+            .tenant
+            .as_ref()
+            .is_some_and(|v| v.tenant.readiness.is_some())
+        {
             self.check_readiness(spec, request.args());
         }
         self.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`

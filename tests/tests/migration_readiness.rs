@@ -120,7 +120,11 @@ async fn cross_slot_traffic_makes_the_migration_not_ready_until_forced() {
     let cluster = RedisCluster::start(3, 0, None);
     let stack = Stack::start(&old, "cross").await;
     let id = stack.migrate_to(&cluster).await;
-    assert_ne!(slot("user:1001"), slot("user:2002"), "the test needs two slots");
+    assert_ne!(
+        slot("user:1001"),
+        slot("user:2002"),
+        "the test needs two slots"
+    );
 
     let mut client = stack.gateway.client(Some(&stack.secret)).await;
     for _ in 0..3 {
@@ -153,7 +157,9 @@ async fn cross_slot_traffic_makes_the_migration_not_ready_until_forced() {
 
     let readiness = stack
         .wait(id, "readiness counted", |r| {
-            r["counts"]["transactions"] == 3 && r["counts"]["split"] == 3 && r["counts"]["scripts"] == 1
+            r["counts"]["transactions"] == 3
+                && r["counts"]["split"] == 3
+                && r["counts"]["scripts"] == 1
         })
         .await;
     assert_eq!(readiness["ready"], false, "{readiness}");
@@ -169,7 +175,11 @@ async fn cross_slot_traffic_makes_the_migration_not_ready_until_forced() {
     };
     let transaction = example("transaction");
     assert_eq!(
-        (&transaction["command"], &transaction["keys"], &transaction["count"]),
+        (
+            &transaction["command"],
+            &transaction["keys"],
+            &transaction["count"]
+        ),
         (&json!("set"), &json!(["user:#", "user:#"]), &json!(3))
     );
     assert_eq!(example("split")["command"], "mget");
@@ -179,26 +189,44 @@ async fn cross_slot_traffic_makes_the_migration_not_ready_until_forced() {
 
     let ctl = Ctl::new(&stack.cp);
     let shown = ctl.ok(&["migrations", "get", "acme", &id.to_string()]);
-    assert!(shown.contains("NOT READY") && shown.contains("transactions 3"), "{shown}");
+    assert!(
+        shown.contains("NOT READY") && shown.contains("transactions 3"),
+        "{shown}"
+    );
     assert!(shown.contains("user:#"), "{shown}");
 
     stack.backfill_and_verify(id).await;
     let cutover = format!("{}/cutover", stack.path(id));
     let (status, refused) = stack.cp.call("POST", &cutover, None).await;
-    assert_eq!((status, &refused["error"]), (409, &json!("not_ready")), "{refused}");
+    assert_eq!(
+        (status, &refused["error"]),
+        (409, &json!("not_ready")),
+        "{refused}"
+    );
     let message = refused["message"].as_str().unwrap();
-    assert!(message.contains("3 transactions") && message.contains("1 scripts"), "{message}");
-    assert!(!refused["details"].as_array().unwrap().is_empty(), "{refused}");
+    assert!(
+        message.contains("3 transactions") && message.contains("1 scripts"),
+        "{message}"
+    );
+    assert!(
+        !refused["details"].as_array().unwrap().is_empty(),
+        "{refused}"
+    );
     let run = ctl.run(&["migrations", "cutover", "acme", &id.to_string()]);
     assert_ne!(run.code, 0, "{run:?}");
-    assert!(run.stderr.contains("not_ready") || run.stderr.contains("not ready"), "{run:?}");
+    assert!(
+        run.stderr.contains("not_ready") || run.stderr.contains("not ready"),
+        "{run:?}"
+    );
     assert_eq!(
         stack.cp.expect("GET", &stack.path(id), None, 200).await["state"],
         "verified"
     );
 
     ctl.ok(&["migrations", "cutover", "acme", &id.to_string(), "--force"]);
-    stack.wait(id, "cut over", |m| m["state"] == "cut_over").await;
+    stack
+        .wait(id, "cut over", |m| m["state"] == "cut_over")
+        .await;
     let audit = stack
         .cp
         .expect("GET", "/v1/audit?tenant=acme", None, 200)
@@ -235,7 +263,9 @@ async fn single_slot_traffic_is_ready_and_cuts_over() {
     }
     // 5 × (two queued SETs, one MGET).
     let readiness = stack
-        .wait(id, "readiness checked", |r| r["checked"].as_u64() >= Some(15))
+        .wait(id, "readiness checked", |r| {
+            r["checked"].as_u64() >= Some(15)
+        })
         .await;
     assert_eq!(readiness["ready"], true, "{readiness}");
     assert_eq!(

@@ -459,8 +459,10 @@ async fn transition(
             .map(|from| serde_json::json!({"state": from.as_str()}))
             .as_ref(),
         Some(&match t.forced {
-            Some(counts) => serde_json::json!({"state": t.to.as_str(), "route_version": route_version,
-                "forced": true, "readiness": counts}),
+            Some(counts) => {
+                serde_json::json!({"state": t.to.as_str(), "route_version": route_version,
+                "forced": true, "readiness": counts})
+            }
             None => serde_json::json!({"state": t.to.as_str(), "route_version": route_version}),
         }),
     );

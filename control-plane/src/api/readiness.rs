@@ -3,10 +3,10 @@
 //! docs/migration.md#readiness). `cutover` consults the same sums and refuses a migration that is not ready
 //! unless forced.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::Method;
 use axum::routing::get;
-use axum::Json;
 use switchyard_schemas::api::{
     ErrorDetail, MigrationReadiness, ReadinessCounts, ReadinessExample, merge_examples,
 };

@@ -3,9 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgExecutor, PgPool};
-use switchyard_schemas::api::{
-    ReadinessCounts, ReadinessExample, TenantReadiness, merge_examples,
-};
+use switchyard_schemas::api::{ReadinessCounts, ReadinessExample, TenantReadiness, merge_examples};
 
 use crate::db::{DbResult, WithOperation};
 

@@ -113,7 +113,10 @@ pub(crate) fn apart(
     let group = destination.group_of(args.get(first)?);
     rest.iter()
         .copied()
-        .find(|&k| args.get(k).is_some_and(|key| destination.group_of(key) != group))
+        .find(|&k| {
+            args.get(k)
+                .is_some_and(|key| destination.group_of(key) != group)
+        })
         .map(|k| (first, k))
 }
 

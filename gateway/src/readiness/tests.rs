@@ -32,7 +32,10 @@ fn double_write(to: &str) -> String {
 }
 
 fn args(words: &[&str]) -> Vec<Bytes> {
-    words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+    words
+        .iter()
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
 }
 
 #[test]
@@ -73,7 +76,10 @@ fn a_sharded_destination_separates_shards_and_a_single_redis_nothing() {
         .iter()
         .find(|k| sharded.shard_of(k.as_bytes()) != sharded.shard_of(b"k0"))
         .unwrap();
-    assert_eq!(apart(destination, &args(&["MGET", "k0", same]), &[1, 2]), None);
+    assert_eq!(
+        apart(destination, &args(&["MGET", "k0", same]), &[1, 2]),
+        None
+    );
     assert_eq!(
         apart(destination, &args(&["MGET", "k0", other]), &[1, 2]),
         Some((1, 2))
@@ -99,10 +105,23 @@ fn kinds_follow_what_the_gateway_does_with_the_command() {
 #[test]
 fn counts_are_taken_once_with_bounded_examples() {
     let counters = Counters::default();
-    assert!(counters.take("t").is_none(), "nothing checked, nothing to report");
+    assert!(
+        counters.take("t").is_none(),
+        "nothing checked, nothing to report"
+    );
     counters.checked(10);
-    counters.found(ReadinessKind::CrossSlot, "rename", [b"ns:user:1", b"ns:user:2"], Some(b"ns:"));
-    counters.found(ReadinessKind::CrossSlot, "rename", [b"ns:user:3", b"ns:user:44"], Some(b"ns:"));
+    counters.found(
+        ReadinessKind::CrossSlot,
+        "rename",
+        [b"ns:user:1", b"ns:user:2"],
+        Some(b"ns:"),
+    );
+    counters.found(
+        ReadinessKind::CrossSlot,
+        "rename",
+        [b"ns:user:3", b"ns:user:44"],
+        Some(b"ns:"),
+    );
     for i in 0..200 {
         let key = format!("k{}x{i}", "y".repeat(i));
         counters.found(ReadinessKind::Split, "mget", [b"a", key.as_bytes()], None);
@@ -118,5 +137,8 @@ fn counts_are_taken_once_with_bounded_examples() {
         (ReadinessKind::CrossSlot, "rename", 2)
     );
     assert_eq!(first.keys, ["user:#", "user:#"]);
-    assert!(counters.take("t").is_none(), "taken: the next report starts from zero");
+    assert!(
+        counters.take("t").is_none(),
+        "taken: the next report starts from zero"
+    );
 }

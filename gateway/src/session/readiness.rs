@@ -80,9 +80,10 @@ impl Session {
     /// `EXEC` of a transaction that followed `followed`: counted if its keys were placed apart.
     pub(super) fn count_exec(&self, followed: &Followed) {
         let Some(view) = &self.tenant else { return };
-        let (Some(counters), Some(((_, first), (command, apart)))) =
-            (&view.tenant.readiness, followed.first.as_ref().zip(followed.apart.as_ref()))
-        else {
+        let (Some(counters), Some(((_, first), (command, apart)))) = (
+            &view.tenant.readiness,
+            followed.first.as_ref().zip(followed.apart.as_ref()),
+        ) else {
             return;
         };
         let prefix = view.tenant.namespace().map(|n| n.prefix().clone());

@@ -99,7 +99,8 @@ pub struct TenantReadiness {
 pub fn merge_examples(examples: &mut Vec<ReadinessExample>, more: &[ReadinessExample]) {
     for example in more {
         let same = examples.iter_mut().find(|known| {
-            (known.kind, &known.command, &known.keys) == (example.kind, &example.command, &example.keys)
+            (known.kind, &known.command, &known.keys)
+                == (example.kind, &example.command, &example.keys)
         });
         match same {
             Some(known) => known.count += example.count,

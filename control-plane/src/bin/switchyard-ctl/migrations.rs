@@ -182,7 +182,9 @@ impl Migrations {
                 session.show(Call::get(&object), &one()).await?;
                 // JSON and YAML are the migration's body as it is; people get its readiness too.
                 if session.format == Format::Table {
-                    let readiness = session.send(&Call::get(format!("{object}/readiness"))).await?;
+                    let readiness = session
+                        .send(&Call::get(format!("{object}/readiness")))
+                        .await?;
                     session.print(&readiness.body, &readiness_view())?;
                 }
                 return Ok(());
@@ -262,7 +264,12 @@ fn readiness_text(r: &MigrationReadiness) -> String {
     for e in &r.examples {
         let kind = serde_json::to_value(e.kind).unwrap_or_default();
         let kind = kind.as_str().unwrap_or_default();
-        out += &format!("  {kind:<12} {:<12} x{:<8} {}\n", e.command, e.count, e.keys.join("  "));
+        out += &format!(
+            "  {kind:<12} {:<12} x{:<8} {}\n",
+            e.command,
+            e.count,
+            e.keys.join("  ")
+        );
     }
     out
 }

@@ -17,7 +17,6 @@ mod metrics;
 mod monitor;
 mod net;
 mod proxy_protocol;
-mod readiness;
 mod reply;
 mod report;
 mod resp;

@@ -1,5 +1,5 @@
 //! Hands what the data path noticed (hot keys, big keys, slow commands: see `tracking`; migration readiness: see
-//! `readiness`) to the control plane every report interval, with the gateway's token, apart from heartbeats so
+//! `route::readiness`) to the control plane every report interval, with the gateway's token, apart from heartbeats so
 //! that a large report never delays one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
 
 use std::sync::Arc;
@@ -26,7 +26,7 @@ pub(crate) async fn run(
         since = now;
         let id = push.as_ref().map_or("", |(_, config)| &config.gateway_id);
         let mut report = gateway.tracking.report(id, covered);
-        report.readiness = crate::readiness::report(&gateway.snapshot());
+        report.readiness = crate::route::readiness::report(&gateway.snapshot());
         let Some((client, config)) = &push else {
             continue;
         };

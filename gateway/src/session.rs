@@ -557,14 +557,7 @@ impl Session {
         if self.stateful.subscription.is_some() && self.publish_in_order(spec, &request, started) {
             return;
         }
-        // The one check readiness costs a tenant that is not migrating.
-        if self
-            .tenant
-            .as_ref()
-            .is_some_and(|v| v.tenant.readiness.is_some())
-        {
-            self.check_readiness(spec, request.args());
-        }
+        self.check_readiness(spec, request.args());
         self.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`
         let Some(view) = &self.tenant else { return };
         let mut dispatch = Dispatch {

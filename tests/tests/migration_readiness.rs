@@ -27,20 +27,9 @@ impl Drop for Stack {
 impl Stack {
     async fn start(old: &RedisServer, tag: &str) -> Stack {
         let cp = ControlPlane::start();
-        cp.expect("POST", "/v1/tenants", Some(json!({"name": "acme"})), 201)
+        let secret = cp
+            .create_tenant("acme", json!({"type": "single", "target": old.url()}))
             .await;
-        let credential = cp
-            .expect("POST", "/v1/tenants/acme/credentials", Some(json!({})), 201)
-            .await;
-        let secret = credential["secret"].as_str().unwrap().to_string();
-        let route = json!({"type": "single", "target": old.url()});
-        cp.expect(
-            "PUT",
-            "/v1/tenants/acme/route",
-            Some(json!({"route": route})),
-            200,
-        )
-        .await;
         let cache = std::env::temp_dir().join(format!(
             "switchyard-readiness-{tag}-{}.json",
             std::process::id()

@@ -269,7 +269,8 @@ async fn list(
     Ok(Json(MigrationList { migrations }))
 }
 
-async fn find(state: &AppState, tenant: &str, id: i64) -> ApiResult<MigrationRow> {
+/// Tenant `tenant`'s migration `id` (404 for either missing).
+pub(crate) async fn find(state: &AppState, tenant: &str, id: i64) -> ApiResult<MigrationRow> {
     let row = lookup::tenant(&state.pool, tenant).await?;
     db::migrations::get(&state.pool, row.id, id, false)
         .await?

@@ -11,7 +11,7 @@ use switchyard_schemas::api::{
     ErrorDetail, MigrationReadiness, ReadinessCounts, ReadinessExample, merge_examples,
 };
 
-use crate::api::lookup;
+use crate::api::migrations;
 use crate::auth::Access;
 use crate::db;
 use crate::db::timestamp;
@@ -39,10 +39,7 @@ async fn show(
     State(state): State<AppState>,
     ApiPath((tenant, id)): ApiPath<(String, i64)>,
 ) -> ApiResult<Json<MigrationReadiness>> {
-    let row = lookup::tenant(&state.pool, &tenant).await?;
-    db::migrations::get(&state.pool, row.id, id, false)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("tenant '{tenant}' has no migration {id}")))?;
+    migrations::find(&state, &tenant, id).await?;
     Ok(Json(of_migration(&state, id).await?))
 }
 

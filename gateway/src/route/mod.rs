@@ -27,6 +27,7 @@ mod listing;
 mod merge;
 mod per_resource;
 mod plan;
+pub(crate) mod readiness;
 mod resolve;
 mod run;
 mod scan;
@@ -80,7 +81,7 @@ pub(crate) struct Tenant {
     pub tracking: switchyard_schemas::policy::TrackingPolicy,
     /// Set while its route double-writes to a table that places keys apart (a migration's destination): its
     /// commands are then checked against that table (see `readiness`).
-    pub readiness: Option<Arc<crate::readiness::Counters>>,
+    pub readiness: Option<Arc<readiness::Counters>>,
 }
 
 impl Named for Arc<Tenant> {

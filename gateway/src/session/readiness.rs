@@ -1,4 +1,4 @@
-//! The session's part of migration readiness (see `crate::readiness`): each command checked against the
+//! The session's part of migration readiness (see `route::readiness`): each command checked against the
 //! destination of the tenant's route, and a transaction's keys followed from `MULTI` to `EXEC`, where a
 //! transaction whose keys the destination places apart is counted once.
 //!
@@ -10,7 +10,7 @@ use switchyard_schemas::api::ReadinessKind;
 
 use super::Session;
 use crate::cmd::CommandSpec;
-use crate::readiness;
+use crate::route::readiness;
 
 /// What a transaction's keys look like on the destination so far.
 #[derive(Default)]
@@ -22,10 +22,22 @@ pub(super) struct Followed {
 }
 
 impl Session {
-    /// Checks a command outside a transaction; `args` are as sent to the backend. Called only for a tenant with
-    /// readiness counters (the one check the data path makes).
-    #[inline(never)]
+    /// Checks a command outside a transaction against the destination of the tenant's migration; `args` are as
+    /// sent to the backend. For a tenant that is not migrating, this one test is all readiness costs.
+    #[inline]
     pub(super) fn check_readiness(&mut self, spec: &CommandSpec, args: &[Bytes]) {
+        if self
+            .tenant
+            .as_ref()
+            .is_some_and(|v| v.tenant.readiness.is_some())
+        {
+            self.count_readiness(spec, args);
+        }
+    }
+
+    // Out of line: the data path of tenants that are not migrating keeps only the test above.
+    #[inline(never)]
+    fn count_readiness(&mut self, spec: &CommandSpec, args: &[Bytes]) {
         let Some(view) = &self.tenant else { return };
         let (Some(counters), Some(destination)) =
             (&view.tenant.readiness, view.tenant.route.secondary())

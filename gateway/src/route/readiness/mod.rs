@@ -16,7 +16,7 @@ use switchyard_schemas::api::{
     ReadinessCounts, ReadinessExample, ReadinessKind, TenantReadiness, merge_examples,
 };
 
-use crate::route::{Secondary, Snapshot, splits};
+use super::{Secondary, Snapshot, splits};
 use crate::tracking::lock;
 
 mod pattern;

@@ -29,7 +29,7 @@ async fn the_runbook_moves_a_tenant_as_written() {
         // Alternatives, not next steps: step 1 with a sharded destination, and abort (after finish it is a 409).
         .filter(|b| !b.text.contains(r#""type": "sharded""#) && b.heading != "### Rollback")
         .collect();
-    assert_eq!(blocks.len(), 7, "{blocks:#?}");
+    assert_eq!(blocks.len(), 8, "{blocks:#?}");
     let ctl = binary("switchyard-ctl", "SWITCHYARD_CTL_BIN");
     let bin_dir = ctl.parent().expect("the binaries' directory");
     let path = format!(

@@ -292,6 +292,22 @@ impl Comparison {
         connect(self.pki.as_ref(), reference.port(), || reference.tls_port())
     }
 
+    /// Another client of the reference and another of the gateway, each speaking the comparison's protocol:
+    /// (reference, gateway).
+    pub fn connect_both(&self) -> (RawClient, RawClient) {
+        let speaking = |mut client: RawClient| {
+            if self.protocol == 3 {
+                let hello = client.request(&[b"HELLO", b"3"]);
+                assert!(hello.starts_with(b"%7\r\n"), "HELLO 3: {}", show(&hello));
+            }
+            client
+        };
+        (
+            speaking(self.connect_reference()),
+            speaking(self.connect_gateway()),
+        )
+    }
+
     /// `HELLO version` on both clients; the replies must be the same but for the client id.
     pub fn hello(&mut self, version: u8) {
         let (reference, gateway) = self.both(&["HELLO", &version.to_string()]);

@@ -89,7 +89,8 @@ struct Slots {
     /// The client is gone: replies and messages that still come are dropped.
     closed: bool,
     /// The client asked for no replies (`CLIENT REPLY OFF`, or `SKIP` for one command): the slots opened
-    /// meanwhile are answered but not written (`silent`, in order), and messages are dropped.
+    /// meanwhile are answered but not written (`silent`, in order), and so are monitor lines. Pub/sub messages
+    /// and the slots opened by `pushing` are written all the same, as Redis writes them (see `pushing`).
     muted: bool,
     silent: VecDeque<u64>,
     /// The requests of the slots that keep theirs (see `tagged`).
@@ -319,10 +320,22 @@ impl ReplyQueue {
         );
     }
 
-    /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now.
+    /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now, whatever
+    /// `CLIENT REPLY` says: Redis 7.0 writes every `message` and `pmessage` to a client that turned its replies
+    /// off.
     pub(crate) fn push_message(&self, message: Bytes) {
+        self.push_between(message, false);
+    }
+
+    /// Queues lines of a monitor, as messages, unless the client turned its replies off: Redis writes them as
+    /// replies, which `CLIENT REPLY OFF` drops.
+    pub(crate) fn push_monitor_lines(&self, lines: Bytes) {
+        self.push_between(lines, true);
+    }
+
+    fn push_between(&self, message: Bytes, reply: bool) {
         let mut inner = self.inner.borrow_mut();
-        if inner.closed || inner.muted {
+        if inner.closed || (reply && inner.muted) {
             return;
         }
         let ready = inner
@@ -371,6 +384,16 @@ impl ReplyQueue {
     /// Whether the slots opened from now on are written to the client (see `Slots::muted`).
     pub(crate) fn set_muted(&self, muted: bool) {
         self.inner.borrow_mut().muted = muted;
+    }
+
+    /// Runs `open` with the muting lifted, so that the slots it opens are written whatever `CLIENT REPLY` says:
+    /// Redis 7.0 writes the confirmations of `(P|S)SUBSCRIBE` and their `UNSUBSCRIBE`s even to a client that
+    /// turned its replies off (its `CLIENT_PUSHING`).
+    pub(crate) fn pushing<R>(&self, open: impl FnOnce() -> R) -> R {
+        let muted = std::mem::replace(&mut self.inner.borrow_mut().muted, false);
+        let opened = open();
+        self.inner.borrow_mut().muted = muted;
+        opened
     }
 
     /// Moves every reply that is ready and in order into `out`, and the messages between them, calling `done` with

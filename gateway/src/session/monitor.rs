@@ -45,7 +45,7 @@ async fn relay(monitor: Monitor, queue: Rc<ReplyQueue>, overflowed: Rc<Cell<bool
             return queue.push_message(Bytes::new()); // wakes the session
         }
         if !lines.is_empty() {
-            queue.push_message(lines.split().freeze());
+            queue.push_monitor_lines(lines.split().freeze());
         }
     }
 }

@@ -191,13 +191,16 @@ impl Session {
             // Not subscribed: what Redis answers, one confirmation per channel (or one for none), count 0.
             let channels = &request.args()[1..];
             let (name, protocol) = (spec.name.as_bytes(), self.protocol);
-            return self.local_reply(started, |out| {
-                if channels.is_empty() {
-                    unsubscribed(out, name, None, protocol);
-                }
-                for channel in channels {
-                    unsubscribed(out, name, Some(channel), protocol);
-                }
+            // Written even with replies off, as every confirmation (see `confirmations`).
+            return self.replies.pushing(|| {
+                self.local_reply(started, |out| {
+                    if channels.is_empty() {
+                        unsubscribed(out, name, None, protocol);
+                    }
+                    for channel in channels {
+                        unsubscribed(out, name, Some(channel), protocol);
+                    }
+                })
             });
         };
         let channels = &outbound.args()[1..];
@@ -292,9 +295,10 @@ impl Session {
     }
 }
 
-/// The reply slots of `count` confirmations, taken when their command is sent.
+/// The reply slots of `count` confirmations, taken when their command is sent. They are written even to a client
+/// that turned its replies off (`CLIENT REPLY OFF` or `SKIP`), as Redis 7.0 writes them.
 fn confirmations(replies: &Rc<ReplyQueue>, count: usize, started: Instant) -> Vec<ReplyHandle> {
-    (0..count).map(|_| replies.reserve(started)).collect()
+    replies.pushing(|| (0..count).map(|_| replies.reserve(started)).collect())
 }
 
 /// One `unsubscribe`-style confirmation with count 0: an array in RESP2, a push in RESP3.

@@ -393,6 +393,18 @@ impl Clients {
         self.lock().remove(&id);
     }
 
+    /// CLIENT KILL of another connection: takes `client` out of the registry at once, as Redis frees a killed
+    /// client before it replies (the kill's reply never precedes a `CLIENT LIST` that still shows it), and marks
+    /// it for closing. False when it was gone already (killed by an earlier kill, or closed), so that each client
+    /// is counted by one kill only.
+    pub(crate) fn kill(&self, client: &ClientInfo) -> bool {
+        let removed = self.lock().remove(&client.id).is_some();
+        if removed {
+            client.kill();
+        }
+        removed
+    }
+
     /// Every client of `tenant` (a tenant never sees another tenant's clients).
     pub(crate) fn of_tenant(&self, tenant: &str) -> Vec<Arc<ClientInfo>> {
         self.lock()

@@ -261,6 +261,43 @@ fn client_unblock_releases_a_blocked_client_as_redis_does() {
     blocked.expect(b"*2\r\n$4\r\nmine\r\n$1\r\nv\r\n");
 }
 
+/// `CLIENT KILL` has taken effect when it answers, as on Redis: in the same pipeline, a second kill of the same
+/// client finds none and `CLIENT LIST` no longer shows it, by `ID`, by `ADDR` and in the old `CLIENT KILL addr`
+/// form.
+#[test]
+fn client_kill_is_done_when_it_answers() {
+    let servers = Servers::start();
+    let mut seen = Vec::new();
+    for side in SIDES {
+        let mut killer = servers.client(side, 2);
+        let mut got = Vec::new();
+        for form in ["ID", "ADDR", "old"] {
+            let mut victim = servers.client(side, 2);
+            let victim_id = id(&mut victim);
+            let addr = fields_of(&mut killer, victim_id)["addr"].clone();
+            let (id_text, addr) = (victim_id.to_string(), addr.as_bytes());
+            let kill: Vec<&[u8]> = match form {
+                "ID" => vec![b"CLIENT", b"KILL", b"ID", id_text.as_bytes()],
+                "ADDR" => vec![b"CLIENT", b"KILL", b"ADDR", addr],
+                _ => vec![b"CLIENT", b"KILL", addr],
+            };
+            killer.send_command(&kill);
+            killer.send_command(&kill);
+            killer.send_command(&[b"CLIENT", b"LIST", b"ID", id_text.as_bytes()]);
+            for _ in 0..3 {
+                got.push(text(&killer.read_reply()));
+            }
+            victim.expect_closed();
+        }
+        seen.push(got);
+    }
+    assert_eq!(seen[1], seen[0], "the gateway (right) against Redis (left)");
+}
+
+fn text(reply: &[u8]) -> String {
+    String::from_utf8_lossy(reply).into_owned()
+}
+
 /// Reads MONITOR lines until one shows `ECHO marker`, and returns them without their timestamp and
 /// `[db address]` (which differ between any two servers).
 fn monitored_until(monitor: &mut RawClient, marker: &str) -> Vec<String> {

@@ -242,14 +242,15 @@ impl Session {
         let mut killed = 0;
         let mut others = false;
         for client in self.tenant_clients() {
-            if filter.matches(&client, self.info.id) {
+            if !filter.matches(&client, self.info.id) {
+                continue;
+            }
+            if client.id == self.info.id {
                 killed += 1;
-                if client.id == self.info.id {
-                    self.closing = true;
-                } else {
-                    client.kill();
-                    others = true;
-                }
+                self.closing = true;
+            } else if self.worker.gateway.clients.kill(&client) {
+                killed += 1;
+                others = true;
             }
         }
         if others {

@@ -43,22 +43,32 @@ impl Session {
     /// `AUTH password` or `AUTH tenant password`. The tenant name `default` (what clients send when they only
     /// know a password) matches any tenant.
     pub(super) fn auth(&mut self, started: Instant, args: &[Bytes]) {
-        let (tenant, password) = match args {
+        let (user, password) = match args {
             [_, password] => (None, password),
-            [_, tenant, password] => (Some(&tenant[..]).filter(|t| *t != b"default"), password),
+            [_, user, password] => (Some(&user[..]), password),
             _ => return self.local_error(started, "ERR syntax error"),
         };
-        match self.try_auth(tenant, password) {
+        match self.try_auth(user, password) {
             AuthOutcome::Ok => self.local_reply(started, |out| resp::simple(out, b"OK")),
             failure => self.auth_failed(started, failure),
         }
     }
 
-    pub(super) fn try_auth(&mut self, tenant: Option<&[u8]>, password: &[u8]) -> AuthOutcome {
+    /// Authenticates as `user` (`None`, or `default`: whichever tenant the password selects) with `password`.
+    pub(super) fn try_auth(&mut self, user: Option<&[u8]>, password: &[u8]) -> AuthOutcome {
         let snapshot = self.worker.gateway.snapshot();
-        let Some((found, digest)) = snapshot.authenticate(tenant, password) else {
-            self.note_auth_failure(&snapshot, tenant);
-            return AuthOutcome::WrongPassword;
+        let tenant = user.filter(|u| *u != b"default");
+        let (found, digest) = match snapshot.authenticate(tenant, password) {
+            Some((found, digest)) => (found, Some(digest)),
+            None => match snapshot.open_tenant() {
+                // The open tenant (no password) is Redis' `default` user without a password (`nopass`): named,
+                // it accepts any password, as Redis does.
+                Some(open) if user == Some(b"default") => (open, None),
+                _ => {
+                    self.note_auth_failure(&snapshot, tenant);
+                    return AuthOutcome::WrongPassword;
+                }
+            },
         };
         if !found.admits(self.info.addr.ip()) {
             tracing::debug!(client = %self.info.addr, tenant = %found.name, "AUTH refused to the client's address (ip_allow/ip_deny)");
@@ -88,7 +98,7 @@ impl Session {
         }
         let kept = self.leave_tenant();
         if let Some(place) = place.or(kept) {
-            self.enter_tenant(found, Some(digest), place);
+            self.enter_tenant(found, digest, place);
         }
         AuthOutcome::Ok
     }
@@ -208,14 +218,13 @@ impl Session {
             }
         }
         if let Some((user, password)) = credentials {
-            let tenant = Some(&user[..]).filter(|t| *t != b"default");
-            match self.try_auth(tenant, password) {
+            match self.try_auth(Some(user), password) {
                 AuthOutcome::Ok => {}
                 failure => return self.auth_failed(started, failure),
             }
         }
         if self.tenant.is_none() {
-            return self.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+            return self.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
         if let Some(name) = setname {
             self.set_name(name);

@@ -85,7 +85,7 @@ fn hello_3_switches_the_connection_to_resp3_and_hello_2_back() {
         let gateway = TestGateway::start(config());
         let mut client = gateway.connect();
         let noauth = b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the \
-            HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP \
+            HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP \
             protocol version at the same time\r\n";
         client.roundtrip(b"HELLO 3\r\n", noauth).await;
         client

@@ -12,6 +12,7 @@ mod cache;
 mod clients;
 pub mod cmd;
 mod family;
+mod health;
 mod info;
 mod metrics;
 mod monitor;

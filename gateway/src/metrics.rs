@@ -71,6 +71,8 @@ pub(crate) struct BackendMetrics {
     /// Dedicated connections held to the node, and those its budget refused (see `backend::budget`).
     pub dedicated: AtomicI64,
     pub dedicated_refused: AtomicU64,
+    /// Its scripts in flight, for `PING` (see `health`).
+    pub scripts: crate::health::RunningScripts,
 }
 
 impl Metrics {

@@ -3,7 +3,7 @@
 //! sent to every shard and every cluster master so that EVALSHA and FCALL work wherever a key lands, SCRIPT
 //! EXISTS true only where the script exists everywhere, and CROSSSLOT for keys that would need two backends.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use switchyard_tests::compare::{Backends, Comparison, Topology, each_topology};
@@ -223,4 +223,55 @@ fn zero_key_scripts_run_on_a_fixed_node() {
             );
         }
     }
+}
+
+/// While a script keeps its Redis busy past the node's `busy-reply-threshold`, `PING` from another client gets
+/// Redis' own `BUSY` through the gateway as from Redis (which a test suite checks before it kills the script), and
+/// `PONG` again once the script is killed.
+#[test]
+fn ping_says_busy_while_a_script_keeps_redis_busy() {
+    let busy_redis = || {
+        RedisServer::builder()
+            .arg("--busy-reply-threshold")
+            .arg("200")
+            .start()
+    };
+    let (reference, backend) = (busy_redis(), busy_redis());
+    let gateway = Gateway::start(&json!({"tenants": [
+        {"name": "t", "passwords": [], "allow_admin": true,
+         "route": {"type": "single", "target": backend.url()}}
+    ]}));
+    let mut transcripts = Vec::new();
+    for port in [reference.port(), gateway.port()] {
+        let (mut runner, mut other) = (RawClient::connect(port), RawClient::connect(port));
+        let mut seen = vec![other.request(&[b"PING"])];
+        runner.send_command(&[b"EVAL", b"while true do end", b"0"]);
+        // Redis answers nothing until the script has run for the threshold; the gateway answers PONG until then.
+        let started = Instant::now();
+        let busy = loop {
+            let reply = other.request(&[b"PING"]);
+            if reply.starts_with(b"-BUSY") {
+                break reply;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "PING never said BUSY: {}",
+                String::from_utf8_lossy(&reply)
+            );
+        };
+        seen.push(busy);
+        seen.push(other.request(&[b"PING", b"hello"]));
+        seen.push(other.request(&[b"SCRIPT", b"KILL"]));
+        seen.push(runner.read_reply());
+        seen.push(other.request(&[b"PING"]));
+        transcripts.push(
+            seen.iter()
+                .map(|r| String::from_utf8_lossy(r).into_owned())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(
+        transcripts[1], transcripts[0],
+        "the gateway (right) against Redis (left)"
+    );
 }

@@ -191,6 +191,16 @@ impl Upstream {
         }
     }
 
+    /// The nodes a script sent to this resource may be running on, as far as they are known now (see
+    /// [`Upstream::script_nodes`], which waits for a cluster's first slot map).
+    pub(crate) fn known_script_nodes(&self) -> Vec<NodeSpec> {
+        match self {
+            Upstream::Node(backend) => vec![backend.node.clone()],
+            Upstream::Sentinel(sentinel, _) => sentinel.master().into_iter().collect(),
+            Upstream::Cluster(cluster) => cluster.master_nodes(),
+        }
+    }
+
     /// How many nodes hold a part of the resource's keyspace: a cluster's masters (1 while its slot map is
     /// unknown), 1 for anything else. [`Keyspace::Node`] numbers them from 0.
     pub(crate) fn nodes(&self) -> usize {

@@ -247,6 +247,11 @@ impl ResolvedRoute {
         }
     }
 
+    /// Every shard's primary write resource (what a script of the tenant may keep busy), where it is known.
+    pub(crate) fn primaries(&self) -> impl Iterator<Item = &Upstream> {
+        (0..self.shards.len()).filter_map(|shard| self.primary(shard).ok())
+    }
+
     /// Why a write cannot run on a shard: one whose effect is random, on a double-written shard.
     pub(crate) fn double_write_refusal(
         &self,

@@ -1,6 +1,8 @@
 //! The commands the gateway answers itself (`PING`, `ECHO`, `QUIT`, `SELECT`, `COMMAND`, `CLIENT`, ...) or refuses
 //! (`cmd::Policy::Local`).
 
+mod health;
+
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -19,7 +21,11 @@ impl Session {
     ) -> bool {
         let args = request.args();
         match spec.name {
+            // A Redis that would not serve does not say PONG (see `health`).
             "ping" => match args {
+                [_] | [_, _] if let Some(refusal) = self.ping_refusal() => {
+                    self.local_error(started, &refusal)
+                }
                 [_] => self.local_reply(started, |out| resp::simple(out, b"PONG")),
                 [_, message] => self.local_reply(started, |out| resp::bulk(out, message)),
                 // PING's arity (-1) admits this; Redis' pingCommand refuses it itself.

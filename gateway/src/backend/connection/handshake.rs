@@ -36,6 +36,9 @@ pub(crate) struct NodeFacts {
     /// Without it, a crafted payload crashes the server (Redis 7.0's default is `no`), so the gateway's users
     /// may not run `RESTORE` there (`identity`); unknown (not readable) counts as no.
     pub sanitizes_payloads: bool,
+    /// Its `busy-reply-threshold` in milliseconds: how long a script runs before the node answers `BUSY`
+    /// (see `health`); `None` where it cannot be read.
+    pub busy_reply_threshold: Option<u64>,
 }
 
 impl NodeFacts {
@@ -44,6 +47,9 @@ impl NodeFacts {
     pub(crate) fn note(self, metrics: &BackendMetrics) {
         if let Some(maxclients) = self.maxclients {
             metrics.maxclients.store(maxclients, Ordering::Relaxed);
+        }
+        if let Some(threshold) = self.busy_reply_threshold {
+            metrics.scripts.set_threshold(threshold);
         }
     }
 }
@@ -72,14 +78,19 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> 
     let mut facts = NodeFacts::default();
     if data_node {
         // Any reply will do (see `NodeFacts`); RESP2's array, before any HELLO 3.
-        for parameter in [&b"maxclients"[..], b"sanitize-dump-payload"] {
+        for parameter in [
+            &b"maxclients"[..],
+            b"sanitize-dump-payload",
+            b"busy-reply-threshold",
+        ] {
             resp::command(&mut handshake, &[&b"CONFIG"[..], b"GET", parameter]);
             expected.push(b"");
         }
         let replies = reader.exchange(&stream, &handshake, &expected).await?;
-        if let [.., maxclients, sanitize] = &replies[..] {
+        if let [.., maxclients, sanitize, threshold] = &replies[..] {
             facts.maxclients = config_number(maxclients);
             facts.sanitizes_payloads = matches!(config_value(sanitize), Some(b"yes" | b"clients"));
+            facts.busy_reply_threshold = config_number(threshold);
         }
         handshake.clear();
         expected.clear();

@@ -49,11 +49,14 @@ impl Clock {
 
 impl InFlight {
     /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
-    fn fail(self, replies: &[u8], answered: u32, error: &Bytes) {
+    fn fail(self, replies: &[u8], answered: u32, error: &Bytes, metrics: &BackendMetrics) {
         let reply = match self.wrapped {
             0 => answered_then(replies, self.count - answered, error),
             // A script is one request: it gets the error, whatever its `AUTH`s got.
-            _ => error.clone(),
+            _ => {
+                metrics.scripts.finished();
+                error.clone()
+            }
         };
         self.reply.failed(reply);
     }
@@ -81,7 +84,12 @@ pub(super) async fn serve(shared: &Shared, stream: Stream, facts: NodeFacts) -> 
         // The oldest request may be a run with some of its replies in: those go to the client as they are.
         let mut received = &replies.buf[..replies.scanned];
         for request in in_flight.drain(..) {
-            request.fail(received, std::mem::take(&mut replies.answered), &error);
+            request.fail(
+                received,
+                std::mem::take(&mut replies.answered),
+                &error,
+                &shared.metrics,
+            );
             received = &[];
         }
         shared.fail_queued(&error);
@@ -107,12 +115,12 @@ fn busy_behind(
         return;
     };
     let busy = busy(script.wrapped & FUNCTION != 0);
-    script.fail(&[], 0, &failed(shared, reason));
+    script.fail(&[], 0, &failed(shared, reason), &shared.metrics);
     // What was read of the script's replies (its `AUTH`'s) is no one else's.
     replies.buf.clear();
     (replies.scanned, replies.answered) = (0, 0);
     for request in in_flight.drain(..) {
-        request.fail(&[], 0, &busy);
+        request.fail(&[], 0, &busy, &shared.metrics);
     }
     shared.fail_queued(&busy);
 }
@@ -184,6 +192,7 @@ impl Replies {
                     request.reply.deliver_run(reply, error);
                 }
                 lead => {
+                    metrics.scripts.finished();
                     let (reply, switched_back) = unwrap_script(&reply, lead, node);
                     let error = reply.first() == Some(&b'-');
                     metrics.latency.observe_us(elapsed, 1);
@@ -272,6 +281,7 @@ async fn pipeline(
                             false => 0,
                         };
                         deadline = deadline.max(now + pending.reply.script_limit());
+                        shared.metrics.scripts.started(function != 0);
                         (
                             pending.count + u32::from(lead) + 1,
                             lead | killable | function,

@@ -123,10 +123,7 @@ async fn past_the_script(
 
 /// Redis' reply to a request that waits behind a script (`function`: a function) that keeps the node busy.
 pub(super) fn busy(function: bool) -> Bytes {
-    let kill = if function { "FUNCTION" } else { "SCRIPT" };
-    resp::error_reply(&format!(
-        "BUSY Redis is busy running a script. You can only call {kill} KILL or SHUTDOWN NOSAVE."
-    ))
+    resp::error_reply(&crate::health::busy_text(function))
 }
 
 /// Whether a script request calls a function (`FCALL`, `FCALL_RO`) rather than a script (`EVAL`, `EVALSHA`

@@ -3,7 +3,7 @@
 //! them, HELLO and RESP3, CLIENT TRACKING, and Redis 7.2's CLIENT SETINFO, which today's clients send on connect.
 
 use serde_json::json;
-use switchyard_tests::compare::{Comparison, Topology, each_topology};
+use switchyard_tests::compare::{Comparison, Topology, each_topology, show, without_client_id};
 use switchyard_tests::{Gateway, RawClient, RedisServer};
 
 const OUT_OF_RANGE: &[u8] = b"-ERR DB index is out of range\r\n";
@@ -282,4 +282,121 @@ fn quit_answers_then_closes_before_the_next_connection_runs() {
             assert_eq!(got, format!("${}\r\n{value}\r\n", value.len()).as_bytes());
         }
     }
+}
+
+/// What a subscriber that turned its replies off (`CLIENT REPLY OFF`, or `SKIP` for its `PSUBSCRIBE`) receives as
+/// Redis 7.0 sends it: every confirmation of `(P)SUBSCRIBE` and `(P)UNSUBSCRIBE` and every `message` and
+/// `pmessage`, and none of the replies to its other commands, in RESP2 and RESP3.
+#[test]
+fn a_subscriber_with_replies_off_still_gets_confirmations_and_messages() {
+    each_topology(|c| {
+        let (reference, gateway) = c.connect_both();
+        let (mut publish_reference, mut publish_gateway) = c.connect_both();
+        let transcripts = [
+            (reference, &mut publish_reference),
+            (gateway, &mut publish_gateway),
+        ]
+        .map(|(mut subscriber, publisher)| {
+            let mut seen = Vec::new();
+            let mut read = |client: &mut RawClient, count: usize| {
+                for _ in 0..count {
+                    seen.push(text(&client.read_reply()));
+                }
+            };
+            for args in [
+                &["CLIENT", "REPLY", "OFF"][..],
+                &["UNSUBSCRIBE", "never"],
+                &["SUBSCRIBE", "chan", "other"],
+                &["UNSUBSCRIBE", "other"],
+                &["PING"],
+                &["PSUBSCRIBE", "ch*"],
+            ] {
+                let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+                subscriber.send_command(&args);
+            }
+            read(&mut subscriber, 5);
+            publisher.request(&[b"PUBLISH", b"chan", b"hello"]);
+            read(&mut subscriber, 2);
+            // Unsubscribed, the client turns replies back on, then skips its PSUBSCRIBE's.
+            subscriber.send_command(&[b"UNSUBSCRIBE"]);
+            subscriber.send_command(&[b"PUNSUBSCRIBE"]);
+            subscriber.send_command(&[b"ECHO", b"unseen"]);
+            subscriber.send_command(&[b"CLIENT", b"REPLY", b"ON"]);
+            subscriber.send_command(&[b"CLIENT", b"REPLY", b"SKIP"]);
+            subscriber.send_command(&[b"PSUBSCRIBE", b"ch*"]);
+            read(&mut subscriber, 4);
+            publisher.request(&[b"PUBLISH", b"chan", b"again"]);
+            read(&mut subscriber, 1);
+            subscriber.send_command(&[b"PUNSUBSCRIBE"]);
+            subscriber.send_command(&[b"PING"]);
+            read(&mut subscriber, 2);
+            seen
+        });
+        let [reference, gateway] = transcripts;
+        assert_eq!(
+            gateway,
+            reference,
+            "[{}] the gateway (left) against Redis (right)",
+            c.setup()
+        );
+    });
+}
+
+/// On a tenant without a password (Redis without `requirepass`), `AUTH default <anything>` and `HELLO <proto> AUTH
+/// default <anything>` log in as Redis' passwordless `default` user does; a password alone gets Redis' error.
+#[test]
+fn the_default_user_of_a_tenant_without_password_takes_any_password() {
+    each_topology(|c| {
+        c.all_same(&[
+            &["AUTH", "default", "anything"],
+            &["AUTH", "anything"],
+            &["SET", "k", "v"],
+            &["AUTH", "default", ""],
+            &["GET", "k"],
+        ]);
+        let protocol = c.protocol().to_string();
+        let (reference, gateway) = c.both(&["HELLO", &protocol, "AUTH", "default", "x"]);
+        assert_eq!(
+            show(&without_client_id(&gateway)),
+            show(&without_client_id(&reference)),
+            "[{}] the gateway (left) against Redis (right)",
+            c.setup()
+        );
+        c.same(&["GET", "k"]);
+    });
+}
+
+/// Before `AUTH`, on a Redis with a password and through a tenant with one, each command gets Redis 7.0's
+/// `NOAUTH` text (the command table's version), `HELLO`'s included.
+#[test]
+fn unauthenticated_commands_get_redis_7_0s_noauth() {
+    let reference = RedisServer::builder()
+        .arg("--requirepass")
+        .arg("secret")
+        .start();
+    let backend = RedisServer::start();
+    let gateway = Gateway::start(&json!({"tenants": [
+        {"name": "t", "passwords": ["secret"], "route": {"type": "single", "target": backend.url()}}
+    ]}));
+    let mut transcripts = Vec::new();
+    for port in [reference.port(), gateway.port()] {
+        let mut client = RawClient::connect(port);
+        let mut seen = Vec::new();
+        for args in [
+            &["HELLO", "3"][..],
+            &["HELLO"],
+            &["GET", "k"],
+            &["PING"],
+            &["AUTH", "default", "secret"],
+            &["PING"],
+        ] {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            seen.push(text(&client.request(&args)));
+        }
+        transcripts.push(seen);
+    }
+    assert_eq!(
+        transcripts[1], transcripts[0],
+        "the gateway (right) against Redis (left)"
+    );
 }

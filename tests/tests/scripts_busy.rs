@@ -1,7 +1,7 @@
 //! A script that keeps its Redis busy, through the gateway: `SCRIPT KILL` and `FUNCTION KILL` reach the node past
 //! the shared connection queued behind the script, requests behind a script the gateway gives up on get Redis'
-//! `BUSY`, and a tenant's script limit (`limits.script_timeout_ms`) is its scripts' deadline, where a non-admin
-//! tenant's script is killed.
+//! `BUSY`, a transaction queued meanwhile runs whole behind the script, and a tenant's script limit
+//! (`limits.script_timeout_ms`) is its scripts' deadline, where a non-admin tenant's script is killed.
 
 use std::time::{Duration, Instant};
 
@@ -195,6 +195,39 @@ fn script_kill_reaches_every_master_of_a_cluster() {
         })
         .expect("some key lives on another master");
     kill_reaches_the_node_of(&gateway, &key);
+}
+
+/// A transaction queued while a script runs (a deliberate difference, docs/stateful.md): Redis answers `-BUSY` to
+/// the queued command and `-EXECABORT` to `EXEC`; through the gateway the commands are queued in the gateway, and
+/// `EXEC` rides the shared connection behind the script, so the transaction runs whole once the script is done.
+#[test]
+fn a_transaction_queued_while_a_script_runs_runs_whole_after_it() {
+    let redis = busy_redis();
+    let gateway = one_worker().start(&admin_tenant(
+        json!({"type": "single", "target": redis.url()}),
+        json!({}),
+    ));
+    let mut runner = client(&gateway, "root-password");
+    send(&mut runner, &["EVAL", ONE_SECOND, "0"]);
+    wait_until_busy(&redis);
+    let mut queuing = client(&gateway, "root-password");
+    assert_eq!(call(&mut queuing, &["MULTI"]), "+OK\r\n");
+    assert_eq!(call(&mut queuing, &["SET", "k", "v"]), "+QUEUED\r\n");
+    assert_eq!(call(&mut queuing, &["EXEC"]), "*1\r\n+OK\r\n");
+    assert_eq!(
+        read(&mut runner),
+        ":1\r\n",
+        "the script ran to its end first"
+    );
+    assert_eq!(call(&mut queuing, &["GET", "k"]), "$1\r\nv\r\n");
+    // Redis itself, on a connection of its own, aborts the transaction instead.
+    send(&mut runner, &["EVAL", ONE_SECOND, "0"]);
+    wait_until_busy(&redis);
+    let mut direct = RawClient::connect(redis.port());
+    assert_eq!(call(&mut direct, &["MULTI"]), "+OK\r\n");
+    assert!(call(&mut direct, &["SET", "k", "w"]).starts_with("-BUSY "));
+    assert!(call(&mut direct, &["EXEC"]).starts_with("-EXECABORT "));
+    assert_eq!(read(&mut runner), ":1\r\n");
 }
 
 #[test]

@@ -73,9 +73,15 @@ async fn backfill(cp: &ControlPlane, tenant: &str, from: &RedisServer, to: &str)
     id
 }
 
-fn rediss(server: &RedisServer, host: &str, params: &[(&str, String)]) -> String {
+/// Database `db` of `server` over TLS: each tenant migrates into a database of its own, since tenants without a
+/// key namespace may not share a destination.
+fn rediss(server: &RedisServer, host: &str, db: u32, params: &[(&str, String)]) -> String {
     let query: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("rediss://{host}:{}?{}", server.tls_port(), query.join("&"))
+    format!(
+        "rediss://{host}:{}/{db}?{}",
+        server.tls_port(),
+        query.join("&")
+    )
 }
 
 fn client_cert(files: &CertFiles) -> [(&'static str, String); 2] {
@@ -105,7 +111,7 @@ async fn backfills_and_verifies_into_a_tls_redis() {
     // The CA and the client certificate, the name checked against 127.0.0.1.
     let mut params = vec![ca.clone()];
     params.extend(client_cert(&worker));
-    let id = backfill(&cp, "full", &old, &rediss(&new, "127.0.0.1", &params)).await;
+    let id = backfill(&cp, "full", &old, &rediss(&new, "127.0.0.1", 0, &params)).await;
     let done = wait_until(&cp, "full", id, |m| m["state"] == "backfilled").await;
     assert_eq!(done["progress"]["backfill"]["copied"], KEYS, "{done}");
     let mut copied = new.client();
@@ -129,14 +135,26 @@ async fn backfills_and_verifies_into_a_tls_redis() {
     // tlsVerify=none needs no CA; tlsVerify=ca takes a certificate that does not name the server.
     let mut params = vec![("tlsVerify", "none".to_string())];
     params.extend(client_cert(&worker));
-    let none = backfill(&cp, "unchecked", &old, &rediss(&new, "127.0.0.1", &params)).await;
+    let none = backfill(
+        &cp,
+        "unchecked",
+        &old,
+        &rediss(&new, "127.0.0.1", 1, &params),
+    )
+    .await;
     let mut params = vec![
         ca.clone(),
         ("tlsVerify", "ca".to_string()),
         ("tlsServerName", "redis.elsewhere.example".to_string()),
     ];
     params.extend(client_cert(&worker));
-    let chain = backfill(&cp, "chain-only", &old, &rediss(&new, "localhost", &params)).await;
+    let chain = backfill(
+        &cp,
+        "chain-only",
+        &old,
+        &rediss(&new, "localhost", 2, &params),
+    )
+    .await;
     for (tenant, id) in [("unchecked", none), ("chain-only", chain)] {
         wait_until(&cp, tenant, id, |m| m["state"] == "backfilled").await;
     }
@@ -146,13 +164,25 @@ async fn backfills_and_verifies_into_a_tls_redis() {
     let stranger = Pki::new("not-redis-ca");
     let mut params = vec![("tlsCaFile", stranger.ca_file().display().to_string())];
     params.extend(client_cert(&worker));
-    let unknown = backfill(&cp, "wrong-ca", &old, &rediss(&new, "127.0.0.1", &params)).await;
+    let unknown = backfill(
+        &cp,
+        "wrong-ca",
+        &old,
+        &rediss(&new, "127.0.0.1", 3, &params),
+    )
+    .await;
     let mut params = vec![
         ca.clone(),
         ("tlsServerName", "redis.elsewhere.example".to_string()),
     ];
     params.extend(client_cert(&worker));
-    let misnamed = backfill(&cp, "wrong-name", &old, &rediss(&new, "127.0.0.1", &params)).await;
+    let misnamed = backfill(
+        &cp,
+        "wrong-name",
+        &old,
+        &rediss(&new, "127.0.0.1", 4, &params),
+    )
+    .await;
     let server = format!("127.0.0.1:{}", new.tls_port());
     for (tenant, id, reason) in [
         (

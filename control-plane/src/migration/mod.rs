@@ -4,9 +4,11 @@
 //! migration has at most one task running across replicas. A task persists its counters and SCAN cursor as it goes;
 //! after a crash or restart the next holder of the lock resumes from the last saved cursor.
 
+mod backfill;
 pub(crate) mod deployment;
 mod error;
 mod keys;
+mod pace;
 mod scope;
 mod task;
 

@@ -1,4 +1,5 @@
-//! Backfill and verify: a rate-limited, resumable SCAN over every server of a side, one batch at a time.
+//! A migration's task: backfill (`backfill.rs`) or verify, a rate-limited, resumable SCAN over every server of a
+//! side; verify goes one batch at a time.
 //!
 //! Only the migrating tenant's keys are read, on either side (`KeyScope`: its namespace, or its whole database
 //! without one): a SCAN page's keys outside it are dropped before anything reads, copies, repairs or deletes them.
@@ -6,16 +7,13 @@
 //! The counters and the cursor are saved when the task starts, after its first batch holding keys, then at most
 //! twice a second, so a restart resumes where the task stood and progress shows from the first key.
 //!
-//! Backfill copies with DUMP + PTTL and RESTORE without REPLACE: a key already written through double-write
-//! answers BUSYKEY and keeps its newer value. Verify compares old and new key by key (DUMP payload, or a
+//! Verify compares old and new key by key (DUMP payload, or a
 //! type-specific digest when payload encodings differ; TTL within tolerance), then repairs from old, which is
 //! authoritative until cutover, and re-checks each repaired key until it is stable: a write racing the repair,
 //! or a delete racing the backfill's copy, is seen and settled instead of leaving the sides apart.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use redis::Pipeline;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use switchyard_schemas::api::{MigrationLimits, MigrationState, TaskProgress};
@@ -24,25 +22,108 @@ use tokio::sync::watch;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::db::{self, timestamp};
+use crate::migration::backfill;
 use crate::migration::deployment::{Server, Side};
 use crate::migration::error::{TaskError, TaskResult};
-use crate::migration::keys::{self, Pair, error_code, read, read_pairs, restore_ttl, send};
+use crate::migration::keys::{self, Pair, error_code, read_pairs, restore_ttl, send};
+use crate::migration::pace::Pace;
 use crate::migration::scope::KeyScope;
 use crate::references;
 
-/// Where a task resumes: the phase (verify has two), the server within it, and its SCAN cursor.
-#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
-struct Cursor {
+/// Where a task resumes: the phase (verify has two), the server within it, and its SCAN cursor; for backfill,
+/// which scans every server at once, each server's cursor in `lanes`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct Cursor {
     phase: usize,
     server: usize,
     scan: u64,
+    /// Backfill: per server of old, where its SCAN resumes (`None`: done). Absent in cursors saved by a version
+    /// that scanned servers one after another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lanes: Option<Vec<Option<u64>>>,
+}
+
+impl Cursor {
+    /// A backfill's cursor. `server` and `scan` are set too, to the first server not done: a version without
+    /// `lanes` resumes there and scans the servers after it from their start, which copies some keys again but
+    /// skips none.
+    pub(crate) fn at_lanes(lanes: Vec<Option<u64>>) -> Cursor {
+        let (server, scan) = lanes
+            .iter()
+            .enumerate()
+            .find_map(|(i, lane)| lane.map(|scan| (i, scan)))
+            .unwrap_or((lanes.len(), 0));
+        Cursor {
+            phase: 0,
+            server,
+            scan,
+            lanes: Some(lanes),
+        }
+    }
+
+    /// Where each of `servers` servers resumes its backfill SCAN (`None`: done).
+    pub(crate) fn lanes(&self, servers: usize) -> Vec<Option<u64>> {
+        match &self.lanes {
+            Some(lanes) if lanes.len() == servers => lanes.clone(),
+            // Another server count than saved (cannot happen while the route is frozen): start over, safely.
+            Some(_) => vec![Some(0); servers],
+            // Saved scanning one server after another: those before `server` are done.
+            None => (0..servers)
+                .map(|i| match i.cmp(&self.server) {
+                    std::cmp::Ordering::Less => None,
+                    std::cmp::Ordering::Equal => Some(self.scan),
+                    std::cmp::Ordering::Greater => Some(0),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Saves a task's counters and cursor in its migration's row, and answers whether the migration is still in the
+/// task's state (`false`: it was aborted meanwhile).
+pub(crate) struct Saver<'a> {
+    pool: &'a PgPool,
+    id: i64,
+    state: MigrationState,
+    progress: switchyard_schemas::api::MigrationProgress,
+}
+
+impl Saver<'_> {
+    /// Puts `counters` where the task's state shows them.
+    fn store(&mut self, counters: &TaskProgress) {
+        match self.state {
+            MigrationState::Backfilling => self.progress.backfill = Some(counters.clone()),
+            _ => self.progress.verify = Some(counters.clone()),
+        }
+    }
+
+    pub(crate) async fn save(
+        &mut self,
+        counters: &TaskProgress,
+        cursor: Option<&Cursor>,
+    ) -> TaskResult<bool> {
+        self.store(counters);
+        let cursor = cursor
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(TaskError::Cursor)?;
+        Ok(db::migrations::save_progress(
+            self.pool,
+            self.id,
+            self.state,
+            &self.progress,
+            cursor.as_ref(),
+            None,
+        )
+        .await?)
+    }
 }
 
 /// Verify re-checks a differing key this many times (repairing in between) before calling it unresolved.
 const SETTLE_ROUNDS: usize = 5;
 /// Lets in-flight double-writes land before a difference is believed.
 const SETTLE_DELAY: Duration = Duration::from_millis(200);
-const SAVE_EVERY: Duration = Duration::from_millis(500);
+pub(crate) const SAVE_EVERY: Duration = Duration::from_millis(500);
 /// Verify settles its differences before each save, or sooner when this many wait.
 const PENDING_MAX: usize = 5_000;
 
@@ -72,7 +153,6 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
     }
     let old = Side::connect("old", source).await?;
     let new = Side::connect("new", destination).await?;
-    let mut progress = row.progress.0.clone();
     let cursor: Option<Cursor> = row
         .task_cursor
         .as_ref()
@@ -81,9 +161,17 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
         MigrationState::Backfilling => vec![old.servers()],
         _ => vec![old.servers(), new.servers()],
     };
+    let mut saver = Saver {
+        pool,
+        id,
+        state,
+        progress: row.progress.0.clone(),
+    };
     let mut counters = match (&cursor, state) {
-        (Some(_), MigrationState::Backfilling) => progress.backfill.clone().unwrap_or_default(),
-        (Some(_), _) => progress.verify.clone().unwrap_or_default(),
+        (Some(_), MigrationState::Backfilling) => {
+            saver.progress.backfill.clone().unwrap_or_default()
+        }
+        (Some(_), _) => saver.progress.verify.clone().unwrap_or_default(),
         (None, _) => {
             let mut total = 0;
             for server in phases.iter().flatten() {
@@ -97,98 +185,48 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
             }
         }
     };
-    let mut task = Task {
-        old,
-        new,
-        limits: row.limits.0.clone(),
-        scope,
-        started: Instant::now(),
-        keys: 0,
-        bytes: 0,
-        pending: Vec::new(),
-        pending_since: None,
-    };
-    let fresh = cursor.is_none();
-    let mut cursor = cursor.unwrap_or_default();
-    let mut saved = Instant::now();
-    let store = |progress: &mut switchyard_schemas::api::MigrationProgress,
-                 counters: &TaskProgress| {
-        match state {
-            MigrationState::Backfilling => progress.backfill = Some(counters.clone()),
-            _ => progress.verify = Some(counters.clone()),
-        }
-    };
-    if fresh {
-        // The estimate and the start time show before the first key is read.
-        store(&mut progress, &counters);
-        if !db::migrations::save_progress(pool, id, state, &progress, None, None).await? {
-            return Ok(()); // aborted meanwhile
-        }
+    // The estimate and the start time show before the first key is read.
+    if cursor.is_none() && !saver.save(&counters, None).await? {
+        return Ok(()); // aborted meanwhile
     }
-    // Whether a batch with keys has been saved: the first one is saved at once.
-    let mut saved_keys = counters.scanned > 0;
-    let pattern = task.scope.pattern();
-    while let Some(servers) = phases.get(cursor.phase) {
-        let Some(server) = servers.get(cursor.server) else {
-            cursor = Cursor {
-                phase: cursor.phase + 1,
-                ..Cursor::default()
+    let cursor = cursor.unwrap_or_default();
+    let limits = row.limits.0.clone();
+    let done = match state {
+        MigrationState::Backfilling => {
+            let sides = (&old, &new);
+            backfill::run(
+                sides,
+                &scope,
+                &limits,
+                &cursor,
+                &mut counters,
+                &mut saver,
+                stopping,
+            )
+            .await?
+        }
+        _ => {
+            let mut task = Task {
+                old,
+                new,
+                pace: Pace::new(&limits),
+                limits,
+                scope,
+                pending: Vec::new(),
+                pending_since: None,
             };
-            continue;
-        };
-        let mut conn = server.conn.clone();
-        let mut scan = redis::cmd("SCAN");
-        scan.arg(cursor.scan);
-        if let Some(pattern) = &pattern {
-            scan.arg("MATCH").arg(pattern.as_slice());
-        }
-        let (next, keys): (u64, Vec<Vec<u8>>) = scan
-            .arg("COUNT")
-            .arg(task.limits.batch.max(1))
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| TaskError::redis("SCAN", &server.addr, e))?;
-        let keys = task.scope.retain(keys);
-        counters.scanned += keys.len() as u64;
-        match (state, cursor.phase) {
-            (MigrationState::Backfilling, _) => task.backfill(server, &keys, &mut counters).await?,
-            (_, 0) => task.verify_old(server, &keys, &mut counters).await?,
-            _ => task.verify_new(server, &keys).await?,
-        }
-        cursor = match next {
-            0 => Cursor {
-                server: cursor.server + 1,
-                scan: 0,
-                ..cursor
-            },
-            scan => Cursor { scan, ..cursor },
-        };
-        task.account(keys.len(), &mut counters);
-        let first_keys = !saved_keys && !keys.is_empty();
-        if first_keys || saved.elapsed() >= SAVE_EVERY || task.pending.len() >= PENDING_MAX {
-            // Differences are settled before the cursor moves past them, so a resumed run never skips one.
-            task.settle_pending(&mut counters).await?;
-            store(&mut progress, &counters);
-            let cursor = serde_json::to_value(cursor).map_err(TaskError::Cursor)?;
-            if !db::migrations::save_progress(pool, id, state, &progress, Some(&cursor), None)
+            task.verify(&phases, cursor, &mut counters, &mut saver, &stopping)
                 .await?
-            {
-                return Ok(()); // aborted meanwhile
-            }
-            saved = Instant::now();
-            saved_keys |= first_keys;
         }
-        if *stopping.borrow() {
-            return Ok(()); // the last saved cursor is where the next run resumes
-        }
-        task.throttle().await;
+    };
+    if !done {
+        return Ok(()); // the last saved cursor is where the next run resumes
     }
-    task.settle_pending(&mut counters).await?;
     counters.remaining = 0;
     counters.eta_secs = Some(0);
     counters.finished_at = Some(timestamp(chrono::Utc::now()));
-    store(&mut progress, &counters);
-    finish(pool, id, state, &progress).await
+    saver.store(&counters);
+    finish(pool, id, state, &saver.progress).await
 }
 
 /// Saves the final counters and moves to the task's done state, with an audit entry.
@@ -239,76 +277,82 @@ struct Task {
     limits: MigrationLimits,
     /// The migrating tenant's keys: nothing outside them is read, written or deleted, on either side.
     scope: KeyScope,
-    /// This run's start and what it moved, for the rate limits and the rate shown.
-    started: Instant,
-    keys: u64,
-    bytes: u64,
+    /// What this run moved, for the rate limits and the rate shown.
+    pace: Pace,
     /// Verify: differences waiting for their re-check, and when the first of them was seen. Batches go on
     /// meanwhile, so in-flight double-writes get time to land without the scan waiting for them.
     pending: Vec<Pair>,
     pending_since: Option<Instant>,
 }
 
-/// RESTOREs bound for one server: its pipeline, and for each command its key's index and whether this is the
-/// key's first destination (which is what the counters count).
-type Batch = (Server, Pipeline, Vec<(usize, bool)>);
-
 impl Task {
-    /// Copies `keys` (found on `server` of old) to their places in new, never over a key already there.
-    async fn backfill(
+    /// Verifies from `cursor` to the end (answers `true`), or until the migration is aborted or the process
+    /// stops (`false`).
+    async fn verify(
         &mut self,
-        server: &Server,
-        keys: &[Vec<u8>],
+        phases: &[Vec<Server>],
+        mut cursor: Cursor,
         counters: &mut TaskProgress,
-    ) -> TaskResult<()> {
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let copies = read(server, &refs).await?;
-        let placement = self.new.placement();
-        // Per destination server: the pipeline, and for each RESTORE its key's index and whether it is the
-        // key's first destination (which is what the counters count).
-        let mut batches: HashMap<String, Batch> = HashMap::new();
-        for (i, (key, copy)) in keys.iter().zip(&copies).enumerate() {
-            let Some(dump) = &copy.dump else {
-                counters.skipped += 1; // deleted since SCAN saw it
+        saver: &mut Saver<'_>,
+        stopping: &watch::Receiver<bool>,
+    ) -> TaskResult<bool> {
+        // Whether a batch with keys has been saved: the first one is saved at once.
+        let mut saved_keys = counters.scanned > 0;
+        let mut saved = Instant::now();
+        let pattern = self.scope.pattern();
+        while let Some(servers) = phases.get(cursor.phase) {
+            let Some(server) = servers.get(cursor.server) else {
+                cursor = Cursor {
+                    phase: cursor.phase + 1,
+                    ..Cursor::default()
+                };
                 continue;
             };
-            self.bytes += dump.len() as u64;
-            for (n, dest) in self
-                .new
-                .servers_for(&placement, key)
-                .into_iter()
-                .enumerate()
-            {
-                let entry = batches
-                    .entry(dest.addr.clone())
-                    .or_insert_with(|| (dest, redis::pipe(), Vec::new()));
-                entry
-                    .1
-                    .cmd("RESTORE")
-                    .arg(key)
-                    .arg(restore_ttl(copy.pttl))
-                    .arg(dump.as_slice());
-                entry.2.push((i, n == 0));
+            let mut conn = server.conn.clone();
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor.scan);
+            if let Some(pattern) = &pattern {
+                scan.arg("MATCH").arg(pattern.as_slice());
             }
-        }
-        for (dest, pipe, items) in batches.values() {
-            let replies = send(dest, pipe, items.len()).await?;
-            for ((i, first), reply) in items.iter().zip(replies) {
-                match error_code(&reply) {
-                    None if *first => counters.copied += 1,
-                    None => {}
-                    Some(code) if code == "BUSYKEY" && *first => counters.skipped += 1,
-                    Some(code) if code == "BUSYKEY" => {}
-                    Some(code) => {
-                        tracing::warn!(server = dest.addr, code, key = %String::from_utf8_lossy(&keys[*i]), "RESTORE failed");
-                        if *first {
-                            counters.failed += 1;
-                        }
-                    }
+            let (next, keys): (u64, Vec<Vec<u8>>) = scan
+                .arg("COUNT")
+                .arg(self.limits.batch.max(1))
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| TaskError::redis("SCAN", &server.addr, e))?;
+            let keys = self.scope.retain(keys);
+            counters.scanned += keys.len() as u64;
+            match cursor.phase {
+                0 => self.verify_old(server, &keys, counters).await?,
+                _ => self.verify_new(server, &keys).await?,
+            }
+            cursor = match next {
+                0 => Cursor {
+                    server: cursor.server + 1,
+                    scan: 0,
+                    ..cursor
+                },
+                scan => Cursor { scan, ..cursor },
+            };
+            self.pace.add(keys.len(), 0);
+            self.pace.report(counters);
+            let first_keys = !saved_keys && !keys.is_empty();
+            if first_keys || saved.elapsed() >= SAVE_EVERY || self.pending.len() >= PENDING_MAX {
+                // Differences are settled before the cursor moves past them, so a resumed run never skips one.
+                self.settle_pending(counters).await?;
+                if !saver.save(counters, Some(&cursor)).await? {
+                    return Ok(false); // aborted meanwhile
                 }
+                saved = Instant::now();
+                saved_keys |= first_keys;
             }
+            if *stopping.borrow() {
+                return Ok(false);
+            }
+            self.pace.throttle().await;
         }
-        Ok(())
+        self.settle_pending(counters).await?;
+        Ok(true)
     }
 
     /// Compares `keys` (found on `server` of old) with every copy new should have, then settles differences.
@@ -334,7 +378,8 @@ impl Task {
             .collect();
         let mut differing = Vec::new();
         for (pair, (old, new)) in pairs.iter().zip(read_pairs(&pairs).await?) {
-            self.bytes += old.dump.as_ref().map_or(0, Vec::len) as u64;
+            self.pace
+                .add(0, old.dump.as_ref().map_or(0, Vec::len) as u64);
             if keys::same(pair, &old, &new, self.limits.ttl_tolerance_ms).await {
                 counters.matched += 1;
             } else {
@@ -471,27 +516,5 @@ impl Task {
             ));
         }
         Ok(Some(removed))
-    }
-
-    /// Counts a batch and refreshes the rate and the estimate.
-    fn account(&mut self, keys: usize, counters: &mut TaskProgress) {
-        self.keys += keys as u64;
-        let rate = self.keys as f64 / self.started.elapsed().as_secs_f64().max(0.001);
-        counters.keys_per_sec = (rate * 10.0).round() / 10.0;
-        counters.remaining = counters.estimated_total.saturating_sub(counters.scanned);
-        counters.eta_secs = (rate > 0.0).then(|| (counters.remaining as f64 / rate).ceil() as u64);
-    }
-
-    /// Sleeps until this run is back within its keys/s and bytes/s limits.
-    async fn throttle(&self) {
-        let by = |moved: u64, limit: u64| match limit {
-            0 => Duration::ZERO,
-            limit => Duration::from_secs_f64(moved as f64 / limit as f64),
-        };
-        let due =
-            by(self.keys, self.limits.keys_per_sec).max(by(self.bytes, self.limits.bytes_per_sec));
-        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
-            tokio::time::sleep(wait).await;
-        }
     }
 }

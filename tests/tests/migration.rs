@@ -291,6 +291,11 @@ mod tempfile_path {
 
 impl Stack {
     async fn start(old: &RedisServer) -> Stack {
+        Stack::on(json!(old.url())).await
+    }
+
+    /// A stack whose tenant starts on the resource at `old` (a URL).
+    async fn on(old: Value) -> Stack {
         let cp = ControlPlane::start();
         cp.expect("POST", "/v1/tenants", Some(json!({"name": "acme"})), 201)
             .await;
@@ -298,7 +303,7 @@ impl Stack {
             .expect("POST", "/v1/tenants/acme/credentials", Some(json!({})), 201)
             .await;
         let secret = credential["secret"].as_str().unwrap().to_string();
-        let route = json!({"type": "single", "target": old.url()});
+        let route = json!({"type": "single", "target": old});
         cp.expect(
             "PUT",
             "/v1/tenants/acme/route",
@@ -375,6 +380,36 @@ impl Stack {
     }
 
     /// Waits until the gateway serves the migration's latest route.
+    /// Waits until the backfill's saved progress has scanned at least `keys` keys; answers how many it has.
+    async fn wait_scanned(&self, id: i64, keys: u64) -> u64 {
+        let started = Instant::now();
+        loop {
+            let migration = self.migration(id).await;
+            let scanned = migration["progress"]["backfill"]["scanned"]
+                .as_u64()
+                .unwrap_or(0);
+            if scanned >= keys {
+                return scanned;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "backfill made no progress: {migration}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Runs verify and checks that it matched all `keys` and had nothing to repair.
+    async fn verify_clean(&self, id: i64, keys: usize) {
+        self.step(id, "verify").await;
+        let verified = self.wait_state(id, "verified").await;
+        let verify = &verified["progress"]["verify"];
+        for counter in ["repaired", "removed", "unresolved", "failed"] {
+            assert_eq!(verify[counter], 0, "{counter}: {verified}");
+        }
+        assert_eq!(verify["matched"], keys, "{verified}");
+    }
+
     async fn wait_converged(&self, id: i64) {
         let started = Instant::now();
         while self.migration(id).await["converged"] != true {
@@ -654,21 +689,7 @@ async fn killed_mid_backfill_resumes_and_verifies_clean() {
         )
         .await;
     stack.step(id, "backfill").await;
-    let started = Instant::now();
-    let scanned_at_kill = loop {
-        let migration = stack.migration(id).await;
-        let scanned = migration["progress"]["backfill"]["scanned"]
-            .as_u64()
-            .unwrap_or(0);
-        if scanned >= keys as u64 / 2 {
-            break scanned;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "backfill made no progress: {migration}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let scanned_at_kill = stack.wait_scanned(id, keys as u64 / 2).await;
     stack.cp.stop();
     stack.cp.restart();
     // `switchyard-ctl migrations watch` follows the resumed task to its end.
@@ -703,19 +724,58 @@ async fn killed_mid_backfill_resumes_and_verifies_clean() {
         "scanned {scanned} after a kill at {scanned_at_kill}: {backfilled}"
     );
     assert_eq!(progress["failed"], 0);
-    stack.step(id, "verify").await;
-    let verified = stack.wait_state(id, "verified").await;
-    let verify = &verified["progress"]["verify"];
-    for counter in ["repaired", "removed", "unresolved", "failed"] {
-        assert_eq!(verify[counter], 0, "{counter}: {verified}");
-    }
-    assert_eq!(verify["matched"], keys, "{verified}");
+    stack.verify_clean(id, keys).await;
     stack.step(id, "cutover").await;
     stack.step(id, "finish").await;
     assert_same(
         &contents(&mut [old.client()]),
         &contents(&mut [a.client(), b.client()]),
         "after finish",
+    );
+}
+
+/// Backfill from a 3-master cluster (three servers scanned at once, several pages in flight) is killed midway;
+/// the restarted control plane resumes every server from its saved cursor (it neither starts over nor skips a
+/// page that was still being copied), and verify then finds every key copied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_parallel_backfill_resumes_and_copies_every_key() {
+    let keys = 6_000;
+    let old = RedisCluster::start(3, 0, None);
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let mut stack = Stack::on(json!(old.url())).await;
+    populate(&mut [stack.gateway.client(Some(&stack.secret)).await], keys).await;
+    let id = stack
+        .create(
+            two_shards(&a, &b),
+            "primary",
+            json!({"keys_per_sec": 3000, "batch": 100}),
+        )
+        .await;
+    stack.step(id, "backfill").await;
+    let scanned_at_kill = stack.wait_scanned(id, keys as u64 / 3).await;
+    stack.cp.stop();
+    stack.cp.restart();
+    let backfilled = stack.wait_state(id, "backfilled").await;
+    let progress = &backfilled["progress"]["backfill"];
+    let scanned = progress["scanned"].as_u64().unwrap();
+    // Started over, it would count at least scanned_at_kill + keys.
+    assert!(
+        scanned >= keys as u64 && scanned < scanned_at_kill + keys as u64,
+        "scanned {scanned} after a kill at {scanned_at_kill}: {backfilled}"
+    );
+    // Pages copied before the kill but after the last save are copied again: BUSYKEY, counted as skipped.
+    let (copied, skipped) = (progress["copied"].as_u64(), progress["skipped"].as_u64());
+    assert_eq!(
+        copied.zip(skipped).map(|(c, s)| c + s),
+        Some(scanned),
+        "{backfilled}"
+    );
+    assert_eq!(progress["failed"], 0);
+    stack.verify_clean(id, keys).await;
+    assert_same(
+        &contents(&mut masters(&old)),
+        &contents(&mut [a.client(), b.client()]),
+        "after backfill",
     );
 }
 

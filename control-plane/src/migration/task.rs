@@ -518,3 +518,29 @@ impl Task {
         Ok(Some(removed))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_saved_one_server_after_another_resumes_each_lane_safely() {
+        let old: Cursor =
+            serde_json::from_value(serde_json::json!({"phase": 0, "server": 1, "scan": 42}))
+                .expect("a cursor of the sequential backfill");
+        assert_eq!(old.lanes(3), [None, Some(42), Some(0)]);
+    }
+
+    #[test]
+    fn a_lane_cursor_also_names_the_first_server_not_done_for_older_versions() {
+        let cursor = Cursor::at_lanes(vec![None, Some(7), None, Some(0)]);
+        assert_eq!((cursor.server, cursor.scan), (1, 7));
+        let json = serde_json::to_value(&cursor).expect("a cursor encodes");
+        let back: Cursor = serde_json::from_value(json).expect("and decodes");
+        assert_eq!(back.lanes(4), [None, Some(7), None, Some(0)]);
+        // A server count other than saved starts every lane over: copies again, skips nothing.
+        assert_eq!(back.lanes(2), [Some(0), Some(0)]);
+        let done = Cursor::at_lanes(vec![None, None]);
+        assert_eq!((done.server, done.lanes(2)), (2, vec![None, None]));
+    }
+}

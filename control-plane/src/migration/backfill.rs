@@ -21,12 +21,12 @@ use redis::Pipeline;
 use switchyard_schemas::api::{MigrationLimits, TaskProgress};
 use tokio::sync::watch;
 
+use crate::migration::checkpoint::{Cursor, SAVE_EVERY, Saver};
 use crate::migration::deployment::{Server, Side};
 use crate::migration::error::{TaskError, TaskResult};
 use crate::migration::keys::{error_code, read, restore_ttl, send};
 use crate::migration::pace::Pace;
 use crate::migration::scope::KeyScope;
-use crate::migration::task::{Cursor, Saver};
 
 /// Pages in flight per lane (being scanned, copied, or copied and waiting for an earlier page). Enough to keep
 /// the source busy with the next DUMPs while the destinations RESTORE the previous page; more buys nothing on
@@ -240,7 +240,7 @@ pub(crate) async fn run(
         }
         pace.report(counters);
         let first_keys = first_keys && !saved_keys;
-        if first_keys || saved.elapsed() >= super::task::SAVE_EVERY {
+        if first_keys || saved.elapsed() >= SAVE_EVERY {
             let safe = Cursor::at_lanes(lanes.iter().map(|lane| lane.pages.safe).collect());
             if !saver.save(counters, Some(&safe)).await? {
                 return Ok(false); // aborted meanwhile

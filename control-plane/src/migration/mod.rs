@@ -5,6 +5,7 @@
 //! after a crash or restart the next holder of the lock resumes from the last saved cursor.
 
 mod backfill;
+mod checkpoint;
 pub(crate) mod deployment;
 mod error;
 mod keys;

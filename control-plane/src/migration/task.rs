@@ -14,7 +14,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use switchyard_schemas::api::{MigrationLimits, MigrationState, TaskProgress};
 use tokio::sync::watch;
@@ -23,6 +22,7 @@ use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::db::{self, timestamp};
 use crate::migration::backfill;
+use crate::migration::checkpoint::{Cursor, SAVE_EVERY, Saver};
 use crate::migration::deployment::{Server, Side};
 use crate::migration::error::{TaskError, TaskResult};
 use crate::migration::keys::{self, Pair, error_code, read_pairs, restore_ttl, send};
@@ -30,100 +30,10 @@ use crate::migration::pace::Pace;
 use crate::migration::scope::KeyScope;
 use crate::references;
 
-/// Where a task resumes: the phase (verify has two), the server within it, and its SCAN cursor; for backfill,
-/// which scans every server at once, each server's cursor in `lanes`.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub(crate) struct Cursor {
-    phase: usize,
-    server: usize,
-    scan: u64,
-    /// Backfill: per server of old, where its SCAN resumes (`None`: done). Absent in cursors saved by a version
-    /// that scanned servers one after another.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    lanes: Option<Vec<Option<u64>>>,
-}
-
-impl Cursor {
-    /// A backfill's cursor. `server` and `scan` are set too, to the first server not done: a version without
-    /// `lanes` resumes there and scans the servers after it from their start, which copies some keys again but
-    /// skips none.
-    pub(crate) fn at_lanes(lanes: Vec<Option<u64>>) -> Cursor {
-        let (server, scan) = lanes
-            .iter()
-            .enumerate()
-            .find_map(|(i, lane)| lane.map(|scan| (i, scan)))
-            .unwrap_or((lanes.len(), 0));
-        Cursor {
-            phase: 0,
-            server,
-            scan,
-            lanes: Some(lanes),
-        }
-    }
-
-    /// Where each of `servers` servers resumes its backfill SCAN (`None`: done).
-    pub(crate) fn lanes(&self, servers: usize) -> Vec<Option<u64>> {
-        match &self.lanes {
-            Some(lanes) if lanes.len() == servers => lanes.clone(),
-            // Another server count than saved (cannot happen while the route is frozen): start over, safely.
-            Some(_) => vec![Some(0); servers],
-            // Saved scanning one server after another: those before `server` are done.
-            None => (0..servers)
-                .map(|i| match i.cmp(&self.server) {
-                    std::cmp::Ordering::Less => None,
-                    std::cmp::Ordering::Equal => Some(self.scan),
-                    std::cmp::Ordering::Greater => Some(0),
-                })
-                .collect(),
-        }
-    }
-}
-
-/// Saves a task's counters and cursor in its migration's row, and answers whether the migration is still in the
-/// task's state (`false`: it was aborted meanwhile).
-pub(crate) struct Saver<'a> {
-    pool: &'a PgPool,
-    id: i64,
-    state: MigrationState,
-    progress: switchyard_schemas::api::MigrationProgress,
-}
-
-impl Saver<'_> {
-    /// Puts `counters` where the task's state shows them.
-    fn store(&mut self, counters: &TaskProgress) {
-        match self.state {
-            MigrationState::Backfilling => self.progress.backfill = Some(counters.clone()),
-            _ => self.progress.verify = Some(counters.clone()),
-        }
-    }
-
-    pub(crate) async fn save(
-        &mut self,
-        counters: &TaskProgress,
-        cursor: Option<&Cursor>,
-    ) -> TaskResult<bool> {
-        self.store(counters);
-        let cursor = cursor
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(TaskError::Cursor)?;
-        Ok(db::migrations::save_progress(
-            self.pool,
-            self.id,
-            self.state,
-            &self.progress,
-            cursor.as_ref(),
-            None,
-        )
-        .await?)
-    }
-}
-
 /// Verify re-checks a differing key this many times (repairing in between) before calling it unresolved.
 const SETTLE_ROUNDS: usize = 5;
 /// Lets in-flight double-writes land before a difference is believed.
 const SETTLE_DELAY: Duration = Duration::from_millis(200);
-pub(crate) const SAVE_EVERY: Duration = Duration::from_millis(500);
 /// Verify settles its differences before each save, or sooner when this many wait.
 const PENDING_MAX: usize = 5_000;
 
@@ -516,31 +426,5 @@ impl Task {
             ));
         }
         Ok(Some(removed))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cursor_saved_one_server_after_another_resumes_each_lane_safely() {
-        let old: Cursor =
-            serde_json::from_value(serde_json::json!({"phase": 0, "server": 1, "scan": 42}))
-                .expect("a cursor of the sequential backfill");
-        assert_eq!(old.lanes(3), [None, Some(42), Some(0)]);
-    }
-
-    #[test]
-    fn a_lane_cursor_also_names_the_first_server_not_done_for_older_versions() {
-        let cursor = Cursor::at_lanes(vec![None, Some(7), None, Some(0)]);
-        assert_eq!((cursor.server, cursor.scan), (1, 7));
-        let json = serde_json::to_value(&cursor).expect("a cursor encodes");
-        let back: Cursor = serde_json::from_value(json).expect("and decodes");
-        assert_eq!(back.lanes(4), [None, Some(7), None, Some(0)]);
-        // A server count other than saved starts every lane over: copies again, skips nothing.
-        assert_eq!(back.lanes(2), [Some(0), Some(0)]);
-        let done = Cursor::at_lanes(vec![None, None]);
-        assert_eq!((done.server, done.lanes(2)), (2, vec![None, None]));
     }
 }

@@ -1,4 +1,4 @@
-//! Shared caps have fair shares (issue 37): one source address cannot take every place of a connection that has
+//! Shared caps have fair shares: one source address cannot take every place of a connection that has
 //! not authenticated yet, behind a PROXY-protocol balancer too; one tenant's blocked clients cannot use up a shared
 //! Redis' `maxclients`, and another tenant's blocking command still gets its connection.
 

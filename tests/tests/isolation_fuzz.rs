@@ -1,4 +1,4 @@
-//! The hostile isolation fuzzer of issue 37 (`switchyard_tests::fuzz`): at least 20,000 cases drawn for every
+//! The hostile isolation fuzzer (`switchyard_tests::fuzz`): at least 20,000 cases drawn for every
 //! command of the backend's command table, sent as tenants by database and by key namespace, each checked on the
 //! backend itself. The run ends with the fuzzer's report; any failure it lists fails the test, with a `redis-cli`
 //! snippet, the seed and the case number to replay it. `SWITCHYARD_FUZZ_SEED`, `SWITCHYARD_FUZZ_CASES` and

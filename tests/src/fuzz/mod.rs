@@ -1,4 +1,4 @@
-//! The hostile isolation fuzzer (issue 37): tenants by database and by key namespace on one real `redis-server`,
+//! The hostile isolation fuzzer: tenants by database and by key namespace on one real `redis-server`,
 //! none with `allow_admin`, behind a gateway; cases drawn for every command of the backend's own command table
 //! from a hostile grammar, each sent through the gateway as one attacker tenant on a connection of its own, and
 //! after each the backend itself is checked: no keyspace event on a key the attacker does not own, no other

@@ -404,16 +404,15 @@ impl Session {
         let gateway = Arc::clone(&self.worker.gateway);
         let limits = gateway.config.limits;
         let unread = input.len();
-        // One clock read per batch: per command it shows in profiles of pipelined clients.
-        let now = Instant::now();
+        let now = Instant::now(); // one clock read per batch: per command it shows in profiles of pipelines
         self.last_input = now;
         self.info.set_active();
         let mut run = Run::new(&self.replies, now, self.info.id as usize, input.len());
-        // Requests that may join the run before the client has MAX_OUTSTANDING: counted again after every request
-        // that does not join it.
-        let mut room = MAX_OUTSTANDING.saturating_sub(self.replies.requests());
+        // Requests that may join the run within MAX_OUTSTANDING: counted again when others leave (a run sent as
+        // the next request goes elsewhere, a request dispatched alone).
+        let mut left = self.replies.room(MAX_OUTSTANDING);
         loop {
-            if run.len() >= room {
+            if run.len() >= left {
                 self.held_back = true;
                 break;
             }
@@ -424,14 +423,16 @@ impl Session {
                         Some(fault::Fault::DropReply) => {
                             run.send();
                             drop(self.replies.reserve(now));
-                            room = MAX_OUTSTANDING.saturating_sub(self.replies.requests());
+                            left = self.replies.room(MAX_OUTSTANDING);
                             continue;
                         }
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
                         None => {}
                     }
                     if let Some((to, spec)) = self.direct(decoder, &mut frame) {
-                        run.push(to, spec, frame);
+                        if run.push(to, spec, frame) {
+                            left = self.replies.room(MAX_OUTSTANDING);
+                        }
                         continue;
                     }
                     run.send();
@@ -448,7 +449,7 @@ impl Session {
                     if self.closing || self.stateful.parked.is_some() || self.penalty.is_some() {
                         break;
                     }
-                    room = MAX_OUTSTANDING.saturating_sub(self.replies.requests());
+                    left = self.replies.room(MAX_OUTSTANDING);
                 }
                 Ok(None) => break,
                 Err(e) => {

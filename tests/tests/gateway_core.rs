@@ -322,6 +322,42 @@ fn backend_killed_mid_pipeline_fails_pending_requests_then_recovers() {
     client.roundtrip(b"GET k\r\n", b"$5\r\nagain\r\n");
 }
 
+/// The bound on a client's outstanding requests (docs/operations.md) holds when consecutive requests go to
+/// different backends, here reads to one Redis and writes to another: the requests of one read do not all leave.
+#[test]
+fn outstanding_requests_stay_bounded_when_requests_alternate_between_backends() {
+    let reader = RedisServer::start();
+    let writer = RedisServer::start();
+    let route = json!({"type": "single", "target": {
+        "read": {"resources": [reader.url()]}, "write": {"resources": [writer.url()]}}});
+    let routes = json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "route": route}]});
+    let gateway = Gateway::start(&routes);
+    let mut client = authed(&gateway);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    client.roundtrip(b"GET k\r\n", b"$-1\r\n"); // the reader has no `k`
+    // Paused for writes, the writer holds the first SET and every one behind it; each read is answered, but
+    // its reply waits behind the writes before it.
+    let mut direct = RawClient::connect(writer.port());
+    direct.roundtrip(b"CLIENT PAUSE 10000 WRITE\r\n", b"+OK\r\n");
+    let get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".as_slice();
+    let set = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nw\r\n".as_slice();
+    const PAIRS: usize = 1000;
+    client.send(&[get, set].concat().repeat(PAIRS));
+    // Every SET the gateway lets go reaches the writer's input at once; a bound of 128 outstanding requests lets
+    // go 64 of them.
+    wait_for("the first SET held", Duration::from_secs(10), || {
+        held(&writer, "set").is_some()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let sets = 1 + held(&writer, "set").unwrap_or(0) / set.len();
+    assert!(
+        sets <= 64,
+        "{sets} of {PAIRS} SETs left the gateway with earlier replies unwritten"
+    );
+    direct.roundtrip(b"CLIENT UNPAUSE\r\n", b"+OK\r\n");
+    client.expect(&b"$-1\r\n+OK\r\n".repeat(PAIRS));
+}
+
 /// Pipelined requests for one backend travel as one piece and their replies come back as one; when the
 /// connection dies with only some of those replies in, the client gets those replies and an error for each of
 /// the rest, in order.

@@ -365,6 +365,11 @@ impl ReplyQueue {
         self.inner.borrow().requests
     }
 
+    /// How many more requests may be in flight or unwritten within `bound`.
+    pub(crate) fn room(&self, bound: usize) -> usize {
+        bound.saturating_sub(self.requests())
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.inner.borrow().slots.is_empty()
     }

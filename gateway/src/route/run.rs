@@ -111,15 +111,17 @@ impl Run {
         self.count as usize
     }
 
-    /// Adds a request for `to`, of command `spec`; a run that goes elsewhere is sent first.
-    pub(crate) fn push(&mut self, to: RunTarget, spec: &'static CommandSpec, frame: Frame) {
+    /// Adds a request for `to`, of command `spec`; a run that goes elsewhere is sent first. Returns whether
+    /// one was: the requests in flight then grew by the run's, which no longer count in `len`.
+    pub(crate) fn push(&mut self, to: RunTarget, spec: &'static CommandSpec, frame: Frame) -> bool {
         let command = spec.name;
-        let lane = match self.lane_for(&to) {
-            Some(lane) => lane,
+        let (lane, sent) = match self.lane_for(&to) {
+            Some(lane) => (lane, false),
             None => {
+                let sent = self.to.is_some();
                 self.send();
                 self.to = Some(to);
-                0
+                (0, sent)
             }
         };
         self.command = match self.count {
@@ -147,6 +149,7 @@ impl Run {
                 lanes.order.push(lane as u8);
             }
         }
+        sent
     }
 
     /// The lane a request for `to` joins in this run (opening one if need be), or `None` if it cannot join.

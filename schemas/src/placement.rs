@@ -265,6 +265,32 @@ pub fn bucket_of(hash: BucketHash, key: &[u8], count: u32) -> u32 {
     }
 }
 
+/// Hash slots of a Redis Cluster.
+pub const SLOTS: usize = 16384;
+
+/// The hash slot of a key (its `{hash tag}` if it has one), as Redis Cluster computes it.
+#[inline]
+pub fn slot_of(key: &[u8]) -> u16 {
+    crc16(hash_tag(key)) % SLOTS as u16
+}
+
+/// The slot of `key` stored under `prefix` (a tenant's key namespace), without building the stored key: a
+/// leading `{tag}` of the prefix decides alone; otherwise the key's own tag, or the CRC of prefix and key in turn.
+#[inline]
+pub fn slot_of_prefixed(prefix: &[u8], key: &[u8]) -> u16 {
+    let crc = if prefix.starts_with(b"{") {
+        crc16(hash_tag(prefix))
+    } else {
+        let tag = hash_tag(key);
+        if tag.len() < key.len() {
+            crc16(tag)
+        } else {
+            crc16_continue(crc16(prefix), key)
+        }
+    };
+    crc % SLOTS as u16
+}
+
 /// Redis Cluster's hash tag: the part between the first `{` and the first `}` after it, if not empty.
 pub fn hash_tag(key: &[u8]) -> &[u8] {
     if !has_open_brace(key) {
@@ -362,6 +388,32 @@ const CRC16_TABLES: [[u16; 256]; 2] = {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // CLUSTER KEYSLOT on redis-server 7.0.
+        assert_eq!(slot_of(b"foo"), 12182);
+        assert_eq!(slot_of(b"{user1000}.following"), slot_of(b"user1000"));
+        assert_eq!(slot_of(b""), 0);
+    }
+
+    /// The direct path places a namespaced key by the slot of the key as stored, computed without building it.
+    #[test]
+    fn the_slot_of_a_prefixed_key_is_the_slot_of_the_stored_key() {
+        let keys = [
+            "", "k", "key:1", "{user}:1", "a{b}c", "a{}b{c}", "{", "}", "a{b", "}{x}", "{{x}}",
+            "x{y}{z}",
+        ];
+        for prefix in ["a:", "{shop}:", "ns", "x}y:", "{s}"] {
+            for key in keys {
+                assert_eq!(
+                    slot_of_prefixed(prefix.as_bytes(), key.as_bytes()),
+                    slot_of(format!("{prefix}{key}").as_bytes()),
+                    "{prefix} {key}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn crc16_matches_redis_cluster() {

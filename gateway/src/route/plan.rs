@@ -10,10 +10,10 @@ use switchyard_schemas::{
     AckMode, ReadPolicy, ResourceKind, ResourceUrl, RouteTable, ScriptsPolicy, Target,
 };
 
-use crate::backend::cluster::slot_of;
 use crate::backend::{ClusterSpec, NodeRole, NodeSpec, ResourceSpec, SentinelSpec};
 use crate::resp::Protocol;
 use crate::tls::BackendTls;
+use switchyard_schemas::placement::slot_of;
 
 pub(crate) struct RoutePlan {
     /// `None` for a single target (no hashing at all).
@@ -427,7 +427,7 @@ mod tests {
     /// shard), as camellia's key-prefix converter places it.
     #[test]
     fn a_namespaced_key_is_placed_as_stored() {
-        use crate::backend::cluster::slot_of;
+        use switchyard_schemas::placement::slot_of;
         let ring = r#"{"type":"sharded","shards":[{"name":"a","target":"redis://127.0.0.1:1"},
             {"name":"b","target":"redis://127.0.0.1:2"},{"name":"c","target":"redis://127.0.0.1:3"}]}"#;
         let plan = RoutePlan::new(&table(ring), &|r: &str| Arc::new(ResourcePlan::new(r)));

@@ -4,10 +4,10 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
+use switchyard_schemas::placement::slot_of;
 use switchyard_schemas::{AckMode, ReadPolicy};
 
 use super::{RoutePlan, TargetPlan};
-use crate::backend::cluster::slot_of;
 use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, SentinelBackend, Upstream};
 use crate::cmd::CommandSpec;
 use crate::reply::{DetachedWrites, ReplyHandle};

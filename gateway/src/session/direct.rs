@@ -2,8 +2,9 @@
 
 use std::rc::Rc;
 
+use switchyard_schemas::placement::{slot_of, slot_of_prefixed};
+
 use super::{Replying, Session};
-use crate::backend::cluster::{slot_of, slot_of_prefixed};
 use crate::cmd::tenancy::DirectKeys;
 use crate::cmd::{CommandSpec, Policy, flag};
 use crate::resp::{Frame, RequestDecoder};

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::{ClusterBackend, ClusterSpec, SLOTS};
+use super::{ClusterBackend, ClusterSpec};
 use crate::backend::NodeRole;
 use crate::backend::direct::DirectConnection;
 use crate::resp::Protocol;
+use switchyard_schemas::placement::SLOTS;
 
 /// How long one node's `CLUSTER NODES` answers every check that needs it. Checks come from replies (a script can
 /// return a forged `ASK` as often as it likes): each costs the cluster at most one `CLUSTER NODES` per node in

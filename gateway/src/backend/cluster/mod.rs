@@ -20,6 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_schemas::placement::SLOTS;
 
 use bytes::Bytes;
 use switchyard_schemas::ReplicaMode;
@@ -38,9 +39,6 @@ use members::Members;
 
 pub(super) use redirect::{ClusterError, classify};
 use slots::{NO_OWNER, RefreshSignal, Shard, SlotMap, SlotRange, refresh_loop};
-
-/// Redis Cluster's number of hash slots.
-pub(crate) const SLOTS: usize = 16384;
 
 /// Redirects (and TRYAGAIN retries) one request may take before the client gets an error.
 pub(super) const MAX_REDIRECTS: u8 = 5;
@@ -361,59 +359,5 @@ impl Drop for ClusterBackend {
     fn drop(&mut self) {
         self.refresh.closed.set(true);
         self.refresh.wake.notify();
-    }
-}
-
-/// The hash slot of a key (its `{hash tag}` if it has one), as Redis Cluster computes it.
-pub(crate) fn slot_of(key: &[u8]) -> u16 {
-    use switchyard_schemas::placement::{crc16, hash_tag};
-    crc16(hash_tag(key)) % SLOTS as u16
-}
-
-/// The slot of `key` stored under `prefix` (a tenant's key namespace), without building the stored key: a
-/// leading `{tag}` of the prefix decides alone; otherwise the key's own tag, or the CRC of prefix and key in turn.
-pub(crate) fn slot_of_prefixed(prefix: &[u8], key: &[u8]) -> u16 {
-    use switchyard_schemas::placement::{crc16, crc16_continue, hash_tag};
-    let crc = if prefix.starts_with(b"{") {
-        crc16(hash_tag(prefix))
-    } else {
-        let tag = hash_tag(key);
-        if tag.len() < key.len() {
-            crc16(tag)
-        } else {
-            crc16_continue(crc16(prefix), key)
-        }
-    };
-    crc % SLOTS as u16
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_match_redis() {
-        // CLUSTER KEYSLOT on redis-server 7.0.
-        assert_eq!(slot_of(b"foo"), 12182);
-        assert_eq!(slot_of(b"{user1000}.following"), slot_of(b"user1000"));
-        assert_eq!(slot_of(b""), 0);
-    }
-
-    /// The direct path places a namespaced key by the slot of the key as stored, computed without building it.
-    #[test]
-    fn the_slot_of_a_prefixed_key_is_the_slot_of_the_stored_key() {
-        let keys = [
-            "", "k", "key:1", "{user}:1", "a{b}c", "a{}b{c}", "{", "}", "a{b", "}{x}", "{{x}}",
-            "x{y}{z}",
-        ];
-        for prefix in ["a:", "{shop}:", "ns", "x}y:", "{s}"] {
-            for key in keys {
-                assert_eq!(
-                    slot_of_prefixed(prefix.as_bytes(), key.as_bytes()),
-                    slot_of(format!("{prefix}{key}").as_bytes()),
-                    "{prefix} {key}"
-                );
-            }
-        }
     }
 }

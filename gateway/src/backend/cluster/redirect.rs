@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{ClusterBackend, MAX_REDIRECTS, SLOTS, slot_of};
+use super::{ClusterBackend, MAX_REDIRECTS};
 use crate::backend::Backend;
 use crate::reply::{Combine, Redirect, Redirector, ReplyHandle, RunAs};
 use crate::resp;
+use switchyard_schemas::placement::{SLOTS, slot_of};
 
 /// What an error reply from a cluster node asks the gateway to do.
 #[derive(Debug, PartialEq, Eq)]

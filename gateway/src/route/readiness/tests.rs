@@ -5,8 +5,8 @@ use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::ReadinessKind;
 
 use super::*;
-use crate::backend::cluster::slot_of;
 use crate::route::{ResourcePlan, RoutePlan};
+use switchyard_schemas::placement::slot_of;
 
 #[test]
 fn key_patterns_hide_digits_and_odd_bytes() {

@@ -12,7 +12,8 @@ use crate::backend::spares::Spares;
 use crate::backend::{BackendPool, ConnectionSettings, ResourceSpec, Upstream};
 use crate::metrics::FamilyLatency;
 use crate::reply::DetachedWrites;
-use crate::route::Tenant;
+use crate::resp::Protocol;
+use crate::route::{ResolvedRoute, Resolver, Tenant};
 use crate::signal::LocalBroadcast;
 use crate::state::Gateway;
 use crate::tracking::Observed;
@@ -118,6 +119,15 @@ impl Worker {
         pinned
     }
 
+    /// `tenant`'s route resolved with this worker's backends, for database `db` and a client speaking `protocol`.
+    pub(crate) fn resolve(&self, tenant: &Tenant, db: u32, protocol: Protocol) -> ResolvedRoute {
+        let resolver = TenantResolver {
+            worker: self,
+            tenant,
+        };
+        ResolvedRoute::new(&tenant.route, db, protocol, &resolver)
+    }
+
     /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`.
     pub(crate) fn detached(&self, tenant: &Tenant, resource: &str) -> Rc<DetachedWrites> {
         let key = (tenant.name.clone(), resource.to_string());
@@ -127,5 +137,21 @@ impl Worker {
             Rc::new(DetachedWrites::new(&tenant.name, resource, failures))
         });
         Rc::clone(writes)
+    }
+}
+
+/// Resolves a tenant's route with a worker's backends.
+struct TenantResolver<'a> {
+    worker: &'a Worker,
+    tenant: &'a Tenant,
+}
+
+impl Resolver for TenantResolver<'_> {
+    fn upstream(&self, spec: &ResourceSpec) -> Upstream {
+        self.worker.upstream(spec)
+    }
+
+    fn detached(&self, resource: &str) -> Rc<DetachedWrites> {
+        self.worker.detached(self.tenant, resource)
     }
 }

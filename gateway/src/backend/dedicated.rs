@@ -25,7 +25,6 @@ use super::budget::NodeLease;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
 use super::connection::{ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, describe, kill_scripts};
 use super::spares::Spares;
-use crate::clients::Blocked;
 use crate::metrics::Held;
 use crate::net::Stream;
 use crate::reply::{ReplyHandle, ReplyQueue};
@@ -35,6 +34,13 @@ use crate::signal::LocalSignal;
 /// Messages a subscriber may have waiting in its reply queue before the gateway stops reading from the node
 /// (which then applies its own `client-output-buffer-limit pubsub` to the slow subscriber).
 const MAX_PUSH_BACKLOG: usize = 64 * 1024;
+
+/// A blocking command's client as the connection sees it: told once the node has the whole command, and dropped
+/// when the reply comes or the connection goes (which is how its client stops counting as blocked).
+pub(crate) trait Blocked {
+    /// The command has been written to its node in full.
+    fn reached(&mut self);
+}
 
 /// How long a request may wait for its reply.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -54,7 +60,7 @@ struct Outgoing {
     replies: Vec<ReplyHandle>,
     wait: Wait,
     /// A blocking command's client, shown blocked once the node has the command.
-    blocked: Option<Blocked>,
+    blocked: Option<Box<dyn Blocked>>,
 }
 
 struct InFlight {
@@ -67,7 +73,7 @@ struct InFlight {
     /// A blocking command's bytes, kept so that a cluster redirect can be followed (see [`Redirected`]).
     resend: Option<Bytes>,
     /// A blocking command's client, unblocked when the reply comes or the connection goes.
-    blocked: Option<Blocked>,
+    blocked: Option<Box<dyn Blocked>>,
 }
 
 /// A blocking command that a cluster node answered with `-MOVED` or `-ASK` (its slot moved since the gateway's
@@ -78,7 +84,7 @@ struct Redirected {
     asking: bool,
     raw: Bytes,
     reply: ReplyHandle,
-    blocked: Option<Blocked>,
+    blocked: Option<Box<dyn Blocked>>,
 }
 
 struct Inner {
@@ -163,7 +169,7 @@ impl Dedicated {
     }
 
     /// Sends a blocking command: no deadline for its reply, and its client shows as blocked once the node has it.
-    pub(crate) fn send_blocking(&self, raw: Bytes, reply: ReplyHandle, blocked: Blocked) {
+    pub(crate) fn send_blocking(&self, raw: Bytes, reply: ReplyHandle, blocked: Box<dyn Blocked>) {
         self.enqueue(Outgoing {
             raw,
             replies: vec![reply],

@@ -20,8 +20,11 @@ mod build;
 mod by_name;
 mod catalog;
 mod credentials;
+mod dedicated;
 mod delta;
+mod direct;
 mod dispatch;
+mod exec;
 mod kill;
 mod listing;
 mod merge;
@@ -36,12 +39,13 @@ pub(crate) use build::Refused;
 pub(crate) use by_name::{ByName, Named};
 pub(crate) use catalog::Catalog;
 use credentials::DigestIndex;
+pub(crate) use dedicated::{Dedicated, Opening};
+pub(crate) use direct::{DirectRoute, WriteCopy};
 pub(crate) use dispatch::{Dispatch, splits};
+pub(crate) use exec::Exec;
 pub(crate) use merge::Merge;
 pub(crate) use plan::{ResourcePlan, RoutePlan, Secondary, TargetPlan};
-pub(crate) use resolve::{
-    CROSSSLOT, Direct, DirectRoute, Place, ResolvedRoute, Resolver, WriteCopy,
-};
+pub(crate) use resolve::{CROSSSLOT, Place, ResolvedRoute, Resolver};
 pub(crate) use run::{Run, RunTarget};
 
 /// Everything the gateway serves at one moment.

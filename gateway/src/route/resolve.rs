@@ -8,7 +8,7 @@ use switchyard_schemas::placement::slot_of;
 use switchyard_schemas::{AckMode, ReadPolicy};
 
 use super::{RoutePlan, TargetPlan};
-use crate::backend::{Backend, ClusterBackend, Keyspace, ResourceSpec, SentinelBackend, Upstream};
+use crate::backend::{ClusterBackend, Keyspace, NodeSpec, ResourceSpec, Upstream};
 use crate::cmd::CommandSpec;
 use crate::reply::{DetachedWrites, ReplyHandle};
 use crate::resp::{self, Protocol};
@@ -64,31 +64,6 @@ impl ResolvedTarget {
             )
         })
     }
-}
-
-/// A route that is one resource for reads and one for writes, each a plain Redis, a sentinel-managed master or a
-/// Redis Cluster: one target,
-/// one read resource (or reads from the primary), writes to one resource or double-written with ack `primary` to
-/// plain Redis only. Its commands need no decision but read or write (and, for a cluster, the key's slot).
-pub(crate) struct DirectRoute {
-    pub read: Direct,
-    pub write: Direct,
-    /// The double-write secondaries (empty when writes go to one resource), each a plain Redis.
-    pub copies: Rc<[WriteCopy]>,
-}
-
-/// A double-write secondary of a direct route, and where its background writes are tracked.
-pub(crate) struct WriteCopy {
-    pub node: Rc<Backend>,
-    pub writes: Rc<DetachedWrites>,
-}
-
-/// The resource a direct route sends reads, or writes, to.
-pub(crate) enum Direct {
-    Node(Rc<Backend>),
-    /// A sentinel-managed master (not its replicas: `-slaves` resources pick a replica per read).
-    Master(Rc<SentinelBackend>),
-    Cluster(Rc<ClusterBackend>),
 }
 
 /// One resource of a target: its upstream, or the error reply its commands get.
@@ -171,46 +146,6 @@ impl ResolvedRoute {
         }
     }
 
-    /// The route's nodes, when it is a direct route.
-    pub(crate) fn direct(&self) -> Option<DirectRoute> {
-        let [target] = &self.shards[..] else {
-            return None;
-        };
-        let [write, copies @ ..] = &target.write[..] else {
-            return None;
-        };
-        // A double-write is direct when the client waits for the primary only, and every copy is a plain Redis.
-        if !copies.is_empty() && target.ack != AckMode::Primary {
-            return None;
-        }
-        let copies = copies
-            .iter()
-            .map(|copy| match (&copy.upstream, &copy.detached) {
-                (Ok(Upstream::Node(node)), Some(writes)) => Some(WriteCopy {
-                    node: Rc::clone(node),
-                    writes: Rc::clone(writes),
-                }),
-                _ => None,
-            })
-            .collect::<Option<Rc<[WriteCopy]>>>()?;
-        let read = target.only_read()?;
-        let direct = |endpoint: &Endpoint| match &endpoint.upstream {
-            Ok(Upstream::Node(node)) => Some(Direct::Node(Rc::clone(node))),
-            Ok(Upstream::Sentinel(sentinel, None)) => Some(Direct::Master(Rc::clone(sentinel))),
-            Ok(Upstream::Cluster(cluster)) => Some(Direct::Cluster(Rc::clone(cluster))),
-            _ => None,
-        };
-        let write = direct(write)?;
-        if !copies.is_empty() && !matches!(write, Direct::Node(_)) {
-            return None;
-        }
-        Some(DirectRoute {
-            read: direct(read)?,
-            write,
-            copies,
-        })
-    }
-
     /// The shard of a key, and its hash slot when that shard's target has a cluster resource.
     pub(crate) fn locate(&self, plan: &RoutePlan, key: &[u8]) -> Place {
         let shard = plan.shard_of(key);
@@ -240,16 +175,19 @@ impl ResolvedRoute {
     }
 
     /// The primary write resource of a shard: where dedicated connections go.
-    pub(crate) fn primary(&self, shard: usize) -> Result<&Upstream, &Bytes> {
+    pub(super) fn primary(&self, shard: usize) -> Result<&Upstream, &Bytes> {
         match self.shards.get(shard).and_then(|s| s.write.first()) {
             Some(endpoint) => endpoint.upstream.as_ref(),
             None => Err(&self.no_backend),
         }
     }
 
-    /// Every shard's primary write resource (what a script of the tenant may keep busy), where it is known.
-    pub(crate) fn primaries(&self) -> impl Iterator<Item = &Upstream> {
-        (0..self.shards.len()).filter_map(|shard| self.primary(shard).ok())
+    /// The nodes of every shard's primary write resource (what a script of the tenant may keep busy), where
+    /// they are known.
+    pub(crate) fn script_nodes(&self) -> impl Iterator<Item = NodeSpec> {
+        (0..self.shards.len())
+            .filter_map(|shard| self.primary(shard).ok())
+            .flat_map(Upstream::known_script_nodes)
     }
 
     /// Why a write cannot run on a shard: one whose effect is random, on a double-written shard.
@@ -269,7 +207,7 @@ impl ResolvedRoute {
 
     /// The double-write secondaries of a shard, each with its index among the shard's write resources and its
     /// background-write tracking.
-    pub(crate) fn secondaries(&self, shard: usize) -> Vec<(usize, Upstream, Rc<DetachedWrites>)> {
+    pub(super) fn secondaries(&self, shard: usize) -> Vec<(usize, Upstream, Rc<DetachedWrites>)> {
         let Some(target) = self.shards.get(shard) else {
             return Vec::new();
         };

@@ -1,7 +1,6 @@
 //! Who a client is: `AUTH` and `HELLO`, the tenant it is served as (its place among the tenant's connections and
 //! its route resolved on this worker), and following the tenant across route changes.
 
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -10,13 +9,10 @@ use bytes::Bytes;
 
 use super::local::valid_name;
 use super::{MAX_CLIENTS, Session, TenantView, WRONGPASS};
-use crate::backend::{ResourceSpec, Upstream};
 use crate::metrics::Held;
 use crate::net::Stream;
-use crate::reply::DetachedWrites;
 use crate::resp::{self, Protocol};
-use crate::route::{ResolvedRoute, Resolver, Snapshot, Tenant};
-use crate::worker::Worker;
+use crate::route::{Snapshot, Tenant};
 
 pub(super) enum AuthOutcome {
     Ok,
@@ -307,11 +303,7 @@ impl Session {
         place: Held,
     ) {
         let generation = self.worker.gateway.generation();
-        let resolver = TenantResolver {
-            worker: &self.worker,
-            tenant: &tenant,
-        };
-        let route = ResolvedRoute::new(&tenant.route, self.db, self.protocol, &resolver);
+        let route = self.worker.resolve(&tenant, self.db, self.protocol);
         // Requests a policy may refuse or rewrite are each looked at: they never take the direct path.
         let direct = route.direct().filter(|_| {
             !tenant
@@ -344,22 +336,6 @@ impl Session {
 /// The error of an AUTH with the right password from an address the tenant's `ip_allow`/`ip_deny` refuse.
 pub(super) fn address_refused(address: std::net::IpAddr) -> String {
     format!("ERR client address {address} may not authenticate as this tenant (ip_allow/ip_deny)")
-}
-
-/// Resolves a tenant's route with the worker's backends.
-struct TenantResolver<'a> {
-    worker: &'a Worker,
-    tenant: &'a Tenant,
-}
-
-impl Resolver for TenantResolver<'_> {
-    fn upstream(&self, spec: &ResourceSpec) -> Upstream {
-        self.worker.upstream(spec)
-    }
-
-    fn detached(&self, resource: &str) -> Rc<DetachedWrites> {
-        self.worker.detached(self.tenant, resource)
-    }
 }
 
 impl Session {

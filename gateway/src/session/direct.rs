@@ -1,14 +1,10 @@
 //! The direct path: requests forwarded untouched, in runs, when nothing about them needs a decision.
 
-use std::rc::Rc;
-
-use switchyard_schemas::placement::{slot_of, slot_of_prefixed};
-
 use super::{Replying, Session};
 use crate::cmd::tenancy::DirectKeys;
-use crate::cmd::{CommandSpec, Policy, flag};
+use crate::cmd::{CommandSpec, Policy};
 use crate::resp::{Frame, RequestDecoder};
-use crate::route::{Direct, RunTarget};
+use crate::route::RunTarget;
 
 impl Session {
     /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
@@ -39,47 +35,14 @@ impl Session {
         if policy != Policy::Verbatim {
             return None;
         }
-        let target = if spec.has(flag::READONLY) {
-            &direct.read
-        } else {
-            &direct.write
-        };
-        // Writes also go to the double-write copies, unless their effect may differ from copy to copy.
-        let copies = (!spec.has(flag::READONLY) && !direct.copies.is_empty())
-            .then(|| Rc::clone(&direct.copies));
-        if (copies.is_some() && spec.has(flag::NONDETERMINISTIC))
-            || (matches!(target, Direct::Cluster(_)) && !spec.key_is_first_argument())
-        {
-            return None;
-        }
         let rewrite = match view.tenant.namespace() {
             Some(namespace) => Some((namespace, DirectKeys::of(spec, decoder.arg_count())?)),
             None => None,
         };
-        let to = match target {
-            Direct::Node(backend) => RunTarget::Node {
-                backend: Rc::clone(backend),
-                copies,
-            },
-            // Until a sentinel names the master, `dispatch` holds the request for it.
-            Direct::Master(sentinel) => RunTarget::Node {
-                backend: sentinel.known_master()?,
-                copies,
-            },
-            Direct::Cluster(cluster) => {
-                // Placement hashes the key as stored.
-                let key = decoder.arg(frame, 1)?;
-                let slot = match rewrite {
-                    Some((namespace, _)) => slot_of_prefixed(namespace.prefix(), key),
-                    None => slot_of(key),
-                };
-                RunTarget::Cluster {
-                    master: cluster.master_index(slot),
-                    cluster: Rc::clone(cluster),
-                    slot,
-                }
-            }
-        };
+        let prefix = rewrite
+            .as_ref()
+            .map(|(namespace, _)| &namespace.prefix()[..]);
+        let to = direct.target(spec, || decoder.arg(frame, 1), prefix)?;
         match self.uncounted.get() {
             (name, count) if std::ptr::eq(name, spec.name) => {
                 self.uncounted.set((name, count + 1));

@@ -27,11 +27,10 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use crate::backend::dedicated::{Dedicated, Wait};
 use crate::cmd::CommandSpec;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, Protocol, Request};
-use crate::route::Place;
+use crate::route::{Dedicated, Place};
 
 /// A subscribed client's connection and what it is subscribed to.
 pub(super) struct Subscription {
@@ -156,9 +155,9 @@ impl Session {
                 Err(reply) => return self.local_error_reply(started, reply),
             },
         };
-        match self.dedicated_node(place) {
-            Ok(node) if node.addr == subscription.connection.addr() => {}
-            Ok(_) => {
+        match self.serves(&subscription.connection, place) {
+            Ok(true) => {}
+            Ok(false) => {
                 self.stateful.subscription = Some(subscription);
                 return self.local_error(
                     started,
@@ -175,7 +174,7 @@ impl Session {
         let confirmations = confirmations(&self.replies, channels.len(), started);
         subscription
             .connection
-            .send(request.raw().clone(), confirmations, Wait::Bounded);
+            .send(request.raw().clone(), confirmations);
         self.stateful.subscription = Some(subscription);
     }
 
@@ -218,7 +217,7 @@ impl Session {
         let confirmations = confirmations(&self.replies, replies, started);
         subscription
             .connection
-            .send(outbound.raw().clone(), confirmations, Wait::Bounded);
+            .send(outbound.raw().clone(), confirmations);
     }
 
     /// A RESP3 client's `PUBLISH` or `SPUBLISH` (`request` as the backend knows its channel) while subscribed on
@@ -250,15 +249,21 @@ impl Session {
         let Some(subscription) = &self.stateful.subscription else {
             return false;
         };
-        match self.dedicated_node(place) {
-            Ok(node) if node.addr == subscription.connection.addr() => {
-                let reply = self.replies.reserve(started);
-                subscription
-                    .connection
-                    .send(request.raw().clone(), vec![reply], Wait::Bounded);
-                true
-            }
-            _ => false,
+        if !matches!(self.serves(&subscription.connection, place), Ok(true)) {
+            return false;
+        }
+        let reply = self.replies.reserve(started);
+        subscription
+            .connection
+            .send(request.raw().clone(), vec![reply]);
+        true
+    }
+
+    /// Whether `connection` goes to the node that serves `place` of the tenant's route.
+    fn serves(&self, connection: &Dedicated, place: Place) -> Result<bool, Bytes> {
+        match &self.tenant {
+            Some(view) => connection.serves(&view.route, place),
+            None => Err(resp::error_reply("ERR no tenant")),
         }
     }
 
@@ -274,9 +279,7 @@ impl Session {
         subscription.shard_channels.clear();
         let mut raw = BytesMut::new();
         resp::command(&mut raw, &[b"RESET"]);
-        subscription
-            .connection
-            .send(raw.freeze(), vec![reply], Wait::Bounded);
+        subscription.connection.send(raw.freeze(), vec![reply]);
         true
     }
 

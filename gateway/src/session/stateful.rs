@@ -8,7 +8,6 @@
 //! either. A blocking command's connection is released once its reply is written; the client's timeout is left
 //! to Redis (0 = forever), and no gateway timeout cuts it.
 
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,14 +16,11 @@ use bytes::Bytes;
 use super::Session;
 use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
-use crate::backend::dedicated::{Dedicated, Pushes};
-use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::clients::{Blocked, ClientState, Unblock};
 use crate::cmd::policy::may_be_stateful;
 use crate::cmd::{CommandSpec, flag};
-use crate::metrics::Held;
 use crate::resp::{self, Protocol, Request};
-use crate::route::Place;
+use crate::route::{Dedicated, Opening, Place};
 
 /// What a session holds beyond the shared connections.
 #[derive(Default)]
@@ -102,7 +98,7 @@ impl Session {
             // Inside a transaction commands are only queued; EXEC runs them, after the earlier commands unless
             // it rides the shared connection those took.
             Some(transaction) => match spec.name {
-                "exec" => self.shared_exec(transaction).is_none(),
+                "exec" => !self.exec_rides_shared(transaction),
                 name => name == "reset",
             },
             // A subscription sees what earlier commands published, and no more.
@@ -255,50 +251,25 @@ impl Session {
         }
     }
 
-    /// Opens a dedicated connection to the primary of `place` (for a cluster, the master of its slot), within
-    /// the tenant's limit. `pushes`: the connection delivers pub/sub messages to the reply queue. An error is
-    /// returned as the reply the client gets.
+    /// Opens a dedicated connection to the primary of `place` (see `ResolvedRoute::open_dedicated`). `pushes`:
+    /// the connection delivers pub/sub messages to the reply queue. An error is returned as the reply the client
+    /// gets.
     pub(super) fn open_dedicated(&self, place: Place, pushes: bool) -> Result<Dedicated, Bytes> {
-        let node = self.dedicated_node(place)?;
         let Some(view) = &self.tenant else {
             return Err(resp::error_reply("ERR no tenant"));
         };
-        let config = &self.worker.gateway.config;
-        let max = config.max_dedicated_connections;
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let Some(lease) = Held::take(&view.tenant.metrics, |m| &m.dedicated, Some(limit)) else {
-            return Err(resp::error_reply(&format!(
-                "ERR tenant '{}' holds its maximum of {max} dedicated backend connections (blocking commands, transactions, subscriptions); try again later",
-                view.tenant.name
-            )));
-        };
-        let settings = ConnectionSettings {
+        let gateway = &self.worker.gateway;
+        let config = &gateway.config;
+        let opening = Opening {
+            tenant: &view.tenant,
+            budget: &gateway.dedicated,
+            spares: &self.worker.spares,
             connect_timeout: config.connect_timeout,
             command_timeout: config.command_timeout,
+            max_per_tenant: config.max_dedicated_connections,
+            pushes: pushes.then_some(&self.replies),
         };
-        let pushes = pushes.then(|| Pushes {
-            queue: Rc::clone(&self.replies),
-            rename: view.tenant.channels().map(|channels| {
-                Box::new(move |frame| channels.inbound_frame(frame)) as Box<dyn Fn(Bytes) -> Bytes>
-            }),
-        });
-        // Within the node's budget too, which every tenant using the node shares.
-        let node_budget = &self.worker.gateway.dedicated;
-        let leases = (lease, node_budget.take(&node.addr, &view.tenant.name)?);
-        let spares = Rc::clone(&self.worker.spares);
-        Ok(Dedicated::open(node, settings, spares, leases, pushes))
-    }
-
-    /// The node a dedicated connection for `place` goes to.
-    pub(super) fn dedicated_node(&self, place: Place) -> Result<NodeSpec, Bytes> {
-        let Some(view) = &self.tenant else {
-            return Err(resp::error_reply("ERR no tenant"));
-        };
-        let (shard, slot) = place;
-        let upstream = view.route.primary(shard).map_err(Bytes::clone)?;
-        upstream
-            .dedicated_node(slot)
-            .map_err(|e| resp::error_reply(&e))
+        view.route.open_dedicated(place, opening)
     }
 
     /// Queues an error reply made elsewhere.

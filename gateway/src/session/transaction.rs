@@ -12,18 +12,15 @@
 //! Under double-write the transaction runs on the primary; once its `EXEC` succeeded, its write commands are sent
 //! to each secondary in order, in the background, as other double-writes with ack `primary` are.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
 use super::{Replying, Session};
-use crate::backend::dedicated::{Dedicated, Wait};
-use crate::backend::identity::{self, RunAs};
-use crate::backend::{Keyspace, Upstream};
 use crate::cmd::{CommandSpec, acl, flag};
-use crate::reply::{ReplyHandle, Transform, chain};
+use crate::reply::{Transform, chain};
 use crate::resp::{self, Protocol, Request};
-use crate::route::{CROSSSLOT, Place};
+use crate::route::{CROSSSLOT, Dedicated, Exec, Place};
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
@@ -237,175 +234,58 @@ impl Session {
             },
         };
         let reply = self.replies.reserve(started);
-        watching
-            .connection
-            .send(request.raw().clone(), vec![reply], Wait::Bounded);
+        watching.connection.send(request.raw().clone(), vec![reply]);
         self.stateful.watching = Some(watching);
         self.stateful.barrier = true;
     }
 
-    /// `EXEC`. Without `WATCH`, the transaction rides the shared connection to its node: `MULTI`, the queued
-    /// commands and `EXEC` are queued back to back in one call, so they leave in one write with nothing between
-    /// them, and Redis runs them as this client's; no connection is opened, and on a cluster no redirect splits
-    /// them. With `WATCH`, on the watching connection.
+    /// `EXEC`: the transaction runs where its route says (see `ResolvedRoute::exec`), on the watching connection
+    /// if keys are watched; a connection it takes is held until its reply is written.
     fn exec(&mut self, started: Instant) {
         let Some(transaction) = self.stateful.transaction.take() else {
             return;
         };
         // Counted whether it runs here or not: on the destination it would fail.
         self.count_exec(&transaction.followed);
+        let watching = self.stateful.watching.take().map(|w| w.connection);
         if transaction.failed {
-            self.stateful.watching = None;
             return self.local_error(started, EXECABORT);
         }
+        let Some(view) = &self.tenant else { return };
         let place = transaction.place.unwrap_or((0, None));
-        let run_as = self.transaction_run_as(&transaction);
-        // A transaction with a script runs as the script's user from MULTI on: Redis checks each command's
-        // permissions when it is queued. It takes a connection of its own, which closes after it.
-        let shared = match run_as {
-            RunAs::Gateway => self.shared_exec(&transaction),
-            _ => None,
+        let exec = Exec {
+            tenant: &view.tenant,
+            queued: &transaction.queued,
+            place,
+            affinity: self.info.id as usize,
         };
-        let dedicated = match (shared.is_some(), self.stateful.watching.take()) {
-            (true, _) => None,
-            (false, Some(watching)) => Some(watching.connection),
-            (false, None) => match self.open_dedicated(place, false) {
-                Ok(connection) => Some(connection),
-                Err(reply) => return self.local_error_reply(started, reply),
-            },
-        };
-        let replicate = self.replicate_after_exec(place, &transaction.queued);
         let rewrite = exec_replies(transaction.transforms);
-        let reply = self
-            .replies
-            .reserve_with(started, chain(rewrite, replicate));
-        let multi = Bytes::from_static(b"*1\r\n$5\r\nMULTI\r\n");
-        let exec = Bytes::from_static(b"*1\r\n$4\r\nEXEC\r\n");
-        // MULTI's +OK and the +QUEUED replies were given already; only EXEC's reply goes to the client.
-        match (shared, dedicated) {
-            (Some(upstream), _) => {
-                let (slot, affinity) = (place.1, self.info.id as usize);
-                upstream.send_unredirected(multi, slot, ReplyHandle::discard(), affinity);
-                for (_, command) in &transaction.queued {
-                    upstream.send_unredirected(
-                        command.raw().clone(),
-                        slot,
-                        ReplyHandle::discard(),
-                        affinity,
-                    );
-                }
-                upstream.send_unredirected(exec, slot, reply, affinity);
-            }
-            (None, Some(connection)) => {
-                if let Some(refusal) = identity::refusal(connection.node(), &run_as) {
-                    return reply.failed(refusal);
-                }
-                let mut raw = BytesMut::new();
-                let mut replies = Vec::new();
-                if run_as != RunAs::Gateway {
-                    // A connection of its own: a tenant's restricted user is created on it (see `identity`),
-                    // before the connection's handshake has told whether the node checks RESTORE payloads: made
-                    // as for one that does not.
-                    let switch =
-                        identity::switch_to(connection.node(), &run_as, false, false, &mut raw);
-                    replies.extend((0..switch).map(|_| ReplyHandle::discard()));
-                }
-                raw.extend_from_slice(&multi);
-                replies.push(ReplyHandle::discard());
-                for (_, command) in &transaction.queued {
-                    raw.extend_from_slice(command.raw());
-                    replies.push(ReplyHandle::discard());
-                }
-                raw.extend_from_slice(&exec);
-                replies.push(reply);
-                let wait = match (run_as, &self.tenant) {
-                    (RunAs::Gateway, _) | (_, None) => Wait::Bounded,
-                    (run_as, Some(view)) => Wait::Script {
-                        limit: Duration::from_millis(u64::from(
-                            view.tenant.limits.script_limit_ms(),
-                        )),
-                        kill: run_as.is_tenants(),
-                    },
-                };
-                connection.send(raw.freeze(), replies, wait);
+        let held = view.route.exec(
+            exec,
+            watching,
+            || self.open_dedicated(place, false),
+            |replicate| {
+                self.replies
+                    .reserve_with(started, chain(rewrite, replicate))
+            },
+        );
+        match held {
+            Ok(None) => {}
+            Ok(Some(connection)) => {
                 self.stateful.held = Some(connection);
                 self.stateful.barrier = true;
             }
-            (None, None) => {}
+            Err(reply) => self.local_error_reply(started, reply),
         }
     }
 
-    /// Who a transaction runs as: the script user if it holds a script.
-    fn transaction_run_as(&self, transaction: &Transaction) -> RunAs {
-        let Some(view) = &self.tenant else {
-            return RunAs::Gateway;
-        };
-        transaction
-            .queued
-            .iter()
-            .map(|(spec, _)| identity::run_as(spec, &view.tenant.scripts_run_as))
-            .find(|run_as| *run_as != RunAs::Gateway)
-            .unwrap_or_default()
-    }
-
-    /// The shared upstream a transaction runs on: none while keys are watched (the watching connection holds
-    /// them).
-    pub(super) fn shared_exec(&self, transaction: &Transaction) -> Option<Upstream> {
-        if self.stateful.watching.is_some() {
-            return None;
-        }
-        let shard = transaction.place.map_or(0, |(shard, _)| shard);
-        let view = self.tenant.as_ref()?;
-        view.route.primary(shard).ok().cloned()
-    }
-
-    /// Under double-write: what sends the transaction's writes to the secondaries once `EXEC` succeeded.
-    fn replicate_after_exec(
-        &self,
-        place: Place,
-        queued: &[(&'static CommandSpec, Request)],
-    ) -> Option<Transform> {
-        let view = self.tenant.as_ref()?;
-        let secondaries = view.route.secondaries(place.0);
-        if secondaries.is_empty() {
-            return None;
-        }
-        let tenant = &view.tenant;
-        let script_limit_ms = tenant.limits.script_limit_ms();
-        // Each secondary gets the writes in its own database numbers (`RoutePlan::request_for`).
-        let copies: Vec<_> = secondaries
-            .into_iter()
-            .map(|(index, upstream, detached)| {
-                let writes: Vec<(&'static str, RunAs, Bytes)> = queued
-                    .iter()
-                    .filter(|(spec, _)| !spec.has(flag::READONLY))
-                    .map(|(spec, request)| {
-                        (
-                            spec.name,
-                            identity::run_as(spec, &tenant.scripts_run_as),
-                            tenant.route.request_for(spec, request, place.0, index),
-                        )
-                    })
-                    .collect();
-                (upstream, detached, writes)
-            })
-            .collect();
-        let (slot, affinity) = (place.1, self.info.id as usize);
-        Some(Box::new(move |reply: Bytes| {
-            // An array is a transaction that ran; `*-1` one that WATCH aborted, an error one that never ran.
-            if reply.starts_with(b"*") && !reply.starts_with(b"*-1") {
-                let keyspace = slot.map_or(Keyspace::Any, Keyspace::Slot);
-                for (upstream, detached, writes) in &copies {
-                    for (name, run_as, raw) in writes {
-                        if let Some(handle) = detached.admit(name) {
-                            let handle = handle.running_as(run_as.clone(), script_limit_ms);
-                            upstream.send_to(raw.clone(), keyspace.clone(), handle, affinity);
-                        }
-                    }
-                }
-            }
-            reply
-        }))
+    /// Whether `EXEC` rides the shared connection, so that it need not wait for earlier replies.
+    pub(super) fn exec_rides_shared(&self, transaction: &Transaction) -> bool {
+        let place = transaction.place.unwrap_or((0, None));
+        let watching = self.stateful.watching.is_some();
+        self.tenant
+            .as_ref()
+            .is_some_and(|view| view.route.exec_rides_shared(place, watching))
     }
 
     /// `RESET`: leaves every state (transaction, watches, subscriptions), back to database 0, RESP2 and no client

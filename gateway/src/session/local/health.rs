@@ -24,8 +24,7 @@ impl Session {
         let view = self.tenant.as_ref()?;
         let metrics = &self.worker.gateway.metrics;
         view.route
-            .primaries()
-            .flat_map(|upstream| upstream.known_script_nodes())
+            .script_nodes()
             .find_map(|node| metrics.backend(&node.addr).scripts.busy())
             .map(busy_text)
     }

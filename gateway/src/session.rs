@@ -15,14 +15,13 @@ use tokio::net::TcpStream;
 
 use crate::admission::{MAX_CLIENTS, Ticket};
 use crate::clients::ClientInfo;
-use crate::cmd::{self, Policy};
-use crate::family::Family;
+use crate::cmd;
 use crate::metrics::{Closed, Held};
 use crate::net::Stream;
 use crate::proxy_protocol::client_address;
 use crate::reply::ReplyQueue;
-use crate::resp::{Protocol, Request, RequestDecoder};
-use crate::route::{DirectRoute, Dispatch, Place, ResolvedRoute, Run, Tenant};
+use crate::resp::{Protocol, RequestDecoder};
+use crate::route::{DirectRoute, Place, ResolvedRoute, Run, Tenant};
 use crate::worker::Worker;
 use auth::{preset_tenant, tenant_place};
 use output::{Output, Replying, Socket, poll_socket};
@@ -41,6 +40,7 @@ mod policies;
 mod pubsub;
 mod readiness;
 mod stateful;
+mod steps;
 #[cfg(test)]
 mod tests;
 mod tracking;
@@ -477,124 +477,6 @@ impl Session {
         if !input.is_empty() || self.input_shown {
             self.input_shown = !input.is_empty();
             self.info.set_input(input.len(), input.capacity());
-        }
-    }
-
-    /// Dispatches `request`, and shows it to the tenant's monitors if it has any.
-    fn dispatch(&mut self, request: Request, started: Instant) {
-        match &self.tenant {
-            Some(view) if !view.tenant.metrics.monitors.active() => {
-                self.dispatch_replying(request, started)
-            }
-            _ => self.dispatch_monitored(request, started),
-        }
-    }
-
-    fn dispatch_command(&mut self, request: Request, started: Instant) {
-        let (spec, policy) = match self.commands.lookup(request.args()) {
-            Ok(found) => found,
-            Err(e) => {
-                self.replies.set_family(Family::Other);
-                self.fail_transaction();
-                // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
-                return self.local_reply(started, |out| e.write_reply(out));
-            }
-        };
-        self.replies.set_family(spec.family());
-        self.info.set_command(spec.name);
-        if self.worker.gateway.generation() == 0 && spec.name != "quit" {
-            return self.local_error(
-                started,
-                "ERR the gateway has no routes yet (waiting for the control plane)",
-            );
-        }
-        self.refresh_tenant();
-        if self.closing {
-            return; // the credential was revoked or the tenant removed: the connection closes unanswered
-        }
-        if self.tenant.is_none() {
-            return match spec.name {
-                "auth" => self.auth(started, request.args()),
-                "hello" => self.hello(started, request.args()),
-                "quit" => self.quit(started),
-                _ => self.local_error(started, NOAUTH),
-            };
-        }
-        if self.must_park(spec, request.args()) {
-            self.stateful.parked = Some(request);
-            return;
-        }
-        let Some((spec, request)) = self.apply_policies(spec, request, started) else {
-            return;
-        };
-        let Some(view) = &self.tenant else { return };
-        if self.monitor.is_some() && self.monitor_mode(spec, started) {
-            return;
-        }
-        view.tenant.metrics.commands.add(spec.name, 1);
-        if let Some(interval) = view.tenant.ops_interval
-            && !view.tenant.metrics.rate.admit(started, interval)
-        {
-            view.tenant
-                .metrics
-                .rate_limited
-                .fetch_add(1, Ordering::Relaxed);
-            let text = format!("ERR tenant '{}' rate limit exceeded", view.tenant.name);
-            return self.reject(spec, started, &text);
-        }
-        let stateless = self.stateful.transaction.is_none() && self.stateful.subscription.is_none();
-        if (policy == Policy::Stateful || !stateless)
-            && self.stateful_command(spec, &request, started)
-        {
-            return;
-        }
-        if policy == Policy::Local && self.local_command(spec, &request, started) {
-            return;
-        }
-        let (request, transform) = match self.narrow(spec, request) {
-            Ok(narrowed) => narrowed,
-            Err(text) => return self.reject(spec, started, &text),
-        };
-        if self.stateful.subscription.is_some() && self.publish_in_order(spec, &request, started) {
-            return;
-        }
-        self.check_readiness(spec, request.args());
-        self.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`
-        let Some(view) = &self.tenant else { return };
-        let mut dispatch = Dispatch {
-            plan: &view.tenant.route,
-            route: &view.route,
-            replies: &self.replies,
-            affinity: self.info.id as usize,
-            random: &self.random,
-            keys: &mut self.keys,
-            places: &mut self.places,
-            scripts_run_as: &view.tenant.scripts_run_as,
-            script_limit_ms: view.tenant.limits.script_limit_ms(),
-            transform,
-        };
-        let sent = match spec.name {
-            "info" => info::info(
-                &mut dispatch,
-                &self.worker.gateway,
-                &view.tenant,
-                spec,
-                &request,
-                started,
-                self.protocol,
-            ),
-            "config|resetstat" => {
-                info::resetstat(&mut dispatch, &view.tenant, spec, &request, started)
-            }
-            "script|kill" | "function|kill" => {
-                dispatch.kill_scripts(&request, started);
-                Ok(())
-            }
-            _ => dispatch.forward(spec, &request, started),
-        };
-        self.replies.tag(None); // a request that opened no slot leaves none to the next
-        if let Err(text) = sent {
-            self.reject(spec, started, &text);
         }
     }
 }

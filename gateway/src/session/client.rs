@@ -12,7 +12,7 @@ use super::{Replying, Session};
 use crate::clients::{ClientInfo, LibAttribute, Unblock};
 use crate::cmd::CommandSpec;
 use crate::cmd::spec::c_str;
-use crate::resp::{self, Request};
+use crate::resp;
 
 /// What CLIENT KILL answers: `+OK` for the old `CLIENT KILL addr` form, the number killed for filters.
 enum Kill {
@@ -192,17 +192,24 @@ impl Session {
     }
 
     /// Dispatches `request`, without writing its reply when the client asked to skip it (`CLIENT REPLY SKIP`).
-    pub(super) fn dispatch_replying(&mut self, request: Request, started: Instant) {
+    /// Mutes the reply of the command about to run if the client asked to skip it (`CLIENT REPLY SKIP`).
+    /// Returns whether it did, for `end_skip`.
+    pub(super) fn skip_reply(&mut self) -> bool {
         if self.replying != Replying::SkipNext {
-            return self.dispatch_command(request, started);
+            return false;
         }
         self.replying = Replying::On;
         self.replies.set_muted(true);
-        self.dispatch_command(request, started);
-        if self.replying == Replying::On {
+        true
+    }
+
+    /// After a command whose reply `skip_reply` muted: replies are written again, unless the command changed
+    /// the reply mode itself; a command parked for later is skipped when it goes.
+    pub(super) fn end_skip(&mut self, skipped: bool) {
+        if skipped && self.replying == Replying::On {
             self.replies.set_muted(false);
             if self.stateful.parked.is_some() {
-                self.replying = Replying::SkipNext; // it is skipped when it goes
+                self.replying = Replying::SkipNext;
             }
         }
     }

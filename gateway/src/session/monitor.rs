@@ -103,21 +103,28 @@ impl Session {
         false
     }
 
-    /// Dispatches `request` and shows it to the tenant's monitors, as Redis does once a command ran: with the
-    /// database it leaves the client in, and only a known command with a valid number of arguments. A request
-    /// parked for later is shown when it goes.
-    pub(super) fn dispatch_monitored(&mut self, request: Request, started: Instant) {
-        let args = request.args().to_vec();
-        self.dispatch_replying(request, started);
+    /// The arguments to show the tenant's monitors once the command ran, if it may have any: those of a
+    /// tenant with monitors, and those of a client with no tenant yet (its `AUTH` may give it one).
+    pub(super) fn monitor_args(&self, request: &Request) -> Option<Vec<Bytes>> {
+        match &self.tenant {
+            Some(view) if !view.tenant.metrics.monitors.active() => None,
+            _ => Some(request.args().to_vec()),
+        }
+    }
+
+    /// Shows a command that ran to the tenant's monitors, as Redis does: with the database it leaves the client
+    /// in, and only a known command with a valid number of arguments. A request parked for later is shown when
+    /// it goes.
+    pub(super) fn show_to_monitors(&self, args: &[Bytes]) {
         if self.stateful.parked.is_some() {
             return;
         }
         let Some(view) = &self.tenant else { return };
         let monitors = &view.tenant.metrics.monitors;
         let refused = |spec| self.monitor.is_some() && touches_keys(spec);
-        match cmd::lookup(&args) {
+        match cmd::lookup(args) {
             Ok(spec) if monitors.active() && monitor::shows(spec) && !refused(spec) => {
-                monitors.feed(&monitor::line(spec, &args, self.db, self.info.addr));
+                monitors.feed(&monitor::line(spec, args, self.db, self.info.addr));
             }
             _ => {}
         }

@@ -1,0 +1,275 @@
+//! The way of one request that does not take the direct path (`direct`): an ordered list of steps, each of which
+//! either passes the command on or answers it (or parks it) and ends its way. `Session::steps` is the list; each
+//! step is a short method here that calls into the file of its concern.
+//!
+//! Around the steps: `CLIENT REPLY SKIP` mutes the command's reply, and the tenant's monitors are shown the
+//! command once it ran (see `monitor`).
+
+use std::ops::ControlFlow::{self, Break, Continue};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::{NOAUTH, Session, info};
+use crate::cmd::{CommandSpec, Policy};
+use crate::family::Family;
+use crate::reply::Transform;
+use crate::resp::Request;
+use crate::route::Dispatch;
+
+/// A command on its way: its request (rewritten by the steps that rewrite it), when it arrived, its table entry
+/// and how the gateway serves it, and how its reply is rewritten for the tenant.
+pub(super) struct Command {
+    request: Request,
+    started: Instant,
+    spec: &'static CommandSpec,
+    policy: Policy,
+    transform: Option<Transform>,
+}
+
+/// What a step returns: the command for the next step, or `Break` once it was answered or parked.
+type Step = ControlFlow<(), Command>;
+
+impl Session {
+    /// Dispatches `request` through the steps; a client whose tenant has monitors shows it to them once it ran.
+    pub(super) fn dispatch(&mut self, request: Request, started: Instant) {
+        let shown = self.monitor_args(&request);
+        let skipped = self.skip_reply();
+        let _ = self.steps(request, started);
+        self.end_skip(skipped);
+        if let Some(args) = shown {
+            self.show_to_monitors(&args);
+        }
+    }
+
+    /// The steps, in the order they run.
+    fn steps(&mut self, request: Request, started: Instant) -> ControlFlow<()> {
+        let command = self.look_up(request, started)?;
+        let command = self.wait_for_routes(command)?;
+        let command = self.follow_tenant(command)?;
+        let command = self.authenticate(command)?;
+        let command = self.park(command)?;
+        let command = self.police(command)?;
+        let command = self.in_monitor_mode(command)?;
+        let command = self.rate_limit(command)?;
+        let command = self.serve_stateful(command)?;
+        let command = self.serve_locally(command)?;
+        let command = self.narrow_step(command)?;
+        let command = self.publish_ordered(command)?;
+        self.forward(command);
+        Continue(())
+    }
+
+    /// The command's table entry: an unknown command or a wrong number of arguments is answered with Redis'
+    /// error (and fails an open transaction).
+    fn look_up(&mut self, request: Request, started: Instant) -> Step {
+        match self.commands.lookup(request.args()) {
+            Ok((spec, policy)) => {
+                self.replies.set_family(spec.family());
+                self.info.set_command(spec.name);
+                Continue(Command {
+                    request,
+                    started,
+                    spec,
+                    policy,
+                    transform: None,
+                })
+            }
+            Err(e) => {
+                self.replies.set_family(Family::Other);
+                self.fail_transaction();
+                // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
+                self.local_reply(started, |out| e.write_reply(out));
+                Break(())
+            }
+        }
+    }
+
+    /// Before its first routes the gateway serves nothing (but `QUIT`).
+    fn wait_for_routes(&mut self, command: Command) -> Step {
+        if self.worker.gateway.generation() == 0 && command.spec.name != "quit" {
+            let text = "ERR the gateway has no routes yet (waiting for the control plane)";
+            self.local_error(command.started, text);
+            return Break(());
+        }
+        Continue(command)
+    }
+
+    /// The tenant as the current snapshot has it: a revoked credential or a removed tenant closes the
+    /// connection, unanswered.
+    fn follow_tenant(&mut self, command: Command) -> Step {
+        self.refresh_tenant();
+        if self.closing {
+            return Break(());
+        }
+        Continue(command)
+    }
+
+    /// Without a tenant only `AUTH`, `HELLO` and `QUIT` are served.
+    fn authenticate(&mut self, command: Command) -> Step {
+        if self.tenant.is_some() {
+            return Continue(command);
+        }
+        let (args, started) = (command.request.args(), command.started);
+        match command.spec.name {
+            "auth" => self.auth(started, args),
+            "hello" => self.hello(started, args),
+            "quit" => self.quit(started),
+            _ => self.local_error(started, NOAUTH),
+        }
+        Break(())
+    }
+
+    /// A command that must wait for every earlier reply to be written waits (see `stateful`).
+    fn park(&mut self, command: Command) -> Step {
+        if self.must_park(command.spec, command.request.args()) {
+            self.stateful.parked = Some(command.request);
+            return Break(());
+        }
+        Continue(command)
+    }
+
+    /// The tenant's policies: refused, or run in another form (see `policies`).
+    fn police(&mut self, command: Command) -> Step {
+        let Command {
+            request,
+            started,
+            spec,
+            policy,
+            transform,
+        } = command;
+        match self.apply_policies(spec, request, started) {
+            Some((spec, request)) => Continue(Command {
+                request,
+                started,
+                spec,
+                policy,
+                transform,
+            }),
+            None => Break(()),
+        }
+    }
+
+    /// A client in `MONITOR` mode may run only what Redis lets a monitor run.
+    fn in_monitor_mode(&mut self, command: Command) -> Step {
+        if self.monitor.is_some() && self.monitor_mode(command.spec, command.started) {
+            return Break(());
+        }
+        Continue(command)
+    }
+
+    /// Counted among the tenant's commands, then held to its commands per second.
+    fn rate_limit(&mut self, command: Command) -> Step {
+        let Some(view) = &self.tenant else {
+            return Break(());
+        };
+        let tenant = &view.tenant;
+        tenant.metrics.commands.add(command.spec.name, 1);
+        match tenant.ops_interval {
+            Some(interval) if !tenant.metrics.rate.admit(command.started, interval) => {
+                tenant.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+                let text = format!("ERR tenant '{}' rate limit exceeded", tenant.name);
+                self.reject(command.spec, command.started, &text);
+                Break(())
+            }
+            _ => Continue(command),
+        }
+    }
+
+    /// Transactions, subscriptions and blocking commands, and every command while in a transaction or
+    /// subscribed (see `stateful`).
+    fn serve_stateful(&mut self, command: Command) -> Step {
+        let stateless = self.stateful.transaction.is_none() && self.stateful.subscription.is_none();
+        if (command.policy == Policy::Stateful || !stateless)
+            && self.stateful_command(command.spec, &command.request, command.started)
+        {
+            return Break(());
+        }
+        Continue(command)
+    }
+
+    /// What the gateway answers itself (see `local`).
+    fn serve_locally(&mut self, command: Command) -> Step {
+        if command.policy == Policy::Local
+            && self.local_command(command.spec, &command.request, command.started)
+        {
+            return Break(());
+        }
+        Continue(command)
+    }
+
+    /// Refused, or renamed into the tenant's key namespace, databases and channels (see `narrow`).
+    fn narrow_step(&mut self, command: Command) -> Step {
+        match self.narrow(command.spec, command.request) {
+            Ok((request, transform)) => Continue(Command {
+                request,
+                transform,
+                ..command
+            }),
+            Err(text) => {
+                self.reject(command.spec, command.started, &text);
+                Break(())
+            }
+        }
+    }
+
+    /// A RESP3 subscriber's `PUBLISH` to its own node goes over its subscription (see `pubsub`).
+    fn publish_ordered(&mut self, command: Command) -> Step {
+        if self.stateful.subscription.is_some()
+            && self.publish_in_order(command.spec, &command.request, command.started)
+        {
+            return Break(());
+        }
+        Continue(command)
+    }
+
+    /// Along the tenant's route (see `route::Dispatch`), counted against a migration's destination first (see
+    /// `readiness`); `INFO` and `CONFIG RESETSTAT` are the gateway's figures, `SCRIPT KILL` goes to every node
+    /// that runs the tenant's scripts.
+    fn forward(&mut self, command: Command) {
+        let Command {
+            request,
+            started,
+            spec,
+            transform,
+            ..
+        } = command;
+        self.check_readiness(spec, request.args());
+        self.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`
+        let Some(view) = &self.tenant else { return };
+        let mut dispatch = Dispatch {
+            plan: &view.tenant.route,
+            route: &view.route,
+            replies: &self.replies,
+            affinity: self.info.id as usize,
+            random: &self.random,
+            keys: &mut self.keys,
+            places: &mut self.places,
+            scripts_run_as: &view.tenant.scripts_run_as,
+            script_limit_ms: view.tenant.limits.script_limit_ms(),
+            transform,
+        };
+        let sent = match spec.name {
+            "info" => info::info(
+                &mut dispatch,
+                &self.worker.gateway,
+                &view.tenant,
+                spec,
+                &request,
+                started,
+                self.protocol,
+            ),
+            "config|resetstat" => {
+                info::resetstat(&mut dispatch, &view.tenant, spec, &request, started)
+            }
+            "script|kill" | "function|kill" => {
+                dispatch.kill_scripts(&request, started);
+                Ok(())
+            }
+            _ => dispatch.forward(spec, &request, started),
+        };
+        self.replies.tag(None); // a request that opened no slot leaves none to the next
+        if let Err(text) = sent {
+            self.reject(spec, started, &text);
+        }
+    }
+}

@@ -119,7 +119,7 @@ where
 {
     tracing::info!(address = %listener.local_addr()?, "control plane listening ({scheme})");
     tokio::spawn(migration::worker(state.clone()));
-    tokio::spawn(snapshot_cache::forget_old_changes(state.clone()));
+    tokio::spawn(state.clone().forget_old_changes());
     axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(async move {
             shutdown.await;

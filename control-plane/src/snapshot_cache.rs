@@ -49,9 +49,6 @@ impl CachedSnapshot {
 /// How many load durations pass between the end of one full load and the start of the next.
 const LOAD_SPACING: u32 = 4;
 
-/// How often the change log is pruned.
-const PRUNE_EVERY: Duration = Duration::from_secs(600);
-
 /// Most deltas kept at once (one per revision gateways ask from).
 const MAX_DELTAS: usize = 1024;
 
@@ -131,19 +128,5 @@ impl SnapshotCache {
             deltas.by_base.insert(key, cached.clone());
         }
         Ok(Some(cached))
-    }
-}
-
-/// Prunes the snapshot change log at start and then every [`PRUNE_EVERY`] (every control-plane replica does it;
-/// the DELETE is idempotent).
-pub(crate) async fn forget_old_changes(state: crate::AppState) {
-    let mut every = tokio::time::interval(PRUNE_EVERY);
-    loop {
-        every.tick().await;
-        match state.prune_snapshot_changes().await {
-            Ok(0) => {}
-            Ok(pruned) => tracing::info!(pruned, "pruned the snapshot change log"),
-            Err(e) => tracing::warn!("cannot prune the snapshot change log: {e}"),
-        }
     }
 }

@@ -17,6 +17,9 @@ use crate::metrics::Metrics;
 use crate::revision::RevisionWatch;
 use crate::snapshot_cache::SnapshotCache;
 
+/// How often the snapshot change log is pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
 /// Tunables that are not credentials.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -105,6 +108,20 @@ impl AppState {
     pub async fn prune_snapshot_changes(&self) -> Result<u64, DbError> {
         crate::db::snapshot::prune_changes(&self.pool, self.settings.delta_history.as_secs_f64())
             .await
+    }
+
+    /// Prunes the snapshot change log at start and then every [`PRUNE_EVERY`] (every control-plane replica does
+    /// it; the DELETE is idempotent).
+    pub(crate) async fn forget_old_changes(self) {
+        let mut every = tokio::time::interval(PRUNE_EVERY);
+        loop {
+            every.tick().await;
+            match self.prune_snapshot_changes().await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "pruned the snapshot change log"),
+                Err(e) => tracing::warn!("cannot prune the snapshot change log: {e}"),
+            }
+        }
     }
 
     /// Commits a change (revision bump, audit entry, NOTIFY) and wakes this process' polls at once. In a dry run

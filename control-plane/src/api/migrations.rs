@@ -100,13 +100,6 @@ fn conflict(code: &'static str, message: String) -> ApiError {
     ApiError::Conflict { code, message }
 }
 
-fn no_migration(tenant: &str, id: i64) -> ApiError {
-    ApiError::not_found(format!(
-        "tenant '{tenant}' has no migration {id} (migration ids are numbered across all tenants: \
-         `switchyard-ctl migrations list {tenant}` or GET /v1/tenants/{tenant}/migrations shows its own)"
-    ))
-}
-
 /// Refuses a destination where the tenant's keys could meet another tenant's (see `databases::check_destination`).
 async fn check_destination(
     change: &mut Change,
@@ -269,19 +262,11 @@ async fn list(
     Ok(Json(MigrationList { migrations }))
 }
 
-/// Tenant `tenant`'s migration `id` (404 for either missing).
-pub(crate) async fn find(state: &AppState, tenant: &str, id: i64) -> ApiResult<MigrationRow> {
-    let row = lookup::tenant(&state.pool, tenant).await?;
-    db::migrations::get(&state.pool, row.id, id, false)
-        .await?
-        .ok_or_else(|| no_migration(tenant, id))
-}
-
 async fn show(
     State(state): State<AppState>,
     ApiPath((tenant, id)): ApiPath<(String, i64)>,
 ) -> ApiResult<Json<Migration>> {
-    let row = find(&state, &tenant, id).await?;
+    let row = lookup::migration(&state.pool, &tenant, id).await?;
     Ok(Json(answer(&state, &row).await?))
 }
 
@@ -302,7 +287,7 @@ async fn step(
     let tenant_row = lookup::tenant_for_update(change.conn(), &tenant).await?;
     let row = db::migrations::get(change.conn(), tenant_row.id, id, true)
         .await?
-        .ok_or_else(|| no_migration(&tenant, id))?;
+        .ok_or_else(|| lookup::no_migration(&tenant, id))?;
     let current = row.state();
     use MigrationState as S;
     // (states the step starts from, the state it reaches, the route it installs, whether gateways must serve

@@ -11,7 +11,7 @@ use switchyard_schemas::api::{
     ErrorDetail, MigrationReadiness, ReadinessCounts, ReadinessExample, merge_examples,
 };
 
-use crate::api::migrations;
+use crate::api::lookup;
 use crate::auth::Access;
 use crate::db;
 use crate::db::timestamp;
@@ -39,7 +39,7 @@ async fn show(
     State(state): State<AppState>,
     ApiPath((tenant, id)): ApiPath<(String, i64)>,
 ) -> ApiResult<Json<MigrationReadiness>> {
-    migrations::find(&state, &tenant, id).await?;
+    lookup::migration(&state.pool, &tenant, id).await?;
     Ok(Json(of_migration(&state, id).await?))
 }
 

@@ -75,6 +75,7 @@ macro_rules! with_policy_fields {
 
 pub mod api;
 pub mod credential;
+mod error;
 pub mod placement;
 pub mod policy;
 pub mod resource;
@@ -87,6 +88,7 @@ pub mod x509;
 
 pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 
+pub use error::{ValidationError, ValidationErrors};
 pub use policy::{CommandRules, IpNet, ScriptsPolicy, TenantPolicy};
 pub use resource::{Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError};
 pub use route::{
@@ -94,7 +96,6 @@ pub use route::{
 };
 pub use routes_file::{OutputBufferLimit, RoutesFile, TenantConfig, TenantLimits};
 pub use snapshot::{Snapshot, SnapshotCredential, SnapshotDelta, SnapshotTenant};
-pub use validate::{ValidationError, ValidationErrors};
 
 /// Every generated JSON Schema: file name (under `schemas/`) and the schema itself.
 pub fn json_schemas() -> Vec<(&'static str, schemars::schema::RootSchema)> {

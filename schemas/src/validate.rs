@@ -7,8 +7,8 @@
 //! the control plane must never abort on one.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fmt;
 
+use crate::error::{ValidationError, ValidationErrors};
 use crate::{ResourceUrl, RouteTable, RoutesFile, SplitTarget, Target, TenantLimits};
 
 /// Most buckets of a bucket algorithm: CRC16 has 65,536 values, and camellia deployments use a few hundred or
@@ -59,37 +59,6 @@ pub fn unknown_tag(what: &str, given: &serde_json::Value, expected: &[&str]) -> 
         _ => format!("unknown {what}, expected one of: {expected}"),
     }
 }
-
-/// One broken rule, at `path` (a JSON pointer into the document that was checked).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationError {
-    pub path: String,
-    pub message: String,
-}
-
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-/// Every broken rule of one document.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationErrors(pub Vec<ValidationError>);
-
-impl fmt::Display for ValidationErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, error) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{error}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ValidationErrors {}
 
 /// Collects errors while walking a document.
 struct Checker<'r> {

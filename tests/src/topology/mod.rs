@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::process::redis_tls_args;
+use crate::redis_server::redis_tls_args;
 use crate::{CertFiles, Pki, RedisServerBuilder};
 
 mod cluster;

@@ -133,16 +133,13 @@ pub fn binary(name: &str, env_var: &str) -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace");
-    // The control plane's two binaries share the crate: cargo relinks one only when its own sources (or the
-    // library's) change, so the other's are left out.
-    let (crates, other): (&[&str], &str) = match name {
-        "switchyard-gateway" => (&["gateway", "schemas"], ""),
-        "switchyard-ctl" => (&["control-plane", "schemas"], "control-plane/src/main.rs"),
-        _ => (&["control-plane", "schemas"], "control-plane/src/bin"),
+    let crates: &[&str] = match name {
+        "switchyard-gateway" => &["gateway", "schemas"],
+        "switchyard-ctl" => &["control-plane/ctl", "schemas"],
+        _ => &["control-plane", "schemas"],
     };
     let sources = crates.iter().map(|dir| workspace.join(dir).join("src"));
-    let other = (!other.is_empty()).then(|| workspace.join(other));
-    if let Some((changed, when)) = newest(sources, other.as_deref())
+    if let Some((changed, when)) = newest(sources)
         && when > built
     {
         panic!(
@@ -154,17 +151,11 @@ pub fn binary(name: &str, env_var: &str) -> PathBuf {
     binary
 }
 
-/// The most recently modified file under `paths` (files or directories) but not under `skip`, and when.
-fn newest(
-    paths: impl Iterator<Item = PathBuf>,
-    skip: Option<&Path>,
-) -> Option<(PathBuf, std::time::SystemTime)> {
+/// The most recently modified file under `paths` (files or directories), and when.
+fn newest(paths: impl Iterator<Item = PathBuf>) -> Option<(PathBuf, std::time::SystemTime)> {
     let mut newest: Option<(PathBuf, std::time::SystemTime)> = None;
     let mut pending: Vec<PathBuf> = paths.collect();
     while let Some(path) = pending.pop() {
-        if skip.is_some_and(|skip| path.starts_with(skip)) {
-            continue;
-        }
         let Ok(metadata) = std::fs::metadata(&path) else {
             continue;
         };

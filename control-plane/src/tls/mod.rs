@@ -4,9 +4,8 @@
 //! `switchyard_schemas::resource`'s functions (the gateway's too), so that every such failure names the file and
 //! the reason.
 //!
-//! Postgres (sqlx's `tls-rustls-ring-native-roots`) and the HTTPS client of `switchyard-ctl` (reqwest's
-//! `rustls-tls-native-roots`, in its `client` module) are configured by their URL and flags and use the same
-//! rustls and ring.
+//! Postgres (sqlx's `tls-rustls-ring-native-roots`) is configured by its URL and uses the same rustls and ring,
+//! as does `switchyard-ctl`'s HTTPS client (reqwest's `rustls-tls-native-roots`, in its own crate).
 
 mod backend;
 mod listener;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use switchyard_schemas::telemetry::LogFormat;
+use switchyard_runtime::telemetry::LogFormat;
 
 use crate::state::Settings;
 

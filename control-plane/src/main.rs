@@ -6,7 +6,7 @@ use switchyard_control_plane::{Command, Config};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
-    switchyard_schemas::telemetry::init_logging(config.log_format);
+    switchyard_runtime::telemetry::init_logging(config.log_format);
     match config.command.unwrap_or(Command::Serve) {
         Command::Migrate => {
             let pool = switchyard_control_plane::connect(&config).await?;

@@ -32,7 +32,7 @@ impl Metrics {
     /// series are left out).
     pub(crate) fn render(&self, revision: i64, stored: Option<&Stored>) -> String {
         let mut out = String::new();
-        switchyard_schemas::telemetry::render_process_metrics(&mut out, env!("CARGO_PKG_VERSION"));
+        switchyard_runtime::telemetry::render_process_metrics(&mut out, env!("CARGO_PKG_VERSION"));
         out.push_str("# HELP switchyard_cp_responses_total HTTP responses by status class.\n");
         out.push_str("# TYPE switchyard_cp_responses_total counter\n");
         for (class, count) in self.responses.iter().enumerate().skip(1) {

@@ -10,8 +10,8 @@ use switchyard_gateway::{
     ClientAuth, ClientLimits, ControlPlaneConfig, Limits, ListenerFiles, MetricsConfig,
     RouteSource, TlsListen, parse_bytes, parse_output_buffer_limit,
 };
+use switchyard_runtime::telemetry::LogFormat;
 use switchyard_schemas::OutputBufferLimit;
-use switchyard_schemas::telemetry::LogFormat;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -293,7 +293,7 @@ fn main() -> anyhow::Result<()> {
             "give exactly one of --routes (a routes file) and --control-plane (a URL)"
         ),
     };
-    switchyard_schemas::telemetry::init_logging(args.log_format);
+    switchyard_runtime::telemetry::init_logging(args.log_format);
     let config = switchyard_gateway::Config {
         listen: args.listen.0,
         tls,

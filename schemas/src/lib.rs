@@ -6,9 +6,6 @@
 //! next to this crate (`schemas/*.schema.json`) are generated from these types; `tests/schema_drift.rs` fails when
 //! the committed files no longer match.
 //!
-//! [`telemetry`] is what both binaries report about themselves the same way: their log format and the process
-//! series of their `/metrics`.
-//!
 //! Semantic rules that a schema cannot express (unique shard names, complete bucket coverage, parseable URLs) live
 //! in [`validate`], so the gateway and the control plane reject exactly the same tables with the same messages.
 
@@ -82,9 +79,7 @@ pub mod resource;
 pub mod route;
 pub mod routes_file;
 pub mod snapshot;
-pub mod telemetry;
 pub mod validate;
-pub mod x509;
 
 pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 

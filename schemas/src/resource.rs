@@ -21,20 +21,9 @@ use std::fmt;
 
 use crate::policy::ScriptsPolicy;
 
-#[cfg(feature = "rustls")]
-mod config;
 mod tls;
-#[cfg(feature = "rustls")]
-mod verify;
 
-#[cfg(feature = "rustls")]
-pub use config::{
-    TlsConfigError, TlsFile, certificates, client_config, private_key, provider, roots_of,
-    system_roots,
-};
 pub use tls::{TlsOptions, TlsVerify};
-#[cfg(feature = "rustls")]
-pub use verify::verifier;
 
 /// A parsed resource URL.
 #[derive(Clone, PartialEq, Eq, Hash)]

@@ -134,9 +134,9 @@ pub fn binary(name: &str, env_var: &str) -> PathBuf {
         .parent()
         .expect("workspace");
     let crates: &[&str] = match name {
-        "switchyard-gateway" => &["gateway", "schemas"],
-        "switchyard-ctl" => &["control-plane/ctl", "schemas"],
-        _ => &["control-plane", "schemas"],
+        "switchyard-gateway" => &["gateway", "schemas", "schemas/runtime"],
+        "switchyard-ctl" => &["control-plane/ctl", "schemas", "schemas/runtime"],
+        _ => &["control-plane", "schemas", "schemas/runtime"],
     };
     let sources = crates.iter().map(|dir| workspace.join(dir).join("src"));
     if let Some((changed, when)) = newest(sources)

@@ -157,7 +157,7 @@ impl Client {
         let mut builder = reqwest::Client::builder();
         if let Some(path) = ca_file {
             builder = builder.tls_built_in_root_certs(false);
-            let certificates = switchyard_schemas::resource::certificates(path)
+            let certificates = switchyard_runtime::tls::certificates(path)
                 .with_context(|| format!("the CA file {}", path.display()))?;
             for certificate in certificates {
                 builder =

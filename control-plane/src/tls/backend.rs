@@ -1,12 +1,13 @@
 //! TLS to the nodes of a `rediss` resource, for the migration worker, as the resource URL's TLS options say
 //! (`switchyard_schemas::TlsOptions`): the CAs to trust (`tlsCaFile`, else the system's store), a client
 //! certificate (`tlsCertFile`, `tlsKeyFile`), the name sent as SNI and checked (`tlsServerName`, else the node's
-//! host) and how much is checked (`tlsVerify`: `full`, `ca` or `none`, see `switchyard_schemas::resource::verifier`).
+//! host) and how much is checked (`tlsVerify`: `full`, `ca` or `none`, see `switchyard_runtime::tls::verifier`).
 
 use std::sync::Arc;
 
 use rustls::pki_types::ServerName;
-use switchyard_schemas::resource::{TlsOptions, client_config};
+use switchyard_runtime::tls::client_config;
+use switchyard_schemas::resource::TlsOptions;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;

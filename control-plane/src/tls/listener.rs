@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use switchyard_schemas::resource::{TlsConfigError, certificates, private_key, provider};
+use switchyard_runtime::tls::{TlsConfigError, certificates, private_key, provider};
 
 use super::TlsError;
 use crate::metrics::Metrics;
@@ -85,7 +85,7 @@ impl ServerCertificate {
         let Some(not_after) = leaf
             .end_entity_cert()
             .ok()
-            .and_then(|der| switchyard_schemas::x509::not_after(der))
+            .and_then(|der| switchyard_runtime::x509::not_after(der))
         else {
             self.metrics.forget_certificate(ROLE, &source);
             return tracing::warn!(certificate = %source, "cannot read the certificate's expiry date");

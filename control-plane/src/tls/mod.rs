@@ -1,7 +1,7 @@
 //! TLS in the control plane, in one place: the HTTPS listener whose certificate a SIGHUP reloads (`listener`), and
 //! the migration worker's connections to `rediss` resources with each resource's TLS options (`backend`). Both
 //! are rustls over ring (no OpenSSL, no aws-lc), and read their certificates, keys and CAs from PEM files with
-//! `switchyard_schemas::resource`'s functions (the gateway's too), so that every such failure names the file and
+//! `switchyard_runtime::tls`'s functions (the gateway's too), so that every such failure names the file and
 //! the reason.
 //!
 //! Postgres (sqlx's `tls-rustls-ring-native-roots`) is configured by its URL and uses the same rustls and ring,
@@ -10,7 +10,7 @@
 mod backend;
 mod listener;
 
-use switchyard_schemas::resource::TlsConfigError;
+use switchyard_runtime::tls::TlsConfigError;
 
 pub(crate) use backend::connect as connect_backend;
 pub(crate) use listener::{ServerCertificate, TlsListener};

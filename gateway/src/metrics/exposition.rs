@@ -238,7 +238,7 @@ impl Metrics {
             }
         }
         let mut out = String::new();
-        switchyard_schemas::telemetry::render_process_metrics(&mut out, env!("CARGO_PKG_VERSION"));
+        switchyard_runtime::telemetry::render_process_metrics(&mut out, env!("CARGO_PKG_VERSION"));
         self.sync.render(&mut out, revision);
         self.render_gateway(&mut out);
         render_totals(&mut out, &totals, tenants.len(), active.len());

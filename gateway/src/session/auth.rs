@@ -396,5 +396,5 @@ fn certified<'a>(stream: &Stream, snapshot: &'a Snapshot) -> Option<(&'a Arc<Ten
         return None;
     };
     let leaf = tls.peer_leaf()?;
-    snapshot.authenticate_certificate(switchyard_schemas::x509::subject_public_key_info(&leaf)?)
+    snapshot.authenticate_certificate(switchyard_runtime::x509::subject_public_key_info(&leaf)?)
 }

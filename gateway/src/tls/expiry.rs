@@ -72,7 +72,7 @@ impl Certificates {
     ) {
         let Some(not_after) = ders
             .into_iter()
-            .filter_map(switchyard_schemas::x509::not_after)
+            .filter_map(switchyard_runtime::x509::not_after)
             .min()
         else {
             return;

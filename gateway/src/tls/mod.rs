@@ -20,7 +20,8 @@ use arc_swap::ArcSwap;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection};
-use switchyard_schemas::resource::{self, TlsFile, TlsOptions};
+use switchyard_runtime::tls::{self as rustls_config, TlsFile};
+use switchyard_schemas::resource::TlsOptions;
 use tokio::net::TcpStream;
 
 pub(crate) use expiry::{Role, certificates};
@@ -76,13 +77,14 @@ impl ListenerTls {
 
 fn server_config(files: &ListenerFiles) -> Result<ServerConfig, String> {
     let chain = load_certs(&files.cert, Role::Listener)?;
-    let key = resource::private_key(&files.key).map_err(|e| e.to_string())?;
+    let key = rustls_config::private_key(&files.key).map_err(|e| e.to_string())?;
     let verifier = match &files.client_ca {
         None => WebPkiClientVerifier::no_client_auth(),
         Some(ca) => {
             let cas = load_certs(ca, Role::ClientCa)?;
-            let roots = Arc::new(resource::roots_of(ca, cas).map_err(|e| e.to_string())?);
-            let builder = WebPkiClientVerifier::builder_with_provider(roots, resource::provider());
+            let roots = Arc::new(rustls_config::roots_of(ca, cas).map_err(|e| e.to_string())?);
+            let builder =
+                WebPkiClientVerifier::builder_with_provider(roots, rustls_config::provider());
             let builder = match files.client_auth {
                 ClientAuth::Yes => builder,
                 ClientAuth::Optional => builder.allow_unauthenticated(),
@@ -92,7 +94,7 @@ fn server_config(files: &ListenerFiles) -> Result<ServerConfig, String> {
                 .map_err(|e| format!("client CAs {}: {e}", ca.display()))?
         }
     };
-    ServerConfig::builder_with_provider(resource::provider())
+    ServerConfig::builder_with_provider(rustls_config::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_client_cert_verifier(verifier)
@@ -217,7 +219,7 @@ pub(crate) fn reload(listener: Option<&ListenerTls>) -> Vec<String> {
     failed
 }
 
-/// A resource's client configuration (`switchyard_schemas::resource::client_config`), its files' certificates
+/// A resource's client configuration (`switchyard_runtime::tls::client_config`), its files' certificates
 /// recorded for their expiry.
 fn client_config(options: &TlsOptions) -> Result<ClientConfig, String> {
     let loaded = |file: TlsFile, path: &Path, certs: &[CertificateDer<'static>]| {
@@ -227,12 +229,12 @@ fn client_config(options: &TlsOptions) -> Result<ClientConfig, String> {
         };
         observe_file(role, path, certs);
     };
-    resource::client_config(options, &loaded).map_err(|e| e.to_string())
+    rustls_config::client_config(options, &loaded).map_err(|e| e.to_string())
 }
 
 /// A PEM file's certificates, recorded for their expiry under `role`.
 fn load_certs(file: &Path, role: Role) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = resource::certificates(file).map_err(|e| e.to_string())?;
+    let certs = rustls_config::certificates(file).map_err(|e| e.to_string())?;
     observe_file(role, file, &certs);
     Ok(certs)
 }

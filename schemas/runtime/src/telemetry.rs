@@ -29,7 +29,6 @@ impl std::str::FromStr for LogFormat {
 
 /// Installs the process' logger: to stderr, filtered by `RUST_LOG` (default `info`), in `format`. Colour codes
 /// are written only when stderr is a terminal: a file, a pipe or a log collector gets plain text.
-#[cfg(feature = "telemetry")]
 pub fn init_logging(format: LogFormat) {
     use std::io::IsTerminal as _;
     use tracing_subscriber::EnvFilter;

@@ -10,7 +10,11 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore};
 
-use super::{TlsOptions, verifier};
+use switchyard_schemas::resource::TlsOptions;
+
+mod verify;
+
+pub use verify::verifier;
 
 /// Why a certificate, a key, a trust store or a configuration could not be used.
 #[derive(Debug, thiserror::Error)]

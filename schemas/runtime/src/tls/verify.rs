@@ -9,7 +9,7 @@ use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signat
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use super::TlsVerify;
+use switchyard_schemas::resource::TlsVerify;
 
 /// The verifier for `verify`, trusting `roots` (unused by `none`).
 pub fn verifier(

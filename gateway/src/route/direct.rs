@@ -7,10 +7,9 @@ use switchyard_schemas::AckMode;
 use switchyard_schemas::placement::{slot_of, slot_of_prefixed};
 
 use super::resolve::Endpoint;
-use super::{ResolvedRoute, RunTarget};
+use super::{ResolvedRoute, RunTarget, WriteCopy};
 use crate::backend::{Backend, ClusterBackend, SentinelBackend, Upstream};
 use crate::cmd::{CommandSpec, flag};
-use crate::reply::DetachedWrites;
 
 /// A route that is one resource for reads and one for writes, each a plain Redis, a sentinel-managed master or a
 /// Redis Cluster: one target, one read resource (or reads from the primary), writes to one resource or
@@ -20,12 +19,6 @@ pub(crate) struct DirectRoute {
     write: Direct,
     /// The double-write secondaries (empty when writes go to one resource), each a plain Redis.
     copies: Rc<[WriteCopy]>,
-}
-
-/// A double-write secondary of a direct route, and where its background writes are tracked.
-pub(crate) struct WriteCopy {
-    pub node: Rc<Backend>,
-    pub writes: Rc<DetachedWrites>,
 }
 
 /// The resource a direct route sends reads, or writes, to.

@@ -40,13 +40,13 @@ pub(crate) use by_name::{ByName, Named};
 pub(crate) use catalog::Catalog;
 use credentials::DigestIndex;
 pub(crate) use dedicated::{Dedicated, Opening};
-pub(crate) use direct::{DirectRoute, WriteCopy};
+pub(crate) use direct::DirectRoute;
 pub(crate) use dispatch::{Dispatch, splits};
 pub(crate) use exec::Exec;
 pub(crate) use merge::Merge;
 pub(crate) use plan::{ResourcePlan, RoutePlan, Secondary, TargetPlan};
 pub(crate) use resolve::{CROSSSLOT, Place, ResolvedRoute, Resolver};
-pub(crate) use run::{Run, RunTarget};
+pub(crate) use run::{Run, RunTarget, WriteCopy};
 
 /// Everything the gateway serves at one moment.
 pub(crate) struct Snapshot {

@@ -6,11 +6,10 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::WriteCopy;
 use crate::backend::{Backend, ClusterBackend};
 use crate::cmd::CommandSpec;
 use crate::family::Family;
-use crate::reply::{Combine, ReplyQueue};
+use crate::reply::{Combine, DetachedWrites, ReplyQueue};
 use crate::resp::{self, Frame};
 
 /// Requests read together that go to one backend connection one after the other: their frames are adjacent in
@@ -66,6 +65,12 @@ const MAX_RUN: u32 = 1024;
 
 /// Bounds of a lane's initial buffer.
 const LANE_CAPACITY: std::ops::RangeInclusive<usize> = 64..=64 * 1024;
+
+/// A double-write secondary of a direct route, and where its background writes are tracked.
+pub(crate) struct WriteCopy {
+    pub node: Rc<Backend>,
+    pub writes: Rc<DetachedWrites>,
+}
 
 /// Where a run goes.
 pub(crate) enum RunTarget {

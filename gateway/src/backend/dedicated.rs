@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use super::NodeSpec;
 use super::OnPanic;
 use super::budget::NodeLease;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
-use super::connection::{ConnectionSettings, KILL_GRACE, NodeSpec, Outbox, describe, kill_scripts};
+use super::connection::{ConnectionSettings, KILL_GRACE, Outbox, describe, kill_scripts};
 use super::spares::Spares;
 use crate::metrics::Held;
 use crate::net::Stream;

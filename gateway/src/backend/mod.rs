@@ -11,6 +11,7 @@ mod connection;
 pub(crate) mod dedicated;
 mod direct;
 pub(crate) mod identity;
+mod node;
 pub(crate) mod sentinel;
 pub(crate) mod spares;
 
@@ -22,9 +23,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub(crate) use cluster::{ClusterBackend, ClusterSpec};
-pub(crate) use connection::{
-    BackendConnection, ConnectionSettings, NodeRole, NodeSpec, Status, kill_on,
-};
+pub(crate) use connection::{BackendConnection, ConnectionSettings, Status, kill_on};
+pub(crate) use node::{NodeRole, NodeSpec};
 pub(crate) use sentinel::{SentinelBackend, SentinelSpec};
 
 use switchyard_schemas::ReplicaMode;

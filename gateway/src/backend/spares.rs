@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use super::connection::{self, NodeSpec, describe};
+use super::NodeSpec;
+use super::connection::{self, describe};
 use crate::metrics::Metrics;
 use crate::net::Stream;
 

@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use tokio::net::TcpStream;
 
-use super::{NodeRole, NodeSpec};
 use crate::backend::identity::{self, RunAs};
+use crate::backend::{NodeRole, NodeSpec};
 use crate::metrics::BackendMetrics;
 use crate::net::Stream;
 use crate::resp::{self, Protocol, ReplyScanner};

@@ -5,7 +5,8 @@
 use std::io;
 use std::time::Duration;
 
-use super::{NodeSpec, describe, open};
+use super::{describe, open};
+use crate::backend::NodeSpec;
 use crate::backend::identity::{self, RunAs, ScriptUser};
 use crate::resp::{self, ReplyScanner};
 use bytes::{Bytes, BytesMut};

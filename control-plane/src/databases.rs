@@ -15,7 +15,10 @@
 //!
 //! A migration's destination is held to a stricter rule (`check_destination`): backfill copies into it and verify
 //! deletes from it every key of the migrating tenant's namespace (of its whole database, without one), so no other
-//! tenant (admin tenants included) may have keys there that could be the migrating tenant's.
+//! tenant (admin tenants included) may have keys there that could be the migrating tenant's. The rule holds from
+//! the migration's creation until it is finished or aborted: `check`, which every change that records or alters
+//! what a route reaches runs (a route, a resource URL, a namespace), holds each active migration's destination to
+//! it too, and the steps that write to the destination or move the tenant check again.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -91,28 +94,72 @@ pub(crate) async fn record(
 }
 
 /// Refuses (409 `namespace_overlaps`) a tenant that shares a database with a tenant of the other kind, with a
-/// namespace where it has none or none where it has one, neither being an admin tenant. Takes the revision lock
-/// first (`Change::revision`), so that two changes cannot each pass this check into one database.
+/// namespace where it has none or none where it has one, neither being an admin tenant; then (409
+/// `destination_shared`) one whose keys could collide with a migrating tenant's in a database of the migration's
+/// destination (`check_destinations`). Takes the revision lock first (`Change::revision`), so that two changes
+/// cannot each pass this check into one database.
 pub(crate) async fn check(change: &mut Change, tenant_id: i64) -> ApiResult<()> {
     change.revision().await?;
-    let Some(mixed) = db::databases::mixed(change.conn(), tenant_id).await? else {
+    if let Some(mixed) = db::databases::mixed(change.conn(), tenant_id).await? {
+        let (tenant, other, place) = (mixed.tenant, mixed.other, mixed.place);
+        let message = match mixed.namespace {
+            Some(namespace) => format!(
+                "tenant '{tenant}' has no key namespace, and tenant '{other}' uses database {place} with namespace \
+                 '{namespace}': no namespace is the start of every namespace, so '{tenant}' would see '{other}''s keys"
+            ),
+            None => format!(
+                "tenant '{other}' uses database {place} without a key namespace: no namespace is the start of every \
+                 namespace, so '{other}' would see tenant '{tenant}''s keys"
+            ),
+        };
+        return Err(ApiError::Conflict {
+            code: "namespace_overlaps",
+            message,
+        });
+    }
+    check_destinations(change, tenant_id).await
+}
+
+/// Holds the destination of every active migration to `check_destination`'s rule wherever `tenant_id` takes part:
+/// as a tenant whose route reaches one of its databases (a route, resource URL or namespace change brought it
+/// there or changed its keys), or as the migrating tenant (a resource URL change moved its destination). The
+/// destination's places are read from the resources' URLs as they are in this transaction: a resource change
+/// stores its new URL before the check. They are read without a lock, as the revision lock orders every change
+/// that could move them (locking them could deadlock with a resource update that holds one and waits for it).
+async fn check_destinations(change: &mut Change, tenant_id: i64) -> ApiResult<()> {
+    let migrations = db::migrations::active_destinations(change.conn()).await?;
+    if migrations.is_empty() {
         return Ok(());
-    };
-    let (tenant, other, place) = (mixed.tenant, mixed.other, mixed.place);
-    let message = match mixed.namespace {
-        Some(namespace) => format!(
-            "tenant '{tenant}' has no key namespace, and tenant '{other}' uses database {place} with namespace \
-             '{namespace}': no namespace is the start of every namespace, so '{tenant}' would see '{other}''s keys"
-        ),
-        None => format!(
-            "tenant '{other}' uses database {place} without a key namespace: no namespace is the start of every \
-             namespace, so '{other}' would see tenant '{tenant}''s keys"
-        ),
-    };
-    Err(ApiError::Conflict {
-        code: "namespace_overlaps",
-        message,
-    })
+    }
+    let names: BTreeSet<String> = migrations
+        .iter()
+        .flat_map(|m| references::names(&m.destination.0))
+        .collect();
+    let names: Vec<String> = names.into_iter().collect();
+    let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::None).await?;
+    let reached: BTreeSet<String> = db::databases::of_tenant(change.conn(), tenant_id)
+        .await?
+        .into_iter()
+        .collect();
+    for migration in migrations {
+        let migrating = migration.tenant_id == tenant_id;
+        let places = places(&migration.destination.0, &urls);
+        if !migrating && !places.iter().any(|place| reached.contains(place)) {
+            continue;
+        }
+        let namespace = migration.namespace.as_deref();
+        let neighbours =
+            db::databases::neighbours(change.conn(), migration.tenant_id, &places).await?;
+        let found = neighbours
+            .into_iter()
+            .filter(|n| migrating || n.other_id == tenant_id)
+            .find(|n| collide(namespace, n.namespace.as_deref()));
+        if let Some(found) = found {
+            let tenant = (migration.tenant.as_str(), namespace);
+            return Err(destination_shared(Some(migration.id), tenant, found));
+        }
+    }
+    Ok(())
 }
 
 /// Whether a key of a tenant with namespace `mine` could be one of a tenant with namespace `theirs` in one
@@ -126,9 +173,11 @@ fn collide(mine: Option<&str>, theirs: Option<&str>) -> bool {
 
 /// Refuses (409 `destination_shared`) a migration of `tenant` (namespace `namespace`) into `places`, the
 /// databases of its destination, when another tenant's route reaches one of them and their keys could collide.
+/// `migration` is the migration's id once it exists (a step checks again before it writes or moves the tenant).
 /// Takes the revision lock first, as `check` does.
 pub(crate) async fn check_destination(
     change: &mut Change,
+    migration: Option<i64>,
     tenant: (i64, &str),
     namespace: Option<&str>,
     places: &[String],
@@ -136,33 +185,54 @@ pub(crate) async fn check_destination(
     change.revision().await?;
     let (tenant_id, name) = tenant;
     let neighbours = db::databases::neighbours(change.conn(), tenant_id, places).await?;
-    let Some(found) = neighbours
+    match neighbours
         .into_iter()
         .find(|n| collide(namespace, n.namespace.as_deref()))
-    else {
-        return Ok(());
-    };
+    {
+        Some(found) => Err(destination_shared(migration, (name, namespace), found)),
+        None => Ok(()),
+    }
+}
+
+/// The 409 `destination_shared` for migrating tenant `tenant` (its name and namespace) whose destination `found`
+/// shares: why their keys could collide, and what to do, which depends on whether the migration exists yet.
+fn destination_shared(
+    migration: Option<i64>,
+    tenant: (&str, Option<&str>),
+    found: db::databases::Neighbour,
+) -> ApiError {
+    let (name, namespace) = tenant;
     let (other, place) = (found.other, found.place);
-    let message = match (namespace, found.namespace) {
+    let why = match (namespace, found.namespace) {
         (None, _) => format!(
             "tenant '{name}' has no key namespace, so its keys are every key of database {place}, which tenant \
-             '{other}' uses too: backfill would copy over and verify would delete '{other}''s keys; migrate it to a \
-             database no other tenant uses"
+             '{other}' uses too: backfill would copy over and verify would delete '{other}''s keys"
         ),
         (Some(mine), None) => format!(
             "tenant '{other}' uses database {place} without a key namespace, so its keys may be any key, those \
-             under '{name}''s namespace '{mine}' included: verify would repair or delete them; migrate '{name}' \
-             where every other tenant has a namespace"
+             under '{name}''s namespace '{mine}' included: verify would repair or delete them"
         ),
         (Some(mine), Some(theirs)) => format!(
             "tenant '{other}' uses database {place} with namespace '{theirs}', which overlaps '{name}''s \
-             namespace '{mine}'"
+             namespace '{mine}': verify would repair or delete '{other}''s keys"
         ),
     };
-    Err(ApiError::Conflict {
+    let message = match migration {
+        None => format!(
+            "{why}; migrate '{name}' to databases where no other tenant's keys could be its own (a namespaced \
+             tenant's may be shared with tenants whose namespaces are apart from its own)"
+        ),
+        Some(id) => format!(
+            "migration {id} of tenant '{name}' moves it into database {place}: {why}. Until the migration is \
+             finished or aborted, no other tenant whose keys could be '{name}''s may use that database; if one \
+             does, move it out (or give it a namespace apart from '{name}''s) before the next step, or abort the \
+             migration (abort deletes nothing)"
+        ),
+    };
+    ApiError::Conflict {
         code: "destination_shared",
         message,
-    })
+    }
 }
 
 /// Records the databases of routes stored before they were recorded (a control plane of an earlier version

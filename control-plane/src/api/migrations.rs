@@ -100,9 +100,11 @@ fn conflict(code: &'static str, message: String) -> ApiError {
     ApiError::Conflict { code, message }
 }
 
-/// Refuses a destination where the tenant's keys could meet another tenant's (see `databases::check_destination`).
+/// Refuses a destination where the tenant's keys could meet another tenant's (see `databases::check_destination`);
+/// `migration` is the id of the migration that moves it there, once there is one.
 async fn check_destination(
     change: &mut Change,
+    migration: Option<i64>,
     tenant: &TenantRow,
     destination: &RouteTable,
 ) -> ApiResult<()> {
@@ -110,7 +112,8 @@ async fn check_destination(
     let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::Share).await?;
     let places = databases::places(destination, &urls);
     let namespace = tenant.policy.namespace.as_deref();
-    databases::check_destination(change, (tenant.id, &tenant.name), namespace, &places).await
+    let tenant = (tenant.id, tenant.name.as_str());
+    databases::check_destination(change, migration, tenant, namespace, &places).await
 }
 
 /// Refuses (409 `namespace_change`) a `namespace` asked of a migration other than the tenant's own.
@@ -213,7 +216,7 @@ async fn create(
     destination
         .validate(&|name| urls.get(name).cloned())
         .map_err(|errors| ApiError::invalid_route("/to", errors))?;
-    check_destination(&mut change, &row, &destination).await?;
+    check_destination(&mut change, None, &row, &destination).await?;
     let id = db::migrations::insert(
         change.conn(),
         NewMigration {
@@ -351,9 +354,11 @@ async fn step(
             ),
         ));
     }
-    // The tasks write to the destination: a tenant that came to share it since the migration began is seen here.
-    if matches!(to, S::Backfilling | S::Verifying) {
-        check_destination(&mut change, &tenant_row, &row.destination.0).await?;
+    // The tasks write to the destination (verify deletes from it) and cutover and finish move the tenant there:
+    // `databases::check` keeps other tenants out while the migration is active, and this catches one that came by
+    // a way it does not see (a control plane without it, rows written by hand). Abort is never held back.
+    if matches!(to, S::Backfilling | S::Verifying | S::CutOver | S::Finished) {
+        check_destination(&mut change, Some(id), &tenant_row, &row.destination.0).await?;
     }
     // Readiness is what gateways counted before cutover: a cutover the counts say breaks clients needs `force`,
     // and a forced one is audited with the counts it overrode.
@@ -419,7 +424,14 @@ async fn transition(
     t: Transition<'_>,
 ) -> ApiResult<Migration> {
     let mut route_version = None;
-    let mut route_revision = None;
+    let route_revision = match t.route {
+        Some(_) => Some(change.revision().await?),
+        None => None,
+    };
+    // The state first: the route's check (`databases::check`) then holds the destination to the migration's rule
+    // only while the migration stays active, so that an abort (or finish, checked in `step`) is not refused for a
+    // destination it leaves.
+    db::migrations::set_state(change.conn(), t.id, t.to, route_revision).await?;
     if let Some(route) = t.route {
         let version = NewVersion {
             tenant: t.tenant,
@@ -431,9 +443,7 @@ async fn transition(
         };
         let (_, created) = version.append(&mut change, t.tenant_id, actor).await?;
         route_version = Some(created.version);
-        route_revision = Some(change.revision().await?);
     }
-    db::migrations::set_state(change.conn(), t.id, t.to, route_revision).await?;
     let row = db::migrations::get(change.conn(), t.tenant_id, t.id, false)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no migration {}", t.id)))?;

@@ -184,6 +184,12 @@ async fn update(
             details,
         });
     }
+    let before = row.to_api();
+    // Stored before the checks: a migration whose destination names this resource is checked where the new URL
+    // takes it.
+    let after = db::resources::update(change.conn(), row.id, &url, &update.description)
+        .await?
+        .to_api();
     // The routes now reach the new URL's databases: every one recorded before any is checked, so that two
     // tenants of this resource that now share a database see each other.
     for (tenant_id, places) in &reached {
@@ -192,10 +198,6 @@ async fn update(
     for (tenant_id, _) in &reached {
         databases::check(&mut change, *tenant_id).await?;
     }
-    let before = row.to_api();
-    let after = db::resources::update(change.conn(), row.id, &url, &update.description)
-        .await?
-        .to_api();
     let record = AuditRecord::new(
         "resource.update",
         None,

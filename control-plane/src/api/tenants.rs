@@ -285,10 +285,10 @@ async fn update(
         check_namespace(&mut change, namespace, Some(row.id)).await?;
     }
     let after = db::tenants::update(change.conn(), &row).await?.to_api();
-    // Gaining or losing a namespace, or admin, may mix the databases of its route (an incident's change to
-    // anything else must not wait on that).
-    if (before.policy.namespace.is_some(), before.allow_admin)
-        != (after.policy.namespace.is_some(), after.allow_admin)
+    // A new namespace, or admin, may mix the databases of its route, or make its keys collide with a migrating
+    // tenant's in the migration's destination (an incident's change to anything else must not wait on that).
+    if (&before.policy.namespace, before.allow_admin)
+        != (&after.policy.namespace, after.allow_admin)
     {
         databases::check(&mut change, row.id).await?;
     }

@@ -1,5 +1,5 @@
 //! The databases each tenant's current route reaches (`tenant_databases`, places as `databases.rs` names them),
-//! and the tenants that share one across the namespace rule.
+//! and the tenants that share one across the namespace rule or a migration's destination rule.
 
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};
@@ -63,6 +63,7 @@ pub(crate) async fn mixed(conn: &mut PgConnection, tenant_id: i64) -> DbResult<O
 
 /// A tenant whose current route reaches a database.
 pub(crate) struct Neighbour {
+    pub(crate) other_id: i64,
     pub(crate) other: String,
     pub(crate) namespace: Option<String>,
     pub(crate) place: String,
@@ -77,7 +78,7 @@ pub(crate) async fn neighbours(
 ) -> DbResult<Vec<Neighbour>> {
     sqlx::query_as!(
         Neighbour,
-        r#"SELECT other.name AS other, other.policy ->> 'namespace' AS namespace, theirs.place
+        r#"SELECT other.id AS other_id, other.name AS other, other.policy ->> 'namespace' AS namespace, theirs.place
            FROM tenant_databases theirs
            JOIN tenants other ON other.id = theirs.tenant_id
            WHERE theirs.tenant_id <> $1 AND theirs.place = ANY($2)
@@ -88,6 +89,17 @@ pub(crate) async fn neighbours(
     .fetch_all(conn)
     .await
     .during("looking for the tenants of a migration's destination")
+}
+
+/// The databases the tenant's current route reaches.
+pub(crate) async fn of_tenant(conn: &mut PgConnection, tenant_id: i64) -> DbResult<Vec<String>> {
+    sqlx::query_scalar!(
+        "SELECT place FROM tenant_databases WHERE tenant_id = $1",
+        tenant_id
+    )
+    .fetch_all(conn)
+    .await
+    .during("reading the route's databases")
 }
 
 /// The current routes of tenants whose databases were never recorded (routes stored before the table was).

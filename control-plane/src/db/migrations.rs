@@ -176,6 +176,31 @@ pub(crate) async fn active(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<
     .during("looking for the tenant's active migration")
 }
 
+/// An active migration's tenant and destination, which the destination rule holds other tenants to.
+pub(crate) struct ActiveDestination {
+    pub(crate) id: i64,
+    pub(crate) tenant_id: i64,
+    pub(crate) tenant: String,
+    pub(crate) namespace: Option<String>,
+    pub(crate) destination: Json<RouteTable>,
+}
+
+/// The destination of every migration not finished nor aborted (at most one a tenant).
+pub(crate) async fn active_destinations(
+    conn: &mut PgConnection,
+) -> DbResult<Vec<ActiveDestination>> {
+    sqlx::query_as!(
+        ActiveDestination,
+        r#"SELECT m.id, m.tenant_id, t.name AS tenant, t.policy ->> 'namespace' AS namespace,
+                m.destination AS "destination: Json<RouteTable>"
+         FROM tenant_migrations m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.state NOT IN ('finished', 'aborted') ORDER BY m.id"#,
+    )
+    .fetch_all(conn)
+    .await
+    .during("reading the destinations of active migrations")
+}
+
 /// A migration not finished nor aborted, as `/metrics` shows it.
 pub(crate) struct UnfinishedRow {
     pub(crate) id: i64,

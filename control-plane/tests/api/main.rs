@@ -9,6 +9,7 @@ mod credentials;
 mod dry_run;
 mod gateways;
 mod import;
+mod migration_destination;
 mod migrations;
 mod resources;
 mod routes;

@@ -42,10 +42,11 @@ impl Postgres {
         format!("{}/{database}{}", self.base, self.params)
     }
 
-    fn psql(&self, sql: &str) -> std::process::ExitStatus {
+    /// Runs `sql` on `database` (the harness' own `postgres` for creating and dropping databases).
+    fn psql(&self, database: &str, sql: &str) -> std::process::ExitStatus {
         Command::new("psql")
             .env("PGOPTIONS", "--client-min-messages=warning")
-            .arg(format!("{}/postgres{}", self.base, self.admin_params))
+            .arg(format!("{}/{database}{}", self.base, self.admin_params))
             .args(["-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
             .status()
             .expect("run psql")
@@ -119,7 +120,10 @@ impl ControlPlaneBuilder {
             format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
             format!("CREATE DATABASE {database}"),
         ] {
-            assert!(self.postgres.psql(&sql).success(), "psql failed: {sql}");
+            assert!(
+                self.postgres.psql("postgres", &sql).success(),
+                "psql failed: {sql}"
+            );
         }
         let mut http = reqwest::Client::builder();
         if let Some((_, ca)) = &self.https {
@@ -218,6 +222,13 @@ impl ControlPlane {
     /// What the process logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Runs `sql` on the control plane's database, past its API: what a control plane of an earlier version, or
+    /// someone at a `psql` prompt, could have written.
+    pub fn sql(&self, sql: &str) {
+        let status = self.postgres.psql(&self.database, sql);
+        assert!(status.success(), "psql failed: {sql}");
     }
 
     /// Kills the process (the database stays).
@@ -356,9 +367,9 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.process = None;
-        let _ = self.postgres.psql(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.database
-        ));
+        let _ = self.postgres.psql(
+            "postgres",
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.database),
+        );
     }
 }

@@ -356,7 +356,7 @@ async fn step(
     }
     // The tasks write to the destination (verify deletes from it) and cutover and finish move the tenant there:
     // `databases::check` keeps other tenants out while the migration is active, and this catches one that came by
-    // a way it does not see (a control plane without it, rows written by hand). Abort is never held back.
+    // a way it does not see (a control plane without it, rows written by hand). Abort, leaving it, is not checked.
     if matches!(to, S::Backfilling | S::Verifying | S::CutOver | S::Finished) {
         check_destination(&mut change, Some(id), &tenant_row, &row.destination.0).await?;
     }
@@ -428,9 +428,9 @@ async fn transition(
         Some(_) => Some(change.revision().await?),
         None => None,
     };
-    // The state first: the route's check (`databases::check`) then holds the destination to the migration's rule
-    // only while the migration stays active, so that an abort (or finish, checked in `step`) is not refused for a
-    // destination it leaves.
+    // The state first: `databases::check`, run by the route's append, holds the destination to the migration's
+    // rule only while the migration is active, so an abort is not refused for a destination it leaves (finish,
+    // which ends the migration too, was checked in `step`).
     db::migrations::set_state(change.conn(), t.id, t.to, route_revision).await?;
     if let Some(route) = t.route {
         let version = NewVersion {

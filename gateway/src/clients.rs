@@ -37,7 +37,7 @@ pub(crate) struct ClientInfo {
     /// Set by CLIENT UNBLOCK from another connection: how the session answers its blocked command when woken.
     unblock: AtomicU8,
     state: Mutex<ClientState>,
-    /// The last command the client ran: its `CommandSpec::name_address`, 0 before the first.
+    /// The last command the client ran: its `Command` plus one, 0 before the first.
     command: AtomicUsize,
     /// `clock()` when the client last sent something.
     active: AtomicU32,
@@ -175,17 +175,16 @@ impl ClientInfo {
         }
     }
 
-    /// Records the command the client runs, by its spec's `name` (per command on the slow path, per read batch
-    /// on the direct path).
+    /// Records the command the client runs (per command on the slow path, per read batch on the direct path).
     #[inline]
-    pub(crate) fn set_command(&self, name: &'static str) {
-        self.command
-            .store(name.as_ptr() as usize, Ordering::Relaxed);
+    pub(crate) fn set_command(&self, command: cmd::Command) {
+        self.command.store(command as usize + 1, Ordering::Relaxed);
     }
 
     /// The last command the client ran.
     pub(crate) fn command(&self) -> Option<&'static cmd::CommandSpec> {
-        cmd::by_name_address(self.command.load(Ordering::Relaxed))
+        let recorded = self.command.load(Ordering::Relaxed);
+        cmd::by_index(recorded.checked_sub(1)?)
     }
 
     /// Records that the client sent something now.

@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::Notify;
 
+use crate::cmd::Command;
 use crate::cmd::{CommandSpec, flag};
 
 /// One tenant's monitors.
@@ -169,12 +170,12 @@ fn redacted(spec: &CommandSpec, args: &[Bytes]) -> Vec<usize> {
         args.get(index)
             .is_some_and(|a| a.eq_ignore_ascii_case(name))
     };
-    match spec.name {
-        "auth" => (1..args.len()).collect(),
-        "hello" => (2..args.len())
+    match spec.id {
+        Command::Auth => (1..args.len()).collect(),
+        Command::Hello => (2..args.len())
             .find(|&index| named(index, b"auth"))
             .map_or_else(Vec::new, |index| vec![index + 1, index + 2]),
-        "migrate" => {
+        Command::Migrate => {
             let mut redacted = Vec::new();
             let mut index = 6;
             while index < args.len() {

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::admission::{MAX_CLIENTS, Ticket};
 use crate::clients::ClientInfo;
-use crate::cmd;
+use crate::cmd::{self, Command};
 use crate::metrics::{Closed, Held};
 use crate::net::Stream;
 use crate::proxy_protocol::client_address;
@@ -98,9 +98,9 @@ pub(crate) struct Session {
     /// State of the random read-resource choice.
     random: Cell<u64>,
     commands: cmd::LookupCache,
-    /// Commands forwarded on the direct path and not yet added to the tenant's counters, all of one name: a
+    /// Commands forwarded on the direct path and not yet added to the tenant's counters, all of one command: a
     /// pipeline of one command updates the shared counter once per read, not once per command.
-    uncounted: Cell<(&'static str, u64)>,
+    uncounted: Cell<(Option<Command>, u64)>,
     /// Dedicated connections and the state they serve (blocking commands, transactions, subscriptions).
     stateful: stateful::Stateful,
     /// The connection's place among the gateway's clients (see `admission`).
@@ -205,7 +205,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
         commands: cmd::LookupCache::default(),
-        uncounted: Cell::new(("", 0)),
+        uncounted: Cell::new((None, 0)),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         stateful: stateful::Stateful::default(),
         ticket,

@@ -45,7 +45,7 @@ use switchyard_schemas::credential_digest;
 use super::NodeSpec;
 use crate::cmd::policy::{SCRIPT_COMMANDS, is_script};
 use crate::cmd::tenancy::{self, Reading};
-use crate::cmd::{CommandSpec, flag};
+use crate::cmd::{Command, CommandSpec, flag};
 pub(crate) use crate::reply::{RestrictedUser, RunAs, ScriptUser};
 use crate::resp;
 
@@ -63,32 +63,48 @@ const BASE_RULES: &[&str] = &["reset", "on", "~*", "&*", "+@all"];
 /// denied too) and what the gateway refuses to tenants outside scripts ([`script_denied`]): everything that
 /// reaches past the tenant's own database and channels, which the gateway renames outside scripts and cannot
 /// inside. ([`GATEWAY_USER`] may not run [`SCRIPT_COMMANDS`].)
-const SCRIPT_RENAMED: &[&str] = &[
-    "@admin", "select", "move", "swapdb", "copy", "migrate", "flushall", "flushdb", "publish",
-    "spublish", "pubsub", "info",
+const SCRIPT_RENAMED: &[Command] = &[
+    Command::Select,
+    Command::Move,
+    Command::Swapdb,
+    Command::Copy,
+    Command::Migrate,
+    Command::Flushall,
+    Command::Flushdb,
+    Command::Publish,
+    Command::Spublish,
+    Command::Pubsub,
+    Command::Info,
 ];
 
-/// What every tenant's script may not run: [`SCRIPT_RENAMED`], and every command the gateway refuses to a tenant
-/// without `allow_admin` when it sends it itself (`cmd::tenancy::refusal`: server-wide introspection and
-/// actions, commands it does not read), so that a script reaches no further than its tenant's own commands.
+/// What every tenant's script may not run: `@admin`, [`SCRIPT_RENAMED`], and every command the gateway refuses
+/// to a tenant without `allow_admin` when it sends it itself (`cmd::tenancy::refusal`: server-wide introspection
+/// and actions, commands it does not read), so that a script reaches no further than its tenant's own commands.
 fn script_denied() -> &'static [String] {
     static DENIED: OnceLock<Vec<String>> = OnceLock::new();
     DENIED.get_or_init(|| {
-        // `ASKING` is refused to tenants, who have no use for it, and is what the gateway itself sends, as the
-        // script's user, right before a script that a slot's migration redirected (`ASK`).
-        let refused = every_command().filter(|spec| {
-            !spec.has(flag::ADMIN)
-                && !SCRIPT_RENAMED.contains(&spec.name)
-                && spec.name != "asking"
-                && tenancy::refusal(spec, false).is_some()
-        });
-        SCRIPT_RENAMED
-            .iter()
-            .copied()
+        let refused = every_command().filter(|spec| script_refused(spec));
+        std::iter::once("@admin")
+            .chain(SCRIPT_RENAMED.iter().map(|id| id.spec().name))
             .chain(refused.map(|spec| spec.name))
             .map(str::to_string)
             .collect()
     })
+}
+
+/// Whether [`script_denied`] names `spec` itself (not only through `@admin`).
+fn script_denies(spec: &CommandSpec) -> bool {
+    SCRIPT_RENAMED.contains(&spec.id) || script_refused(spec)
+}
+
+/// The commands [`script_denied`] names because the gateway refuses them to tenants.
+fn script_refused(spec: &CommandSpec) -> bool {
+    // `ASKING` is refused to tenants, who have no use for it, and is what the gateway itself sends, as the
+    // script's user, right before a script that a slot's migration redirected (`ASK`).
+    !spec.has(flag::ADMIN)
+        && !SCRIPT_RENAMED.contains(&spec.id)
+        && spec.id != Command::Asking
+        && tenancy::refusal(spec, false).is_some()
 }
 
 /// What a namespace's user may not run besides [`script_denied`]: what would show it other namespaces' keys
@@ -102,7 +118,7 @@ fn namespace_denied() -> &'static [String] {
             matches!(
                 tenancy::reading(spec),
                 Reading::Database | Reading::Parsed(_)
-            ) && !script_denied().iter().any(|name| name == spec.name)
+            ) && !script_denies(spec)
         });
         ["keys", "cluster|getkeysinslot", "cluster|countkeysinslot"]
             .into_iter()
@@ -209,7 +225,10 @@ pub(crate) fn setup_commands(node: &NodeSpec, sanitizes_payloads: bool, out: &mu
     let payloads = payload_denials(sanitizes_payloads);
     for (user, mut rules) in [
         (SCRIPT_USER, denials(script_denied())),
-        (GATEWAY_USER, denials(SCRIPT_COMMANDS)),
+        (
+            GATEWAY_USER,
+            denials(SCRIPT_COMMANDS.iter().map(|id| id.spec().name)),
+        ),
     ] {
         rules.extend(payloads.iter().cloned());
         set_user(node, user, b"~*", &rules, out);
@@ -225,9 +244,9 @@ fn payload_denials(sanitizes_payloads: bool) -> Vec<String> {
 }
 
 /// `-name` for each of `names`.
-fn denials<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+fn denials<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Vec<String> {
     names
-        .iter()
+        .into_iter()
         .map(|name| format!("-{}", name.as_ref()))
         .collect()
 }
@@ -390,12 +409,11 @@ mod tests {
 
     #[test]
     fn only_script_commands_run_as_a_script_user() {
-        let spec = |name: &str| crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
         let namespaced = scripts_run_as(false, Some(b"a:"), Vec::new());
-        for name in SCRIPT_COMMANDS {
-            let run_as = |admin, namespace| {
-                run_as(spec(name), &scripts_run_as(admin, namespace, Vec::new()))
-            };
+        for id in SCRIPT_COMMANDS {
+            let name = id.spec().name;
+            let run_as =
+                |admin, namespace| run_as(id.spec(), &scripts_run_as(admin, namespace, Vec::new()));
             assert_eq!(run_as(false, None), tenant(), "{name}");
             assert_eq!(run_as(true, None), admin(), "{name}");
             assert_eq!(run_as(true, Some(b"a:")), admin(), "{name}");
@@ -412,7 +430,8 @@ mod tests {
             "function|list",
             "publish",
         ] {
-            assert_eq!(run_as(spec(name), &namespaced), RunAs::Gateway, "{name}");
+            let spec = crate::cmd::lookup_by_name(name.as_bytes()).unwrap();
+            assert_eq!(run_as(spec, &namespaced), RunAs::Gateway, "{name}");
         }
     }
 

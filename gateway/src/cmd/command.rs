@@ -11,7 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::glob::{self, Case};
 use super::lookup;
 use super::spec::{ACL_CATEGORY_NAMES, CommandSpec, KEY_FLAG_NAMES};
-use super::table::{HELP, TOP_LEVEL_COUNT, TOP_LEVEL_DOCS, TOP_LEVEL_INFO};
+use super::table::{Command, HELP, TOP_LEVEL_COUNT, TOP_LEVEL_DOCS, TOP_LEVEL_INFO};
 use crate::resp::{self, Protocol};
 
 /// Answers a `COMMAND ...` request (`args[0]` is `COMMAND`, in any case) into `out` in `protocol`, errors
@@ -22,11 +22,11 @@ pub fn reply(args: &[Bytes], protocol: Protocol, out: &mut BytesMut) {
         Err(error) => return error.write_reply(out),
     };
     let names = args.get(2..).unwrap_or_default();
-    match spec.name {
-        "command" => all_info(protocol, out),
-        "command|count" => resp::integer(out, TOP_LEVEL_COUNT as i64),
-        "command|info" if names.is_empty() => all_info(protocol, out),
-        "command|info" => {
+    match spec.id {
+        Command::Command => all_info(protocol, out),
+        Command::CommandCount => resp::integer(out, TOP_LEVEL_COUNT as i64),
+        Command::CommandInfo if names.is_empty() => all_info(protocol, out),
+        Command::CommandInfo => {
             resp::array_header(out, names.len());
             for name in names {
                 match lookup::lookup_by_name(name) {
@@ -36,11 +36,11 @@ pub fn reply(args: &[Bytes], protocol: Protocol, out: &mut BytesMut) {
                 }
             }
         }
-        "command|docs" if names.is_empty() => {
+        Command::CommandDocs if names.is_empty() => {
             resp::map_header(out, TOP_LEVEL_COUNT, protocol);
             out.put_slice(TOP_LEVEL_DOCS.get(protocol));
         }
-        "command|docs" => {
+        Command::CommandDocs => {
             // Unknown names are left out of the map.
             let found = || names.iter().filter_map(|name| lookup::lookup_by_name(name));
             resp::map_header(out, found().count(), protocol);
@@ -48,12 +48,15 @@ pub fn reply(args: &[Bytes], protocol: Protocol, out: &mut BytesMut) {
                 out.put_slice(spec.docs.get(protocol));
             }
         }
-        "command|list" => list(names, out),
-        "command|getkeys" => getkeys(names, false, protocol, out),
-        "command|getkeysandflags" => getkeys(names, true, protocol, out),
-        "command|help" => out.put_slice(HELP),
+        Command::CommandList => list(names, out),
+        Command::CommandGetkeys => getkeys(names, false, protocol, out),
+        Command::CommandGetkeysandflags => getkeys(names, true, protocol, out),
+        Command::CommandHelp => out.put_slice(HELP),
         // Not a COMMAND request at all: the caller routed it here by mistake.
-        other => resp::error(out, &format!("ERR '{other}' is not a COMMAND subcommand")),
+        _ => resp::error(
+            out,
+            &format!("ERR '{}' is not a COMMAND subcommand", spec.name),
+        ),
     }
 }
 

@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::policy::Policy;
 use super::spec::{CommandSpec, KeysProc, RawReply, acl, c_str, flag};
-use super::table::COMMANDS;
+use super::table::{COMMANDS, Command};
 
 /// Why a request cannot be served as the command table describes it. `Display` is Redis' exact error text
 /// without the leading `-` and the CRLF (lossily decoded where a client sent non-UTF-8 bytes); `write_reply`
@@ -188,7 +188,8 @@ pub fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, CommandError> {
 /// itself: Redis 7.2's `CLIENT SETINFO` (redis-py 8 and node-redis 6 send it). `lookup` finds them, so they run;
 /// `resolve` and `lookup_by_name` do not, so `COMMAND` and its subcommands still answer exactly as the table's
 /// Redis does, which has no such subcommand.
-static NEWER_SUBCOMMANDS: &[CommandSpec] = &[CommandSpec {
+pub(super) static NEWER_SUBCOMMANDS: &[CommandSpec] = &[CommandSpec {
+    id: Command::ClientSetinfo,
     name: "client|setinfo",
     // Arity, flags and ACL categories are Redis 7.2's, the same as `client|setname`'s.
     arity: 4,
@@ -309,15 +310,6 @@ pub fn lookup_by_name(name: &[u8]) -> Option<&'static CommandSpec> {
 /// All top-level commands, sorted by name.
 pub fn commands() -> &'static [CommandSpec] {
     COMMANDS
-}
-
-/// The command or subcommand whose `name` is at `address` (`CommandSpec::name_address`): a scan of the table, for
-/// the rare readers of what a session recorded with one store.
-pub fn by_name_address(address: usize) -> Option<&'static CommandSpec> {
-    COMMANDS
-        .iter()
-        .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands))
-        .find(|spec| spec.name_address() == address)
 }
 
 #[cfg(test)]

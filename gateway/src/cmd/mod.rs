@@ -9,6 +9,7 @@
 
 pub mod command;
 pub mod glob;
+mod id;
 mod keys;
 mod keys_proc;
 mod lookup;
@@ -17,15 +18,14 @@ pub mod spec;
 mod table;
 pub mod tenancy;
 
-pub use lookup::{
-    CommandError, LookupCache, by_name_address, commands, lookup, lookup_by_name, resolve,
-};
+pub use id::by_index;
+pub use lookup::{CommandError, LookupCache, commands, lookup, lookup_by_name, resolve};
 pub use policy::Policy;
 pub use spec::{
     ACL_CATEGORY_NAMES, BeginSearch, CommandSpec, FLAG_NAMES, FindKeys, KEY_FLAG_NAMES, KeySpec,
     KeysProc, acl, flag, key_flag,
 };
-pub use table::REDIS_VERSION;
+pub use table::{Command, REDIS_VERSION};
 
 /// A request's arguments from words, for tests.
 #[cfg(test)]

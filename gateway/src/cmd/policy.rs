@@ -6,6 +6,7 @@
 
 use super::spec::{CommandSpec, acl};
 pub use super::spec::{SCRIPT_COMMANDS, is_script};
+use super::table::Command;
 use super::tenancy::{self, Reading};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +33,7 @@ impl Policy {
             Policy::Stateful
         } else if spec.name.contains('|')
             || is_script(spec)
-            || CHECKED.contains(&spec.name)
+            || CHECKED.contains(&spec.id)
             || tenancy::refusal(spec, false).is_some()
             || !matches!(
                 tenancy::reading(spec),
@@ -48,7 +49,7 @@ impl Policy {
 
 /// Commands forwarded with a check or a rewrite that neither their flags, `tenancy::refusal` nor
 /// `tenancy::reading` tell.
-const CHECKED: &[&str] = &["info", "flushall"];
+const CHECKED: &[Command] = &[Command::Info, Command::Flushall];
 
 /// Whether a command may touch the connection's state, or must keep its order with those that do: a test of its
 /// categories, so that ordinary commands skip the checks by name.
@@ -59,27 +60,38 @@ pub fn may_be_stateful(spec: &CommandSpec) -> bool {
 
 /// The commands `Session::local_command` answers.
 fn answered_locally(spec: &CommandSpec) -> bool {
-    match spec.name.split_once('|') {
+    match spec.id.container() {
         None => matches!(
-            spec.name,
-            "ping"
-                | "echo"
-                | "monitor"
-                | "quit"
-                | "auth"
-                | "hello"
-                | "select"
-                | "command"
-                | "readonly"
-                | "readwrite"
-                | "asking"
+            spec.id,
+            Command::Ping
+                | Command::Echo
+                | Command::Monitor
+                | Command::Quit
+                | Command::Auth
+                | Command::Hello
+                | Command::Select
+                | Command::Command
+                | Command::Readonly
+                | Command::Readwrite
+                | Command::Asking
         ),
-        Some(("command", sub)) => matches!(
-            sub,
-            "count" | "info" | "docs" | "list" | "getkeys" | "getkeysandflags"
+        Some(Command::Command) => matches!(
+            spec.id,
+            Command::CommandCount
+                | Command::CommandInfo
+                | Command::CommandDocs
+                | Command::CommandList
+                | Command::CommandGetkeys
+                | Command::CommandGetkeysandflags
         ),
-        Some(("acl", sub)) => !matches!(sub, "cat" | "genpass" | "help"),
-        Some((container, _)) => matches!(container, "client" | "cluster" | "slowlog" | "latency"),
+        Some(Command::Acl) => !matches!(
+            spec.id,
+            Command::AclCat | Command::AclGenpass | Command::AclHelp
+        ),
+        Some(container) => matches!(
+            container,
+            Command::Client | Command::Cluster | Command::Slowlog | Command::Latency
+        ),
     }
 }
 

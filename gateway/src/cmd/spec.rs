@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use super::table::Command;
 use crate::family::Family;
 use crate::resp::Protocol;
 
@@ -150,6 +151,8 @@ pub const ACL_CATEGORY_NAMES: &[(&str, u32)] = &[
 /// One command or subcommand, as `COMMAND INFO` describes it.
 #[derive(Debug)]
 pub struct CommandSpec {
+    /// Which command this is: what the gateway matches on (the name is for people).
+    pub id: Command,
     /// Lowercase full name as Redis reports it: `get`, `config|get`.
     pub name: &'static str,
     /// Positive: exactly this many arguments (name included); negative: at least `-arity`.
@@ -265,18 +268,18 @@ pub enum KeysProc {
 }
 
 /// The commands that run a script or a function (which run as another ACL user: see `backend::identity`).
-pub const SCRIPT_COMMANDS: &[&str] = &[
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
+pub const SCRIPT_COMMANDS: &[Command] = &[
+    Command::Eval,
+    Command::Evalsha,
+    Command::EvalRo,
+    Command::EvalshaRo,
+    Command::Fcall,
+    Command::FcallRo,
 ];
 
 /// Whether `spec` runs a script or a function.
 pub fn is_script(spec: &CommandSpec) -> bool {
-    SCRIPT_COMMANDS.contains(&spec.name)
+    SCRIPT_COMMANDS.contains(&spec.id)
 }
 
 /// What C string functions (`%s`, `strcasecmp`, `atoi`) see of an argument: the bytes before the first NUL.
@@ -309,18 +312,12 @@ fn xadd_is_deterministic(args: &[Bytes]) -> bool {
 }
 
 impl CommandSpec {
-    /// Whether every bit of `flag` (`flag::*`) is set.
     /// The name as people write it in error messages: `CONFIG SET` for `config|set`.
     pub fn display_name(&self) -> String {
         self.name.replace('|', " ").to_uppercase()
     }
 
-    /// Where the command's name lives: as unique as the command, and one word, so that a session can record which
-    /// command it ran with one atomic store (`cmd::by_name_address` finds it again).
-    pub fn name_address(&self) -> usize {
-        self.name.as_ptr() as usize
-    }
-
+    /// Whether every bit of `flag` (`flag::*`) is set.
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag == flag
     }
@@ -354,7 +351,8 @@ impl CommandSpec {
     /// double-written): the writes Redis marks `nondeterministic_output`, except an `XADD` that names its entry ID
     /// and trims exactly, which every copy applies alike.
     pub fn random_effect(&self, args: &[Bytes]) -> bool {
-        self.has(flag::NONDETERMINISTIC) && !(self.name == "xadd" && xadd_is_deterministic(args))
+        self.has(flag::NONDETERMINISTIC)
+            && !(self.id == Command::Xadd && xadd_is_deterministic(args))
     }
 
     /// Whether the command's one key is its first argument, whatever the others are (`GET k`, `SET k v ...`,

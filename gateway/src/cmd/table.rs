@@ -8,6 +8,520 @@ use super::spec::flag::*;
 use super::spec::key_flag::*;
 use super::spec::{BeginSearch, CommandSpec, FindKeys, KeySpec, KeysProc, RawReply, acl};
 
+/// A command's identity (`CommandSpec::id`): one variant per command and subcommand of the table, top-level
+/// commands first, then the newer subcommands the gateway serves itself. Matching on it, a misspelt command
+/// does not compile; comparing two is comparing integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u16)]
+pub enum Command {
+    Acl,
+    Append,
+    Asking,
+    Auth,
+    Bgrewriteaof,
+    Bgsave,
+    Bitcount,
+    Bitfield,
+    BitfieldRo,
+    Bitop,
+    Bitpos,
+    Blmove,
+    Blmpop,
+    Blpop,
+    Brpop,
+    Brpoplpush,
+    Bzmpop,
+    Bzpopmax,
+    Bzpopmin,
+    Client,
+    Cluster,
+    Command,
+    Config,
+    Copy,
+    Dbsize,
+    Debug,
+    Decr,
+    Decrby,
+    Del,
+    Discard,
+    Dump,
+    Echo,
+    Eval,
+    EvalRo,
+    Evalsha,
+    EvalshaRo,
+    Exec,
+    Exists,
+    Expire,
+    Expireat,
+    Expiretime,
+    Failover,
+    Fcall,
+    FcallRo,
+    Flushall,
+    Flushdb,
+    Function,
+    Geoadd,
+    Geodist,
+    Geohash,
+    Geopos,
+    Georadius,
+    GeoradiusRo,
+    Georadiusbymember,
+    GeoradiusbymemberRo,
+    Geosearch,
+    Geosearchstore,
+    Get,
+    Getbit,
+    Getdel,
+    Getex,
+    Getrange,
+    Getset,
+    Hdel,
+    Hello,
+    Hexists,
+    Hget,
+    Hgetall,
+    Hincrby,
+    Hincrbyfloat,
+    Hkeys,
+    Hlen,
+    Hmget,
+    Hmset,
+    Hrandfield,
+    Hscan,
+    Hset,
+    Hsetnx,
+    Hstrlen,
+    Hvals,
+    Incr,
+    Incrby,
+    Incrbyfloat,
+    Info,
+    Keys,
+    Lastsave,
+    Latency,
+    Lcs,
+    Lindex,
+    Linsert,
+    Llen,
+    Lmove,
+    Lmpop,
+    Lolwut,
+    Lpop,
+    Lpos,
+    Lpush,
+    Lpushx,
+    Lrange,
+    Lrem,
+    Lset,
+    Ltrim,
+    Memory,
+    Mget,
+    Migrate,
+    Module,
+    Monitor,
+    Move,
+    Mset,
+    Msetnx,
+    Multi,
+    Object,
+    Persist,
+    Pexpire,
+    Pexpireat,
+    Pexpiretime,
+    Pfadd,
+    Pfcount,
+    Pfdebug,
+    Pfmerge,
+    Pfselftest,
+    Ping,
+    Psetex,
+    Psubscribe,
+    Psync,
+    Pttl,
+    Publish,
+    Pubsub,
+    Punsubscribe,
+    Quit,
+    Randomkey,
+    Readonly,
+    Readwrite,
+    Rename,
+    Renamenx,
+    Replconf,
+    Replicaof,
+    Reset,
+    Restore,
+    RestoreAsking,
+    Role,
+    Rpop,
+    Rpoplpush,
+    Rpush,
+    Rpushx,
+    Sadd,
+    Save,
+    Scan,
+    Scard,
+    Script,
+    Sdiff,
+    Sdiffstore,
+    Select,
+    Set,
+    Setbit,
+    Setex,
+    Setnx,
+    Setrange,
+    Shutdown,
+    Sinter,
+    Sintercard,
+    Sinterstore,
+    Sismember,
+    Slaveof,
+    Slowlog,
+    Smembers,
+    Smismember,
+    Smove,
+    Sort,
+    SortRo,
+    Spop,
+    Spublish,
+    Srandmember,
+    Srem,
+    Sscan,
+    Ssubscribe,
+    Strlen,
+    Subscribe,
+    Substr,
+    Sunion,
+    Sunionstore,
+    Sunsubscribe,
+    Swapdb,
+    Sync,
+    Time,
+    Touch,
+    Ttl,
+    Type,
+    Unlink,
+    Unsubscribe,
+    Unwatch,
+    Wait,
+    Watch,
+    Xack,
+    Xadd,
+    Xautoclaim,
+    Xclaim,
+    Xdel,
+    Xgroup,
+    Xinfo,
+    Xlen,
+    Xpending,
+    Xrange,
+    Xread,
+    Xreadgroup,
+    Xrevrange,
+    Xsetid,
+    Xtrim,
+    Zadd,
+    Zcard,
+    Zcount,
+    Zdiff,
+    Zdiffstore,
+    Zincrby,
+    Zinter,
+    Zintercard,
+    Zinterstore,
+    Zlexcount,
+    Zmpop,
+    Zmscore,
+    Zpopmax,
+    Zpopmin,
+    Zrandmember,
+    Zrange,
+    Zrangebylex,
+    Zrangebyscore,
+    Zrangestore,
+    Zrank,
+    Zrem,
+    Zremrangebylex,
+    Zremrangebyrank,
+    Zremrangebyscore,
+    Zrevrange,
+    Zrevrangebylex,
+    Zrevrangebyscore,
+    Zrevrank,
+    Zscan,
+    Zscore,
+    Zunion,
+    Zunionstore,
+    AclCat,
+    AclDeluser,
+    AclDryrun,
+    AclGenpass,
+    AclGetuser,
+    AclHelp,
+    AclList,
+    AclLoad,
+    AclLog,
+    AclSave,
+    AclSetuser,
+    AclUsers,
+    AclWhoami,
+    ClientCaching,
+    ClientGetname,
+    ClientGetredir,
+    ClientHelp,
+    ClientId,
+    ClientInfo,
+    ClientKill,
+    ClientList,
+    ClientNoEvict,
+    ClientPause,
+    ClientReply,
+    ClientSetname,
+    ClientTracking,
+    ClientTrackinginfo,
+    ClientUnblock,
+    ClientUnpause,
+    ClusterAddslots,
+    ClusterAddslotsrange,
+    ClusterBumpepoch,
+    ClusterCountFailureReports,
+    ClusterCountkeysinslot,
+    ClusterDelslots,
+    ClusterDelslotsrange,
+    ClusterFailover,
+    ClusterFlushslots,
+    ClusterForget,
+    ClusterGetkeysinslot,
+    ClusterHelp,
+    ClusterInfo,
+    ClusterKeyslot,
+    ClusterLinks,
+    ClusterMeet,
+    ClusterMyid,
+    ClusterNodes,
+    ClusterReplicas,
+    ClusterReplicate,
+    ClusterReset,
+    ClusterSaveconfig,
+    ClusterSetConfigEpoch,
+    ClusterSetslot,
+    ClusterShards,
+    ClusterSlaves,
+    ClusterSlots,
+    CommandCount,
+    CommandDocs,
+    CommandGetkeys,
+    CommandGetkeysandflags,
+    CommandHelp,
+    CommandInfo,
+    CommandList,
+    ConfigGet,
+    ConfigHelp,
+    ConfigResetstat,
+    ConfigRewrite,
+    ConfigSet,
+    FunctionDelete,
+    FunctionDump,
+    FunctionFlush,
+    FunctionHelp,
+    FunctionKill,
+    FunctionList,
+    FunctionLoad,
+    FunctionRestore,
+    FunctionStats,
+    LatencyDoctor,
+    LatencyGraph,
+    LatencyHelp,
+    LatencyHistogram,
+    LatencyHistory,
+    LatencyLatest,
+    LatencyReset,
+    MemoryDoctor,
+    MemoryHelp,
+    MemoryMallocStats,
+    MemoryPurge,
+    MemoryStats,
+    MemoryUsage,
+    ModuleHelp,
+    ModuleList,
+    ModuleLoad,
+    ModuleLoadex,
+    ModuleUnload,
+    ObjectEncoding,
+    ObjectFreq,
+    ObjectHelp,
+    ObjectIdletime,
+    ObjectRefcount,
+    PubsubChannels,
+    PubsubHelp,
+    PubsubNumpat,
+    PubsubNumsub,
+    PubsubShardchannels,
+    PubsubShardnumsub,
+    ScriptDebug,
+    ScriptExists,
+    ScriptFlush,
+    ScriptHelp,
+    ScriptKill,
+    ScriptLoad,
+    SlowlogGet,
+    SlowlogHelp,
+    SlowlogLen,
+    SlowlogReset,
+    XgroupCreate,
+    XgroupCreateconsumer,
+    XgroupDelconsumer,
+    XgroupDestroy,
+    XgroupHelp,
+    XgroupSetid,
+    XinfoConsumers,
+    XinfoGroups,
+    XinfoHelp,
+    XinfoStream,
+    ClientSetinfo,
+}
+
+impl Command {
+    /// Number of commands and subcommands: every `Command as usize` is below it.
+    pub const COUNT: usize = 367;
+
+    /// The container command of a subcommand (`ConfigGet` -> `Config`); `None` for a top-level command.
+    pub const fn container(self) -> Option<Command> {
+        match self {
+            Command::AclCat
+            | Command::AclDeluser
+            | Command::AclDryrun
+            | Command::AclGenpass
+            | Command::AclGetuser
+            | Command::AclHelp
+            | Command::AclList
+            | Command::AclLoad
+            | Command::AclLog
+            | Command::AclSave
+            | Command::AclSetuser
+            | Command::AclUsers
+            | Command::AclWhoami => Some(Command::Acl),
+            Command::ClientCaching
+            | Command::ClientGetname
+            | Command::ClientGetredir
+            | Command::ClientHelp
+            | Command::ClientId
+            | Command::ClientInfo
+            | Command::ClientKill
+            | Command::ClientList
+            | Command::ClientNoEvict
+            | Command::ClientPause
+            | Command::ClientReply
+            | Command::ClientSetname
+            | Command::ClientTracking
+            | Command::ClientTrackinginfo
+            | Command::ClientUnblock
+            | Command::ClientUnpause
+            | Command::ClientSetinfo => Some(Command::Client),
+            Command::ClusterAddslots
+            | Command::ClusterAddslotsrange
+            | Command::ClusterBumpepoch
+            | Command::ClusterCountFailureReports
+            | Command::ClusterCountkeysinslot
+            | Command::ClusterDelslots
+            | Command::ClusterDelslotsrange
+            | Command::ClusterFailover
+            | Command::ClusterFlushslots
+            | Command::ClusterForget
+            | Command::ClusterGetkeysinslot
+            | Command::ClusterHelp
+            | Command::ClusterInfo
+            | Command::ClusterKeyslot
+            | Command::ClusterLinks
+            | Command::ClusterMeet
+            | Command::ClusterMyid
+            | Command::ClusterNodes
+            | Command::ClusterReplicas
+            | Command::ClusterReplicate
+            | Command::ClusterReset
+            | Command::ClusterSaveconfig
+            | Command::ClusterSetConfigEpoch
+            | Command::ClusterSetslot
+            | Command::ClusterShards
+            | Command::ClusterSlaves
+            | Command::ClusterSlots => Some(Command::Cluster),
+            Command::CommandCount
+            | Command::CommandDocs
+            | Command::CommandGetkeys
+            | Command::CommandGetkeysandflags
+            | Command::CommandHelp
+            | Command::CommandInfo
+            | Command::CommandList => Some(Command::Command),
+            Command::ConfigGet
+            | Command::ConfigHelp
+            | Command::ConfigResetstat
+            | Command::ConfigRewrite
+            | Command::ConfigSet => Some(Command::Config),
+            Command::FunctionDelete
+            | Command::FunctionDump
+            | Command::FunctionFlush
+            | Command::FunctionHelp
+            | Command::FunctionKill
+            | Command::FunctionList
+            | Command::FunctionLoad
+            | Command::FunctionRestore
+            | Command::FunctionStats => Some(Command::Function),
+            Command::LatencyDoctor
+            | Command::LatencyGraph
+            | Command::LatencyHelp
+            | Command::LatencyHistogram
+            | Command::LatencyHistory
+            | Command::LatencyLatest
+            | Command::LatencyReset => Some(Command::Latency),
+            Command::MemoryDoctor
+            | Command::MemoryHelp
+            | Command::MemoryMallocStats
+            | Command::MemoryPurge
+            | Command::MemoryStats
+            | Command::MemoryUsage => Some(Command::Memory),
+            Command::ModuleHelp
+            | Command::ModuleList
+            | Command::ModuleLoad
+            | Command::ModuleLoadex
+            | Command::ModuleUnload => Some(Command::Module),
+            Command::ObjectEncoding
+            | Command::ObjectFreq
+            | Command::ObjectHelp
+            | Command::ObjectIdletime
+            | Command::ObjectRefcount => Some(Command::Object),
+            Command::PubsubChannels
+            | Command::PubsubHelp
+            | Command::PubsubNumpat
+            | Command::PubsubNumsub
+            | Command::PubsubShardchannels
+            | Command::PubsubShardnumsub => Some(Command::Pubsub),
+            Command::ScriptDebug
+            | Command::ScriptExists
+            | Command::ScriptFlush
+            | Command::ScriptHelp
+            | Command::ScriptKill
+            | Command::ScriptLoad => Some(Command::Script),
+            Command::SlowlogGet
+            | Command::SlowlogHelp
+            | Command::SlowlogLen
+            | Command::SlowlogReset => Some(Command::Slowlog),
+            Command::XgroupCreate
+            | Command::XgroupCreateconsumer
+            | Command::XgroupDelconsumer
+            | Command::XgroupDestroy
+            | Command::XgroupHelp
+            | Command::XgroupSetid => Some(Command::Xgroup),
+            Command::XinfoConsumers
+            | Command::XinfoGroups
+            | Command::XinfoHelp
+            | Command::XinfoStream => Some(Command::Xinfo),
+            _ => None,
+        }
+    }
+}
+
 /// The version of redis-server this table was generated from.
 pub const REDIS_VERSION: &str = "7.0.15";
 
@@ -698,6 +1212,7 @@ const KEYS_ZRANGESTORE: &[KeySpec] = &[
 
 const SUBCOMMANDS_ACL: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::AclCat,
         name: "acl|cat",
         arity: -2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -709,6 +1224,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(172292, 172611, 171910, 172228),
     },
     CommandSpec {
+        id: Command::AclDeluser,
         name: "acl|deluser",
         arity: -3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -720,6 +1236,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(172611, 172922, 172228, 172538),
     },
     CommandSpec {
+        id: Command::AclDryrun,
         name: "acl|dryrun",
         arity: -4,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -731,6 +1248,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(172922, 173322, 172538, 172937),
     },
     CommandSpec {
+        id: Command::AclGenpass,
         name: "acl|genpass",
         arity: -2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -742,6 +1260,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(173322, 173589, 172937, 173203),
     },
     CommandSpec {
+        id: Command::AclGetuser,
         name: "acl|getuser",
         arity: 3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -753,6 +1272,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(173589, 174093, 173203, 173706),
     },
     CommandSpec {
+        id: Command::AclHelp,
         name: "acl|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -764,6 +1284,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(174093, 174252, 173706, 173865),
     },
     CommandSpec {
+        id: Command::AclList,
         name: "acl|list",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -775,6 +1296,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(174252, 174459, 173865, 174072),
     },
     CommandSpec {
+        id: Command::AclLoad,
         name: "acl|load",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -786,6 +1308,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(174459, 174658, 174072, 174271),
     },
     CommandSpec {
+        id: Command::AclLog,
         name: "acl|log",
         arity: -2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -797,6 +1320,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(174658, 175097, 174271, 174709),
     },
     CommandSpec {
+        id: Command::AclSave,
         name: "acl|save",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -808,6 +1332,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(175097, 175305, 174709, 174917),
     },
     CommandSpec {
+        id: Command::AclSetuser,
         name: "acl|setuser",
         arity: -3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -819,6 +1344,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(175305, 175799, 174917, 175410),
     },
     CommandSpec {
+        id: Command::AclUsers,
         name: "acl|users",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -830,6 +1356,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
         docs: docs(175799, 176004, 175410, 175615),
     },
     CommandSpec {
+        id: Command::AclWhoami,
         name: "acl|whoami",
         arity: 2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -844,6 +1371,7 @@ const SUBCOMMANDS_ACL: &[CommandSpec] = &[
 
 const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::ClientCaching,
         name: "client|caching",
         arity: 3,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -855,6 +1383,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(176181, 176591, 175792, 176201),
     },
     CommandSpec {
+        id: Command::ClientGetname,
         name: "client|getname",
         arity: 2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -866,6 +1395,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(176591, 176744, 176201, 176354),
     },
     CommandSpec {
+        id: Command::ClientGetredir,
         name: "client|getredir",
         arity: 2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -877,6 +1407,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(176744, 176922, 176354, 176532),
     },
     CommandSpec {
+        id: Command::ClientHelp,
         name: "client|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -888,6 +1419,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(176922, 177090, 176532, 176700),
     },
     CommandSpec {
+        id: Command::ClientId,
         name: "client|id",
         arity: 2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -899,6 +1431,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(177090, 177254, 176700, 176864),
     },
     CommandSpec {
+        id: Command::ClientInfo,
         name: "client|info",
         arity: 2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -910,6 +1443,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(177254, 177429, 176864, 177039),
     },
     CommandSpec {
+        id: Command::ClientKill,
         name: "client|kill",
         arity: -3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -921,6 +1455,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(177429, 179316, 177039, 178922),
     },
     CommandSpec {
+        id: Command::ClientList,
         name: "client|list",
         arity: -2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -932,6 +1467,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(179316, 180590, 178922, 180193),
     },
     CommandSpec {
+        id: Command::ClientNoEvict,
         name: "client|no-evict",
         arity: 3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -943,6 +1479,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(180590, 180989, 180193, 180591),
     },
     CommandSpec {
+        id: Command::ClientPause,
         name: "client|pause",
         arity: -3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -954,6 +1491,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(180989, 181588, 180591, 181188),
     },
     CommandSpec {
+        id: Command::ClientReply,
         name: "client|reply",
         arity: 3,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -965,6 +1503,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(181588, 182058, 181188, 181657),
     },
     CommandSpec {
+        id: Command::ClientSetname,
         name: "client|setname",
         arity: 3,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -976,6 +1515,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(182058, 182289, 181657, 181887),
     },
     CommandSpec {
+        id: Command::ClientTracking,
         name: "client|tracking",
         arity: -3,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -987,6 +1527,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(182289, 183381, 181887, 182978),
     },
     CommandSpec {
+        id: Command::ClientTrackinginfo,
         name: "client|trackinginfo",
         arity: 2,
         flags: NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -998,6 +1539,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(183381, 183595, 182978, 183192),
     },
     CommandSpec {
+        id: Command::ClientUnblock,
         name: "client|unblock",
         arity: -3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -1009,6 +1551,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
         docs: docs(183595, 184164, 183192, 183760),
     },
     CommandSpec {
+        id: Command::ClientUnpause,
         name: "client|unpause",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -1023,6 +1566,7 @@ const SUBCOMMANDS_CLIENT: &[CommandSpec] = &[
 
 const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::ClusterAddslots,
         name: "cluster|addslots",
         arity: -3,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1034,6 +1578,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(184372, 184676, 183968, 184271),
     },
     CommandSpec {
+        id: Command::ClusterAddslotsrange,
         name: "cluster|addslotsrange",
         arity: -4,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1045,6 +1590,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(184676, 185160, 184271, 184754),
     },
     CommandSpec {
+        id: Command::ClusterBumpepoch,
         name: "cluster|bumpepoch",
         arity: 2,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS | NONDETERMINISTIC,
@@ -1056,6 +1602,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(185160, 185313, 184754, 184907),
     },
     CommandSpec {
+        id: Command::ClusterCountFailureReports,
         name: "cluster|count-failure-reports",
         arity: 3,
         flags: ADMIN | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1067,6 +1614,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(185313, 185617, 184907, 185210),
     },
     CommandSpec {
+        id: Command::ClusterCountkeysinslot,
         name: "cluster|countkeysinslot",
         arity: 3,
         flags: STALE | NO_KEYS,
@@ -1078,6 +1626,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(185617, 185869, 185210, 185461),
     },
     CommandSpec {
+        id: Command::ClusterDelslots,
         name: "cluster|delslots",
         arity: -3,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1089,6 +1638,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(185869, 186177, 185461, 185768),
     },
     CommandSpec {
+        id: Command::ClusterDelslotsrange,
         name: "cluster|delslotsrange",
         arity: -4,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1100,6 +1650,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(186177, 186665, 185768, 186255),
     },
     CommandSpec {
+        id: Command::ClusterFailover,
         name: "cluster|failover",
         arity: -2,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1111,6 +1662,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(186665, 187112, 186255, 186701),
     },
     CommandSpec {
+        id: Command::ClusterFlushslots,
         name: "cluster|flushslots",
         arity: 2,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1122,6 +1674,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(187112, 187271, 186701, 186860),
     },
     CommandSpec {
+        id: Command::ClusterForget,
         name: "cluster|forget",
         arity: 3,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1133,6 +1686,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(187271, 187492, 186860, 187080),
     },
     CommandSpec {
+        id: Command::ClusterGetkeysinslot,
         name: "cluster|getkeysinslot",
         arity: 4,
         flags: STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1144,6 +1698,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(187492, 187827, 187080, 187414),
     },
     CommandSpec {
+        id: Command::ClusterHelp,
         name: "cluster|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1155,6 +1710,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(187827, 187992, 187414, 187579),
     },
     CommandSpec {
+        id: Command::ClusterInfo,
         name: "cluster|info",
         arity: 2,
         flags: STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1166,6 +1722,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(187992, 188152, 187579, 187739),
     },
     CommandSpec {
+        id: Command::ClusterKeyslot,
         name: "cluster|keyslot",
         arity: 3,
         flags: STALE | NO_KEYS,
@@ -1177,6 +1734,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(188152, 188421, 187739, 188007),
     },
     CommandSpec {
+        id: Command::ClusterLinks,
         name: "cluster|links",
         arity: 2,
         flags: STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1188,6 +1746,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(188421, 188649, 188007, 188235),
     },
     CommandSpec {
+        id: Command::ClusterMeet,
         name: "cluster|meet",
         arity: -4,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1199,6 +1758,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(188649, 189121, 188235, 188706),
     },
     CommandSpec {
+        id: Command::ClusterMyid,
         name: "cluster|myid",
         arity: 2,
         flags: STALE | NO_KEYS,
@@ -1210,6 +1770,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(189121, 189255, 188706, 188840),
     },
     CommandSpec {
+        id: Command::ClusterNodes,
         name: "cluster|nodes",
         arity: 2,
         flags: STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1221,6 +1782,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(189255, 189449, 188840, 189034),
     },
     CommandSpec {
+        id: Command::ClusterReplicas,
         name: "cluster|replicas",
         arity: 3,
         flags: ADMIN | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1232,6 +1794,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(189449, 189685, 189034, 189269),
     },
     CommandSpec {
+        id: Command::ClusterReplicate,
         name: "cluster|replicate",
         arity: 3,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1243,6 +1806,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(189685, 189935, 189269, 189518),
     },
     CommandSpec {
+        id: Command::ClusterReset,
         name: "cluster|reset",
         arity: -2,
         flags: ADMIN | NOSCRIPT | STALE | NO_KEYS,
@@ -1254,6 +1818,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(189935, 190429, 189518, 190011),
     },
     CommandSpec {
+        id: Command::ClusterSaveconfig,
         name: "cluster|saveconfig",
         arity: 2,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1265,6 +1830,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(190429, 190596, 190011, 190178),
     },
     CommandSpec {
+        id: Command::ClusterSetConfigEpoch,
         name: "cluster|set-config-epoch",
         arity: 3,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1276,6 +1842,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(190596, 190841, 190178, 190422),
     },
     CommandSpec {
+        id: Command::ClusterSetslot,
         name: "cluster|setslot",
         arity: -4,
         flags: ADMIN | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -1287,6 +1854,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(190841, 191429, 190422, 191009),
     },
     CommandSpec {
+        id: Command::ClusterShards,
         name: "cluster|shards",
         arity: 2,
         flags: STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1298,6 +1866,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(191429, 191636, 191009, 191216),
     },
     CommandSpec {
+        id: Command::ClusterSlaves,
         name: "cluster|slaves",
         arity: 3,
         flags: ADMIN | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1309,6 +1878,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
         docs: docs(191636, 191979, 191216, 191558),
     },
     CommandSpec {
+        id: Command::ClusterSlots,
         name: "cluster|slots",
         arity: 2,
         flags: STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1323,6 +1893,7 @@ const SUBCOMMANDS_CLUSTER: &[CommandSpec] = &[
 
 const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::CommandCount,
         name: "command|count",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1334,6 +1905,7 @@ const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
         docs: docs(192411, 192562, 191989, 192140),
     },
     CommandSpec {
+        id: Command::CommandDocs,
         name: "command|docs",
         arity: -2,
         flags: LOADING | STALE | NO_KEYS | NONDETERMINISTIC_ORDER,
@@ -1345,6 +1917,7 @@ const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
         docs: docs(192562, 192884, 192140, 192461),
     },
     CommandSpec {
+        id: Command::CommandGetkeys,
         name: "command|getkeys",
         arity: -4,
         flags: LOADING | STALE | NO_KEYS,
@@ -1356,6 +1929,7 @@ const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
         docs: docs(192884, 193093, 192461, 192670),
     },
     CommandSpec {
+        id: Command::CommandGetkeysandflags,
         name: "command|getkeysandflags",
         arity: -4,
         flags: LOADING | STALE | NO_KEYS,
@@ -1367,6 +1941,7 @@ const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
         docs: docs(193093, 193326, 192670, 192903),
     },
     CommandSpec {
+        id: Command::CommandHelp,
         name: "command|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1378,6 +1953,7 @@ const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
         docs: docs(193326, 193490, 192903, 193067),
     },
     CommandSpec {
+        id: Command::CommandInfo,
         name: "command|info",
         arity: -2,
         flags: LOADING | STALE | NO_KEYS | NONDETERMINISTIC_ORDER,
@@ -1389,6 +1965,7 @@ const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
         docs: docs(193490, 193947, 193067, 193523),
     },
     CommandSpec {
+        id: Command::CommandList,
         name: "command|list",
         arity: -2,
         flags: LOADING | STALE | NO_KEYS | NONDETERMINISTIC_ORDER,
@@ -1403,6 +1980,7 @@ const SUBCOMMANDS_COMMAND: &[CommandSpec] = &[
 
 const SUBCOMMANDS_CONFIG: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::ConfigGet,
         name: "config|get",
         arity: -3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -1414,6 +1992,7 @@ const SUBCOMMANDS_CONFIG: &[CommandSpec] = &[
         docs: docs(194508, 194992, 194082, 194565),
     },
     CommandSpec {
+        id: Command::ConfigHelp,
         name: "config|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1425,6 +2004,7 @@ const SUBCOMMANDS_CONFIG: &[CommandSpec] = &[
         docs: docs(194992, 195155, 194565, 194728),
     },
     CommandSpec {
+        id: Command::ConfigResetstat,
         name: "config|resetstat",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -1436,6 +2016,7 @@ const SUBCOMMANDS_CONFIG: &[CommandSpec] = &[
         docs: docs(195155, 195306, 194728, 194879),
     },
     CommandSpec {
+        id: Command::ConfigRewrite,
         name: "config|rewrite",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -1447,6 +2028,7 @@ const SUBCOMMANDS_CONFIG: &[CommandSpec] = &[
         docs: docs(195306, 195486, 194879, 195059),
     },
     CommandSpec {
+        id: Command::ConfigSet,
         name: "config|set",
         arity: -4,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -1461,6 +2043,7 @@ const SUBCOMMANDS_CONFIG: &[CommandSpec] = &[
 
 const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::FunctionDelete,
         name: "function|delete",
         arity: 3,
         flags: WRITE | NOSCRIPT | NO_KEYS,
@@ -1472,6 +2055,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(196022, 196243, 195594, 195814),
     },
     CommandSpec {
+        id: Command::FunctionDump,
         name: "function|dump",
         arity: 2,
         flags: NOSCRIPT | NO_KEYS,
@@ -1483,6 +2067,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(196243, 196449, 195814, 196020),
     },
     CommandSpec {
+        id: Command::FunctionFlush,
         name: "function|flush",
         arity: -2,
         flags: WRITE | NOSCRIPT | NO_KEYS,
@@ -1494,6 +2079,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(196449, 196892, 196020, 196462),
     },
     CommandSpec {
+        id: Command::FunctionHelp,
         name: "function|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1505,6 +2091,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(196892, 197060, 196462, 196630),
     },
     CommandSpec {
+        id: Command::FunctionKill,
         name: "function|kill",
         arity: 2,
         flags: NOSCRIPT | ALLOW_BUSY | NO_KEYS,
@@ -1516,6 +2103,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(197060, 197220, 196630, 196790),
     },
     CommandSpec {
+        id: Command::FunctionList,
         name: "function|list",
         arity: -2,
         flags: NOSCRIPT | NO_KEYS | NONDETERMINISTIC_ORDER,
@@ -1527,6 +2115,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(197220, 197659, 196790, 197228),
     },
     CommandSpec {
+        id: Command::FunctionLoad,
         name: "function|load",
         arity: -3,
         flags: WRITE | DENYOOM | NOSCRIPT | NO_KEYS,
@@ -1538,6 +2127,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(197659, 198071, 197228, 197639),
     },
     CommandSpec {
+        id: Command::FunctionRestore,
         name: "function|restore",
         arity: -3,
         flags: WRITE | DENYOOM | NOSCRIPT | NO_KEYS,
@@ -1549,6 +2139,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
         docs: docs(198071, 198689, 197639, 198256),
     },
     CommandSpec {
+        id: Command::FunctionStats,
         name: "function|stats",
         arity: 2,
         flags: NOSCRIPT | ALLOW_BUSY | NO_KEYS | NONDETERMINISTIC,
@@ -1563,6 +2154,7 @@ const SUBCOMMANDS_FUNCTION: &[CommandSpec] = &[
 
 const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::LatencyDoctor,
         name: "latency|doctor",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1574,6 +2166,7 @@ const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
         docs: docs(198894, 199060, 198461, 198627),
     },
     CommandSpec {
+        id: Command::LatencyGraph,
         name: "latency|graph",
         arity: 3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1585,6 +2178,7 @@ const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
         docs: docs(199060, 199281, 198627, 198847),
     },
     CommandSpec {
+        id: Command::LatencyHelp,
         name: "latency|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1596,6 +2190,7 @@ const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
         docs: docs(199281, 199447, 198847, 199013),
     },
     CommandSpec {
+        id: Command::LatencyHistogram,
         name: "latency|histogram",
         arity: -2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1607,6 +2202,7 @@ const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
         docs: docs(199447, 199829, 199013, 199394),
     },
     CommandSpec {
+        id: Command::LatencyHistory,
         name: "latency|history",
         arity: 3,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1618,6 +2214,7 @@ const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
         docs: docs(199829, 200062, 199394, 199626),
     },
     CommandSpec {
+        id: Command::LatencyLatest,
         name: "latency|latest",
         arity: 2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1629,6 +2226,7 @@ const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
         docs: docs(200062, 200229, 199626, 199793),
     },
     CommandSpec {
+        id: Command::LatencyReset,
         name: "latency|reset",
         arity: -2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -1643,6 +2241,7 @@ const SUBCOMMANDS_LATENCY: &[CommandSpec] = &[
 
 const SUBCOMMANDS_MEMORY: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::MemoryDoctor,
         name: "memory|doctor",
         arity: 2,
         flags: NO_KEYS | NONDETERMINISTIC,
@@ -1654,6 +2253,7 @@ const SUBCOMMANDS_MEMORY: &[CommandSpec] = &[
         docs: docs(200492, 200638, 200055, 200201),
     },
     CommandSpec {
+        id: Command::MemoryHelp,
         name: "memory|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1665,6 +2265,7 @@ const SUBCOMMANDS_MEMORY: &[CommandSpec] = &[
         docs: docs(200638, 200801, 200201, 200364),
     },
     CommandSpec {
+        id: Command::MemoryMallocStats,
         name: "memory|malloc-stats",
         arity: 2,
         flags: NO_KEYS | NONDETERMINISTIC,
@@ -1676,6 +2277,7 @@ const SUBCOMMANDS_MEMORY: &[CommandSpec] = &[
         docs: docs(200801, 201003, 200364, 200566),
     },
     CommandSpec {
+        id: Command::MemoryPurge,
         name: "memory|purge",
         arity: 2,
         flags: NO_KEYS,
@@ -1687,6 +2289,7 @@ const SUBCOMMANDS_MEMORY: &[CommandSpec] = &[
         docs: docs(201003, 201204, 200566, 200767),
     },
     CommandSpec {
+        id: Command::MemoryStats,
         name: "memory|stats",
         arity: 2,
         flags: NO_KEYS | NONDETERMINISTIC,
@@ -1698,6 +2301,7 @@ const SUBCOMMANDS_MEMORY: &[CommandSpec] = &[
         docs: docs(201204, 201344, 200767, 200907),
     },
     CommandSpec {
+        id: Command::MemoryUsage,
         name: "memory|usage",
         arity: -3,
         flags: READONLY,
@@ -1712,6 +2316,7 @@ const SUBCOMMANDS_MEMORY: &[CommandSpec] = &[
 
 const SUBCOMMANDS_MODULE: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::ModuleHelp,
         name: "module|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1723,6 +2328,7 @@ const SUBCOMMANDS_MODULE: &[CommandSpec] = &[
         docs: docs(201713, 201876, 201275, 201438),
     },
     CommandSpec {
+        id: Command::ModuleList,
         name: "module|list",
         arity: 2,
         flags: ADMIN | NOSCRIPT | NO_KEYS | NONDETERMINISTIC_ORDER,
@@ -1734,6 +2340,7 @@ const SUBCOMMANDS_MODULE: &[CommandSpec] = &[
         docs: docs(201876, 202069, 201438, 201631),
     },
     CommandSpec {
+        id: Command::ModuleLoad,
         name: "module|load",
         arity: -3,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_KEYS,
@@ -1745,6 +2352,7 @@ const SUBCOMMANDS_MODULE: &[CommandSpec] = &[
         docs: docs(202069, 202344, 201631, 201905),
     },
     CommandSpec {
+        id: Command::ModuleLoadex,
         name: "module|loadex",
         arity: -3,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_KEYS,
@@ -1756,6 +2364,7 @@ const SUBCOMMANDS_MODULE: &[CommandSpec] = &[
         docs: docs(202344, 202970, 201905, 202528),
     },
     CommandSpec {
+        id: Command::ModuleUnload,
         name: "module|unload",
         arity: 3,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_KEYS,
@@ -1770,6 +2379,7 @@ const SUBCOMMANDS_MODULE: &[CommandSpec] = &[
 
 const SUBCOMMANDS_OBJECT: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::ObjectEncoding,
         name: "object|encoding",
         arity: 3,
         flags: READONLY | NONDETERMINISTIC,
@@ -1781,6 +2391,7 @@ const SUBCOMMANDS_OBJECT: &[CommandSpec] = &[
         docs: docs(203167, 203420, 202724, 202976),
     },
     CommandSpec {
+        id: Command::ObjectFreq,
         name: "object|freq",
         arity: 3,
         flags: READONLY | NONDETERMINISTIC,
@@ -1792,6 +2403,7 @@ const SUBCOMMANDS_OBJECT: &[CommandSpec] = &[
         docs: docs(203420, 203684, 202976, 203239),
     },
     CommandSpec {
+        id: Command::ObjectHelp,
         name: "object|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1803,6 +2415,7 @@ const SUBCOMMANDS_OBJECT: &[CommandSpec] = &[
         docs: docs(203684, 203848, 203239, 203403),
     },
     CommandSpec {
+        id: Command::ObjectIdletime,
         name: "object|idletime",
         arity: 3,
         flags: READONLY | NONDETERMINISTIC,
@@ -1814,6 +2427,7 @@ const SUBCOMMANDS_OBJECT: &[CommandSpec] = &[
         docs: docs(203848, 204105, 203403, 203659),
     },
     CommandSpec {
+        id: Command::ObjectRefcount,
         name: "object|refcount",
         arity: 3,
         flags: READONLY | NONDETERMINISTIC,
@@ -1828,6 +2442,7 @@ const SUBCOMMANDS_OBJECT: &[CommandSpec] = &[
 
 const SUBCOMMANDS_PUBSUB: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::PubsubChannels,
         name: "pubsub|channels",
         arity: -2,
         flags: PUBSUB | LOADING | STALE | NO_KEYS,
@@ -1839,6 +2454,7 @@ const SUBCOMMANDS_PUBSUB: &[CommandSpec] = &[
         docs: docs(204363, 204726, 203916, 204278),
     },
     CommandSpec {
+        id: Command::PubsubHelp,
         name: "pubsub|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1850,6 +2466,7 @@ const SUBCOMMANDS_PUBSUB: &[CommandSpec] = &[
         docs: docs(204726, 204889, 204278, 204441),
     },
     CommandSpec {
+        id: Command::PubsubNumpat,
         name: "pubsub|numpat",
         arity: 2,
         flags: PUBSUB | LOADING | STALE | NO_KEYS,
@@ -1861,6 +2478,7 @@ const SUBCOMMANDS_PUBSUB: &[CommandSpec] = &[
         docs: docs(204889, 205059, 204441, 204611),
     },
     CommandSpec {
+        id: Command::PubsubNumsub,
         name: "pubsub|numsub",
         arity: -2,
         flags: PUBSUB | LOADING | STALE | NO_KEYS,
@@ -1872,6 +2490,7 @@ const SUBCOMMANDS_PUBSUB: &[CommandSpec] = &[
         docs: docs(205059, 205394, 204611, 204945),
     },
     CommandSpec {
+        id: Command::PubsubShardchannels,
         name: "pubsub|shardchannels",
         arity: -2,
         flags: PUBSUB | LOADING | STALE | NO_KEYS,
@@ -1883,6 +2502,7 @@ const SUBCOMMANDS_PUBSUB: &[CommandSpec] = &[
         docs: docs(205394, 205768, 204945, 205318),
     },
     CommandSpec {
+        id: Command::PubsubShardnumsub,
         name: "pubsub|shardnumsub",
         arity: -2,
         flags: PUBSUB | LOADING | STALE | NO_KEYS,
@@ -1897,6 +2517,7 @@ const SUBCOMMANDS_PUBSUB: &[CommandSpec] = &[
 
 const SUBCOMMANDS_SCRIPT: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::ScriptDebug,
         name: "script|debug",
         arity: 3,
         flags: NOSCRIPT | NO_KEYS,
@@ -1908,6 +2529,7 @@ const SUBCOMMANDS_SCRIPT: &[CommandSpec] = &[
         docs: docs(206131, 206583, 205680, 206131),
     },
     CommandSpec {
+        id: Command::ScriptExists,
         name: "script|exists",
         arity: -3,
         flags: NOSCRIPT | NO_KEYS,
@@ -1919,6 +2541,7 @@ const SUBCOMMANDS_SCRIPT: &[CommandSpec] = &[
         docs: docs(206583, 206939, 206131, 206486),
     },
     CommandSpec {
+        id: Command::ScriptFlush,
         name: "script|flush",
         arity: -2,
         flags: NOSCRIPT | NO_KEYS,
@@ -1930,6 +2553,7 @@ const SUBCOMMANDS_SCRIPT: &[CommandSpec] = &[
         docs: docs(206939, 207519, 206486, 207064),
     },
     CommandSpec {
+        id: Command::ScriptHelp,
         name: "script|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1941,6 +2565,7 @@ const SUBCOMMANDS_SCRIPT: &[CommandSpec] = &[
         docs: docs(207519, 207685, 207064, 207230),
     },
     CommandSpec {
+        id: Command::ScriptKill,
         name: "script|kill",
         arity: 2,
         flags: NOSCRIPT | ALLOW_BUSY | NO_KEYS,
@@ -1952,6 +2577,7 @@ const SUBCOMMANDS_SCRIPT: &[CommandSpec] = &[
         docs: docs(207685, 207841, 207230, 207386),
     },
     CommandSpec {
+        id: Command::ScriptLoad,
         name: "script|load",
         arity: 3,
         flags: NOSCRIPT | STALE | NO_KEYS,
@@ -1966,6 +2592,7 @@ const SUBCOMMANDS_SCRIPT: &[CommandSpec] = &[
 
 const SUBCOMMANDS_SLOWLOG: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::SlowlogGet,
         name: "slowlog|get",
         arity: -2,
         flags: ADMIN | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1977,6 +2604,7 @@ const SUBCOMMANDS_SLOWLOG: &[CommandSpec] = &[
         docs: docs(208132, 208501, 207676, 208044),
     },
     CommandSpec {
+        id: Command::SlowlogHelp,
         name: "slowlog|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -1988,6 +2616,7 @@ const SUBCOMMANDS_SLOWLOG: &[CommandSpec] = &[
         docs: docs(208501, 208665, 208044, 208208),
     },
     CommandSpec {
+        id: Command::SlowlogLen,
         name: "slowlog|len",
         arity: 2,
         flags: ADMIN | LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -1999,6 +2628,7 @@ const SUBCOMMANDS_SLOWLOG: &[CommandSpec] = &[
         docs: docs(208665, 208805, 208208, 208348),
     },
     CommandSpec {
+        id: Command::SlowlogReset,
         name: "slowlog|reset",
         arity: 2,
         flags: ADMIN | LOADING | STALE | NO_KEYS,
@@ -2013,6 +2643,7 @@ const SUBCOMMANDS_SLOWLOG: &[CommandSpec] = &[
 
 const SUBCOMMANDS_XGROUP: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::XgroupCreate,
         name: "xgroup|create",
         arity: -5,
         flags: WRITE | DENYOOM,
@@ -2024,6 +2655,7 @@ const SUBCOMMANDS_XGROUP: &[CommandSpec] = &[
         docs: docs(209006, 209757, 208549, 209299),
     },
     CommandSpec {
+        id: Command::XgroupCreateconsumer,
         name: "xgroup|createconsumer",
         arity: 5,
         flags: WRITE | DENYOOM,
@@ -2035,6 +2667,7 @@ const SUBCOMMANDS_XGROUP: &[CommandSpec] = &[
         docs: docs(209757, 210112, 209299, 209653),
     },
     CommandSpec {
+        id: Command::XgroupDelconsumer,
         name: "xgroup|delconsumer",
         arity: 5,
         flags: WRITE,
@@ -2046,6 +2679,7 @@ const SUBCOMMANDS_XGROUP: &[CommandSpec] = &[
         docs: docs(210112, 210466, 209653, 210006),
     },
     CommandSpec {
+        id: Command::XgroupDestroy,
         name: "xgroup|destroy",
         arity: 4,
         flags: WRITE,
@@ -2057,6 +2691,7 @@ const SUBCOMMANDS_XGROUP: &[CommandSpec] = &[
         docs: docs(210466, 210823, 210006, 210362),
     },
     CommandSpec {
+        id: Command::XgroupHelp,
         name: "xgroup|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -2068,6 +2703,7 @@ const SUBCOMMANDS_XGROUP: &[CommandSpec] = &[
         docs: docs(210823, 210986, 210362, 210525),
     },
     CommandSpec {
+        id: Command::XgroupSetid,
         name: "xgroup|setid",
         arity: -5,
         flags: WRITE,
@@ -2082,6 +2718,7 @@ const SUBCOMMANDS_XGROUP: &[CommandSpec] = &[
 
 const SUBCOMMANDS_XINFO: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::XinfoConsumers,
         name: "xinfo|consumers",
         arity: 4,
         flags: READONLY | NONDETERMINISTIC,
@@ -2093,6 +2730,7 @@ const SUBCOMMANDS_XINFO: &[CommandSpec] = &[
         docs: docs(211670, 211964, 211208, 211501),
     },
     CommandSpec {
+        id: Command::XinfoGroups,
         name: "xinfo|groups",
         arity: 3,
         flags: READONLY,
@@ -2104,6 +2742,7 @@ const SUBCOMMANDS_XINFO: &[CommandSpec] = &[
         docs: docs(211964, 212282, 211501, 211818),
     },
     CommandSpec {
+        id: Command::XinfoHelp,
         name: "xinfo|help",
         arity: 2,
         flags: LOADING | STALE | NO_KEYS,
@@ -2115,6 +2754,7 @@ const SUBCOMMANDS_XINFO: &[CommandSpec] = &[
         docs: docs(212282, 212444, 211818, 211980),
     },
     CommandSpec {
+        id: Command::XinfoStream,
         name: "xinfo|stream",
         arity: -3,
         flags: READONLY,
@@ -2130,6 +2770,7 @@ const SUBCOMMANDS_XINFO: &[CommandSpec] = &[
 /// All top-level commands, sorted by name (`lookup` binary-searches it).
 pub(super) static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
+        id: Command::Acl,
         name: "acl",
         arity: -2,
         flags: NO_KEYS,
@@ -2141,6 +2782,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(0, 4082, 0, 4074),
     },
     CommandSpec {
+        id: Command::Append,
         name: "append",
         arity: 3,
         flags: WRITE | DENYOOM | FAST,
@@ -2152,6 +2794,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(4082, 4578, 4074, 4569),
     },
     CommandSpec {
+        id: Command::Asking,
         name: "asking",
         arity: 1,
         flags: FAST | NO_KEYS,
@@ -2163,6 +2806,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(4578, 4733, 4569, 4724),
     },
     CommandSpec {
+        id: Command::Auth,
         name: "auth",
         arity: -2,
         flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | NO_KEYS,
@@ -2174,6 +2818,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(4733, 5174, 4724, 5164),
     },
     CommandSpec {
+        id: Command::Bgrewriteaof,
         name: "bgrewriteaof",
         arity: 1,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_KEYS,
@@ -2185,6 +2830,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(5174, 5332, 5164, 5322),
     },
     CommandSpec {
+        id: Command::Bgsave,
         name: "bgsave",
         arity: -1,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_KEYS,
@@ -2196,6 +2842,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(5332, 5695, 5322, 5683),
     },
     CommandSpec {
+        id: Command::Bitcount,
         name: "bitcount",
         arity: -2,
         flags: READONLY,
@@ -2207,6 +2854,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(5695, 6432, 5683, 6418),
     },
     CommandSpec {
+        id: Command::Bitfield,
         name: "bitfield",
         arity: -2,
         flags: WRITE | DENYOOM,
@@ -2218,6 +2866,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(6432, 8007, 6418, 7991),
     },
     CommandSpec {
+        id: Command::BitfieldRo,
         name: "bitfield_ro",
         arity: -2,
         flags: READONLY | FAST,
@@ -2229,6 +2878,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(8007, 8576, 7991, 8558),
     },
     CommandSpec {
+        id: Command::Bitop,
         name: "bitop",
         arity: -4,
         flags: WRITE | DENYOOM,
@@ -2240,6 +2890,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(8576, 8960, 8558, 8941),
     },
     CommandSpec {
+        id: Command::Bitpos,
         name: "bitpos",
         arity: -3,
         flags: READONLY,
@@ -2251,6 +2902,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(8960, 9849, 8941, 9828),
     },
     CommandSpec {
+        id: Command::Blmove,
         name: "blmove",
         arity: 6,
         flags: WRITE | DENYOOM | NOSCRIPT | BLOCKING,
@@ -2262,6 +2914,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(9849, 10696, 9828, 10674),
     },
     CommandSpec {
+        id: Command::Blmpop,
         name: "blmpop",
         arity: -5,
         flags: WRITE | BLOCKING | MOVABLE_KEYS,
@@ -2277,6 +2930,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(10696, 11462, 10674, 11439),
     },
     CommandSpec {
+        id: Command::Blpop,
         name: "blpop",
         arity: -3,
         flags: WRITE | NOSCRIPT | BLOCKING,
@@ -2288,6 +2942,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(11462, 11943, 11439, 11919),
     },
     CommandSpec {
+        id: Command::Brpop,
         name: "brpop",
         arity: -3,
         flags: WRITE | NOSCRIPT | BLOCKING,
@@ -2299,6 +2954,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(11943, 12423, 11919, 12398),
     },
     CommandSpec {
+        id: Command::Brpoplpush,
         name: "brpoplpush",
         arity: 4,
         flags: WRITE | DENYOOM | NOSCRIPT | BLOCKING,
@@ -2310,6 +2966,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(12423, 13082, 12398, 13056),
     },
     CommandSpec {
+        id: Command::Bzmpop,
         name: "bzmpop",
         arity: -5,
         flags: WRITE | BLOCKING | MOVABLE_KEYS,
@@ -2325,6 +2982,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(13082, 13942, 13056, 13915),
     },
     CommandSpec {
+        id: Command::Bzpopmax,
         name: "bzpopmax",
         arity: -3,
         flags: WRITE | NOSCRIPT | BLOCKING | FAST,
@@ -2336,6 +2994,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(13942, 14492, 13915, 14464),
     },
     CommandSpec {
+        id: Command::Bzpopmin,
         name: "bzpopmin",
         arity: -3,
         flags: WRITE | NOSCRIPT | BLOCKING | FAST,
@@ -2347,6 +3006,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(14492, 15041, 14464, 15012),
     },
     CommandSpec {
+        id: Command::Client,
         name: "client",
         arity: -2,
         flags: NO_KEYS,
@@ -2358,6 +3018,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(15041, 23430, 15012, 23385),
     },
     CommandSpec {
+        id: Command::Cluster,
         name: "cluster",
         arity: -2,
         flags: NO_KEYS,
@@ -2369,6 +3030,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(23430, 31654, 23385, 31590),
     },
     CommandSpec {
+        id: Command::Command,
         name: "command",
         arity: -1,
         flags: LOADING | STALE | NO_KEYS | NONDETERMINISTIC_ORDER,
@@ -2380,6 +3042,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(31654, 33966, 31590, 33896),
     },
     CommandSpec {
+        id: Command::Config,
         name: "config",
         arity: -2,
         flags: NO_KEYS,
@@ -2391,6 +3054,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(33966, 35676, 33896, 35602),
     },
     CommandSpec {
+        id: Command::Copy,
         name: "copy",
         arity: -3,
         flags: WRITE | DENYOOM,
@@ -2402,6 +3066,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(35676, 36258, 35602, 36183),
     },
     CommandSpec {
+        id: Command::Dbsize,
         name: "dbsize",
         arity: 1,
         flags: READONLY | FAST | NO_KEYS,
@@ -2413,6 +3078,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(36258, 36416, 36183, 36341),
     },
     CommandSpec {
+        id: Command::Debug,
         name: "debug",
         arity: -2,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -2424,6 +3090,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(36416, 36605, 36341, 36529),
     },
     CommandSpec {
+        id: Command::Decr,
         name: "decr",
         arity: 2,
         flags: WRITE | DENYOOM | FAST,
@@ -2435,6 +3102,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(36605, 36841, 36529, 36764),
     },
     CommandSpec {
+        id: Command::Decrby,
         name: "decrby",
         arity: 3,
         flags: WRITE | DENYOOM | FAST,
@@ -2446,6 +3114,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(36841, 37144, 36764, 37066),
     },
     CommandSpec {
+        id: Command::Del,
         name: "del",
         arity: -2,
         flags: WRITE,
@@ -2457,6 +3126,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(37144, 37661, 37066, 37582),
     },
     CommandSpec {
+        id: Command::Discard,
         name: "discard",
         arity: 1,
         flags: NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NO_KEYS,
@@ -2468,6 +3138,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(37661, 37858, 37582, 37779),
     },
     CommandSpec {
+        id: Command::Dump,
         name: "dump",
         arity: 2,
         flags: READONLY | NONDETERMINISTIC,
@@ -2479,6 +3150,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(37858, 38363, 37779, 38283),
     },
     CommandSpec {
+        id: Command::Echo,
         name: "echo",
         arity: 2,
         flags: LOADING | STALE | FAST | NO_KEYS,
@@ -2490,6 +3162,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(38363, 38564, 38283, 38483),
     },
     CommandSpec {
+        id: Command::Eval,
         name: "eval",
         arity: -3,
         flags: NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLE_KEYS,
@@ -2505,6 +3178,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(38564, 39045, 38483, 38963),
     },
     CommandSpec {
+        id: Command::EvalRo,
         name: "eval_ro",
         arity: -3,
         flags: READONLY | NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLE_KEYS,
@@ -2520,6 +3194,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(39045, 39539, 38963, 39456),
     },
     CommandSpec {
+        id: Command::Evalsha,
         name: "evalsha",
         arity: -3,
         flags: NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLE_KEYS,
@@ -2535,6 +3210,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(39539, 40021, 39456, 39937),
     },
     CommandSpec {
+        id: Command::EvalshaRo,
         name: "evalsha_ro",
         arity: -3,
         flags: READONLY | NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLE_KEYS,
@@ -2550,6 +3226,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(40021, 40517, 39937, 40432),
     },
     CommandSpec {
+        id: Command::Exec,
         name: "exec",
         arity: 1,
         flags: NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | NO_KEYS,
@@ -2561,6 +3238,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(40517, 40704, 40432, 40619),
     },
     CommandSpec {
+        id: Command::Exists,
         name: "exists",
         arity: -2,
         flags: READONLY | FAST,
@@ -2572,6 +3250,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(40704, 41064, 40619, 40978),
     },
     CommandSpec {
+        id: Command::Expire,
         name: "expire",
         arity: -3,
         flags: WRITE | FAST,
@@ -2583,6 +3262,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(41064, 41815, 40978, 41727),
     },
     CommandSpec {
+        id: Command::Expireat,
         name: "expireat",
         arity: -3,
         flags: WRITE | FAST,
@@ -2594,6 +3274,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(41815, 42594, 41727, 42504),
     },
     CommandSpec {
+        id: Command::Expiretime,
         name: "expiretime",
         arity: 2,
         flags: READONLY | FAST,
@@ -2605,6 +3286,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(42594, 42838, 42504, 42747),
     },
     CommandSpec {
+        id: Command::Failover,
         name: "failover",
         arity: -1,
         flags: ADMIN | NOSCRIPT | STALE | NO_KEYS,
@@ -2616,6 +3298,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(42838, 43552, 42747, 43459),
     },
     CommandSpec {
+        id: Command::Fcall,
         name: "fcall",
         arity: -3,
         flags: NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLE_KEYS,
@@ -2631,6 +3314,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(43552, 44023, 43459, 43929),
     },
     CommandSpec {
+        id: Command::FcallRo,
         name: "fcall_ro",
         arity: -3,
         flags: READONLY | NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLE_KEYS,
@@ -2646,6 +3330,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(44023, 44507, 43929, 44412),
     },
     CommandSpec {
+        id: Command::Flushall,
         name: "flushall",
         arity: -1,
         flags: WRITE | NO_KEYS,
@@ -2657,6 +3342,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(44507, 45148, 44412, 45052),
     },
     CommandSpec {
+        id: Command::Flushdb,
         name: "flushdb",
         arity: -1,
         flags: WRITE | NO_KEYS,
@@ -2668,6 +3354,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(45148, 45797, 45052, 45700),
     },
     CommandSpec {
+        id: Command::Function,
         name: "function",
         arity: -2,
         flags: NO_KEYS,
@@ -2679,6 +3366,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(45797, 48858, 45700, 48754),
     },
     CommandSpec {
+        id: Command::Geoadd,
         name: "geoadd",
         arity: -5,
         flags: WRITE | DENYOOM,
@@ -2690,6 +3378,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(48858, 49930, 48754, 49823),
     },
     CommandSpec {
+        id: Command::Geodist,
         name: "geodist",
         arity: -4,
         flags: READONLY,
@@ -2701,6 +3390,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(49930, 50648, 49823, 50540),
     },
     CommandSpec {
+        id: Command::Geohash,
         name: "geohash",
         arity: -2,
         flags: READONLY,
@@ -2712,6 +3402,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(50648, 51066, 50540, 50957),
     },
     CommandSpec {
+        id: Command::Geopos,
         name: "geopos",
         arity: -2,
         flags: READONLY,
@@ -2723,6 +3414,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(51066, 51440, 50957, 51330),
     },
     CommandSpec {
+        id: Command::Georadius,
         name: "georadius",
         arity: -6,
         flags: WRITE | DENYOOM | MOVABLE_KEYS,
@@ -2734,6 +3426,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(51440, 53756, 51330, 53642),
     },
     CommandSpec {
+        id: Command::GeoradiusRo,
         name: "georadius_ro",
         arity: -6,
         flags: READONLY,
@@ -2745,6 +3438,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(53756, 55677, 53642, 55561),
     },
     CommandSpec {
+        id: Command::Georadiusbymember,
         name: "georadiusbymember",
         arity: -5,
         flags: WRITE | DENYOOM | MOVABLE_KEYS,
@@ -2756,6 +3450,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(55677, 57888, 55561, 57769),
     },
     CommandSpec {
+        id: Command::GeoradiusbymemberRo,
         name: "georadiusbymember_ro",
         arity: -5,
         flags: READONLY,
@@ -2767,6 +3462,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(57888, 59692, 57769, 59572),
     },
     CommandSpec {
+        id: Command::Geosearch,
         name: "geosearch",
         arity: -7,
         flags: READONLY,
@@ -2778,6 +3474,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(59692, 62444, 59572, 62323),
     },
     CommandSpec {
+        id: Command::Geosearchstore,
         name: "geosearchstore",
         arity: -8,
         flags: WRITE | DENYOOM,
@@ -2789,6 +3486,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(62444, 65106, 62323, 64984),
     },
     CommandSpec {
+        id: Command::Get,
         name: "get",
         arity: 2,
         flags: READONLY | FAST,
@@ -2800,6 +3498,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(65106, 65320, 64984, 65197),
     },
     CommandSpec {
+        id: Command::Getbit,
         name: "getbit",
         arity: 3,
         flags: READONLY | FAST,
@@ -2811,6 +3510,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(65320, 65629, 65197, 65505),
     },
     CommandSpec {
+        id: Command::Getdel,
         name: "getdel",
         arity: 2,
         flags: WRITE | FAST,
@@ -2822,6 +3522,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(65629, 65865, 65505, 65740),
     },
     CommandSpec {
+        id: Command::Getex,
         name: "getex",
         arity: -2,
         flags: WRITE | FAST,
@@ -2833,6 +3534,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(65865, 66607, 65740, 66481),
     },
     CommandSpec {
+        id: Command::Getrange,
         name: "getrange",
         arity: 4,
         flags: READONLY,
@@ -2844,6 +3546,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(66607, 67172, 66481, 67045),
     },
     CommandSpec {
+        id: Command::Getset,
         name: "getset",
         arity: 3,
         flags: WRITE | DENYOOM | FAST,
@@ -2855,6 +3558,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(67172, 67589, 67045, 67461),
     },
     CommandSpec {
+        id: Command::Hdel,
         name: "hdel",
         arity: -3,
         flags: WRITE | FAST,
@@ -2866,6 +3570,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(67589, 68005, 67461, 67876),
     },
     CommandSpec {
+        id: Command::Hello,
         name: "hello",
         arity: -1,
         flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | NO_KEYS,
@@ -2877,6 +3582,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(68005, 68781, 67876, 68650),
     },
     CommandSpec {
+        id: Command::Hexists,
         name: "hexists",
         arity: 3,
         flags: READONLY | FAST,
@@ -2888,6 +3594,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(68781, 69054, 68650, 68922),
     },
     CommandSpec {
+        id: Command::Hget,
         name: "hget",
         arity: 3,
         flags: READONLY | FAST,
@@ -2899,6 +3606,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(69054, 69321, 68922, 69188),
     },
     CommandSpec {
+        id: Command::Hgetall,
         name: "hgetall",
         arity: 2,
         flags: READONLY | NONDETERMINISTIC_ORDER,
@@ -2910,6 +3618,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(69321, 69588, 69188, 69454),
     },
     CommandSpec {
+        id: Command::Hincrby,
         name: "hincrby",
         arity: 4,
         flags: WRITE | DENYOOM | FAST,
@@ -2921,6 +3630,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(69588, 69944, 69454, 69809),
     },
     CommandSpec {
+        id: Command::Hincrbyfloat,
         name: "hincrbyfloat",
         arity: 4,
         flags: WRITE | DENYOOM | FAST,
@@ -2932,6 +3642,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(69944, 70303, 69809, 70167),
     },
     CommandSpec {
+        id: Command::Hkeys,
         name: "hkeys",
         arity: 2,
         flags: READONLY | NONDETERMINISTIC_ORDER,
@@ -2943,6 +3654,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(70303, 70557, 70167, 70420),
     },
     CommandSpec {
+        id: Command::Hlen,
         name: "hlen",
         arity: 2,
         flags: READONLY | FAST,
@@ -2954,6 +3666,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(70557, 70782, 70420, 70644),
     },
     CommandSpec {
+        id: Command::Hmget,
         name: "hmget",
         arity: -3,
         flags: READONLY | FAST,
@@ -2965,6 +3678,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(70782, 71140, 70644, 71001),
     },
     CommandSpec {
+        id: Command::Hmset,
         name: "hmset",
         arity: -4,
         flags: WRITE | DENYOOM | FAST,
@@ -2976,6 +3690,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(71140, 71740, 71001, 71600),
     },
     CommandSpec {
+        id: Command::Hrandfield,
         name: "hrandfield",
         arity: -2,
         flags: READONLY | NONDETERMINISTIC,
@@ -2987,6 +3702,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(71740, 72278, 71600, 72137),
     },
     CommandSpec {
+        id: Command::Hscan,
         name: "hscan",
         arity: -3,
         flags: READONLY | NONDETERMINISTIC,
@@ -2998,6 +3714,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(72278, 72936, 72137, 72794),
     },
     CommandSpec {
+        id: Command::Hset,
         name: "hset",
         arity: -4,
         flags: WRITE | DENYOOM | FAST,
@@ -3009,6 +3726,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(72936, 73571, 72794, 73428),
     },
     CommandSpec {
+        id: Command::Hsetnx,
         name: "hsetnx",
         arity: 4,
         flags: WRITE | DENYOOM | FAST,
@@ -3020,6 +3738,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(73571, 73921, 73428, 73777),
     },
     CommandSpec {
+        id: Command::Hstrlen,
         name: "hstrlen",
         arity: 3,
         flags: READONLY | FAST,
@@ -3031,6 +3750,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(73921, 74205, 73777, 74060),
     },
     CommandSpec {
+        id: Command::Hvals,
         name: "hvals",
         arity: 2,
         flags: READONLY | NONDETERMINISTIC_ORDER,
@@ -3042,6 +3762,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(74205, 74459, 74060, 74313),
     },
     CommandSpec {
+        id: Command::Incr,
         name: "incr",
         arity: 2,
         flags: WRITE | DENYOOM | FAST,
@@ -3053,6 +3774,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(74459, 74695, 74313, 74548),
     },
     CommandSpec {
+        id: Command::Incrby,
         name: "incrby",
         arity: 3,
         flags: WRITE | DENYOOM | FAST,
@@ -3064,6 +3786,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(74695, 74998, 74548, 74850),
     },
     CommandSpec {
+        id: Command::Incrbyfloat,
         name: "incrbyfloat",
         arity: 3,
         flags: WRITE | DENYOOM | FAST,
@@ -3075,6 +3798,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(74998, 75304, 74850, 75155),
     },
     CommandSpec {
+        id: Command::Info,
         name: "info",
         arity: -1,
         flags: LOADING | STALE | NO_KEYS | NONDETERMINISTIC,
@@ -3086,6 +3810,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(75304, 75654, 75155, 75504),
     },
     CommandSpec {
+        id: Command::Keys,
         name: "keys",
         arity: 2,
         flags: READONLY | NO_KEYS | NONDETERMINISTIC_ORDER,
@@ -3097,6 +3822,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(75654, 76021, 75504, 75870),
     },
     CommandSpec {
+        id: Command::Lastsave,
         name: "lastsave",
         arity: 1,
         flags: LOADING | STALE | FAST | NO_KEYS | NONDETERMINISTIC,
@@ -3108,6 +3834,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(76021, 76190, 75870, 76039),
     },
     CommandSpec {
+        id: Command::Latency,
         name: "latency",
         arity: -2,
         flags: NO_KEYS,
@@ -3119,6 +3846,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(76190, 77985, 76039, 77828),
     },
     CommandSpec {
+        id: Command::Lcs,
         name: "lcs",
         arity: -3,
         flags: READONLY,
@@ -3130,6 +3858,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(77985, 78744, 77828, 78586),
     },
     CommandSpec {
+        id: Command::Lindex,
         name: "lindex",
         arity: 3,
         flags: READONLY,
@@ -3141,6 +3870,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(78744, 79174, 78586, 79015),
     },
     CommandSpec {
+        id: Command::Linsert,
         name: "linsert",
         arity: 5,
         flags: WRITE | DENYOOM,
@@ -3152,6 +3882,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(79174, 79968, 79015, 79808),
     },
     CommandSpec {
+        id: Command::Llen,
         name: "llen",
         arity: 2,
         flags: READONLY | FAST,
@@ -3163,6 +3894,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(79968, 80183, 79808, 80022),
     },
     CommandSpec {
+        id: Command::Lmove,
         name: "lmove",
         arity: 5,
         flags: WRITE | DENYOOM,
@@ -3174,6 +3906,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(80183, 80947, 80022, 80785),
     },
     CommandSpec {
+        id: Command::Lmpop,
         name: "lmpop",
         arity: -4,
         flags: WRITE | MOVABLE_KEYS,
@@ -3189,6 +3922,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(80947, 81630, 80785, 81467),
     },
     CommandSpec {
+        id: Command::Lolwut,
         name: "lolwut",
         arity: -1,
         flags: READONLY | FAST | NO_KEYS,
@@ -3200,6 +3934,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(81630, 81877, 81467, 81714),
     },
     CommandSpec {
+        id: Command::Lpop,
         name: "lpop",
         arity: -2,
         flags: WRITE | FAST,
@@ -3211,6 +3946,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(81877, 82317, 81714, 82153),
     },
     CommandSpec {
+        id: Command::Lpos,
         name: "lpos",
         arity: -3,
         flags: READONLY,
@@ -3222,6 +3958,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(82317, 83111, 82153, 82946),
     },
     CommandSpec {
+        id: Command::Lpush,
         name: "lpush",
         arity: -3,
         flags: WRITE | DENYOOM | FAST,
@@ -3233,6 +3970,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(83111, 83600, 82946, 83434),
     },
     CommandSpec {
+        id: Command::Lpushx,
         name: "lpushx",
         arity: -3,
         flags: WRITE | DENYOOM | FAST,
@@ -3244,6 +3982,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(83600, 84101, 83434, 83934),
     },
     CommandSpec {
+        id: Command::Lrange,
         name: "lrange",
         arity: 4,
         flags: READONLY,
@@ -3255,6 +3994,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(84101, 84600, 83934, 84432),
     },
     CommandSpec {
+        id: Command::Lrem,
         name: "lrem",
         arity: 4,
         flags: WRITE,
@@ -3266,6 +4006,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(84600, 84993, 84432, 84824),
     },
     CommandSpec {
+        id: Command::Lset,
         name: "lset",
         arity: 4,
         flags: WRITE | DENYOOM,
@@ -3277,6 +4018,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(84993, 85434, 84824, 85264),
     },
     CommandSpec {
+        id: Command::Ltrim,
         name: "ltrim",
         arity: 4,
         flags: WRITE,
@@ -3288,6 +4030,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(85434, 85822, 85264, 85651),
     },
     CommandSpec {
+        id: Command::Memory,
         name: "memory",
         arity: -2,
         flags: NO_KEYS,
@@ -3299,6 +4042,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(85822, 87237, 85651, 87063),
     },
     CommandSpec {
+        id: Command::Mget,
         name: "mget",
         arity: -2,
         flags: READONLY | FAST,
@@ -3310,6 +4054,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(87237, 87536, 87063, 87361),
     },
     CommandSpec {
+        id: Command::Migrate,
         name: "migrate",
         arity: -6,
         flags: WRITE | MOVABLE_KEYS | NONDETERMINISTIC,
@@ -3321,6 +4066,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(87536, 89458, 87361, 89277),
     },
     CommandSpec {
+        id: Command::Module,
         name: "module",
         arity: -2,
         flags: NO_KEYS,
@@ -3332,6 +4078,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(89458, 91094, 89277, 90906),
     },
     CommandSpec {
+        id: Command::Monitor,
         name: "monitor",
         arity: 1,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -3343,6 +4090,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(91094, 91235, 90906, 91047),
     },
     CommandSpec {
+        id: Command::Move,
         name: "move",
         arity: 3,
         flags: WRITE | FAST,
@@ -3354,6 +4102,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(91235, 91504, 91047, 91315),
     },
     CommandSpec {
+        id: Command::Mset,
         name: "mset",
         arity: -3,
         flags: WRITE | DENYOOM,
@@ -3365,6 +4114,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(91504, 91914, 91315, 91724),
     },
     CommandSpec {
+        id: Command::Msetnx,
         name: "msetnx",
         arity: -3,
         flags: WRITE | DENYOOM,
@@ -3376,6 +4126,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(91914, 92358, 91724, 92167),
     },
     CommandSpec {
+        id: Command::Multi,
         name: "multi",
         arity: 1,
         flags: NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NO_KEYS,
@@ -3387,6 +4138,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(92358, 92509, 92167, 92318),
     },
     CommandSpec {
+        id: Command::Object,
         name: "object",
         arity: -2,
         flags: NO_KEYS,
@@ -3398,6 +4150,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(92509, 93902, 92318, 93705),
     },
     CommandSpec {
+        id: Command::Persist,
         name: "persist",
         arity: 2,
         flags: WRITE | FAST,
@@ -3409,6 +4162,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(93902, 94131, 93705, 93933),
     },
     CommandSpec {
+        id: Command::Pexpire,
         name: "pexpire",
         arity: -3,
         flags: WRITE | FAST,
@@ -3420,6 +4174,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(94131, 94894, 93933, 94694),
     },
     CommandSpec {
+        id: Command::Pexpireat,
         name: "pexpireat",
         arity: -3,
         flags: WRITE | FAST,
@@ -3431,6 +4186,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(94894, 95705, 94694, 95503),
     },
     CommandSpec {
+        id: Command::Pexpiretime,
         name: "pexpiretime",
         arity: 2,
         flags: READONLY | FAST,
@@ -3442,6 +4198,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(95705, 95966, 95503, 95763),
     },
     CommandSpec {
+        id: Command::Pfadd,
         name: "pfadd",
         arity: -2,
         flags: WRITE | DENYOOM | FAST,
@@ -3453,6 +4210,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(95966, 96332, 95763, 96128),
     },
     CommandSpec {
+        id: Command::Pfcount,
         name: "pfcount",
         arity: -2,
         flags: READONLY,
@@ -3464,6 +4222,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(96332, 96823, 96128, 96618),
     },
     CommandSpec {
+        id: Command::Pfdebug,
         name: "pfdebug",
         arity: 3,
         flags: WRITE | DENYOOM | ADMIN,
@@ -3475,6 +4234,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(96823, 97155, 96618, 96949),
     },
     CommandSpec {
+        id: Command::Pfmerge,
         name: "pfmerge",
         arity: -2,
         flags: WRITE | DENYOOM,
@@ -3486,6 +4246,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(97155, 97565, 96949, 97358),
     },
     CommandSpec {
+        id: Command::Pfselftest,
         name: "pfselftest",
         arity: 1,
         flags: ADMIN | NO_KEYS,
@@ -3497,6 +4258,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(97565, 97762, 97358, 97554),
     },
     CommandSpec {
+        id: Command::Ping,
         name: "ping",
         arity: -1,
         flags: FAST | NO_KEYS,
@@ -3508,6 +4270,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(97762, 97983, 97554, 97774),
     },
     CommandSpec {
+        id: Command::Psetex,
         name: "psetex",
         arity: 4,
         flags: WRITE | DENYOOM,
@@ -3519,6 +4282,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(97983, 98334, 97774, 98124),
     },
     CommandSpec {
+        id: Command::Psubscribe,
         name: "psubscribe",
         arity: -2,
         flags: PUBSUB | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -3530,6 +4294,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(98334, 98751, 98124, 98540),
     },
     CommandSpec {
+        id: Command::Psync,
         name: "psync",
         arity: -3,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI | NO_KEYS,
@@ -3541,6 +4306,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(98751, 98992, 98540, 98781),
     },
     CommandSpec {
+        id: Command::Pttl,
         name: "pttl",
         arity: 2,
         flags: READONLY | FAST | NONDETERMINISTIC,
@@ -3552,6 +4318,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(98992, 99290, 98781, 99078),
     },
     CommandSpec {
+        id: Command::Publish,
         name: "publish",
         arity: 3,
         flags: PUBSUB | LOADING | STALE | FAST | NO_KEYS,
@@ -3563,6 +4330,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(99290, 99683, 99078, 99470),
     },
     CommandSpec {
+        id: Command::Pubsub,
         name: "pubsub",
         arity: -2,
         flags: NO_KEYS,
@@ -3574,6 +4342,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(99683, 101634, 99470, 101415),
     },
     CommandSpec {
+        id: Command::Punsubscribe,
         name: "punsubscribe",
         arity: -1,
         flags: PUBSUB | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -3585,6 +4354,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(101634, 102081, 101415, 101861),
     },
     CommandSpec {
+        id: Command::Quit,
         name: "quit",
         arity: -1,
         flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | NO_KEYS,
@@ -3596,6 +4366,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(102081, 102212, 101861, 101992),
     },
     CommandSpec {
+        id: Command::Randomkey,
         name: "randomkey",
         arity: 1,
         flags: READONLY | NO_KEYS | NONDETERMINISTIC,
@@ -3607,6 +4378,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(102212, 102361, 101992, 102141),
     },
     CommandSpec {
+        id: Command::Readonly,
         name: "readonly",
         arity: 1,
         flags: LOADING | STALE | FAST | NO_KEYS,
@@ -3618,6 +4390,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(102361, 102535, 102141, 102315),
     },
     CommandSpec {
+        id: Command::Readwrite,
         name: "readwrite",
         arity: 1,
         flags: LOADING | STALE | FAST | NO_KEYS,
@@ -3629,6 +4402,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(102535, 102711, 102315, 102491),
     },
     CommandSpec {
+        id: Command::Rename,
         name: "rename",
         arity: 3,
         flags: WRITE,
@@ -3640,6 +4414,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(102711, 102989, 102491, 102768),
     },
     CommandSpec {
+        id: Command::Renamenx,
         name: "renamenx",
         arity: 3,
         flags: WRITE | FAST,
@@ -3651,6 +4426,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(102989, 103430, 102768, 103208),
     },
     CommandSpec {
+        id: Command::Replconf,
         name: "replconf",
         arity: -1,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY | NO_KEYS,
@@ -3662,6 +4438,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(103430, 103627, 103208, 103404),
     },
     CommandSpec {
+        id: Command::Replicaof,
         name: "replicaof",
         arity: 3,
         flags: ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -3673,6 +4450,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(103627, 104259, 103404, 104035),
     },
     CommandSpec {
+        id: Command::Reset,
         name: "reset",
         arity: 1,
         flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | NO_KEYS,
@@ -3684,6 +4462,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(104259, 104391, 104035, 104167),
     },
     CommandSpec {
+        id: Command::Restore,
         name: "restore",
         arity: -4,
         flags: WRITE | DENYOOM,
@@ -3695,6 +4474,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(104391, 105836, 104167, 105607),
     },
     CommandSpec {
+        id: Command::RestoreAsking,
         name: "restore-asking",
         arity: -4,
         flags: WRITE | DENYOOM | ASKING,
@@ -3706,6 +4486,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(105836, 107286, 105607, 107052),
     },
     CommandSpec {
+        id: Command::Role,
         name: "role",
         arity: 1,
         flags: NOSCRIPT | LOADING | STALE | FAST | NO_KEYS,
@@ -3717,6 +4498,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(107286, 107454, 107052, 107220),
     },
     CommandSpec {
+        id: Command::Rpop,
         name: "rpop",
         arity: -2,
         flags: WRITE | FAST,
@@ -3728,6 +4510,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(107454, 107893, 107220, 107658),
     },
     CommandSpec {
+        id: Command::Rpoplpush,
         name: "rpoplpush",
         arity: 3,
         flags: WRITE | DENYOOM,
@@ -3739,6 +4522,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(107893, 108379, 107658, 108143),
     },
     CommandSpec {
+        id: Command::Rpush,
         name: "rpush",
         arity: -3,
         flags: WRITE | DENYOOM | FAST,
@@ -3750,6 +4534,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(108379, 108867, 108143, 108630),
     },
     CommandSpec {
+        id: Command::Rpushx,
         name: "rpushx",
         arity: -3,
         flags: WRITE | DENYOOM | FAST,
@@ -3761,6 +4546,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(108867, 109367, 108630, 109129),
     },
     CommandSpec {
+        id: Command::Sadd,
         name: "sadd",
         arity: -3,
         flags: WRITE | DENYOOM | FAST,
@@ -3772,6 +4558,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(109367, 109842, 109129, 109603),
     },
     CommandSpec {
+        id: Command::Save,
         name: "save",
         arity: 1,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI | NO_KEYS,
@@ -3783,6 +4570,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(109842, 110040, 109603, 109801),
     },
     CommandSpec {
+        id: Command::Scan,
         name: "scan",
         arity: -2,
         flags: READONLY | NO_KEYS | NONDETERMINISTIC,
@@ -3794,6 +4582,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(110040, 110796, 109801, 110555),
     },
     CommandSpec {
+        id: Command::Scard,
         name: "scard",
         arity: 2,
         flags: READONLY | FAST,
@@ -3805,6 +4594,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(110796, 111021, 110555, 110779),
     },
     CommandSpec {
+        id: Command::Script,
         name: "script",
         arity: -2,
         flags: NO_KEYS,
@@ -3816,6 +4606,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(111021, 113223, 110779, 112974),
     },
     CommandSpec {
+        id: Command::Sdiff,
         name: "sdiff",
         arity: -2,
         flags: READONLY | NONDETERMINISTIC_ORDER,
@@ -3827,6 +4618,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(113223, 113522, 112974, 113272),
     },
     CommandSpec {
+        id: Command::Sdiffstore,
         name: "sdiffstore",
         arity: -3,
         flags: WRITE | DENYOOM,
@@ -3838,6 +4630,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(113522, 113940, 113272, 113689),
     },
     CommandSpec {
+        id: Command::Select,
         name: "select",
         arity: 2,
         flags: LOADING | STALE | FAST | NO_KEYS,
@@ -3849,6 +4642,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(113940, 114176, 113689, 113924),
     },
     CommandSpec {
+        id: Command::Set,
         name: "set",
         arity: -3,
         flags: WRITE | DENYOOM,
@@ -3860,6 +4654,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(114176, 115696, 113924, 115441),
     },
     CommandSpec {
+        id: Command::Setbit,
         name: "setbit",
         arity: 4,
         flags: WRITE | DENYOOM,
@@ -3871,6 +4666,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(115696, 116054, 115441, 115798),
     },
     CommandSpec {
+        id: Command::Setex,
         name: "setex",
         arity: 4,
         flags: WRITE | DENYOOM,
@@ -3882,6 +4678,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(116054, 116382, 115798, 116125),
     },
     CommandSpec {
+        id: Command::Setnx,
         name: "setnx",
         arity: 3,
         flags: WRITE | DENYOOM | FAST,
@@ -3893,6 +4690,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(116382, 116677, 116125, 116419),
     },
     CommandSpec {
+        id: Command::Setrange,
         name: "setrange",
         arity: 4,
         flags: WRITE | DENYOOM,
@@ -3904,6 +4702,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(116677, 117249, 116419, 116990),
     },
     CommandSpec {
+        id: Command::Shutdown,
         name: "shutdown",
         arity: -1,
         flags: ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY | NO_KEYS,
@@ -3915,6 +4714,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(117249, 118245, 116990, 117982),
     },
     CommandSpec {
+        id: Command::Sinter,
         name: "sinter",
         arity: -2,
         flags: READONLY | NONDETERMINISTIC_ORDER,
@@ -3926,6 +4726,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(118245, 118576, 117982, 118312),
     },
     CommandSpec {
+        id: Command::Sintercard,
         name: "sintercard",
         arity: -3,
         flags: READONLY | MOVABLE_KEYS,
@@ -3941,6 +4742,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(118576, 119099, 118312, 118834),
     },
     CommandSpec {
+        id: Command::Sinterstore,
         name: "sinterstore",
         arity: -3,
         flags: WRITE | DENYOOM,
@@ -3952,6 +4754,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(119099, 119549, 118834, 119283),
     },
     CommandSpec {
+        id: Command::Sismember,
         name: "sismember",
         arity: 3,
         flags: READONLY | FAST,
@@ -3963,6 +4766,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(119549, 119839, 119283, 119572),
     },
     CommandSpec {
+        id: Command::Slaveof,
         name: "slaveof",
         arity: 3,
         flags: ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING | NO_KEYS,
@@ -3974,6 +4778,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(119839, 120571, 119572, 120303),
     },
     CommandSpec {
+        id: Command::Slowlog,
         name: "slowlog",
         arity: -2,
         flags: NO_KEYS,
@@ -3985,6 +4790,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(120571, 121630, 120303, 121360),
     },
     CommandSpec {
+        id: Command::Smembers,
         name: "smembers",
         arity: 2,
         flags: READONLY | NONDETERMINISTIC_ORDER,
@@ -3996,6 +4802,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(121630, 121885, 121360, 121614),
     },
     CommandSpec {
+        id: Command::Smismember,
         name: "smismember",
         arity: -3,
         flags: READONLY | FAST,
@@ -4007,6 +4814,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(121885, 122287, 121614, 122015),
     },
     CommandSpec {
+        id: Command::Smove,
         name: "smove",
         arity: 4,
         flags: WRITE | FAST,
@@ -4018,6 +4826,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(122287, 122642, 122015, 122369),
     },
     CommandSpec {
+        id: Command::Sort,
         name: "sort",
         arity: -2,
         flags: WRITE | DENYOOM | MOVABLE_KEYS,
@@ -4034,6 +4843,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(122642, 123998, 122369, 123720),
     },
     CommandSpec {
+        id: Command::SortRo,
         name: "sort_ro",
         arity: -2,
         flags: READONLY | MOVABLE_KEYS,
@@ -4050,6 +4860,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(123998, 125260, 123720, 124978),
     },
     CommandSpec {
+        id: Command::Spop,
         name: "spop",
         arity: -2,
         flags: WRITE | FAST | NONDETERMINISTIC,
@@ -4061,6 +4872,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(125260, 125757, 124978, 125474),
     },
     CommandSpec {
+        id: Command::Spublish,
         name: "spublish",
         arity: 3,
         flags: PUBSUB | LOADING | STALE | FAST,
@@ -4072,6 +4884,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(125757, 126101, 125474, 125817),
     },
     CommandSpec {
+        id: Command::Srandmember,
         name: "srandmember",
         arity: -2,
         flags: READONLY | NONDETERMINISTIC,
@@ -4083,6 +4896,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(126101, 126610, 125817, 126325),
     },
     CommandSpec {
+        id: Command::Srem,
         name: "srem",
         arity: -3,
         flags: WRITE | FAST,
@@ -4094,6 +4908,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(126610, 127035, 126325, 126749),
     },
     CommandSpec {
+        id: Command::Sscan,
         name: "sscan",
         arity: -3,
         flags: READONLY | NONDETERMINISTIC,
@@ -4105,6 +4920,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(127035, 127671, 126749, 127384),
     },
     CommandSpec {
+        id: Command::Ssubscribe,
         name: "ssubscribe",
         arity: -2,
         flags: PUBSUB | NOSCRIPT | LOADING | STALE,
@@ -4116,6 +4932,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(127671, 128000, 127384, 127712),
     },
     CommandSpec {
+        id: Command::Strlen,
         name: "strlen",
         arity: 2,
         flags: READONLY | FAST,
@@ -4127,6 +4944,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(128000, 128238, 127712, 127949),
     },
     CommandSpec {
+        id: Command::Subscribe,
         name: "subscribe",
         arity: -2,
         flags: PUBSUB | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -4138,6 +4956,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(128238, 128547, 127949, 128257),
     },
     CommandSpec {
+        id: Command::Substr,
         name: "substr",
         arity: 4,
         flags: READONLY,
@@ -4149,6 +4968,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(128547, 129211, 128257, 128920),
     },
     CommandSpec {
+        id: Command::Sunion,
         name: "sunion",
         arity: -2,
         flags: READONLY | NONDETERMINISTIC_ORDER,
@@ -4160,6 +4980,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(129211, 129506, 128920, 129214),
     },
     CommandSpec {
+        id: Command::Sunionstore,
         name: "sunionstore",
         arity: -3,
         flags: WRITE | DENYOOM,
@@ -4171,6 +4992,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(129506, 129920, 129214, 129627),
     },
     CommandSpec {
+        id: Command::Sunsubscribe,
         name: "sunsubscribe",
         arity: -1,
         flags: PUBSUB | NOSCRIPT | LOADING | STALE,
@@ -4182,6 +5004,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(129920, 130282, 129627, 129988),
     },
     CommandSpec {
+        id: Command::Swapdb,
         name: "swapdb",
         arity: 3,
         flags: WRITE | FAST | NO_KEYS,
@@ -4193,6 +5016,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(130282, 130616, 129988, 130321),
     },
     CommandSpec {
+        id: Command::Sync,
         name: "sync",
         arity: 1,
         flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI | NO_KEYS,
@@ -4204,6 +5028,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(130616, 130732, 130321, 130437),
     },
     CommandSpec {
+        id: Command::Time,
         name: "time",
         arity: 1,
         flags: LOADING | STALE | FAST | NO_KEYS | NONDETERMINISTIC,
@@ -4215,6 +5040,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(130732, 130868, 130437, 130573),
     },
     CommandSpec {
+        id: Command::Touch,
         name: "touch",
         arity: -2,
         flags: READONLY | FAST,
@@ -4226,6 +5052,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(130868, 131229, 130573, 130933),
     },
     CommandSpec {
+        id: Command::Ttl,
         name: "ttl",
         arity: 2,
         flags: READONLY | FAST | NONDETERMINISTIC,
@@ -4237,6 +5064,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(131229, 131521, 130933, 131224),
     },
     CommandSpec {
+        id: Command::Type,
         name: "type",
         arity: 2,
         flags: READONLY | FAST,
@@ -4248,6 +5076,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(131521, 131747, 131224, 131449),
     },
     CommandSpec {
+        id: Command::Unlink,
         name: "unlink",
         arity: -2,
         flags: WRITE | FAST,
@@ -4259,6 +5088,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(131747, 132267, 131449, 131968),
     },
     CommandSpec {
+        id: Command::Unsubscribe,
         name: "unsubscribe",
         arity: -1,
         flags: PUBSUB | NOSCRIPT | LOADING | STALE | NO_KEYS,
@@ -4270,6 +5100,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(132267, 132610, 131968, 132310),
     },
     CommandSpec {
+        id: Command::Unwatch,
         name: "unwatch",
         arity: 1,
         flags: NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NO_KEYS,
@@ -4281,6 +5112,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(132610, 132755, 132310, 132455),
     },
     CommandSpec {
+        id: Command::Wait,
         name: "wait",
         arity: 3,
         flags: NOSCRIPT | NO_KEYS,
@@ -4292,6 +5124,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(132755, 133096, 132455, 132795),
     },
     CommandSpec {
+        id: Command::Watch,
         name: "watch",
         arity: -2,
         flags: NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
@@ -4303,6 +5136,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(133096, 133406, 132795, 133104),
     },
     CommandSpec {
+        id: Command::Xack,
         name: "xack",
         arity: -4,
         flags: WRITE | FAST,
@@ -4314,6 +5148,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(133406, 134016, 133104, 133713),
     },
     CommandSpec {
+        id: Command::Xadd,
         name: "xadd",
         arity: -5,
         flags: WRITE | DENYOOM | FAST | NONDETERMINISTIC,
@@ -4325,6 +5160,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(134016, 135776, 133713, 135470),
     },
     CommandSpec {
+        id: Command::Xautoclaim,
         name: "xautoclaim",
         arity: -6,
         flags: WRITE | FAST | NONDETERMINISTIC,
@@ -4336,6 +5172,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(135776, 136655, 135470, 136348),
     },
     CommandSpec {
+        id: Command::Xclaim,
         name: "xclaim",
         arity: -6,
         flags: WRITE | FAST | NONDETERMINISTIC,
@@ -4347,6 +5184,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(136655, 137878, 136348, 137570),
     },
     CommandSpec {
+        id: Command::Xdel,
         name: "xdel",
         arity: -3,
         flags: WRITE | FAST,
@@ -4358,6 +5196,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(137878, 138398, 137570, 138089),
     },
     CommandSpec {
+        id: Command::Xgroup,
         name: "xgroup",
         arity: -2,
         flags: NO_KEYS,
@@ -4369,6 +5208,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(138398, 141253, 138089, 140937),
     },
     CommandSpec {
+        id: Command::Xinfo,
         name: "xinfo",
         arity: -2,
         flags: NO_KEYS,
@@ -4380,6 +5220,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(141253, 142858, 140937, 142537),
     },
     CommandSpec {
+        id: Command::Xlen,
         name: "xlen",
         arity: 2,
         flags: READONLY | FAST,
@@ -4391,6 +5232,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(142858, 143091, 142537, 142769),
     },
     CommandSpec {
+        id: Command::Xpending,
         name: "xpending",
         arity: -3,
         flags: READONLY | NONDETERMINISTIC,
@@ -4402,6 +5244,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(143091, 144358, 142769, 144034),
     },
     CommandSpec {
+        id: Command::Xrange,
         name: "xrange",
         arity: -4,
         flags: READONLY,
@@ -4413,6 +5256,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(144358, 145043, 144034, 144718),
     },
     CommandSpec {
+        id: Command::Xread,
         name: "xread",
         arity: -4,
         flags: READONLY | BLOCKING | MOVABLE_KEYS,
@@ -4424,6 +5268,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(145043, 146024, 144718, 145698),
     },
     CommandSpec {
+        id: Command::Xreadgroup,
         name: "xreadgroup",
         arity: -7,
         flags: WRITE | BLOCKING | MOVABLE_KEYS,
@@ -4435,6 +5280,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(146024, 147359, 145698, 147032),
     },
     CommandSpec {
+        id: Command::Xrevrange,
         name: "xrevrange",
         arity: -4,
         flags: READONLY,
@@ -4446,6 +5292,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(147359, 148109, 147032, 147781),
     },
     CommandSpec {
+        id: Command::Xsetid,
         name: "xsetid",
         arity: -3,
         flags: WRITE | DENYOOM | FAST,
@@ -4457,6 +5304,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(148109, 148782, 147781, 148451),
     },
     CommandSpec {
+        id: Command::Xtrim,
         name: "xtrim",
         arity: -4,
         flags: WRITE | NONDETERMINISTIC,
@@ -4468,6 +5316,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(148782, 150064, 148451, 149731),
     },
     CommandSpec {
+        id: Command::Zadd,
         name: "zadd",
         arity: -4,
         flags: WRITE | DENYOOM | FAST,
@@ -4479,6 +5328,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(150064, 151561, 149731, 151223),
     },
     CommandSpec {
+        id: Command::Zcard,
         name: "zcard",
         arity: 2,
         flags: READONLY | FAST,
@@ -4490,6 +5340,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(151561, 151801, 151223, 151462),
     },
     CommandSpec {
+        id: Command::Zcount,
         name: "zcount",
         arity: 4,
         flags: READONLY | FAST,
@@ -4501,6 +5352,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(151801, 152221, 151462, 151881),
     },
     CommandSpec {
+        id: Command::Zdiff,
         name: "zdiff",
         arity: -3,
         flags: READONLY | MOVABLE_KEYS,
@@ -4516,6 +5368,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(152221, 152790, 151881, 152449),
     },
     CommandSpec {
+        id: Command::Zdiffstore,
         name: "zdiffstore",
         arity: -4,
         flags: WRITE | DENYOOM | MOVABLE_KEYS,
@@ -4531,6 +5384,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(152790, 153377, 152449, 153035),
     },
     CommandSpec {
+        id: Command::Zincrby,
         name: "zincrby",
         arity: 4,
         flags: WRITE | DENYOOM | FAST,
@@ -4542,6 +5396,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(153377, 153784, 153035, 153441),
     },
     CommandSpec {
+        id: Command::Zinter,
         name: "zinter",
         arity: -3,
         flags: READONLY | MOVABLE_KEYS,
@@ -4557,6 +5412,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(153784, 154819, 153441, 154474),
     },
     CommandSpec {
+        id: Command::Zintercard,
         name: "zintercard",
         arity: -3,
         flags: READONLY | MOVABLE_KEYS,
@@ -4572,6 +5428,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(154819, 155367, 154474, 155021),
     },
     CommandSpec {
+        id: Command::Zinterstore,
         name: "zinterstore",
         arity: -4,
         flags: WRITE | DENYOOM | MOVABLE_KEYS,
@@ -4587,6 +5444,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(155367, 156420, 155021, 156072),
     },
     CommandSpec {
+        id: Command::Zlexcount,
         name: "zlexcount",
         arity: 4,
         flags: READONLY | FAST,
@@ -4598,6 +5456,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(156420, 156855, 156072, 156506),
     },
     CommandSpec {
+        id: Command::Zmpop,
         name: "zmpop",
         arity: -4,
         flags: WRITE | MOVABLE_KEYS,
@@ -4613,6 +5472,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(156855, 157633, 156506, 157283),
     },
     CommandSpec {
+        id: Command::Zmscore,
         name: "zmscore",
         arity: -3,
         flags: READONLY | FAST,
@@ -4624,6 +5484,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(157633, 158022, 157283, 157671),
     },
     CommandSpec {
+        id: Command::Zpopmax,
         name: "zpopmax",
         arity: -2,
         flags: WRITE | FAST,
@@ -4635,6 +5496,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(158022, 158469, 157671, 158117),
     },
     CommandSpec {
+        id: Command::Zpopmin,
         name: "zpopmin",
         arity: -2,
         flags: WRITE | FAST,
@@ -4646,6 +5508,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(158469, 158915, 158117, 158562),
     },
     CommandSpec {
+        id: Command::Zrandmember,
         name: "zrandmember",
         arity: -2,
         flags: READONLY | NONDETERMINISTIC,
@@ -4657,6 +5520,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(158915, 159471, 158562, 159117),
     },
     CommandSpec {
+        id: Command::Zrange,
         name: "zrange",
         arity: -4,
         flags: READONLY,
@@ -4668,6 +5532,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(159471, 160741, 159117, 160383),
     },
     CommandSpec {
+        id: Command::Zrangebylex,
         name: "zrangebylex",
         arity: -4,
         flags: READONLY,
@@ -4679,6 +5544,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(160741, 161663, 160383, 161303),
     },
     CommandSpec {
+        id: Command::Zrangebyscore,
         name: "zrangebyscore",
         arity: -4,
         flags: READONLY,
@@ -4690,6 +5556,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(161663, 162779, 161303, 162416),
     },
     CommandSpec {
+        id: Command::Zrangestore,
         name: "zrangestore",
         arity: -5,
         flags: WRITE | DENYOOM,
@@ -4701,6 +5568,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(162779, 163883, 162416, 163518),
     },
     CommandSpec {
+        id: Command::Zrank,
         name: "zrank",
         arity: 3,
         flags: READONLY | FAST,
@@ -4712,6 +5580,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(163883, 164182, 163518, 163816),
     },
     CommandSpec {
+        id: Command::Zrem,
         name: "zrem",
         arity: -3,
         flags: WRITE | FAST,
@@ -4723,6 +5592,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(164182, 164670, 163816, 164303),
     },
     CommandSpec {
+        id: Command::Zremrangebylex,
         name: "zremrangebylex",
         arity: 4,
         flags: WRITE,
@@ -4734,6 +5604,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(164670, 165161, 164303, 164793),
     },
     CommandSpec {
+        id: Command::Zremrangebyrank,
         name: "zremrangebyrank",
         arity: 4,
         flags: WRITE,
@@ -4745,6 +5616,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(165161, 165643, 164793, 165274),
     },
     CommandSpec {
+        id: Command::Zremrangebyscore,
         name: "zremrangebyscore",
         arity: 4,
         flags: WRITE,
@@ -4756,6 +5628,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(165643, 166120, 165274, 165750),
     },
     CommandSpec {
+        id: Command::Zrevrange,
         name: "zrevrange",
         arity: -4,
         flags: READONLY,
@@ -4767,6 +5640,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(166120, 166844, 165750, 166473),
     },
     CommandSpec {
+        id: Command::Zrevrangebylex,
         name: "zrevrangebylex",
         arity: -4,
         flags: READONLY,
@@ -4778,6 +5652,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(166844, 167820, 166473, 167447),
     },
     CommandSpec {
+        id: Command::Zrevrangebyscore,
         name: "zrevrangebyscore",
         arity: -4,
         flags: READONLY,
@@ -4789,6 +5664,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(167820, 168966, 167447, 168591),
     },
     CommandSpec {
+        id: Command::Zrevrank,
         name: "zrevrank",
         arity: 3,
         flags: READONLY | FAST,
@@ -4800,6 +5676,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(168966, 169306, 168591, 168930),
     },
     CommandSpec {
+        id: Command::Zscan,
         name: "zscan",
         arity: -3,
         flags: READONLY | NONDETERMINISTIC,
@@ -4811,6 +5688,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(169306, 169980, 168930, 169603),
     },
     CommandSpec {
+        id: Command::Zscore,
         name: "zscore",
         arity: 3,
         flags: READONLY | FAST,
@@ -4822,6 +5700,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(169980, 170290, 169603, 169912),
     },
     CommandSpec {
+        id: Command::Zunion,
         name: "zunion",
         arity: -3,
         flags: READONLY | MOVABLE_KEYS,
@@ -4837,6 +5716,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         docs: docs(170290, 171282, 169912, 170902),
     },
     CommandSpec {
+        id: Command::Zunionstore,
         name: "zunionstore",
         arity: -4,
         flags: WRITE | DENYOOM | MOVABLE_KEYS,

@@ -16,6 +16,7 @@ mod reading;
 use bytes::{Bytes, BytesMut};
 
 use super::CommandSpec;
+use crate::cmd::Command;
 use crate::resp::{self, Protocol, Request};
 
 pub use channels::Channels;
@@ -27,7 +28,10 @@ pub(crate) use reading::{Reading, reading, understand};
 /// Commands that would break the shared, pipelined backend connections, that only admins may run, or that the
 /// gateway does not read the way Redis executes them ([`reading`]); `None` when `spec` may run.
 pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
-    if matches!(spec.name, "readonly" | "readwrite" | "asking") {
+    if matches!(
+        spec.id,
+        Command::Readonly | Command::Readwrite | Command::Asking
+    ) {
         return Some(format!(
             "ERR {} is not supported by the gateway yet",
             spec.display_name()
@@ -52,8 +56,8 @@ const CREDENTIAL_PARAMETERS: &[&str] = &["requirepass", "masterauth", "masteruse
 /// admin may), a message on a keyspace notification channel would pose as Redis' own, and `CONFIG SET` of a
 /// credential ([`CREDENTIAL_PARAMETERS`]) is refused to everyone.
 pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -> Option<String> {
-    match spec.name {
-        "function|list" if !allow_admin => args[2..]
+    match spec.id {
+        Command::FunctionList if !allow_admin => args[2..]
             .iter()
             .any(|arg| arg.eq_ignore_ascii_case(b"withcode"))
             .then(|| {
@@ -61,7 +65,7 @@ pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -
                     .to_string()
             }),
         // CONFIG SET parameter value [parameter value ...]
-        "config|set" => args[2..].iter().step_by(2).find_map(|name| {
+        Command::ConfigSet => args[2..].iter().step_by(2).find_map(|name| {
             let name = String::from_utf8_lossy(name).to_ascii_lowercase();
             CREDENTIAL_PARAMETERS.contains(&name.as_str()).then(|| {
                 format!(
@@ -72,7 +76,7 @@ pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -
         }),
         // Only Redis publishes keyspace notifications: a tenant's message there would pose as an event of its
         // database, which tenants with a key namespace share.
-        "publish" | "spublish" if !allow_admin => {
+        Command::Publish | Command::Spublish if !allow_admin => {
             channels::is_notification(&args[1]).then(|| {
                 format!(
                     "ERR {} to a keyspace notification channel is refused by the gateway: only Redis publishes \

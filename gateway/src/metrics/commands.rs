@@ -1,23 +1,16 @@
-//! A tenant's command counters: by command, without a lock or a string comparison per command.
+//! A tenant's command counters: by command, without a lock, a hash or a string comparison per command.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::Stat;
+use crate::cmd::{self, Command};
 
-/// Counters keyed by a command's static name, in a fixed lock-free open-addressing table: the key is the
-/// address of the name in the command table, so counting never hashes or compares strings. The table (64 KB) is
-/// made at the tenant's first command: a tenant that never sends one costs a pointer, which is what lets a
-/// gateway hold many idle tenants.
+/// Counters by command, one place per `Command`, so counting is an index. The places are made at the tenant's
+/// first command: a tenant that never sends one costs a pointer, which is what lets a gateway hold many idle
+/// tenants.
 #[derive(Default)]
 pub(crate) struct CommandCounters {
-    table: OnceLock<Box<Table>>,
-}
-
-struct Table {
-    keys: Box<[AtomicUsize]>,
-    names: Box<[OnceLock<&'static str>]>,
-    counts: Box<[CommandCount]>,
+    table: OnceLock<Box<[CommandCount]>>,
 }
 
 /// One command's calls, and those of them the gateway refused before running (INFO's `rejected_calls`).
@@ -34,39 +27,31 @@ pub(crate) struct CommandStats {
     pub rejected: u64,
 }
 
-const COMMAND_SLOTS: usize = 1024;
-
-impl Table {
-    fn new() -> Table {
-        Table {
-            keys: (0..COMMAND_SLOTS).map(|_| AtomicUsize::new(0)).collect(),
-            names: (0..COMMAND_SLOTS).map(|_| OnceLock::new()).collect(),
-            counts: (0..COMMAND_SLOTS)
-                .map(|_| CommandCount::default())
-                .collect(),
-        }
-    }
-}
-
 impl CommandCounters {
-    /// Counts `count` more `name` commands.
+    /// Counts `count` more `command`s.
     #[inline]
-    pub(crate) fn add(&self, name: &'static str, count: u64) {
-        if let Some(counts) = self.table().of(name) {
+    pub(crate) fn add(&self, command: Command, count: u64) {
+        if let Some(counts) = self.of(command) {
             counts.calls.add(count);
         }
     }
 
-    /// Counts a `name` command the gateway refused before running it (also counted by `add`).
-    pub(crate) fn reject(&self, name: &'static str) {
-        if let Some(counts) = self.table().of(name) {
+    /// Counts a `command` the gateway refused before running it (also counted by `add`).
+    pub(crate) fn reject(&self, command: Command) {
+        if let Some(counts) = self.of(command) {
             counts.rejected.add(1);
         }
     }
 
     #[inline]
-    fn table(&self) -> &Table {
-        self.table.get_or_init(|| Box::new(Table::new()))
+    fn of(&self, command: Command) -> Option<&CommandCount> {
+        self.table
+            .get_or_init(|| {
+                (0..Command::COUNT)
+                    .map(|_| CommandCount::default())
+                    .collect()
+            })
+            .get(command as usize)
     }
 
     /// (command, count) for every command counted so far, sorted by name.
@@ -94,13 +79,14 @@ impl CommandCounters {
         rows
     }
 
+    /// The commands counted at least once (calls or refusals), by name.
     fn named(&self) -> impl Iterator<Item = (&'static str, &CommandCount)> {
         self.table.get().into_iter().flat_map(|table| {
             table
-                .names
                 .iter()
-                .zip(table.counts.iter())
-                .filter_map(|(name, count)| Some((*name.get()?, count)))
+                .enumerate()
+                .filter(|(_, count)| count.calls.total() > 0 || count.rejected.total() > 0)
+                .filter_map(|(index, count)| Some((cmd::by_index(index)?.name, count)))
         })
     }
 
@@ -112,35 +98,6 @@ impl CommandCounters {
     }
 }
 
-impl Table {
-    /// The counters of `name`, given a slot the first time.
-    #[inline]
-    fn of(&self, name: &'static str) -> Option<&CommandCount> {
-        let key = name.as_ptr() as usize;
-        let mut slot = (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) % COMMAND_SLOTS;
-        for _ in 0..COMMAND_SLOTS {
-            let current = self.keys[slot].load(Ordering::Relaxed);
-            if current == key
-                || (current == 0
-                    && match self.keys[slot].compare_exchange(
-                        0,
-                        key,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => true,
-                        Err(other) => other == key,
-                    })
-            {
-                let _ = self.names[slot].set(name);
-                return Some(&self.counts[slot]);
-            }
-            slot = (slot + 1) % COMMAND_SLOTS;
-        }
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,14 +105,12 @@ mod tests {
     /// A tenant that never sends a command holds no table: what lets a gateway keep many idle tenants.
     #[test]
     fn the_table_is_made_by_the_first_command() {
-        // One name, as the command table holds it: the counters key a command by its name's address.
-        static GET: &str = "get";
         let counters = CommandCounters::default();
         assert_eq!(counters.counts().count(), 0);
         counters.reset();
         assert!(counters.table.get().is_none());
-        counters.add(GET, 2);
-        counters.reject(GET);
+        counters.add(Command::Get, 2);
+        counters.reject(Command::Get);
         assert!(counters.table.get().is_some());
         let stats = counters.since_reset();
         assert_eq!(

@@ -18,6 +18,7 @@ use super::resolve::{CROSSSLOT, Endpoint, Place, ResolvedRoute, ResolvedTarget, 
 use super::scan;
 use crate::backend::identity;
 use crate::backend::{ClusterBackend, Keyspace};
+use crate::cmd::Command;
 use crate::cmd::{CommandSpec, flag};
 use crate::reply::{Combine, ReplyHandle, ReplyQueue, RunAs, Transform};
 use crate::resp::{self, Request};
@@ -44,42 +45,49 @@ pub(crate) struct Dispatch<'a> {
 }
 
 /// How a command that touches several shards is split.
-fn split_kind(name: &str) -> Option<(Merge, usize)> {
+fn split_kind(command: Command) -> Option<(Merge, usize)> {
     // (how replies merge, arguments per key)
-    match name {
-        "mget" => Some((
+    match command {
+        Command::Mget => Some((
             Merge::Mget {
                 positions: Vec::new(),
             },
             1,
         )),
-        "mset" => Some((Merge::AllOk, 2)),
-        "del" | "unlink" | "exists" | "touch" => Some((Merge::Sum, 1)),
+        Command::Mset => Some((Merge::AllOk, 2)),
+        Command::Del | Command::Unlink | Command::Exists | Command::Touch => Some((Merge::Sum, 1)),
         _ => None,
     }
 }
 
 /// Whether the gateway splits the command by shard and slot when its keys are in several (so it does not fail
 /// with CROSSSLOT there).
-pub(crate) fn splits(name: &str) -> bool {
-    split_kind(name).is_some()
+pub(crate) fn splits(command: Command) -> bool {
+    split_kind(command).is_some()
 }
 
 /// Keyless commands that concern every shard.
-fn fan_out_kind(name: &str) -> Option<(Merge, bool)> {
+fn fan_out_kind(command: Command) -> Option<(Merge, bool)> {
     // (how replies merge, whether it goes to the write sets)
-    match name {
-        "dbsize" => Some((Merge::Sum, false)),
+    match command {
+        Command::Dbsize => Some((Merge::Sum, false)),
         // Shard channels are placed by their hash (see docs/stateful.md): every node knows some of them.
-        "pubsub|shardchannels" => Some((Merge::Concat, false)),
-        "pubsub|shardnumsub" => Some((Merge::Counts, false)),
-        "keys" => Some((Merge::Concat, false)),
-        "randomkey" => Some((Merge::Random(0), false)),
+        Command::PubsubShardchannels => Some((Merge::Concat, false)),
+        Command::PubsubShardnumsub => Some((Merge::Counts, false)),
+        Command::Keys => Some((Merge::Concat, false)),
+        Command::Randomkey => Some((Merge::Random(0), false)),
         // Where SCRIPT LOAD went: every write resource.
-        "script|exists" => Some((Merge::AllOf, true)),
-        "flushall" | "flushdb" | "script|flush" | "script|load" | "function|flush"
-        | "function|load" | "function|delete" | "function|restore" | "config|set"
-        | "config|resetstat" => Some((Merge::First, true)),
+        Command::ScriptExists => Some((Merge::AllOf, true)),
+        Command::Flushall
+        | Command::Flushdb
+        | Command::ScriptFlush
+        | Command::ScriptLoad
+        | Command::FunctionFlush
+        | Command::FunctionLoad
+        | Command::FunctionDelete
+        | Command::FunctionRestore
+        | Command::ConfigSet
+        | Command::ConfigResetstat => Some((Merge::First, true)),
         _ => None,
     }
 }
@@ -125,7 +133,7 @@ impl Dispatch<'_> {
         let args = request.args();
         let write = !spec.has(flag::READONLY);
         let sharded = self.route.shards.len() > 1;
-        if sharded && matches!(spec.name, "sort" | "sort_ro") {
+        if sharded && matches!(spec.id, Command::Sort | Command::SortRo) {
             sort_patterns(args)?;
         }
         self.keys.clear();
@@ -133,11 +141,11 @@ impl Dispatch<'_> {
             routing_keys(spec, args, self.keys);
         }
         let (shard, slot) = match self.keys.first() {
-            None if (sharded || self.route.clustered) && spec.name == "scan" => {
+            None if (sharded || self.route.clustered) && spec.id == Command::Scan => {
                 return self.scan(request, started);
             }
             None => {
-                if let Some((merge, write)) = fan_out_kind(spec.name)
+                if let Some((merge, write)) = fan_out_kind(spec.id)
                     && (sharded || self.route.clustered || merge.needs_every_copy())
                 {
                     return self.fan_out(spec, request, write, merge, started);
@@ -231,7 +239,7 @@ impl Dispatch<'_> {
         started: Instant,
     ) -> Result<(), String> {
         let args = request.args();
-        let Some((mut merge, per_key)) = split_kind(spec.name) else {
+        let Some((mut merge, per_key)) = split_kind(spec.id) else {
             return Err(CROSSSLOT.to_string());
         };
         // The keys sorted by place, keeping the client's order within each place: each run of one place is one

@@ -320,7 +320,7 @@ mod tests {
             .unwrap()
             .metrics
             .commands
-            .add("get", 3);
+            .add(crate::cmd::Command::Get, 3);
         let second = Snapshot::from_routes_file(&file, 2, &first, &mut Catalog::default()).unwrap();
         let kept: Vec<_> = second
             .tenant_by_name("mid")

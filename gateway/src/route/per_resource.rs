@@ -7,6 +7,7 @@
 use bytes::Bytes;
 
 use super::RoutePlan;
+use crate::cmd::Command;
 use crate::cmd::{CommandSpec, tenancy};
 use crate::resp::Request;
 
@@ -25,8 +26,8 @@ impl RoutePlan {
         // A route with several shards refuses the commands that name databases (`cmd::tenancy`): only the
         // resources of a single target can need them renumbered.
         let single = self.shards.len() == 1;
-        match spec.name {
-            "flushall" if own != 0 => flushdb(request),
+        match spec.id {
+            Command::Flushall if own != 0 => flushdb(request),
             _ if single && own != self.base_db() => renumbered(spec, request, self.base_db(), own)
                 .unwrap_or_else(|| request.raw().clone()),
             _ => request.raw().clone(),

@@ -9,6 +9,7 @@ use switchyard_schemas::{AckMode, ReadPolicy};
 
 use super::{RoutePlan, TargetPlan};
 use crate::backend::{ClusterBackend, Keyspace, NodeSpec, ResourceSpec, Upstream};
+use crate::cmd::Command;
 use crate::cmd::CommandSpec;
 use crate::reply::{DetachedWrites, ReplyHandle};
 use crate::resp::{self, Protocol};
@@ -236,9 +237,9 @@ pub(super) fn routing_keys(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<us
     if spec.key_indices(args, keys).is_err() {
         keys.clear(); // malformed key arguments: any shard returns Redis' own error for them
     }
-    match spec.name {
-        "spublish" => keys.push(1),
-        "ssubscribe" => keys.extend(1..args.len()),
+    match spec.id {
+        Command::Spublish => keys.push(1),
+        Command::Ssubscribe => keys.extend(1..args.len()),
         _ => {}
     }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use crate::backend::{Backend, ClusterBackend};
-use crate::cmd::CommandSpec;
+use crate::cmd::{Command, CommandSpec};
 use crate::family::Family;
 use crate::reply::{Combine, DetachedWrites, ReplyQueue};
 use crate::resp::{self, Frame};
@@ -25,8 +25,8 @@ pub(crate) struct Run {
     affinity: usize,
     /// The first request's target: the first lane's.
     to: Option<RunTarget>,
-    /// The run's command, for the log of a failed copy ("several commands" when they differ).
-    command: &'static str,
+    /// The run's command, for the log of a failed copy (`None` when they differ).
+    command: Option<Command>,
     /// The family of its first command, which its reply slot is timed under.
     family: Family,
     /// Requests in the run, in every lane.
@@ -102,7 +102,7 @@ impl Run {
             started,
             affinity,
             to: None,
-            command: "",
+            command: None,
             family: Family::Other,
             count: 0,
             raw: BytesMut::new(),
@@ -119,7 +119,6 @@ impl Run {
     /// Adds a request for `to`, of command `spec`; a run that goes elsewhere is sent first. Returns whether
     /// one was: the requests in flight then grew by the run's, which no longer count in `len`.
     pub(crate) fn push(&mut self, to: RunTarget, spec: &'static CommandSpec, frame: Frame) -> bool {
-        let command = spec.name;
         let (lane, sent) = match self.lane_for(&to) {
             Some(lane) => (lane, false),
             None => {
@@ -132,10 +131,9 @@ impl Run {
         self.command = match self.count {
             0 => {
                 self.family = spec.family();
-                command
+                Some(spec.id)
             }
-            _ if std::ptr::eq(self.command, command) => command, // names are the table's own strings
-            _ => "several commands",
+            _ => self.command.filter(|&first| first == spec.id),
         };
         self.count += 1;
         match self.lanes.as_deref_mut() {
@@ -241,8 +239,9 @@ impl Run {
                     return backend.send_run(raw, count, reply, self.affinity);
                 };
                 backend.send_run(raw.clone(), count, reply, self.affinity);
+                let command = self.command.map_or("several commands", |id| id.spec().name);
                 for copy in copies.iter() {
-                    if let Some(handle) = copy.writes.admit_run(self.command, count) {
+                    if let Some(handle) = copy.writes.admit_run(command, count) {
                         copy.node
                             .send_run(raw.clone(), count, handle, self.affinity);
                     }

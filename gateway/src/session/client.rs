@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::local::valid_name;
 use super::{Replying, Session};
 use crate::clients::{ClientInfo, LibAttribute, Unblock};
+use crate::cmd::Command;
 use crate::cmd::CommandSpec;
 use crate::cmd::spec::c_str;
 use crate::resp;
@@ -92,34 +93,36 @@ const UNMATCHED: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
 
 impl Session {
     pub(super) fn client(&mut self, started: Instant, spec: &'static CommandSpec, args: &[Bytes]) {
-        match spec.name {
-            "client|setname" => match valid_name(&args[2]) {
+        match spec.id {
+            Command::ClientSetname => match valid_name(&args[2]) {
                 Ok(()) => {
                     self.set_name(&args[2]);
                     self.local_reply(started, |out| resp::simple(out, b"OK"));
                 }
                 Err(e) => self.local_error(started, e),
             },
-            "client|reply" => self.client_reply(started, &args[2]),
-            "client|getname" => match self.info.name() {
+            Command::ClientReply => self.client_reply(started, &args[2]),
+            Command::ClientGetname => match self.info.name() {
                 Some(name) => self.local_reply(started, |out| resp::bulk(out, name.as_bytes())),
                 None => self.local_reply(started, |out| resp::null(out, self.protocol)),
             },
-            "client|setinfo" => match lib_info(args) {
+            Command::ClientSetinfo => match lib_info(args) {
                 Ok((attribute, value)) => {
                     self.info.set_lib(attribute, value);
                     self.local_reply(started, |out| resp::simple(out, b"OK"));
                 }
                 Err(e) => self.local_error(started, &e),
             },
-            "client|id" => self.local_reply(started, |out| resp::integer(out, self.info.id as i64)),
-            "client|info" => {
+            Command::ClientId => {
+                self.local_reply(started, |out| resp::integer(out, self.info.id as i64))
+            }
+            Command::ClientInfo => {
                 let line = self.info.describe(Some(args)) + "\n";
                 self.local_reply(started, |out| {
                     resp::verbatim(out, line.as_bytes(), self.protocol)
                 });
             }
-            "client|list" => match list_filter(&args[2..]) {
+            Command::ClientList => match list_filter(&args[2..]) {
                 Ok(wanted) => {
                     let mut text = String::new();
                     for client in self.tenant_clients().iter().filter(|c| wanted(c.id)) {
@@ -133,19 +136,19 @@ impl Session {
                 }
                 Err(text) => self.local_error(started, &text),
             },
-            "client|kill" => match self.client_kill(&args[2..]) {
+            Command::ClientKill => match self.client_kill(&args[2..]) {
                 Ok(Kill::Old) => self.local_reply(started, |out| resp::simple(out, b"OK")),
                 Ok(Kill::Filtered(count)) => {
                     self.local_reply(started, |out| resp::integer(out, count))
                 }
                 Err(text) => self.local_error(started, &text),
             },
-            "client|unblock" => match self.client_unblock(args) {
+            Command::ClientUnblock => match self.client_unblock(args) {
                 Ok(unblocked) => self.local_reply(started, |out| resp::integer(out, unblocked)),
                 Err(text) => self.local_error(started, &text),
             },
             // The gateway evicts no client for memory (it has no `maxmemory-clients`): the flag only shows.
-            "client|no-evict" => match &args[2].to_ascii_lowercase()[..] {
+            Command::ClientNoEvict => match &args[2].to_ascii_lowercase()[..] {
                 switch @ (b"on" | b"off") => {
                     self.info.set_no_evict(switch == b"on");
                     self.local_reply(started, |out| resp::simple(out, b"OK"));
@@ -153,8 +156,8 @@ impl Session {
                 _ => self.local_error(started, "ERR syntax error"),
             },
             // Tracking is never on: Redis' answers for a client that does not track.
-            "client|getredir" => self.local_reply(started, |out| resp::integer(out, -1)),
-            "client|trackinginfo" => self.local_reply(started, |out| {
+            Command::ClientGetredir => self.local_reply(started, |out| resp::integer(out, -1)),
+            Command::ClientTrackinginfo => self.local_reply(started, |out| {
                 resp::map_header(out, 3, self.protocol);
                 resp::bulk(out, b"flags");
                 resp::set_header(out, 1, self.protocol);
@@ -166,7 +169,7 @@ impl Session {
             }),
             _ => {
                 let name = spec.display_name();
-                let why = client_refusal(spec.name);
+                let why = client_refusal(spec.id);
                 self.local_error(
                     started,
                     &format!("ERR {name} is not supported by the gateway{why}"),
@@ -298,7 +301,7 @@ impl Session {
             .find(|c| i64::try_from(c.id) == Ok(id))
             .filter(|c| c.is_blocked())
             .filter(|c| {
-                how == Unblock::Error || c.command().is_none_or(|spec| spec.name != "wait")
+                how == Unblock::Error || c.command().is_none_or(|spec| spec.id != Command::Wait)
             });
         let Some(target) = target else {
             return Ok(0);
@@ -362,12 +365,12 @@ fn list_filter(args: &[Bytes]) -> Result<Box<dyn Fn(u64) -> bool>, String> {
 }
 
 /// Why a CLIENT subcommand is refused, for its error text.
-fn client_refusal(name: &str) -> &'static str {
-    match name {
-        "client|tracking" | "client|caching" => {
+fn client_refusal(command: Command) -> &'static str {
+    match command {
+        Command::ClientTracking | Command::ClientCaching => {
             ": the keys a client reads are read over backend connections shared with other clients, where Redis cannot track them for that client, so invalidations would be missed"
         }
-        "client|pause" | "client|unpause" => {
+        Command::ClientPause | Command::ClientUnpause => {
             ": it would pause the backend for every tenant and every gateway"
         }
         _ => "",

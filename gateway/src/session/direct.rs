@@ -44,12 +44,12 @@ impl Session {
             .map(|(namespace, _)| &namespace.prefix()[..]);
         let to = direct.target(spec, || decoder.arg(frame, 1), prefix)?;
         match self.uncounted.get() {
-            (name, count) if std::ptr::eq(name, spec.name) => {
-                self.uncounted.set((name, count + 1));
+            (Some(id), count) if id == spec.id => {
+                self.uncounted.set((Some(id), count + 1));
             }
             _ => {
                 self.count_commands();
-                self.uncounted.set((spec.name, 1));
+                self.uncounted.set((Some(spec.id), 1));
             }
         }
         if let Some((namespace, keys)) = rewrite {
@@ -60,9 +60,11 @@ impl Session {
 
     /// Adds the commands the direct path forwarded since the last call to the tenant's counters.
     pub(super) fn count_commands(&self) {
-        if let ((name, count @ 1..), Some(view)) = (self.uncounted.replace(("", 0)), &self.tenant) {
-            view.tenant.metrics.commands.add(name, count);
-            self.info.set_command(name);
+        if let ((Some(id), count @ 1..), Some(view)) =
+            (self.uncounted.replace((None, 0)), &self.tenant)
+        {
+            view.tenant.metrics.commands.add(id, count);
+            self.info.set_command(id);
         }
     }
 }

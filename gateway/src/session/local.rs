@@ -8,6 +8,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::{CLUSTER_DISABLED, Session};
+use crate::cmd::Command;
 use crate::cmd::{self, CommandSpec};
 use crate::resp::{self, Request};
 
@@ -20,9 +21,9 @@ impl Session {
         started: Instant,
     ) -> bool {
         let args = request.args();
-        match spec.name {
+        match spec.id {
             // A Redis that would not serve does not say PONG (see `health`).
-            "ping" => match args {
+            Command::Ping => match args {
                 [_] | [_, _] if let Some(refusal) = self.ping_refusal() => {
                     self.local_error(started, &refusal)
                 }
@@ -31,28 +32,32 @@ impl Session {
                 // PING's arity (-1) admits this; Redis' pingCommand refuses it itself.
                 _ => self.local_error(started, "ERR wrong number of arguments for 'ping' command"),
             },
-            "echo" => self.local_reply(started, |out| resp::bulk(out, &args[1])),
-            "quit" => self.quit(started),
-            "monitor" => self.start_monitor(started),
-            "auth" => self.auth(started, args),
-            "hello" => self.hello(started, args),
-            "select" => self.select(started, &args[1]),
-            "command"
-            | "command|count"
-            | "command|info"
-            | "command|docs"
-            | "command|list"
-            | "command|getkeys"
-            | "command|getkeysandflags" => {
+            Command::Echo => self.local_reply(started, |out| resp::bulk(out, &args[1])),
+            Command::Quit => self.quit(started),
+            Command::Monitor => self.start_monitor(started),
+            Command::Auth => self.auth(started, args),
+            Command::Hello => self.hello(started, args),
+            Command::Select => self.select(started, &args[1]),
+            Command::Command
+            | Command::CommandCount
+            | Command::CommandInfo
+            | Command::CommandDocs
+            | Command::CommandList
+            | Command::CommandGetkeys
+            | Command::CommandGetkeysandflags => {
                 let mut out = BytesMut::new();
                 cmd::command::reply(args, self.protocol, &mut out);
                 self.replies.push_ready(out.freeze(), started);
             }
             // To its clients the gateway is one standalone Redis, whatever is behind it: cluster-aware clients must
             // not learn the backend nodes and go around it.
-            "readonly" | "readwrite" | "asking" => self.local_error(started, CLUSTER_DISABLED),
+            Command::Readonly | Command::Readwrite | Command::Asking => {
+                self.local_error(started, CLUSTER_DISABLED)
+            }
             // One test for every subcommand: plain commands (the hot path) pay only that.
-            name if name.contains('|') => return self.local_subcommand(spec, args, started),
+            _ if spec.id.container().is_some() => {
+                return self.local_subcommand(spec, args, started);
+            }
             _ => return false,
         }
         true
@@ -65,17 +70,16 @@ impl Session {
         args: &[Bytes],
         started: Instant,
     ) -> bool {
-        let (container, _) = spec.name.split_once('|').unwrap_or((spec.name, ""));
-        match container {
-            "client" => self.client(started, spec, args),
-            "cluster" => self.local_error(started, CLUSTER_DISABLED),
+        match spec.id.container() {
+            Some(Command::Client) => self.client(started, spec, args),
+            Some(Command::Cluster) => self.local_error(started, CLUSTER_DISABLED),
             // The client's user is its tenant (as CLIENT LIST shows); users live in the control plane.
-            "acl" => match spec.name {
-                "acl|whoami" => {
+            Some(Command::Acl) => match spec.id {
+                Command::AclWhoami => {
                     let tenant = self.info.tenant().unwrap_or_default();
                     self.local_reply(started, |out| resp::bulk(out, tenant.as_bytes()));
                 }
-                "acl|cat" | "acl|genpass" | "acl|help" => return false,
+                Command::AclCat | Command::AclGenpass | Command::AclHelp => return false,
                 _ => {
                     let text = format!(
                         "ERR {} is not supported by the gateway: tenants and their passwords are managed by \
@@ -85,8 +89,8 @@ impl Session {
                     self.local_error(started, &text);
                 }
             },
-            "slowlog" => self.slowlog(args, started),
-            "latency" => {
+            Some(Command::Slowlog) => self.slowlog(args, started),
+            Some(Command::Latency) => {
                 let text = format!(
                     "ERR {} is not supported by the gateway: each backend keeps its own; the gateway's command \
                      latency is the switchyard_gateway_command_duration_seconds histogram on its admin port",
@@ -113,7 +117,7 @@ impl Session {
     /// route that cannot serve it as asked.
     pub(super) fn reject(&self, spec: &CommandSpec, started: Instant, text: &str) {
         if let Some(view) = &self.tenant {
-            view.tenant.metrics.commands.reject(spec.name);
+            view.tenant.metrics.commands.reject(spec.id);
         }
         self.local_error(started, text);
     }

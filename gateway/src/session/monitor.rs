@@ -8,6 +8,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
+use crate::cmd::Command;
 use crate::cmd::{self, CommandSpec, flag};
 use crate::monitor::{self, Monitor};
 use crate::reply::ReplyQueue;
@@ -93,7 +94,7 @@ impl Session {
     /// can't interact with the keyspace`), and `MONITOR` again is ignored (no reply). Returns whether `spec` was
     /// answered here.
     pub(super) fn monitor_mode(&self, spec: &CommandSpec, started: Instant) -> bool {
-        if spec.name == "monitor" {
+        if spec.id == Command::Monitor {
             return true;
         }
         if touches_keys(spec) {

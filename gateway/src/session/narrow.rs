@@ -2,6 +2,7 @@
 //! databases and channel namespace (the rules are `cmd::tenancy`'s).
 
 use super::Session;
+use crate::cmd::Command;
 use crate::cmd::{CommandSpec, acl, tenancy};
 use crate::reply::Transform;
 use crate::resp::Request;
@@ -25,7 +26,7 @@ impl Session {
             return Err(refusal);
         }
         tenancy::understand(spec, request.args(), tenant.namespace().is_some())?;
-        if spec.name == "config|get" && !tenant.allow_admin {
+        if spec.id == Command::ConfigGet && !tenant.allow_admin {
             return Ok((request, Some(Box::new(tenancy::visible_config))));
         }
         // Keys go under the namespace first: the rules below rename databases and channels, never keys.

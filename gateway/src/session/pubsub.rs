@@ -27,6 +27,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
+use crate::cmd::Command;
 use crate::cmd::CommandSpec;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, Protocol, Request};
@@ -60,10 +61,10 @@ impl Subscription {
         self.connection.pending()
     }
 
-    fn set(&mut self, name: &str) -> &mut HashSet<Bytes> {
-        match name {
-            "psubscribe" | "punsubscribe" => &mut self.patterns,
-            "ssubscribe" | "sunsubscribe" => &mut self.shard_channels,
+    fn set(&mut self, command: Command) -> &mut HashSet<Bytes> {
+        match command {
+            Command::Psubscribe | Command::Punsubscribe => &mut self.patterns,
+            Command::Ssubscribe | Command::Sunsubscribe => &mut self.shard_channels,
             _ => &mut self.channels,
         }
     }
@@ -87,10 +88,10 @@ impl Session {
         started: Instant,
     ) -> bool {
         let args = request.args();
-        match spec.name {
-            "quit" => return false,
-            "reset" => self.reset(started),
-            "ping" => {
+        match spec.id {
+            Command::Quit => return false,
+            Command::Reset => self.reset(started),
+            Command::Ping => {
                 let message = args.get(1).map_or(&b""[..], |m| &m[..]);
                 self.local_reply(started, |out| {
                     resp::array_header(out, 2);
@@ -122,12 +123,14 @@ impl Session {
         }
         // The channels as the backend knows them (the tenant's namespace, see `cmd::tenancy::Channels`).
         let channels = self.tenant.as_ref().and_then(|v| v.tenant.channels());
-        let patterns = matches!(spec.name, "psubscribe" | "punsubscribe");
+        let patterns = matches!(spec.id, Command::Psubscribe | Command::Punsubscribe);
         let renamed = channels.map(|c| c.outbound_request(request, 1.., patterns));
         let outbound = renamed.as_ref().unwrap_or(request);
-        match spec.name {
-            "subscribe" | "psubscribe" => self.subscribe(spec, outbound, (0, None), started),
-            "ssubscribe" => match self.place_of(spec, outbound.args()) {
+        match spec.id {
+            Command::Subscribe | Command::Psubscribe => {
+                self.subscribe(spec, outbound, (0, None), started)
+            }
+            Command::Ssubscribe => match self.place_of(spec, outbound.args()) {
                 Ok(place) => self.subscribe(spec, outbound, place.unwrap_or((0, None)), started),
                 Err(text) => self.local_error(started, &text),
             },
@@ -170,7 +173,7 @@ impl Session {
             }
         }
         let channels = &request.args()[1..];
-        subscription.set(spec.name).extend(channels.iter().cloned());
+        subscription.set(spec.id).extend(channels.iter().cloned());
         let confirmations = confirmations(&self.replies, channels.len(), started);
         subscription
             .connection
@@ -203,7 +206,7 @@ impl Session {
             });
         };
         let channels = &outbound.args()[1..];
-        let set = subscription.set(spec.name);
+        let set = subscription.set(spec.id);
         let replies = if channels.is_empty() {
             let count = set.len().max(1);
             set.clear();
@@ -229,7 +232,9 @@ impl Session {
         request: &Request,
         started: Instant,
     ) -> bool {
-        if self.protocol != Protocol::Resp3 || !matches!(spec.name, "publish" | "spublish") {
+        if self.protocol != Protocol::Resp3
+            || !matches!(spec.id, Command::Publish | Command::Spublish)
+        {
             return false;
         }
         if !self.subscribed() {

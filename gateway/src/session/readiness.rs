@@ -52,7 +52,7 @@ impl Session {
         if let Some((a, b)) = readiness::apart(destination, args, &self.keys) {
             let prefix = view.tenant.namespace().map(|n| n.prefix().clone());
             counters.found(
-                readiness::kind_of(spec.name),
+                readiness::kind_of(spec),
                 spec.name,
                 [&args[a], &args[b]],
                 prefix.as_deref(),

@@ -17,6 +17,7 @@ use super::Session;
 use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
 use crate::clients::{Blocked, ClientState, Unblock};
+use crate::cmd::Command;
 use crate::cmd::policy::may_be_stateful;
 use crate::cmd::{CommandSpec, flag};
 use crate::resp::{self, Protocol, Request};
@@ -63,9 +64,9 @@ struct Waiting {
 
 /// Whether a command blocks: the blocking list and sorted-set pops, `XREAD`/`XREADGROUP` with `BLOCK`, `WAIT`.
 pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
-    match spec.name {
-        "wait" => true,
-        "xread" | "xreadgroup" => args
+    match spec.id {
+        Command::Wait => true,
+        Command::Xread | Command::Xreadgroup => args
             .iter()
             .skip(1)
             .take_while(|a| !a.eq_ignore_ascii_case(b"streams"))
@@ -97,13 +98,13 @@ impl Session {
         match &self.stateful.transaction {
             // Inside a transaction commands are only queued; EXEC runs them, after the earlier commands unless
             // it rides the shared connection those took.
-            Some(transaction) => match spec.name {
-                "exec" => !self.exec_rides_shared(transaction),
-                name => name == "reset",
+            Some(transaction) => match spec.id {
+                Command::Exec => !self.exec_rides_shared(transaction),
+                id => id == Command::Reset,
             },
             // A subscription sees what earlier commands published, and no more.
             None => {
-                matches!(spec.name, "watch" | "reset")
+                matches!(spec.id, Command::Watch | Command::Reset)
                     || is_blocking(spec, args)
                     || spec.is_subscription()
             }
@@ -178,7 +179,7 @@ impl Session {
             || self.subscription_command(spec, request, started)
         {
             true
-        } else if spec.name == "reset" {
+        } else if spec.id == Command::Reset {
             self.reset(started);
             true
         } else if is_blocking(spec, request.args()) {

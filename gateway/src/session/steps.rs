@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::{NOAUTH, Session, info};
-use crate::cmd::{CommandSpec, Policy};
+use crate::cmd::{self, CommandSpec, Policy};
 use crate::family::Family;
 use crate::reply::Transform;
 use crate::resp::Request;
@@ -65,7 +65,7 @@ impl Session {
         match self.commands.lookup(request.args()) {
             Ok((spec, policy)) => {
                 self.replies.set_family(spec.family());
-                self.info.set_command(spec.name);
+                self.info.set_command(spec.id);
                 Continue(Command {
                     request,
                     started,
@@ -86,7 +86,7 @@ impl Session {
 
     /// Before its first routes the gateway serves nothing (but `QUIT`).
     fn wait_for_routes(&mut self, command: Command) -> Step {
-        if self.worker.gateway.generation() == 0 && command.spec.name != "quit" {
+        if self.worker.gateway.generation() == 0 && command.spec.id != cmd::Command::Quit {
             let text = "ERR the gateway has no routes yet (waiting for the control plane)";
             self.local_error(command.started, text);
             return Break(());
@@ -110,10 +110,10 @@ impl Session {
             return Continue(command);
         }
         let (args, started) = (command.request.args(), command.started);
-        match command.spec.name {
-            "auth" => self.auth(started, args),
-            "hello" => self.hello(started, args),
-            "quit" => self.quit(started),
+        match command.spec.id {
+            cmd::Command::Auth => self.auth(started, args),
+            cmd::Command::Hello => self.hello(started, args),
+            cmd::Command::Quit => self.quit(started),
             _ => self.local_error(started, NOAUTH),
         }
         Break(())
@@ -163,7 +163,7 @@ impl Session {
             return Break(());
         };
         let tenant = &view.tenant;
-        tenant.metrics.commands.add(command.spec.name, 1);
+        tenant.metrics.commands.add(command.spec.id, 1);
         match tenant.ops_interval {
             Some(interval) if !tenant.metrics.rate.admit(command.started, interval) => {
                 tenant.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
@@ -248,8 +248,8 @@ impl Session {
             script_limit_ms: view.tenant.limits.script_limit_ms(),
             transform,
         };
-        let sent = match spec.name {
-            "info" => info::info(
+        let sent = match spec.id {
+            cmd::Command::Info => info::info(
                 &mut dispatch,
                 &self.worker.gateway,
                 &view.tenant,
@@ -258,10 +258,10 @@ impl Session {
                 started,
                 self.protocol,
             ),
-            "config|resetstat" => {
+            cmd::Command::ConfigResetstat => {
                 info::resetstat(&mut dispatch, &view.tenant, spec, &request, started)
             }
-            "script|kill" | "function|kill" => {
+            cmd::Command::ScriptKill | cmd::Command::FunctionKill => {
                 dispatch.kill_scripts(&request, started);
                 Ok(())
             }

@@ -17,6 +17,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::{Replying, Session};
+use crate::cmd::Command;
 use crate::cmd::{CommandSpec, acl, flag};
 use crate::reply::{Transform, chain};
 use crate::resp::{self, Protocol, Request};
@@ -93,8 +94,8 @@ fn gateway_state_in_multi(spec: &CommandSpec) -> bool {
     let connection = spec.acl_categories & acl::CONNECTION != 0;
     let subscription = spec.is_subscription();
     // INFO and CONFIG RESETSTAT are the gateway's figures (a backend's INFO shows every tenant's databases).
-    let figures = matches!(spec.name, "info" | "config|resetstat");
-    ((connection || subscription) && !matches!(spec.name, "ping" | "echo")) || figures
+    let figures = matches!(spec.id, Command::Info | Command::ConfigResetstat);
+    ((connection || subscription) && !matches!(spec.id, Command::Ping | Command::Echo)) || figures
 }
 
 impl Session {
@@ -107,32 +108,34 @@ impl Session {
         started: Instant,
     ) -> bool {
         if self.stateful.transaction.is_some() {
-            match spec.name {
-                "exec" => self.exec(started),
-                "discard" => {
+            match spec.id {
+                Command::Exec => self.exec(started),
+                Command::Discard => {
                     self.stateful.transaction = None;
                     self.stateful.watching = None;
                     self.local_ok(started);
                 }
-                "multi" => self.local_error(started, "ERR MULTI calls can not be nested"),
-                "watch" => self.local_error(started, "ERR WATCH inside MULTI is not allowed"),
-                "quit" | "reset" => return false,
+                Command::Multi => self.local_error(started, "ERR MULTI calls can not be nested"),
+                Command::Watch => {
+                    self.local_error(started, "ERR WATCH inside MULTI is not allowed")
+                }
+                Command::Quit | Command::Reset => return false,
                 _ => self.queue(spec, request, started),
             }
             return true;
         }
-        match spec.name {
-            "multi" => {
+        match spec.id {
+            Command::Multi => {
                 self.stateful.transaction = Some(Transaction {
                     place: self.stateful.watching.as_ref().map(|w| w.place),
                     ..Transaction::default()
                 });
                 self.local_ok(started);
             }
-            "exec" => self.local_error(started, "ERR EXEC without MULTI"),
-            "discard" => self.local_error(started, "ERR DISCARD without MULTI"),
-            "watch" => self.watch(spec, request, started),
-            "unwatch" => {
+            Command::Exec => self.local_error(started, "ERR EXEC without MULTI"),
+            Command::Discard => self.local_error(started, "ERR DISCARD without MULTI"),
+            Command::Watch => self.watch(spec, request, started),
+            Command::Unwatch => {
                 self.stateful.watching = None;
                 self.local_ok(started);
             }

@@ -338,7 +338,7 @@ fn a_changed_tenant_keeps_its_counters_and_shares_its_resources() {
         .unwrap()
         .metrics
         .commands
-        .add("get", 5);
+        .add(crate::cmd::Command::Get, 5);
     let delta = format!(
         r#"{{"revision":2,"epoch":"e","tenants":[{},{}],"delta":{{"after":1,"removed_tenants":[]}}}}"#,
         tenant("a", 2, 2),

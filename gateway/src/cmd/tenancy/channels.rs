@@ -4,6 +4,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::{Namespace, aggregate_elements, bulk_content, resp_elements};
+use crate::cmd::Command;
 use crate::cmd::CommandSpec;
 use crate::reply::Transform;
 use crate::resp::{self, Protocol, Request};
@@ -153,13 +154,13 @@ impl Channels {
         request: &Request,
     ) -> Option<(Request, Option<Transform>)> {
         let args = request.args();
-        let (request, step) = match spec.name {
-            "publish" | "spublish" => {
+        let (request, step) = match spec.id {
+            Command::Publish | Command::Spublish => {
                 let mut args = args.to_vec();
                 args[1] = self.outbound(&args[1], false);
                 return Some((Request::from_args(args), None));
             }
-            "pubsub|channels" | "pubsub|shardchannels" => {
+            Command::PubsubChannels | Command::PubsubShardchannels => {
                 let mut args = args.to_vec();
                 match args.get_mut(2) {
                     Some(pattern) => *pattern = self.outbound(pattern, true),
@@ -167,7 +168,7 @@ impl Channels {
                 }
                 (Request::from_args(args), 1)
             }
-            "pubsub|numsub" | "pubsub|shardnumsub" => {
+            Command::PubsubNumsub | Command::PubsubShardnumsub => {
                 (self.outbound_request(request, 2.., false), 2)
             }
             _ => return None,

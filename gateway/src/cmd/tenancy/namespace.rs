@@ -17,6 +17,7 @@ use switchyard_schemas::policy::MAX_NAMESPACE_LEN;
 // Shared with the control plane's migration tasks, which scan a namespace's keys with the same pattern.
 pub(super) use switchyard_schemas::policy::escape_glob;
 
+use crate::cmd::Command;
 use crate::cmd::CommandSpec;
 use crate::reply::Transform;
 use crate::resp::Request;
@@ -35,19 +36,22 @@ pub struct Namespace {
 }
 
 /// Commands that act on or reveal every key of the database, which other tenants share: what to do instead.
-const WHOLE_DATABASE: &[(&str, &str)] = &[
+const WHOLE_DATABASE: &[(Command, &str)] = &[
     (
-        "flushdb",
+        Command::Flushdb,
         "delete the namespace's keys with SCAN and UNLINK",
     ),
     (
-        "flushall",
+        Command::Flushall,
         "delete the namespace's keys with SCAN and UNLINK",
     ),
-    ("dbsize", "count the namespace's keys with SCAN"),
-    ("randomkey", "pick a key from SCAN's replies"),
-    ("swapdb", "move keys one by one with COPY ... DB or MOVE"),
-    ("migrate", "copy keys with DUMP and RESTORE"),
+    (Command::Dbsize, "count the namespace's keys with SCAN"),
+    (Command::Randomkey, "pick a key from SCAN's replies"),
+    (
+        Command::Swapdb,
+        "move keys one by one with COPY ... DB or MOVE",
+    ),
+    (Command::Migrate, "copy keys with DUMP and RESTORE"),
 ];
 
 impl Namespace {
@@ -76,7 +80,7 @@ impl Namespace {
     /// Why `spec` is refused to a tenant with a namespace (admin or not): it would act on, or reveal, every
     /// tenant's keys of the shared database. `None` when it may run.
     pub fn refusal(spec: &CommandSpec) -> Option<String> {
-        let (_, instead) = WHOLE_DATABASE.iter().find(|(name, _)| *name == spec.name)?;
+        let (_, instead) = WHOLE_DATABASE.iter().find(|(id, _)| *id == spec.id)?;
         Some(format!(
             "ERR {} is refused for a tenant with a key namespace: it concerns every key of the database, which \
              other tenants share; {instead} instead",
@@ -102,14 +106,14 @@ impl Namespace {
             }
         }
         let mut matches_all = false;
-        match spec.name {
+        match spec.id {
             // Options come in pairs: with an odd one out, Redis' syntax error comes first either way.
-            "scan" => {
+            Command::Scan => {
                 matches_all =
                     !self.scan_pattern(args, &mut prefixes) && args.len().is_multiple_of(2)
             }
-            "keys" => prefixes[1] = &self.pattern,
-            "sort" | "sort_ro" => self.sort_patterns(args, &mut prefixes)?,
+            Command::Keys => prefixes[1] = &self.pattern,
+            Command::Sort | Command::SortRo => self.sort_patterns(args, &mut prefixes)?,
             _ => {}
         }
         let transform = KeysIn::of(spec).map(|keys| self.stripping(keys));

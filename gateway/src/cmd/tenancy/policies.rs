@@ -11,6 +11,7 @@ use bytes::Bytes;
 use switchyard_schemas::{IpNet, ScriptsPolicy, TenantPolicy};
 
 use super::Namespace;
+use crate::cmd::Command;
 use crate::cmd::glob::{self, Case};
 use crate::cmd::spec::ACL_CATEGORY_NAMES;
 use crate::cmd::spec::is_script;
@@ -109,13 +110,13 @@ impl Policies {
         if !self.read_only && self.scripts != ScriptsPolicy::ReadOnly {
             return None;
         }
-        let read_only = match spec.name {
-            "eval" => "eval_ro",
-            "evalsha" => "evalsha_ro",
-            "fcall" => "fcall_ro",
+        let read_only = match spec.id {
+            Command::Eval => Command::EvalRo,
+            Command::Evalsha => Command::EvalshaRo,
+            Command::Fcall => Command::FcallRo,
             _ => return None,
         };
-        lookup_by_name(read_only.as_bytes())
+        Some(read_only.spec())
     }
 }
 
@@ -143,7 +144,7 @@ impl CommandRules {
     /// Whether the rules let `spec` run: it matches `allow` (unless empty) and not `deny`. `AUTH`, `HELLO` and
     /// `QUIT` always run, as Redis lets every user authenticate.
     pub fn permit(&self, spec: &CommandSpec) -> bool {
-        if matches!(spec.name, "auth" | "hello" | "quit") {
+        if matches!(spec.id, Command::Auth | Command::Hello | Command::Quit) {
             return true;
         }
         (self.allow.is_empty() || self.allow.matches(spec)) && !self.deny.matches(spec)
@@ -169,8 +170,8 @@ impl CommandRules {
 #[derive(Default)]
 struct CommandSet {
     categories: u32,
-    /// Sorted, the table's own spelling.
-    names: Box<[&'static str]>,
+    /// The commands named (a container stands for all its subcommands), sorted by name.
+    commands: Box<[&'static CommandSpec]>,
 }
 
 impl CommandSet {
@@ -178,7 +179,7 @@ impl CommandSet {
     /// `@category`, in any case); an entry the table does not know is left out.
     fn compile(entries: &[String]) -> CommandSet {
         let mut set = CommandSet::default();
-        let mut names = Vec::new();
+        let mut commands: Vec<&'static CommandSpec> = Vec::new();
         for entry in entries {
             if let Some(category) = entry.strip_prefix('@') {
                 set.categories |= ACL_CATEGORY_NAMES
@@ -186,17 +187,18 @@ impl CommandSet {
                     .find(|(name, _)| category.eq_ignore_ascii_case(name))
                     .map_or(0, |&(_, bits)| bits);
             } else if let Some(spec) = lookup_by_name(entry.as_bytes()) {
-                names.push(spec.name);
+                commands.push(spec);
             }
         }
-        names.sort_unstable();
-        names.dedup();
-        set.names = names.into();
+        // By name, as the ACL rules list them (a restricted user's name is a digest of its rules).
+        commands.sort_unstable_by_key(|spec| spec.name);
+        commands.dedup_by_key(|spec| spec.id);
+        set.commands = commands.into();
         set
     }
 
     fn is_empty(&self) -> bool {
-        self.categories == 0 && self.names.is_empty()
+        self.categories == 0 && self.commands.is_empty()
     }
 
     /// `sign` and each category (`@name`) and command of the set, as ACL rules.
@@ -205,17 +207,20 @@ impl CommandSet {
             .iter()
             .filter(|(_, bits)| self.categories & bits != 0)
             .map(move |(name, _)| format!("{sign}@{name}"));
-        categories.chain(self.names.iter().map(move |name| format!("{sign}{name}")))
+        categories.chain(
+            self.commands
+                .iter()
+                .map(move |spec| format!("{sign}{}", spec.name)),
+        )
     }
 
     fn matches(&self, spec: &CommandSpec) -> bool {
-        let named = |name: &str| self.names.binary_search(&name).is_ok();
+        let container = spec.id.container();
         spec.acl_categories & self.categories != 0
-            || named(spec.name)
-            || spec
-                .name
-                .split_once('|')
-                .is_some_and(|(container, _)| named(container))
+            || self
+                .commands
+                .iter()
+                .any(|named| named.id == spec.id || Some(named.id) == container)
     }
 }
 

@@ -82,7 +82,7 @@ fn a_label_value_escapes_backslash_quote_and_line_feed() {
 fn a_tenant_named_with_quotes_backslashes_and_line_feeds_leaves_the_exposition_readable() {
     let name = "we\"ird\\te\nnant";
     let tenant = TenantMetrics::default();
-    tenant.commands.add("get", 3);
+    tenant.commands.add(crate::cmd::Command::Get, 3);
     tenant.connections_received.add(1);
     tenant.latency.observe(Duration::from_micros(80), 3);
     tenant
@@ -111,10 +111,10 @@ fn idle_tenants_are_counted_in_the_totals_only_and_come_back_when_active() {
     let (busy, idle) = (TenantMetrics::default(), TenantMetrics::default());
     let now = Instant::now();
     // The idle tenant was busy once, before a scrape; nothing since.
-    idle.commands.add("set", 5);
+    idle.commands.add(crate::cmd::Command::Set, 5);
     idle.connections_received.add(1);
     render(&[("busy", &busy), ("idle", &idle)], now, false);
-    busy.commands.add("set", 2);
+    busy.commands.add(crate::cmd::Command::Set, 2);
     busy.connections_received.add(1);
     let later = now + WINDOW + Duration::from_secs(1);
     let text = render(&[("busy", &busy), ("idle", &idle)], later, false);
@@ -150,7 +150,7 @@ fn idle_tenants_are_counted_in_the_totals_only_and_come_back_when_active() {
     );
 
     // Back from idle, the series returns with the whole count (counters are monotonic per series).
-    idle.commands.add("set", 1);
+    idle.commands.add(crate::cmd::Command::Set, 1);
     idle.connections_received.add(1);
     let text = render(&[("idle", &idle)], later + WINDOW * 3, false);
     assert!(

@@ -17,6 +17,8 @@ use switchyard_schemas::api::{
 };
 
 use super::{Secondary, Snapshot, splits};
+use crate::cmd::CommandSpec;
+use crate::cmd::policy::is_script;
 use crate::tracking::lock;
 
 mod pattern;
@@ -121,13 +123,13 @@ pub(crate) fn apart(
 }
 
 /// What a command (outside a transaction) whose keys are placed apart meets there.
-pub(crate) fn kind_of(command: &str) -> ReadinessKind {
-    match command {
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
-            ReadinessKind::Script
-        }
-        command if splits(command) => ReadinessKind::Split,
-        _ => ReadinessKind::CrossSlot,
+pub(crate) fn kind_of(spec: &CommandSpec) -> ReadinessKind {
+    if is_script(spec) {
+        ReadinessKind::Script
+    } else if splits(spec.id) {
+        ReadinessKind::Split
+    } else {
+        ReadinessKind::CrossSlot
     }
 }
 

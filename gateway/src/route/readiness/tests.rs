@@ -5,6 +5,7 @@ use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::ReadinessKind;
 
 use super::*;
+use crate::cmd::Command;
 use crate::route::{ResourcePlan, RoutePlan};
 use switchyard_schemas::placement::slot_of;
 
@@ -93,12 +94,16 @@ fn a_sharded_destination_separates_shards_and_a_single_redis_nothing() {
 
 #[test]
 fn kinds_follow_what_the_gateway_does_with_the_command() {
-    assert_eq!(kind_of("mget"), ReadinessKind::Split);
-    assert_eq!(kind_of("del"), ReadinessKind::Split);
-    assert_eq!(kind_of("sunionstore"), ReadinessKind::CrossSlot);
-    assert_eq!(kind_of("rename"), ReadinessKind::CrossSlot);
-    assert_eq!(kind_of("evalsha"), ReadinessKind::Script);
-    assert_eq!(kind_of("fcall_ro"), ReadinessKind::Script);
+    for (command, kind) in [
+        (Command::Mget, ReadinessKind::Split),
+        (Command::Del, ReadinessKind::Split),
+        (Command::Sunionstore, ReadinessKind::CrossSlot),
+        (Command::Rename, ReadinessKind::CrossSlot),
+        (Command::Evalsha, ReadinessKind::Script),
+        (Command::FcallRo, ReadinessKind::Script),
+    ] {
+        assert_eq!(kind_of(command.spec()), kind, "{command:?}");
+    }
     assert!(!ReadinessKind::Split.fails() && ReadinessKind::Transaction.fails());
 }
 

@@ -2,6 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::cmd::Command;
 use crate::cmd::CommandSpec;
 use crate::resp;
 
@@ -21,12 +22,18 @@ pub(super) enum KeysIn {
 impl KeysIn {
     /// Where `spec`'s reply carries key names, if it does.
     pub(super) fn of(spec: &CommandSpec) -> Option<KeysIn> {
-        Some(match spec.name {
-            "keys" => KeysIn::Every,
-            "scan" => KeysIn::ScanPage,
-            "blpop" | "brpop" | "bzpopmin" | "bzpopmax" | "blmpop" | "lmpop" | "zmpop"
-            | "bzmpop" => KeysIn::First,
-            "xread" | "xreadgroup" => KeysIn::Streams,
+        Some(match spec.id {
+            Command::Keys => KeysIn::Every,
+            Command::Scan => KeysIn::ScanPage,
+            Command::Blpop
+            | Command::Brpop
+            | Command::Bzpopmin
+            | Command::Bzpopmax
+            | Command::Blmpop
+            | Command::Lmpop
+            | Command::Zmpop
+            | Command::Bzmpop => KeysIn::First,
+            Command::Xread | Command::Xreadgroup => KeysIn::Streams,
             _ => return None,
         })
     }

@@ -27,6 +27,7 @@ mod session;
 mod signal;
 mod state;
 mod sync;
+mod tenancy;
 mod tls;
 pub mod tracking;
 mod worker;

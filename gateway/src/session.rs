@@ -204,7 +204,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         closing: false,
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
-        commands: cmd::LookupCache::default(),
+        commands: cmd::LookupCache::new(crate::tenancy::policy),
         uncounted: Cell::new((None, 0)),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         stateful: stateful::Stateful::default(),

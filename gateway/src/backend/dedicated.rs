@@ -106,7 +106,7 @@ struct Inner {
 }
 
 /// Where a subscribed connection's messages go: the client's reply queue. Every frame, message or reply, is
-/// renamed on the way (the channel names of a tenant's namespace, see `cmd::tenancy::Channels`); a message renamed
+/// renamed on the way (the channel names of a tenant's namespace, see `tenancy::Channels`); a message renamed
 /// to nothing (another tenant's key event) is dropped.
 pub(crate) struct Pushes {
     pub queue: Rc<ReplyQueue>,

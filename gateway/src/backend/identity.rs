@@ -44,10 +44,10 @@ use switchyard_schemas::credential_digest;
 
 use super::NodeSpec;
 use crate::cmd::policy::{SCRIPT_COMMANDS, is_script};
-use crate::cmd::tenancy::{self, Reading};
 use crate::cmd::{Command, CommandSpec, flag};
 pub(crate) use crate::reply::{RestrictedUser, RunAs, ScriptUser};
 use crate::resp;
+use crate::tenancy::{self, Reading};
 
 /// The user the gateway's data connections rest as.
 pub(crate) const GATEWAY_USER: &str = "switchyard-gateway";
@@ -78,7 +78,7 @@ const SCRIPT_RENAMED: &[Command] = &[
 ];
 
 /// What every tenant's script may not run: `@admin`, [`SCRIPT_RENAMED`], and every command the gateway refuses
-/// to a tenant without `allow_admin` when it sends it itself (`cmd::tenancy::refusal`: server-wide introspection
+/// to a tenant without `allow_admin` when it sends it itself (`tenancy::refusal`: server-wide introspection
 /// and actions, commands it does not read), so that a script reaches no further than its tenant's own commands.
 fn script_denied() -> &'static [String] {
     static DENIED: OnceLock<Vec<String>> = OnceLock::new();
@@ -110,7 +110,7 @@ fn script_refused(spec: &CommandSpec) -> bool {
 /// What a namespace's user may not run besides [`script_denied`]: what would show it other namespaces' keys
 /// (commands over the whole database, which name no key Redis could check against the namespace), and the
 /// commands whose keys Redis' ACL finds by their key specs where execution reads others (`SORT ... STORE`,
-/// `XREADGROUP ... STREAMS`: `cmd::tenancy::Reading::Parsed`).
+/// `XREADGROUP ... STREAMS`: `tenancy::Reading::Parsed`).
 fn namespace_denied() -> &'static [String] {
     static DENIED: OnceLock<Vec<String>> = OnceLock::new();
     DENIED.get_or_init(|| {

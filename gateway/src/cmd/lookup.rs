@@ -225,11 +225,12 @@ fn newer_subcommand(args: &[Bytes]) -> Option<&'static CommandSpec> {
 /// commands, and comparing a few bytes is cheaper than lower-casing and hashing a name again. Only top-level
 /// commands without subcommands are remembered (for the others the second argument decides), each with its
 /// [`Policy`], which the connection asks about on every request, computed once.
-#[derive(Default)]
 pub struct LookupCache {
     entries: [Cached; CACHED_COMMANDS],
     /// The entry the next miss replaces (round robin).
     next: usize,
+    /// What decides a command's policy: [`Policy::of`], or a rule of the caller's that builds on it.
+    policy_of: fn(&CommandSpec) -> Policy,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -243,6 +244,15 @@ const CACHED_COMMANDS: usize = 4;
 const CACHED_NAME: usize = 16;
 
 impl LookupCache {
+    /// A cache that remembers each command with the policy `policy_of` gives it.
+    pub fn new(policy_of: fn(&CommandSpec) -> Policy) -> LookupCache {
+        LookupCache {
+            entries: [Cached::default(); CACHED_COMMANDS],
+            next: 0,
+            policy_of,
+        }
+    }
+
     /// The remembered command named `name`, and its policy.
     #[inline]
     fn find(&self, name: &[u8]) -> Option<(&'static CommandSpec, Policy)> {
@@ -273,7 +283,7 @@ impl LookupCache {
             };
         }
         let spec = lookup(args)?;
-        let policy = Policy::of(spec);
+        let policy = (self.policy_of)(spec);
         if spec.subcommands.is_empty() && !spec.name.contains('|') && name.len() <= CACHED_NAME {
             let entry = &mut self.entries[self.next];
             entry.name[..name.len()].copy_from_slice(name);
@@ -353,7 +363,7 @@ mod tests {
 
     #[test]
     fn the_lookup_cache_answers_as_lookup_does() {
-        let mut cache = LookupCache::default();
+        let mut cache = LookupCache::new(Policy::of);
         for words in [
             &["GET", "k"][..],
             &["GET", "k"],
@@ -382,7 +392,7 @@ mod tests {
             assert_eq!(cached, expected, "{words:?}");
         }
         // A pipeline alternating a few commands finds each of them remembered.
-        let mut cache = LookupCache::default();
+        let mut cache = LookupCache::new(Policy::of);
         for words in [
             &["GET", "k"][..],
             &["SET", "k", "v"],

@@ -16,7 +16,6 @@ mod lookup;
 pub mod policy;
 pub mod spec;
 mod table;
-pub mod tenancy;
 
 pub use id::by_index;
 pub use lookup::{CommandError, LookupCache, commands, lookup, lookup_by_name, resolve};

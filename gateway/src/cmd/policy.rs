@@ -1,13 +1,15 @@
 //! What the gateway does with each command: the one decision, made once from the command's spec, that every path
 //! takes. `Session::dispatch` answers `Local` commands, serves `Stateful` ones on the connection's state
-//! (`session::stateful`) when they touch it, and looks at `Checked` ones (`cmd::tenancy`, scripts' identity,
+//! (`session::stateful`) when they touch it, and looks at `Checked` ones (tenancy rules, scripts' identity,
 //! rewritten replies) before `route::Dispatch` forwards them; the direct path (`session::direct`) forwards only
 //! `Verbatim` commands, untouched.
+//!
+//! [`Policy::of`] decides from what the command table says; the tenancy rules (`tenancy::policy`) check some
+//! commands it leaves `Verbatim`, for reasons of their own.
 
 use super::spec::{CommandSpec, acl};
 pub use super::spec::{SCRIPT_COMMANDS, is_script};
 use super::table::Command;
-use super::tenancy::{self, Reading};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -26,20 +28,13 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// The policy the command table gives `spec`: subcommands, scripts and [`CHECKED`] are looked at.
     pub fn of(spec: &CommandSpec) -> Policy {
         if answered_locally(spec) {
             Policy::Local
         } else if may_be_stateful(spec) {
             Policy::Stateful
-        } else if spec.name.contains('|')
-            || is_script(spec)
-            || CHECKED.contains(&spec.id)
-            || tenancy::refusal(spec, false).is_some()
-            || !matches!(
-                tenancy::reading(spec),
-                Reading::Specs | Reading::Keyless | Reading::Database
-            )
-        {
+        } else if spec.id.container().is_some() || is_script(spec) || CHECKED.contains(&spec.id) {
             Policy::Checked
         } else {
             Policy::Verbatim
@@ -47,8 +42,7 @@ impl Policy {
     }
 }
 
-/// Commands forwarded with a check or a rewrite that neither their flags, `tenancy::refusal` nor
-/// `tenancy::reading` tell.
+/// Commands forwarded with a check or a rewrite that neither their flags nor the tenancy rules tell.
 const CHECKED: &[Command] = &[Command::Info, Command::Flushall];
 
 /// Whether a command may touch the connection's state, or must keep its order with those that do: a test of its
@@ -92,77 +86,5 @@ fn answered_locally(spec: &CommandSpec) -> bool {
             container,
             Command::Client | Command::Cluster | Command::Slowlog | Command::Latency
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cmd::lookup_by_name;
-
-    fn policy(name: &str) -> Policy {
-        Policy::of(lookup_by_name(name.as_bytes()).unwrap())
-    }
-
-    #[test]
-    fn every_command_has_the_policy_its_path_expects() {
-        for name in [
-            "ping",
-            "echo",
-            "select",
-            "auth",
-            "hello",
-            "quit",
-            "command",
-            "command|docs",
-            "client|list",
-            "client|kill",
-            "cluster|info",
-            "acl|whoami",
-            "acl|setuser",
-            "slowlog|get",
-            "readonly",
-            "monitor",
-        ] {
-            assert_eq!(policy(name), Policy::Local, "{name}");
-        }
-        for name in [
-            "multi",
-            "exec",
-            "watch",
-            "reset",
-            "subscribe",
-            "ssubscribe",
-            "publish",
-            "blpop",
-            "xread",
-            "wait",
-            "pubsub|channels",
-        ] {
-            assert_eq!(policy(name), Policy::Stateful, "{name}");
-        }
-        for name in [
-            "info",
-            "flushall",
-            "move",
-            "swapdb",
-            "copy",
-            "eval",
-            "fcall_ro",
-            "config|get",
-            "acl|cat",
-            "keys",
-            "flushdb",
-            "migrate",
-            "debug",
-        ] {
-            assert_eq!(policy(name), Policy::Checked, "{name}");
-        }
-        for name in [
-            "get", "set", "mget", "mset", "del", "incr", "hgetall", "xadd", "lpop", "scan",
-            "dbsize",
-        ] {
-            assert_eq!(policy(name), Policy::Verbatim, "{name}");
-        }
     }
 }

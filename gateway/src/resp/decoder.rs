@@ -8,14 +8,14 @@ use super::{ProtocolError, parse_int};
 /// One decoded command. `args` are slices of `raw`, which is a complete multibulk frame (inline commands are
 /// re-encoded), so the request can be forwarded to a backend exactly as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub(crate) struct Request {
     raw: Bytes,
     args: Vec<Bytes>,
 }
 
 impl Request {
     /// Builds a request from arguments (for commands the gateway sends itself). `args` must not be empty.
-    pub fn from_args(args: Vec<Bytes>) -> Request {
+    pub(crate) fn from_args(args: Vec<Bytes>) -> Request {
         let mut raw = BytesMut::new();
         super::command(&mut raw, &args);
         Request {
@@ -27,7 +27,7 @@ impl Request {
     /// Builds a request from arguments, each the concatenation of its two parts (a key namespace's prefix and
     /// the key the client sent, or an empty prefix and the argument), encoded in one buffer that the arguments
     /// are slices of. `parts` must not be empty.
-    pub fn from_prefixed(parts: &[(&[u8], &[u8])]) -> Request {
+    pub(crate) fn from_prefixed(parts: &[(&[u8], &[u8])]) -> Request {
         let mut raw = BytesMut::with_capacity(
             16 + parts
                 .iter()
@@ -50,12 +50,12 @@ impl Request {
     }
 
     /// The frame as a multibulk array, ready to forward.
-    pub fn raw(&self) -> &Bytes {
+    pub(crate) fn raw(&self) -> &Bytes {
         &self.raw
     }
 
     /// Every argument, the command name first. Never empty.
-    pub fn args(&self) -> &[Bytes] {
+    pub(crate) fn args(&self) -> &[Bytes] {
         &self.args
     }
 }

@@ -234,7 +234,7 @@ pub(super) fn compile(
     {
         policy.to_mut().scripts = Some(default);
     }
-    let policies = crate::cmd::tenancy::Policies::compile(&policy);
+    let policies = crate::tenancy::Policies::compile(&policy);
     let namespace = policies.as_ref().and_then(|p| p.namespace.as_ref());
     let commands = policies
         .as_ref()

@@ -78,7 +78,7 @@ pub(crate) struct Tenant {
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
     /// Its namespace, read-only switch, command rules, address lists and blocked keys; none without any.
-    pub policies: Option<Box<crate::cmd::tenancy::Policies>>,
+    pub policies: Option<Box<crate::tenancy::Policies>>,
     /// Who its scripts and functions run as on a backend (see `backend::identity`).
     pub scripts_run_as: crate::reply::RunAs,
     /// Its own thresholds of the slow log, big keys and hot keys (see `tracking`).
@@ -108,14 +108,14 @@ impl Tenant {
     }
 
     /// The tenant's key namespace, if it has one.
-    pub(crate) fn namespace(&self) -> Option<&crate::cmd::tenancy::Namespace> {
+    pub(crate) fn namespace(&self) -> Option<&crate::tenancy::Namespace> {
         self.policies.as_deref()?.namespace.as_ref()
     }
 
     /// The tenant's pub/sub namespace, unless it is an admin, which sees the backend's channels as they are; a
     /// tenant with a key namespace (an admin too) hears its own keys' notifications only.
-    pub(crate) fn channels(&self) -> Option<crate::cmd::tenancy::Channels> {
-        use crate::cmd::tenancy::Channels;
+    pub(crate) fn channels(&self) -> Option<crate::tenancy::Channels> {
+        use crate::tenancy::Channels;
         let databases = self.databases();
         let count = u32::try_from(databases.end - databases.start).unwrap_or(1);
         let channels = match (self.allow_admin, self.namespace()) {

@@ -8,8 +8,9 @@ use bytes::Bytes;
 
 use super::RoutePlan;
 use crate::cmd::Command;
-use crate::cmd::{CommandSpec, tenancy};
+use crate::cmd::CommandSpec;
 use crate::resp::Request;
+use crate::tenancy;
 
 impl RoutePlan {
     /// The bytes write resource `index` of shard `shard` gets for `request` (see the module's doc): the request
@@ -23,7 +24,7 @@ impl RoutePlan {
         index: usize,
     ) -> Bytes {
         let own = self.resource_db(shard, index);
-        // A route with several shards refuses the commands that name databases (`cmd::tenancy`): only the
+        // A route with several shards refuses the commands that name databases (`tenancy`): only the
         // resources of a single target can need them renumbered.
         let single = self.shards.len() == 1;
         match spec.id {

@@ -435,7 +435,7 @@ mod tests {
             let args = crate::cmd::words(&["GET", key]);
             let spec = crate::cmd::resolve(&args).unwrap();
             let request = crate::resp::Request::from_args(args);
-            let namespace = crate::cmd::tenancy::Namespace::new(namespace);
+            let namespace = crate::tenancy::Namespace::new(namespace);
             namespace.outbound(spec, request).unwrap().0.args()[1].clone()
         };
         assert_eq!(&stored("shop:", "cart")[..], b"shop:cart");

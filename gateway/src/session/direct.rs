@@ -1,10 +1,10 @@
 //! The direct path: requests forwarded untouched, in runs, when nothing about them needs a decision.
 
 use super::{Replying, Session};
-use crate::cmd::tenancy::DirectKeys;
 use crate::cmd::{CommandSpec, Policy};
 use crate::resp::{Frame, RequestDecoder};
 use crate::route::RunTarget;
+use crate::tenancy::DirectKeys;
 
 impl Session {
     /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
@@ -12,7 +12,7 @@ impl Session {
     /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
     /// Everything else takes `dispatch`, which would send such a request to the same place. A namespaced
     /// tenant's request is written with its keys under the prefix when the argument count tells where they are
-    /// (`cmd::tenancy::DirectKeys`), in place of `frame`; any other takes `dispatch`. Returns the run the
+    /// (`tenancy::DirectKeys`), in place of `frame`; any other takes `dispatch`. Returns the run the
     /// request joins, and its command.
     pub(super) fn direct(
         &self,

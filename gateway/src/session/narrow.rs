@@ -1,14 +1,15 @@
 //! What a tenant's command becomes before it is forwarded: refused, or renamed into the tenant's key namespace,
-//! databases and channel namespace (the rules are `cmd::tenancy`'s).
+//! databases and channel namespace (the rules are `tenancy`'s).
 
 use super::Session;
 use crate::cmd::Command;
-use crate::cmd::{CommandSpec, acl, tenancy};
+use crate::cmd::{CommandSpec, acl};
 use crate::reply::Transform;
 use crate::resp::Request;
+use crate::tenancy;
 
 impl Session {
-    /// What a tenant's command becomes before it is forwarded or queued in a transaction (see `cmd::tenancy`):
+    /// What a tenant's command becomes before it is forwarded or queued in a transaction (see `tenancy`):
     /// refused (the error text), or the request to send (its keys under the tenant's namespace, renamed to the
     /// backend's database numbers and channel names) and how its reply is rewritten for the tenant.
     pub(super) fn narrow(

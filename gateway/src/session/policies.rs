@@ -1,4 +1,4 @@
-//! The tenant's policies on each of its commands (the rules are `cmd::tenancy::Policies`'): refused with Redis'
+//! The tenant's policies on each of its commands (the rules are `tenancy::Policies`'): refused with Redis'
 //! words (`NOPERM`, `READONLY`) or the gateway's (a blocked key), or, for a read-only tenant, a script command
 //! run in its read-only form. Checked on every command once the tenant is known, those the gateway answers
 //! itself and those queued in a transaction included, on the keys as the tenant sent them.

@@ -121,7 +121,7 @@ impl Session {
         if !spec.is_subscription() {
             return false;
         }
-        // The channels as the backend knows them (the tenant's namespace, see `cmd::tenancy::Channels`).
+        // The channels as the backend knows them (the tenant's namespace, see `tenancy::Channels`).
         let channels = self.tenant.as_ref().and_then(|v| v.tenant.channels());
         let patterns = matches!(spec.id, Command::Psubscribe | Command::Punsubscribe);
         let renamed = channels.map(|c| c.outbound_request(request, 1.., patterns));

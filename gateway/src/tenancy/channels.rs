@@ -18,7 +18,7 @@ use crate::resp::{self, Protocol, Request};
 /// A tenant with a key namespace (admin or not) hears of its own keys only: the key in a `__keyspace@N__:<key>`
 /// channel or pattern carries the namespace's prefix on the backend, and `__keyevent@N__:<event>` messages about
 /// keys outside the namespace (other tenants') are dropped; clients see their keys without the prefix.
-pub struct Channels {
+pub(crate) struct Channels {
     /// `tenant:`, and the same with glob characters escaped, for patterns.
     prefix: Bytes,
     pattern_prefix: Bytes,
@@ -40,7 +40,7 @@ pub(super) fn is_notification(channel: &[u8]) -> bool {
 }
 
 impl Channels {
-    pub fn new(tenant: &str, base: u32, databases: u32) -> Channels {
+    pub(crate) fn new(tenant: &str, base: u32, databases: u32) -> Channels {
         let prefix = format!("{tenant}:");
         Channels {
             pattern_prefix: super::namespace::escape_glob(prefix.as_bytes()).into(),
@@ -53,7 +53,7 @@ impl Channels {
 
     /// An admin's channels, which are the backend's as they are (no prefix, databases as the backend numbers
     /// them): only its keys' notifications are narrowed, by [`Channels::with_keys`].
-    pub fn unrenamed() -> Channels {
+    pub(crate) fn unrenamed() -> Channels {
         Channels {
             prefix: Bytes::new(),
             pattern_prefix: Bytes::new(),
@@ -64,7 +64,7 @@ impl Channels {
     }
 
     /// The same channels, with keyspace notifications narrowed to `namespace`'s keys.
-    pub fn with_keys(self, namespace: &Namespace) -> Channels {
+    pub(crate) fn with_keys(self, namespace: &Namespace) -> Channels {
         Channels {
             keys: Some((
                 namespace.prefix().clone(),
@@ -96,7 +96,7 @@ impl Channels {
     }
 
     /// A channel name, or a pattern, as the backend knows it.
-    pub fn outbound(&self, name: &[u8], pattern: bool) -> Bytes {
+    pub(crate) fn outbound(&self, name: &[u8], pattern: bool) -> Bytes {
         if let Some((kind, db, rest)) = notification(name)
             && db < self.databases
         {
@@ -112,7 +112,7 @@ impl Channels {
     }
 
     /// A backend's channel name (or pattern) as the tenant knows it.
-    pub fn inbound(&self, name: &[u8], pattern: bool) -> Bytes {
+    pub(crate) fn inbound(&self, name: &[u8], pattern: bool) -> Bytes {
         if let Some((kind, db, rest)) = notification(name)
             && (self.base..self.base.saturating_add(self.databases)).contains(&db)
         {
@@ -128,7 +128,7 @@ impl Channels {
     }
 
     /// A request whose channel (or pattern) arguments in `names` are renamed for the backend.
-    pub fn outbound_request(
+    pub(crate) fn outbound_request(
         &self,
         request: &Request,
         names: std::ops::RangeFrom<usize>,
@@ -148,7 +148,7 @@ impl Channels {
 
     /// A publishing or introspecting command (`PUBLISH`, `SPUBLISH`, `PUBSUB ...`) as it goes to the backend, and
     /// how its reply is rewritten; `None` for every other command.
-    pub fn outbound_command(
+    pub(crate) fn outbound_command(
         self,
         spec: &CommandSpec,
         request: &Request,
@@ -181,7 +181,7 @@ impl Channels {
     /// and pattern names the tenant knows, and the key of a key event without the namespace's prefix; empty for
     /// a message the tenant must not see (an event about another tenant's key). Other frames are returned as they
     /// are.
-    pub fn inbound_frame(&self, frame: Bytes) -> Bytes {
+    pub(crate) fn inbound_frame(&self, frame: Bytes) -> Bytes {
         // (kind, which elements are channel names, which are patterns)
         const KINDS: &[(&[u8], &[usize], &[usize])] = &[
             (b"message", &[1], &[]),
@@ -265,7 +265,7 @@ impl Channels {
 
     /// A `PUBSUB CHANNELS` / `SHARDCHANNELS` reply (names) or `NUMSUB` / `SHARDNUMSUB` reply (name, count...)
     /// with the names the tenant knows (`step`: elements per name).
-    pub fn inbound_list(&self, reply: Bytes, step: usize) -> Bytes {
+    pub(crate) fn inbound_list(&self, reply: Bytes, step: usize) -> Bytes {
         let Some(elements) = array_elements(&reply) else {
             return reply;
         };

@@ -238,13 +238,9 @@ fn what_would_freeze_or_reach_past_a_tenant_is_refused_to_tenants() {
         "swapdb",
     ] {
         assert!(
-            crate::cmd::tenancy::refusal(spec(name), false).is_some(),
+            crate::tenancy::refusal(spec(name), false).is_some(),
             "{name}"
         );
-        assert_eq!(
-            crate::cmd::tenancy::refusal(spec(name), true),
-            None,
-            "{name}"
-        );
+        assert_eq!(crate::tenancy::refusal(spec(name), true), None, "{name}");
     }
 }

@@ -15,19 +15,36 @@ mod reading;
 
 use bytes::{Bytes, BytesMut};
 
-use super::CommandSpec;
 use crate::cmd::Command;
+use crate::cmd::{CommandSpec, Policy};
 use crate::resp::{self, Protocol, Request};
 
-pub use channels::Channels;
+pub(crate) use channels::Channels;
 pub(crate) use namespace::DirectKeys;
-pub use namespace::Namespace;
-pub use policies::Policies;
+pub(crate) use namespace::Namespace;
+pub(crate) use policies::Policies;
 pub(crate) use reading::{Reading, reading, understand};
+
+/// The command's [`Policy`]: the command table's (`Policy::of`), and `Checked` where these rules look at a command
+/// the table would forward untouched: one refused to some tenants, or read otherwise than by its key specs
+/// ([`reading`]).
+pub(crate) fn policy(spec: &CommandSpec) -> Policy {
+    match Policy::of(spec) {
+        Policy::Verbatim
+            if !matches!(
+                reading::reading(spec),
+                Reading::Specs | Reading::Keyless | Reading::Database
+            ) =>
+        {
+            Policy::Checked
+        }
+        policy => policy,
+    }
+}
 
 /// Commands that would break the shared, pipelined backend connections, that only admins may run, or that the
 /// gateway does not read the way Redis executes them ([`reading`]); `None` when `spec` may run.
-pub fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
+pub(crate) fn refusal(spec: &CommandSpec, allow_admin: bool) -> Option<String> {
     if matches!(
         spec.id,
         Command::Readonly | Command::Readwrite | Command::Asking
@@ -55,7 +72,11 @@ const CREDENTIAL_PARAMETERS: &[&str] = &["requirepass", "masterauth", "masteruse
 /// A request's arguments that a tenant may not send: `FUNCTION LIST WITHCODE` shows other tenants' code (an
 /// admin may), a message on a keyspace notification channel would pose as Redis' own, and `CONFIG SET` of a
 /// credential ([`CREDENTIAL_PARAMETERS`]) is refused to everyone.
-pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -> Option<String> {
+pub(crate) fn argument_refusal(
+    spec: &CommandSpec,
+    args: &[Bytes],
+    allow_admin: bool,
+) -> Option<String> {
     match spec.id {
         Command::FunctionList if !allow_admin => args[2..]
             .iter()
@@ -92,7 +113,7 @@ pub fn argument_refusal(spec: &CommandSpec, args: &[Bytes], allow_admin: bool) -
 /// Where a command that names databases may go: `Ok(None)` as it is, `Ok(Some(request))` rewritten with the
 /// backend's database numbers (the tenant's database `i` is `base + i` of its resource), or `Err` with the
 /// reply. `databases` are the tenant's (see `RoutePlan::databases`).
-pub fn database_arguments(
+pub(crate) fn database_arguments(
     spec: &CommandSpec,
     request: &Request,
     databases: std::ops::Range<i64>,
@@ -139,7 +160,7 @@ pub(crate) fn renumber_databases(
 /// The `CONFIG GET` parameters a tenant without `allow_admin` sees: limits and encodings it may plan for.
 /// Everything else (passwords, paths, replication and TLS settings, ...) is left out of the reply, as Redis
 /// leaves out parameters it does not know.
-pub const CONFIG_VISIBLE: &[&str] = &[
+pub(crate) const CONFIG_VISIBLE: &[&str] = &[
     "active-expire-effort",
     "activerehashing",
     "appendonly",
@@ -185,7 +206,7 @@ pub const CONFIG_VISIBLE: &[&str] = &[
 
 /// A `CONFIG GET` reply (name, value, name, value...: an array, or in RESP3 a map) with only the
 /// [`CONFIG_VISIBLE`] parameters. Anything else (an error) is returned as it is.
-pub fn visible_config(reply: Bytes) -> Bytes {
+pub(crate) fn visible_config(reply: Bytes) -> Bytes {
     let map = reply.starts_with(b"%");
     let Some(elements) = aggregate_elements(&reply) else {
         return reply;
@@ -257,6 +278,80 @@ mod tests {
                     .collect()
             })
         })
+    }
+
+    #[test]
+    fn every_command_has_the_policy_its_path_expects() {
+        let policy_of = |name: &str| policy(crate::cmd::lookup_by_name(name.as_bytes()).unwrap());
+        for name in [
+            "ping",
+            "echo",
+            "select",
+            "auth",
+            "hello",
+            "quit",
+            "command",
+            "command|docs",
+            "client|list",
+            "client|kill",
+            "cluster|info",
+            "acl|whoami",
+            "acl|setuser",
+            "slowlog|get",
+            "readonly",
+            "monitor",
+        ] {
+            assert_eq!(policy_of(name), Policy::Local, "{name}");
+        }
+        for name in [
+            "multi",
+            "exec",
+            "watch",
+            "reset",
+            "subscribe",
+            "ssubscribe",
+            "publish",
+            "blpop",
+            "xread",
+            "wait",
+            "pubsub|channels",
+        ] {
+            assert_eq!(policy_of(name), Policy::Stateful, "{name}");
+        }
+        for name in [
+            "info",
+            "flushall",
+            "move",
+            "swapdb",
+            "copy",
+            "eval",
+            "fcall_ro",
+            "config|get",
+            "acl|cat",
+            "keys",
+            "flushdb",
+            "migrate",
+            "debug",
+        ] {
+            assert_eq!(policy_of(name), Policy::Checked, "{name}");
+        }
+        for name in [
+            "get", "set", "mget", "mset", "del", "incr", "hgetall", "xadd", "lpop", "scan",
+            "dbsize",
+        ] {
+            assert_eq!(policy_of(name), Policy::Verbatim, "{name}");
+        }
+    }
+
+    /// What a tenant may be refused is never forwarded untouched.
+    #[test]
+    fn verbatim_commands_are_refused_to_no_tenant() {
+        let every = crate::cmd::commands()
+            .iter()
+            .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands));
+        for spec in every.filter(|spec| policy(spec) == Policy::Verbatim) {
+            assert_eq!(refusal(spec, false), None, "{}", spec.name);
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub(crate) use direct::DirectKeys;
 use replies::KeysIn;
 
 /// A tenant's key prefix, as compiled from its `namespace` policy.
-pub struct Namespace {
+pub(crate) struct Namespace {
     prefix: Bytes,
     /// The prefix with glob characters escaped, for patterns (`SCAN ... MATCH`, `KEYS`, keyspace notifications).
     pattern: Bytes,
@@ -55,7 +55,7 @@ const WHOLE_DATABASE: &[(Command, &str)] = &[
 ];
 
 impl Namespace {
-    pub fn new(prefix: &str) -> Namespace {
+    pub(crate) fn new(prefix: &str) -> Namespace {
         let mut block = [0; MAX_NAMESPACE_LEN];
         if let Some(start) = block.get_mut(..prefix.len()) {
             start.copy_from_slice(prefix.as_bytes());
@@ -68,18 +68,18 @@ impl Namespace {
     }
 
     /// The raw prefix every key of the tenant is stored under.
-    pub fn prefix(&self) -> &Bytes {
+    pub(crate) fn prefix(&self) -> &Bytes {
         &self.prefix
     }
 
     /// The prefix as a glob pattern's literal start (its `*?[]\` escaped).
-    pub fn pattern_prefix(&self) -> &Bytes {
+    pub(crate) fn pattern_prefix(&self) -> &Bytes {
         &self.pattern
     }
 
     /// Why `spec` is refused to a tenant with a namespace (admin or not): it would act on, or reveal, every
     /// tenant's keys of the shared database. `None` when it may run.
-    pub fn refusal(spec: &CommandSpec) -> Option<String> {
+    pub(crate) fn refusal(spec: &CommandSpec) -> Option<String> {
         let (_, instead) = WHOLE_DATABASE.iter().find(|(id, _)| *id == spec.id)?;
         Some(format!(
             "ERR {} is refused for a tenant with a key namespace: it concerns every key of the database, which \
@@ -91,7 +91,7 @@ impl Namespace {
     /// `request` with every key (and key pattern) under the prefix, and how its reply is rewritten for the
     /// tenant (key names stripped of the prefix), if it carries key names. Err: the request cannot be narrowed
     /// to the namespace (the reply the client gets).
-    pub fn outbound(
+    pub(crate) fn outbound(
         &self,
         spec: &CommandSpec,
         request: Request,

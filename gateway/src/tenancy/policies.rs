@@ -22,7 +22,7 @@ const READONLY: &str = "READONLY You can't write against a read only replica.";
 
 /// A tenant's policies, compiled. A tenant without any policy has none (`Policies::compile` answers `None`), so
 /// that the many tenants without one cost nothing.
-pub struct Policies {
+pub(crate) struct Policies {
     pub namespace: Option<Namespace>,
     pub read_only: bool,
     /// What its scripts may do (the tenant's own policy, or its resources' default).
@@ -36,7 +36,7 @@ pub struct Policies {
 impl Policies {
     /// The policies of a tenant whose `policy` passed `TenantPolicy::problems` (entries that would not parse
     /// are left out).
-    pub fn compile(policy: &TenantPolicy) -> Option<Box<Policies>> {
+    pub(crate) fn compile(policy: &TenantPolicy) -> Option<Box<Policies>> {
         if *policy == TenantPolicy::default() {
             return None;
         }
@@ -57,7 +57,7 @@ impl Policies {
 
     /// Whether some command of the tenant's may be refused, or rewritten, by these policies: its requests must
     /// then be looked at one by one (no direct path).
-    pub fn checks_commands(&self) -> bool {
+    pub(crate) fn checks_commands(&self) -> bool {
         self.read_only
             || self.scripts != ScriptsPolicy::Allow
             || !self.commands.is_empty()
@@ -65,13 +65,13 @@ impl Policies {
     }
 
     /// Whether some keys are blocked: only then are a command's keys looked for.
-    pub fn blocks_keys(&self) -> bool {
+    pub(crate) fn blocks_keys(&self) -> bool {
         !self.blocked_keys.is_empty()
     }
 
     /// Whether a client at `address` may authenticate as the tenant: not in `ip_deny`, and in `ip_allow` unless
     /// it is empty.
-    pub fn admits(&self, address: IpAddr) -> bool {
+    pub(crate) fn admits(&self, address: IpAddr) -> bool {
         let in_list = |list: &[IpNet]| list.iter().any(|net| net.contains(address));
         !in_list(&self.ip_deny) && (self.ip_allow.is_empty() || in_list(&self.ip_allow))
     }
@@ -79,7 +79,12 @@ impl Policies {
     /// Why `spec` may not run with `args` (the tenant's, before any namespace): its command rules (`NOPERM`),
     /// the read-only switch (`READONLY`), or a blocked key among `keys` (indices into `args`, see
     /// `CommandSpec::key_indices`); `None` when it may.
-    pub fn refusal(&self, spec: &CommandSpec, args: &[Bytes], keys: &[usize]) -> Option<String> {
+    pub(crate) fn refusal(
+        &self,
+        spec: &CommandSpec,
+        args: &[Bytes],
+        keys: &[usize],
+    ) -> Option<String> {
         if !self.commands.permit(spec) {
             return Some(noperm(spec));
         }
@@ -106,7 +111,7 @@ impl Policies {
     /// The read-only form of a script command, for a read-only tenant or one whose scripts policy is
     /// `read_only` (`EVAL` runs as `EVAL_RO`, so that Redis refuses the writes inside it, and a script that never
     /// wrote can always be killed); `None` when `spec` needs no other form.
-    pub fn script_form(&self, spec: &CommandSpec) -> Option<&'static CommandSpec> {
+    pub(crate) fn script_form(&self, spec: &CommandSpec) -> Option<&'static CommandSpec> {
         if !self.read_only && self.scripts != ScriptsPolicy::ReadOnly {
             return None;
         }
@@ -131,7 +136,7 @@ fn noperm(spec: &CommandSpec) -> String {
 
 /// A tenant's `commands` rules, compiled.
 #[derive(Default)]
-pub struct CommandRules {
+pub(crate) struct CommandRules {
     allow: CommandSet,
     deny: CommandSet,
 }
@@ -143,7 +148,7 @@ impl CommandRules {
 
     /// Whether the rules let `spec` run: it matches `allow` (unless empty) and not `deny`. `AUTH`, `HELLO` and
     /// `QUIT` always run, as Redis lets every user authenticate.
-    pub fn permit(&self, spec: &CommandSpec) -> bool {
+    pub(crate) fn permit(&self, spec: &CommandSpec) -> bool {
         if matches!(spec.id, Command::Auth | Command::Hello | Command::Quit) {
             return true;
         }
@@ -154,7 +159,7 @@ impl CommandRules {
 impl CommandRules {
     /// The rules as Redis ACL rules, for the user the tenant's scripts run as (`backend::identity`): inside a
     /// script, Redis holds the tenant to them as the gateway does outside.
-    pub fn acl_rules(&self) -> Vec<String> {
+    pub(crate) fn acl_rules(&self) -> Vec<String> {
         let mut rules = Vec::new();
         if !self.allow.is_empty() {
             rules.push("-@all".to_string());
@@ -227,7 +232,7 @@ impl CommandSet {
 /// A tenant's `blocked_keys`, compiled: keys without glob characters are looked up, patterns are matched one by
 /// one (case-sensitively, as Redis matches key patterns).
 #[derive(Default)]
-pub struct BlockedKeys {
+pub(crate) struct BlockedKeys {
     literal: HashSet<Bytes>,
     patterns: Vec<Bytes>,
 }
@@ -251,7 +256,7 @@ impl BlockedKeys {
     }
 
     /// Whether `key` is blocked.
-    pub fn blocks(&self, key: &[u8]) -> bool {
+    pub(crate) fn blocks(&self, key: &[u8]) -> bool {
         self.literal.contains(key)
             || self
                 .patterns

@@ -113,7 +113,7 @@ fn metrics_text(gateway: &Gateway) -> String {
     let tenants: Vec<_> = snapshot
         .tenants()
         .iter()
-        .map(|t| (t.name.as_str(), &t.metrics))
+        .map(|t| (t.name.as_str(), &t.runtime.counters))
         .collect();
     gateway.metrics.render(
         &tenants,

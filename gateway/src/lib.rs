@@ -28,6 +28,7 @@ mod signal;
 mod state;
 mod sync;
 mod tenancy;
+mod tenant;
 mod tls;
 pub mod tracking;
 mod worker;

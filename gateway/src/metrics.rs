@@ -1,5 +1,6 @@
-//! Prometheus metrics. Handles are created when a tenant or backend appears, never per command; the hot path
-//! only does relaxed atomic adds.
+//! Prometheus metrics: counters and histograms, gateway-wide, per worker, per backend node and per tenant, and
+//! their exposition. Handles are created when a tenant or backend appears, never per command; the hot path only
+//! does relaxed atomic adds.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -125,16 +126,12 @@ impl Closed {
     }
 }
 
-/// One tenant's counters; cloned into every snapshot that keeps the tenant.
-#[derive(Clone, Default)]
-pub(crate) struct TenantMetrics(Arc<TenantCounters>);
-
+/// One tenant's counters (kept with its runtime state across snapshots: see `tenant`).
 #[derive(Default)]
 pub(crate) struct TenantCounters {
     pub commands: CommandCounters,
     /// Error replies written to the tenant's clients.
     pub errors: ErrorStats,
-    pub connections: AtomicI64,
     /// Connections that entered the tenant, and those its `max_connections` refused (INFO's stats).
     pub connections_received: Stat,
     pub connections_rejected: Stat,
@@ -143,21 +140,19 @@ pub(crate) struct TenantCounters {
     pub sent_bytes: Stat,
     pub latency: Histogram,
     double_write_failures: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
-    pub rate: RateLimiter,
+    /// Commands refused by the tenant's ops/s limit.
     pub rate_limited: AtomicU64,
     /// Failed AUTH that named this tenant.
     pub auth_failures: AtomicU64,
+    /// Client connections in the tenant (its leases: `tenant::Lease`).
+    pub connections: AtomicI64,
     /// Dedicated backend connections held by the tenant's clients (blocking commands, transactions,
-    /// subscriptions), on every worker.
+    /// subscriptions), on every worker (its leases too).
     pub dedicated: AtomicI64,
     /// Client connections the gateway closed, by `Closed` reason.
     closed: [AtomicU64; Closed::ALL.len()],
-    /// The tenant's clients in MONITOR mode.
-    pub monitors: crate::monitor::Monitors,
     /// Whether `/metrics` exports the tenant's own series.
     activity: Activity,
-    /// The tenant's slow log (`SLOWLOG`).
-    pub slowlog: crate::tracking::SlowLog,
 }
 
 impl TenantCounters {
@@ -186,82 +181,10 @@ impl TenantCounters {
     }
 }
 
-/// One of a tenant's places that a limit bounds (a client connection, a dedicated backend connection), counted
-/// while held and given back when dropped.
-pub(crate) struct Held {
-    metrics: TenantMetrics,
-    counter: fn(&TenantCounters) -> &AtomicI64,
-}
-
-impl Held {
-    /// Takes a place counted by `counter`, or `None` when `max` are held already: checked and taken in one atomic
-    /// step, so that two workers never both take the last place.
-    pub(crate) fn take(
-        metrics: &TenantMetrics,
-        counter: fn(&TenantCounters) -> &AtomicI64,
-        max: Option<i64>,
-    ) -> Option<Held> {
-        let held = counter(metrics).fetch_add(1, Ordering::AcqRel);
-        if max.is_some_and(|max| held >= max) {
-            counter(metrics).fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        Some(Held {
-            metrics: metrics.clone(),
-            counter,
-        })
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        (self.counter)(&self.metrics).fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl std::ops::Deref for TenantMetrics {
-    type Target = TenantCounters;
-    fn deref(&self) -> &TenantCounters {
-        &self.0
-    }
-}
-
-/// A per-gateway ops/s limit, as GCRA over one atomic: each admitted command pushes a "theoretical arrival time"
-/// forward by one interval; a command is refused when that time runs more than one second ahead of now (so
-/// bursts of up to one second's allowance pass). No lock, one compare-and-swap per command.
-#[derive(Default)]
-pub(crate) struct RateLimiter {
-    /// Nanoseconds since `epoch()`.
-    arrival: AtomicU64,
-}
-
-fn epoch() -> Instant {
+/// The time origin of the instants kept in atomics (as nanoseconds or milliseconds since).
+pub(crate) fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
-}
-
-impl RateLimiter {
-    pub(crate) fn admit(&self, now: Instant, interval: Duration) -> bool {
-        let now = now.saturating_duration_since(epoch()).as_nanos() as u64;
-        let interval = interval.as_nanos() as u64;
-        let burst = 1_000_000_000u64;
-        let mut current = self.arrival.load(Ordering::Relaxed);
-        loop {
-            let next = current.max(now) + interval;
-            if next > now + burst {
-                return false;
-            }
-            match self.arrival.compare_exchange_weak(
-                current,
-                next,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => current = actual,
-            }
-        }
-    }
 }
 
 /// A latency histogram with fixed buckets.
@@ -314,26 +237,5 @@ impl Histogram {
             count: self.count.load(Ordering::Relaxed),
             sum_us: self.sum_us.load(Ordering::Relaxed),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_place_is_refused_beyond_the_limit_and_given_back_on_drop() {
-        fn dedicated(m: &TenantCounters) -> &AtomicI64 {
-            &m.dedicated
-        }
-        let metrics = TenantMetrics::default();
-        let first = Held::take(&metrics, dedicated, Some(2));
-        let second = Held::take(&metrics, dedicated, Some(2));
-        assert!(first.is_some() && second.is_some());
-        assert!(Held::take(&metrics, dedicated, Some(2)).is_none());
-        drop(first);
-        assert!(Held::take(&metrics, dedicated, Some(2)).is_some());
-        assert_eq!(metrics.dedicated.load(Ordering::Relaxed), 1);
-        assert!(Held::take(&metrics, |m| &m.connections, None).is_some());
     }
 }

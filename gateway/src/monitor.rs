@@ -1,6 +1,6 @@
 //! MONITOR: each tenant's stream of its own commands, to its clients in monitor mode, on any worker.
 //!
-//! A tenant's [`Monitors`] live in its counters (kept across snapshots). Sessions test [`Monitors::active`] (one
+//! A tenant's [`Monitors`] live in its runtime state (`tenant`, kept across snapshots). Sessions test [`Monitors::active`] (one
 //! relaxed load) per command; only while someone monitors do they format a line ([`line`]) and hand it to every
 //! monitor of the tenant ([`Monitors::feed`]). Each monitor has a [`Sink`] its session empties into its output
 //! when woken; a sink that fills past its bound (its session's worker does not keep up) is dropped, and its

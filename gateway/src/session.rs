@@ -16,12 +16,13 @@ use tokio::net::TcpStream;
 use crate::admission::{MAX_CLIENTS, Ticket};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, Command};
-use crate::metrics::{Closed, Held};
+use crate::metrics::Closed;
 use crate::net::Stream;
 use crate::proxy_protocol::client_address;
 use crate::reply::ReplyQueue;
 use crate::resp::{Protocol, RequestDecoder};
 use crate::route::{DirectRoute, Place, ResolvedRoute, Run, Tenant};
+use crate::tenant::Lease;
 use crate::worker::Worker;
 use auth::{preset_tenant, tenant_place};
 use output::{Output, Replying, Socket, poll_socket};
@@ -79,7 +80,7 @@ struct TenantView {
     /// snapshot no longer has it, the connection is closed.
     credential: Option<String>,
     /// The connection's place among the tenant's `max_connections`.
-    place: Held,
+    place: Lease,
 }
 
 pub(crate) struct Session {
@@ -469,7 +470,8 @@ impl Session {
         self.count_commands();
         if let Some(view) = &self.tenant {
             view.tenant
-                .metrics
+                .runtime
+                .counters
                 .received_bytes
                 .add(unread.saturating_sub(input.len()) as u64);
         }

@@ -133,7 +133,7 @@ impl Worker {
         let key = (tenant.name.clone(), resource.to_string());
         let mut detached = self.detached.borrow_mut();
         let writes = detached.entry(key).or_insert_with(|| {
-            let failures = tenant.metrics.double_write_failures(resource);
+            let failures = tenant.runtime.counters.double_write_failures(resource);
             Rc::new(DetachedWrites::new(&tenant.name, resource, failures))
         });
         Rc::clone(writes)

@@ -26,11 +26,11 @@ use super::budget::NodeLease;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
 use super::connection::{ConnectionSettings, KILL_GRACE, Outbox, describe, kill_scripts};
 use super::spares::Spares;
-use crate::metrics::Held;
 use crate::net::Stream;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, ReplyScanner};
 use crate::signal::LocalSignal;
+use crate::tenant::Lease;
 
 /// Messages a subscriber may have waiting in its reply queue before the gateway stops reading from the node
 /// (which then applies its own `client-output-buffer-limit pubsub` to the slow subscriber).
@@ -117,7 +117,7 @@ pub(crate) struct Pushes {
 pub(crate) struct Dedicated {
     inner: Rc<Inner>,
     /// Its places in the tenant's budget and in the node's.
-    _leases: (Held, NodeLease),
+    _leases: (Lease, NodeLease),
 }
 
 impl Dedicated {
@@ -127,7 +127,7 @@ impl Dedicated {
         node: NodeSpec,
         settings: ConnectionSettings,
         spares: Rc<Spares>,
-        leases: (Held, NodeLease),
+        leases: (Lease, NodeLease),
         pushes: Option<Pushes>,
     ) -> Dedicated {
         let inner = Rc::new(Inner {

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Closed, Metrics, TenantCounters, TenantMetrics, epoch};
+use super::{Closed, Metrics, TenantCounters, epoch};
 use crate::family::Family;
 
 mod histogram;
@@ -220,7 +220,7 @@ impl Metrics {
     /// `now`.
     pub(crate) fn render(
         &self,
-        tenants: &[(&str, &TenantMetrics)],
+        tenants: &[(&str, &TenantCounters)],
         revision: Option<i64>,
         config: &MetricsConfig,
         now: Instant,
@@ -234,7 +234,7 @@ impl Metrics {
                 .activity
                 .recent(figures.moves(), figures.open(), now, config.active_window)
             {
-                active.push((name, &**metrics, figures));
+                active.push((name, metrics, figures));
             }
         }
         let mut out = String::new();

@@ -205,10 +205,11 @@ pub(super) fn compile(
     previous: &Snapshot,
     plan: &dyn Fn(&str) -> Arc<ResourcePlan>,
 ) -> Arc<Tenant> {
-    // Counters survive a reload so that /metrics never goes backwards.
-    let metrics = previous
+    // The runtime state survives a reload: limits are not reset, monitors keep watching, /metrics never goes
+    // backwards.
+    let runtime = previous
         .tenant_by_name(source.name)
-        .map(|t| t.metrics.clone())
+        .map(|t| t.runtime.clone())
         .unwrap_or_default();
     let ops_interval = source
         .limits
@@ -251,7 +252,7 @@ pub(super) fn compile(
         limits: source.limits.clone(),
         route,
         credentials: source.digests.into_iter().collect(),
-        metrics,
+        runtime,
         ops_interval,
         policies,
         scripts_run_as,

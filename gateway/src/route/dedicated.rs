@@ -14,7 +14,6 @@ use crate::backend::dedicated::{self, Pushes, Wait};
 use crate::backend::spares::Spares;
 use crate::backend::{ConnectionSettings, NodeSpec};
 use crate::clients::Blocked;
-use crate::metrics::Held;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp;
 
@@ -49,7 +48,7 @@ impl ResolvedRoute {
         let tenant = opening.tenant;
         let max = opening.max_per_tenant;
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
-        let Some(lease) = Held::take(&tenant.metrics, |m| &m.dedicated, Some(limit)) else {
+        let Some(lease) = tenant.runtime.lease_dedicated(limit) else {
             return Err(resp::error_reply(&format!(
                 "ERR tenant '{}' holds its maximum of {max} dedicated backend connections (blocking commands, transactions, subscriptions); try again later",
                 tenant.name

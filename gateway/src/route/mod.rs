@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use switchyard_schemas::{RoutesFile, TenantLimits, certificate_digest, credential_digest};
 
 use crate::backend::ResourceSpec;
-use crate::metrics::TenantMetrics;
+use crate::tenant::TenantRuntime;
 
 mod build;
 mod by_name;
@@ -74,7 +74,8 @@ pub(crate) struct Tenant {
     pub route: RoutePlan,
     /// Digests of the credentials that select this tenant (a few: a list costs less than a set).
     pub credentials: Box<[String]>,
-    pub metrics: TenantMetrics,
+    /// Its limits' state, monitors, slow log and counters, kept across snapshots.
+    pub runtime: TenantRuntime,
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
     /// Its namespace, read-only switch, command rules, address lists and blocked keys; none without any.
@@ -95,6 +96,13 @@ impl Named for Arc<Tenant> {
 }
 
 impl Tenant {
+    /// Whether the tenant's ops/s limit admits one more command at `now` (see `TenantState::admit_op`).
+    #[inline]
+    pub(crate) fn admit_op(&self, now: std::time::Instant) -> bool {
+        self.ops_interval
+            .is_none_or(|interval| self.runtime.admit_op(now, interval))
+    }
+
     /// The databases the tenant's clients may SELECT (see `RoutePlan::databases`).
     pub(crate) fn databases(&self) -> std::ops::Range<i64> {
         self.route.databases(self.allow_admin)
@@ -318,14 +326,16 @@ mod tests {
         first
             .tenant_by_name("mid")
             .unwrap()
-            .metrics
+            .runtime
+            .counters
             .commands
             .add(crate::cmd::Command::Get, 3);
         let second = Snapshot::from_routes_file(&file, 2, &first, &mut Catalog::default()).unwrap();
         let kept: Vec<_> = second
             .tenant_by_name("mid")
             .unwrap()
-            .metrics
+            .runtime
+            .counters
             .commands
             .counts()
             .collect();

@@ -9,10 +9,10 @@ use bytes::Bytes;
 
 use super::local::valid_name;
 use super::{MAX_CLIENTS, Session, TenantView, WRONGPASS};
-use crate::metrics::Held;
 use crate::net::Stream;
 use crate::resp::{self, Protocol};
 use crate::route::{Snapshot, Tenant};
+use crate::tenant::Lease;
 
 pub(super) enum AuthOutcome {
     Ok,
@@ -25,12 +25,12 @@ pub(super) enum AuthOutcome {
 
 /// A place among `tenant`'s client connections, or `None` when its `max_connections` are taken; counted as a
 /// connection the tenant received, or rejected (INFO's stats).
-pub(super) fn tenant_place(tenant: &Tenant) -> Option<Held> {
+pub(super) fn tenant_place(tenant: &Tenant) -> Option<Lease> {
     let max = tenant.limits.max_connections.map(i64::from);
-    let place = Held::take(&tenant.metrics, |m| &m.connections, max);
+    let place = tenant.runtime.lease_connection(max);
     match place {
-        Some(_) => tenant.metrics.connections_received.add(1),
-        None => tenant.metrics.connections_rejected.add(1),
+        Some(_) => tenant.runtime.counters.connections_received.add(1),
+        None => tenant.runtime.counters.connections_rejected.add(1),
     }
     place
 }
@@ -111,7 +111,11 @@ impl Session {
             .and_then(|name| std::str::from_utf8(name).ok())
             .and_then(|name| snapshot.tenant_by_name(name));
         match named {
-            Some(tenant) => tenant.metrics.auth_failures.fetch_add(1, Ordering::Relaxed),
+            Some(tenant) => tenant
+                .runtime
+                .counters
+                .auth_failures
+                .fetch_add(1, Ordering::Relaxed),
             None => gateway
                 .metrics
                 .auth_failures_unknown
@@ -300,7 +304,7 @@ impl Session {
         &mut self,
         tenant: Arc<Tenant>,
         credential: Option<String>,
-        place: Held,
+        place: Lease,
     ) {
         let generation = self.worker.gateway.generation();
         let route = self.worker.resolve(&tenant, self.db, self.protocol);
@@ -328,7 +332,7 @@ impl Session {
     }
 
     /// Leaves the tenant; its place among the tenant's connections is returned, to keep or to drop.
-    pub(super) fn leave_tenant(&mut self) -> Option<Held> {
+    pub(super) fn leave_tenant(&mut self) -> Option<Lease> {
         self.tenant.take().map(|view| view.place)
     }
 }

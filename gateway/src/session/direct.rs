@@ -23,7 +23,7 @@ impl Session {
         let direct = view.direct.as_ref()?;
         if view.generation != self.worker.gateway.generation()
             || view.tenant.ops_interval.is_some()
-            || view.tenant.metrics.monitors.active()
+            || view.tenant.runtime.monitors.active()
             || !self.stateful.is_idle()
             || self.replying != Replying::On
         {
@@ -63,7 +63,7 @@ impl Session {
         if let ((Some(id), count @ 1..), Some(view)) =
             (self.uncounted.replace((None, 0)), &self.tenant)
         {
-            view.tenant.metrics.commands.add(id, count);
+            view.tenant.runtime.counters.commands.add(id, count);
             self.info.set_command(id);
         }
     }

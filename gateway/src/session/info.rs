@@ -19,7 +19,7 @@ use crate::state::Gateway;
 
 /// The gateway's fields of the sections `local` asks for, as `tenant` sees them.
 fn fill(local: &mut Local, gateway: &Gateway, tenant: &Tenant) {
-    let metrics = &tenant.metrics;
+    let metrics = &tenant.runtime.counters;
     if local.wants("server") {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -159,7 +159,7 @@ pub(super) fn resetstat(
     request: &Request,
     started: Instant,
 ) -> Result<(), String> {
-    tenant.metrics.reset_stats();
+    tenant.runtime.counters.reset_stats();
     if tenant.allow_admin {
         return dispatch.forward(spec, request, started);
     }

@@ -117,7 +117,7 @@ impl Session {
     /// route that cannot serve it as asked.
     pub(super) fn reject(&self, spec: &CommandSpec, started: Instant, text: &str) {
         if let Some(view) = &self.tenant {
-            view.tenant.metrics.commands.reject(spec.id);
+            view.tenant.runtime.counters.commands.reject(spec.id);
         }
         self.local_error(started, text);
     }

@@ -75,7 +75,7 @@ impl Session {
             .map_or(MAX_MONITOR_BACKLOG, |bytes| {
                 usize::try_from(bytes).unwrap_or(usize::MAX)
             });
-        let monitor = Monitor::start(&view.tenant.metrics.monitors, bound);
+        let monitor = Monitor::start(&view.tenant.runtime.monitors, bound);
         let overflowed = Rc::new(Cell::new(false));
         let queue = Rc::clone(&self.replies);
         self.monitor = Some(Monitoring {
@@ -108,7 +108,7 @@ impl Session {
     /// tenant with monitors, and those of a client with no tenant yet (its `AUTH` may give it one).
     pub(super) fn monitor_args(&self, request: &Request) -> Option<Vec<Bytes>> {
         match &self.tenant {
-            Some(view) if !view.tenant.metrics.monitors.active() => None,
+            Some(view) if !view.tenant.runtime.monitors.active() => None,
             _ => Some(request.args().to_vec()),
         }
     }
@@ -121,7 +121,7 @@ impl Session {
             return;
         }
         let Some(view) = &self.tenant else { return };
-        let monitors = &view.tenant.metrics.monitors;
+        let monitors = &view.tenant.runtime.monitors;
         let refused = |spec| self.monitor.is_some() && touches_keys(spec);
         match cmd::lookup(args) {
             Ok(spec) if monitors.active() && monitor::shows(spec) && !refused(spec) => {

@@ -222,7 +222,7 @@ impl Session {
     pub(super) fn close(&self, reason: Closed, addr: std::net::SocketAddr) -> io::Result<()> {
         let tenant = self.info.tenant().unwrap_or_default();
         if let Some(view) = &self.tenant {
-            view.tenant.metrics.closed(reason);
+            view.tenant.runtime.counters.closed(reason);
         }
         tracing::warn!(client = %addr, %tenant, reason = reason.label(), "closing a client connection that broke a bound");
         Ok(())

@@ -6,7 +6,6 @@
 //! command once it ran (see `monitor`).
 
 use std::ops::ControlFlow::{self, Break, Continue};
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::{NOAUTH, Session, info};
@@ -163,16 +162,13 @@ impl Session {
             return Break(());
         };
         let tenant = &view.tenant;
-        tenant.metrics.commands.add(command.spec.id, 1);
-        match tenant.ops_interval {
-            Some(interval) if !tenant.metrics.rate.admit(command.started, interval) => {
-                tenant.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-                let text = format!("ERR tenant '{}' rate limit exceeded", tenant.name);
-                self.reject(command.spec, command.started, &text);
-                Break(())
-            }
-            _ => Continue(command),
+        tenant.runtime.counters.commands.add(command.spec.id, 1);
+        if tenant.admit_op(command.started) {
+            return Continue(command);
         }
+        let text = format!("ERR tenant '{}' rate limit exceeded", tenant.name);
+        self.reject(command.spec, command.started, &text);
+        Break(())
     }
 
     /// Transactions, subscriptions and blocking commands, and every command while in a transaction or

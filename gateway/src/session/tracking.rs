@@ -64,7 +64,10 @@ impl Session {
 
     /// Moves the replies ready into `output`, each counted in its tenant's metrics and checked by tracking.
     pub(super) fn drain_replies(&self, output: &mut Output, now: Instant) {
-        let metrics = self.tenant.as_ref().map(|view| &view.tenant.metrics);
+        let metrics = self
+            .tenant
+            .as_ref()
+            .map(|view| &view.tenant.runtime.counters);
         let tenant_latency = self.worker.gateway.config.metrics.tenant_latency;
         let unsent = output.len();
         self.replies.drain_ready(output.buf(), |answered| {
@@ -175,7 +178,7 @@ impl Session {
                 let entry = self.slow_entry(elapsed, answered.count, parsed);
                 let logged = view
                     .tenant
-                    .metrics
+                    .runtime
                     .slowlog
                     .push(entry, config.slowlog_max_len);
                 if observed.slow.len() >= config.slowlog_max_len {
@@ -269,7 +272,7 @@ impl Session {
     pub(super) fn slowlog(&self, args: &[Bytes], started: Instant) {
         let Some(view) = &self.tenant else { return };
         let mut out = BytesMut::new();
-        view.tenant.metrics.slowlog.answer(args, &mut out);
+        view.tenant.runtime.slowlog.answer(args, &mut out);
         self.replies.push_ready(out.freeze(), started);
     }
 }

@@ -336,7 +336,8 @@ fn a_changed_tenant_keeps_its_counters_and_shares_its_resources() {
         .snapshot()
         .tenant_by_name("a")
         .unwrap()
-        .metrics
+        .runtime
+        .counters
         .commands
         .add(crate::cmd::Command::Get, 5);
     let delta = format!(
@@ -348,7 +349,7 @@ fn a_changed_tenant_keeps_its_counters_and_shares_its_resources() {
     let snapshot = gateway.snapshot();
     let a = snapshot.tenant_by_name("a").unwrap();
     assert_eq!(
-        a.metrics.commands.counts().collect::<Vec<_>>(),
+        a.runtime.counters.commands.counts().collect::<Vec<_>>(),
         [("get", 5)]
     );
     let plan =

@@ -7,7 +7,7 @@ use super::*;
 
 const WINDOW: Duration = Duration::from_secs(600);
 
-fn render(tenants: &[(&str, &TenantMetrics)], now: Instant, tenant_latency: bool) -> String {
+fn render(tenants: &[(&str, &TenantCounters)], now: Instant, tenant_latency: bool) -> String {
     let config = MetricsConfig {
         active_window: WINDOW,
         tenant_latency,
@@ -81,7 +81,7 @@ fn a_label_value_escapes_backslash_quote_and_line_feed() {
 #[test]
 fn a_tenant_named_with_quotes_backslashes_and_line_feeds_leaves_the_exposition_readable() {
     let name = "we\"ird\\te\nnant";
-    let tenant = TenantMetrics::default();
+    let tenant = TenantCounters::default();
     tenant.commands.add(crate::cmd::Command::Get, 3);
     tenant.connections_received.add(1);
     tenant.latency.observe(Duration::from_micros(80), 3);
@@ -108,7 +108,7 @@ fn a_tenant_named_with_quotes_backslashes_and_line_feeds_leaves_the_exposition_r
 
 #[test]
 fn idle_tenants_are_counted_in_the_totals_only_and_come_back_when_active() {
-    let (busy, idle) = (TenantMetrics::default(), TenantMetrics::default());
+    let (busy, idle) = (TenantCounters::default(), TenantCounters::default());
     let now = Instant::now();
     // The idle tenant was busy once, before a scrape; nothing since.
     idle.commands.add(crate::cmd::Command::Set, 5);

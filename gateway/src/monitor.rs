@@ -14,8 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::Notify;
 
-use crate::cmd::Command;
-use crate::cmd::{CommandSpec, flag};
+use crate::cmd::{Command, CommandSpec, flag};
 
 /// One tenant's monitors.
 #[derive(Default)]

@@ -15,8 +15,7 @@ mod reading;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::cmd::Command;
-use crate::cmd::{CommandSpec, Policy};
+use crate::cmd::{Command, CommandSpec, Policy};
 use crate::resp::{self, Protocol, Request};
 
 pub(crate) use channels::Channels;

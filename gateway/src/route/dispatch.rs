@@ -18,8 +18,7 @@ use super::resolve::{CROSSSLOT, Endpoint, Place, ResolvedRoute, ResolvedTarget, 
 use super::scan;
 use crate::backend::identity;
 use crate::backend::{ClusterBackend, Keyspace};
-use crate::cmd::Command;
-use crate::cmd::{CommandSpec, flag};
+use crate::cmd::{Command, CommandSpec, flag};
 use crate::reply::{Combine, ReplyHandle, ReplyQueue, RunAs, Transform};
 use crate::resp::{self, Request};
 

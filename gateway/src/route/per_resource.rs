@@ -7,8 +7,7 @@
 use bytes::Bytes;
 
 use super::RoutePlan;
-use crate::cmd::Command;
-use crate::cmd::CommandSpec;
+use crate::cmd::{Command, CommandSpec};
 use crate::resp::Request;
 use crate::tenancy;
 

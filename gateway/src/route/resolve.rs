@@ -9,8 +9,7 @@ use switchyard_schemas::{AckMode, ReadPolicy};
 
 use super::{RoutePlan, TargetPlan};
 use crate::backend::{ClusterBackend, Keyspace, NodeSpec, ResourceSpec, Upstream};
-use crate::cmd::Command;
-use crate::cmd::CommandSpec;
+use crate::cmd::{Command, CommandSpec};
 use crate::reply::{DetachedWrites, ReplyHandle};
 use crate::resp::{self, Protocol};
 

@@ -10,9 +10,8 @@ use bytes::Bytes;
 use super::local::valid_name;
 use super::{Replying, Session};
 use crate::clients::{ClientInfo, LibAttribute, Unblock};
-use crate::cmd::Command;
-use crate::cmd::CommandSpec;
 use crate::cmd::spec::c_str;
+use crate::cmd::{Command, CommandSpec};
 use crate::resp;
 
 /// What CLIENT KILL answers: `+OK` for the old `CLIENT KILL addr` form, the number killed for filters.

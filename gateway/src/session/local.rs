@@ -8,8 +8,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::{CLUSTER_DISABLED, Session};
-use crate::cmd::Command;
-use crate::cmd::{self, CommandSpec};
+use crate::cmd::{self, Command, CommandSpec};
 use crate::resp::{self, Request};
 
 impl Session {

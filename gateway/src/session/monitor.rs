@@ -8,8 +8,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use crate::cmd::Command;
-use crate::cmd::{self, CommandSpec, flag};
+use crate::cmd::{self, Command, CommandSpec, flag};
 use crate::monitor::{self, Monitor};
 use crate::reply::ReplyQueue;
 use crate::resp::{self, Request};

@@ -2,8 +2,7 @@
 //! databases and channel namespace (the rules are `tenancy`'s).
 
 use super::Session;
-use crate::cmd::Command;
-use crate::cmd::{CommandSpec, acl};
+use crate::cmd::{Command, CommandSpec, acl};
 use crate::reply::Transform;
 use crate::resp::Request;
 use crate::tenancy;

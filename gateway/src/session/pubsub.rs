@@ -27,8 +27,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::Session;
-use crate::cmd::Command;
-use crate::cmd::CommandSpec;
+use crate::cmd::{Command, CommandSpec};
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, Protocol, Request};
 use crate::route::{Dedicated, Place};

@@ -17,9 +17,8 @@ use super::Session;
 use super::pubsub::Subscription;
 use super::transaction::{Transaction, Watching};
 use crate::clients::{Blocked, ClientState, Unblock};
-use crate::cmd::Command;
 use crate::cmd::policy::may_be_stateful;
-use crate::cmd::{CommandSpec, flag};
+use crate::cmd::{Command, CommandSpec, flag};
 use crate::resp::{self, Protocol, Request};
 use crate::route::{Dedicated, Opening, Place};
 

@@ -17,8 +17,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 
 use super::{Replying, Session};
-use crate::cmd::Command;
-use crate::cmd::{CommandSpec, acl, flag};
+use crate::cmd::{Command, CommandSpec, acl, flag};
 use crate::reply::{Transform, chain};
 use crate::resp::{self, Protocol, Request};
 use crate::route::{CROSSSLOT, Dedicated, Exec, Place};

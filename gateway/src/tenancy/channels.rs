@@ -4,8 +4,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::{Namespace, aggregate_elements, bulk_content, resp_elements};
-use crate::cmd::Command;
-use crate::cmd::CommandSpec;
+use crate::cmd::{Command, CommandSpec};
 use crate::reply::Transform;
 use crate::resp::{self, Protocol, Request};
 

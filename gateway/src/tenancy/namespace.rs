@@ -17,8 +17,7 @@ use switchyard_schemas::policy::MAX_NAMESPACE_LEN;
 // Shared with the control plane's migration tasks, which scan a namespace's keys with the same pattern.
 pub(super) use switchyard_schemas::policy::escape_glob;
 
-use crate::cmd::Command;
-use crate::cmd::CommandSpec;
+use crate::cmd::{Command, CommandSpec};
 use crate::reply::Transform;
 use crate::resp::Request;
 

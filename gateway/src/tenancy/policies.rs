@@ -11,11 +11,10 @@ use bytes::Bytes;
 use switchyard_schemas::{IpNet, ScriptsPolicy, TenantPolicy};
 
 use super::Namespace;
-use crate::cmd::Command;
 use crate::cmd::glob::{self, Case};
 use crate::cmd::spec::ACL_CATEGORY_NAMES;
 use crate::cmd::spec::is_script;
-use crate::cmd::{CommandSpec, flag, lookup_by_name};
+use crate::cmd::{Command, CommandSpec, flag, lookup_by_name};
 
 /// Redis' reply to a write on a read-only replica, which a read-only tenant gets for its writes.
 const READONLY: &str = "READONLY You can't write against a read only replica.";

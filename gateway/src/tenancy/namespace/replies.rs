@@ -2,8 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::cmd::Command;
-use crate::cmd::CommandSpec;
+use crate::cmd::{Command, CommandSpec};
 use crate::resp;
 
 /// Where a reply carries key names.

@@ -35,7 +35,7 @@ impl DirectRoute {
     /// first argument, placed as stored (under `prefix`, a tenant's key namespace). `None` when the request needs
     /// `dispatch`: a double-written write whose effect may differ from copy to copy, a cluster command whose key
     /// is not its first argument, a sentinel master not known yet (`dispatch` holds the request for it).
-    #[inline]
+    #[inline(always)] // once per request of the direct path, inside the decode loop
     pub(crate) fn target<'k>(
         &self,
         spec: &CommandSpec,

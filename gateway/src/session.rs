@@ -2,33 +2,31 @@
 //! writes every reply back in request order, coalesced into as few writes as possible.
 
 use std::cell::Cell;
-use std::future::poll_fn;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bytes::BytesMut;
 use tokio::net::TcpStream;
 
 use crate::admission::{MAX_CLIENTS, Ticket};
 use crate::clients::ClientInfo;
 use crate::cmd::{self, Command};
-use crate::metrics::Closed;
 use crate::net::Stream;
 use crate::proxy_protocol::client_address;
 use crate::reply::ReplyQueue;
-use crate::resp::{Protocol, RequestDecoder};
-use crate::route::{DirectRoute, Place, ResolvedRoute, Run, Tenant};
+use crate::resp::Protocol;
+use crate::route::{DirectRoute, Place, ResolvedRoute, Tenant};
 use crate::tenant::Lease;
 use crate::worker::Worker;
 use auth::{preset_tenant, tenant_place};
-use output::{Output, Replying, Socket, poll_socket};
+use connection::Connection;
+use output::Replying;
 
 mod auth;
 mod client;
+mod connection;
 mod direct;
 #[cfg(debug_assertions)]
 mod fault;
@@ -110,14 +108,8 @@ pub(crate) struct Session {
     penalty: Option<Instant>,
     /// The connection's timer must be set again (see `next_deadline`).
     rearm: bool,
-    /// Complete requests wait in the input, read beyond `MAX_OUTSTANDING`.
-    held_back: bool,
-    /// When the client last sent something (for `--client-idle-timeout-s`).
-    last_input: Instant,
     /// Which replies the client wants written (`CLIENT REPLY`).
     replying: Replying,
-    /// CLIENT LIST shows unparsed input of this client's (see `decode`).
-    input_shown: bool,
     /// Set in MONITOR mode.
     monitor: Option<monitor::Monitoring>,
     /// The hot-key sample's countdown and the thresholds (see `tracking`).
@@ -212,10 +204,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         ticket,
         penalty: None,
         rearm: false,
-        held_back: false,
-        last_input: Instant::now(),
         replying: Replying::On,
-        input_shown: false,
         monitor: None,
         tracking: tracking::SessionTracking::new(gateway.config.tracking),
     };
@@ -225,7 +214,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     if let (Some((tenant, credential)), Some(Some(place))) = (preset, open_place) {
         session.enter_tenant(tenant, credential, place);
     }
-    if let Err(e) = session.run(stream, addr).await {
+    if let Err(e) = Connection::new(session).run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
     }
 }
@@ -241,244 +230,5 @@ impl Drop for Session {
             .metrics
             .connections_open
             .fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-impl Session {
-    async fn run(&mut self, stream: Stream, addr: SocketAddr) -> std::io::Result<()> {
-        let gateway = Arc::clone(&self.worker.gateway);
-        let limits = gateway.config.limits;
-        let clients = gateway.config.clients;
-        let mut decoder = RequestDecoder::new(if self.tenant.is_some() {
-            limits
-        } else {
-            limits.unauthenticated()
-        });
-        let mut input = BytesMut::with_capacity(BUFFER_SIZE);
-        let mut output = Output::new();
-        let control = self.worker.control.listen();
-        // One timer, made once and re-armed in place (a timer made per loop costs every request), for what a
-        // connection may wait for: its AUTH deadline, the end of a failed AUTH's wait (see `admission`), and the
-        // bounds on replies it does not read and on its silence.
-        let auth_deadline = Instant::now() + gateway.config.auth_timeout;
-        let timer = tokio::time::sleep(gateway.config.auth_timeout);
-        tokio::pin!(timer);
-        let mut armed = true;
-        loop {
-            // A client is read from while it reads its replies (backpressure): a pipeline is slowed, never
-            // buffered without end.
-            let reading = !self.closing
-                && self.penalty.is_none()
-                && self.keeps_up(&output)
-                && (self.stateful.parked.is_none() || input.len() < MAX_PARKED_INPUT);
-            if self.rearm {
-                self.rearm = false;
-                let deadline = self.next_deadline(auth_deadline, &output);
-                armed = deadline.is_some();
-                if let Some(deadline) = deadline {
-                    timer.as_mut().reset(deadline.into());
-                }
-            }
-            let wanted = decoder.bytes_wanted(input.len());
-            if input.capacity() - input.len() < 1024 || wanted > input.capacity() - input.len() {
-                if input.len() >= clients.max_query_buffer {
-                    return self.close(Closed::QueryBuffer, addr);
-                }
-                // Grow geometrically, and never by more than the client has already sent.
-                input.reserve(wanted.clamp(BUFFER_SIZE, input.len().max(BUFFER_SIZE)));
-            }
-            tokio::select! {
-                biased;
-                // A subscribed client's messages arrive on their own, and so do a monitor's lines.
-                () = self.replies.wait_ready(), if !self.replies.is_empty() || self.stateful.subscription.is_some() || self.monitor.is_some() => {
-                    if self.monitor.as_ref().is_some_and(|m| m.overflowed()) {
-                        return self.close(Closed::OutputHard, addr);
-                    }
-                }
-                // One branch for the socket, through its own waker slots (`readable()` would queue a waiter per
-                // wait): writable when replies wait for it, or input read.
-                socket = poll_fn(|cx| poll_socket(&stream, cx, &mut input, reading, !output.is_empty())),
-                    if reading || !output.is_empty() => {
-                    match socket? {
-                        Socket::Writable => {}
-                        // The client hung up; replies still pending have no one to go to.
-                        Socket::Read(0) => return Ok(()),
-                        Socket::Read(_) if self.stateful.parked.is_none() => {
-                            self.decode(&mut decoder, &mut input, addr);
-                        }
-                        Socket::Read(_) => {}
-                    }
-                }
-                // A new snapshot, a CLIENT KILL or the shutdown. A revoked credential or a removed tenant
-                // closes idle connections too, not only busy ones.
-                () = control.notified() => {
-                    if self.info.is_killed() {
-                        return Ok(()); // CLIENT KILL from another connection: closed at once, as Redis does
-                    }
-                    self.unblock();
-                    self.refresh_tenant();
-                    if *self.worker.shutdown.borrow() {
-                        self.closing = true;
-                    }
-                }
-                () = &mut timer, if armed => {
-                    let now = Instant::now();
-                    // A failed AUTH's wait is over: what the client sent meanwhile is served.
-                    if self.penalty.is_some_and(|until| until <= now) {
-                        self.penalty = None;
-                        if self.stateful.parked.is_none() {
-                            self.decode(&mut decoder, &mut input, addr);
-                        }
-                    }
-                    // A connection that never authenticated is closed: it holds a place.
-                    if !self.ticket.is_authenticated() && auth_deadline <= now {
-                        tracing::debug!(client = %addr, "closing a connection that did not authenticate in time");
-                        return Ok(());
-                    }
-                    if output.timed_out(clients.write_timeout, now) {
-                        return self.close(Closed::WriteTimeout, addr);
-                    }
-                    if self.idle_deadline(&output).is_some_and(|deadline| deadline <= now) {
-                        return self.close(Closed::Idle, addr);
-                    }
-                    self.rearm = true;
-                }
-            }
-            loop {
-                let now = Instant::now();
-                self.drain_replies(&mut output, now);
-                if !output.is_empty() {
-                    output.flush(&stream, now, &self.info)?;
-                    if !output.is_empty() {
-                        // The client is slow to read: the bounds on what it leaves unread apply.
-                        if let Err(reason) = output.check(self.output_limit(), now) {
-                            return self.close(reason, addr);
-                        }
-                        self.rearm = true;
-                        break;
-                    }
-                }
-                // Requests read beyond MAX_OUTSTANDING go as earlier ones are answered and written.
-                if self.held_back
-                    && self.keeps_up(&output)
-                    && self.stateful.parked.is_none()
-                    && !self.closing
-                {
-                    self.decode(&mut decoder, &mut input, addr);
-                    continue; // what the gateway answered itself is ready now: no backend wakes the session for it
-                }
-                if !self.replies.is_empty() {
-                    break;
-                }
-                self.settle();
-                if self.closing {
-                    stream.shutdown();
-                    return Ok(());
-                }
-                // Every reply is written: a parked request goes now, then what was read after it.
-                let Some(request) = self.stateful.parked.take() else {
-                    break;
-                };
-                self.dispatch(request, Instant::now());
-                if self.stateful.parked.is_some() {
-                    break; // parked again: it waits for a subscription's confirmations, which wake the session
-                }
-                if !self.closing {
-                    self.decode(&mut decoder, &mut input, addr);
-                }
-            }
-        }
-    }
-
-    /// Whether the client keeps up with its replies, so that more of its requests may be read and dispatched.
-    fn keeps_up(&self, output: &Output) -> bool {
-        self.replies.requests() < MAX_OUTSTANDING && output.len() < MAX_UNREAD_WHILE_READING
-    }
-
-    /// Dispatches every complete request in `input`, until one is parked, the connection is closing or waits
-    /// after a failed AUTH.
-    fn decode(&mut self, decoder: &mut RequestDecoder, input: &mut BytesMut, addr: SocketAddr) {
-        self.held_back = false;
-        if self.penalty.is_some() {
-            return;
-        }
-        let gateway = Arc::clone(&self.worker.gateway);
-        let limits = gateway.config.limits;
-        let unread = input.len();
-        let now = Instant::now(); // one clock read per batch: per command it shows in profiles of pipelines
-        self.last_input = now;
-        self.info.set_active();
-        let mut run = Run::new(&self.replies, now, self.info.id as usize, input.len());
-        // Requests that may join the run within MAX_OUTSTANDING: counted again when others leave (a run sent as
-        // the next request goes elsewhere, a request dispatched alone).
-        let mut left = self.replies.room(MAX_OUTSTANDING);
-        loop {
-            if run.len() >= left {
-                self.held_back = true;
-                break;
-            }
-            match decoder.decode(input) {
-                Ok(Some(mut frame)) => {
-                    #[cfg(debug_assertions)]
-                    match fault::injected(decoder, &frame) {
-                        Some(fault::Fault::DropReply) => {
-                            run.send();
-                            drop(self.replies.reserve(now));
-                            left = self.replies.room(MAX_OUTSTANDING);
-                            continue;
-                        }
-                        Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
-                        None => {}
-                    }
-                    if let Some((to, spec)) = self.direct(decoder, &mut frame) {
-                        if run.push(to, spec, frame) {
-                            left = self.replies.room(MAX_OUTSTANDING);
-                        }
-                        continue;
-                    }
-                    run.send();
-                    self.count_commands(); // `dispatch` may change the tenant
-                    let authenticated = self.tenant.is_some();
-                    self.dispatch(decoder.request(frame), now);
-                    if self.tenant.is_some() != authenticated {
-                        decoder.set_limits(if authenticated {
-                            limits.unauthenticated()
-                        } else {
-                            limits
-                        });
-                    }
-                    if self.closing || self.stateful.parked.is_some() || self.penalty.is_some() {
-                        break;
-                    }
-                    left = self.replies.room(MAX_OUTSTANDING);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    run.send();
-                    gateway
-                        .metrics
-                        .protocol_errors
-                        .fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(client = %addr, "protocol error: {e}");
-                    self.local_error(now, &format!("ERR {e}"));
-                    self.closing = true;
-                    break;
-                }
-            }
-        }
-        run.send();
-        self.count_commands();
-        if let Some(view) = &self.tenant {
-            view.tenant
-                .runtime
-                .counters
-                .received_bytes
-                .add(unread.saturating_sub(input.len()) as u64);
-        }
-        // Shown while input waits unparsed (a partial request, a pipeline held back), and once more when none does.
-        if !input.is_empty() || self.input_shown {
-            self.input_shown = !input.is_empty();
-            self.info.set_input(input.len(), input.capacity());
-        }
     }
 }

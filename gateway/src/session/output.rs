@@ -189,44 +189,6 @@ impl Session {
                 .unwrap_or(clients.output_buffer)
         }
     }
-
-    /// When the connection's timer must next fire: at the end of a failed AUTH's wait, at its AUTH deadline while
-    /// it has not authenticated, when what it leaves unread breaks a bound, at the end of its idle timeout.
-    pub(super) fn next_deadline(&self, auth_deadline: Instant, output: &Output) -> Option<Instant> {
-        let clients = &self.worker.gateway.config.clients;
-        [
-            self.penalty,
-            (!self.ticket.is_authenticated()).then_some(auth_deadline),
-            output.deadline(self.output_limit(), clients.write_timeout),
-            self.idle_deadline(output),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    /// When the connection's idle timeout ends, if it has one running: not while a request of it is in flight or
-    /// it is subscribed or monitors (as Redis' `timeout`), nor while replies wait for it to read them (the write timeout's
-    /// case).
-    pub(super) fn idle_deadline(&self, output: &Output) -> Option<Instant> {
-        let timeout = self.worker.gateway.config.clients.idle_timeout?;
-        let busy = !self.replies.is_empty()
-            || !output.is_empty()
-            || self.stateful.subscription.is_some()
-            || self.monitor.is_some()
-            || self.stateful.parked.is_some();
-        (!busy).then(|| self.last_input + timeout)
-    }
-
-    /// Ends the connection for breaking a bound (returned from `run`): counted by tenant and reason, and logged.
-    pub(super) fn close(&self, reason: Closed, addr: std::net::SocketAddr) -> io::Result<()> {
-        let tenant = self.info.tenant().unwrap_or_default();
-        if let Some(view) = &self.tenant {
-            view.tenant.runtime.counters.closed(reason);
-        }
-        tracing::warn!(client = %addr, %tenant, reason = reason.label(), "closing a client connection that broke a bound");
-        Ok(())
-    }
 }
 
 fn soft_window(limit: OutputBufferLimit) -> Duration {

@@ -16,7 +16,8 @@ use crate::state::{Config, Gateway};
 use crate::worker::Worker;
 
 /// `shop` owns databases 4 to 6 of its Redis (its 0 to 2); `dev` owns database 0 only; `ops`, an admin on
-/// database 0, may select all 16; `capped` takes one connection at a time.
+/// database 0, may select all 16; `capped` takes one connection at a time; `metered` runs one command a second
+/// and may not `FLUSHALL`.
 pub(super) const ROUTES: &str = r#"{"tenants": [
   {"name": "shop", "passwords": ["shop-secret"],
    "route": {"type": "single", "target": "redis://127.0.0.1:1/4", "databases": 3}},
@@ -24,7 +25,9 @@ pub(super) const ROUTES: &str = r#"{"tenants": [
   {"name": "ops", "passwords": ["ops-secret"], "allow_admin": true,
    "route": {"type": "single", "target": "redis://127.0.0.1:1"}},
   {"name": "capped", "passwords": ["capped-secret"], "limits": {"max_connections": 1},
-   "route": {"type": "single", "target": "redis://127.0.0.1:1"}}
+   "route": {"type": "single", "target": "redis://127.0.0.1:1"}},
+  {"name": "metered", "passwords": ["metered-secret"], "limits": {"max_ops_per_sec": 1},
+   "commands": {"deny": ["flushall"]}, "route": {"type": "single", "target": "redis://127.0.0.1:1"}}
 ]}"#;
 
 /// How long a reply may take before the test fails: nothing here waits for a backend that answers.

@@ -425,3 +425,26 @@ fn a_query_buffer_past_its_bound_closes_the_connection() {
         client.expect_closed().await;
     });
 }
+
+/// The steps run in their order (`session/steps.rs`): what the tenant's policies refuse never reaches its rate
+/// limit, which counts every command after them, those the gateway answers itself included; a command unknown
+/// to the table is answered before anything else, even without a tenant.
+#[test]
+fn steps_refuse_by_policy_before_the_rate_limit_counts() {
+    run(async {
+        let gateway = TestGateway::start(config());
+        let mut client = gateway.connect();
+        let unknown = b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n";
+        client.roundtrip(b"NOSUCH\r\n", unknown).await;
+        client
+            .roundtrip(b"AUTH metered-secret\r\n", b"+OK\r\n")
+            .await;
+        let noperm = b"-NOPERM this user has no permissions to run the 'flushall' command\r\n";
+        for _ in 0..3 {
+            client.roundtrip(b"FLUSHALL\r\n", noperm).await;
+        }
+        client.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
+        let limited = b"-ERR tenant 'metered' rate limit exceeded\r\n";
+        client.roundtrip(b"PING\r\n", limited).await;
+    });
+}

@@ -282,7 +282,7 @@ async fn scan(
 
 /// RESTOREs bound for one server: its pipeline, and for each command its key's index and whether this is the
 /// key's first destination (which is what the counters count).
-type Restores = (Server, Pipeline, Vec<(usize, bool)>);
+type Restores<'s> = (&'s Server, Pipeline, Vec<(usize, bool)>);
 
 /// Copies `keys` (found on `server` of old) to their places in new, never over a key already there: DUMP + PTTL
 /// on `server`, then the RESTOREs on every destination server at once.
@@ -302,16 +302,17 @@ async fn copy(
     };
     let mut bytes = 0;
     let placement = new.placement();
-    let mut restores: HashMap<String, Restores> = HashMap::new();
+    // By server address, borrowed from `new`: nothing is allocated per key but the RESTORE itself.
+    let mut restores: HashMap<&str, Restores<'_>> = HashMap::new();
     for (i, (key, copy)) in keys.iter().zip(&copies).enumerate() {
         let Some(dump) = &copy.dump else {
             copied.skipped += 1; // deleted since SCAN saw it
             continue;
         };
         bytes += dump.len() as u64;
-        for (n, dest) in new.servers_for(&placement, key).into_iter().enumerate() {
+        for (n, dest) in new.servers_for(&placement, key).enumerate() {
             let entry = restores
-                .entry(dest.addr.clone())
+                .entry(dest.addr.as_str())
                 .or_insert_with(|| (dest, redis::pipe(), Vec::new()));
             entry
                 .1

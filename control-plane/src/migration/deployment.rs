@@ -292,15 +292,18 @@ impl Side {
 
     /// Where `key` lives: every write resource of its target, the primary first (a target that double-writes
     /// keeps its copies in step), each narrowed to the server holding the key.
-    pub(crate) fn servers_for(&self, placement: &TablePlacement<'_>, key: &[u8]) -> Vec<Server> {
-        let Some((_, target)) = placement.target_of(key) else {
-            return Vec::new();
-        };
-        target
-            .write_resources()
+    pub(crate) fn servers_for<'s>(
+        &'s self,
+        placement: &TablePlacement<'_>,
+        key: &[u8],
+    ) -> impl Iterator<Item = &'s Server> {
+        let resources = placement
+            .target_of(key)
+            .map(|(_, target)| target.write_resources())
+            .unwrap_or_default();
+        resources
             .iter()
             .filter_map(|url| self.resources.get(url))
-            .map(|resource| resource.server_for(key).clone())
-            .collect()
+            .map(move |resource| resource.server_for(key))
     }
 }

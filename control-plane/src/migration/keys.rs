@@ -51,20 +51,21 @@ pub(crate) async fn read(server: &Server, keys: &[&[u8]]) -> TaskResult<Vec<Copy
         pipe.cmd("DUMP").arg(*key).cmd("PTTL").arg(*key);
     }
     let replies = send(server, &pipe, keys.len() * 2).await?;
-    Ok(replies
-        .chunks(2)
-        .map(|pair| {
-            let dump = match &pair[0] {
-                Value::BulkString(bytes) => Some(bytes.clone()),
-                _ => None,
-            };
-            let pttl = match (&dump, &pair[1]) {
-                (Some(_), Value::Int(ttl)) => *ttl,
-                _ => -2,
-            };
-            Copy { dump, pttl }
-        })
-        .collect())
+    let mut replies = replies.into_iter();
+    let mut copies = Vec::with_capacity(keys.len());
+    // The dumps are taken out of the replies, not copied.
+    while let (Some(dump), Some(pttl)) = (replies.next(), replies.next()) {
+        let dump = match dump {
+            Value::BulkString(bytes) => Some(bytes),
+            _ => None,
+        };
+        let pttl = match (&dump, pttl) {
+            (Some(_), Value::Int(ttl)) => ttl,
+            _ => -2,
+        };
+        copies.push(Copy { dump, pttl });
+    }
+    Ok(copies)
 }
 
 /// Reads both sides of every pair, grouped into one pipeline per server.

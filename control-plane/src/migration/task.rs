@@ -276,14 +276,11 @@ impl Task {
         let pairs: Vec<Pair> = keys
             .iter()
             .flat_map(|key| {
-                self.new
-                    .servers_for(&placement, key)
-                    .into_iter()
-                    .map(|new| Pair {
-                        key: key.clone(),
-                        old: server.clone(),
-                        new,
-                    })
+                self.new.servers_for(&placement, key).map(|new| Pair {
+                    key: key.clone(),
+                    old: server.clone(),
+                    new: new.clone(),
+                })
             })
             .collect();
         let mut differing = Vec::new();
@@ -307,7 +304,7 @@ impl Task {
         let pairs: Vec<Pair> = keys
             .iter()
             .filter_map(|key| {
-                let old = self.old.servers_for(&placement, key).into_iter().next()?;
+                let old = self.old.servers_for(&placement, key).next()?.clone();
                 Some(Pair {
                     key: key.clone(),
                     old,

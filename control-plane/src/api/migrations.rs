@@ -210,6 +210,19 @@ async fn create(
             "the current route is a double_write table; set a single or sharded one first".into(),
         ));
     }
+    // Backfill and verify copy and compare each resource's own database only: the tenant's other databases
+    // would be left behind, and lost at `finish`.
+    let databases = source.databases();
+    if databases > 1 {
+        return Err(conflict(
+            "databases_unsupported",
+            format!(
+                "tenant '{tenant}' owns {databases} databases (its route's `databases`), and a migration copies \
+                 one: the keys of the others would be left behind on the old deployment. Move its keys to one \
+                 database first, or copy the others yourself before `finish`"
+            ),
+        ));
+    }
     // The destination is validated as the route it becomes at `finish`.
     let names = references::names(&destination);
     let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::Share).await?;

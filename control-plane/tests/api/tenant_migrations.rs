@@ -215,6 +215,11 @@ async fn bad_requests_change_nothing(pool: PgPool) {
         }
     };
     assert_conflict(&create(json!({"to": NEW})).await, "no_route");
+    // A tenant owning several databases: only one would be copied.
+    let mut databases = single(OLD);
+    databases["databases"] = json!(2);
+    assert_eq!(api.put_route("acme", databases).await.status, 200);
+    assert_conflict(&create(json!({"to": NEW})).await, "databases_unsupported");
     assert_eq!(api.put_route("acme", single(OLD)).await.status, 200);
     let revision = api.revision().await;
 

@@ -268,3 +268,52 @@ async fn single_slot_traffic_is_ready_and_cuts_over() {
     let cut = stack.cp.expect("POST", &cutover, None, 200).await;
     assert_eq!(cut["state"], "cut_over", "{cut}");
 }
+
+/// `WATCH` counts as the destination would answer it: watched keys in two slots there are a cross-slot command, and
+/// a transaction must share its watched keys' slot, so one whose commands keep to one slot apart from them is
+/// counted as a transaction that fails there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_keys_count_with_the_transaction_they_guard() {
+    let old = RedisServer::start();
+    let cluster = RedisCluster::start(3, 0, None);
+    let stack = Stack::start(&old, "watch").await;
+    let id = stack.migrate_to(&cluster).await;
+    assert_ne!(slot("user:1001"), slot("user:2002"));
+
+    let mut client = stack.gateway.client(Some(&stack.secret)).await;
+    let watched: redis::RedisResult<()> = redis::cmd("WATCH")
+        .arg("user:1001")
+        .arg("user:2002")
+        .query_async(&mut client)
+        .await;
+    assert!(watched.is_err(), "cross-slot WATCH fails on the route");
+    let () = redis::cmd("WATCH")
+        .arg("user:1001")
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    let exec: redis::RedisResult<()> = redis::pipe()
+        .atomic()
+        .set("user:2002", "b")
+        .query_async(&mut client)
+        .await;
+    assert!(
+        exec.is_err(),
+        "a transaction away from its watched key fails"
+    );
+
+    let readiness = stack
+        .wait(id, "readiness counted", |r| {
+            r["counts"]["cross_slot"] == 1 && r["counts"]["transactions"] == 1
+        })
+        .await;
+    assert_eq!(readiness["ready"], false, "{readiness}");
+    let commands: Vec<&Value> = readiness["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["command"])
+        .collect();
+    assert_eq!(commands.len(), 2, "{readiness}");
+    assert!(commands.contains(&&json!("watch")), "{readiness}");
+}

@@ -1,6 +1,7 @@
 //! The session's part of migration readiness (see `route::readiness`): each command checked against the
-//! destination of the tenant's route, and a transaction's keys followed from `MULTI` to `EXEC`, where a
-//! transaction whose keys the destination places apart is counted once.
+//! destination of the tenant's route, and a transaction's keys followed from `MULTI` (from `WATCH`, whose keys
+//! the transaction must share a slot with) to `EXEC`, where a transaction whose keys the destination places apart
+//! is counted once.
 //!
 //! Commands are checked as sent to the backend (under the tenant's key namespace, which decides their slot);
 //! examples show them as the tenant sent them.
@@ -13,7 +14,7 @@ use crate::cmd::CommandSpec;
 use crate::route::readiness;
 
 /// What a transaction's keys look like on the destination so far.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Followed {
     /// Its first key, and its group there.
     first: Option<((usize, u16), Bytes)>,
@@ -60,19 +61,21 @@ impl Session {
         }
     }
 
-    /// Follows a command queued in the open transaction (`args` as sent to the backend).
-    pub(super) fn follow_queued(&mut self, spec: &'static CommandSpec, args: &[Bytes]) {
+    /// Follows the keys of a command queued in the open transaction, or watched for the next one (`args` as sent
+    /// to the backend).
+    pub(super) fn follow_keys(&mut self, spec: &'static CommandSpec, args: &[Bytes]) {
         let Some(view) = &self.tenant else { return };
         let (Some(counters), Some(destination)) =
             (&view.tenant.readiness, view.tenant.route.secondary())
         else {
             return;
         };
-        let Some(transaction) = &mut self.stateful.transaction else {
-            return;
+        let followed = match (&mut self.stateful.transaction, &mut self.stateful.watching) {
+            (Some(transaction), _) => &mut transaction.followed,
+            (None, Some(watching)) => &mut watching.followed,
+            (None, None) => return,
         };
         counters.checked(1);
-        let followed = &mut transaction.followed;
         if followed.apart.is_some() || spec.key_indices(args, &mut self.keys).is_err() {
             return;
         }

@@ -58,6 +58,8 @@ impl Transaction {
 pub(super) struct Watching {
     connection: Dedicated,
     place: Place,
+    /// The watched keys as the destination of a migration places them (see `readiness`).
+    pub(super) followed: super::readiness::Followed,
 }
 
 /// `EXEC`'s reply with the elements of the commands in `transforms` rewritten by theirs; a transaction that did
@@ -125,8 +127,10 @@ impl Session {
         }
         match spec.id {
             Command::Multi => {
+                let watching = self.stateful.watching.as_ref();
                 self.stateful.transaction = Some(Transaction {
-                    place: self.stateful.watching.as_ref().map(|w| w.place),
+                    place: watching.map(|w| w.place),
+                    followed: watching.map(|w| w.followed.clone()).unwrap_or_default(),
                     ..Transaction::default()
                 });
                 self.local_ok(started);
@@ -183,7 +187,7 @@ impl Session {
         request: &Request,
     ) -> Result<(Request, Option<Transform>), String> {
         let (request, transform) = self.narrow(spec, request.clone())?;
-        self.follow_queued(spec, request.args());
+        self.follow_keys(spec, request.args());
         if spec.has(flag::NO_MULTI) {
             return Err("ERR Command not allowed inside a transaction".to_string());
         }
@@ -220,6 +224,7 @@ impl Session {
             Ok((request, _)) => request,
             Err(text) => return self.local_error(started, &text),
         };
+        self.check_readiness(spec, request.args());
         let place = match self.place_of(spec, request.args()) {
             Ok(place) => place.unwrap_or((0, None)),
             Err(text) => return self.local_error(started, &text),
@@ -231,7 +236,11 @@ impl Session {
             }
             Some(watching) => watching,
             None => match self.open_dedicated(place, false) {
-                Ok(connection) => Watching { connection, place },
+                Ok(connection) => Watching {
+                    connection,
+                    place,
+                    followed: Default::default(),
+                },
                 Err(reply) => return self.local_error_reply(started, reply),
             },
         };
@@ -239,6 +248,7 @@ impl Session {
         watching.connection.send(request.raw().clone(), vec![reply]);
         self.stateful.watching = Some(watching);
         self.stateful.barrier = true;
+        self.follow_keys(spec, request.args());
     }
 
     /// `EXEC`: the transaction runs where its route says (see `ResolvedRoute::exec`), on the watching connection

@@ -11,7 +11,7 @@ use switchyard_schemas::api::ReadinessKind;
 
 use super::Session;
 use crate::cmd::CommandSpec;
-use crate::route::readiness;
+use crate::route::{Secondary, readiness};
 
 /// What a transaction's keys look like on the destination so far.
 #[derive(Default, Clone)]
@@ -20,6 +20,28 @@ pub(super) struct Followed {
     first: Option<((usize, u16), Bytes)>,
     /// The first queued command with a key in another group, and that key.
     apart: Option<(&'static str, Bytes)>,
+}
+
+impl Followed {
+    /// Follows the keys of command `name`, placed as `destination` places them, until two are apart.
+    fn follow<'a>(
+        &mut self,
+        destination: &Secondary,
+        name: &'static str,
+        keys: impl Iterator<Item = &'a Bytes>,
+    ) {
+        for key in keys {
+            let group = destination.group_of(key);
+            match &self.first {
+                None => self.first = Some((group, key.clone())),
+                Some((first, _)) if *first != group => {
+                    self.apart = Some((name, key.clone()));
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+    }
 }
 
 impl Session {
@@ -76,19 +98,12 @@ impl Session {
             (None, None) => return,
         };
         counters.checked(1);
-        if followed.apart.is_some() || spec.key_indices(args, &mut self.keys).is_err() {
-            return;
-        }
-        for key in self.keys.iter().filter_map(|&i| args.get(i)) {
-            let group = destination.group_of(key);
-            match &followed.first {
-                None => followed.first = Some((group, key.clone())),
-                Some((first, _)) if *first != group => {
-                    followed.apart = Some((spec.name, key.clone()));
-                    return;
-                }
-                Some(_) => {}
-            }
+        if followed.apart.is_none() && spec.key_indices(args, &mut self.keys).is_ok() {
+            followed.follow(
+                destination,
+                spec.name,
+                self.keys.iter().filter_map(|&i| args.get(i)),
+            );
         }
     }
 

@@ -62,6 +62,16 @@ pub(super) struct Watching {
     pub(super) followed: super::readiness::Followed,
 }
 
+impl Watching {
+    fn new(connection: Dedicated, place: Place) -> Watching {
+        Watching {
+            connection,
+            place,
+            followed: super::readiness::Followed::default(),
+        }
+    }
+}
+
 /// `EXEC`'s reply with the elements of the commands in `transforms` rewritten by theirs; a transaction that did
 /// not run (a null: WATCH aborted it; an error) as it is.
 fn exec_replies(transforms: Vec<(usize, Transform)>) -> Option<Transform> {
@@ -236,11 +246,7 @@ impl Session {
             }
             Some(watching) => watching,
             None => match self.open_dedicated(place, false) {
-                Ok(connection) => Watching {
-                    connection,
-                    place,
-                    followed: Default::default(),
-                },
+                Ok(connection) => Watching::new(connection, place),
                 Err(reply) => return self.local_error_reply(started, reply),
             },
         };

@@ -17,12 +17,11 @@ use crate::net::Stream;
 use crate::proxy_protocol::client_address;
 use crate::reply::ReplyQueue;
 use crate::resp::Protocol;
-use crate::route::{DirectRoute, Place, ResolvedRoute, Tenant};
-use crate::tenant::Lease;
 use crate::worker::Worker;
 use auth::{preset_tenant, tenant_place};
+use client::Client;
+use client::Replying;
 use connection::Connection;
-use output::Replying;
 
 mod auth;
 mod client;
@@ -35,15 +34,13 @@ mod local;
 mod monitor;
 mod narrow;
 mod output;
-mod policies;
-mod pubsub;
 mod readiness;
 mod stateful;
 mod steps;
+mod tenant_view;
 #[cfg(test)]
 mod tests;
 mod tracking;
-mod transaction;
 
 /// Requests of one client in flight or with replies not yet written: beyond them the gateway dispatches nothing
 /// more of that client's, and reads nothing more from it. Deep enough for any pipeline to run at full speed; small
@@ -66,37 +63,12 @@ const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 const NOAUTH: &str = "NOAUTH Authentication required.";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-/// The tenant a session is authenticated as, resolved against one snapshot generation.
-struct TenantView {
-    tenant: Arc<Tenant>,
-    generation: u64,
-    /// The tenant's route on this worker, for the session's database.
-    route: ResolvedRoute,
-    /// The route's resources, when it is a direct route (see `Session::direct`).
-    direct: Option<DirectRoute>,
-    /// Digest of the credential the client authenticated with (none for the tenant without passwords): when a
-    /// snapshot no longer has it, the connection is closed.
-    credential: Option<String>,
-    /// The connection's place among the tenant's `max_connections`.
-    place: Lease,
-}
-
+/// One client's session: the client (`client`), the states a command may open on it (transactions,
+/// subscriptions, blocking commands: `stateful`; `MONITOR`), its side of tracking, and its place among the
+/// gateway's connections. Its methods are the steps every request takes (`steps`), the direct path (`direct`),
+/// authentication and the tenant it gives (`auth`), and the commands that change several of these at once.
 pub(crate) struct Session {
-    worker: Rc<Worker>,
-    info: Arc<ClientInfo>,
-    tenant: Option<TenantView>,
-    db: u32,
-    /// What the client speaks (`HELLO`): its replies, and the backend connections that serve it.
-    protocol: Protocol,
-    replies: Rc<ReplyQueue>,
-    /// Set by QUIT or a protocol error: answer what was read, then close.
-    closing: bool,
-    /// Key positions of the current command, and where each goes (reused: no allocation per command).
-    keys: Vec<usize>,
-    places: Vec<Place>,
-    /// State of the random read-resource choice.
-    random: Cell<u64>,
-    commands: cmd::LookupCache,
+    client: Client,
     /// Commands forwarded on the direct path and not yet added to the tenant's counters, all of one command: a
     /// pipeline of one command updates the shared counter once per read, not once per command.
     uncounted: Cell<(Option<Command>, u64)>,
@@ -108,8 +80,6 @@ pub(crate) struct Session {
     penalty: Option<Instant>,
     /// The connection's timer must be set again (see `next_deadline`).
     rearm: bool,
-    /// Which replies the client wants written (`CLIENT REPLY`).
-    replying: Replying,
     /// Set in MONITOR mode.
     monitor: Option<monitor::Monitoring>,
     /// The hot-key sample's countdown and the thresholds (see `tracking`).
@@ -187,7 +157,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     ));
     gateway.clients.add(Arc::clone(&info));
     metrics.connections_open.fetch_add(1, Ordering::Relaxed);
-    let mut session = Session {
+    let client = Client {
         worker,
         info,
         tenant: None,
@@ -198,17 +168,21 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         keys: Vec::with_capacity(8),
         places: Vec::with_capacity(8),
         commands: cmd::LookupCache::new(crate::tenancy::policy),
-        uncounted: Cell::new((None, 0)),
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
+        replying: Replying::On,
+    };
+    let mut session = Session {
+        client,
+        uncounted: Cell::new((None, 0)),
         stateful: stateful::Stateful::default(),
         ticket,
         penalty: None,
         rearm: false,
-        replying: Replying::On,
         monitor: None,
         tracking: tracking::SessionTracking::new(gateway.config.tracking),
     };
     session
+        .client
         .replies
         .keep_requests(gateway.config.tracking.keeps_requests);
     if let (Some((tenant, credential)), Some(Some(place))) = (preset, open_place) {
@@ -216,19 +190,5 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     }
     if let Err(e) = Connection::new(session).run(stream, addr).await {
         tracing::debug!(client = %addr, "client connection ended: {e}");
-    }
-}
-
-impl Drop for Session {
-    /// Whether the session ended or its task panicked: the client leaves the registry and the counts, and replies
-    /// that still come for it are dropped.
-    fn drop(&mut self) {
-        let gateway = &self.worker.gateway;
-        self.replies.close();
-        gateway.clients.remove(self.info.id);
-        gateway
-            .metrics
-            .connections_open
-            .fetch_sub(1, Ordering::Relaxed);
     }
 }

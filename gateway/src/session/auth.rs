@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::local::valid_name;
-use super::{MAX_CLIENTS, Session, TenantView, WRONGPASS};
+use super::{MAX_CLIENTS, Session, WRONGPASS};
 use crate::net::Stream;
 use crate::resp::{self, Protocol};
 use crate::route::{Snapshot, Tenant};
@@ -42,17 +42,19 @@ impl Session {
         let (user, password) = match args {
             [_, password] => (None, password),
             [_, user, password] => (Some(&user[..]), password),
-            _ => return self.local_error(started, "ERR syntax error"),
+            _ => return self.client.local_error(started, "ERR syntax error"),
         };
         match self.try_auth(user, password) {
-            AuthOutcome::Ok => self.local_reply(started, |out| resp::simple(out, b"OK")),
+            AuthOutcome::Ok => self
+                .client
+                .local_reply(started, |out| resp::simple(out, b"OK")),
             failure => self.auth_failed(started, failure),
         }
     }
 
     /// Authenticates as `user` (`None`, or `default`: whichever tenant the password selects) with `password`.
     pub(super) fn try_auth(&mut self, user: Option<&[u8]>, password: &[u8]) -> AuthOutcome {
-        let snapshot = self.worker.gateway.snapshot();
+        let snapshot = self.client.worker.gateway.snapshot();
         let tenant = user.filter(|u| *u != b"default");
         let (found, digest) = match snapshot.authenticate(tenant, password) {
             Some((found, digest)) => (found, Some(digest)),
@@ -66,11 +68,12 @@ impl Session {
                 }
             },
         };
-        if !found.admits(self.info.addr.ip()) {
-            tracing::debug!(client = %self.info.addr, tenant = %found.name, "AUTH refused to the client's address (ip_allow/ip_deny)");
+        if !found.admits(self.client.info.addr.ip()) {
+            tracing::debug!(client = %self.client.info.addr, tenant = %found.name, "AUTH refused to the client's address (ip_allow/ip_deny)");
             return AuthOutcome::AddressRefused;
         }
         let already_here = self
+            .client
             .tenant
             .as_ref()
             .is_some_and(|v| Arc::ptr_eq(&v.tenant, found));
@@ -87,12 +90,12 @@ impl Session {
         let found = Arc::clone(found);
         if !already_here {
             // Nothing of the previous tenant's carries over: its database, watched keys, client name.
-            self.db = 0;
-            self.info.db.store(0, Ordering::Relaxed);
+            self.client.db = 0;
+            self.client.info.db.store(0, Ordering::Relaxed);
             self.stateful.watching = None;
-            self.info.set_name(None);
+            self.client.info.set_name(None);
         }
-        let kept = self.leave_tenant();
+        let kept = self.client.leave_tenant();
         if let Some(place) = place.or(kept) {
             self.enter_tenant(found, digest, place);
         }
@@ -106,7 +109,7 @@ impl Session {
         snapshot: &crate::route::Snapshot,
         tenant: Option<&[u8]>,
     ) {
-        let gateway = &self.worker.gateway;
+        let gateway = &self.client.worker.gateway;
         let named = tenant
             .and_then(|name| std::str::from_utf8(name).ok())
             .and_then(|name| snapshot.tenant_by_name(name));
@@ -122,11 +125,11 @@ impl Session {
                 .fetch_add(1, Ordering::Relaxed),
         };
         let now = Instant::now();
-        let ip = self.info.addr.ip();
+        let ip = self.client.info.addr.ip();
         let penalty = gateway.admission.failed(ip, now);
         if let Some(suppressed) = gateway.admission.log_failure(now) {
             tracing::warn!(
-                client = %self.info.addr,
+                client = %self.client.info.addr,
                 tenant = named.map_or("-", |t| t.name.as_str()),
                 slowed_ms = penalty.map_or(0, |p| p.as_millis()),
                 suppressed,
@@ -140,240 +143,170 @@ impl Session {
     pub(super) fn auth_failed(&mut self, started: Instant, outcome: AuthOutcome) {
         match outcome {
             AuthOutcome::TooManyClients => {
-                self.local_error(started, MAX_CLIENTS.trim_start_matches('-').trim_end());
-                self.closing = true;
+                self.client
+                    .local_error(started, MAX_CLIENTS.trim_start_matches('-').trim_end());
+                self.client.closing = true;
             }
             AuthOutcome::AddressRefused => {
-                let text = address_refused(self.info.addr.ip());
-                self.local_error(started, &text);
+                let text = address_refused(self.client.info.addr.ip());
+                self.client.local_error(started, &text);
             }
-            AuthOutcome::Ok | AuthOutcome::WrongPassword => {
-                self.local_error(started, &self.auth_failure())
-            }
-        }
-    }
-
-    pub(super) fn auth_failure(&self) -> String {
-        let snapshot = self.worker.gateway.snapshot();
-        if !snapshot.requires_auth() && snapshot.tenants().len() == 1 {
-            // Exactly what Redis says when no password is configured at all.
-            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".to_string()
-        } else {
-            WRONGPASS.to_string()
+            AuthOutcome::Ok | AuthOutcome::WrongPassword => self.client.local_error(
+                started,
+                &wrong_password(&self.client.worker.gateway.snapshot()),
+            ),
         }
     }
 
     /// `HELLO [protover [AUTH user pass] [SETNAME name]]`: RESP2 or RESP3, for the rest of the connection or
     /// until the next `HELLO`.
     pub(super) fn hello(&mut self, started: Instant, args: &[Bytes]) {
-        let mut protocol = self.protocol;
-        if let Some(version) = args.get(1) {
-            match resp::parse_int(version) {
-                Some(2) => protocol = Protocol::Resp2,
-                Some(3) => protocol = Protocol::Resp3,
-                Some(_) => {
-                    return self.local_error(started, "NOPROTO unsupported protocol version");
-                }
-                _ => {
-                    return self.local_error(
-                        started,
-                        "ERR Protocol version is not an integer or out of range",
-                    );
-                }
-            }
-        }
-        if protocol != self.protocol && self.subscribed() {
+        let protocol = match args.get(1).map(|version| hello_protocol(version)) {
+            None => self.client.protocol,
+            Some(Ok(protocol)) => protocol,
+            Some(Err(text)) => return self.client.local_error(started, text),
+        };
+        if protocol != self.client.protocol && self.stateful.subscribed() {
             // Its node's connection speaks the protocol it was opened with (see `session::pubsub`).
-            return self.local_error(
+            return self.client.local_error(
                 started,
                 "ERR the gateway does not switch the protocol of a subscribed connection; unsubscribe first",
             );
         }
-        // As Redis: every option is read (and a name checked) before the credentials are tried, and the name is set
-        // once the connection is authenticated.
-        let mut i = 2;
-        let mut credentials = None;
-        let mut setname = None;
-        while i < args.len() {
-            let option = args[i].to_ascii_lowercase();
-            match (&option[..], args.len() - i - 1) {
-                (b"auth", 2..) => {
-                    credentials = Some((&args[i + 1], &args[i + 2]));
-                    i += 3;
-                }
-                (b"setname", 1..) => {
-                    if let Err(e) = valid_name(&args[i + 1]) {
-                        return self.local_error(started, e);
-                    }
-                    setname = Some(&args[i + 1]);
-                    i += 2;
-                }
-                _ => {
-                    let option = String::from_utf8_lossy(&args[i]);
-                    return self.local_error(
-                        started,
-                        &format!("ERR Syntax error in HELLO option '{option}'"),
-                    );
-                }
-            }
-        }
-        if let Some((user, password)) = credentials {
+        let options = match HelloOptions::parse(args.get(2..).unwrap_or_default()) {
+            Ok(options) => options,
+            Err(text) => return self.client.local_error(started, &text),
+        };
+        if let Some((user, password)) = options.credentials {
             match self.try_auth(Some(user), password) {
                 AuthOutcome::Ok => {}
                 failure => return self.auth_failed(started, failure),
             }
         }
-        if self.tenant.is_none() {
-            return self.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        if self.client.tenant.is_none() {
+            return self.client.local_error(started, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
-        if let Some(name) = setname {
-            self.set_name(name);
+        if let Some(name) = options.setname {
+            self.client.set_name(name);
         }
         self.set_protocol(protocol);
-        let id = self.info.id;
-        self.local_reply(started, |out| {
-            resp::map_header(out, 7, protocol);
-            for (key, value) in [("server", "redis"), ("version", crate::REDIS_VERSION)] {
-                resp::bulk(out, key.as_bytes());
-                resp::bulk(out, value.as_bytes());
-            }
-            resp::bulk(out, b"proto");
-            resp::integer(out, if protocol == Protocol::Resp3 { 3 } else { 2 });
-            resp::bulk(out, b"id");
-            resp::integer(out, id as i64);
-            for (key, value) in [("mode", "standalone"), ("role", "master")] {
-                resp::bulk(out, key.as_bytes());
-                resp::bulk(out, value.as_bytes());
-            }
-            resp::bulk(out, b"modules");
-            resp::array_header(out, 0);
-        });
+        let id = self.client.info.id;
+        self.client
+            .local_reply(started, |out| hello_reply(out, protocol, id));
     }
 
-    /// Picks up a new snapshot at the first command after it was published.
-    pub(super) fn refresh_tenant(&mut self) {
-        let generation = self.worker.gateway.generation();
-        let Some(view) = &self.tenant else { return };
-        if view.generation == generation {
-            return;
-        }
-        let snapshot = self.worker.gateway.snapshot();
-        let credential = view.credential.clone();
-        let current = snapshot
-            .tenant_by_name(&view.tenant.name)
-            .filter(|tenant| match &credential {
-                Some(digest) => tenant.credentials.contains(digest),
-                None => tenant.credentials.is_empty(),
-            })
-            .cloned();
-        // A delta carries unchanged tenants over as they are: the route resolved for this one still holds.
-        if let (Some(tenant), Some(view)) = (&current, &mut self.tenant)
-            && Arc::ptr_eq(tenant, &view.tenant)
-        {
-            view.generation = generation;
-            return;
-        }
-        let address = self.info.addr.ip();
-        if current
-            .as_ref()
-            .is_some_and(|tenant| !tenant.admits(address))
-        {
-            tracing::info!(client = %self.info.addr, "closing a connection whose address the tenant no longer admits (ip_allow/ip_deny)");
-            self.leave_tenant();
-            self.closing = true;
-            return;
-        }
-        let place = self.leave_tenant();
-        match (current, place) {
-            (Some(tenant), Some(place)) if tenant.databases().contains(&i64::from(self.db)) => {
-                self.enter_tenant(tenant, credential, place)
-            }
-            // Moving the client to another database behind its back could send its writes anywhere.
-            (Some(_), _) => {
-                tracing::info!(client = %self.info.addr, db = self.db, "closing a connection whose database the tenant no longer owns");
-                self.closing = true;
-            }
-            (None, _) => {
-                tracing::info!(client = %self.info.addr, "closing a connection whose tenant or credential was removed");
-                self.closing = true;
-            }
-        }
-    }
-
+    /// Enters `tenant` (see `Client::enter_tenant`).
     pub(super) fn enter_tenant(
         &mut self,
         tenant: Arc<Tenant>,
         credential: Option<String>,
         place: Lease,
     ) {
-        let generation = self.worker.gateway.generation();
-        let route = self.worker.resolve(&tenant, self.db, self.protocol);
-        // Requests a policy may refuse or rewrite are each looked at: they never take the direct path.
-        let direct = route.direct().filter(|_| {
-            !tenant
-                .policies
-                .as_ref()
-                .is_some_and(|p| p.checks_commands())
-        });
-        self.info.set_tenant(&tenant.name);
-        self.track_tenant(&tenant.tracking);
-        self.tenant = Some(TenantView {
-            tenant,
-            generation,
-            route,
-            direct,
-            credential,
-            place,
-        });
+        self.client.enter_tenant(tenant, credential, place);
+        self.entered();
+    }
+
+    /// Follows the tenant into the current snapshot (see `Client::refresh_tenant`).
+    pub(super) fn refresh_tenant(&mut self) {
+        if self.client.refresh_tenant() {
+            self.entered();
+        }
+    }
+
+    /// Switches the session to database `db` (see `Client::set_db`).
+    pub(super) fn set_db(&mut self, db: u32) {
+        if self.client.set_db(db) {
+            self.entered();
+        }
+    }
+
+    /// Switches the session to `protocol` (see `Client::set_protocol`).
+    pub(super) fn set_protocol(&mut self, protocol: Protocol) {
+        if self.client.set_protocol(protocol) {
+            self.entered();
+        }
+    }
+
+    /// The session's side of a tenant the client entered, or entered again (another route, database or
+    /// protocol): the tenant's tracking thresholds, its monitors for a client in monitor mode, and the timers
+    /// (the AUTH deadline is over, an idle timeout may start).
+    fn entered(&mut self) {
+        if let Some(view) = &self.client.tenant {
+            self.tracking
+                .track_tenant(&self.client, &view.tenant.tracking);
+        }
         if self.monitor.is_some() {
             self.monitor_tenant();
         }
-        self.rearm = true; // the AUTH deadline is over, an idle timeout may start
+        self.rearm = true;
     }
+}
 
-    /// Leaves the tenant; its place among the tenant's connections is returned, to keep or to drop.
-    pub(super) fn leave_tenant(&mut self) -> Option<Lease> {
-        self.tenant.take().map(|view| view.place)
+/// The protocol `HELLO protover` asks for, or Redis' error.
+fn hello_protocol(version: &[u8]) -> Result<Protocol, &'static str> {
+    match resp::parse_int(version) {
+        Some(2) => Ok(Protocol::Resp2),
+        Some(3) => Ok(Protocol::Resp3),
+        Some(_) => Err("NOPROTO unsupported protocol version"),
+        None => Err("ERR Protocol version is not an integer or out of range"),
     }
+}
+
+/// `HELLO`'s options after the protocol version, read as Redis reads them: every option (and a name) is checked
+/// before the credentials are tried, and the name is set once the connection is authenticated.
+#[derive(Debug, Default, PartialEq)]
+struct HelloOptions<'a> {
+    credentials: Option<(&'a [u8], &'a [u8])>,
+    setname: Option<&'a [u8]>,
+}
+
+impl<'a> HelloOptions<'a> {
+    fn parse(options: &'a [Bytes]) -> Result<HelloOptions<'a>, String> {
+        let mut parsed = HelloOptions::default();
+        let mut rest = options;
+        while let Some((option, after)) = rest.split_first() {
+            match (&option.to_ascii_lowercase()[..], after) {
+                (b"auth", [user, password, ..]) => {
+                    parsed.credentials = Some((user, password));
+                    rest = &after[2..];
+                }
+                (b"setname", [name, ..]) => {
+                    valid_name(name).map_err(str::to_string)?;
+                    parsed.setname = Some(name);
+                    rest = &after[1..];
+                }
+                _ => {
+                    let option = String::from_utf8_lossy(option);
+                    return Err(format!("ERR Syntax error in HELLO option '{option}'"));
+                }
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// `HELLO`'s reply: the gateway as the one standalone Redis its clients see.
+fn hello_reply(out: &mut BytesMut, protocol: Protocol, id: u64) {
+    resp::map_header(out, 7, protocol);
+    for (key, value) in [("server", "redis"), ("version", crate::REDIS_VERSION)] {
+        resp::bulk(out, key.as_bytes());
+        resp::bulk(out, value.as_bytes());
+    }
+    resp::bulk(out, b"proto");
+    resp::integer(out, if protocol == Protocol::Resp3 { 3 } else { 2 });
+    resp::bulk(out, b"id");
+    resp::integer(out, id as i64);
+    for (key, value) in [("mode", "standalone"), ("role", "master")] {
+        resp::bulk(out, key.as_bytes());
+        resp::bulk(out, value.as_bytes());
+    }
+    resp::bulk(out, b"modules");
+    resp::array_header(out, 0);
 }
 
 /// The error of an AUTH with the right password from an address the tenant's `ip_allow`/`ip_deny` refuse.
 pub(super) fn address_refused(address: std::net::IpAddr) -> String {
     format!("ERR client address {address} may not authenticate as this tenant (ip_allow/ip_deny)")
-}
-
-impl Session {
-    /// Switches the session to database `db`, re-resolving its route there.
-    pub(super) fn set_db(&mut self, db: u32) {
-        if db == self.db {
-            return;
-        }
-        self.db = db;
-        self.info.db.store(self.db, Ordering::Relaxed);
-        self.reresolve();
-    }
-
-    /// Switches the session to `protocol`: its route is resolved again, to backend connections that speak it.
-    pub(super) fn set_protocol(&mut self, protocol: Protocol) {
-        if protocol != self.protocol {
-            self.protocol = protocol;
-            let resp = if protocol == Protocol::Resp3 { 3 } else { 2 };
-            self.info.resp.store(resp, Ordering::Relaxed);
-            self.reresolve();
-        }
-    }
-
-    /// Resolves the tenant's route again, for the session's database and protocol.
-    pub(super) fn reresolve(&mut self) {
-        if let Some((tenant, credential)) = self
-            .tenant
-            .as_ref()
-            .map(|v| (Arc::clone(&v.tenant), v.credential.clone()))
-            && let Some(place) = self.leave_tenant()
-        {
-            self.enter_tenant(tenant, credential, place);
-        }
-    }
 }
 
 /// The tenant a connection has before any AUTH, with its credential's digest: its client certificate's, else the
@@ -401,4 +334,58 @@ fn certified<'a>(stream: &Stream, snapshot: &'a Snapshot) -> Option<(&'a Arc<Ten
     };
     let leaf = tls.peer_leaf()?;
     snapshot.authenticate_certificate(switchyard_runtime::x509::subject_public_key_info(&leaf)?)
+}
+
+/// The error of an `AUTH` with a wrong password, in Redis' words.
+fn wrong_password(snapshot: &Snapshot) -> String {
+    if !snapshot.requires_auth() && snapshot.tenants().len() == 1 {
+        // Exactly what Redis says when no password is configured at all.
+        "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".to_string()
+    } else {
+        WRONGPASS.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> Result<HelloOptions<'static>, String> {
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+        let args: &'static [Bytes] = Box::leak(args.into_boxed_slice());
+        HelloOptions::parse(args)
+    }
+
+    #[test]
+    fn hello_reads_its_options_as_redis_does() {
+        assert_eq!(options(&[]), Ok(HelloOptions::default()));
+        let parsed = options(&["auth", "u", "p", "SETNAME", "n"]).unwrap();
+        assert_eq!(parsed.credentials, Some((&b"u"[..], &b"p"[..])));
+        assert_eq!(parsed.setname, Some(&b"n"[..]));
+        // The last of a repeated option wins, as in Redis.
+        let parsed = options(&["SETNAME", "a", "setname", "b"]).unwrap();
+        assert_eq!(parsed.setname, Some(&b"b"[..]));
+        // A name is checked before any credentials are tried; a short option is a syntax error.
+        assert_eq!(
+            options(&["AUTH", "u", "p", "SETNAME", "a b"]).unwrap_err(),
+            "ERR Client names cannot contain spaces, newlines or special characters."
+        );
+        assert_eq!(
+            options(&["AUTH", "u"]).unwrap_err(),
+            "ERR Syntax error in HELLO option 'AUTH'"
+        );
+        assert_eq!(
+            options(&["SETNAME"]).unwrap_err(),
+            "ERR Syntax error in HELLO option 'SETNAME'"
+        );
+        assert_eq!(hello_protocol(b"3"), Ok(Protocol::Resp3));
+        assert_eq!(
+            hello_protocol(b"4"),
+            Err("NOPROTO unsupported protocol version")
+        );
+        assert_eq!(
+            hello_protocol(b"x"),
+            Err("ERR Protocol version is not an integer or out of range")
+        );
+    }
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::BytesMut;
+use switchyard_schemas::OutputBufferLimit;
 
 #[cfg(debug_assertions)]
 use super::fault;
@@ -42,17 +43,17 @@ impl Connection {
     }
 
     pub(super) async fn run(&mut self, stream: Stream, addr: SocketAddr) -> std::io::Result<()> {
-        let gateway = Arc::clone(&self.session.worker.gateway);
+        let gateway = Arc::clone(&self.session.client.worker.gateway);
         let limits = gateway.config.limits;
         let clients = gateway.config.clients;
-        let mut decoder = RequestDecoder::new(if self.session.tenant.is_some() {
+        let mut decoder = RequestDecoder::new(if self.session.client.tenant.is_some() {
             limits
         } else {
             limits.unauthenticated()
         });
         let mut input = BytesMut::with_capacity(BUFFER_SIZE);
         let mut output = Output::new();
-        let control = self.session.worker.control.listen();
+        let control = self.session.client.worker.control.listen();
         // One timer, made once and re-armed in place (a timer made per loop costs every request), for what a
         // connection may wait for: its AUTH deadline, the end of a failed AUTH's wait (see `admission`), and the
         // bounds on replies it does not read and on its silence.
@@ -63,7 +64,7 @@ impl Connection {
         loop {
             // A client is read from while it reads its replies (backpressure): a pipeline is slowed, never
             // buffered without end.
-            let reading = !self.session.closing
+            let reading = !self.session.client.closing
                 && self.session.penalty.is_none()
                 && self.keeps_up(&output)
                 && (self.session.stateful.parked.is_none() || input.len() < MAX_PARKED_INPUT);
@@ -86,7 +87,7 @@ impl Connection {
             tokio::select! {
                 biased;
                 // A subscribed client's messages arrive on their own, and so do a monitor's lines.
-                () = self.session.replies.wait_ready(), if !self.session.replies.is_empty() || self.session.stateful.subscription.is_some() || self.session.monitor.is_some() => {
+                () = self.session.client.replies.wait_ready(), if !self.session.client.replies.is_empty() || self.session.stateful.subscription.is_some() || self.session.monitor.is_some() => {
                     if self.session.monitor.as_ref().is_some_and(|m| m.overflowed()) {
                         return self.close(Closed::OutputHard, addr);
                     }
@@ -108,13 +109,13 @@ impl Connection {
                 // A new snapshot, a CLIENT KILL or the shutdown. A revoked credential or a removed tenant
                 // closes idle connections too, not only busy ones.
                 () = control.notified() => {
-                    if self.session.info.is_killed() {
+                    if self.session.client.info.is_killed() {
                         return Ok(()); // CLIENT KILL from another connection: closed at once, as Redis does
                     }
-                    self.session.unblock();
+                    self.session.stateful.unblock(&self.session.client);
                     self.session.refresh_tenant();
-                    if *self.session.worker.shutdown.borrow() {
-                        self.session.closing = true;
+                    if *self.session.client.worker.shutdown.borrow() {
+                        self.session.client.closing = true;
                     }
                 }
                 () = &mut timer, if armed => {
@@ -142,12 +143,14 @@ impl Connection {
             }
             loop {
                 let now = Instant::now();
-                self.session.drain_replies(&mut output, now);
+                self.session
+                    .tracking
+                    .drain_replies(&self.session.client, &mut output, now);
                 if !output.is_empty() {
-                    output.flush(&stream, now, &self.session.info)?;
+                    output.flush(&stream, now, &self.session.client.info)?;
                     if !output.is_empty() {
                         // The client is slow to read: the bounds on what it leaves unread apply.
-                        if let Err(reason) = output.check(self.session.output_limit(), now) {
+                        if let Err(reason) = output.check(self.output_limit(), now) {
                             return self.close(reason, addr);
                         }
                         self.session.rearm = true;
@@ -158,16 +161,16 @@ impl Connection {
                 if self.held_back
                     && self.keeps_up(&output)
                     && self.session.stateful.parked.is_none()
-                    && !self.session.closing
+                    && !self.session.client.closing
                 {
                     self.decode(&mut decoder, &mut input, addr);
                     continue; // what the gateway answered itself is ready now: no backend wakes the session for it
                 }
-                if !self.session.replies.is_empty() {
+                if !self.session.client.replies.is_empty() {
                     break;
                 }
-                self.session.settle();
-                if self.session.closing {
+                self.session.stateful.settle(&mut self.session.client);
+                if self.session.client.closing {
                     stream.shutdown();
                     return Ok(());
                 }
@@ -179,7 +182,7 @@ impl Connection {
                 if self.session.stateful.parked.is_some() {
                     break; // parked again: it waits for a subscription's confirmations, which wake the session
                 }
-                if !self.session.closing {
+                if !self.session.client.closing {
                     self.decode(&mut decoder, &mut input, addr);
                 }
             }
@@ -188,7 +191,8 @@ impl Connection {
 
     /// Whether the client keeps up with its replies, so that more of its requests may be read and dispatched.
     fn keeps_up(&self, output: &Output) -> bool {
-        self.session.replies.requests() < MAX_OUTSTANDING && output.len() < MAX_UNREAD_WHILE_READING
+        self.session.client.replies.requests() < MAX_OUTSTANDING
+            && output.len() < MAX_UNREAD_WHILE_READING
     }
 
     /// Dispatches every complete request in `input`, until one is parked, the connection is closing or waits
@@ -198,21 +202,21 @@ impl Connection {
         if self.session.penalty.is_some() {
             return;
         }
-        let gateway = Arc::clone(&self.session.worker.gateway);
+        let gateway = Arc::clone(&self.session.client.worker.gateway);
         let limits = gateway.config.limits;
         let unread = input.len();
         let now = Instant::now(); // one clock read per batch: per command it shows in profiles of pipelines
         self.last_input = now;
-        self.session.info.set_active();
+        self.session.client.info.set_active();
         let mut run = Run::new(
-            &self.session.replies,
+            &self.session.client.replies,
             now,
-            self.session.info.id as usize,
+            self.session.client.info.id as usize,
             input.len(),
         );
         // Requests that may join the run within MAX_OUTSTANDING: counted again when others leave (a run sent as
         // the next request goes elsewhere, a request dispatched alone).
-        let mut left = self.session.replies.room(MAX_OUTSTANDING);
+        let mut left = self.session.client.replies.room(MAX_OUTSTANDING);
         loop {
             if run.len() >= left {
                 self.held_back = true;
@@ -224,8 +228,8 @@ impl Connection {
                     match fault::injected(decoder, &frame) {
                         Some(fault::Fault::DropReply) => {
                             run.send();
-                            drop(self.session.replies.reserve(now));
-                            left = self.session.replies.room(MAX_OUTSTANDING);
+                            drop(self.session.client.replies.reserve(now));
+                            left = self.session.client.replies.room(MAX_OUTSTANDING);
                             continue;
                         }
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
@@ -233,28 +237,28 @@ impl Connection {
                     }
                     if let Some((to, spec)) = self.session.direct(decoder, &mut frame) {
                         if run.push(to, spec, frame) {
-                            left = self.session.replies.room(MAX_OUTSTANDING);
+                            left = self.session.client.replies.room(MAX_OUTSTANDING);
                         }
                         continue;
                     }
                     run.send();
                     self.session.count_commands(); // `dispatch` may change the tenant
-                    let authenticated = self.session.tenant.is_some();
+                    let authenticated = self.session.client.tenant.is_some();
                     self.session.dispatch(decoder.request(frame), now);
-                    if self.session.tenant.is_some() != authenticated {
+                    if self.session.client.tenant.is_some() != authenticated {
                         decoder.set_limits(if authenticated {
                             limits.unauthenticated()
                         } else {
                             limits
                         });
                     }
-                    if self.session.closing
+                    if self.session.client.closing
                         || self.session.stateful.parked.is_some()
                         || self.session.penalty.is_some()
                     {
                         break;
                     }
-                    left = self.session.replies.room(MAX_OUTSTANDING);
+                    left = self.session.client.replies.room(MAX_OUTSTANDING);
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -264,15 +268,15 @@ impl Connection {
                         .protocol_errors
                         .fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(client = %addr, "protocol error: {e}");
-                    self.session.local_error(now, &format!("ERR {e}"));
-                    self.session.closing = true;
+                    self.session.client.local_error(now, &format!("ERR {e}"));
+                    self.session.client.closing = true;
                     break;
                 }
             }
         }
         run.send();
         self.session.count_commands();
-        if let Some(view) = &self.session.tenant {
+        if let Some(view) = &self.session.client.tenant {
             view.tenant
                 .runtime
                 .counters
@@ -282,18 +286,21 @@ impl Connection {
         // Shown while input waits unparsed (a partial request, a pipeline held back), and once more when none does.
         if !input.is_empty() || self.input_shown {
             self.input_shown = !input.is_empty();
-            self.session.info.set_input(input.len(), input.capacity());
+            self.session
+                .client
+                .info
+                .set_input(input.len(), input.capacity());
         }
     }
 
     /// When the connection's timer must next fire: at the end of a failed AUTH's wait, at its AUTH deadline while
     /// it has not authenticated, when what it leaves unread breaks a bound, at the end of its idle timeout.
     fn next_deadline(&self, auth_deadline: Instant, output: &Output) -> Option<Instant> {
-        let clients = &self.session.worker.gateway.config.clients;
+        let clients = &self.session.client.worker.gateway.config.clients;
         [
             self.session.penalty,
             (!self.session.ticket.is_authenticated()).then_some(auth_deadline),
-            output.deadline(self.session.output_limit(), clients.write_timeout),
+            output.deadline(self.output_limit(), clients.write_timeout),
             self.idle_deadline(output),
         ]
         .into_iter()
@@ -305,8 +312,15 @@ impl Connection {
     /// it is subscribed or monitors (as Redis' `timeout`), nor while replies wait for it to read them (the write timeout's
     /// case).
     fn idle_deadline(&self, output: &Output) -> Option<Instant> {
-        let timeout = self.session.worker.gateway.config.clients.idle_timeout?;
-        let busy = !self.session.replies.is_empty()
+        let timeout = self
+            .session
+            .client
+            .worker
+            .gateway
+            .config
+            .clients
+            .idle_timeout?;
+        let busy = !self.session.client.replies.is_empty()
             || !output.is_empty()
             || self.session.stateful.subscription.is_some()
             || self.session.monitor.is_some()
@@ -314,10 +328,18 @@ impl Connection {
         (!busy).then(|| self.last_input + timeout)
     }
 
+    /// The bound on what this connection may leave unread: its tenant's, or the gateway's.
+    fn output_limit(&self) -> OutputBufferLimit {
+        // A monitor's lines stream to it as a subscriber's messages do.
+        let streaming =
+            self.session.stateful.subscription.is_some() || self.session.monitor.is_some();
+        self.session.client.limit_for(streaming)
+    }
+
     /// Ends the connection for breaking a bound (returned from `run`): counted by tenant and reason, and logged.
     fn close(&self, reason: Closed, addr: std::net::SocketAddr) -> std::io::Result<()> {
-        let tenant = self.session.info.tenant().unwrap_or_default();
-        if let Some(view) = &self.session.tenant {
+        let tenant = self.session.client.info.tenant().unwrap_or_default();
+        if let Some(view) = &self.session.client.tenant {
             view.tenant.runtime.counters.closed(reason);
         }
         tracing::warn!(client = %addr, %tenant, reason = reason.label(), "closing a client connection that broke a bound");

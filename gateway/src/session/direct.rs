@@ -19,17 +19,18 @@ impl Session {
         decoder: &RequestDecoder,
         frame: &mut Frame,
     ) -> Option<(RunTarget, &'static CommandSpec)> {
-        let view = self.tenant.as_ref()?;
+        let view = self.client.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
-        if view.generation != self.worker.gateway.generation()
+        if view.generation != self.client.worker.gateway.generation()
             || view.tenant.ops_interval.is_some()
             || view.tenant.runtime.monitors.active()
             || !self.stateful.is_idle()
-            || self.replying != Replying::On
+            || self.client.replying != Replying::On
         {
             return None;
         }
         let (spec, policy) = self
+            .client
             .commands
             .cached(decoder.arg(frame, 0)?, decoder.arg_count())?;
         if policy != Policy::Verbatim {
@@ -61,10 +62,10 @@ impl Session {
     /// Adds the commands the direct path forwarded since the last call to the tenant's counters.
     pub(super) fn count_commands(&self) {
         if let ((Some(id), count @ 1..), Some(view)) =
-            (self.uncounted.replace((None, 0)), &self.tenant)
+            (self.uncounted.replace((None, 0)), &self.client.tenant)
         {
             view.tenant.runtime.counters.commands.add(id, count);
-            self.info.set_command(id);
+            self.client.info.set_command(id);
         }
     }
 }

@@ -1,4 +1,4 @@
-//! A session's side of MONITOR (see `crate::monitor`): entering monitor mode, what a monitor may still run, its
+//! A session's side of MONITOR (see `crate::monitor`): monitoring a tenant, what a monitor may still run, its
 //! lines into its output, and showing the session's own commands to its tenant's monitors.
 
 use std::cell::Cell;
@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::Session;
+use super::client::Client;
 use crate::cmd::{self, Command, CommandSpec, flag};
 use crate::monitor::{self, Monitor};
 use crate::reply::ReplyQueue;
-use crate::resp::{self, Request};
+use crate::resp::Request;
 
 /// Most bytes of lines that wait for a monitor's session when its output buffer limits set no bound.
 const MAX_MONITOR_BACKLOG: usize = 64 * 1024 * 1024;
@@ -55,19 +55,12 @@ fn touches_keys(spec: &CommandSpec) -> bool {
     spec.flags & (flag::WRITE | flag::READONLY | flag::MAY_REPLICATE) != 0
 }
 
-impl Session {
-    /// `MONITOR`: `+OK`, then every command of the tenant's clients, as the gateway runs them.
-    pub(super) fn start_monitor(&mut self, started: Instant) {
-        self.local_reply(started, |out| resp::simple(out, b"OK"));
-        self.monitor_tenant();
-        self.info.set_monitor(true);
-    }
-
-    /// Monitors the session's tenant (after `MONITOR`, or an `AUTH` in monitor mode: a monitor sees the tenant it
-    /// is authenticated as).
-    pub(super) fn monitor_tenant(&mut self) {
-        let Some(view) = &self.tenant else { return };
-        let limit = self.limit_for(true);
+impl Monitoring {
+    /// Monitors the client's tenant, if it has one (after `MONITOR`, or an `AUTH` in monitor mode: a monitor sees
+    /// the tenant it is authenticated as).
+    pub(super) fn start(client: &Client) -> Option<Monitoring> {
+        let view = client.tenant.as_ref()?;
+        let limit = client.limit_for(true);
         let bound = [limit.hard_bytes, limit.soft_bytes]
             .into_iter()
             .find(|&bytes| bytes > 0)
@@ -76,19 +69,15 @@ impl Session {
             });
         let monitor = Monitor::start(&view.tenant.runtime.monitors, bound);
         let overflowed = Rc::new(Cell::new(false));
-        let queue = Rc::clone(&self.replies);
-        self.monitor = Some(Monitoring {
+        let queue = Rc::clone(&client.replies);
+        Some(Monitoring {
             relay: tokio::task::spawn_local(relay(monitor, queue, Rc::clone(&overflowed))),
             overflowed,
-        });
+        })
     }
+}
 
-    /// Leaves monitor mode (`RESET`).
-    pub(super) fn stop_monitor(&mut self) {
-        self.monitor = None;
-        self.info.set_monitor(false);
-    }
-
+impl Client {
     /// What a client in monitor mode may run, as in Redis 7.0: nothing that reads or writes keys (`-ERR Replica
     /// can't interact with the keyspace`), and `MONITOR` again is ignored (no reply). Returns whether `spec` was
     /// answered here.
@@ -113,15 +102,12 @@ impl Session {
     }
 
     /// Shows a command that ran to the tenant's monitors, as Redis does: with the database it leaves the client
-    /// in, and only a known command with a valid number of arguments. A request parked for later is shown when
-    /// it goes.
-    pub(super) fn show_to_monitors(&self, args: &[Bytes]) {
-        if self.stateful.parked.is_some() {
-            return;
-        }
+    /// in, and only a known command with a valid number of arguments (`monitoring`: the client is a monitor
+    /// itself, which runs no command that touches keys).
+    pub(super) fn show_to_monitors(&self, args: &[Bytes], monitoring: bool) {
         let Some(view) = &self.tenant else { return };
         let monitors = &view.tenant.runtime.monitors;
-        let refused = |spec| self.monitor.is_some() && touches_keys(spec);
+        let refused = |spec| monitoring && touches_keys(spec);
         match cmd::lookup(args) {
             Ok(spec) if monitors.active() && monitor::shows(spec) && !refused(spec) => {
                 monitors.feed(&monitor::line(spec, args, self.db, self.info.addr));

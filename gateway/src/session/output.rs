@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BytesMut};
 use switchyard_schemas::OutputBufferLimit;
 
-use super::{BUFFER_SIZE, Session};
+use super::BUFFER_SIZE;
 use crate::clients::ClientInfo;
 use crate::metrics::Closed;
 use crate::net::Stream;
@@ -167,30 +167,6 @@ impl Output {
     }
 }
 
-impl Session {
-    /// The bound on what this connection may leave unread: its tenant's, or the gateway's.
-    pub(super) fn output_limit(&self) -> OutputBufferLimit {
-        // A monitor's lines stream to it as a subscriber's messages do.
-        self.limit_for(self.stateful.subscription.is_some() || self.monitor.is_some())
-    }
-
-    /// The bound on what a connection may leave unread, when it receives a stream (subscribed, monitoring) or
-    /// not.
-    pub(super) fn limit_for(&self, streaming: bool) -> OutputBufferLimit {
-        let clients = &self.worker.gateway.config.clients;
-        let limits = self.tenant.as_ref().map(|view| &view.tenant.limits);
-        if streaming {
-            limits
-                .and_then(|l| l.pubsub_output_buffer_limit)
-                .unwrap_or(clients.pubsub_output_buffer)
-        } else {
-            limits
-                .and_then(|l| l.output_buffer_limit)
-                .unwrap_or(clients.output_buffer)
-        }
-    }
-}
-
 fn soft_window(limit: OutputBufferLimit) -> Duration {
     Duration::from_secs(u64::from(limit.soft_seconds))
 }
@@ -244,14 +220,4 @@ mod tests {
         assert_eq!(output.check(soft, now + Duration::from_secs(61)), Ok(()));
         assert_eq!(output.deadline(soft, None), None);
     }
-}
-
-/// Which replies a client wants written (`CLIENT REPLY`): the replies it does not want are still awaited, in order,
-/// and dropped instead of written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Replying {
-    On,
-    Off,
-    /// None to the next command.
-    SkipNext,
 }

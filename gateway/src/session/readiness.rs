@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use switchyard_schemas::api::ReadinessKind;
 
-use super::Session;
+use super::client::Client;
 use crate::cmd::CommandSpec;
 use crate::route::{Secondary, readiness};
 
@@ -44,7 +44,7 @@ impl Followed {
     }
 }
 
-impl Session {
+impl Client {
     /// Checks a command outside a transaction against the destination of the tenant's migration; `args` are as
     /// sent to the backend. For a tenant that is not migrating, this one test is all readiness costs.
     #[inline]
@@ -84,18 +84,20 @@ impl Session {
     }
 
     /// Follows the keys of a command queued in the open transaction, or watched for the next one (`args` as sent
-    /// to the backend).
-    pub(super) fn follow_keys(&mut self, spec: &'static CommandSpec, args: &[Bytes]) {
+    /// to the backend), into `followed`.
+    pub(super) fn follow_keys(
+        &mut self,
+        followed: Option<&mut Followed>,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+    ) {
         let Some(view) = &self.tenant else { return };
-        let (Some(counters), Some(destination)) =
-            (&view.tenant.readiness, view.tenant.route.secondary())
-        else {
+        let (Some(counters), Some(destination), Some(followed)) = (
+            &view.tenant.readiness,
+            view.tenant.route.secondary(),
+            followed,
+        ) else {
             return;
-        };
-        let followed = match (&mut self.stateful.transaction, &mut self.stateful.watching) {
-            (Some(transaction), _) => &mut transaction.followed,
-            (None, Some(watching)) => &mut watching.followed,
-            (None, None) => return,
         };
         counters.checked(1);
         if followed.apart.is_none() && spec.key_indices(args, &mut self.keys).is_ok() {

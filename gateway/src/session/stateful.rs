@@ -13,14 +13,17 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::Session;
-use super::pubsub::Subscription;
-use super::transaction::{Transaction, Watching};
-use crate::clients::{Blocked, ClientState, Unblock};
+use super::client::Client;
+use crate::clients::{Blocked, ClientInfo, ClientState, Unblock};
 use crate::cmd::policy::may_be_stateful;
 use crate::cmd::{Command, CommandSpec, flag};
 use crate::resp::{self, Protocol, Request};
-use crate::route::{Dedicated, Opening, Place};
+use crate::route::Dedicated;
+use pubsub::Subscription;
+use transaction::{Transaction, Watching};
+
+mod pubsub;
+mod transaction;
 
 /// What a session holds beyond the shared connections.
 #[derive(Default)]
@@ -74,31 +77,26 @@ pub(super) fn is_blocking(spec: &CommandSpec, args: &[Bytes]) -> bool {
     }
 }
 
-impl Session {
+impl Stateful {
     /// Whether `request` must wait for every earlier reply to be written before it is dispatched.
-    pub(super) fn must_park(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
-        if self
-            .stateful
-            .subscription
-            .as_ref()
-            .is_some_and(|s| s.pending() > 0)
-        {
+    pub(super) fn must_park(&self, client: &Client, spec: &CommandSpec, args: &[Bytes]) -> bool {
+        if self.subscription.as_ref().is_some_and(|s| s.pending() > 0) {
             return true; // what a command does reaches Redis after the subscription has
         }
-        if self.replies.is_empty() {
+        if client.replies.is_empty() {
             return false;
         }
-        if self.stateful.barrier {
+        if self.barrier {
             return true;
         }
         if !may_be_stateful(spec) {
             return false;
         }
-        match &self.stateful.transaction {
+        match &self.transaction {
             // Inside a transaction commands are only queued; EXEC runs them, after the earlier commands unless
             // it rides the shared connection those took.
             Some(transaction) => match spec.id {
-                Command::Exec => !self.exec_rides_shared(transaction),
+                Command::Exec => !self.exec_rides_shared(client, transaction),
                 id => id == Command::Reset,
             },
             // A subscription sees what earlier commands published, and no more.
@@ -111,170 +109,129 @@ impl Session {
     }
 
     /// Called whenever every reply has been written: the barrier falls, a blocking command's connection goes.
-    pub(super) fn settle(&mut self) {
-        self.stateful.barrier = false;
+    pub(super) fn settle(&mut self, client: &mut Client) {
+        self.barrier = false;
         // CLIENT UNBLOCK drops the connection before the reply is written: the wait ends here all the same.
-        let unblocked = self.stateful.waiting.take().is_some();
-        let released = self.stateful.held.take().is_some();
-        let subscribed = self.stateful.subscription.is_some();
-        self.settle_subscription();
-        if unblocked || released || (subscribed && self.stateful.subscription.is_none()) {
-            self.publish_state();
+        let unblocked = self.waiting.take().is_some();
+        let released = self.held.take().is_some();
+        let subscribed = self.subscription.is_some();
+        self.settle_subscription(client);
+        if unblocked || released || (subscribed && self.subscription.is_none()) {
+            self.publish_state(&client.info);
         }
     }
 
     /// Shows the client's state in CLIENT LIST.
-    fn publish_state(&self) {
+    pub(super) fn publish_state(&self, info: &ClientInfo) {
         let (channels, patterns, shard_channels) = self
-            .stateful
             .subscription
             .as_ref()
             .map_or((0, 0, 0), Subscription::counts);
-        let transaction = self.stateful.transaction.as_ref();
-        self.info.set_state(ClientState {
+        let transaction = self.transaction.as_ref();
+        info.set_state(ClientState {
             channels,
             patterns,
             shard_channels,
             multi: transaction.map(Transaction::len),
             multi_mem: transaction.map_or(0, Transaction::bytes),
-            blocking_argv: self.stateful.waiting.as_ref().map(|w| w.argv_mem),
+            blocking_argv: self.waiting.as_ref().map(|w| w.argv_mem),
         });
     }
 
     /// Answers the blocked command as CLIENT UNBLOCK from another connection asked, unless its reply came first:
     /// with its timeout's reply (a null: every command that can be unblocked so answers a timeout) or with
     /// `-UNBLOCKED`; its connection is dropped, so the node forgets the command.
-    pub(super) fn unblock(&mut self) {
-        let Some(how) = self.info.take_unblock() else {
+    pub(super) fn unblock(&mut self, client: &Client) {
+        let Some(how) = client.info.take_unblock() else {
             return;
         };
-        let Some(slot) = self.stateful.waiting.as_ref().and_then(|w| w.slot) else {
+        let Some(slot) = self.waiting.as_ref().and_then(|w| w.slot) else {
             return;
         };
         let mut reply = bytes::BytesMut::new();
         match how {
-            Unblock::Timeout => resp::null_array(&mut reply, self.protocol),
+            Unblock::Timeout => resp::null_array(&mut reply, client.protocol),
             Unblock::Error => {
                 resp::error(&mut reply, "UNBLOCKED client unblocked via CLIENT UNBLOCK")
             }
         }
-        let reply = reply.freeze();
-        if self.replies.answer(slot, reply) {
-            self.stateful.held = None;
+        if client.replies.answer(slot, reply.freeze()) {
+            self.held = None;
         }
     }
 
     /// Serves the commands that need a dedicated connection, and every command while the connection is in a
-    /// transaction or subscribed. Returns false for every other command.
-    pub(super) fn stateful_command(
+    /// transaction or subscribed, but `RESET` (the session's: it resets more than this). Returns false for every
+    /// other command.
+    pub(super) fn command(
         &mut self,
+        client: &mut Client,
         spec: &'static CommandSpec,
         request: &Request,
         started: Instant,
     ) -> bool {
-        let served = if self.subscribed() && self.protocol == Protocol::Resp2 {
-            self.subscribed_command(spec, request, started)
-        } else if self.transaction_command(spec, request, started)
-            || self.subscription_command(spec, request, started)
+        let served = if self.subscribed() && client.protocol == Protocol::Resp2 {
+            self.subscribed_command(client, spec, request, started)
+        } else if self.transaction_command(client, spec, request, started)
+            || self.subscription_command(client, spec, request, started)
         {
             true
-        } else if spec.id == Command::Reset {
-            self.reset(started);
-            true
         } else if is_blocking(spec, request.args()) {
-            self.blocking(spec, request, started);
+            self.blocking(client, spec, request, started);
             true
         } else {
             false
         };
         if served {
-            self.publish_state();
+            self.publish_state(&client.info);
         }
         served
     }
 
     /// A blocking command, on its own connection to the node of its keys (keyless `WAIT`: the first shard), its
     /// keys under the tenant's namespace and the key it answers with shown without it.
-    fn blocking(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
-        let (request, transform) = match self.narrow(spec, request.clone()) {
+    fn blocking(
+        &mut self,
+        client: &mut Client,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) {
+        let (request, transform) = match client.narrow(spec, request.clone()) {
             Ok(narrowed) => narrowed,
-            Err(text) => return self.local_error(started, &text),
+            Err(text) => return client.local_error(started, &text),
         };
         let request = &request;
-        let place = match self.place_of(spec, request.args()) {
+        let place = match client.place_of(spec, request.args()) {
             Ok(place) => place.unwrap_or((0, None)),
-            Err(text) => return self.local_error(started, &text),
+            Err(text) => return client.local_error(started, &text),
         };
-        let double_written = self
-            .tenant
-            .as_ref()
-            .is_some_and(|v| v.route.double_written(place.0));
-        if double_written && !spec.has(flag::READONLY) {
+        if client.double_written(place) && !spec.has(flag::READONLY) {
             let name = spec.display_name();
-            return self.local_error(
+            return client.local_error(
                 started,
                 &format!(
                     "ERR {name} is refused on a double-written route: what a blocking command takes depends on when it runs, so the copies would diverge"
                 ),
             );
         }
-        match self.open_dedicated(place, false) {
+        match client.open_dedicated(place, false) {
             Ok(connection) => {
-                let reply = self.replies.reserve_with(started, transform);
+                let reply = client.replies.reserve_with(started, transform);
                 let waiting = Waiting {
                     slot: reply.slot(),
                     argv_mem: request.args().iter().map(Bytes::len).sum(),
                 };
-                let metrics = Arc::clone(&self.worker.gateway.metrics);
-                let blocked = Blocked::new(Arc::clone(&self.info), metrics);
+                let metrics = Arc::clone(&client.worker.gateway.metrics);
+                let blocked = Blocked::new(Arc::clone(&client.info), metrics);
                 connection.send_blocking(request.raw().clone(), reply, blocked);
-                self.stateful.held = Some(connection);
-                self.info.take_unblock(); // one meant for a command before this one
-                self.stateful.waiting = Some(waiting);
-                self.stateful.barrier = true;
+                self.held = Some(connection);
+                client.info.take_unblock(); // one meant for a command before this one
+                self.waiting = Some(waiting);
+                self.barrier = true;
             }
-            Err(reply) => self.local_error_reply(started, reply),
+            Err(reply) => client.local_error_reply(started, reply),
         }
-    }
-
-    /// Where every key of a command goes (CROSSSLOT when they disagree; `None` when it has none).
-    pub(super) fn place_of(
-        &mut self,
-        spec: &CommandSpec,
-        args: &[Bytes],
-    ) -> Result<Option<Place>, String> {
-        match &self.tenant {
-            Some(view) => view
-                .route
-                .place_of(&view.tenant.route, spec, args, &mut self.keys),
-            None => Ok(None),
-        }
-    }
-
-    /// Opens a dedicated connection to the primary of `place` (see `ResolvedRoute::open_dedicated`). `pushes`:
-    /// the connection delivers pub/sub messages to the reply queue. An error is returned as the reply the client
-    /// gets.
-    pub(super) fn open_dedicated(&self, place: Place, pushes: bool) -> Result<Dedicated, Bytes> {
-        let Some(view) = &self.tenant else {
-            return Err(resp::error_reply("ERR no tenant"));
-        };
-        let gateway = &self.worker.gateway;
-        let config = &gateway.config;
-        let opening = Opening {
-            tenant: &view.tenant,
-            budget: &gateway.dedicated,
-            spares: &self.worker.spares,
-            connect_timeout: config.connect_timeout,
-            command_timeout: config.command_timeout,
-            max_per_tenant: config.max_dedicated_connections,
-            pushes: pushes.then_some(&self.replies),
-        };
-        view.route.open_dedicated(place, opening)
-    }
-
-    /// Queues an error reply made elsewhere.
-    pub(super) fn local_error_reply(&self, started: Instant, reply: Bytes) {
-        self.replies.push_ready(reply, started);
     }
 }
 

@@ -31,12 +31,14 @@ type Step = ControlFlow<(), Command>;
 impl Session {
     /// Dispatches `request` through the steps; a client whose tenant has monitors shows it to them once it ran.
     pub(super) fn dispatch(&mut self, request: Request, started: Instant) {
-        let shown = self.monitor_args(&request);
-        let skipped = self.skip_reply();
+        let shown = self.client.monitor_args(&request);
+        let skipped = self.client.skip_reply();
         let _ = self.steps(request, started);
-        self.end_skip(skipped);
-        if let Some(args) = shown {
-            self.show_to_monitors(&args);
+        let parked = self.stateful.parked.is_some();
+        self.client.end_skip(skipped, parked);
+        // A request parked for later is shown when it goes.
+        if let Some(args) = shown.filter(|_| !parked) {
+            self.client.show_to_monitors(&args, self.monitor.is_some());
         }
     }
 
@@ -61,10 +63,10 @@ impl Session {
     /// The command's table entry: an unknown command or a wrong number of arguments is answered with Redis'
     /// error (and fails an open transaction).
     fn look_up(&mut self, request: Request, started: Instant) -> Step {
-        match self.commands.lookup(request.args()) {
+        match self.client.commands.lookup(request.args()) {
             Ok((spec, policy)) => {
-                self.replies.set_family(spec.family());
-                self.info.set_command(spec.id);
+                self.client.replies.set_family(spec.family());
+                self.client.info.set_command(spec.id);
                 Continue(Command {
                     request,
                     started,
@@ -74,10 +76,10 @@ impl Session {
                 })
             }
             Err(e) => {
-                self.replies.set_family(Family::Other);
-                self.fail_transaction();
+                self.client.replies.set_family(Family::Other);
+                self.stateful.fail_transaction();
                 // Byte-exact: the error echoes the client's arguments, which need not be UTF-8.
-                self.local_reply(started, |out| e.write_reply(out));
+                self.client.local_reply(started, |out| e.write_reply(out));
                 Break(())
             }
         }
@@ -85,9 +87,9 @@ impl Session {
 
     /// Before its first routes the gateway serves nothing (but `QUIT`).
     fn wait_for_routes(&mut self, command: Command) -> Step {
-        if self.worker.gateway.generation() == 0 && command.spec.id != cmd::Command::Quit {
+        if self.client.worker.gateway.generation() == 0 && command.spec.id != cmd::Command::Quit {
             let text = "ERR the gateway has no routes yet (waiting for the control plane)";
-            self.local_error(command.started, text);
+            self.client.local_error(command.started, text);
             return Break(());
         }
         Continue(command)
@@ -97,7 +99,7 @@ impl Session {
     /// connection, unanswered.
     fn follow_tenant(&mut self, command: Command) -> Step {
         self.refresh_tenant();
-        if self.closing {
+        if self.client.closing {
             return Break(());
         }
         Continue(command)
@@ -105,22 +107,23 @@ impl Session {
 
     /// Without a tenant only `AUTH`, `HELLO` and `QUIT` are served.
     fn authenticate(&mut self, command: Command) -> Step {
-        if self.tenant.is_some() {
+        if self.client.tenant.is_some() {
             return Continue(command);
         }
         let (args, started) = (command.request.args(), command.started);
         match command.spec.id {
             cmd::Command::Auth => self.auth(started, args),
             cmd::Command::Hello => self.hello(started, args),
-            cmd::Command::Quit => self.quit(started),
-            _ => self.local_error(started, NOAUTH),
+            cmd::Command::Quit => self.client.quit(started),
+            _ => self.client.local_error(started, NOAUTH),
         }
         Break(())
     }
 
     /// A command that must wait for every earlier reply to be written waits (see `stateful`).
     fn park(&mut self, command: Command) -> Step {
-        if self.must_park(command.spec, command.request.args()) {
+        let args = command.request.args();
+        if self.stateful.must_park(&self.client, command.spec, args) {
             self.stateful.parked = Some(command.request);
             return Break(());
         }
@@ -129,28 +132,26 @@ impl Session {
 
     /// The tenant's policies: refused, or run in another form (see `policies`).
     fn police(&mut self, command: Command) -> Step {
-        let Command {
-            request,
-            started,
-            spec,
-            policy,
-            transform,
-        } = command;
-        match self.apply_policies(spec, request, started) {
-            Some((spec, request)) => Continue(Command {
+        let Command { request, spec, .. } = command;
+        match self.client.policed(spec, request) {
+            Ok((spec, request)) => Continue(Command {
                 request,
-                started,
                 spec,
-                policy,
-                transform,
+                ..command
             }),
-            None => Break(()),
+            Err(text) => {
+                // An open transaction fails at `EXEC` (`EXECABORT`), as Redis fails one whose command was
+                // refused at queue time.
+                self.stateful.fail_transaction();
+                self.client.reject(spec, command.started, &text);
+                Break(())
+            }
         }
     }
 
     /// A client in `MONITOR` mode may run only what Redis lets a monitor run.
     fn in_monitor_mode(&mut self, command: Command) -> Step {
-        if self.monitor.is_some() && self.monitor_mode(command.spec, command.started) {
+        if self.monitor.is_some() && self.client.monitor_mode(command.spec, command.started) {
             return Break(());
         }
         Continue(command)
@@ -158,7 +159,7 @@ impl Session {
 
     /// Counted among the tenant's commands, then held to its commands per second.
     fn rate_limit(&mut self, command: Command) -> Step {
-        let Some(view) = &self.tenant else {
+        let Some(view) = &self.client.tenant else {
             return Break(());
         };
         let tenant = &view.tenant;
@@ -167,7 +168,7 @@ impl Session {
             return Continue(command);
         }
         let text = format!("ERR tenant '{}' rate limit exceeded", tenant.name);
-        self.reject(command.spec, command.started, &text);
+        self.client.reject(command.spec, command.started, &text);
         Break(())
     }
 
@@ -175,12 +176,22 @@ impl Session {
     /// subscribed (see `stateful`).
     fn serve_stateful(&mut self, command: Command) -> Step {
         let stateless = self.stateful.transaction.is_none() && self.stateful.subscription.is_none();
-        if (command.policy == Policy::Stateful || !stateless)
-            && self.stateful_command(command.spec, &command.request, command.started)
-        {
+        if command.policy != Policy::Stateful && stateless {
+            return Continue(command);
+        }
+        let (spec, started) = (command.spec, command.started);
+        if spec.id == cmd::Command::Reset {
+            self.reset(started);
+            self.stateful.publish_state(&self.client.info);
             return Break(());
         }
-        Continue(command)
+        match self
+            .stateful
+            .command(&mut self.client, spec, &command.request, started)
+        {
+            true => Break(()),
+            false => Continue(command),
+        }
     }
 
     /// What the gateway answers itself (see `local`).
@@ -195,14 +206,14 @@ impl Session {
 
     /// Refused, or renamed into the tenant's key namespace, databases and channels (see `narrow`).
     fn narrow_step(&mut self, command: Command) -> Step {
-        match self.narrow(command.spec, command.request) {
+        match self.client.narrow(command.spec, command.request) {
             Ok((request, transform)) => Continue(Command {
                 request,
                 transform,
                 ..command
             }),
             Err(text) => {
-                self.reject(command.spec, command.started, &text);
+                self.client.reject(command.spec, command.started, &text);
                 Break(())
             }
         }
@@ -211,7 +222,12 @@ impl Session {
     /// A RESP3 subscriber's `PUBLISH` to its own node goes over its subscription (see `pubsub`).
     fn publish_ordered(&mut self, command: Command) -> Step {
         if self.stateful.subscription.is_some()
-            && self.publish_in_order(command.spec, &command.request, command.started)
+            && self.stateful.publish_in_order(
+                &mut self.client,
+                command.spec,
+                &command.request,
+                command.started,
+            )
         {
             return Break(());
         }
@@ -229,17 +245,19 @@ impl Session {
             transform,
             ..
         } = command;
-        self.check_readiness(spec, request.args());
-        self.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`
-        let Some(view) = &self.tenant else { return };
+        self.client.check_readiness(spec, request.args());
+        self.client.replies.tag(Some(request.raw())); // its slot keeps it for `tracking`
+        let Some(view) = &self.client.tenant else {
+            return;
+        };
         let mut dispatch = Dispatch {
             plan: &view.tenant.route,
             route: &view.route,
-            replies: &self.replies,
-            affinity: self.info.id as usize,
-            random: &self.random,
-            keys: &mut self.keys,
-            places: &mut self.places,
+            replies: &self.client.replies,
+            affinity: self.client.info.id as usize,
+            random: &self.client.random,
+            keys: &mut self.client.keys,
+            places: &mut self.client.places,
             scripts_run_as: &view.tenant.scripts_run_as,
             script_limit_ms: view.tenant.limits.script_limit_ms(),
             transform,
@@ -247,12 +265,12 @@ impl Session {
         let sent = match spec.id {
             cmd::Command::Info => info::info(
                 &mut dispatch,
-                &self.worker.gateway,
+                &self.client.worker.gateway,
                 &view.tenant,
                 spec,
                 &request,
                 started,
-                self.protocol,
+                self.client.protocol,
             ),
             cmd::Command::ConfigResetstat => {
                 info::resetstat(&mut dispatch, &view.tenant, spec, &request, started)
@@ -263,9 +281,9 @@ impl Session {
             }
             _ => dispatch.forward(spec, &request, started),
         };
-        self.replies.tag(None); // a request that opened no slot leaves none to the next
+        self.client.replies.tag(None); // a request that opened no slot leaves none to the next
         if let Err(text) = sent {
-            self.reject(spec, started, &text);
+            self.client.reject(spec, started, &text);
         }
     }
 }

@@ -7,10 +7,10 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use switchyard_schemas::policy::TrackingPolicy;
 
-use super::Session;
+use super::client::Client;
 use super::output::Output;
 use crate::reply::Answered;
 use crate::resp;
@@ -54,34 +54,33 @@ impl SessionTracking {
     }
 }
 
-impl Session {
+impl SessionTracking {
     /// The session enters a tenant with thresholds of its own (`policy`, possibly none).
-    pub(super) fn track_tenant(&mut self, policy: &TrackingPolicy) {
-        self.tracking.config = self.tracking.gateway.with(policy);
-        self.replies
-            .keep_requests(self.tracking.config.keeps_requests);
+    pub(super) fn track_tenant(&mut self, client: &Client, policy: &TrackingPolicy) {
+        self.config = self.gateway.with(policy);
+        client.replies.keep_requests(self.config.keeps_requests);
     }
 
     /// Moves the replies ready into `output`, each counted in its tenant's metrics and checked by tracking.
-    pub(super) fn drain_replies(&self, output: &mut Output, now: Instant) {
-        let metrics = self
+    pub(super) fn drain_replies(&self, client: &Client, output: &mut Output, now: Instant) {
+        let metrics = client
             .tenant
             .as_ref()
             .map(|view| &view.tenant.runtime.counters);
-        let tenant_latency = self.worker.gateway.config.metrics.tenant_latency;
+        let tenant_latency = client.worker.gateway.config.metrics.tenant_latency;
         let unsent = output.len();
-        self.replies.drain_ready(output.buf(), |answered| {
+        client.replies.drain_ready(output.buf(), |answered| {
             if let Some(metrics) = metrics {
                 let elapsed = now.saturating_duration_since(answered.started);
                 let (family, count) = (answered.family, answered.count);
-                self.worker.latency.observe(family, elapsed, count);
+                client.worker.latency.observe(family, elapsed, count);
                 if tenant_latency {
                     metrics.latency.observe(elapsed, count);
                 }
                 if let Some(replies) = answered.error {
                     metrics.errors.count(replies);
                 }
-                self.track_answered(elapsed, answered);
+                self.track_answered(client, elapsed, answered);
             }
         });
         if let Some(metrics) = metrics {
@@ -93,28 +92,33 @@ impl Session {
 
     /// Checks a slot whose reply the session is about to write: its key sampled, slow, or big?
     #[inline]
-    pub(super) fn track_answered(&self, elapsed: Duration, answered: Answered<'_>) {
-        let config = &self.tracking.config;
-        let left = self.tracking.sample.get();
+    pub(super) fn track_answered(
+        &self,
+        client: &Client,
+        elapsed: Duration,
+        answered: Answered<'_>,
+    ) {
+        let config = &self.config;
+        let left = self.sample.get();
         let request_len = answered.request.as_ref().map_or(0, |tag| tag.raw.len());
         if answered.count < left
             && elapsed < config.slower_than
             && answered.reply.len() < config.big_reply_bytes
             && request_len < config.big_key_bytes
         {
-            self.tracking.sample.set(left - answered.count);
+            self.sample.set(left - answered.count);
         } else {
-            self.noticed(elapsed, answered);
+            self.noticed(client, elapsed, answered);
         }
     }
 
     /// A slot tripped a check: finds which of its requests did, and notes them.
     #[cold]
     #[inline(never)]
-    fn noticed(&self, elapsed: Duration, answered: Answered<'_>) {
-        let config = &self.tracking.config;
-        let sampled = self.tracking.count_down(answered.count);
-        let (Some(view), Some(tag)) = (&self.tenant, &answered.request) else {
+    fn noticed(&self, client: &Client, elapsed: Duration, answered: Answered<'_>) {
+        let config = &self.config;
+        let sampled = self.count_down(answered.count);
+        let (Some(view), Some(tag)) = (&client.tenant, &answered.request) else {
             return; // a reply the gateway made itself, or a command on a dedicated connection
         };
         let prefix = view
@@ -130,7 +134,7 @@ impl Session {
                     break;
                 };
                 next = i + 1;
-                self.sample(&tag.raw, frame, prefix);
+                self.sample(client, &tag.raw, frame, prefix);
             }
         }
         let slow = elapsed >= config.slower_than;
@@ -155,7 +159,7 @@ impl Session {
                 continue;
             }
             let parsed = Parsed::new(&tag.raw, frame, prefix);
-            let mut observed = lock(&self.worker.observed);
+            let mut observed = lock(&client.worker.observed);
             let observed = observed.tenant(&view.tenant.name);
             let at_ms = tracking::unix_micros() / 1000;
             let big = |direction, bytes: usize, elements| BigKey {
@@ -175,7 +179,7 @@ impl Session {
                     .add(big(Direction::Reply, reply.len(), elements));
             }
             if slow {
-                let entry = self.slow_entry(elapsed, answered.count, parsed);
+                let entry = self.slow_entry(client, elapsed, answered.count, parsed);
                 let logged = view
                     .tenant
                     .runtime
@@ -188,31 +192,31 @@ impl Session {
             }
         }
         if big_replies && !tag.aligned {
-            self.note_unaligned_big_replies(answered.reply);
+            self.note_unaligned_big_replies(client, answered.reply);
         }
     }
 
     /// Counts the key of a sampled request (`frame`, a piece of `raw`) for the hot keys. One key a request: of
     /// several, the next in turn, counted once for each (an estimate of how often each is touched).
-    fn sample(&self, raw: &Bytes, frame: &[u8], prefix: Option<&[u8]>) {
-        let Some(view) = &self.tenant else { return };
+    fn sample(&self, client: &Client, raw: &Bytes, frame: &[u8], prefix: Option<&[u8]>) {
+        let Some(view) = &client.tenant else { return };
         let mut args = resp::request_args(frame);
         let argc = args.clone().count();
         let (name, first) = (args.next().unwrap_or_default(), args.next());
         let count = |key: &[u8], count| {
-            let mut observed = lock(&self.worker.observed);
+            let mut observed = lock(&client.worker.observed);
             let observed = observed.tenant(&view.tenant.name);
             observed.hot.add(key, count);
-            observed.hot_threshold = self.tracking.config.hot_key_threshold;
+            observed.hot_threshold = self.config.hot_key_threshold;
         };
-        match (self.commands.cached(name, argc), first) {
+        match (client.commands.cached(name, argc), first) {
             (Some((spec, _)), Some(key)) if spec.key_is_first_argument() => {
                 count(strip(key, prefix), 1);
             }
             _ => {
                 let parsed = Parsed::new(raw, frame, prefix);
-                let turn = self.tracking.turn.get();
-                self.tracking.turn.set(turn.wrapping_add(1));
+                let turn = self.turn.get();
+                self.turn.set(turn.wrapping_add(1));
                 let keys = parsed.keys.len();
                 if let Some(key) = parsed.key(turn % keys.max(1)) {
                     count(key, keys as u64);
@@ -222,9 +226,15 @@ impl Session {
     }
 
     /// The slow log's entry for a slot's first request.
-    fn slow_entry(&self, elapsed: Duration, run: u32, parsed: Parsed) -> SlowEntry {
+    fn slow_entry(
+        &self,
+        client: &Client,
+        elapsed: Duration,
+        run: u32,
+        parsed: Parsed,
+    ) -> SlowEntry {
         // Placement hashes the key as stored, under the tenant's namespace.
-        let backend = self.tenant.as_ref().and_then(|view| {
+        let backend = client.tenant.as_ref().and_then(|view| {
             let stored = parsed.key(0).map(|key| match view.tenant.namespace() {
                 Some(namespace) => [&namespace.prefix()[..], &key[..]].concat(),
                 None => key.to_vec(),
@@ -241,8 +251,8 @@ impl Session {
             duration_us: elapsed.as_micros().min(u128::from(u64::MAX)) as u64,
             key: parsed.kept_key(),
             args: slowlog_args(parsed.args),
-            client_addr: self.info.addr.to_string(),
-            client_name: self.info.name().unwrap_or_default(),
+            client_addr: client.info.addr.to_string(),
+            client_name: client.info.name().unwrap_or_default(),
             backend: backend.unwrap_or_default(),
             run,
         }
@@ -250,12 +260,12 @@ impl Session {
 
     /// Big replies of a cluster run spread over several masters, whose requests the slot does not keep in
     /// order: noted without their key and command.
-    fn note_unaligned_big_replies(&self, replies: &[u8]) {
-        let Some(view) = &self.tenant else { return };
-        let mut observed = lock(&self.worker.observed);
+    fn note_unaligned_big_replies(&self, client: &Client, replies: &[u8]) {
+        let Some(view) = &client.tenant else { return };
+        let mut observed = lock(&client.worker.observed);
         let observed = observed.tenant(&view.tenant.name);
         for reply in resp::each_reply(replies) {
-            if let Some(elements) = big_reply(reply, &self.tracking.config) {
+            if let Some(elements) = big_reply(reply, &self.config) {
                 observed.big.add(BigKey {
                     key: None,
                     command: "",
@@ -266,14 +276,6 @@ impl Session {
                 });
             }
         }
-    }
-
-    /// `SLOWLOG GET|LEN|RESET|HELP`: the tenant's own slow log on this gateway.
-    pub(super) fn slowlog(&self, args: &[Bytes], started: Instant) {
-        let Some(view) = &self.tenant else { return };
-        let mut out = BytesMut::new();
-        view.tenant.runtime.slowlog.answer(args, &mut out);
-        self.replies.push_ready(out.freeze(), started);
     }
 }
 

@@ -6,12 +6,12 @@
 use std::sync::atomic::Ordering;
 
 use crate::health::{SCRIPTS_RUNNING, busy_text};
-use crate::session::Session;
+use crate::session::client::Client;
 
-impl Session {
+impl Client {
     /// The error `PING` answers instead of `PONG`, if any. One atomic load while no script runs anywhere.
     #[inline]
-    pub(super) fn ping_refusal(&self) -> Option<String> {
+    pub(in crate::session) fn ping_refusal(&self) -> Option<String> {
         if SCRIPTS_RUNNING.load(Ordering::Relaxed) == 0 {
             return None;
         }

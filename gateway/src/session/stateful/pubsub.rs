@@ -26,14 +26,15 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::Session;
+use super::Stateful;
 use crate::cmd::{Command, CommandSpec};
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, Protocol, Request};
 use crate::route::{Dedicated, Place};
+use crate::session::client::Client;
 
 /// A subscribed client's connection and what it is subscribed to.
-pub(super) struct Subscription {
+pub(in crate::session) struct Subscription {
     connection: Dedicated,
     channels: HashSet<Bytes>,
     patterns: HashSet<Bytes>,
@@ -47,7 +48,7 @@ impl Subscription {
     }
 
     /// (channels, patterns, shard channels) subscribed to.
-    pub(super) fn counts(&self) -> (usize, usize, usize) {
+    pub(in crate::session) fn counts(&self) -> (usize, usize, usize) {
         (
             self.channels.len(),
             self.patterns.len(),
@@ -56,7 +57,7 @@ impl Subscription {
     }
 
     /// Confirmations still expected.
-    pub(super) fn pending(&self) -> usize {
+    pub(in crate::session) fn pending(&self) -> usize {
         self.connection.pending()
     }
 
@@ -69,41 +70,39 @@ impl Subscription {
     }
 }
 
-impl Session {
+impl Stateful {
     /// Whether the client is in the subscribed state.
-    pub(super) fn subscribed(&self) -> bool {
-        self.stateful
-            .subscription
-            .as_ref()
-            .is_some_and(Subscription::active)
+    pub(in crate::session) fn subscribed(&self) -> bool {
+        self.subscription.as_ref().is_some_and(Subscription::active)
     }
 
     /// A command in RESP2's subscribed state: the subscription commands, PING, QUIT and RESET; Redis' error for
     /// the rest. Returns false for QUIT, served as usual.
-    pub(super) fn subscribed_command(
+    pub(in crate::session) fn subscribed_command(
         &mut self,
+        client: &mut Client,
         spec: &'static CommandSpec,
         request: &Request,
         started: Instant,
     ) -> bool {
         let args = request.args();
         match spec.id {
-            Command::Quit => return false,
-            Command::Reset => self.reset(started),
+            // RESET is the session's: it resets more than the subscriptions.
+            Command::Quit | Command::Reset => return false,
             Command::Ping => {
                 let message = args.get(1).map_or(&b""[..], |m| &m[..]);
-                self.local_reply(started, |out| {
+                client.local_reply(started, |out| {
                     resp::array_header(out, 2);
                     resp::bulk(out, b"pong");
                     resp::bulk(out, message);
                 });
             }
-            _ if !self.subscription_command(spec, request, started) => {
+            _ if !self.subscription_command(client, spec, request, started) => {
                 let text = format!(
                     "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                     spec.name
                 );
-                self.local_error(started, &text);
+                client.local_error(started, &text);
             }
             _ => {}
         }
@@ -111,8 +110,9 @@ impl Session {
     }
 
     /// The (un)subscribe commands. Returns false for every other command.
-    pub(super) fn subscription_command(
+    pub(in crate::session) fn subscription_command(
         &mut self,
+        client: &mut Client,
         spec: &'static CommandSpec,
         request: &Request,
         started: Instant,
@@ -121,80 +121,84 @@ impl Session {
             return false;
         }
         // The channels as the backend knows them (the tenant's namespace, see `tenancy::Channels`).
-        let channels = self.tenant.as_ref().and_then(|v| v.tenant.channels());
+        let channels = client.tenant.as_ref().and_then(|v| v.tenant.channels());
         let patterns = matches!(spec.id, Command::Psubscribe | Command::Punsubscribe);
         let renamed = channels.map(|c| c.outbound_request(request, 1.., patterns));
         let outbound = renamed.as_ref().unwrap_or(request);
         match spec.id {
             Command::Subscribe | Command::Psubscribe => {
-                self.subscribe(spec, outbound, (0, None), started)
+                self.subscribe(client, spec, outbound, (0, None), started)
             }
-            Command::Ssubscribe => match self.place_of(spec, outbound.args()) {
-                Ok(place) => self.subscribe(spec, outbound, place.unwrap_or((0, None)), started),
-                Err(text) => self.local_error(started, &text),
+            Command::Ssubscribe => match client.place_of(spec, outbound.args()) {
+                Ok(place) => {
+                    self.subscribe(client, spec, outbound, place.unwrap_or((0, None)), started)
+                }
+                Err(text) => client.local_error(started, &text),
             },
-            _ => self.unsubscribe(spec, request, outbound, started),
+            _ => self.unsubscribe(client, spec, request, outbound, started),
         }
         true
     }
 
     fn subscribe(
         &mut self,
+        client: &Client,
         spec: &'static CommandSpec,
         request: &Request,
         place: Place,
         started: Instant,
     ) {
-        let mut subscription = match self.stateful.subscription.take() {
+        let mut subscription = match self.subscription.take() {
             Some(subscription) => subscription,
-            None => match self.open_dedicated(place, true) {
+            None => match client.open_dedicated(place, true) {
                 Ok(connection) => Subscription {
                     connection,
                     channels: HashSet::new(),
                     patterns: HashSet::new(),
                     shard_channels: HashSet::new(),
                 },
-                Err(reply) => return self.local_error_reply(started, reply),
+                Err(reply) => return client.local_error_reply(started, reply),
             },
         };
-        match self.serves(&subscription.connection, place) {
+        match client.serves(&subscription.connection, place) {
             Ok(true) => {}
             Ok(false) => {
-                self.stateful.subscription = Some(subscription);
-                return self.local_error(
+                self.subscription = Some(subscription);
+                return client.local_error(
                     started,
                     "ERR a client's subscriptions must all live on one backend node; subscribe to channels of another shard or slot on another connection",
                 );
             }
             Err(reply) => {
-                self.stateful.subscription = Some(subscription);
-                return self.local_error_reply(started, reply);
+                self.subscription = Some(subscription);
+                return client.local_error_reply(started, reply);
             }
         }
         let channels = &request.args()[1..];
         subscription.set(spec.id).extend(channels.iter().cloned());
-        let confirmations = confirmations(&self.replies, channels.len(), started);
+        let confirmations = confirmations(&client.replies, channels.len(), started);
         subscription
             .connection
             .send(request.raw().clone(), confirmations);
-        self.stateful.subscription = Some(subscription);
+        self.subscription = Some(subscription);
     }
 
     /// An unsubscribe command, `request` as the client sent it and `outbound` as the backend knows its channels.
     fn unsubscribe(
         &mut self,
+        client: &Client,
         spec: &'static CommandSpec,
         request: &Request,
         outbound: &Request,
         started: Instant,
     ) {
-        let Some(subscription) = &mut self.stateful.subscription else {
+        let Some(subscription) = &mut self.subscription else {
             // Not subscribed: what Redis answers, one confirmation per channel (or one for none), count 0.
             let channels = &request.args()[1..];
-            let (name, protocol) = (spec.name.as_bytes(), self.protocol);
+            let (name, protocol) = (spec.name.as_bytes(), client.protocol);
             // Written even with replies off, as every confirmation (see `confirmations`).
-            return self.replies.pushing(|| {
-                self.local_reply(started, |out| {
+            return client.replies.pushing(|| {
+                client.local_reply(started, |out| {
                     if channels.is_empty() {
                         unsubscribed(out, name, None, protocol);
                     }
@@ -216,7 +220,7 @@ impl Session {
             }
             channels.len()
         };
-        let confirmations = confirmations(&self.replies, replies, started);
+        let confirmations = confirmations(&client.replies, replies, started);
         subscription
             .connection
             .send(outbound.raw().clone(), confirmations);
@@ -225,13 +229,14 @@ impl Session {
     /// A RESP3 client's `PUBLISH` or `SPUBLISH` (`request` as the backend knows its channel) while subscribed on
     /// the node it goes to: sent over the subscription's connection (see the module's doc). Returns false when
     /// it goes the usual way.
-    pub(super) fn publish_in_order(
+    pub(in crate::session) fn publish_in_order(
         &mut self,
+        client: &mut Client,
         spec: &'static CommandSpec,
         request: &Request,
         started: Instant,
     ) -> bool {
-        if self.protocol != Protocol::Resp3
+        if client.protocol != Protocol::Resp3
             || !matches!(spec.id, Command::Publish | Command::Spublish)
         {
             return false;
@@ -239,45 +244,37 @@ impl Session {
         if !self.subscribed() {
             return false;
         }
-        let place = match self.place_of(spec, request.args()) {
+        let place = match client.place_of(spec, request.args()) {
             Ok(place) => place.unwrap_or((0, None)),
             Err(_) => return false, // the usual way, which gives the error
         };
-        if self
-            .tenant
-            .as_ref()
-            .is_some_and(|v| v.route.double_written(place.0))
-        {
+        if client.double_written(place) {
             return false; // every write resource gets it, the usual way
         }
-        let Some(subscription) = &self.stateful.subscription else {
+        let Some(subscription) = &self.subscription else {
             return false;
         };
-        if !matches!(self.serves(&subscription.connection, place), Ok(true)) {
+        if !matches!(client.serves(&subscription.connection, place), Ok(true)) {
             return false;
         }
-        let reply = self.replies.reserve(started);
+        let reply = client.replies.reserve(started);
         subscription
             .connection
             .send(request.raw().clone(), vec![reply]);
         true
     }
 
-    /// Whether `connection` goes to the node that serves `place` of the tenant's route.
-    fn serves(&self, connection: &Dedicated, place: Place) -> Result<bool, Bytes> {
-        match &self.tenant {
-            Some(view) => connection.serves(&view.route, place),
-            None => Err(resp::error_reply("ERR no tenant")),
-        }
-    }
-
     /// Leaves the subscribed state at once (RESET): the node is told, and its reply is the client's; the
     /// connection goes when that has come. Returns false when the client was not subscribed.
-    pub(super) fn leave_subscriptions(&mut self, started: Instant) -> bool {
-        let Some(subscription) = self.stateful.subscription.as_mut().filter(|s| s.active()) else {
+    pub(in crate::session) fn leave_subscriptions(
+        &mut self,
+        client: &Client,
+        started: Instant,
+    ) -> bool {
+        let Some(subscription) = self.subscription.as_mut().filter(|s| s.active()) else {
             return false;
         };
-        let reply = self.replies.reserve(started);
+        let reply = client.replies.reserve(started);
         subscription.channels.clear();
         subscription.patterns.clear();
         subscription.shard_channels.clear();
@@ -289,15 +286,15 @@ impl Session {
 
     /// Called with every reply written: a subscription left and answered lets its connection go; one whose
     /// connection failed closes the client, whose messages would otherwise silently stop.
-    pub(super) fn settle_subscription(&mut self) {
-        let Some(subscription) = &self.stateful.subscription else {
+    pub(in crate::session) fn settle_subscription(&mut self, client: &mut Client) {
+        let Some(subscription) = &self.subscription else {
             return;
         };
         if subscription.connection.failed() {
-            self.stateful.subscription = None;
-            self.closing = true;
+            self.subscription = None;
+            client.closing = true;
         } else if !subscription.active() && subscription.pending() == 0 {
-            self.stateful.subscription = None;
+            self.subscription = None;
         }
     }
 }

@@ -16,17 +16,19 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::{Replying, Session};
+use super::Stateful;
 use crate::cmd::{Command, CommandSpec, acl, flag};
 use crate::reply::{Transform, chain};
-use crate::resp::{self, Protocol, Request};
+use crate::resp::{self, Request};
 use crate::route::{CROSSSLOT, Dedicated, Exec, Place};
+use crate::session::client::Client;
+use crate::session::readiness::Followed;
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
 /// The commands queued since `MULTI`.
 #[derive(Default)]
-pub(super) struct Transaction {
+pub(in crate::session) struct Transaction {
     queued: Vec<(&'static CommandSpec, Request)>,
     /// How the replies of some queued commands (by index) are rewritten for the tenant, as they would be outside
     /// a transaction (key names without the key namespace, visible `CONFIG GET` parameters...).
@@ -36,17 +38,17 @@ pub(super) struct Transaction {
     /// A command was refused at queue time: `EXEC` answers `EXECABORT`.
     failed: bool,
     /// Its keys as the destination of a migration places them (see `readiness`).
-    pub(super) followed: super::readiness::Followed,
+    pub(in crate::session) followed: Followed,
 }
 
 impl Transaction {
     /// Commands queued.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::session) fn len(&self) -> usize {
         self.queued.len()
     }
 
     /// Bytes of the commands queued.
-    pub(super) fn bytes(&self) -> usize {
+    pub(in crate::session) fn bytes(&self) -> usize {
         self.queued
             .iter()
             .map(|(_, request)| request.raw().len())
@@ -55,11 +57,11 @@ impl Transaction {
 }
 
 /// The connection holding the client's `WATCH`es, and where the watched keys live.
-pub(super) struct Watching {
+pub(in crate::session) struct Watching {
     connection: Dedicated,
     place: Place,
     /// The watched keys as the destination of a migration places them (see `readiness`).
-    pub(super) followed: super::readiness::Followed,
+    pub(in crate::session) followed: Followed,
 }
 
 impl Watching {
@@ -67,7 +69,7 @@ impl Watching {
         Watching {
             connection,
             place,
-            followed: super::readiness::Followed::default(),
+            followed: Followed::default(),
         }
     }
 }
@@ -109,76 +111,88 @@ fn gateway_state_in_multi(spec: &CommandSpec) -> bool {
     ((connection || subscription) && !matches!(spec.id, Command::Ping | Command::Echo)) || figures
 }
 
-impl Session {
+impl Stateful {
     /// Serves the transaction commands, and every command while a transaction is open. Returns false for the
     /// commands that are served as usual (those outside a transaction, and `QUIT`).
-    pub(super) fn transaction_command(
+    pub(in crate::session) fn transaction_command(
         &mut self,
+        client: &mut Client,
         spec: &'static CommandSpec,
         request: &Request,
         started: Instant,
     ) -> bool {
-        if self.stateful.transaction.is_some() {
+        if self.transaction.is_some() {
             match spec.id {
-                Command::Exec => self.exec(started),
+                Command::Exec => self.exec(client, started),
                 Command::Discard => {
-                    self.stateful.transaction = None;
-                    self.stateful.watching = None;
-                    self.local_ok(started);
+                    self.transaction = None;
+                    self.watching = None;
+                    client.local_ok(started);
                 }
-                Command::Multi => self.local_error(started, "ERR MULTI calls can not be nested"),
+                Command::Multi => client.local_error(started, "ERR MULTI calls can not be nested"),
                 Command::Watch => {
-                    self.local_error(started, "ERR WATCH inside MULTI is not allowed")
+                    client.local_error(started, "ERR WATCH inside MULTI is not allowed")
                 }
                 Command::Quit | Command::Reset => return false,
-                _ => self.queue(spec, request, started),
+                _ => self.queue(client, spec, request, started),
             }
             return true;
         }
         match spec.id {
             Command::Multi => {
-                let watching = self.stateful.watching.as_ref();
-                self.stateful.transaction = Some(Transaction {
+                let watching = self.watching.as_ref();
+                self.transaction = Some(Transaction {
                     place: watching.map(|w| w.place),
                     followed: watching.map(|w| w.followed.clone()).unwrap_or_default(),
                     ..Transaction::default()
                 });
-                self.local_ok(started);
+                client.local_ok(started);
             }
-            Command::Exec => self.local_error(started, "ERR EXEC without MULTI"),
-            Command::Discard => self.local_error(started, "ERR DISCARD without MULTI"),
-            Command::Watch => self.watch(spec, request, started),
+            Command::Exec => client.local_error(started, "ERR EXEC without MULTI"),
+            Command::Discard => client.local_error(started, "ERR DISCARD without MULTI"),
+            Command::Watch => self.watch(client, spec, request, started),
             Command::Unwatch => {
-                self.stateful.watching = None;
-                self.local_ok(started);
+                self.watching = None;
+                client.local_ok(started);
             }
             _ => return false,
         }
         true
     }
 
+    /// What follows the keys of the open transaction, or of the watched keys for the next one (see `readiness`).
+    fn followed(&mut self) -> Option<&mut Followed> {
+        match (&mut self.transaction, &mut self.watching) {
+            (Some(transaction), _) => Some(&mut transaction.followed),
+            (None, Some(watching)) => Some(&mut watching.followed),
+            (None, None) => None,
+        }
+    }
+
     /// Marks the open transaction (if any) failed: a command was refused at queue time.
-    pub(super) fn fail_transaction(&mut self) {
-        if let Some(transaction) = &mut self.stateful.transaction {
+    pub(in crate::session) fn fail_transaction(&mut self) {
+        if let Some(transaction) = &mut self.transaction {
             transaction.failed = true;
         }
     }
 
-    fn local_ok(&self, started: Instant) {
-        self.local_reply(started, |out| resp::simple(out, b"OK"));
-    }
-
     /// A command after `MULTI`: checked as Redis checks it at queue time, then held until `EXEC`.
-    fn queue(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
-        let queued = self.queueable(spec, request);
+    fn queue(
+        &mut self,
+        client: &mut Client,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) {
+        let queued = self.queueable(client, spec, request);
         let (request, transform) = match queued {
             Ok(queued) => queued,
             Err(text) => {
                 self.fail_transaction();
-                return self.local_error(started, &text);
+                return client.local_error(started, &text);
             }
         };
-        if let Some(transaction) = &mut self.stateful.transaction {
+        if let Some(transaction) = &mut self.transaction {
             if let Some(transform) = transform {
                 transaction
                     .transforms
@@ -186,18 +200,19 @@ impl Session {
             }
             transaction.queued.push((spec, request));
         }
-        self.local_reply(started, |out| resp::simple(out, b"QUEUED"));
+        client.local_reply(started, |out| resp::simple(out, b"QUEUED"));
     }
 
-    /// The command as it joins the transaction (see `Session::narrow`) with how its element of `EXEC`'s reply is
+    /// The command as it joins the transaction (see `Client::narrow`) with how its element of `EXEC`'s reply is
     /// rewritten, or why it cannot join, in Redis' words where Redis has them.
     fn queueable(
         &mut self,
+        client: &mut Client,
         spec: &'static CommandSpec,
         request: &Request,
     ) -> Result<(Request, Option<Transform>), String> {
-        let (request, transform) = self.narrow(spec, request.clone())?;
-        self.follow_keys(spec, request.args());
+        let (request, transform) = client.narrow(spec, request.clone())?;
+        client.follow_keys(self.followed(), spec, request.args());
         if spec.has(flag::NO_MULTI) {
             return Err("ERR Command not allowed inside a transaction".to_string());
         }
@@ -207,8 +222,8 @@ impl Session {
                 "ERR {name} inside MULTI is not supported by the gateway"
             ));
         }
-        let place = self.place_of(spec, request.args())?;
-        let Some(transaction) = &mut self.stateful.transaction else {
+        let place = client.place_of(spec, request.args())?;
+        let Some(transaction) = &mut self.transaction else {
             return Ok((request, transform));
         };
         match (transaction.place, place) {
@@ -218,7 +233,7 @@ impl Session {
         }
         // Its writes will be replayed on the secondaries: a random effect would make them diverge.
         let shard = transaction.place.map_or(0, |(shard, _)| shard);
-        match self.tenant.as_ref() {
+        match client.tenant.as_ref() {
             Some(view) if !spec.has(flag::READONLY) => view
                 .route
                 .double_write_refusal(shard, spec, request.args())
@@ -229,98 +244,93 @@ impl Session {
 
     /// `WATCH key...`: on the dedicated connection of the watched keys' place (opened by the first WATCH), the
     /// keys under the tenant's namespace.
-    fn watch(&mut self, spec: &'static CommandSpec, request: &Request, started: Instant) {
-        let request = match self.narrow(spec, request.clone()) {
+    fn watch(
+        &mut self,
+        client: &mut Client,
+        spec: &'static CommandSpec,
+        request: &Request,
+        started: Instant,
+    ) {
+        let request = match client.narrow(spec, request.clone()) {
             Ok((request, _)) => request,
-            Err(text) => return self.local_error(started, &text),
+            Err(text) => return client.local_error(started, &text),
         };
-        self.check_readiness(spec, request.args());
-        let place = match self.place_of(spec, request.args()) {
+        client.check_readiness(spec, request.args());
+        let place = match client.place_of(spec, request.args()) {
             Ok(place) => place.unwrap_or((0, None)),
-            Err(text) => return self.local_error(started, &text),
+            Err(text) => return client.local_error(started, &text),
         };
-        let watching = match self.stateful.watching.take() {
+        let watching = match self.watching.take() {
             Some(watching) if watching.place != place => {
-                self.stateful.watching = Some(watching);
-                return self.local_error(started, CROSSSLOT);
+                self.watching = Some(watching);
+                return client.local_error(started, CROSSSLOT);
             }
             Some(watching) => watching,
-            None => match self.open_dedicated(place, false) {
+            None => match client.open_dedicated(place, false) {
                 Ok(connection) => Watching::new(connection, place),
-                Err(reply) => return self.local_error_reply(started, reply),
+                Err(reply) => return client.local_error_reply(started, reply),
             },
         };
-        let reply = self.replies.reserve(started);
+        let reply = client.replies.reserve(started);
         watching.connection.send(request.raw().clone(), vec![reply]);
-        self.stateful.watching = Some(watching);
-        self.stateful.barrier = true;
-        self.follow_keys(spec, request.args());
+        self.watching = Some(watching);
+        self.barrier = true;
+        client.follow_keys(self.followed(), spec, request.args());
     }
 
     /// `EXEC`: the transaction runs where its route says (see `ResolvedRoute::exec`), on the watching connection
     /// if keys are watched; a connection it takes is held until its reply is written.
-    fn exec(&mut self, started: Instant) {
-        let Some(transaction) = self.stateful.transaction.take() else {
+    fn exec(&mut self, client: &Client, started: Instant) {
+        let Some(transaction) = self.transaction.take() else {
             return;
         };
         // Counted whether it runs here or not: on the destination it would fail.
-        self.count_exec(&transaction.followed);
-        let watching = self.stateful.watching.take().map(|w| w.connection);
+        client.count_exec(&transaction.followed);
+        let watching = self.watching.take().map(|w| w.connection);
         if transaction.failed {
-            return self.local_error(started, EXECABORT);
+            return client.local_error(started, EXECABORT);
         }
-        let Some(view) = &self.tenant else { return };
+        let Some(view) = &client.tenant else { return };
         let place = transaction.place.unwrap_or((0, None));
         let exec = Exec {
             tenant: &view.tenant,
             queued: &transaction.queued,
             place,
-            affinity: self.info.id as usize,
+            affinity: client.info.id as usize,
         };
         let rewrite = exec_replies(transaction.transforms);
         let held = view.route.exec(
             exec,
             watching,
-            || self.open_dedicated(place, false),
+            || client.open_dedicated(place, false),
             |replicate| {
-                self.replies
+                client
+                    .replies
                     .reserve_with(started, chain(rewrite, replicate))
             },
         );
         match held {
             Ok(None) => {}
             Ok(Some(connection)) => {
-                self.stateful.held = Some(connection);
-                self.stateful.barrier = true;
+                self.held = Some(connection);
+                self.barrier = true;
             }
-            Err(reply) => self.local_error_reply(started, reply),
+            Err(reply) => client.local_error_reply(started, reply),
         }
     }
 
     /// Whether `EXEC` rides the shared connection, so that it need not wait for earlier replies.
-    pub(super) fn exec_rides_shared(&self, transaction: &Transaction) -> bool {
+    pub(in crate::session) fn exec_rides_shared(
+        &self,
+        client: &Client,
+        transaction: &Transaction,
+    ) -> bool {
         let place = transaction.place.unwrap_or((0, None));
-        let watching = self.stateful.watching.is_some();
-        self.tenant
+        let watching = self.watching.is_some();
+        client
+            .tenant
             .as_ref()
             .is_some_and(|view| view.route.exec_rides_shared(place, watching))
-    }
-
-    /// `RESET`: leaves every state (transaction, watches, subscriptions), back to database 0, RESP2 and no client
-    /// name.
-    pub(super) fn reset(&mut self, started: Instant) {
-        self.stateful.transaction = None;
-        self.stateful.watching = None;
-        self.set_db(0);
-        self.set_protocol(Protocol::Resp2);
-        self.info.set_name(None);
-        self.set_replying(Replying::On);
-        self.stop_monitor();
-        // A subscribed client's RESET goes to the node, whose +RESET comes after every message before it.
-        if !self.leave_subscriptions(started) {
-            self.replies
-                .push_ready(Bytes::from_static(b"+RESET\r\n"), started);
-        }
     }
 }
 

@@ -11,6 +11,7 @@ mod backoff;
 mod cache;
 mod clients;
 pub mod cmd;
+mod failure;
 mod family;
 mod health;
 mod info;

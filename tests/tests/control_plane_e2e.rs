@@ -210,11 +210,14 @@ async fn gateways_keep_serving_without_the_control_plane() {
     let _ = std::fs::remove_file(&bare_cache);
     let bare = Gateway::builder().start_with_control_plane(&stack.cp, &bare_cache);
     assert_eq!(bare.admin_get("/readyz").0, 503);
+    let waiting = r#"switchyard_failed_requests_total{side="gateway",retry_safe="true"}"#;
+    let before = bare.metric(waiting);
     let mut client = RawClient::connect(bare.port());
     client.roundtrip(
         b"PING\r\n",
         b"-ERR the gateway has no routes yet (waiting for the control plane)\r\n",
     );
+    assert_eq!(bare.metric(waiting), before + 1);
 
     // When the control plane is back, the bare gateway catches up.
     stack.cp.restart();
@@ -458,6 +461,10 @@ async fn tenant_limits_from_the_control_plane_are_enforced() {
         )),
         "{metrics}"
     );
+    // Refused as asked: the client's side, and nothing of them ran.
+    let refused_here =
+        gateway.metric(r#"switchyard_failed_requests_total{side="client",retry_safe="true"}"#);
+    assert_eq!(refused_here, refused);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

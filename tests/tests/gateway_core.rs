@@ -309,6 +309,14 @@ fn backend_killed_mid_pipeline_fails_pending_requests_then_recovers() {
         line.starts_with(&format!("-ERR backend 127.0.0.1:{port} unavailable: ")),
         "{line}"
     );
+    // Counted by what they tell a client: the 100 were written to the node, so they may have run; the GET never
+    // left the gateway.
+    let failed = |safe| {
+        gateway.metric(&format!(
+            "switchyard_failed_requests_total{{side=\"backend\",retry_safe=\"{safe}\"}}"
+        ))
+    };
+    assert_eq!((failed(false), failed(true)), (100, 1));
 
     let _revived = RedisServer::builder().start_on(port);
     wait_for(

@@ -26,6 +26,7 @@ use super::budget::NodeLease;
 use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
 use super::connection::{ConnectionSettings, KILL_GRACE, Outbox, describe, kill_scripts};
 use super::spares::Spares;
+use crate::failure::Failure;
 use crate::net::Stream;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::{self, ReplyScanner};
@@ -181,8 +182,9 @@ impl Dedicated {
 
     fn enqueue(&self, outgoing: Outgoing) {
         if self.inner.failed.get() {
-            let error = self.inner.unavailable("connection lost");
-            return self.inner.deliver_all(outgoing.replies, &error);
+            let failure = self.inner.unavailable("connection lost");
+            failure.count(outgoing.replies.len() as u64);
+            return self.inner.deliver_all(outgoing.replies, &failure.reply());
         }
         self.inner
             .pending
@@ -210,11 +212,8 @@ impl Drop for Dedicated {
 }
 
 impl Inner {
-    fn unavailable(&self, reason: &str) -> Bytes {
-        resp::error_reply(&format!(
-            "ERR backend {} unavailable: {reason}",
-            self.node.addr
-        ))
+    fn unavailable(&self, reason: &str) -> Failure {
+        Failure::unavailable(&self.node.addr, reason)
     }
 
     /// Fails everything sent and queued, and everything sent later.
@@ -224,13 +223,19 @@ impl Inner {
             tracing::warn!(backend = %self.node.addr, %reason, "dedicated backend connection lost");
         }
         self.failed.set(true);
-        let error = self.unavailable(reason);
+        let failure = self.unavailable(reason);
+        let error = failure.reply();
         let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
+        // The same words for all, but those in flight may have run.
+        let sent = in_flight.len() as u64;
         let replies: Vec<ReplyHandle> = in_flight
             .drain(..)
             .map(|f| f.reply)
             .chain(queued.into_iter().flat_map(|o| o.replies))
             .collect();
+        let unsent = replies.len() as u64 - sent;
+        failure.clone().sent(true).count(sent);
+        failure.count(unsent);
         self.pending.set(0);
         match &self.pushes {
             // A subscriber is told even when it waits for no reply (and its session, woken, sees the failure).

@@ -15,9 +15,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Closed, Metrics, TenantCounters, epoch};
+use crate::failure;
 use crate::family::Family;
 
+mod format;
 mod histogram;
+pub(super) use format::family;
+use format::labels;
 pub(super) use histogram::Buckets;
 use histogram::histogram_header;
 
@@ -323,6 +327,21 @@ impl Metrics {
         );
         family(
             out,
+            "switchyard_failed_requests_total",
+            "Requests the gateway answered with an error of its own, by the side that failed (client: refused as asked; gateway; backend) and whether retrying them is safe (nothing of them ran).",
+            "counter",
+            failure::failed_requests()
+                .map(|(side, safe, count)| {
+                    let safe = if safe { "true" } else { "false" };
+                    (
+                        labels(&[("side", side.label()), ("retry_safe", safe)]),
+                        count as i64,
+                    )
+                })
+                .collect::<Vec<_>>(),
+        );
+        family(
+            out,
             "switchyard_snapshots_rejected_total",
             "Control-plane snapshots rejected: invalid, or a delta that does not apply to the snapshot served.",
             "counter",
@@ -543,44 +562,6 @@ fn render_tenants(
             figures.latency.render(out, histogram, &tenant(name));
         }
     }
-}
-
-/// Writes one metric family: its HELP and TYPE lines, then a sample per (labels, value); empty labels write a
-/// bare sample.
-pub(super) fn family(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    kind: &str,
-    samples: impl IntoIterator<Item = (String, i64)>,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for (labels, value) in samples {
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {value}");
-        } else {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
-        }
-    }
-}
-
-/// A label set as the exposition format writes it (`a="x",b="y"`), every value escaped: tenant names, backend
-/// addresses and certificate sources come from routes files, snapshots and the network.
-fn labels(pairs: &[(&str, &str)]) -> String {
-    let mut out = String::new();
-    for (i, (name, value)) in pairs.iter().enumerate() {
-        let sep = if i == 0 { "" } else { "," };
-        let _ = write!(out, "{sep}{name}=\"{}\"", label_value(value));
-    }
-    out
-}
-
-/// A label value as the exposition format writes it: backslash, double quote and line feed escaped.
-fn label_value(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

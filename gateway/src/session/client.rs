@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::clients::ClientInfo;
 use crate::cmd::{self, CommandSpec};
+use crate::failure::Failure;
 use crate::reply::ReplyQueue;
 use crate::resp::{self, Protocol};
 use crate::route::{Dedicated, DirectRoute, Opening, Place, ResolvedRoute, Tenant};
@@ -85,13 +86,19 @@ impl Client {
         self.replies.push_ready(reply, started);
     }
 
+    /// Answers a request that failed (see `failure`), counted.
+    pub(super) fn fail(&self, started: Instant, failure: &Failure) {
+        failure.count(1);
+        self.local_error_reply(started, failure.reply());
+    }
+
     /// Refuses `spec` before running it (INFO's `rejected_calls`): a limit, a refusal of the tenant's rules, a
     /// route that cannot serve it as asked.
-    pub(super) fn reject(&self, spec: &CommandSpec, started: Instant, text: &str) {
+    pub(super) fn reject(&self, spec: &CommandSpec, started: Instant, failure: &Failure) {
         if let Some(view) = &self.tenant {
             view.tenant.runtime.counters.commands.reject(spec.id);
         }
-        self.local_error(started, text);
+        self.fail(started, failure);
     }
 
     pub(super) fn quit(&mut self, started: Instant) {

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::{NOAUTH, Session, info};
 use crate::cmd::{self, CommandSpec, Policy};
+use crate::failure::Failure;
 use crate::family::Family;
 use crate::reply::Transform;
 use crate::resp::Request;
@@ -88,8 +89,10 @@ impl Session {
     /// Before its first routes the gateway serves nothing (but `QUIT`).
     fn wait_for_routes(&mut self, command: Command) -> Step {
         if self.client.worker.gateway.generation() == 0 && command.spec.id != cmd::Command::Quit {
-            let text = "ERR the gateway has no routes yet (waiting for the control plane)";
-            self.client.local_error(command.started, text);
+            let failure = Failure::Gateway(
+                "ERR the gateway has no routes yet (waiting for the control plane)",
+            );
+            self.client.fail(command.started, &failure);
             return Break(());
         }
         Continue(command)
@@ -143,7 +146,8 @@ impl Session {
                 // An open transaction fails at `EXEC` (`EXECABORT`), as Redis fails one whose command was
                 // refused at queue time.
                 self.stateful.fail_transaction();
-                self.client.reject(spec, command.started, &text);
+                self.client
+                    .reject(spec, command.started, &Failure::refused(text));
                 Break(())
             }
         }
@@ -168,7 +172,8 @@ impl Session {
             return Continue(command);
         }
         let text = format!("ERR tenant '{}' rate limit exceeded", tenant.name);
-        self.client.reject(command.spec, command.started, &text);
+        self.client
+            .reject(command.spec, command.started, &Failure::refused(text));
         Break(())
     }
 
@@ -213,7 +218,8 @@ impl Session {
                 ..command
             }),
             Err(text) => {
-                self.client.reject(command.spec, command.started, &text);
+                self.client
+                    .reject(command.spec, command.started, &Failure::refused(text));
                 Break(())
             }
         }
@@ -283,7 +289,7 @@ impl Session {
         };
         self.client.replies.tag(None); // a request that opened no slot leaves none to the next
         if let Err(text) = sent {
-            self.client.reject(spec, started, &text);
+            self.client.reject(spec, started, &Failure::refused(text));
         }
     }
 }

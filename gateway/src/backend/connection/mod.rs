@@ -19,9 +19,9 @@ use super::OnPanic;
 use super::identity::{self, RunAs, ScriptUser};
 use super::node::NodeSpec;
 use crate::backoff::Backoff;
+use crate::failure::Failure;
 use crate::metrics::BackendMetrics;
 use crate::reply::ReplyHandle;
-use crate::resp;
 use crate::signal::LocalSignal;
 
 mod handshake;
@@ -145,7 +145,9 @@ impl BackendConnection {
     /// delivered to `reply` together, exactly once, when the last has arrived.
     pub(crate) fn send_run(&self, raw: Bytes, count: u32, reply: ReplyHandle) {
         if self.shared.status.get() == Status::Down {
-            reply.failed(answered_then(&[], count, &self.shared.unavailable()));
+            let failure = self.shared.unavailable();
+            failure.count(u64::from(count));
+            reply.failed(answered_then(&[], count, &failure.reply()));
             return;
         }
         if let Some(refusal) = identity::refusal(&self.shared.node, reply.run_as()) {
@@ -181,21 +183,27 @@ impl Shared {
         }
     }
 
-    fn unavailable(&self) -> Bytes {
-        resp::error_reply(&format!(
-            "ERR backend {} unavailable: {}",
-            self.node.addr,
-            self.down_reason.borrow()
-        ))
+    fn unavailable(&self) -> Failure {
+        Failure::unavailable(&self.node.addr, self.down_reason.borrow())
     }
 
-    fn fail_queued(&self, reply: &Bytes) {
+    /// Fails every queued request with `failure`: none of them was sent, so nothing of them ran.
+    fn fail_unsent(&self, failure: Failure) {
+        let failure = failure.sent(false);
+        failure.count(self.fail_queued(&failure.reply()));
+    }
+
+    /// Answers every queued request with `reply`; returns how many there were.
+    fn fail_queued(&self, reply: &Bytes) -> u64 {
         let queued: Vec<Pending> = self.queue.borrow_mut().drain(..).collect();
+        let mut requests = 0;
         for pending in queued {
+            requests += u64::from(pending.count);
             pending
                 .reply
                 .failed(answered_then(&[], pending.count, reply));
         }
+        requests
     }
 }
 
@@ -260,7 +268,7 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
         shared.metrics.failures.fetch_add(1, Ordering::Relaxed);
         *shared.down_reason.borrow_mut() = reason;
         shared.status.set(Status::Down);
-        shared.fail_queued(&shared.unavailable());
+        shared.fail_unsent(shared.unavailable());
         if shared.closed.get() {
             return;
         }
@@ -286,7 +294,7 @@ fn restart(shared: &Rc<Shared>) {
     if let Ok(mut reason) = shared.down_reason.try_borrow_mut() {
         *reason = "internal error".to_string();
     }
-    shared.fail_queued(&shared.unavailable());
+    shared.fail_unsent(shared.unavailable());
     if !shared.closed.get() {
         tokio::task::spawn_local(run(Rc::clone(shared), RESTART_DELAY));
     }

@@ -12,6 +12,7 @@ use super::outbox::Outbox;
 use super::script::{ASKING, RestrictedUsers, busy, calls_function, unwrap_script};
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
+use crate::failure::Failure;
 use crate::metrics::BackendMetrics;
 use crate::net::Stream;
 use crate::reply::ReplyHandle;
@@ -49,16 +50,21 @@ impl Clock {
 
 impl InFlight {
     /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
-    fn fail(self, replies: &[u8], answered: u32, error: &Bytes, metrics: &BackendMetrics) {
-        let reply = match self.wrapped {
-            0 => answered_then(replies, self.count - answered, error),
+    /// Returns how many it answered so.
+    fn fail(self, replies: &[u8], answered: u32, error: &Bytes, metrics: &BackendMetrics) -> u64 {
+        let (reply, failed) = match self.wrapped {
+            0 => {
+                let unanswered = self.count - answered;
+                (answered_then(replies, unanswered, error), unanswered)
+            }
             // A script is one request: it gets the error, whatever its `AUTH`s got.
             _ => {
                 metrics.scripts.finished();
-                error.clone()
+                (error.clone(), 1)
             }
         };
         self.reply.failed(reply);
+        u64::from(failed)
     }
 }
 
@@ -80,11 +86,13 @@ pub(super) async fn serve(shared: &Shared, stream: Stream, facts: NodeFacts) -> 
     let users = RestrictedUsers::new(facts.sanitizes_payloads);
     let result = pipeline(shared, stream, users, &mut in_flight, &mut replies).await;
     if let Err(reason) = &result {
-        let error = failed(shared, reason);
+        let failure = Failure::lost(&shared.node.addr, reason);
+        let error = failure.reply();
         // The oldest request may be a run with some of its replies in: those go to the client as they are.
         let mut received = &replies.buf[..replies.scanned];
+        let mut failed = 0;
         for request in in_flight.drain(..) {
-            request.fail(
+            failed += request.fail(
                 received,
                 std::mem::take(&mut replies.answered),
                 &error,
@@ -92,14 +100,10 @@ pub(super) async fn serve(shared: &Shared, stream: Stream, facts: NodeFacts) -> 
             );
             received = &[];
         }
-        shared.fail_queued(&error);
+        failure.count(failed);
+        shared.fail_unsent(failure);
     }
     result
-}
-
-/// The error reply of a request whose connection failed for `reason`.
-fn failed(shared: &Shared, reason: &str) -> Bytes {
-    resp::error_reply(&format!("ERR backend {} {reason}", shared.node.addr))
 }
 
 /// When the connection gives up on the script that is its oldest request: Redis still runs it, and answers
@@ -115,7 +119,8 @@ fn busy_behind(
         return;
     };
     let busy = busy(script.wrapped & FUNCTION != 0);
-    script.fail(&[], 0, &failed(shared, reason), &shared.metrics);
+    let failure = Failure::lost(&shared.node.addr, reason);
+    failure.count(script.fail(&[], 0, &failure.reply(), &shared.metrics));
     // What was read of the script's replies (its `AUTH`'s) is no one else's.
     replies.buf.clear();
     (replies.scanned, replies.answered) = (0, 0);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{describe, open};
 use crate::backend::NodeSpec;
 use crate::backend::identity::{self, RunAs, ScriptUser};
+use crate::failure::Failure;
 use crate::resp::{self, ReplyScanner};
 use bytes::{Bytes, BytesMut};
 
@@ -55,7 +56,9 @@ pub(crate) async fn kill_on(nodes: Vec<Result<NodeSpec, Bytes>>, request: Bytes)
                         replies.pop().ok_or_else(|| "sent no reply".to_string())
                     });
                 reply.unwrap_or_else(|e| {
-                    resp::error_reply(&format!("ERR backend {} {e}", node.addr))
+                    let failure = Failure::lost(&node.addr, e);
+                    failure.count(1);
+                    failure.reply()
                 })
             })
         })
@@ -178,6 +181,13 @@ impl RestrictedUsers {
     }
 }
 
+/// The error reply of a script that `node` did not serve, for `reason`, counted (`ran`: it may have run).
+fn failed_script(node: &str, reason: &str, ran: bool) -> Bytes {
+    let failure = Failure::backend(node, reason, ran);
+    failure.count(1);
+    failure.reply()
+}
+
 /// A script's own reply out of the replies to what switched to its user (`ACL SETUSER`, `AUTH`), [`ASKING`,]
 /// the script and `AUTH` (`lead`: how many come before the script's), and whether the connection may go on
 /// (`Err`: it must reconnect). A script one of whose leading commands failed ran as the gateway user, which may
@@ -197,11 +207,8 @@ pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Re
         parts.get(lead as usize),
         parts.get(lead as usize + 1),
     ) else {
-        let error = "protocol error: a script's replies are missing".to_string();
-        return (
-            resp::error_reply(&format!("ERR backend {node} {error}")),
-            Err(error),
-        );
+        let error = "protocol error: a script's replies are missing";
+        return (failed_script(node, error, true), Err(error.to_string()));
     };
     let text = |reply: &[u8]| {
         String::from_utf8_lossy(reply)
@@ -223,10 +230,8 @@ pub(super) fn unwrap_script(replies: &Bytes, lead: u8, node: &str) -> (Bytes, Re
                 "cannot run scripts: switching to the script user failed ({})",
                 text(first)
             );
-            (
-                resp::error_reply(&format!("ERR backend {node} {why}")),
-                Err(why),
-            )
+            // Refused as the gateway user: the script did not run.
+            (failed_script(node, &why, false), Err(why))
         }
     }
 }

@@ -68,17 +68,6 @@ fn parse(text: &str) -> Vec<Sample> {
 }
 
 #[test]
-fn a_label_value_escapes_backslash_quote_and_line_feed() {
-    assert_eq!(label_value(r#"a\b"c"#), r#"a\\b\"c"#);
-    assert_eq!(label_value("line\nfeed"), r"line\nfeed");
-    assert_eq!(label_value("plain:6379"), "plain:6379");
-    assert_eq!(
-        labels(&[("tenant", "x\"y"), ("command", "get")]),
-        r#"tenant="x\"y",command="get""#
-    );
-}
-
-#[test]
 fn a_tenant_named_with_quotes_backslashes_and_line_feeds_leaves_the_exposition_readable() {
     let name = "we\"ird\\te\nnant";
     let tenant = TenantCounters::default();

@@ -52,7 +52,7 @@ pub fn may_be_stateful(spec: &CommandSpec) -> bool {
     spec.acl_categories & CATEGORIES != 0
 }
 
-/// The commands `Session::local_command` answers.
+/// The commands the session answers itself (`session/local.rs`).
 fn answered_locally(spec: &CommandSpec) -> bool {
     match spec.id.container() {
         None => matches!(

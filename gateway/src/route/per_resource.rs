@@ -1,5 +1,5 @@
-//! What each write resource of a target gets of a request. `Session::narrow` writes a tenant's database numbers
-//! as the route's base database numbers them (the first write resource's own database, plus the tenant's index);
+//! What each write resource of a target gets of a request. The session (`Client::narrow`) writes a tenant's
+//! database numbers as the route's base database numbers them (the first write resource's own database, plus the tenant's index);
 //! a double-write secondary, or another shard, may have another database of its own, and then gets the same
 //! databases in its own numbers. `FLUSHALL` flushes only the tenant's database on every resource whose own
 //! database is not 0, whatever the primary's is.

@@ -167,7 +167,7 @@ impl Session {
             Some(Err(text)) => return self.client.local_error(started, text),
         };
         if protocol != self.client.protocol && self.stateful.subscribed() {
-            // Its node's connection speaks the protocol it was opened with (see `session::pubsub`).
+            // Its node's connection speaks the protocol it was opened with (see `session::stateful::pubsub`).
             return self.client.local_error(
                 started,
                 "ERR the gateway does not switch the protocol of a subscribed connection; unsubscribe first",

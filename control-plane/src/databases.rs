@@ -7,11 +7,8 @@
 //! tools, whose admin commands reach the whole server whatever their namespace, so keeping them out of a shared
 //! database would protect nothing.
 //!
-//! Places are read from resource URLs alone: a node is its host (lowercase) and port with the database number, a
-//! sentinel-managed master its name under each of its sentinels, a cluster each of its seeds (database 0). TLS,
-//! credentials and reading from replicas name no other place (replicas hold their master's keys). Two URLs that
-//! name one server differently (a host name and its address, a cluster by seeds the other does not list) are not
-//! seen as one: docs/tenant-policies.md asks operators to name each server one way.
+//! Places are read from resource URLs alone (`switchyard_schemas::databases`): two URLs that name one server
+//! differently are not seen as one, and docs/tenant-policies.md asks operators to name each server one way.
 //!
 //! A migration's destination is held to a stricter rule (`check_destination`): backfill copies into it and verify
 //! deletes from it every key of the migrating tenant's namespace (of its whole database, without one), so no other
@@ -24,63 +21,17 @@ use std::collections::{BTreeSet, HashMap};
 
 use sqlx::PgPool;
 use switchyard_schemas::policy::namespaces_overlap;
-use switchyard_schemas::{Node, ResourceKind, ResourceUrl, RouteTable};
+use switchyard_schemas::{RouteTable, databases};
 
 use crate::db;
 use crate::db::change::Change;
 use crate::error::{ApiError, ApiResult};
 use crate::references;
 
-/// Every database `route` reaches, sorted. `urls` are the URLs of the resources it names; a reference that names
-/// none of them, or a URL that does not parse, reaches nothing (routes are validated against the same).
+/// Every database `route` reaches, sorted (see `switchyard_schemas::databases`). `urls` are the URLs of the
+/// resources it names.
 pub(crate) fn places(route: &RouteTable, urls: &HashMap<String, String>) -> Vec<String> {
-    let mut places = BTreeSet::new();
-    for part in route.parts() {
-        let databases = part.databases();
-        for target in part.targets() {
-            let references = target
-                .write_resources()
-                .iter()
-                .chain(target.read_resources());
-            for reference in references {
-                let url = if references::is_name(reference) {
-                    urls.get(reference)
-                } else {
-                    Some(reference)
-                };
-                if let Some(Ok(url)) = url.map(|url| ResourceUrl::parse(url)) {
-                    add(&url.kind, databases, &mut places);
-                }
-            }
-        }
-    }
-    places.into_iter().collect()
-}
-
-/// The places of one resource whose route owns `databases` databases from the resource's own.
-fn add(kind: &ResourceKind, databases: u32, places: &mut BTreeSet<String>) {
-    let numbers = |first: u32| first..first.saturating_add(databases.max(1));
-    let server = |node: &Node| node.to_string().to_ascii_lowercase();
-    match kind {
-        ResourceKind::Standalone { node, db } => {
-            places.extend(numbers(*db).map(|n| format!("{}/{n}", server(node))));
-        }
-        ResourceKind::Sentinel {
-            sentinels,
-            master_name,
-            db,
-            ..
-        } => {
-            for sentinel in sentinels {
-                let master = format!("sentinel {} {master_name}", server(sentinel));
-                places.extend(numbers(*db).map(|n| format!("{master}/{n}")));
-            }
-        }
-        // A Redis Cluster has database 0 only.
-        ResourceKind::Cluster { seeds, .. } => {
-            places.extend(seeds.iter().map(|seed| format!("{}/0", server(seed))));
-        }
-    }
+    databases::places(route, &|name| urls.get(name).cloned())
 }
 
 /// Records `places` as the databases of the tenant's current route, then holds it to the rule (see `check`).
@@ -103,10 +54,7 @@ pub(crate) async fn check(change: &mut Change, tenant_id: i64) -> ApiResult<()> 
     if let Some(mixed) = db::databases::mixed(change.conn(), tenant_id).await? {
         let (tenant, other, place) = (mixed.tenant, mixed.other, mixed.place);
         let message = match mixed.namespace {
-            Some(namespace) => format!(
-                "tenant '{tenant}' has no key namespace, and tenant '{other}' uses database {place} with namespace \
-                 '{namespace}': no namespace is the start of every namespace, so '{tenant}' would see '{other}''s keys"
-            ),
+            Some(namespace) => databases::mixed_namespaces(&tenant, &other, &namespace, &place),
             None => format!(
                 "tenant '{other}' uses database {place} without a key namespace: no namespace is the start of every \
                  namespace, so '{other}' would see tenant '{tenant}''s keys"

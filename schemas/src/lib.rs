@@ -72,6 +72,7 @@ macro_rules! with_policy_fields {
 
 pub mod api;
 pub mod credential;
+pub mod databases;
 mod error;
 pub mod placement;
 pub mod policy;

@@ -441,7 +441,49 @@ impl RoutesFile {
                 Some((format!("/tenants/{i}/namespace"), t.namespace.as_deref()?))
             }),
         ));
+        checker.errors.extend(self.mixed_databases(&resources));
         checker.finish()
+    }
+
+    /// A tenant without a key namespace sharing a database with a namespaced one, neither an admin tenant (see
+    /// `databases::mixed_namespaces`): reported on the later of the two in the file.
+    fn mixed_databases(&self, url_of: &dyn Fn(&str) -> Option<String>) -> Vec<ValidationError> {
+        let mut errors = Vec::new();
+        // Each place's first tenant without a namespace, and first with one.
+        let mut bare: BTreeMap<String, &str> = BTreeMap::new();
+        let mut namespaced: BTreeMap<String, (&str, &str)> = BTreeMap::new();
+        for (i, tenant) in self.tenants.iter().enumerate() {
+            if tenant.allow_admin {
+                continue;
+            }
+            let name = tenant.name.as_str();
+            for place in crate::databases::places(&tenant.route, url_of) {
+                let clash = match tenant.namespace.as_deref() {
+                    None => namespaced.get(&place).map(|&(other, namespace)| {
+                        crate::databases::mixed_namespaces(name, other, namespace, &place)
+                    }),
+                    Some(namespace) => bare.get(&place).map(|&other| {
+                        crate::databases::mixed_namespaces(other, name, namespace, &place)
+                    }),
+                };
+                if let Some(message) = clash {
+                    errors.push(ValidationError {
+                        path: format!("/tenants/{i}/route"),
+                        message,
+                    });
+                    break;
+                }
+                match tenant.namespace.as_deref() {
+                    None => {
+                        bare.entry(place).or_insert(name);
+                    }
+                    Some(namespace) => {
+                        namespaced.entry(place).or_insert((name, namespace));
+                    }
+                }
+            }
+        }
+        errors
     }
 }
 

@@ -242,6 +242,35 @@ fn routes_file_rules() {
 }
 
 #[test]
+fn a_tenant_without_a_namespace_shares_no_database_with_namespaced_ones() {
+    let file = |second: &str, third: &str| {
+        file_errors(&format!(
+            r#"{{"resources": {{"shared": "redis://H:1/2"}}, "tenants":[
+                {{"name":"a","passwords":["pa"],"namespace":"a:","route":{{"type":"single","target":"shared"}}}},
+                {{"name":"b","passwords":["pb"],{second}"route":{{"type":"single","target":"redis://h:1/2"}}}},
+                {{"name":"c","passwords":["pc"],{third}"route":{{"type":"single","target":"redis://h:1/3"}}}}]}}"#
+        ))
+    };
+    // b reaches a's database (the same server, named by a resource and by its URL) without a namespace.
+    assert_eq!(
+        file("", ""),
+        vec![
+            "/tenants/1/route: tenant 'b' has no key namespace, and tenant 'a' uses database h:1/2 with namespace \
+             'a:': no namespace is the start of every namespace, so 'b' would see 'a''s keys"
+        ]
+    );
+    // Namespaces of their own, another database, or an admin tenant: allowed.
+    assert!(file(r#""namespace":"b:","#, "").is_empty());
+    assert!(file(r#""allow_admin":true,"#, "").is_empty());
+    let elsewhere = file_errors(
+        r#"{"tenants":[
+            {"name":"a","passwords":["pa"],"namespace":"a:","route":{"type":"single","target":"redis://h:1/2"}},
+            {"name":"b","passwords":["pb"],"route":{"type":"single","target":"redis://h:1/3"}}]}"#,
+    );
+    assert!(elsewhere.is_empty(), "{elsewhere:?}");
+}
+
+#[test]
 fn output_buffer_limits_hold_together_as_the_control_plane_requires() {
     let tenant = |limits: &str| {
         format!(

@@ -11,6 +11,8 @@ use consistent_hash_ring::{Ring, RingBuilder};
 use crate::validate::parse_bucket_range;
 use crate::{HashSpec, RouteTable, Shard, Target};
 
+pub mod moves;
+
 /// Virtual nodes per unit of shard weight on the ring.
 pub const VNODES_PER_WEIGHT: usize = 160;
 

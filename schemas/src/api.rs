@@ -15,6 +15,8 @@ pub use explain::{
 
 use crate::{ClientCertificate, CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
+mod guard;
+pub use guard::{KeyMove, KeyMoves, MoveEstimate, percent};
 mod readiness;
 pub use readiness::*;
 mod tracking;
@@ -217,6 +219,10 @@ pub struct RoutePut {
     pub route: RouteTable,
     #[serde(default)]
     pub comment: String,
+    /// Make the change even though it would leave keys where they are no longer found, or name resources the
+    /// control plane cannot reach (yet): see `KeyMoves`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub force: bool,
 }
 
 /// `POST /v1/tenants/{tenant}/route/rollback`: makes a new version whose table equals `version`'s.
@@ -227,6 +233,13 @@ pub struct RouteRollback {
     /// Defaults to "rollback to version N".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// As `RoutePut`'s.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub force: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 /// One immutable version of a tenant's route table.
@@ -239,12 +252,14 @@ pub struct RouteVersion {
     pub created_at: String,
 }
 
-/// The answer to a route change: the new version and the global revision that carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The answer to a route change: the new version, the global revision that carries it, and what the change
+/// does to where the tenant's keys are found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RouteChange {
     pub revision: i64,
     #[serde(flatten)]
     pub version: RouteVersion,
+    pub keys: KeyMoves,
 }
 
 /// `POST /v1/import`: many tenants onboarded in one change (one revision, one audit entry), all or nothing.

@@ -68,10 +68,16 @@ impl Migrating {
     }
 }
 
+/// Moves `tenant` to `to` by hand, forced: these tenants' keys are the test's to place (the route guard would
+/// refuse the move, which is not what is tested here).
 async fn put_route(cp: &ControlPlane, tenant: &str, to: &RedisServer) -> (u16, Value) {
     let path = format!("/v1/tenants/{tenant}/route");
-    cp.call("PUT", &path, Some(json!({"route": single(to)})))
-        .await
+    cp.call(
+        "PUT",
+        &path,
+        Some(json!({"route": single(to), "force": true})),
+    )
+    .await
 }
 
 /// Asserts a 409 `destination_shared` naming migration `id` of `t1`, tenant `other` and `database`.

@@ -215,7 +215,7 @@ async fn import(
                     action: "import",
                     error_prefix: "",
                 };
-                let (_, created) = version
+                let (_, created, _) = version
                     .append(&mut change, row.id, &actor)
                     .await
                     .map_err(|e| nested(e, &format!("{at}/route")))?;

@@ -454,7 +454,7 @@ async fn transition(
             action: t.action,
             error_prefix: "",
         };
-        let (_, created) = version.append(&mut change, t.tenant_id, actor).await?;
+        let (_, created, _) = version.append(&mut change, t.tenant_id, actor).await?;
         route_version = Some(created.version);
     }
     let row = db::migrations::get(change.conn(), t.tenant_id, t.id, false)

@@ -26,6 +26,7 @@ use crate::db::resources::Lock;
 use crate::error::{ApiError, ApiResult};
 use crate::etag::etag;
 use crate::extract::{ApiPath, ApiQuery, JsonBody, from_value, if_match};
+use crate::guard::Guarded;
 use crate::openapi::Operation;
 use crate::route_schema;
 use crate::state::AppState;
@@ -64,7 +65,8 @@ pub(crate) fn operations() -> Vec<Operation> {
             "comment": "split in two"}))
         .reply::<RouteChange>(200)
         .header("If-Match", if_match)
-        // 409: the tenant has an active migration, which owns the route.
+        // 409: the tenant has an active migration, which owns the route; or the change would move keys
+        // (`keys_would_move`, unless `force`). 422 also: a new resource that does not answer its probe.
         .errors(&[404, 409, 412]),
         Operation::new(
             "listRouteVersions",
@@ -126,6 +128,7 @@ pub(crate) fn operations() -> Vec<Operation> {
         .example(serde_json::json!({"version": 1, "comment": "back to one shard"}))
         .reply::<RouteChange>(200)
         .header("If-Match", if_match)
+        // 409 and 422 as for putRoute.
         .errors(&[404, 409, 412]),
     ]
 }
@@ -286,7 +289,7 @@ async fn replace(
         action: "route.put",
         error_prefix: "/route",
     };
-    change.apply(&state, &actor).await
+    change.apply(&state, &actor, body.force).await
 }
 
 async fn rollback(
@@ -318,7 +321,13 @@ async fn rollback(
         // The old table may no longer validate (a resource it named was deleted since): say where, in it.
         error_prefix: "",
     };
-    change.apply(&state, &actor).await
+    change.apply(&state, &actor, body.force).await
+}
+
+/// The tables of a change as stored, their secrets included (what the guard measures and probes).
+pub(crate) struct StoredTables {
+    pub(crate) previous: Option<RouteTable>,
+    pub(crate) route: RouteTable,
 }
 
 /// A change that appends a version to a tenant's route history.
@@ -334,13 +343,14 @@ pub(crate) struct NewVersion<'a> {
 impl NewVersion<'_> {
     /// Validates the table and appends it as the tenant's next version (the caller holds the tenant's row
     /// lock), with the databases it reaches, which must not mix tenants with and without a key namespace
-    /// (`databases::check`); returns the previous version and the new one.
+    /// (`databases::check`); returns the previous version and the new one as answers show them (passwords
+    /// masked), and both tables as stored.
     pub(crate) async fn append(
         &self,
         change: &mut Change,
         tenant_id: i64,
         author: &Actor,
-    ) -> ApiResult<(Option<RouteVersion>, RouteVersion)> {
+    ) -> ApiResult<(Option<RouteVersion>, RouteVersion, StoredTables)> {
         let conn = change.conn();
         // Read after taking the lock (a new statement sees what the previous lock holder committed).
         let stored = db::routes::get(&mut *conn, tenant_id, None).await?;
@@ -353,6 +363,7 @@ impl NewVersion<'_> {
         // A table read from an answer has its inline passwords masked: they stand for the stored ones.
         let route = redact::restore_route(self.route.clone(), stored.as_ref().map(|s| &s.route.0))
             .map_err(|message| ApiError::invalid(self.error_prefix, message))?;
+        let stored_previous = stored.as_ref().map(|s| s.route.0.clone());
         let previous: Option<RouteVersion> = stored.map(Into::into);
         let names = references::names(&route);
         let urls = db::resources::urls(&mut *conn, &names, Lock::Share).await?;
@@ -371,10 +382,15 @@ impl NewVersion<'_> {
         .into();
         db::routes::replace_references(&mut *conn, tenant_id, &names).await?;
         databases::record(change, tenant_id, &databases::places(&route, &urls)).await?;
-        Ok((previous, created))
+        let tables = StoredTables {
+            previous: stored_previous,
+            route,
+        };
+        Ok((previous, created, tables))
     }
 
-    async fn apply(self, state: &AppState, actor: &Actor) -> ApiResult<Response> {
+    /// Appends the version once the guard passed it (or `force` overrode it), and answers what it moves.
+    async fn apply(self, state: &AppState, actor: &Actor, force: bool) -> ApiResult<Response> {
         let mut change = Change::begin(&state.pool).await?;
         let tenant = lookup::tenant_for_update(change.conn(), self.tenant).await?;
         // A migration owns the route until it is finished or aborted.
@@ -387,7 +403,15 @@ impl NewVersion<'_> {
                 ),
             });
         }
-        let (previous, created) = self.append(&mut change, tenant.id, actor).await?;
+        let (previous, created, tables) = self.append(&mut change, tenant.id, actor).await?;
+        let guarded = Guarded {
+            tenant: self.tenant,
+            previous: tables.previous.as_ref(),
+            route: &tables.route,
+            force,
+            prefix: self.error_prefix,
+        };
+        let keys = guarded.check(change.conn()).await?;
         let record = AuditRecord::new(
             self.action,
             Some(self.tenant),
@@ -402,6 +426,7 @@ impl NewVersion<'_> {
             Json(RouteChange {
                 revision,
                 version: created,
+                keys,
             }),
         ))
     }

@@ -18,10 +18,14 @@ async fn a_dry_run_checks_and_answers_but_writes_nothing(pool: PgPool) {
         .admin(
             "PUT",
             "/v1/tenants/acme/route?dry_run=true",
-            Some(json!({"route": single("redis://127.0.0.1:6380"), "comment": "dry"})),
+            Some(
+                json!({"route": single("redis://127.0.0.1:6380"), "comment": "dry", "force": true}),
+            ),
         )
         .await;
     assert_eq!(put.status, 200, "{}", put.body);
+    // What the change would do to the keys, as the guard measured it.
+    assert_eq!(put.body["keys"]["fraction"], 1.0, "{}", put.body);
     assert_eq!(put.body["version"], 2);
     assert_eq!(put.body["revision"], revision + 1);
     let created = api

@@ -36,7 +36,7 @@ async fn versions_history_and_rollback(pool: PgPool) {
             "PUT",
             "/v1/tenants/acme/route",
             &[("if-match", "\"1\"")],
-            Some(json!({"route": sharded})),
+            Some(json!({"route": sharded, "force": true})),
         )
         .await;
     assert_eq!(second.status, 200, "{}", second.body);
@@ -65,7 +65,7 @@ async fn versions_history_and_rollback(pool: PgPool) {
         .admin(
             "POST",
             "/v1/tenants/acme/route/rollback",
-            Some(json!({"version": 1})),
+            Some(json!({"version": 1, "force": true})),
         )
         .await;
     assert_eq!(rolled.status, 200, "{}", rolled.body);
@@ -262,7 +262,9 @@ async fn if_match_lets_exactly_one_of_two_racing_admins_win(pool: PgPool) {
 
     for round in 0..5 {
         let version = (round + 1).to_string();
-        let body = |port: u16| Some(json!({"route": single(&format!("redis://127.0.0.1:{port}"))}));
+        let body = |port: u16| {
+            Some(json!({"route": single(&format!("redis://127.0.0.1:{port}")), "force": true}))
+        };
         let revision = api.revision().await;
         let headers = [("if-match", version.as_str())];
         let (a, b) = tokio::join!(

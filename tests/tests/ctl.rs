@@ -121,8 +121,24 @@ async fn a_whole_session_through_the_cli() {
     // Edit: $EDITOR changes the target; the CLI parses, validates and puts it with If-Match.
     let editor = sed_editor(&dir, "to-new.sh", r#"s/"old"/"new"/"#);
     let edit = Ctl::new(&cp).env("EDITOR", &editor);
-    let edited = edit.ok(&["routes", "edit", "shop", "--comment", "to new"]);
+    // The keys are on "old": the guard refuses to look for them on "new", unless forced.
+    let refused = edit.fails(3, &["routes", "edit", "shop", "--comment", "to new"]);
+    assert!(
+        refused
+            .stderr
+            .contains("100.0% of the tenant's keys would no longer be found (exact)")
+            && refused.stderr.contains("(keys_would_move)")
+            && refused
+                .stderr
+                .contains("/route: 100.0% of the keys: old -> new"),
+        "{refused:?}"
+    );
+    let edited = edit.ok(&["routes", "edit", "shop", "--comment", "to new", "--force"]);
     assert!(edited.contains("route version 2"), "{edited}");
+    assert!(
+        edited.contains("keys: 100.0% of the tenant's keys would no longer be found (exact)"),
+        "{edited}"
+    );
     let current = cp.expect("GET", "/v1/tenants/shop/route", None, 200).await;
     assert_eq!(current["route"]["target"], "new", "{current}");
     assert_eq!(current["comment"], "to new");
@@ -138,7 +154,7 @@ async fn a_whole_session_through_the_cli() {
         "{versions}"
     );
 
-    let rolled = ctl.ok(&["routes", "rollback", "shop", "1"]);
+    let rolled = ctl.ok(&["routes", "rollback", "shop", "1", "--force"]);
     assert!(rolled.contains("route version 3"), "{rolled}");
     let current = cp.expect("GET", "/v1/tenants/shop/route", None, 200).await;
     assert_eq!(current["route"]["target"], "old", "{current}");
@@ -158,16 +174,14 @@ async fn a_whole_session_through_the_cli() {
         "two.json",
         r#"{"route": {"type": "single", "target": "new"}, "comment": "dry"}"#,
     );
-    let dry = ctl.ok(&[
-        "routes",
-        "set",
-        "shop",
-        "-f",
-        two.to_str().unwrap(),
-        "--dry-run",
-    ]);
+    let two = two.to_str().unwrap();
+    let refused = ctl.fails(3, &["routes", "set", "shop", "-f", two, "--dry-run"]);
+    assert!(refused.stderr.contains("(keys_would_move)"), "{refused:?}");
+    let dry = ctl.ok(&["routes", "set", "shop", "-f", two, "--dry-run", "--force"]);
     assert!(
         dry.contains("nothing was changed")
+            && dry.contains("keys: 100.0% of the tenant's keys would no longer be found (exact)")
+            && dry.contains("  100.0% old -> new")
             && dry.contains("- target: old")
             && dry.contains("+ target: new"),
         "{dry}"
@@ -184,7 +198,7 @@ async fn a_whole_session_through_the_cli() {
     ]);
     ctl.ok(&["resources", "create", "third", &new.url(), "--dry-run"]);
     ctl.ok(&["credentials", "create", "shop", "--dry-run"]);
-    let dry_edit = edit.ok(&["routes", "edit", "shop", "--dry-run"]);
+    let dry_edit = edit.ok(&["routes", "edit", "shop", "--dry-run", "--force"]);
     assert!(dry_edit.contains("+ target: new"), "{dry_edit}");
     // A dry run that the control plane refuses fails as the change would.
     ctl.fails(3, &["resources", "delete", "old", "--dry-run"]);
@@ -378,7 +392,15 @@ async fn exit_codes_follow_the_error_class() {
         r#"{"type": "single", "target": "redis://127.0.0.1:1"}"#,
     );
     let route = route.to_str().unwrap();
-    ctl.ok(&["routes", "set", "acme", "-f", route]);
+    // Nothing listens there: the probe refuses it, unless forced (these are exit codes, not backends).
+    let unreachable = ctl.fails(4, &["routes", "set", "acme", "-f", route]);
+    assert!(
+        unreachable
+            .stderr
+            .contains("\n  /route/target: redis://127.0.0.1:1: 127.0.0.1:1: connecting:"),
+        "{unreachable:?}"
+    );
+    ctl.ok(&["routes", "set", "acme", "-f", route, "--force"]);
     let stale = ctl.fails(
         3,
         &["routes", "set", "acme", "-f", route, "--if-match", "7"],
@@ -443,7 +465,7 @@ async fn exit_codes_follow_the_error_class() {
     let racing = write(
         ctl.home(),
         "racing.sh",
-        "#!/bin/sh\n\"$CTL\" routes set acme -f \"$THEIRS\" >/dev/null\nsed -i 's/:1\"/:2\"/' \"$1\"\n",
+        "#!/bin/sh\n\"$CTL\" routes set acme -f \"$THEIRS\" --force >/dev/null\nsed -i 's/:1\"/:2\"/' \"$1\"\n",
     );
     let chmod = std::process::Command::new("chmod")
         .arg("+x")
@@ -459,7 +481,7 @@ async fn exit_codes_follow_the_error_class() {
                 .unwrap(),
         )
         .env("THEIRS", theirs.to_str().unwrap())
-        .fails(3, &["routes", "edit", "acme"]);
+        .fails(3, &["routes", "edit", "acme", "--force"]);
     assert!(
         raced
             .stderr

@@ -54,6 +54,12 @@ async fn the_cli_examples_work_as_written() {
     for state in ["backfilled", "verified"] {
         assert!(output.contains(&format!("migration 1 {state}")), "{output}");
     }
+    // The dry run says what it would do to the keys: shop's keys are on shop-next since the migration.
+    assert!(
+        output.contains("keys: 100.0% of the tenant's keys would no longer be found (exact)")
+            && output.contains("  100.0% shop-next -> shop-main"),
+        "{output}"
+    );
     let migration = cp
         .expect("GET", "/v1/tenants/shop/migrations/1", None, 200)
         .await;

@@ -24,6 +24,8 @@ pub(crate) struct Change {
     pub(crate) before: Option<String>,
     pub(crate) part: &'static str,
     pub(crate) view: View,
+    /// What a dry run says of the answer beside the diff (a route change: the keys it would move).
+    pub(crate) note: Option<fn(&Value) -> String>,
 }
 
 impl Change {
@@ -33,7 +35,13 @@ impl Change {
             before: None,
             part: "",
             view,
+            note: None,
         }
+    }
+
+    pub(crate) fn note(mut self, note: fn(&Value) -> String) -> Change {
+        self.note = Some(note);
+        self
     }
 
     pub(crate) fn before(mut self, path: impl Into<String>, part: &'static str) -> Change {
@@ -108,6 +116,9 @@ impl Session {
                     "dry run: {} {} passes the control plane's checks; nothing was changed",
                     change.call.method, change.call.path
                 )?;
+                if let Some(note) = change.note {
+                    out.write_all(note(&reply.body).as_bytes())?;
+                }
                 // A change with nothing to show on either side (revoking a credential) gets no diff.
                 match (diff.is_empty(), old.is_empty() && new.is_empty()) {
                     (_, true) => {}

@@ -43,7 +43,7 @@ fn edit_file(tenant: &str) -> PathBuf {
     ))
 }
 
-pub(crate) async fn edit(session: &Session, tenant: &str, comment: String) -> Outcome {
+pub(crate) async fn edit(session: &Session, tenant: &str, comment: String, force: bool) -> Outcome {
     let opened = session.send(&Call::get(path(tenant))).await?;
     let version = opened
         .version
@@ -69,10 +69,11 @@ pub(crate) async fn edit(session: &Session, tenant: &str, comment: String) -> Ou
     let kept = |why: String| -> Failure {
         anyhow::anyhow!(
             "{why}\nyour edit is kept in {}; fix it and run: switchyard-ctl routes set {tenant} --file {} \
-             --if-match {}",
+             --if-match {}{}",
             file.display(),
             file.display(),
-            version.unwrap_or(0)
+            version.unwrap_or(0),
+            if force { " --force" } else { "" }
         )
         .into()
     };
@@ -81,7 +82,11 @@ pub(crate) async fn edit(session: &Session, tenant: &str, comment: String) -> Ou
     if let Err(failure) = check(session, &route).await {
         return Err(kept(failure.to_string()));
     }
-    let put = RoutePut { route, comment };
+    let put = RoutePut {
+        route,
+        comment,
+        force,
+    };
     let call = Call::new(Method::PUT, path(tenant))
         .body(serde_json::to_value(&put)?)
         .if_match(version);

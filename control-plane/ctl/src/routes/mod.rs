@@ -7,7 +7,7 @@ use clap::Subcommand;
 use reqwest::Method;
 use serde_json::{Value, json};
 use switchyard_schemas::RouteTable;
-use switchyard_schemas::api::{ResourceList, RoutePut, RouteRollback};
+use switchyard_schemas::api::{KeyMoves, ResourceList, RoutePut, RouteRollback, percent};
 
 mod edit;
 
@@ -31,7 +31,8 @@ pub(crate) enum Routes {
         after_help = "The file holds a route table, or a whole PUT body ({\"route\": ..., \"comment\": ...}).\n\n\
         Examples:\n  \
         switchyard-ctl routes set shop --file route.json --comment 'two shards'\n  \
-        switchyard-ctl routes set shop --file route.json --if-match 4 --dry-run"
+        switchyard-ctl routes set shop --file route.json --if-match 4 --dry-run\n  \
+        switchyard-ctl routes set shop --file route.json --force"
     )]
     Set {
         tenant: String,
@@ -43,6 +44,10 @@ pub(crate) enum Routes {
         /// Only if the current version is this one (0: no route yet); else exit 3 (412).
         #[arg(long)]
         if_match: Option<i64>,
+        /// Change the route even though keys would no longer be found (409 keys_would_move) or a new resource
+        /// does not answer its probe (422); the answer says how many keys the change moved.
+        #[arg(long)]
+        force: bool,
     },
     /// Edit the current route table in $VISUAL or $EDITOR, check it, and set it if nobody changed it meanwhile.
     #[command(
@@ -57,6 +62,10 @@ pub(crate) enum Routes {
         tenant: String,
         #[arg(long, default_value = "edited with switchyard-ctl")]
         comment: String,
+        /// Change the route even though keys would no longer be found (409 keys_would_move) or a new resource
+        /// does not answer its probe (422); the answer says how many keys the change moved.
+        #[arg(long)]
+        force: bool,
     },
     /// The route's history, newest first.
     #[command(after_help = "Example:\n  switchyard-ctl routes versions shop --limit 10")]
@@ -89,6 +98,10 @@ pub(crate) enum Routes {
         /// Only if the current version is this one; else exit 3 (412).
         #[arg(long)]
         if_match: Option<i64>,
+        /// Change the route even though keys would no longer be found (409 keys_would_move) or a new resource
+        /// does not answer its probe (422); the answer says how many keys the change moved.
+        #[arg(long)]
+        force: bool,
     },
     /// Where keys go under the current route: shard, read and write resources.
     #[command(
@@ -125,14 +138,35 @@ pub(crate) fn version_text(body: &Value) -> String {
     )
 }
 
-/// What a change answers: the new version and its revision.
+/// What a change answers: the new version and its revision, and the keys it moved (when forced to).
 pub(crate) fn changed(body: &Value) -> String {
     format!(
-        "route version {} (revision {}): {}\n",
+        "route version {} (revision {}): {}\n{}",
         output::cell(body.get("version")),
         output::cell(body.get("revision")),
-        output::cell(body.get("comment"))
+        output::cell(body.get("comment")),
+        keys(body)
     )
+}
+
+/// The guard's report of a change: how many of the tenant's keys would no longer be found, and where they are.
+pub(crate) fn keys(body: &Value) -> String {
+    let Some(moves) = body
+        .get("keys")
+        .and_then(|k| serde_json::from_value::<KeyMoves>(k.clone()).ok())
+    else {
+        return String::new();
+    };
+    let mut text = format!("keys: {}\n", moves.summary());
+    for m in &moves.moves {
+        text.push_str(&format!(
+            "  {} {} -> {}\n",
+            percent(m.fraction),
+            m.from,
+            m.to
+        ));
+    }
+    text
 }
 
 /// The checks the control plane makes of a table, made here first with the registered resources (URLs
@@ -164,7 +198,9 @@ pub(crate) async fn check(session: &Session, route: &RouteTable) -> Outcome {
 
 /// A change of the route (`set`, `edit`, `rollback`), diffed against the current table in a dry run.
 pub(crate) fn route_change(tenant: &str, call: Call) -> Change {
-    Change::new(call, View::Text(changed)).before(path(tenant), "/route")
+    Change::new(call, View::Text(changed))
+        .before(path(tenant), "/route")
+        .note(keys)
 }
 
 impl Routes {
@@ -179,6 +215,7 @@ impl Routes {
                 file,
                 comment,
                 if_match,
+                force,
             } => {
                 let body: Value = read_json(&file)?;
                 let mut put: RoutePut = match body.get("route") {
@@ -186,16 +223,22 @@ impl Routes {
                     None => RoutePut {
                         route: read_value(body, &file)?,
                         comment: String::new(),
+                        force: false,
                     },
                 };
                 put.comment = comment.unwrap_or(put.comment);
+                put.force |= force;
                 check(session, &put.route).await?;
                 let call = Call::new(Method::PUT, path(&tenant))
                     .body(serde_json::to_value(&put)?)
                     .if_match(if_match);
                 session.change(route_change(&tenant, call)).await.map(drop)
             }
-            Routes::Edit { tenant, comment } => edit::edit(session, &tenant, comment).await,
+            Routes::Edit {
+                tenant,
+                comment,
+                force,
+            } => edit::edit(session, &tenant, comment, force).await,
             Routes::Versions {
                 tenant,
                 before,
@@ -246,8 +289,13 @@ impl Routes {
                 version,
                 comment,
                 if_match,
+                force,
             } => {
-                let body = RouteRollback { version, comment };
+                let body = RouteRollback {
+                    version,
+                    comment,
+                    force,
+                };
                 let call = Call::new(Method::POST, format!("{}/rollback", path(&tenant)))
                     .body(serde_json::to_value(body)?)
                     .if_match(if_match);

@@ -33,6 +33,7 @@ export async function edit(main, tenant) {
   const status = h('p', { id: 'route-status', class: 'muted' });
   const problems = h('ul', { id: 'route-errors', class: 'problems' });
   const comment = h('input', { id: 'route-comment', placeholder: 'why this change' });
+  const force = h('input', { id: 'route-force', type: 'checkbox' });
   const conflict = h('div', { id: 'route-conflict' });
   const explain = explainForm(tenant);
   let errorLines = new Set();
@@ -84,15 +85,22 @@ export async function edit(main, tenant) {
     const text = editor.value;
     showFieldErrors(form, []);
     try {
-      const { body } = await call('PUT', path(tenant), { route: JSON.parse(text), comment: comment.value },
+      const { body } = await call('PUT', path(tenant),
+        { route: JSON.parse(text), comment: comment.value, force: force.checked },
         { 'If-Match': version ? `"${version}"` : '0' });
       base = body;
       load(body.route, body.version);
       comment.value = '';
+      force.checked = false;
       conflict.replaceChildren();
       renderView(view, tenant, body);
-      notice('ok', `Saved version ${body.version} (revision ${body.revision}).`);
+      notice('ok', `Saved version ${body.version} (revision ${body.revision}): ${keysMoved(body.keys)}.`);
     } catch (error) {
+      if (error instanceof ApiError && error.code === 'keys_would_move') {
+        showProblems(error.details.map((d) => ({ line: null, text: d.message })));
+        notice('error', `Not saved: ${error.message.replace(/: pass "force".*/, '')}. Move the keys with a migration, or tick "Force" to save anyway.`);
+        return;
+      }
       if (error instanceof ApiError && error.status === 422) {
         const rest = showFieldErrors(form, error.details.filter((d) => d.path === '/comment'));
         const items = error.details.filter((d) => d.path !== '/comment').concat(rest).map((d) => {
@@ -117,6 +125,7 @@ export async function edit(main, tenant) {
     h('div', { class: 'editor' }, gutter, editor),
     status, problems,
     field('Comment', comment, '/comment'),
+    field('Force', force, '/force', 'save even if keys would no longer be found, or a new resource does not answer (yet)'),
     h('div', { class: 'actions' },
       h('button', { type: 'submit', id: 'save-route' }, 'Save new version'),
       button('Revert to the current version', () => (base ? load(base.route, base.version) : load(TEMPLATE, 0)), 'secondary')),
@@ -127,6 +136,15 @@ export async function edit(main, tenant) {
   renderView(view, tenant, base);
   if (base) load(base.route, base.version);
   else load(TEMPLATE, 0);
+}
+
+// The guard's report of a saved change, in words: "no key moved", or the share of keys left where they are no
+// longer found (a forced change).
+function keysMoved(keys) {
+  if (!keys || keys.estimate === 'none') return 'no key moved';
+  const share = `${(keys.fraction * 100).toFixed(1)}%`;
+  const dropped = keys.databases_dropped ? `, databases ${keys.databases_dropped} given up` : '';
+  return `${share} of the keys are no longer found (${keys.estimate})${dropped}`;
 }
 
 function selectLine(textarea, line) {
@@ -238,8 +256,16 @@ export async function history(main, tenant) {
     const comment = prompt(`Roll back to version ${v}: a new version equal to it. Comment:`, `rollback to version ${v}`);
     if (comment === null) return;
     try {
-      const done = await api.post(`${path(tenant)}/rollback`, { version: v, comment });
-      notice('ok', `Version ${done.version} is now version ${v}'s table (revision ${done.revision}).`);
+      let done;
+      try {
+        done = await api.post(`${path(tenant)}/rollback`, { version: v, comment });
+      } catch (error) {
+        if (!(error instanceof ApiError && error.code === 'keys_would_move')) throw error;
+        const details = error.details.map((d) => `  ${d.message}`).join('\n');
+        if (!confirm(`${error.message.replace(/: pass "force".*/, '')}:\n${details}\n\nRoll back anyway?`)) return;
+        done = await api.post(`${path(tenant)}/rollback`, { version: v, comment, force: true });
+      }
+      notice('ok', `Version ${done.version} is now version ${v}'s table (revision ${done.revision}): ${keysMoved(done.keys)}.`);
       await history(main, tenant);
     } catch (error) {
       if (error instanceof ApiError && error.status === 422) {

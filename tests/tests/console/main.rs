@@ -3,6 +3,7 @@
 //! target/console-screenshots/. Needs `chromium` and `chromedriver` (scripts/test installs them).
 
 mod browser;
+mod guard;
 mod migration;
 mod security;
 
@@ -83,7 +84,7 @@ async fn search_acme(browser: &Browser) {
         .await;
 }
 
-async fn save_route(browser: &Browser, route: &str, comment: &str) {
+pub(crate) async fn save_route(browser: &Browser, route: &str, comment: &str) {
     browser.set_value("#route-editor", route).await;
     browser.fill("#route-comment", comment).await;
     browser.click("#save-route").await;
@@ -488,6 +489,8 @@ async fn an_operators_day_in_the_console() {
         (json!(4), json!({"type": "single", "target": "main"}))
     );
 
+    guard::refuse_and_force(&browser, &cp).await;
+
     migration::migrate(&browser, &cp, &old, &new, &gw.gateway, &secret).await;
 
     // Resources: the one the route now uses cannot be deleted (the page says why); the other can.
@@ -567,7 +570,7 @@ async fn an_operators_day_in_the_console() {
     browser.fill("#audit-action", "route.").await;
     browser.click("#audit-filters button[type=submit]").await;
     browser
-        .wait_for("route changes only", "[...document.querySelectorAll('#audit tbody tr:not(.detail) td:nth-child(4)')].every(td => td.textContent.startsWith('route.')) && document.querySelectorAll('#audit tbody tr:not(.detail)').length === 4")
+        .wait_for("route changes only", "[...document.querySelectorAll('#audit tbody tr:not(.detail) td:nth-child(4)')].every(td => td.textContent.startsWith('route.')) && document.querySelectorAll('#audit tbody tr:not(.detail)').length === 6")
         .await;
     browser.click("#audit tbody tr:first-child button").await;
     browser.find("#audit tr.detail .diff-table").await;

@@ -150,3 +150,15 @@ fn fewer_databases_are_reported() {
     assert_eq!(moves.databases, Some((4, 2)));
     assert!(key_moves(&new, &old, &no_names).databases.is_none());
 }
+
+#[test]
+fn a_share_is_never_shown_as_none_or_all_when_it_is_not() {
+    use switchyard_schemas::api::percent;
+    assert_eq!(percent(0.152295), "15.2%");
+    assert_eq!(percent(0.00001), "0.1%");
+    assert_eq!(percent(0.99999), "99.9%");
+    assert_eq!(
+        (percent(0.0), percent(1.0)),
+        ("0.0%".to_string(), "100.0%".to_string())
+    );
+}

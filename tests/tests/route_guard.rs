@@ -3,7 +3,9 @@
 //! its URL says is refused with the reason.
 
 use serde_json::{Value, json};
-use switchyard_tests::{ControlPlane, Ctl, Gateway, RedisCluster, RedisServer, allocate_port};
+use switchyard_tests::{
+    ControlPlane, Ctl, Gateway, RedisCluster, RedisServer, SentinelGroup, allocate_port,
+};
 
 const KEYS: usize = 4000;
 
@@ -152,6 +154,7 @@ async fn new_resources_are_probed_and_refused_with_the_reason() {
         .arg(&plain.port().to_string())
         .start();
     let cluster = RedisCluster::start(3, 0, None);
+    let sentinels = SentinelGroup::start(1, 1);
     let nothing = format!("redis://127.0.0.1:{}", allocate_port());
 
     let unreachable = refusal(&first_route(&cp, "t1", json!(nothing), false).await);
@@ -180,11 +183,13 @@ async fn new_resources_are_probed_and_refused_with_the_reason() {
     .await;
     assert!(!masked.1.to_string().contains("sekrit"), "{}", masked.1);
 
-    // What answers as its URL says passes: a plain Redis, the right password, a cluster, a replica read.
+    // What answers as its URL says passes: a plain Redis, the right password, a cluster, a sentinel group, a
+    // replica read.
     let good = [
         plain.url(),
         format!("redis://:right-password@127.0.0.1:{}", locked.port()),
         cluster.url(),
+        sentinels.url(),
     ];
     for (i, url) in good.iter().enumerate() {
         let reply = first_route(&cp, &format!("ok{i}"), json!(url), false).await;
@@ -192,7 +197,7 @@ async fn new_resources_are_probed_and_refused_with_the_reason() {
     }
     let reads =
         json!({"read": {"resources": [replica.url()]}, "write": {"resources": [plain.url()]}});
-    assert_eq!(first_route(&cp, "ok3", reads, false).await.0, 200);
+    assert_eq!(first_route(&cp, "ok-reads", reads, false).await.0, 200);
 
     // A secondary added to a route moves no key, and is probed: at its place in the table.
     let secondary = json!({"write": {"resources": [plain.url(), nothing], "ack": "primary"}});

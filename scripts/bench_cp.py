@@ -75,7 +75,9 @@ async def one_change_to_many(port, admin, gateway, count, tenant, route):
 
     waiting = [asyncio.create_task(follow(poll)) for poll in polls]
     await asyncio.sleep(2)  # every poll is waiting by now (the control plane answers "not changed" only at 60 s)
-    await conn.call("PUT", f"/v1/tenants/{tenant}/route", admin, {"route": route, "comment": "bench"})
+    # Forced: what is measured is the change reaching the gateways, not the guard's probes of the new resource.
+    await conn.call("PUT", f"/v1/tenants/{tenant}/route", admin,
+                    {"route": route, "comment": "bench", "force": True})
     changed = time.monotonic()
     await asyncio.gather(*waiting)
     if any(status != 200 for _, status, _ in received):

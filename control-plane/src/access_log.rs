@@ -2,7 +2,7 @@
 //! token, else a new random one), returned in the response's `X-Request-Id`, carried by every log line written
 //! while the request is handled (the `request` span's `request_id`), and logged once more in one `access` line
 //! per request: method, path (never the query string, which may carry keys or other caller data), status,
-//! duration and request id.
+//! duration, request id and the token's actor (`token:<name>`, `admin:<8 hex>`; `-` when none was admitted).
 
 use std::time::Instant;
 
@@ -13,6 +13,11 @@ use axum::response::Response;
 use tracing::Instrument as _;
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
+
+/// Who made a request, as the access middleware (`auth`) found out: put in the response's extensions for the
+/// access line.
+#[derive(Debug, Clone)]
+pub(crate) struct Who(pub(crate) String);
 
 /// The longest caller-chosen request id kept; a longer one is replaced.
 const MAX_REQUEST_ID: usize = 128;
@@ -33,6 +38,10 @@ pub(crate) async fn log(request: Request, next: Next) -> Response {
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
+    let who = response
+        .extensions()
+        .get::<Who>()
+        .map_or("-", |who| who.0.as_str());
     tracing::info!(
         target: "access",
         method = %method,
@@ -40,6 +49,7 @@ pub(crate) async fn log(request: Request, next: Next) -> Response {
         status = response.status().as_u16(),
         duration_ms = started.elapsed().as_micros() as f64 / 1000.0,
         request_id = %id,
+        token = who,
         "request"
     );
     response

@@ -17,12 +17,13 @@ use crate::etag::etag;
 pub(crate) enum ApiError {
     #[error("{0}")]
     BadRequest(String),
-    /// No token, or one that is neither an admin nor a gateway token.
+    /// No token, or one that is not valid (unknown, revoked, or a rotated secret past its overlap).
     #[error("{0}")]
     Unauthorized(&'static str),
-    /// A valid token of a kind the endpoint does not admit.
+    /// A valid token of a role the endpoint does not admit (or of a tenant-owner, for another tenant); the message
+    /// names the roles it needs.
     #[error("{0}")]
-    Forbidden(&'static str),
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
     #[error("this endpoint does not answer this method (the Allow header lists the ones it does)")]
@@ -186,6 +187,14 @@ fn constraint_error(name: &str) -> Option<ApiError> {
         "resources_name_key" => conflict(
             "resource_exists",
             "a resource with this name already exists",
+        ),
+        "api_tokens_name_key" => conflict(
+            "token_exists",
+            "a token with this name exists (or existed and was revoked); choose another",
+        ),
+        "api_tokens_name_format" => ApiError::invalid(
+            "/name",
+            "1 to 64 of A-Z a-z 0-9 _ . -, starting with a letter or digit",
         ),
         "credentials_digest_key" => conflict(
             "credential_exists",

@@ -62,6 +62,7 @@ pub(crate) const TAGS: &[(&str, &str)] = &[
         "Gateways' reports of each tenant's hot keys, big keys and slow commands",
     ),
     ("audit", "Every change: who, what, before and after"),
+    ("tokens", "The API's tokens and their roles"),
     ("service", "Health, metrics and this document"),
 ];
 
@@ -89,6 +90,11 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// The operation's `operationId`.
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
+
     pub(crate) fn new(
         id: &'static str,
         method: Method,
@@ -233,8 +239,8 @@ impl Operation {
         parameters.extend(self.params.iter().map(|p| {
             json!({"name": p.name, "in": p.place, "description": p.description, "schema": {"type": p.kind}})
         }));
-        // Every admin change commits through `AppState::commit`, which honours `crate::dry_run`.
-        if self.access == Access::Admin && self.method != Method::GET {
+        // Every change commits through `AppState::commit`, which honours `crate::dry_run`.
+        if self.access.by_role() && self.method != Method::GET {
             parameters.push(json!({"name": "dry_run", "in": "query", "schema": {"type": "boolean"},
                 "description": "`true`: run every check and answer as the change would, but write nothing."}));
         }
@@ -263,11 +269,9 @@ impl Operation {
             );
         }
         let mut errors = self.errors.clone();
-        match self.access {
-            Access::Public => {}
-            Access::Gateway => errors.push(401),
-            // A gateway token is refused with 403.
-            Access::Admin => errors.extend([401, 403]),
+        // A token of a role the endpoint does not admit (or a gateway's, where a role is needed) is a 403.
+        if self.access != Access::Public {
+            errors.extend([401, 403]);
         }
         errors.sort_unstable();
         errors.dedup();
@@ -286,10 +290,15 @@ impl Operation {
             "parameters": parameters,
             "responses": responses,
         });
-        match self.access {
-            Access::Public => operation["security"] = json!([]),
-            Access::Admin => operation["security"] = json!([{"admin": []}]),
-            Access::Gateway => operation["security"] = json!([{"gateway": []}, {"admin": []}]),
+        operation["security"] = match self.access {
+            Access::Public => json!([]),
+            Access::Gateway => json!([{"gateway": []}, {"token": []}]),
+            _ => json!([{"token": []}]),
+        };
+        if self.access != Access::Public {
+            let roles: Vec<&str> = self.access.roles().iter().map(|r| r.as_str()).collect();
+            operation["x-roles"] = json!(roles);
+            operation["description"] = json!(roles_description(self.access));
         }
         if let Some(request) = self.request {
             let mut media = json!({"schema": request(generator)});
@@ -303,6 +312,24 @@ impl Operation {
         }
         operation
     }
+}
+
+/// Who may call an endpoint of `access`, in words.
+fn roles_description(access: Access) -> String {
+    let roles: Vec<&str> = access.roles().iter().map(|r| r.as_str()).collect();
+    let mut text = match access {
+        Access::Gateway => format!(
+            "Callers: a gateway token, or a token of the role {}.",
+            roles.join(", ")
+        ),
+        _ => format!("Roles: {}.", roles.join(", ")),
+    };
+    if access.per_tenant() {
+        text.push_str(" A tenant-owner only for the tenants it owns.");
+    } else if access == Access::OwnRead {
+        text.push_str(" A tenant-owner sees only what concerns its own tenants.");
+    }
+    text
 }
 
 fn path_parameters(path: &str) -> impl Iterator<Item = &str> {
@@ -344,7 +371,7 @@ pub(crate) fn document(operations: &[Operation]) -> Value {
         "components": {
             "schemas": schemas,
             "securitySchemes": {
-                "admin": {"type": "http", "scheme": "bearer", "description": "An admin token (--admin-token)."},
+                "token": {"type": "http", "scheme": "bearer", "description": "An API token of `/v1/tokens`, or a start-up --admin-token (role admin); `x-roles` lists the roles an operation admits."},
                 "gateway": {"type": "http", "scheme": "bearer", "description": "A gateway token (--gateway-token)."},
             },
         },

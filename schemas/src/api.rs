@@ -19,6 +19,8 @@ mod guard;
 pub use guard::{KeyMove, KeyMoves, MoveEstimate, percent};
 mod readiness;
 pub use readiness::*;
+mod tokens;
+pub use tokens::*;
 mod tracking;
 pub use tracking::*;
 

@@ -25,14 +25,14 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/audit",
             "Changes, newest first",
-            Access::Admin,
+            Access::Read,
             get(list),
         )
         .reply::<AuditPage>(200)
         .query("tenant", "Only changes to this tenant.")
         .query(
             "actor",
-            "Only changes by this actor (`admin:` + 8 hex digits).",
+            "Only changes by this actor (`token:<name>`, or `admin:` + 8 hex digits for a start-up token).",
         )
         .query(
             "action",

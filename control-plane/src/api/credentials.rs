@@ -34,7 +34,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             path,
             "Issue a secret (shown once) or import a password",
-            Access::Admin,
+            Access::TenantChange,
             post(create),
         )
         .request::<CredentialCreate>()
@@ -46,7 +46,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             path,
             "List a tenant's credentials (never their secrets)",
-            Access::Admin,
+            Access::TenantRead,
             get(list),
         )
         .reply::<CredentialList>(200)
@@ -56,7 +56,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::DELETE,
             "/v1/tenants/{tenant}/credentials/{id}",
             "Revoke a credential",
-            Access::Admin,
+            Access::TenantChange,
             delete(revoke),
         )
         .reply_empty(204)
@@ -64,13 +64,13 @@ pub(crate) fn operations() -> Vec<Operation> {
     ]
 }
 
-/// 256 random bits, hex-encoded after the prefix.
-fn issue_secret() -> Result<String, ApiError> {
+/// 256 random bits, hex-encoded after `prefix` (credentials' and API tokens' secrets alike).
+pub(crate) fn issue_secret(prefix: &str) -> Result<String, ApiError> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| {
         ApiError::internal("issuing a secret", anyhow::anyhow!("no randomness: {e}"))
     })?;
-    let mut secret = String::from(SECRET_PREFIX);
+    let mut secret = String::from(prefix);
     for byte in bytes {
         secret.push_str(&format!("{byte:02x}"));
     }
@@ -102,7 +102,7 @@ pub(crate) fn digest_of(request: &CredentialCreate) -> ApiResult<(String, Option
             Ok((digest, None))
         }
         (None, None) => {
-            let secret = issue_secret()?;
+            let secret = issue_secret(SECRET_PREFIX)?;
             Ok((credential_digest(&secret), Some(secret)))
         }
     }

@@ -33,7 +33,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/gateways",
             "Gateways, their revisions, and whether all live ones are current (false when none is live)",
-            Access::Admin,
+            Access::Read,
             get(fleet),
         )
         .reply::<GatewayFleet>(200),
@@ -42,7 +42,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::DELETE,
             "/v1/gateways/{id}",
             "Forget a gateway (a running one comes back with its next heartbeat)",
-            Access::Admin,
+            Access::Change,
             delete(remove),
         )
         .reply_empty(204)

@@ -45,7 +45,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             "/v1/import",
             "Create many tenants with their credentials, limits and routes, in one revision, all or nothing",
-            Access::Admin,
+            Access::Change,
             post(import).layer(DefaultBodyLimit::max(MAX_IMPORT_BYTES)),
         )
         .request::<Import>()

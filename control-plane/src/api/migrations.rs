@@ -42,7 +42,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             path,
             "Start migrating a tenant: writes go to old (primary) and new (secondary), reads stay on old",
-            Access::Admin,
+            Access::Change,
             post(create),
         )
         .request::<MigrationCreate>()
@@ -54,7 +54,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             path,
             "The tenant's migrations, newest first",
-            Access::Admin,
+            Access::Read,
             get(list),
         )
         .reply::<MigrationList>(200)
@@ -64,7 +64,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/migrations/{id}",
             "A migration: its state and the progress of its background tasks",
-            Access::Admin,
+            Access::Read,
             get(show),
         )
         .reply::<Migration>(200)
@@ -74,7 +74,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             "/v1/tenants/{tenant}/migrations/{id}/{action}",
             "Take a step: backfill, verify, cutover, finish or abort",
-            Access::Admin,
+            Access::Change,
             post(step),
         )
         .reply::<Migration>(200)

@@ -12,6 +12,7 @@ pub(crate) mod routes;
 pub(crate) mod snapshot;
 pub(crate) mod system;
 pub(crate) mod tenants;
+pub(crate) mod tokens;
 
 mod lookup;
 
@@ -21,7 +22,7 @@ use axum::Router;
 use axum::middleware::{from_fn, from_fn_with_state};
 use serde_json::Value;
 
-use crate::auth::{self, Access};
+use crate::auth::{self, Access, Guard};
 use crate::console;
 use crate::error::ApiError;
 use crate::openapi::{self, Operation};
@@ -42,6 +43,7 @@ pub fn operations() -> Vec<Operation> {
         ("gateways", gateways::operations()),
         ("observations", observations::operations()),
         ("audit", audit::operations()),
+        ("tokens", tokens::operations()),
         ("service", system::operations(openapi_document)),
     ]
     .into_iter()
@@ -61,32 +63,25 @@ pub fn openapi_document() -> Value {
 
 /// Every endpoint, with its access rule applied, and the console's files (open: they hold no data).
 pub fn router(state: AppState) -> Router {
-    let mut admin = Router::new();
-    let mut gateway = Router::new();
-    let mut public = Router::new();
+    let mut router = Router::new();
     for operation in operations() {
-        let group = match operation.access {
-            Access::Admin => &mut admin,
-            Access::Gateway => &mut gateway,
-            Access::Public => &mut public,
-        };
-        *group = std::mem::take(group).route(operation.path, operation.handler);
+        let mut handler = operation.handler;
+        // Every change commits through `AppState::commit`, which is what makes `?dry_run=true` honest; the
+        // gateways' heartbeat does not, so it is not offered there.
+        if operation.access.by_role() {
+            handler = handler.route_layer(from_fn(dry_run::scope));
+        }
+        if operation.access != Access::Public {
+            let guard = Guard {
+                pool: state.pool.clone(),
+                tokens: Arc::clone(&state.tokens),
+                access: operation.access,
+            };
+            handler = handler.route_layer(from_fn_with_state(guard, auth::require));
+        }
+        router = router.route(operation.path, handler);
     }
-    // Every admin change commits through `AppState::commit`, which is what makes `?dry_run=true` honest; the
-    // gateways' heartbeat does not, so it is not offered there.
-    let admin = admin
-        .route_layer(from_fn_with_state(
-            Arc::clone(&state.tokens),
-            auth::require_admin,
-        ))
-        .layer(from_fn(dry_run::scope));
-    let gateway = gateway.route_layer(from_fn_with_state(
-        Arc::clone(&state.tokens),
-        auth::require_gateway,
-    ));
-    public
-        .merge(admin)
-        .merge(gateway)
+    router
         .merge(console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

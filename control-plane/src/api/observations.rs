@@ -53,7 +53,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/hot-keys",
             "The tenant's most accessed keys over the last minute, across gateways",
-            Access::Admin,
+            Access::TenantRead,
             get(hot_keys),
         )
         .reply::<HotKeys>(200)
@@ -67,7 +67,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/hot-keys",
             "Every tenant's most accessed keys over the last minute, across gateways: the view across tenants",
-            Access::Admin,
+            Access::Read,
             get(fleet_hot_keys),
         )
         .reply::<FleetHotKeys>(200)
@@ -81,7 +81,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/big-keys",
             "The tenant's largest requests and replies over the last hour, across gateways",
-            Access::Admin,
+            Access::TenantRead,
             get(big_keys),
         )
         .reply::<BigKeys>(200)
@@ -95,7 +95,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/slowlog",
             "The tenant's slow commands over the last hour, across gateways, newest first",
-            Access::Admin,
+            Access::TenantRead,
             get(slowlog),
         )
         .reply::<SlowLog>(200)

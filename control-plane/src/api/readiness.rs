@@ -27,7 +27,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/migrations/{id}/readiness",
             "What of the tenant's live commands would fail on the migration's destination, across gateways",
-            Access::Admin,
+            Access::Read,
             get(show),
         )
         .reply::<MigrationReadiness>(200)

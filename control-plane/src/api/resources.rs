@@ -31,7 +31,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             "/v1/resources",
             "Register a resource",
-            Access::Admin,
+            Access::Change,
             post(create),
         )
         .request::<ResourceCreate>()
@@ -43,7 +43,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/resources",
             "List resources",
-            Access::Admin,
+            Access::Read,
             get(list),
         )
         .reply::<ResourceList>(200),
@@ -52,7 +52,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             path,
             "Show a resource",
-            Access::Admin,
+            Access::Read,
             get(show),
         )
         .reply::<Resource>(200)
@@ -62,7 +62,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::PUT,
             path,
             "Change a resource's URL or description (a masked password, `***`, keeps the stored one)",
-            Access::Admin,
+            Access::Change,
             put(update),
         )
         .request::<ResourceUpdate>()
@@ -75,7 +75,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::DELETE,
             path,
             "Delete a resource no current route uses",
-            Access::Admin,
+            Access::Change,
             delete(remove),
         )
         .reply_empty(204)

@@ -45,7 +45,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             path,
             "The current route table (ETag: its version)",
-            Access::Admin,
+            Access::TenantRead,
             get(current),
         )
         .reply::<RouteVersion>(200)
@@ -55,7 +55,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::PUT,
             path,
             "Set the route table: a new version",
-            Access::Admin,
+            Access::Change,
             put(replace),
         )
         .request::<RoutePut>()
@@ -73,7 +73,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/route/versions",
             "Route history, newest first",
-            Access::Admin,
+            Access::TenantRead,
             get(history),
         )
         .reply::<RouteVersionPage>(200)
@@ -88,7 +88,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/route/versions/{version}",
             "One version of the route table",
-            Access::Admin,
+            Access::TenantRead,
             get(version),
         )
         .reply::<RouteVersion>(200)
@@ -98,7 +98,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants/{tenant}/route/explain",
             "Where a key goes under the current route: shard, bucket or ring point, read and every write target",
-            Access::Admin,
+            Access::TenantRead,
             get(explain),
         )
         .reply::<RouteExplanation>(200)
@@ -109,7 +109,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             "/v1/tenants/{tenant}/route/explain",
             "Where each of several keys goes under the current route (up to 1,000)",
-            Access::Admin,
+            Access::TenantRead,
             post(explain_many),
         )
         .request::<RouteExplainKeys>()
@@ -121,7 +121,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             "/v1/tenants/{tenant}/route/rollback",
             "Make a new version equal to an earlier one",
-            Access::Admin,
+            Access::Change,
             post(rollback),
         )
         .request::<RouteRollback>()

@@ -9,12 +9,12 @@ use switchyard_schemas::api::{ErrorDetail, Tenant, TenantCreate, TenantList, Ten
 use switchyard_schemas::{TenantLimits, TenantPolicy};
 
 use crate::api::lookup;
-use crate::auth::Access;
+use crate::auth::{Access, Caller};
 use crate::databases;
 use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
-use crate::db::tenants::TenantRow;
+use crate::db::tenants::{Owned, TenantRow};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, JsonBody};
 use crate::openapi::Operation;
@@ -28,7 +28,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::POST,
             "/v1/tenants",
             "Create a tenant",
-            Access::Admin,
+            Access::Change,
             post(create),
         )
         .request::<TenantCreate>()
@@ -40,7 +40,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             "/v1/tenants",
             "List tenants",
-            Access::Admin,
+            Access::OwnRead,
             get(list),
         )
         .query(
@@ -59,7 +59,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             path,
             "Show a tenant",
-            Access::Admin,
+            Access::TenantRead,
             get(show),
         )
         .reply::<Tenant>(200)
@@ -69,7 +69,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::PATCH,
             path,
             "Change a tenant's description, disabled, allow_admin, limits or policies",
-            Access::Admin,
+            Access::TenantChange,
             patch(update),
         )
         .request::<TenantPatch>()
@@ -81,7 +81,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::DELETE,
             path,
             "Delete a tenant with its credentials and route history",
-            Access::Admin,
+            Access::Change,
             delete(remove),
         )
         .reply_empty(204)
@@ -191,8 +191,10 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
+/// A tenant-owner sees its own tenants only.
 async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<TenantList>> {
     if let Some(limit) = query.limit
@@ -208,7 +210,18 @@ async fn list(
             "prefix and after must not contain a NUL character".into(),
         ));
     }
-    let rows = db::tenants::page(&state.pool, &query.prefix, &query.after, query.limit).await?;
+    let owned = caller.owner().then(|| Owned {
+        tenants: &caller.tenants,
+        prefix: caller.tenant_prefix.as_deref(),
+    });
+    let rows = db::tenants::page(
+        &state.pool,
+        &query.prefix,
+        &query.after,
+        query.limit,
+        owned.as_ref(),
+    )
+    .await?;
     let full = query
         .limit
         .is_some_and(|limit| usize::try_from(limit).is_ok_and(|limit| rows.len() == limit));
@@ -225,12 +238,15 @@ async fn show(
     Ok(Json(lookup::tenant(&state.pool, &name).await?.to_api()))
 }
 
+/// A tenant-owner may change only the policy fields its token lists.
 async fn update(
     State(state): State<AppState>,
-    Extension(actor): Extension<Actor>,
+    Extension(caller): Extension<Caller>,
     ApiPath(name): ApiPath<String>,
     JsonBody(patch): JsonBody<TenantPatch>,
 ) -> ApiResult<Json<Tenant>> {
+    caller.may_patch(&patch)?;
+    let actor = &caller.actor;
     let mut change = Change::begin(&state.pool).await?;
     let mut row = lookup::tenant_for_update(change.conn(), &name).await?;
     let before = row.to_api();
@@ -299,7 +315,7 @@ async fn update(
         Some(&before),
         Some(&after),
     );
-    state.commit(change, &actor, record).await?;
+    state.commit(change, actor, record).await?;
     Ok(Json(after))
 }
 

@@ -19,6 +19,7 @@ pub(crate) mod revision;
 pub(crate) mod routes;
 pub(crate) mod snapshot;
 pub(crate) mod tenants;
+pub(crate) mod tokens;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 

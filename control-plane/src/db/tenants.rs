@@ -80,13 +80,20 @@ pub(crate) fn limits(
 
 // Every query that answers a `TenantRow` repeats its columns: `query_as!` takes its SQL as a literal.
 
+/// The tenants a tenant-owner token owns: these names, and those that start with `prefix`.
+pub(crate) struct Owned<'a> {
+    pub(crate) tenants: &'a [String],
+    pub(crate) prefix: Option<&'a str>,
+}
+
 /// Tenants whose names start with `prefix` and come after `after` (`""`: from the first), in byte order, at most
-/// `limit` of them (`None`: all). A range scan of `tenants_name_bytes`: a page costs the same at any population.
+/// `limit` of them (`None`: all), and only those of `owned` when given. A range scan of `tenants_name_bytes`: a page costs the same at any population.
 pub(crate) async fn page(
     db: impl PgExecutor<'_>,
     prefix: &str,
     after: &str,
     limit: Option<i64>,
+    owned: Option<&Owned<'_>>,
 ) -> DbResult<Vec<TenantRow>> {
     // Every name that starts with `prefix` is below `prefix || U+10FFFF`: names are ASCII, whose bytes are all
     // below that character's first byte in UTF-8.
@@ -101,11 +108,15 @@ pub(crate) async fn page(
          FROM tenants t
          WHERE t.name COLLATE "C" >= $1 AND t.name COLLATE "C" < $1 || chr(1114111)
            AND t.name COLLATE "C" > $2
+           AND (NOT $4 OR t.name = ANY($5) OR starts_with(t.name, $6))
          ORDER BY t.name COLLATE "C"
          LIMIT $3"#,
         prefix,
         after,
         limit,
+        owned.is_some(),
+        owned.map_or(&[][..], |o| o.tenants),
+        owned.and_then(|o| o.prefix),
     )
     .fetch_all(db)
     .await

@@ -155,6 +155,28 @@ impl Api {
         .await
     }
 
+    /// Creates an API token (`body`: `name`, `role` and the rest of `POST /v1/tokens`); returns (id, token).
+    pub(crate) async fn create_token(&self, body: Value) -> (i64, String) {
+        let reply = self.admin("POST", "/v1/tokens", Some(body)).await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        (
+            reply.body["id"].as_i64().unwrap(),
+            reply.body["token"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// A call with `token` and an optional JSON body.
+    pub(crate) async fn with_token(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Reply {
+        let body = body.map(|b| Body::from(b.to_string()));
+        self.request(method, path, Some(token), &[], body).await
+    }
+
     /// Issues a credential and returns (id, secret).
     pub(crate) async fn issue_credential(&self, tenant: &str) -> (i64, String) {
         let reply = self

@@ -182,7 +182,7 @@ async fn every_error_on_the_wire_is_json(pool: PgPool) {
         wrong_kind["message"]
             .as_str()
             .unwrap()
-            .contains("admin token"),
+            .contains("needs the role admin, operator, viewer or tenant-owner; the token given is a gateway token"),
         "{wrong_kind}"
     );
     let unknown = get(address, "/v1/tenants", "not-a-token-but-long-enough").await;

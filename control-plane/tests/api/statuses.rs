@@ -1,7 +1,7 @@
 //! Every status the OpenAPI document lists for an operation is one that operation really answers, and every status
 //! a case below provokes is documented: a table of requests, one (at least) per documented (operation, status),
 //! run in order against one control plane. 401 and 403 are provoked for every operation that lists them (no token;
-//! a gateway token), the rest by the table. The router is built from the same list as the document, so every
+//! a gateway token, or a viewer's where a gateway's is admitted), the rest by the table. The router is built from the same list as the document, so every
 //! route served is documented by construction; this test checks the other half: what each one answers.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +20,7 @@ enum Caller {
     Gateway,
 }
 
-/// (operationId, status, method, path, caller, body, If-Match). Paths may hold `{cred}`, `{mig}` and `{rev}`,
+/// (operationId, status, method, path, caller, body, If-Match). Paths may hold `{cred}`, `{mig}`, `{token}` and `{rev}`,
 /// filled in from the fixture. Order matters: a case may rely on what an earlier one did, and the destructive
 /// ones come last.
 type Case = (
@@ -168,10 +168,24 @@ const CASES: &[Case] = &[
     // Audit
     ("listAudit", 200, "GET", "/v1/audit", A, None, None),
     ("listAudit", 400, "GET", "/v1/audit?limit=0", A, None, None),
+    // Tokens
+    ("createToken", 201, "POST", "/v1/tokens", A, Some(r#"{"name": "ops", "role": "operator"}"#), None),
+    ("createToken", 400, "POST", "/v1/tokens", A, Some("["), None),
+    ("createToken", 409, "POST", "/v1/tokens", A, Some(r#"{"name": "ops", "role": "viewer"}"#), None),
+    ("createToken", 422, "POST", "/v1/tokens", A, Some(r#"{"name": "team", "role": "tenant-owner"}"#), None),
+    ("listTokens", 200, "GET", "/v1/tokens", A, None, None),
+    ("rotateToken", 200, "POST", "/v1/tokens/{token}/rotate", A, Some(r#"{"overlap_secs": 0}"#), None),
+    ("rotateToken", 400, "POST", "/v1/tokens/x/rotate", A, Some("{}"), None),
+    ("rotateToken", 404, "POST", "/v1/tokens/999999/rotate", A, Some("{}"), None),
+    ("rotateToken", 422, "POST", "/v1/tokens/{token}/rotate", A, Some(r#"{"overlap_secs": 86401}"#), None),
+    ("revokeToken", 400, "DELETE", "/v1/tokens/x", A, None, None),
+    ("revokeToken", 404, "DELETE", "/v1/tokens/999999", A, None, None),
+    ("whoAmI", 200, "GET", "/v1/whoami", A, None, None),
     // Destructive last.
     ("revokeCredential", 204, "DELETE", "/v1/tenants/acme/credentials/{cred}", A, None, None),
     ("deleteResource", 204, "DELETE", "/v1/resources/other", A, None, None),
     ("deleteTenant", 204, "DELETE", "/v1/tenants/fresh", A, None, None),
+    ("revokeToken", 204, "DELETE", "/v1/tokens/{token}", A, None, None),
 ];
 
 /// `template` with each `{param}` filled in with a value the fixture has.
@@ -238,11 +252,22 @@ async fn every_documented_status_is_answered(pool: PgPool) {
     assert_eq!(migration.status, 201, "{}", migration.body);
     let migration = migration.body["id"].as_i64().unwrap();
 
+    let (_, viewer) = api
+        .create_token(json!({"name": "viewer", "role": "viewer"}))
+        .await;
+    let (token, _) = api
+        .create_token(json!({"name": "rotated", "role": "viewer"}))
+        .await;
+
     // (operationId) -> (method, path template, documented statuses)
     let document = openapi_document();
     let mut documented: BTreeMap<String, (String, String, BTreeSet<u16>)> = BTreeMap::new();
+    let mut gateways: BTreeSet<String> = BTreeSet::new();
     for (template, methods) in document["paths"].as_object().unwrap() {
         for (method, operation) in methods.as_object().unwrap() {
+            if operation["security"][0].get("gateway").is_some() {
+                gateways.insert(operation["operationId"].as_str().unwrap().to_string());
+            }
             let statuses = operation["responses"]
                 .as_object()
                 .unwrap()
@@ -257,9 +282,13 @@ async fn every_documented_status_is_answered(pool: PgPool) {
     }
 
     let mut answered: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
-    // Without a token, and with a gateway's on an admin endpoint.
+    // Without a token; with a gateway's where a role is needed, a viewer's on the gateways' endpoints.
     for (id, (method, template, statuses)) in &documented {
-        for (status, token) in [(401, None), (403, Some(GATEWAY))] {
+        let forbidden = match gateways.contains(id) {
+            true => viewer.as_str(),
+            false => GATEWAY,
+        };
+        for (status, token) in [(401, None), (403, Some(forbidden))] {
             if statuses.contains(&status) {
                 let reply = api
                     .request(method, &concrete(template), token, &[], Some("{}".into()))
@@ -276,6 +305,7 @@ async fn every_documented_status_is_answered(pool: PgPool) {
         let path = path
             .replace("{cred}", &credential.to_string())
             .replace("{mig}", &migration.to_string())
+            .replace("{token}", &token.to_string())
             .replace("{rev}", &api.revision().await.to_string());
         assert!(
             documented_method == method && matches(template, &path),

@@ -1,5 +1,5 @@
 //! `switchyard-ctl`: the command line for Switchyard's control plane: tenants, credentials, resources, routes,
-//! gateways, migrations and the audit log, over its REST API. This file parses the command line and dispatches;
+//! gateways, migrations, the audit log and the API's tokens, over its REST API. This file parses the command line and dispatches;
 //! each noun has its own module, and every command goes through `session`.
 
 mod audit;
@@ -14,6 +14,7 @@ mod routes;
 mod session;
 mod system;
 mod tenants;
+mod tokens;
 mod watch;
 
 use std::path::PathBuf;
@@ -63,7 +64,8 @@ struct Global {
     /// The control plane's base URL [default: a profile's, else http://127.0.0.1:8080].
     #[arg(long, global = true, env = "SWITCHYARD_URL")]
     url: Option<String>,
-    /// An admin bearer token (visible to `ps`: prefer --admin-token-file).
+    /// The bearer token: a start-up admin token or an API token of any role (visible to `ps`: prefer
+    /// --admin-token-file).
     #[arg(
         long,
         global = true,
@@ -71,7 +73,7 @@ struct Global {
         hide_env_values = true
     )]
     admin_token: Option<String>,
-    /// A file holding the admin bearer token.
+    /// A file holding the bearer token.
     #[arg(long, global = true, env = "SWITCHYARD_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
     /// CA certificates (PEM) to trust for an https:// URL, instead of the system's trust store.
@@ -132,6 +134,15 @@ enum Command {
         after_help = "Example:\n  switchyard-ctl audit list --tenant shop"
     )]
     Audit(audit::Audit),
+    /// The API's tokens and their roles: list, create, rotate, delete (revoke). Admin only.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  switchyard-ctl tokens create dashboards --role viewer\n  switchyard-ctl tokens rotate 3"
+    )]
+    Tokens(tokens::Tokens),
+    /// The token in use: its name, role and tenants.
+    #[command(after_help = "Example:\n  switchyard-ctl whoami")]
+    Whoami,
     /// Create many tenants with their credentials and routes in one change (a POST /v1/import body).
     #[command(after_help = "Example:\n  switchyard-ctl import --file tenants.json --dry-run")]
     Import {
@@ -191,6 +202,8 @@ async fn run(cli: Cli) -> Outcome {
         Command::Gateways(command) => command.run(&session).await,
         Command::Migrations(command) => command.run(&session).await,
         Command::Audit(command) => command.run(&session).await,
+        Command::Tokens(command) => command.run(&session).await,
+        Command::Whoami => tokens::who_am_i(&session).await,
         Command::Import { file } => system::import(&session, &file).await,
         Command::Health => system::health(&session).await,
         Command::Completion { .. } => Ok(()),

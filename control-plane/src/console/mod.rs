@@ -1,7 +1,7 @@
 //! The operators' web console under `/console`: a page and its scripts and styles, embedded in the binary.
 //!
-//! The console is a client of the public REST API and nothing else: its scripts call `/v1/...` with the admin
-//! token the operator signs in with, so it can do exactly what that token can do over curl. This module only
+//! The console is a client of the public REST API and nothing else: its scripts call `/v1/...` with the token
+//! the operator signs in with, so it can do exactly what that token's role can do over curl (and offers no more). This module only
 //! serves the static files, open to anyone (they hold no data), each with headers that keep the page from
 //! running or loading anything that is not one of these files: a Content-Security-Policy allowing only this
 //! origin's scripts and styles (no inline script or style, no `eval`), no framing, and `nosniff`.
@@ -55,6 +55,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("assets/js/migrations.js"),
     ),
     ("js/audit.js", JS, include_str!("assets/js/audit.js")),
+    ("js/session.js", JS, include_str!("assets/js/session.js")),
+    ("js/tokens.js", JS, include_str!("assets/js/tokens.js")),
 ];
 
 /// `/console`, `/console/` and `/console/{file}`.

@@ -89,6 +89,21 @@ impl Browser {
         self.find(css).await.click().await.expect("click");
     }
 
+    /// Clicks `css` and accepts the confirmation it opens (`what` it confirms).
+    pub(crate) async fn click_and_confirm(&self, css: &str, what: &str) {
+        self.click(css).await;
+        self.client
+            .accept_alert()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+
+    /// Waits until the message line reports a success (`what` succeeded).
+    pub(crate) async fn notice_ok(&self, what: &str) {
+        self.wait_for(what, "document.getElementById('notice').className === 'ok'")
+            .await;
+    }
+
     /// Replaces an input's text, as typing it would.
     pub(crate) async fn fill(&self, css: &str, text: &str) {
         let input = self.find(css).await;

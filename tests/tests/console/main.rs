@@ -5,6 +5,7 @@
 mod browser;
 mod guard;
 mod migration;
+mod roles;
 mod security;
 
 use std::time::{Duration, Instant};
@@ -44,7 +45,7 @@ async fn sign_in(browser: &Browser) {
     browser.fill("#token", "not-the-admin-token-at-all").await;
     browser.click("#sign-in").await;
     browser
-        .wait_for("the refusal", "document.querySelector('.sign-in .error-text').textContent.includes('not an admin token')")
+        .wait_for("the refusal", "document.querySelector('.sign-in .error-text').textContent.includes('not a valid token')")
         .await;
     browser.fill("#token", ADMIN_TOKEN).await;
     browser.click("#sign-in").await;
@@ -171,12 +172,9 @@ async fn an_operators_day_in_the_console() {
     // Disable one from its page.
     browser.open("#/tenants/globex").await;
     browser.on_page("tenant").await;
-    browser.click("#toggle-disabled").await;
     browser
-        .client
-        .accept_alert()
-        .await
-        .expect("the disable confirmation");
+        .click_and_confirm("#toggle-disabled", "the disable confirmation")
+        .await;
     browser
         .wait_for(
             "the enable button",
@@ -206,12 +204,7 @@ async fn an_operators_day_in_the_console() {
         .set_value("#tenant-limits", r#"{"max_connections": 500}"#)
         .await;
     browser.click("#save-tenant").await;
-    browser
-        .wait_for(
-            "the save",
-            "document.getElementById('notice').className === 'ok'",
-        )
-        .await;
+    browser.notice_ok("the save").await;
     let tenant = cp.expect("GET", "/v1/tenants/acme", None, 200).await;
     assert_eq!(tenant["limits"], json!({"max_connections": 500}));
 
@@ -251,13 +244,11 @@ async fn an_operators_day_in_the_console() {
         )
         .await;
     browser
-        .click("#credential-list tbody tr:nth-child(2) button")
+        .click_and_confirm(
+            "#credential-list tbody tr:nth-child(2) button",
+            "the revoke confirmation",
+        )
         .await;
-    browser
-        .client
-        .accept_alert()
-        .await
-        .expect("the revoke confirmation");
     browser
         .wait_for("the revoked credential", "document.querySelector('#credential-list tbody tr:nth-child(2)').classList.contains('revoked')")
         .await;
@@ -470,13 +461,11 @@ async fn an_operators_day_in_the_console() {
     assert!(browser.text("#diff-out").await.contains("\"ordered\""));
     browser.screenshot("history").await;
     browser
-        .click("#versions tr[data-version='1'] .rollback")
+        .click_and_confirm(
+            "#versions tr[data-version='1'] .rollback",
+            "the rollback prompt",
+        )
         .await;
-    browser
-        .client
-        .accept_alert()
-        .await
-        .expect("the rollback prompt");
     browser
         .wait_for(
             "version 4",
@@ -497,25 +486,21 @@ async fn an_operators_day_in_the_console() {
     browser.open("#/resources").await;
     browser.on_page("resources").await;
     browser
-        .click("#resources tr[data-resource='spare'] .danger")
+        .click_and_confirm(
+            "#resources tr[data-resource='spare'] .danger",
+            "the delete confirmation",
+        )
         .await;
-    browser
-        .client
-        .accept_alert()
-        .await
-        .expect("the delete confirmation");
     browser
         .wait_for("the 409 explained", "document.getElementById('notice').textContent.includes('spare cannot be deleted: the current route of acme uses it')")
         .await;
     browser.screenshot("resources").await;
     browser
-        .click("#resources tr[data-resource='main'] .danger")
+        .click_and_confirm(
+            "#resources tr[data-resource='main'] .danger",
+            "the delete confirmation",
+        )
         .await;
-    browser
-        .client
-        .accept_alert()
-        .await
-        .expect("the delete confirmation");
     browser
         .wait_for(
             "main deleted",

@@ -76,6 +76,7 @@ async fn every_console_response_has_a_strict_policy() {
         ("#/resources", "resources"),
         ("#/gateways", "gateways"),
         ("#/audit", "audit"),
+        ("#/tokens", "tokens"),
     ] {
         browser.open(fragment).await;
         browser.on_page(page).await;

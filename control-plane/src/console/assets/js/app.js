@@ -1,7 +1,7 @@
 // The console's shell: sign-in, navigation and the page router (`#/section/...` in the URL's fragment, so the
 // server serves one page and the browser's back button works).
 
-import { api, token, onSignedOut, ApiError } from './api.js';
+import { token, onSignedOut, ApiError } from './api.js';
 import { h, mount, field } from './dom.js';
 import { notice, fail } from './notice.js';
 import * as tenants from './tenants.js';
@@ -10,6 +10,8 @@ import * as routes from './routes.js';
 import * as gateways from './gateways.js';
 import * as migrations from './migrations.js';
 import * as audit from './audit.js';
+import * as tokens from './tokens.js';
+import * as session from './session.js';
 
 const main = document.getElementById('main');
 let leave = null;
@@ -26,14 +28,18 @@ const pages = [
   [/^resources$/, 'resources', resources.list],
   [/^gateways$/, 'gateways', gateways.show],
   [/^audit$/, 'audit', audit.show],
+  [/^tokens$/, 'tokens', tokens.list],
 ];
 
 async function route() {
   if (leave) { leave(); leave = null; }
   notice('', '');
   const signedIn = Boolean(token.get());
-  document.getElementById('nav').hidden = !signedIn;
-  document.getElementById('sign-out').hidden = !signedIn;
+  if (signedIn && !session.who()) {
+    // A reload of the page: the token is still in the tab, who it is must be asked again.
+    try { await session.load(); } catch (error) { fail(error); return; }
+  }
+  showNav(signedIn);
   if (!signedIn) { signIn(); return; }
   const path = location.hash.replace(/^#\/?/, '') || 'tenants';
   const section = path.split('/')[0];
@@ -55,6 +61,20 @@ async function route() {
   }
 }
 
+// The navigation offers only the sections the token may read; the header says who is signed in.
+function showNav(signedIn) {
+  document.getElementById('nav').hidden = !signedIn;
+  document.getElementById('sign-out').hidden = !signedIn;
+  const me = session.who();
+  const whoami = document.getElementById('whoami');
+  whoami.hidden = !signedIn || !me;
+  whoami.textContent = me ? `${me.actor} (${me.role})` : '';
+  if (me) document.body.dataset.role = me.role;
+  for (const link of document.querySelectorAll('#nav a[data-needs]')) {
+    link.hidden = !session.can[link.dataset.needs]();
+  }
+}
+
 function signIn() {
   document.body.dataset.page = 'sign-in';
   document.body.dataset.ready = 'true';
@@ -64,36 +84,39 @@ function signIn() {
     event.preventDefault();
     token.set(input.value);
     try {
-      // Any admin endpoint tells whether the token is an admin's; the gateway list is one of the cheapest.
-      await api.get('/v1/gateways');
+      // Who the token is, and so what the console offers: any role's token is welcome.
+      await session.load();
       input.value = '';
       route();
     } catch (e) {
       token.clear();
+      session.forget();
       error.textContent = e instanceof ApiError && e.status === 401
-        ? 'This token is not an admin token of this control plane.' : String(e.message || e);
+        ? 'This token is not a valid token of this control plane.' : String(e.message || e);
     }
   } },
   h('h1', { text: 'Sign in' }),
-  h('p', { class: 'muted', text: 'Paste an admin token (--admin-token). It stays in this browser tab only and is sent only in the Authorization header.' }),
-  field('Admin token', input),
+  h('p', { class: 'muted', text: 'Paste an API token (or a start-up --admin-token). It stays in this browser tab only and is sent only in the Authorization header. The console offers what its role may do.' }),
+  field('Token', input),
   error,
   h('button', { type: 'submit', id: 'sign-in' }, 'Sign in'));
   mount(main, form);
   input.focus();
 }
 
-// A 401 anywhere but on the sign-in page means the token stopped working (removed from --admin-token).
+// A 401 anywhere but on the sign-in page means the token stopped working (revoked, rotated past its overlap, or
+// removed from --admin-token).
 onSignedOut(() => {
   if (document.body.dataset.page === 'sign-in') return;
+  session.forget();
   notice('error', 'Signed out: the token was refused.');
   signIn();
-  document.getElementById('nav').hidden = true;
-  document.getElementById('sign-out').hidden = true;
+  showNav(false);
 });
 
 document.getElementById('sign-out').addEventListener('click', () => {
   token.clear();
+  session.forget();
   location.hash = '#/tenants';
   route();
 });

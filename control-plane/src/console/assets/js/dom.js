@@ -83,3 +83,23 @@ export function badge(text, kind) {
 export function number(n) {
   return Number(n || 0).toLocaleString('en-US');
 }
+
+// A secret the API shows once (a credential's, a token's): in a box that says so, with a copy button, until the
+// page changes. It is never stored.
+export function revealSecret(box, secret, warning) {
+  const code = h('code', { id: 'new-secret', text: secret });
+  const copied = h('span', { class: 'muted' });
+  mount(box, h('div', { class: 'secret warn-box', role: 'alert' },
+    h('strong', { text: warning }),
+    h('div', { class: 'secret-line' }, code,
+      button('Copy', async () => {
+        try {
+          await navigator.clipboard.writeText(secret);
+          copied.textContent = 'copied';
+        } catch {
+          getSelection().selectAllChildren(code);
+          copied.textContent = 'selected: press Ctrl+C';
+        }
+      }), copied),
+    button('I have stored it', () => box.replaceChildren(), 'link')));
+}

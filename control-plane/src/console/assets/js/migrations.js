@@ -4,6 +4,7 @@
 import { api, enc, ApiError } from './api.js';
 import { h, mount, field, showFieldErrors, button, time, badge, number } from './dom.js';
 import { notice, fail } from './notice.js';
+import { can } from './session.js';
 import { tenantHeader } from './tenants.js';
 import { describe } from './routes.js';
 
@@ -25,7 +26,7 @@ export async function list(main, tenant) {
             h('td', { class: 'mono', text: m.author })))))
           : h('p', { class: 'muted', text: 'This tenant was never migrated.' })),
       active ? h('section', { class: 'card' }, h('p', {}, 'Migration ', h('a', { href: `#/tenants/${enc(tenant)}/migrations/${active.id}`, text: `#${active.id}` }), ' is in progress: one at a time.'))
-        : startForm(tenant, resources)));
+        : can.change() ? startForm(tenant, resources) : null));
 }
 
 function startForm(tenant, resources) {
@@ -119,7 +120,7 @@ function render(box, tenant, m, r, step) {
         `State ${m.state}; ack ${m.ack}; by ${m.author}; updated `, time(m.updated_at), '.'),
       waiting ? h('p', { class: 'warn-text', text: `Waiting for every live gateway to serve revision ${m.route_revision} before the next step.` }) : null,
       m.error ? h('p', { class: 'error-text', id: 'migration-error', text: `The last task stopped: ${m.error} (retried every 2 s)` }) : null,
-      h('div', { class: 'actions' },
+      can.change() && h('div', { class: 'actions' },
         action('backfill', 'Backfill'), action('verify', m.state === 'verified' ? 'Verify again' : 'Verify'),
         action('cutover', 'Cut over'), r.ready ? null : action('cutover?force=true', 'Cut over anyway', 'danger'),
         action('finish', 'Finish'), action('abort', 'Abort', 'danger'))),

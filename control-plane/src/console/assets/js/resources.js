@@ -3,7 +3,8 @@
 
 import { api, enc, ApiError } from './api.js';
 import { h, mount, field, showFieldErrors, button } from './dom.js';
-import { notice, fail } from './notice.js';
+import { notice, fail, createFailed } from './notice.js';
+import { can } from './session.js';
 
 export async function list(main) {
   const { resources } = await api.get('/v1/resources');
@@ -15,7 +16,7 @@ export async function list(main) {
     h('div', { class: 'columns' },
       h('section', { class: 'grow' }, table,
         resources.length ? null : h('p', { class: 'muted', text: 'No resources registered: routes may still name URLs inline.' })),
-      createForm(() => list(main).catch(fail))));
+      can.change() ? createForm(() => list(main).catch(fail)) : null));
 }
 
 function row(r, reload) {
@@ -26,7 +27,7 @@ function row(r, reload) {
     h('td', {}, r.used_by.length
       ? r.used_by.map((t, i) => [i ? ', ' : '', h('a', { href: `#/tenants/${enc(t)}/route`, text: t })])
       : h('span', { class: 'muted', text: 'nobody' })),
-    h('td', {}, h('div', { class: 'actions' },
+    h('td', {}, can.change() && h('div', { class: 'actions' },
       button('Edit', () => tr.replaceWith(editRow(r, reload)), 'secondary small'),
       button('Delete', async () => {
         if (!confirm(`Delete resource ${r.name}?`)) return;
@@ -77,11 +78,7 @@ function createForm(reload) {
       notice('ok', `Registered resource ${name.value}.`);
       reload();
     } catch (error) {
-      if (error instanceof ApiError && error.status === 422) {
-        if (showFieldErrors(form, error.details).length) fail(error);
-      } else if (error instanceof ApiError && error.status === 409) {
-        showFieldErrors(form, [{ path: '/name', message: error.message }]);
-      } else fail(error);
+      createFailed(form, error);
     }
   } },
   h('h2', { text: 'Register a resource' }),

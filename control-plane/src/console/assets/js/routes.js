@@ -5,6 +5,7 @@
 import { api, call, enc, query, ApiError } from './api.js';
 import { h, mount, field, showFieldErrors, button, time, badge } from './dom.js';
 import { notice, fail } from './notice.js';
+import { can } from './session.js';
 import { pretty, syntaxError, lineOf } from './json.js';
 import { diffView } from './diff.js';
 import { routeTableChecker } from './schema.js';
@@ -132,7 +133,7 @@ export async function edit(main, tenant) {
     conflict);
 
   mount(main, tenantHeader(tenant, 'route'),
-    h('div', { class: 'columns' }, h('div', { class: 'stack' }, view, explain), form));
+    h('div', { class: 'columns' }, h('div', { class: 'stack' }, view, explain), can.change() ? form : null));
   renderView(view, tenant, base);
   if (base) load(base.route, base.version);
   else load(TEMPLATE, 0);
@@ -285,7 +286,7 @@ export async function history(main, tenant) {
           h('tbody', {}, versions.map((v) => h('tr', { 'data-version': v.version },
             h('td', { text: `v${v.version}` }), h('td', { text: v.comment }), h('td', { class: 'mono', text: v.author }),
             h('td', {}, time(v.created_at)),
-            h('td', {}, v.version === newest ? badge('current', 'good')
+            h('td', {}, v.version === newest ? badge('current', 'good') : !can.change() ? null
               : button(`Roll back to v${v.version}`, () => rollback(v.version), 'secondary small rollback'))))))))
       : h('p', { class: 'muted', text: 'No route versions yet.' }));
   if (versions.length > 1) await compare();

@@ -2,8 +2,9 @@
 // create form, a tenant's flags, limits and policies, and its credentials.
 
 import { api, enc, query, ApiError } from './api.js';
-import { h, mount, field, showFieldErrors, button, time, badge } from './dom.js';
+import { h, mount, field, showFieldErrors, button, time, badge, revealSecret } from './dom.js';
 import { notice, fail } from './notice.js';
+import { can } from './session.js';
 
 const PAGE = 50;
 
@@ -17,7 +18,7 @@ export function tenantHeader(name, active) {
       tab('overview', `#/tenants/${enc(name)}`, 'Overview & credentials'),
       tab('route', `#/tenants/${enc(name)}/route`, 'Route'),
       tab('history', `#/tenants/${enc(name)}/history`, 'History'),
-      tab('migrations', `#/tenants/${enc(name)}/migrations`, 'Migrations')));
+      can.readAll() ? tab('migrations', `#/tenants/${enc(name)}/migrations`, 'Migrations') : null));
 }
 
 export async function list(main) {
@@ -50,7 +51,7 @@ export async function list(main) {
           h('thead', {}, h('tr', {}, ['Name', 'Description', 'Route', 'Limits', 'State'].map((t) => h('th', { text: t })))),
           rows),
         pager),
-      createForm()));
+      can.change() ? createForm() : null));
   await load();
   search.focus();
   return () => clearTimeout(timer);
@@ -106,7 +107,7 @@ export async function show(main, name) {
   toggle.id = 'toggle-disabled';
   mount(main, tenantHeader(name, 'overview'),
     h('div', { class: 'page-head' }, h('p', {}, tenant.disabled ? badge('disabled', 'bad') : badge('enabled', 'good'),
-      ' ', tenant.description), toggle),
+      ' ', tenant.description), can.change() ? toggle : null),
     h('div', { class: 'columns' }, editForm(tenant), credentials));
   await showCredentials(credentials, name);
 }
@@ -122,6 +123,14 @@ function editForm(t) {
   const ipAllow = h('textarea', { id: 'tenant-ip-allow', rows: 2, value: lines(t.ip_allow) });
   const ipDeny = h('textarea', { id: 'tenant-ip-deny', rows: 2, value: lines(t.ip_deny) });
   const blocked = h('textarea', { id: 'tenant-blocked-keys', rows: 2, value: lines(t.blocked_keys) });
+  // Each field by its name in the PATCH: shown to everyone, editable where the token may change it (operators:
+  // all; a tenant-owner: the policies its token lists), and only those are sent.
+  const inputs = {
+    description, disabled, allow_admin: allowAdmin, limits, namespace, read_only: readOnly, commands,
+    ip_allow: ipAllow, ip_deny: ipDeny, blocked_keys: blocked,
+  };
+  const editable = Object.keys(inputs).filter((name) => can.edit(t.name, name));
+  for (const [name, input] of Object.entries(inputs)) input.disabled = !editable.includes(name);
   const form = h('form', { class: 'card grow', id: 'edit-tenant', onsubmit: async (event) => {
     event.preventDefault();
     let parsed;
@@ -132,12 +141,14 @@ function editForm(t) {
       return;
     }
     try {
-      const saved = await api.patch(`/v1/tenants/${enc(t.name)}`, {
+      const values = {
         description: description.value, disabled: disabled.checked, allow_admin: allowAdmin.checked,
         limits: parsed.limits, namespace: namespace.value || null, read_only: readOnly.checked,
         commands: parsed.commands, ip_allow: unlines(ipAllow.value), ip_deny: unlines(ipDeny.value),
         blocked_keys: unlines(blocked.value),
-      });
+      };
+      const saved = await api.patch(`/v1/tenants/${enc(t.name)}`,
+        Object.fromEntries(editable.map((name) => [name, values[name]])));
       showFieldErrors(form, []);
       notice('ok', `Saved tenant ${saved.name}.`);
     } catch (error) {
@@ -148,6 +159,8 @@ function editForm(t) {
     }
   } },
   h('h2', { text: 'Flags, limits and policies' }),
+  can.change() ? null : h('p', { class: 'muted', id: 'tenant-editable', text: editable.length
+    ? `This token may change only: ${editable.join(', ')}.` : 'Read only: this token may change none of these.' }),
   field('Description', description, '/description'),
   h('div', { class: 'checks' },
     field('Disabled (clients are refused)', disabled, '/disabled'),
@@ -160,11 +173,11 @@ function editForm(t) {
   field('IP deny (one CIDR a line)', ipDeny, '/ip_deny'),
   field('Blocked key patterns (one a line)', blocked, '/blocked_keys'),
   h('div', { class: 'actions' },
-    h('button', { type: 'submit', id: 'save-tenant' }, 'Save'),
-    button('Delete tenant…', async () => {
+    editable.length ? h('button', { type: 'submit', id: 'save-tenant' }, 'Save') : null,
+    can.change() ? button('Delete tenant…', async () => {
       if (!confirm(`Delete tenant ${t.name} with its credentials and route history? Its clients are refused at once.`)) return;
       try { await api.del(`/v1/tenants/${enc(t.name)}`); location.hash = '#/tenants'; } catch (error) { fail(error); }
-    }, 'danger')));
+    }, 'danger') : null));
   return form;
 }
 
@@ -174,6 +187,7 @@ function isJson(text) {
 
 async function showCredentials(section, tenant) {
   const { credentials } = await api.get(`/v1/tenants/${enc(tenant)}/credentials`);
+  const may = can.credentials(tenant);
   const secretBox = h('div', { id: 'secret-box' });
   const issueDescription = h('input', { id: 'issue-description', placeholder: 'what will use it' });
   const importPassword = h('input', { id: 'import-password', type: 'password', autocomplete: 'new-password', minlength: 16 });
@@ -185,7 +199,8 @@ async function showCredentials(section, tenant) {
       const issued = await api.post(`/v1/tenants/${enc(tenant)}/credentials`, { description: issueDescription.value });
       await reload();
       // The one time this secret exists outside the clients: shown here until the page changes, never stored.
-      revealSecret(section.querySelector('#secret-box'), issued);
+      revealSecret(section.querySelector('#secret-box'), issued.secret,
+        `Credential ${issued.id}: copy this secret now. It is shown only once and cannot be read again.`);
     } catch (error) { fail(error); }
   } }, field('Description', issueDescription, '/description'), h('button', { type: 'submit', id: 'issue' }, 'Issue a secret'));
   const imported = h('form', { class: 'inline', id: 'import-credential', onsubmit: async (event) => {
@@ -211,28 +226,10 @@ async function showCredentials(section, tenant) {
         h('td', { text: c.client_certificate ? 'client certificate' : c.imported ? 'imported' : 'issued' }),
         h('td', {}, time(c.created_at)),
         h('td', {}, c.revoked_at ? badge('revoked', 'bad') : badge('valid', 'good')),
-        h('td', {}, c.revoked_at ? null : button('Revoke', async () => {
+        h('td', {}, c.revoked_at || !may ? null : button('Revoke', async () => {
           if (!confirm(`Revoke credential ${c.id}? Clients using it are refused from the next snapshot on.`)) return;
           try { await api.del(`/v1/tenants/${enc(tenant)}/credentials/${c.id}`); await reload(); } catch (error) { fail(error); }
         }, 'danger small')))))),
     credentials.length ? null : h('p', { class: 'muted', text: 'No credentials: no client can reach this tenant yet.' }),
-    issue, imported);
-}
-
-function revealSecret(box, issued) {
-  const secret = h('code', { id: 'new-secret', text: issued.secret });
-  const copied = h('span', { class: 'muted' });
-  mount(box, h('div', { class: 'secret warn-box', role: 'alert' },
-    h('strong', { text: `Credential ${issued.id}: copy this secret now. It is shown only once and cannot be read again.` }),
-    h('div', { class: 'secret-line' }, secret,
-      button('Copy', async () => {
-        try {
-          await navigator.clipboard.writeText(issued.secret);
-          copied.textContent = 'copied';
-        } catch {
-          getSelection().selectAllChildren(secret);
-          copied.textContent = 'selected: press Ctrl+C';
-        }
-      }), copied),
-    button('I have stored it', () => box.replaceChildren(), 'link')));
+    may ? [issue, imported] : null);
 }

@@ -63,6 +63,14 @@ async fn the_endpoint_examples_work_as_written() {
         .expect("GET", "/v1/tenants/demo/migrations/1", None, 200)
         .await;
     assert_ne!(migration["state"], "double_write", "{migration}");
+    let tokens = cp.expect("GET", "/v1/tokens", None, 200).await;
+    assert!(tokens["tokens"][0]["revoked_at"].is_string(), "{tokens}");
+    assert!(
+        tokens["tokens"][1]["previous_valid_until"].is_string(),
+        "{tokens}"
+    );
+    let team = cp.expect("GET", "/v1/tenants/team-a-web", None, 200).await;
+    assert_eq!(team["ip_allow"], json!(["10.1.0.0/16"]), "{team}");
     let fleet = cp.expect("GET", "/v1/gateways", None, 200).await;
     assert_eq!(
         fleet["gateways"],

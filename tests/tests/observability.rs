@@ -242,6 +242,30 @@ async fn json_logs_are_one_object_per_line() {
         )
         .await;
     assert_eq!(status, 201);
+    // An API token is named in the access line by its name, on a refusal too.
+    let viewer = cp
+        .expect(
+            "POST",
+            "/v1/tokens",
+            Some(json!({"name": "dashboards", "role": "viewer"})),
+            201,
+        )
+        .await;
+    let viewer = viewer["token"].as_str().expect("the token").to_string();
+    for (method, id, status) in [("GET", "e2e-json-3", 200), ("POST", "e2e-json-4", 403)] {
+        let response = reqwest::Client::new()
+            .request(
+                method.parse().expect("a method"),
+                format!("{}/v1/tenants", cp.url()),
+            )
+            .bearer_auth(&viewer)
+            .header("X-Request-Id", id)
+            .json(&json!({"name": "x"}))
+            .send()
+            .await
+            .expect("a call with the viewer's token");
+        assert_eq!(response.status(), status);
+    }
     let cache = CacheFile::new("json");
     let gateway = Gateway::builder()
         .arg("--log-format")
@@ -278,6 +302,20 @@ async fn json_logs_are_one_object_per_line() {
     assert_eq!(access["path"], "/v1/tenants/acme");
     assert_eq!(access["status"], 200);
     assert!(access["duration_ms"].as_f64().is_some(), "{access:?}");
+    assert!(
+        access["token"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("admin:")),
+        "{access:?}"
+    );
+    for id in ["e2e-json-3", "e2e-json-4"] {
+        let line = cp_log
+            .lines()
+            .filter_map(|line| json_line(line).ok())
+            .find(|fields| fields["target"] == "access" && fields["request_id"] == id)
+            .unwrap_or_else(|| panic!("no access line {id}:\n{cp_log}"));
+        assert_eq!(line["token"], "token:dashboards", "{line:?}");
+    }
     // The gateway names itself in the id of its polls and heartbeats.
     for path in ["/v1/snapshot", "/v1/gateways/heartbeat"] {
         assert!(

@@ -11,11 +11,12 @@ use axum::routing::{get, post};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use switchyard_schemas::api::{
-    BigKeys, FleetHotKeys, HotKey, HotKeys, ObservationReport, SlowLog, TenantHotKey,
+    BigKeys, FleetHotKeys, HotKey, HotKeys, ObservationReport, SlowLog, SlowLogEntry, TenantHotKey,
+    TokenRole,
 };
 
 use crate::api::lookup;
-use crate::auth::Access;
+use crate::auth::{Access, Caller, Kind};
 use crate::db;
 use crate::db::audit::Actor;
 use crate::error::{ApiError, ApiResult};
@@ -231,8 +232,11 @@ async fn big_keys(
     }))
 }
 
+/// A viewer sees that commands were slow, not the tenant's data they carried: their argument values are left
+/// out. Operators and the tenant's own tenant-owners see them whole.
 async fn slowlog(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(tenant): ApiPath<String>,
     ApiQuery(query): ApiQuery<Listing>,
 ) -> ApiResult<Json<SlowLog>> {
@@ -241,6 +245,12 @@ async fn slowlog(
     let mut entries = db::observations::slowlog(&state.pool, row.id, RETENTION).await?;
     entries.sort_by(|a, b| (b.timestamp, &b.gateway, b.id).cmp(&(a.timestamp, &a.gateway, a.id)));
     entries.truncate(limit);
+    if caller.kind == Kind::Role(TokenRole::Viewer) {
+        entries = entries
+            .into_iter()
+            .map(SlowLogEntry::without_values)
+            .collect();
+    }
     Ok(Json(SlowLog {
         entries,
         window_s: RETENTION.as_secs(),

@@ -320,11 +320,34 @@ async fn a_viewer_never_sees_a_secret(pool: PgPool) {
         .await;
     let secrets = [
         backend_password.to_string(),
+        "the-tenants-own-session-secret".to_string(),
         credential.clone(),
         switchyard_schemas::credential_digest(&credential),
         other.clone(),
         switchyard_schemas::credential_digest(&other),
     ];
+    // A slow command whose value is a secret of the tenant's: a viewer sees the command and its key only.
+    let value = "the-tenants-own-session-secret";
+    let entry = json!({"id": 1, "timestamp": 1_700_000_000, "duration_us": 20_000, "args": ["SET", "session:1", value],
+        "key": "session:1", "client_addr": "127.0.0.1:5000", "client_name": "", "run": 1});
+    let report = json!({"gateway": "gw-1", "interval_ms": 10000, "tenants": [{"tenant": "acme", "slowlog": [entry]}]});
+    assert_eq!(
+        api.gateway("POST", "/v1/gateways/observations", Some(report))
+            .await
+            .status,
+        204
+    );
+    let slow = api
+        .with_token(&viewer, "GET", "/v1/tenants/acme/slowlog", None)
+        .await;
+    assert_eq!(
+        slow.body["entries"][0]["args"],
+        json!(["SET", "session:1", "(redacted)"]),
+        "{}",
+        slow.body
+    );
+    let whole = api.admin("GET", "/v1/tenants/acme/slowlog", None).await;
+    assert_eq!(whole.body["entries"][0]["args"][2], value, "{}", whole.body);
     let migration = api
         .admin(
             "POST",

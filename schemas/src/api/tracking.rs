@@ -132,6 +132,22 @@ pub struct SlowLogEntry {
     pub gateway: String,
 }
 
+impl SlowLogEntry {
+    /// What stands for an argument value that is not shown (as the gateway's admin port writes it).
+    pub const REDACTED: &'static str = "(redacted)";
+
+    /// The entry without its argument values, for those who may see that a command was slow but not the tenant's
+    /// data: the command's name and its key stay, every other argument reads [`SlowLogEntry::REDACTED`].
+    pub fn without_values(mut self) -> SlowLogEntry {
+        for (i, arg) in self.args.iter_mut().enumerate() {
+            if i > 0 && self.key.as_ref() != Some(arg) {
+                *arg = SlowLogEntry::REDACTED.to_string();
+            }
+        }
+        self
+    }
+}
+
 /// `GET /v1/tenants/{tenant}/slowlog`: every gateway's entries over the window, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SlowLog {

@@ -246,20 +246,31 @@ fn a_namespaced_tenants_scripts_are_refused_where_the_operator_provisions_the_sc
     let backend = RedisServer::start();
     let mut admin = backend.client();
     provision_script_users(&mut admin);
-    let () = redis::cmd("SET")
-        .arg("b:secret")
-        .arg("b-only")
-        .query(&mut admin)
-        .unwrap();
-    let target = format!(
-        "redis://gw:gwpw@127.0.0.1:{}/0?scriptUserName=scr&scriptPassword=scrpw",
-        backend.port()
-    );
+    // In database 0, a namespaced tenant's; in database 1, that of a tenant without a namespace (which may not
+    // share a database with namespaced tenants).
+    for db in [0, 1] {
+        let () = redis::pipe()
+            .cmd("SELECT")
+            .arg(db)
+            .ignore()
+            .cmd("SET")
+            .arg("b:secret")
+            .arg("b-only")
+            .ignore()
+            .query(&mut admin)
+            .unwrap();
+    }
+    let target = |db| {
+        format!(
+            "redis://gw:gwpw@127.0.0.1:{}/{db}?scriptUserName=scr&scriptPassword=scrpw",
+            backend.port()
+        )
+    };
     let routes = json!({"tenants": [
         {"name": "a", "passwords": ["a-password"], "namespace": "a:",
-         "route": {"type": "single", "target": target}},
+         "route": {"type": "single", "target": target(0)}},
         {"name": "plain", "passwords": ["plain-password"],
-         "route": {"type": "single", "target": target}},
+         "route": {"type": "single", "target": target(1)}},
     ]});
     let gateway = Gateway::start(&routes);
     let mut a = RawClient::connect(gateway.port());

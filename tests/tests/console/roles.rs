@@ -3,7 +3,7 @@
 //! is refused by the API (403) when tried anyway.
 
 use serde_json::{Value, json};
-use switchyard_tests::{ADMIN_TOKEN, ControlPlane};
+use switchyard_tests::{ADMIN_TOKEN, ControlPlane, RedisServer};
 
 use crate::browser::Browser;
 
@@ -86,7 +86,9 @@ async fn create_token(browser: &Browser, name: &str, role: &str, setup: &str) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_is_offered_only_what_it_may_do() {
     let cp = ControlPlane::start();
-    let route = json!({"type": "single", "target": "redis://127.0.0.1:6399"});
+    // A Redis that answers: a route's new resource must pass the control plane's probe.
+    let redis = RedisServer::start();
+    let route = json!({"type": "single", "target": redis.url()});
     for tenant in ["acme", "globex"] {
         cp.create_tenant(tenant, route.clone()).await;
     }

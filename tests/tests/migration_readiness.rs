@@ -52,12 +52,17 @@ impl Stack {
 
     /// Starts migrating to `cluster` and waits until the gateway serves the double-write route.
     async fn migrate_to(&self, cluster: &RedisCluster) -> i64 {
+        self.migrate_to_url(&cluster.url()).await
+    }
+
+    /// Starts migrating to the resource at `url` and waits until the gateway serves the double-write route.
+    async fn migrate_to_url(&self, url: &str) -> i64 {
         let created = self
             .cp
             .expect(
                 "POST",
                 "/v1/tenants/acme/migrations",
-                Some(json!({"to": cluster.url(), "ack": "primary"})),
+                Some(json!({"to": url, "ack": "primary"})),
                 201,
             )
             .await;
@@ -85,6 +90,19 @@ impl Stack {
             assert!(Instant::now() < deadline, "never {what}: {body}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Backfill and verify, then a cutover refused as not ready: its path and the refusal.
+    async fn refused_cutover(&self, id: i64) -> (String, Value) {
+        self.backfill_and_verify(id).await;
+        let cutover = format!("{}/cutover", self.path(id));
+        let (status, refused) = self.cp.call("POST", &cutover, None).await;
+        assert_eq!(
+            (status, &refused["error"]),
+            (409, &json!("not_ready")),
+            "{refused}"
+        );
+        (cutover, refused)
     }
 
     /// Backfill and verify (nothing much to copy), up to `verified`, where cutover is allowed.
@@ -184,14 +202,7 @@ async fn cross_slot_traffic_makes_the_migration_not_ready_until_forced() {
     );
     assert!(shown.contains("user:#"), "{shown}");
 
-    stack.backfill_and_verify(id).await;
-    let cutover = format!("{}/cutover", stack.path(id));
-    let (status, refused) = stack.cp.call("POST", &cutover, None).await;
-    assert_eq!(
-        (status, &refused["error"]),
-        (409, &json!("not_ready")),
-        "{refused}"
-    );
+    let (_, refused) = stack.refused_cutover(id).await;
     let message = refused["message"].as_str().unwrap();
     assert!(
         message.contains("3 transactions") && message.contains("1 scripts"),
@@ -259,7 +270,7 @@ async fn single_slot_traffic_is_ready_and_cuts_over() {
     assert_eq!(readiness["ready"], true, "{readiness}");
     assert_eq!(
         readiness["counts"],
-        json!({"cross_slot": 0, "transactions": 0, "scripts": 0, "split": 0})
+        json!({"cross_slot": 0, "transactions": 0, "scripts": 0, "split": 0, "unsupported": 0})
     );
     assert_eq!(readiness["examples"], json!([]));
 
@@ -316,4 +327,99 @@ async fn watched_keys_count_with_the_transaction_they_guard() {
         .collect();
     assert_eq!(commands.len(), 2, "{readiness}");
     assert!(commands.contains(&&json!("watch")), "{readiness}");
+}
+
+/// A command the destination does not know (here renamed there, as `rename-command` does; an older Redis or a
+/// missing module looks the same to `COMMAND INFO`) is counted as `unsupported` with its calls, and cutover is
+/// refused until forced. The destination is one plain Redis: nothing is checked for slots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_the_destination_lacks_make_the_migration_not_ready() {
+    let old = RedisServer::start();
+    let new = RedisServer::builder()
+        .arg("--rename-command")
+        .arg("strlen")
+        .arg("strlen-renamed")
+        .start();
+    let stack = Stack::start(&old, "lacks").await;
+    let id = stack.migrate_to_url(&new.url()).await;
+
+    let mut client = stack.gateway.client(Some(&stack.secret)).await;
+    let () = redis::cmd("SET")
+        .arg("user:1")
+        .arg("abc")
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let length: i64 = redis::cmd("STRLEN")
+            .arg("user:1")
+            .query_async(&mut client)
+            .await
+            .unwrap();
+        assert_eq!(length, 3, "old still answers the read");
+    }
+
+    let readiness = stack
+        .wait(id, "readiness counted", |r| r["counts"]["unsupported"] == 3)
+        .await;
+    assert_eq!(
+        (&readiness["ready"], &readiness["commands_checked"]),
+        (&json!(false), &json!(true)),
+        "{readiness}"
+    );
+    assert_eq!(readiness["checked"], 0, "a plain Redis: no slot to check");
+    assert_eq!(
+        readiness["examples"],
+        json!([{"kind": "unsupported", "command": "strlen", "keys": [], "count": 3}]),
+        "only the unknown command: set is known there"
+    );
+    let shown = Ctl::new(&stack.cp).ok(&["migrations", "readiness", "acme", &id.to_string()]);
+    assert!(
+        shown.contains("unsupported 3") && shown.contains("strlen"),
+        "{shown}"
+    );
+
+    let (cutover, refused) = stack.refused_cutover(id).await;
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("3 calls of commands"), "{message}");
+    let forced = format!("{cutover}?force=true");
+    let cut = stack.cp.expect("POST", &forced, None, 200).await;
+    assert_eq!(cut["state"], "cut_over", "{cut}");
+}
+
+/// A destination that cannot be asked leaves the commands unchecked, says why, and holds nothing against the
+/// migration: readiness does not block on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_that_cannot_be_asked_leaves_commands_unchecked() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let stack = Stack::start(&old, "unasked").await;
+    let id = stack.migrate_to_url(&new.url()).await;
+    let mut client = stack.gateway.client(Some(&stack.secret)).await;
+    let _: Option<i64> = redis::cmd("STRLEN")
+        .arg("user:1")
+        .query_async(&mut client)
+        .await
+        .unwrap();
+    let readiness = stack
+        .wait(id, "readiness reported", |r| {
+            r["commands_checked"] == true && !r["gateways"].as_array().unwrap().is_empty()
+        })
+        .await;
+    assert_eq!(
+        (&readiness["ready"], &readiness["counts"]["unsupported"]),
+        (&json!(true), &json!(0)),
+        "{readiness}"
+    );
+
+    let port = new.port();
+    drop(new);
+    let readiness = stack.readiness(id).await;
+    assert_eq!(
+        (&readiness["ready"], &readiness["commands_checked"]),
+        (&json!(true), &json!(false)),
+        "{readiness}"
+    );
+    let reason = readiness["commands_unchecked"].as_str().unwrap();
+    assert!(reason.contains(&port.to_string()), "{reason}");
 }

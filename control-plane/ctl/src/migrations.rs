@@ -253,14 +253,19 @@ fn readiness_view() -> View {
 fn readiness_text(r: &MigrationReadiness) -> String {
     let c = &r.counts;
     let mut out = format!(
-        "readiness: {} | checked {} | would fail: cross_slot {} transactions {} scripts {} | split by the gateway {}\n",
+        "readiness: {} | checked {} | would fail: cross_slot {} transactions {} scripts {} unsupported {} | split by \
+         the gateway {}\n",
         if r.ready { "ready" } else { "NOT READY" },
         r.checked,
         c.cross_slot,
         c.transactions,
         c.scripts,
+        c.unsupported,
         c.split
     );
+    if let Some(reason) = &r.commands_unchecked {
+        out += &format!("  commands not checked against the destination: {reason}\n");
+    }
     for e in &r.examples {
         let kind = serde_json::to_value(e.kind).unwrap_or_default();
         let kind = kind.as_str().unwrap_or_default();

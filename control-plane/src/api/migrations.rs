@@ -377,7 +377,7 @@ async fn step(
     // and a forced one is audited with the counts it overrode.
     let mut overridden = None;
     if to == S::CutOver {
-        let readiness = readiness::of_migration(&state, id).await?;
+        let readiness = readiness::of_migration(&state, id, &row.destination.0).await?;
         if !readiness.ready && !query.force {
             return Err(readiness::not_ready(id, &readiness));
         }

@@ -3,7 +3,12 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgExecutor, PgPool};
-use switchyard_schemas::api::{ReadinessCounts, ReadinessExample, TenantReadiness, merge_examples};
+use std::collections::BTreeMap;
+
+use switchyard_schemas::api::{
+    ReadinessCounts, ReadinessExample, ReadinessKind, TenantReadiness, merge_commands,
+    merge_examples,
+};
 
 use crate::db::{DbResult, WithOperation};
 
@@ -13,6 +18,8 @@ pub(crate) struct ReadinessRow {
     pub(crate) checked: i64,
     pub(crate) counts: Json<ReadinessCounts>,
     pub(crate) examples: Json<Vec<ReadinessExample>>,
+    /// Calls by command name.
+    pub(crate) commands: Json<BTreeMap<String, u64>>,
     pub(crate) updated_at: DateTime<Utc>,
 }
 
@@ -40,7 +47,8 @@ pub(crate) async fn record(
         let known = sqlx::query_as!(
             ReadinessRow,
             r#"SELECT gateway, checked, counts AS "counts: Json<ReadinessCounts>",
-                      examples AS "examples: Json<Vec<ReadinessExample>>", updated_at
+                      examples AS "examples: Json<Vec<ReadinessExample>>",
+                      commands AS "commands: Json<BTreeMap<String, u64>>", updated_at
                FROM migration_readiness WHERE migration_id = $1 AND gateway = $2 FOR UPDATE"#,
             migration,
             gateway,
@@ -48,23 +56,28 @@ pub(crate) async fn record(
         .fetch_optional(&mut *tx)
         .await
         .during("reading a gateway's readiness")?;
-        let (mut checked, mut counts, mut examples) = known.map_or_else(
-            || (0, ReadinessCounts::default(), Vec::new()),
-            |row| (row.checked, row.counts.0, row.examples.0),
+        let (mut checked, mut counts, mut examples, mut commands) = known.map_or_else(
+            || (0, ReadinessCounts::default(), Vec::new(), BTreeMap::new()),
+            |row| (row.checked, row.counts.0, row.examples.0, row.commands.0),
         );
         checked = checked.saturating_add(i64::try_from(report.checked).unwrap_or(i64::MAX));
         counts.add(&report.counts);
+        // Only the control plane finds commands the destination lacks, when it answers.
+        counts.unsupported = 0;
         merge_examples(&mut examples, &report.examples);
+        examples.retain(|example| example.kind != ReadinessKind::Unsupported);
+        merge_commands(&mut commands, &report.commands);
         sqlx::query!(
-            "INSERT INTO migration_readiness (migration_id, gateway, checked, counts, examples)
-             VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO migration_readiness (migration_id, gateway, checked, counts, examples, commands)
+             VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (migration_id, gateway) DO UPDATE
-             SET checked = $3, counts = $4, examples = $5, updated_at = now()",
+             SET checked = $3, counts = $4, examples = $5, commands = $6, updated_at = now()",
             migration,
             gateway,
             checked,
             Json(&counts) as _,
             Json(&examples) as _,
+            Json(&commands) as _,
         )
         .execute(&mut *tx)
         .await
@@ -82,7 +95,8 @@ pub(crate) async fn of_migration(
     sqlx::query_as!(
         ReadinessRow,
         r#"SELECT gateway, checked, counts AS "counts: Json<ReadinessCounts>",
-                  examples AS "examples: Json<Vec<ReadinessExample>>", updated_at
+                  examples AS "examples: Json<Vec<ReadinessExample>>",
+                  commands AS "commands: Json<BTreeMap<String, u64>>", updated_at
            FROM migration_readiness WHERE migration_id = $1 ORDER BY gateway"#,
         migration_id,
     )

@@ -160,6 +160,30 @@ impl Resource {
         }
     }
 
+    /// One server of the resource at `url`, to ask about the deployment rather than its data: a cluster's first
+    /// seed that answers (no slot map), the current master of a sentinel-managed one.
+    pub(crate) async fn one_server(url: &str) -> TaskResult<Server> {
+        let parsed = ResourceUrl::parse(url)
+            .map_err(|e| TaskError::Unusable(format!("bad resource URL: {e}")))?;
+        let ResourceKind::Cluster { seeds, .. } = &parsed.kind else {
+            return match Resource::connect(url).await? {
+                Resource::Server(server) => Ok(server),
+                Resource::Cluster { masters, .. } => masters
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| TaskError::Unusable("a cluster without masters".to_string())),
+            };
+        };
+        let mut last = TaskError::Unusable("no seed given".to_string());
+        for seed in seeds {
+            match connect(seed, parsed.auth.as_ref(), 0, parsed.tls.as_ref()).await {
+                Ok(server) => return Ok(server),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
     /// The cluster's masters and slot map, as `seed` sees them.
     async fn cluster(
         seed: &Node,

@@ -6,6 +6,7 @@
 
 mod backfill;
 mod checkpoint;
+pub(crate) mod commands;
 pub(crate) mod deployment;
 mod error;
 mod keys;

@@ -54,6 +54,13 @@ impl CommandCounters {
             .get(command as usize)
     }
 
+    /// Every command's calls so far (never reset), by `Command as usize`; empty before the tenant's first command.
+    pub(crate) fn calls(&self) -> Vec<u64> {
+        self.table.get().map_or_else(Vec::new, |table| {
+            table.iter().map(|count| count.calls.total()).collect()
+        })
+    }
+
     /// (command, count) for every command counted so far, sorted by name.
     pub(crate) fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
         let mut rows: Vec<(&'static str, i64)> = self

@@ -10,6 +10,7 @@ use switchyard_schemas::{
     ValidationErrors,
 };
 
+use super::readiness::Readiness;
 use super::{ByName, Catalog, DigestIndex, ResourcePlan, RoutePlan, Snapshot, Tenant};
 use crate::backend::identity;
 
@@ -218,15 +219,13 @@ pub(super) fn compile(
         .map(|n| std::time::Duration::from_secs(1) / n);
     let route = RoutePlan::new(source.route, plan);
     // The counts not reported yet survive a reload, as long as the route keeps a destination.
-    let readiness = route
-        .secondary()
-        .is_some_and(|destination| destination.splits_keys())
-        .then(|| {
-            previous
-                .tenant_by_name(source.name)
-                .and_then(|t| t.readiness.clone())
-                .unwrap_or_default()
-        });
+    let readiness = Readiness::of(
+        &route,
+        previous
+            .tenant_by_name(source.name)
+            .and_then(|t| t.readiness.as_ref()),
+        &runtime.counters.commands,
+    );
     // A resource's scripts policy is the operator's default for the tenants that share it, not for admins.
     let mut policy = source.policy.clone();
     if !source.allow_admin

@@ -84,9 +84,9 @@ pub(crate) struct Tenant {
     pub scripts_run_as: crate::reply::RunAs,
     /// Its own thresholds of the slow log, big keys and hot keys (see `tracking`).
     pub tracking: switchyard_schemas::policy::TrackingPolicy,
-    /// Set while its route double-writes to a table that places keys apart (a migration's destination): its
-    /// commands are then checked against that table (see `readiness`).
-    pub readiness: Option<Arc<readiness::Counters>>,
+    /// Set while its route double-writes (a migration's destination): its commands are then checked against that
+    /// table (see `readiness`).
+    pub readiness: Option<readiness::Readiness>,
 }
 
 impl Named for Arc<Tenant> {
@@ -101,6 +101,13 @@ impl Tenant {
     pub(crate) fn admit_op(&self, now: std::time::Instant) -> bool {
         self.ops_interval
             .is_none_or(|interval| self.runtime.admit_op(now, interval))
+    }
+
+    /// The destination its commands' keys are checked against, with the counts, while it has one that places
+    /// keys apart (see `readiness`).
+    pub(crate) fn places_apart(&self) -> Option<(&readiness::Counters, &Secondary)> {
+        let readiness = self.readiness.as_ref().filter(|r| r.places_apart)?;
+        Some((&readiness.counters, self.route.secondary()?))
     }
 
     /// The databases the tenant's clients may SELECT (see `RoutePlan::databases`).

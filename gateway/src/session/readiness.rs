@@ -49,11 +49,12 @@ impl Client {
     /// sent to the backend. For a tenant that is not migrating, this one test is all readiness costs.
     #[inline]
     pub(super) fn check_readiness(&mut self, spec: &CommandSpec, args: &[Bytes]) {
-        if self
-            .tenant
-            .as_ref()
-            .is_some_and(|v| v.tenant.readiness.is_some())
-        {
+        if self.tenant.as_ref().is_some_and(|v| {
+            v.tenant
+                .readiness
+                .as_ref()
+                .is_some_and(|readiness| readiness.places_apart)
+        }) {
             self.count_readiness(spec, args);
         }
     }
@@ -62,9 +63,7 @@ impl Client {
     #[inline(never)]
     fn count_readiness(&mut self, spec: &CommandSpec, args: &[Bytes]) {
         let Some(view) = &self.tenant else { return };
-        let (Some(counters), Some(destination)) =
-            (&view.tenant.readiness, view.tenant.route.secondary())
-        else {
+        let Some((counters, destination)) = view.tenant.places_apart() else {
             return;
         };
         counters.checked(1);
@@ -92,11 +91,9 @@ impl Client {
         args: &[Bytes],
     ) {
         let Some(view) = &self.tenant else { return };
-        let (Some(counters), Some(destination), Some(followed)) = (
-            &view.tenant.readiness,
-            view.tenant.route.secondary(),
-            followed,
-        ) else {
+        let (Some((counters, destination)), Some(followed)) =
+            (view.tenant.places_apart(), followed)
+        else {
             return;
         };
         counters.checked(1);
@@ -112,8 +109,8 @@ impl Client {
     /// `EXEC` of a transaction that followed `followed`: counted if its keys were placed apart.
     pub(super) fn count_exec(&self, followed: &Followed) {
         let Some(view) = &self.tenant else { return };
-        let (Some(counters), Some(((_, first), (command, apart)))) = (
-            &view.tenant.readiness,
+        let (Some((counters, _)), Some(((_, first), (command, apart)))) = (
+            view.tenant.places_apart(),
             followed.first.as_ref().zip(followed.apart.as_ref()),
         ) else {
             return;

@@ -1,6 +1,8 @@
 //! Migration readiness: what gateways count of a tenant's live commands that would fail (or change meaning) on
 //! the destination of its migration, and the control plane's view of it (docs/migration.md#readiness).
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +24,9 @@ pub enum ReadinessKind {
     /// MGET, MSET, DEL, UNLINK, EXISTS, TOUCH across slots: the gateway splits them, so they still work
     /// through it, but no longer atomically (and they fail for a client that talks to the destination directly).
     Split,
+    /// A command the destination does not know (an older Redis, a command renamed or disabled there, a module it
+    /// lacks): `ERR unknown command`. Found by the control plane, which asks the destination (`COMMAND INFO`).
+    Unsupported,
 }
 
 impl ReadinessKind {
@@ -43,6 +48,9 @@ pub struct ReadinessCounts {
     pub scripts: u64,
     #[serde(default)]
     pub split: u64,
+    /// Calls of commands the destination does not know.
+    #[serde(default)]
+    pub unsupported: u64,
 }
 
 impl ReadinessCounts {
@@ -52,12 +60,13 @@ impl ReadinessCounts {
             ReadinessKind::Transaction => &mut self.transactions,
             ReadinessKind::Script => &mut self.scripts,
             ReadinessKind::Split => &mut self.split,
+            ReadinessKind::Unsupported => &mut self.unsupported,
         }
     }
 
     /// Commands that would fail on the destination (every kind but `split`).
     pub fn failing(&self) -> u64 {
-        self.cross_slot + self.transactions + self.scripts
+        self.cross_slot + self.transactions + self.scripts + self.unsupported
     }
 
     pub fn add(&mut self, other: &ReadinessCounts) {
@@ -65,6 +74,7 @@ impl ReadinessCounts {
         self.transactions += other.transactions;
         self.scripts += other.scripts;
         self.split += other.split;
+        self.unsupported += other.unsupported;
     }
 }
 
@@ -75,7 +85,8 @@ pub struct ReadinessExample {
     pub kind: ReadinessKind,
     /// The command (for a transaction, the queued command whose key left the transaction's slot).
     pub command: String,
-    /// Patterns of the keys in different slots (for a transaction: the first key's, then the other's).
+    /// Patterns of the keys in different slots (for a transaction: the first key's, then the other's); none for
+    /// an `unsupported` command.
     pub keys: Vec<String>,
     /// How many commands matched this example.
     pub count: u64,
@@ -92,6 +103,25 @@ pub struct TenantReadiness {
     /// The most frequent offending commands, most first.
     #[serde(default)]
     pub examples: Vec<ReadinessExample>,
+    /// The commands the tenant ran (those the gateway forwards), by name as Redis names them (`get`,
+    /// `config|get`), with their calls: the control plane asks the destination which it knows.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub commands: BTreeMap<String, u64>,
+}
+
+/// Most distinct command names a report, and the sums the control plane keeps, hold: more than the command table
+/// has (with subcommands), so only a broken reporter reaches it.
+pub const MAX_READINESS_COMMANDS: usize = 1024;
+
+/// Adds the calls of `more` to `commands`, up to `MAX_READINESS_COMMANDS` names.
+pub fn merge_commands(commands: &mut BTreeMap<String, u64>, more: &BTreeMap<String, u64>) {
+    for (name, calls) in more {
+        if let Some(known) = commands.get_mut(name) {
+            *known = known.saturating_add(*calls);
+        } else if commands.len() < MAX_READINESS_COMMANDS {
+            commands.insert(name.clone(), *calls);
+        }
+    }
 }
 
 /// Adds `more` to `examples` (the same kind, command and keys counted together), keeping the
@@ -126,6 +156,13 @@ pub struct MigrationReadiness {
     pub checked: u64,
     pub counts: ReadinessCounts,
     pub examples: Vec<ReadinessExample>,
+    /// Whether the commands the tenant ran were checked against the destination's command table (`unsupported`).
+    /// False when the destination could not be asked (unreachable, `COMMAND` refused by its ACL...): the
+    /// answer then says nothing of them, and does not hold them against readiness.
+    pub commands_checked: bool,
+    /// Why `commands_checked` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands_unchecked: Option<String>,
     /// The gateways that reported counts for this migration.
     pub gateways: Vec<String>,
     /// When the last report arrived (none before the first).

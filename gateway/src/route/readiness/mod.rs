@@ -1,15 +1,18 @@
-//! Migration readiness, from live traffic. While a tenant's route double-writes to a table that places keys
-//! apart (several shards, or a Redis Cluster's slots: a migration's destination), each of its commands is
-//! checked against that table's placement, and what would fail there (`CROSSSLOT`), or what the gateway would
-//! have to split, is counted with a few examples. The gateway hands the counts over at each tracking report; the
-//! control plane sums them for the migration (docs/migration.md#readiness).
+//! Migration readiness, from live traffic. While a tenant's route double-writes (a migration's destination is
+//! its secondary table), the commands it runs are reported by name, from its command counters, for the control
+//! plane to ask the destination which it knows. When that table places keys apart (several shards, or a Redis
+//! Cluster's slots), each command is also checked against its placement, and what would fail there
+//! (`CROSSSLOT`), or what the gateway would have to split, is counted with a few examples. The gateway hands the
+//! counts over at each tracking report; the control plane sums them for the migration
+//! (docs/migration.md#readiness).
 //!
-//! A tenant whose route has no such destination pays one check of an `Option` per command. One that has pays a
-//! hash of each key of its multi-key commands and a shared counter add; only a command that would fail takes a
-//! lock, to count it and keep its example.
+//! A tenant whose route has no destination that places keys apart pays one check of an `Option` per command. One
+//! that has pays a hash of each key of its multi-key commands and a shared counter add; only a command that would
+//! fail takes a lock, to count it and keep its example. The commands run cost nothing more: the tenant counts
+//! them anyway (`metrics::CommandCounters`), and a report takes the difference since the last one.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use switchyard_schemas::api::{
@@ -17,8 +20,9 @@ use switchyard_schemas::api::{
 };
 
 use super::{Secondary, Snapshot, splits};
-use crate::cmd::CommandSpec;
 use crate::cmd::policy::is_script;
+use crate::cmd::{self, CommandSpec, Policy};
+use crate::metrics::CommandCounters;
 use crate::tracking::lock;
 
 mod pattern;
@@ -31,10 +35,11 @@ const KEPT_EXAMPLES: usize = 64;
 
 /// A tenant's counts since the last report, shared by its sessions on every worker and kept across snapshots
 /// while its route keeps a destination.
-#[derive(Default)]
 pub(crate) struct Counters {
     checked: AtomicU64,
     found: Mutex<Found>,
+    /// The tenant's command calls at the last report (`CommandCounters::calls`): what ran since is the difference.
+    calls: Mutex<Vec<u64>>,
 }
 
 #[derive(Default)]
@@ -44,6 +49,15 @@ struct Found {
 }
 
 impl Counters {
+    /// Counts from now: the commands `commands` counted so far are not the destination's business.
+    pub(crate) fn new(commands: &CommandCounters) -> Counters {
+        Counters {
+            checked: AtomicU64::new(0),
+            found: Mutex::default(),
+            calls: Mutex::new(commands.calls()),
+        }
+    }
+
     /// `n` more commands were checked.
     pub(crate) fn checked(&self, n: u64) {
         self.checked.fetch_add(n, Ordering::Relaxed);
@@ -86,11 +100,23 @@ impl Counters {
         }
     }
 
-    /// What was counted since the last call, none if nothing was checked.
-    fn take(&self, tenant: &str) -> Option<TenantReadiness> {
+    /// What was counted since the last call, and the commands `commands` counted since (those the gateway
+    /// answers itself left out: the destination never sees them); none if nothing was.
+    fn take(&self, tenant: &str, commands: &CommandCounters) -> Option<TenantReadiness> {
         let checked = self.checked.swap(0, Ordering::Relaxed);
         let found = std::mem::take(&mut *lock(&self.found));
-        if checked == 0 && found.counts == ReadinessCounts::default() {
+        let now = commands.calls();
+        let before = std::mem::replace(&mut *lock(&self.calls), now.clone());
+        let commands: std::collections::BTreeMap<String, u64> = now
+            .iter()
+            .enumerate()
+            .filter_map(|(index, &calls)| {
+                let ran = calls.saturating_sub(before.get(index).copied().unwrap_or(0));
+                let spec = cmd::by_index(index)?;
+                (ran > 0 && Policy::of(spec) != Policy::Local).then(|| (spec.name.to_string(), ran))
+            })
+            .collect();
+        if checked == 0 && found.counts == ReadinessCounts::default() && commands.is_empty() {
             return None;
         }
         let mut examples = Vec::new();
@@ -100,6 +126,7 @@ impl Counters {
             checked,
             counts: found.counts,
             examples,
+            commands,
         })
     }
 }
@@ -138,8 +165,40 @@ pub(crate) fn report(snapshot: &Snapshot) -> Vec<TenantReadiness> {
     snapshot
         .tenants()
         .iter()
-        .filter_map(|tenant| tenant.readiness.as_ref()?.take(&tenant.name))
+        .filter_map(|tenant| {
+            let readiness = tenant.readiness.as_ref()?;
+            readiness
+                .counters
+                .take(&tenant.name, &tenant.runtime.counters.commands)
+        })
         .collect()
+}
+
+/// What a tenant's commands are checked against while its route has a destination, and what was counted.
+pub(crate) struct Readiness {
+    pub(crate) counters: Arc<Counters>,
+    /// Whether the destination places keys apart: its commands' keys are then checked (else only the commands
+    /// run are reported).
+    pub(crate) places_apart: bool,
+}
+
+impl Readiness {
+    /// The readiness of a tenant whose route is `route`, none without a destination; the counts not reported
+    /// yet of `previous` (the tenant's readiness in the snapshot served so far) go on.
+    pub(crate) fn of(
+        route: &super::RoutePlan,
+        previous: Option<&Readiness>,
+        commands: &CommandCounters,
+    ) -> Option<Readiness> {
+        let destination = route.secondary()?;
+        Some(Readiness {
+            counters: previous.map_or_else(
+                || Arc::new(Counters::new(commands)),
+                |previous| previous.counters.clone(),
+            ),
+            places_apart: destination.splits_keys(),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use switchyard_schemas::api::ReadinessKind;
 
 use super::*;
 use crate::cmd::Command;
+use crate::metrics::CommandCounters;
 use crate::route::{ResourcePlan, RoutePlan};
 use switchyard_schemas::placement::slot_of;
 
@@ -109,9 +110,10 @@ fn kinds_follow_what_the_gateway_does_with_the_command() {
 
 #[test]
 fn counts_are_taken_once_with_bounded_examples() {
-    let counters = Counters::default();
+    let commands = CommandCounters::default();
+    let counters = Counters::new(&commands);
     assert!(
-        counters.take("t").is_none(),
+        counters.take("t", &commands).is_none(),
         "nothing checked, nothing to report"
     );
     counters.checked(10);
@@ -131,7 +133,7 @@ fn counts_are_taken_once_with_bounded_examples() {
         let key = format!("k{}x{i}", "y".repeat(i));
         counters.found(ReadinessKind::Split, "mget", [b"a", key.as_bytes()], None);
     }
-    let taken = counters.take("t").unwrap();
+    let taken = counters.take("t", &commands).unwrap();
     assert_eq!(taken.checked, 10);
     assert_eq!((taken.counts.cross_slot, taken.counts.split), (2, 200));
     assert_eq!(taken.counts.failing(), 2);
@@ -143,7 +145,33 @@ fn counts_are_taken_once_with_bounded_examples() {
     );
     assert_eq!(first.keys, ["user:#", "user:#"]);
     assert!(
-        counters.take("t").is_none(),
+        counters.take("t", &commands).is_none(),
         "taken: the next report starts from zero"
     );
+}
+
+/// The commands a report names are those the tenant ran since the last one (since readiness began, for the
+/// first), the ones the gateway answers itself left out.
+#[test]
+fn commands_run_are_reported_as_the_difference_since_the_last_report() {
+    let commands = CommandCounters::default();
+    commands.add(Command::Get, 5);
+    let counters = Counters::new(&commands);
+    commands.add(Command::Get, 2);
+    commands.add(Command::Strlen, 1);
+    commands.add(Command::Ping, 9);
+    commands.add(Command::ConfigGet, 1);
+    let taken = counters.take("t", &commands).unwrap();
+    assert_eq!(taken.checked, 0);
+    let named: Vec<(&str, u64)> = taken
+        .commands
+        .iter()
+        .map(|(name, calls)| (name.as_str(), *calls))
+        .collect();
+    assert_eq!(named, [("config|get", 1), ("get", 2), ("strlen", 1)]);
+    assert!(counters.take("t", &commands).is_none());
+    commands.add(Command::Strlen, 3);
+    let taken = counters.take("t", &commands).unwrap();
+    assert_eq!(taken.commands.get("strlen"), Some(&3));
+    assert_eq!(taken.commands.len(), 1);
 }

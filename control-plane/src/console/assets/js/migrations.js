@@ -148,15 +148,17 @@ function progress(title, id, p, live) {
       p.finished_at ? '' : p.eta_secs !== null && p.eta_secs !== undefined ? `; ETA ${p.eta_secs} s` : ''));
 }
 
-// What gateways counted of the tenant's commands against the destination (docs/migration.md#readiness).
-function readiness(r, live) {
+// What gateways counted of the tenant's commands against the destination (docs/migration.md#readiness); a
+// tenant's readiness probe shows the same answer.
+export function readiness(r, live) {
   const c = r.counts;
   const verdict = r.ready ? badge('ready', 'good') : badge('not ready', 'bad');
   return h('section', { class: 'card', id: 'migration-readiness', 'data-ready': String(r.ready) },
     h('div', { class: 'page-head' }, h('h3', { text: 'Readiness' }), verdict, live ? badge('counting', 'warn') : null),
     h('p', { class: 'muted' }, `${number(r.checked)} commands checked against the destination by ${r.gateways.length} gateway(s). `,
-      'Would fail there: ', h('strong', { id: 'readiness-failing', text: `${number(c.cross_slot)} multi-key, ${number(c.transactions)} transactions, ${number(c.scripts)} scripts` }),
-      `; split by the gateway (not atomic there): ${number(c.split)}.`),
+      'Would fail there: ', h('strong', { id: 'readiness-failing', text: `${number(c.cross_slot)} multi-key, ${number(c.transactions)} transactions, ${number(c.scripts)} scripts, ${number(c.unsupported)} unknown commands` }),
+      `; split by the gateway (not atomic there): ${number(c.split)}.`,
+      r.commands_checked ? '' : ` Commands not checked against the destination: ${r.commands_unchecked}.`),
     r.examples.length ? h('table', { class: 'list', id: 'readiness-examples' },
       h('thead', {}, h('tr', {}, ['Kind', 'Command', 'Keys', 'Count'].map((t) => h('th', { text: t })))),
       h('tbody', {}, r.examples.map((e) => h('tr', {},

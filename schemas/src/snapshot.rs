@@ -60,6 +60,10 @@ pub struct SnapshotTenant {
     pub route: RouteTable,
     /// The version of `route` in the tenant's route history.
     pub route_version: i64,
+    /// The destination of the tenant's readiness probe (docs/migration.md#readiness), resource URLs without
+    /// their passwords: gateways check the tenant's commands against its placement, and send nothing there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<RouteTable>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -11,7 +11,6 @@ use switchyard_schemas::api::CredentialCreate;
 use crate::client::{Call, Outcome};
 use crate::output::View;
 use crate::session::{Change, Session, read_json};
-use crate::tenants::deleted;
 
 const COLUMNS: &[(&str, &str)] = &[
     ("ID", "/id"),
@@ -95,7 +94,10 @@ impl Credentials {
             }
             Credentials::Delete { tenant, id } => {
                 let call = Call::new(Method::DELETE, format!("{}/{id}", path(&tenant)));
-                session.change(Change::new(call, deleted())).await.map(drop)
+                session
+                    .change(Change::new(call, View::deleted()))
+                    .await
+                    .map(drop)
             }
         }
     }

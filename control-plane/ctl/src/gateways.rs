@@ -9,7 +9,6 @@ use reqwest::Method;
 use crate::client::{Call, Outcome};
 use crate::output::{self, View};
 use crate::session::{Change, Session};
-use crate::tenants::deleted;
 
 #[derive(Subcommand)]
 pub(crate) enum Gateways {
@@ -52,7 +51,10 @@ impl Gateways {
             }
             Gateways::Delete { id } => {
                 let call = Call::new(Method::DELETE, format!("/v1/gateways/{id}"));
-                session.change(Change::new(call, deleted())).await.map(drop)
+                session
+                    .change(Change::new(call, View::deleted()))
+                    .await
+                    .map(drop)
             }
         }
     }

@@ -9,6 +9,7 @@ mod credentials;
 mod gateways;
 mod migrations;
 mod output;
+mod probes;
 mod resources;
 mod routes;
 mod session;

@@ -206,11 +206,7 @@ impl Migrations {
                 batch,
                 ttl_tolerance_ms,
             } => {
-                let to = match (to, &file) {
-                    (Some(to), _) => MigrationDestination::Target(Target::Resource(to)),
-                    (None, Some(file)) => read_json(file)?,
-                    (None, None) => return Err(anyhow::anyhow!("give --to or --file").into()),
-                };
+                let to = destination(to, file.as_deref())?;
                 let defaults = MigrationLimits::default();
                 let body = MigrationCreate {
                     to,
@@ -240,8 +236,21 @@ impl Migrations {
     }
 }
 
-/// A migration's readiness, for people.
-fn readiness_view() -> View {
+/// Where to, from `--to` (a resource's name or URL) or `--file` (a route table or a target, as JSON): a
+/// migration's destination, or a readiness probe's.
+pub(crate) fn destination(
+    to: Option<String>,
+    file: Option<&std::path::Path>,
+) -> Outcome<MigrationDestination> {
+    match (to, file) {
+        (Some(to), _) => Ok(MigrationDestination::Target(Target::Resource(to))),
+        (None, Some(file)) => read_json(file),
+        (None, None) => Err(anyhow::anyhow!("give --to or --file").into()),
+    }
+}
+
+/// A migration's readiness (or a readiness probe's), for people.
+pub(crate) fn readiness_view() -> View {
     View::Text(
         |body| match serde_json::from_value::<MigrationReadiness>(body.clone()) {
             Ok(readiness) => readiness_text(&readiness),

@@ -34,6 +34,11 @@ impl View {
         View::Rows { list: "", columns }
     }
 
+    /// What a 204 shows.
+    pub(crate) fn deleted() -> View {
+        View::Text(|_| "deleted\n".to_string())
+    }
+
     fn render(&self, body: &Value) -> String {
         match self {
             View::Text(text) => text(body),

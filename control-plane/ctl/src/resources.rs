@@ -7,7 +7,6 @@ use switchyard_schemas::api::{ResourceCreate, ResourceUpdate};
 use crate::client::{Call, Outcome};
 use crate::output::View;
 use crate::session::{Change, Session};
-use crate::tenants::deleted;
 
 const COLUMNS: &[(&str, &str)] = &[
     ("NAME", "/name"),
@@ -92,7 +91,7 @@ impl Resources {
                 Change::new(call, ONE).before(path(&name), "")
             }
             Resources::Delete { name } => {
-                Change::new(Call::new(Method::DELETE, path(&name)), deleted())
+                Change::new(Call::new(Method::DELETE, path(&name)), View::deleted())
                     .before(path(&name), "")
             }
         };

@@ -82,6 +82,9 @@ pub(crate) enum Tenants {
     /// Delete a tenant with its credentials and route history.
     #[command(after_help = "Example:\n  switchyard-ctl tenants delete shop --dry-run")]
     Delete { name: String },
+    /// A tenant's readiness probe: would its live traffic work on another deployment, without migrating?
+    #[command(subcommand, name = "readiness-probe")]
+    ReadinessProbe(crate::probes::Probe),
 }
 
 fn path(name: &str) -> String {
@@ -160,16 +163,12 @@ impl Tenants {
                 let change = Change::new(call, ONE).before(path(&name), "");
                 session.change(change).await.map(drop)
             }
+            Tenants::ReadinessProbe(probe) => probe.run(session).await,
             Tenants::Delete { name } => {
-                let change = Change::new(Call::new(Method::DELETE, path(&name)), deleted())
+                let change = Change::new(Call::new(Method::DELETE, path(&name)), View::deleted())
                     .before(path(&name), "");
                 session.change(change).await.map(drop)
             }
         }
     }
-}
-
-/// What a 204 shows.
-pub(crate) fn deleted() -> View {
-    View::Text(|_| "deleted\n".to_string())
 }

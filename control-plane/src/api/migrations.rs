@@ -14,7 +14,8 @@ use axum::http::{Method, StatusCode};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
 use switchyard_schemas::api::{
-    Migration, MigrationCreate, MigrationList, MigrationState, ReadinessCounts,
+    Migration, MigrationCreate, MigrationDestination, MigrationList, MigrationState,
+    ReadinessCounts,
 };
 use switchyard_schemas::{AckMode, RouteTable};
 
@@ -116,6 +117,31 @@ async fn check_destination(
     databases::check_destination(change, migration, tenant, namespace, &places).await
 }
 
+/// The table a migration (or a readiness probe) moves to: a single or sharded one.
+pub(crate) fn destination_table(to: MigrationDestination) -> ApiResult<RouteTable> {
+    let destination = to.into_table();
+    if matches!(destination, RouteTable::DoubleWrite { .. }) {
+        return Err(ApiError::invalid(
+            "/to/type",
+            "a migration moves to a single or sharded table, not a double_write one",
+        ));
+    }
+    Ok(destination)
+}
+
+/// Refuses (422) a destination that breaks the route-table rules, its resource names as registered (share-locked:
+/// they cannot change or vanish until `change` commits).
+pub(crate) async fn validate_destination(
+    change: &mut Change,
+    destination: &RouteTable,
+) -> ApiResult<()> {
+    let names = references::names(destination);
+    let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::Share).await?;
+    destination
+        .validate(&|name| urls.get(name).cloned())
+        .map_err(|errors| ApiError::invalid_route("/to", errors))
+}
+
 /// Refuses (409 `namespace_change`) a `namespace` asked of a migration other than the tenant's own.
 fn check_namespace(tenant: &TenantRow, asked: Option<&serde_json::Value>) -> ApiResult<()> {
     let current = serde_json::json!(tenant.policy.namespace);
@@ -163,13 +189,7 @@ async fn create(
         route_schema::check(to, "/to")?;
     }
     let body: MigrationCreate = from_value(body)?;
-    let destination = body.to.into_table();
-    if matches!(destination, RouteTable::DoubleWrite { .. }) {
-        return Err(ApiError::invalid(
-            "/to/type",
-            "a migration moves to a single or sharded table, not a double_write one",
-        ));
-    }
+    let destination = destination_table(body.to)?;
     if body.ack == AckMode::AllCheckError {
         return Err(ApiError::invalid(
             "/ack",
@@ -224,11 +244,7 @@ async fn create(
         ));
     }
     // The destination is validated as the route it becomes at `finish`.
-    let names = references::names(&destination);
-    let urls = db::resources::urls(change.conn(), &names, db::resources::Lock::Share).await?;
-    destination
-        .validate(&|name| urls.get(name).cloned())
-        .map_err(|errors| ApiError::invalid_route("/to", errors))?;
+    validate_destination(&mut change, &destination).await?;
     check_destination(&mut change, None, &row, &destination).await?;
     let id = db::migrations::insert(
         change.conn(),

@@ -6,6 +6,7 @@ pub(crate) mod gateways;
 pub(crate) mod import;
 pub(crate) mod migrations;
 pub(crate) mod observations;
+pub(crate) mod probes;
 pub(crate) mod readiness;
 pub(crate) mod resources;
 pub(crate) mod routes;
@@ -39,6 +40,7 @@ pub fn operations() -> Vec<Operation> {
         ("import", import::operations()),
         ("migrations", migrations::operations()),
         ("migrations", readiness::operations()),
+        ("migrations", probes::operations()),
         ("snapshot", snapshot::operations()),
         ("gateways", gateways::operations()),
         ("observations", observations::operations()),

@@ -56,7 +56,9 @@ pub(crate) async fn of_migration(
     id: i64,
     destination: &RouteTable,
 ) -> ApiResult<MigrationReadiness> {
-    let rows = db::readiness::of_migration(&state.pool, id).await?;
+    let rows = db::readiness::Subject::Migration(id)
+        .rows(&state.pool)
+        .await?;
     summed(state, &rows, destination).await
 }
 

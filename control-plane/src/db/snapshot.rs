@@ -37,6 +37,7 @@ struct ServedTenant {
     policy: Json<TenantPolicy>,
     route_version: i64,
     route: Json<RouteTable>,
+    probe: Option<Json<RouteTable>>,
 }
 
 /// The whole snapshot.
@@ -123,6 +124,14 @@ pub(crate) async fn prune_changes(pool: &PgPool, older_than_secs: f64) -> DbResu
     Ok(u64::try_from(pruned).unwrap_or(0))
 }
 
+/// A readiness probe's destination as gateways get it: resource names inlined, passwords masked (gateways
+/// place keys with it and send nothing there). None when it names a resource deleted since: a probe must never
+/// keep a tenant's routes from being served.
+fn probe_placement(mut probe: RouteTable, urls: &HashMap<String, String>) -> Option<RouteTable> {
+    references::inline(&mut probe, urls).ok()?;
+    Some(crate::redact::route(probe))
+}
+
 /// One repeatable-read transaction, so the revision and the content always agree.
 async fn begin(pool: &PgPool) -> DbResult<sqlx::Transaction<'static, sqlx::Postgres>> {
     let mut tx = pool.begin().await.during("starting the snapshot read")?;
@@ -158,10 +167,12 @@ async fn read_tenants(
                 t.output_buffer_limit AS "output_buffer_limit: Json<OutputBufferLimit>",
                 t.pubsub_output_buffer_limit AS "pubsub_output_buffer_limit: Json<OutputBufferLimit>",
                 t.script_timeout_ms, t.policy AS "policy: Json<TenantPolicy>",
-                rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>"
+                rv.version AS "route_version!", rv.route AS "route!: Json<RouteTable>",
+                p.destination AS "probe?: Json<RouteTable>"
          FROM tenants t
          JOIN LATERAL (SELECT version, route FROM route_versions r WHERE r.tenant_id = t.id
                        ORDER BY version DESC LIMIT 1) rv ON true
+         LEFT JOIN readiness_probes p ON p.tenant_id = t.id
          WHERE $1::bigint[] IS NULL OR t.id = ANY($1)
          ORDER BY t.name"#,
         ids as Option<&[i64]>
@@ -215,6 +226,7 @@ async fn read_tenants(
                 policy: t.policy.0,
                 route,
                 route_version: t.route_version,
+                readiness_probe: t.probe.and_then(|probe| probe_placement(probe.0, &urls)),
             })
         })
         .collect::<Result<Vec<_>, SnapshotError>>()?;

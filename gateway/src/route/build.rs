@@ -36,6 +36,8 @@ pub(super) struct TenantSource<'a> {
     digests: Vec<String>,
     route: &'a RouteTable,
     policy: Cow<'a, TenantPolicy>,
+    /// Its readiness probe's destination (a control plane's tenants only).
+    probe: Option<&'a RouteTable>,
 }
 
 impl<'a> TenantSource<'a> {
@@ -51,6 +53,7 @@ impl<'a> TenantSource<'a> {
                 .collect(),
             route: &tenant.route,
             policy: Cow::Borrowed(&tenant.policy),
+            probe: tenant.readiness_probe.as_ref(),
         }
     }
 }
@@ -86,6 +89,7 @@ impl Snapshot {
             digests: tenant.digests(),
             route: &tenant.route,
             policy: Cow::Owned(tenant.policy()),
+            probe: None,
         });
         let snapshot = Snapshot::build(
             sources,
@@ -178,11 +182,19 @@ pub(super) fn validate_routes(
     mut errors: Vec<ValidationError>,
 ) -> Result<(), ValidationErrors> {
     for (i, tenant) in tenants.iter().enumerate() {
-        if let Err(e) = tenant.route.validate(&|_| None) {
-            errors.extend(e.0.into_iter().map(|mut e| {
-                e.path = format!("/tenants/{i}/route{}", e.path);
-                e
-            }));
+        let tables = std::iter::once(("route", &tenant.route)).chain(
+            tenant
+                .readiness_probe
+                .iter()
+                .map(|p| ("readiness_probe", p)),
+        );
+        for (field, table) in tables {
+            if let Err(e) = table.validate(&|_| None) {
+                errors.extend(e.0.into_iter().map(|mut e| {
+                    e.path = format!("/tenants/{i}/{field}{}", e.path);
+                    e
+                }));
+            }
         }
         errors.extend(tenant.policy.problems(&format!("/tenants/{i}")));
     }
@@ -221,6 +233,7 @@ pub(super) fn compile(
     // The counts not reported yet survive a reload, as long as the route keeps a destination.
     let readiness = Readiness::of(
         &route,
+        source.probe,
         previous
             .tenant_by_name(source.name)
             .and_then(|t| t.readiness.as_ref()),

@@ -84,8 +84,8 @@ pub(crate) struct Tenant {
     pub scripts_run_as: crate::reply::RunAs,
     /// Its own thresholds of the slow log, big keys and hot keys (see `tracking`).
     pub tracking: switchyard_schemas::policy::TrackingPolicy,
-    /// Set while its route double-writes (a migration's destination): its commands are then checked against that
-    /// table (see `readiness`).
+    /// Set while its route double-writes (a migration's destination), or it has a readiness probe: its commands
+    /// are then checked against that destination (see `readiness`).
     pub readiness: Option<readiness::Readiness>,
 }
 
@@ -103,11 +103,22 @@ impl Tenant {
             .is_none_or(|interval| self.runtime.admit_op(now, interval))
     }
 
+    /// Whether its commands' keys are checked against a destination (see `places_apart`): each command must then
+    /// take the session's steps, where they are, rather than the direct path.
+    #[inline]
+    pub(crate) fn checks_keys(&self) -> bool {
+        self.readiness.as_ref().is_some_and(|r| r.places_apart)
+    }
+
     /// The destination its commands' keys are checked against, with the counts, while it has one that places
     /// keys apart (see `readiness`).
     pub(crate) fn places_apart(&self) -> Option<(&readiness::Counters, &Secondary)> {
         let readiness = self.readiness.as_ref().filter(|r| r.places_apart)?;
-        Some((&readiness.counters, self.route.secondary()?))
+        let destination = match &readiness.probe {
+            Some(probe) => probe,
+            None => self.route.secondary()?,
+        };
+        Some((&readiness.counters, destination))
     }
 
     /// The databases the tenant's clients may SELECT (see `RoutePlan::databases`).

@@ -55,6 +55,30 @@ impl Secondary {
     pub(crate) fn splits_keys(&self) -> bool {
         self.count > 1 || self.clustered.iter().any(|&c| c)
     }
+    /// Where `table` (a readiness probe's destination) places keys, from the table alone: its placement, and
+    /// which shards a Redis Cluster serves (their primary write resource's URL says). No resource is planned:
+    /// nothing is ever sent there. None for a double-write table, which is no destination.
+    pub(crate) fn of_table(table: &RouteTable) -> Option<Secondary> {
+        let clustered = |target: &Target| {
+            target.write_resources().first().is_some_and(|url| {
+                ResourceUrl::parse(url)
+                    .is_ok_and(|r| matches!(r.kind, ResourceKind::Cluster { .. }))
+            })
+        };
+        match table {
+            RouteTable::Single { target, .. } => Some(Secondary {
+                placement: None,
+                count: 1,
+                clustered: Box::new([clustered(target)]),
+            }),
+            RouteTable::Sharded { hash, shards, .. } => Some(Secondary {
+                placement: (shards.len() > 1).then(|| Placement::new(hash, shards)),
+                count: shards.len(),
+                clustered: shards.iter().map(|s| clustered(&s.target)).collect(),
+            }),
+            RouteTable::DoubleWrite { .. } => None,
+        }
+    }
 }
 
 pub(crate) struct TargetPlan {

@@ -7,7 +7,8 @@ use crate::route::RunTarget;
 use crate::tenancy::DirectKeys;
 
 impl Session {
-    /// Where a request goes untouched, when nothing about it needs a decision: the route is direct (one
+    /// Where a request goes untouched, when nothing about it needs a decision (no readiness check reads its keys:
+    /// `Tenant::checks_keys`): the route is direct (one
     /// resource for reads, one for writes), the session holds no state (transaction, subscription...), and the
     /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
     /// Everything else takes `dispatch`, which would send such a request to the same place. A namespaced
@@ -24,6 +25,7 @@ impl Session {
         if view.generation != self.client.worker.gateway.generation()
             || view.tenant.ops_interval.is_some()
             || view.tenant.runtime.monitors.active()
+            || view.tenant.checks_keys()
             || !self.stateful.is_idle()
             || self.client.replying != Replying::On
         {

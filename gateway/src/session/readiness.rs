@@ -49,12 +49,7 @@ impl Client {
     /// sent to the backend. For a tenant that is not migrating, this one test is all readiness costs.
     #[inline]
     pub(super) fn check_readiness(&mut self, spec: &CommandSpec, args: &[Bytes]) {
-        if self.tenant.as_ref().is_some_and(|v| {
-            v.tenant
-                .readiness
-                .as_ref()
-                .is_some_and(|readiness| readiness.places_apart)
-        }) {
+        if self.tenant.as_ref().is_some_and(|v| v.tenant.checks_keys()) {
             self.count_readiness(spec, args);
         }
     }

@@ -107,6 +107,9 @@ pub struct TenantReadiness {
     /// `config|get`), with their calls: the control plane asks the destination which it knows.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub commands: BTreeMap<String, u64>,
+    /// Counted against the tenant's readiness probe, not a migration's destination.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe: bool,
 }
 
 /// Most distinct command names a report, and the sums the control plane keeps, hold: more than the command table
@@ -167,4 +170,26 @@ pub struct MigrationReadiness {
     pub gateways: Vec<String>,
     /// When the last report arrived (none before the first).
     pub updated_at: Option<String>,
+}
+
+/// `PUT /v1/tenants/{tenant}/readiness-probe`: would the tenant's traffic work on `to`? Gateways check it against
+/// that destination's placement as they do for a migration, without a migration, until the probe is deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadinessProbeSet {
+    /// The destination, as a migration names it: a resource, a target or a whole route table.
+    pub to: super::MigrationDestination,
+}
+
+/// `GET /v1/tenants/{tenant}/readiness-probe`: the probe's destination and its readiness, in a migration's
+/// readiness' shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReadinessProbe {
+    /// The destination, as set (resource names as given).
+    pub to: crate::RouteTable,
+    /// Who set it, and when: the counts start there.
+    pub author: String,
+    pub created_at: String,
+    #[serde(flatten)]
+    pub readiness: MigrationReadiness,
 }

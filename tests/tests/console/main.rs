@@ -261,6 +261,36 @@ async fn an_operators_day_in_the_console() {
         "{listed}"
     );
 
+    // A readiness probe, from the tenant's page: started, shown with its readiness, stopped.
+    browser.fill("#probe-to-input", &new.url()).await;
+    browser.click("#readiness-probe button.primary").await;
+    browser
+        .wait_for(
+            "the probe's readiness",
+            "document.querySelector('#readiness-probe #migration-readiness') !== null",
+        )
+        .await;
+    assert!(
+        browser
+            .text("#probe-to")
+            .await
+            .contains(&new.port().to_string()),
+        "the probe's destination is shown"
+    );
+    cp.expect("GET", "/v1/tenants/acme/readiness-probe", None, 200)
+        .await;
+    browser.click("#readiness-probe button.danger").await;
+    browser
+        .wait_for(
+            "the probe stopped",
+            "document.querySelector('#probe-to-input') !== null",
+        )
+        .await;
+    let (status, _) = cp
+        .call("GET", "/v1/tenants/acme/readiness-probe", None)
+        .await;
+    assert_eq!(status, 404, "stopped");
+
     // Resources: register two, through the form.
     browser.open("#/resources").await;
     browser.on_page("resources").await;

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use switchyard_schemas::RouteTable;
 use switchyard_schemas::api::{
     ReadinessCounts, ReadinessExample, ReadinessKind, TenantReadiness, merge_examples,
 };
@@ -127,6 +128,7 @@ impl Counters {
             counts: found.counts,
             examples,
             commands,
+            probe: false,
         })
     }
 }
@@ -167,36 +169,53 @@ pub(crate) fn report(snapshot: &Snapshot) -> Vec<TenantReadiness> {
         .iter()
         .filter_map(|tenant| {
             let readiness = tenant.readiness.as_ref()?;
-            readiness
+            let mut taken = readiness
                 .counters
-                .take(&tenant.name, &tenant.runtime.counters.commands)
+                .take(&tenant.name, &tenant.runtime.counters.commands)?;
+            taken.probe = readiness.probe.is_some();
+            Some(taken)
         })
         .collect()
 }
 
-/// What a tenant's commands are checked against while its route has a destination, and what was counted.
+/// What a tenant's commands are checked against while it has a destination (its route's secondary table, a
+/// migration's; or else its readiness probe's), and what was counted.
 pub(crate) struct Readiness {
     pub(crate) counters: Arc<Counters>,
+    /// The readiness probe's destination, placement only; none: the route's secondary table.
+    pub(crate) probe: Option<Secondary>,
     /// Whether the destination places keys apart: its commands' keys are then checked (else only the commands
     /// run are reported).
     pub(crate) places_apart: bool,
 }
 
 impl Readiness {
-    /// The readiness of a tenant whose route is `route`, none without a destination; the counts not reported
-    /// yet of `previous` (the tenant's readiness in the snapshot served so far) go on.
+    /// The readiness of a tenant whose route is `route` and readiness probe `probe`, none without a
+    /// destination. A migration's destination comes first: while the route double-writes, the probe waits. The
+    /// counts not reported yet of `previous` (the tenant's readiness in the snapshot served so far) go on while
+    /// they were made against the same kind of destination.
     pub(crate) fn of(
         route: &super::RoutePlan,
+        probe: Option<&RouteTable>,
         previous: Option<&Readiness>,
         commands: &CommandCounters,
     ) -> Option<Readiness> {
-        let destination = route.secondary()?;
-        Some(Readiness {
-            counters: previous.map_or_else(
+        let probe = match route.secondary() {
+            Some(_) => None,
+            None => Some(Secondary::of_table(probe?)?),
+        };
+        let destination = probe.as_ref().or(route.secondary())?;
+        let places_apart = destination.splits_keys();
+        let counters = previous
+            .filter(|previous| previous.probe.is_some() == probe.is_some())
+            .map_or_else(
                 || Arc::new(Counters::new(commands)),
                 |previous| previous.counters.clone(),
-            ),
-            places_apart: destination.splits_keys(),
+            );
+        Some(Readiness {
+            counters,
+            probe,
+            places_apart,
         })
     }
 }

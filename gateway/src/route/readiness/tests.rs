@@ -175,3 +175,43 @@ fn commands_run_are_reported_as_the_difference_since_the_last_report() {
     assert_eq!(taken.commands.get("strlen"), Some(&3));
     assert_eq!(taken.commands.len(), 1);
 }
+
+/// A readiness probe's destination is checked against while the route has none of its own; a migration's
+/// destination comes first; without either there is no readiness, and counts made against one kind of
+/// destination do not go on against the other.
+#[test]
+fn a_probe_is_the_destination_while_the_route_has_none() {
+    let commands = CommandCounters::default();
+    let cluster: RouteTable =
+        serde_json::from_str(r#"{"type":"single","target":"redis-cluster://127.0.0.1:7000"}"#)
+            .unwrap();
+    let single = plan(r#"{"type":"single","target":"redis://127.0.0.1:9"}"#);
+    assert!(Readiness::of(&single, None, None, &commands).is_none());
+    let probed = Readiness::of(&single, Some(&cluster), None, &commands).unwrap();
+    assert!(probed.places_apart);
+    let destination = probed.probe.as_ref().unwrap();
+    assert_eq!(
+        apart(destination, &args(&["MGET", "a", "b"]), &[1, 2]),
+        Some((1, 2))
+    );
+    let again = Readiness::of(&single, Some(&cluster), Some(&probed), &commands).unwrap();
+    assert!(
+        Arc::ptr_eq(&again.counters, &probed.counters),
+        "kept across reloads"
+    );
+
+    let migrating = plan(&double_write(
+        r#"{"type":"single","target":"redis://127.0.0.1:10"}"#,
+    ));
+    let migration = Readiness::of(&migrating, Some(&cluster), Some(&probed), &commands).unwrap();
+    assert!(
+        migration.probe.is_none(),
+        "the migration's destination first"
+    );
+    assert!(
+        !migration.places_apart,
+        "one plain Redis places nothing apart"
+    );
+    assert!(!Arc::ptr_eq(&migration.counters, &probed.counters));
+    assert!(Readiness::of(&single, None, Some(&probed), &commands).is_none());
+}

@@ -1,10 +1,11 @@
 // Tenants: the list (searched by name prefix, paged by name, so it stays quick at any number of tenants), the
-// create form, a tenant's flags, limits and policies, and its credentials.
+// create form, a tenant's flags, limits and policies, its credentials, and its readiness probe.
 
 import { api, enc, query, ApiError } from './api.js';
 import { h, mount, field, showFieldErrors, button, time, badge, revealSecret } from './dom.js';
 import { notice, fail } from './notice.js';
 import { can } from './session.js';
+import { readiness } from './migrations.js';
 
 const PAGE = 50;
 
@@ -95,6 +96,7 @@ const unlines = (text) => text.split('\n').map((s) => s.trim()).filter(Boolean);
 export async function show(main, name) {
   const tenant = await api.get(`/v1/tenants/${enc(name)}`);
   const credentials = h('section', { class: 'card', id: 'credentials' });
+  const probe = h('section', { class: 'card', id: 'readiness-probe' });
   const toggle = button(tenant.disabled ? 'Enable' : 'Disable…', async () => {
     const disabling = !tenant.disabled;
     if (disabling && !confirm(`Disable ${name}? Its clients are refused from the next snapshot on.`)) return;
@@ -108,8 +110,31 @@ export async function show(main, name) {
   mount(main, tenantHeader(name, 'overview'),
     h('div', { class: 'page-head' }, h('p', {}, tenant.disabled ? badge('disabled', 'bad') : badge('enabled', 'good'),
       ' ', tenant.description), can.change() ? toggle : null),
-    h('div', { class: 'columns' }, editForm(tenant), credentials));
-  await showCredentials(credentials, name);
+    h('div', { class: 'columns' }, editForm(tenant), credentials), probe);
+  await Promise.all([showCredentials(credentials, name), showProbe(probe, main, name)]);
+}
+
+// The tenant's readiness probe (docs/migration.md#readiness-without-a-migration): its readiness, or a form to start one.
+async function showProbe(section, main, name) {
+  const path = `/v1/tenants/${enc(name)}/readiness-probe`;
+  let current = null;
+  try { current = await api.get(path); } catch (error) { if (!(error instanceof ApiError && error.status === 404)) throw error; }
+  const act = (run, done) => async () => {
+    try { await run(); notice('ok', done); await show(main, name); } catch (error) { fail(error); }
+  };
+  if (current) {
+    mount(section, h('h2', { text: 'Readiness probe' }),
+      h('p', { class: 'muted' }, 'Towards ', h('code', { id: 'probe-to', text: JSON.stringify(current.to) }), ` since ${time(current.created_at)}.`),
+      readiness(current, true),
+      can.change() ? button('Stop probe', act(() => api.del(path), 'Readiness probe stopped.'), 'danger') : null);
+    return;
+  }
+  if (!can.change()) return;
+  const to = h('input', { id: 'probe-to-input', placeholder: 'resource name or URL' });
+  mount(section, h('h2', { text: 'Readiness probe' }),
+    h('p', { class: 'muted', text: 'Would this tenant\'s traffic work on another deployment? Gateways check its commands against it, without a migration.' }),
+    field('Destination', to, '/to'),
+    button('Start probe', act(() => api.put(path, { to: to.value }), 'Readiness probe started.'), 'primary'));
 }
 
 function editForm(t) {

@@ -9,7 +9,6 @@ use switchyard_schemas::api::{OwnerPolicy, TokenCreate, TokenRole, TokenRotate};
 use crate::client::{Call, Outcome};
 use crate::output::{self, View};
 use crate::session::{Change, Session};
-use crate::tenants::deleted;
 
 const COLUMNS: &[(&str, &str)] = &[
     ("ID", "/id"),
@@ -125,7 +124,7 @@ impl Tokens {
             }
             Tokens::Delete { id } => {
                 let call = Call::new(Method::DELETE, format!("/v1/tokens/{id}"));
-                session.change(Change::new(call, deleted())).await.map(drop)
+                session.change(Change::new(call, View::deleted())).await.map(drop)
             }
         }
     }

@@ -124,7 +124,10 @@ impl Tokens {
             }
             Tokens::Delete { id } => {
                 let call = Call::new(Method::DELETE, format!("/v1/tokens/{id}"));
-                session.change(Change::new(call, View::deleted())).await.map(drop)
+                session
+                    .change(Change::new(call, View::deleted()))
+                    .await
+                    .map(drop)
             }
         }
     }

@@ -29,7 +29,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::PUT,
             path,
             "Check the tenant's live commands against a destination without migrating (replaces its probe)",
-            Access::Admin,
+            Access::Change,
             put(set),
         )
         .request::<ReadinessProbeSet>()
@@ -41,7 +41,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::GET,
             path,
             "What of the tenant's live commands would fail on its probe's destination, across gateways",
-            Access::Admin,
+            Access::TenantRead,
             get(show),
         )
         .reply::<ReadinessProbe>(200)
@@ -51,7 +51,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             Method::DELETE,
             path,
             "Stop the tenant's readiness probe (its counts go with it)",
-            Access::Admin,
+            Access::Change,
             delete(remove),
         )
         .reply_empty(204)

@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Context, Poll, ready};
 
 use bytes::BytesMut;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 use crate::tls::TlsStream;
@@ -47,10 +48,32 @@ impl Stream {
     }
 
     /// Appends what can be read now to `buf`: `Ok(0)` when the peer hung up, `WouldBlock` when nothing came.
+    ///
+    /// On plain TCP, a read that fills less than the room `buf` offers has emptied the socket's receive queue (a
+    /// TCP receive returns what is queued, up to the room): the socket's readiness is then cleared at once, as a
+    /// `WouldBlock` would clear it, instead of by one more receive that would only say `WouldBlock`. That
+    /// receive was one of the three system calls of every non-pipelined request (read the request, write its
+    /// reply), and of every batch of replies from a backend. What arrives later raises a new readiness event: the
+    /// poller is edge-triggered, and tokio keeps readiness that the driver set after the read began (its tick),
+    /// as well as a hang-up.
     #[inline]
     pub(crate) fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
         match self {
-            Stream::Plain(tcp) => tcp.try_read_buf(buf),
+            Stream::Plain(tcp) => {
+                let room = buf.capacity() - buf.len();
+                let mut drained = 0;
+                let read = tcp.try_io(Interest::READABLE, || match tcp.try_read_buf(buf)? {
+                    n @ 1.. if n < room => {
+                        drained = n;
+                        Err(io::ErrorKind::WouldBlock.into()) // clears the readiness; the bytes are in `buf`
+                    }
+                    n => Ok(n),
+                });
+                match read {
+                    Err(e) if drained > 0 && e.kind() == io::ErrorKind::WouldBlock => Ok(drained),
+                    read => read,
+                }
+            }
             Stream::Tls(tls) => tls.try_read_buf(buf),
         }
     }
@@ -119,5 +142,55 @@ impl Stream {
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         self.tcp().as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Waker;
+
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// Whether a read would be tried now, without waiting (a waker that does nothing).
+    fn read_ready(stream: &Stream) -> bool {
+        stream
+            .poll_read_ready(&mut Context::from_waker(Waker::noop()))
+            .is_ready()
+    }
+
+    #[tokio::test]
+    async fn a_short_read_clears_readiness_and_later_bytes_and_a_hang_up_raise_it_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let stream = Stream::Plain(listener.accept().await.unwrap().0);
+        let mut buf = BytesMut::with_capacity(4096);
+
+        client.write_all(b"*1\r\n$4\r\nPING\r\n").await.unwrap();
+        assert_eq!(stream.read_buf(&mut buf).await.unwrap(), 14);
+        // The read took less than the room: the socket is known empty, with no second read to find it so.
+        assert!(!read_ready(&stream));
+
+        client.write_all(b"*1\r\n$4\r\nPING\r\n").await.unwrap();
+        assert_eq!(stream.read_buf(&mut buf).await.unwrap(), 14);
+        assert_eq!(buf.len(), 28);
+
+        // A read that fills the room may leave more behind: readiness stays, and the rest is read.
+        client.write_all(&[b'x'; 100]).await.unwrap();
+        let mut small = BytesMut::with_capacity(64);
+        let room = small.capacity();
+        while small.len() < room {
+            stream.read_buf(&mut small).await.unwrap();
+        }
+        assert!(read_ready(&stream));
+        small.reserve(4096);
+        assert_eq!(stream.read_buf(&mut small).await.unwrap(), 100 - room);
+
+        drop(client);
+        assert_eq!(stream.read_buf(&mut buf).await.unwrap(), 0);
     }
 }

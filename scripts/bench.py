@@ -31,6 +31,9 @@ TARGET_VS_DIRECT = {"set": 0.90, "get": 0.90, "mset30": 0.80, "mget30": 0.80, "g
 # What issue 2 measured for twemproxy/direct on this kind of machine, to tell a slow peer from a slow machine.
 TWEMPROXY_REFERENCE = {"set": "0.87", "get": "0.79", "mset30": "0.54", "mget30": "0.56", "get_p30": "0.19"}
 TARGET_VS_TWEMPROXY = {"set": 0.95, "get": 0.95, "mset30": 1.3, "mget30": 1.3, "get_p30": 3.0}
+# Against predixy in front of the same Redis Cluster with as many worker threads: single-key commands at least
+# level; multi-key and pipelined ones, where the gateway splits by slot and batches per node, well ahead.
+TARGET_VS_PREDIXY = {"set": 1.0, "get": 1.0, "mset30": 1.3, "mget30": 1.3, "get_p30": 1.3}
 # Targets from issue 22: TLS to the gateway and TLS from it to Redis, against TLS straight to Redis.
 TARGET_TLS_VS_DIRECT_TLS = {"set": 0.80, "get": 0.80, "get_p30": 0.60}
 
@@ -168,11 +171,14 @@ SCENARIOS = {
             ("direct", "one redis-server used directly (not a cluster node)"),
             ("gateway", "the gateway, single route to that Redis: its standalone figure"),
             ("gw-cluster", "the gateway, redis-cluster:// route to the 3 masters"),
+            ("predixy", "predixy in front of the same cluster, as many worker threads as the gateway"),
         ],
         [
             Comparison("gw-cluster", "direct", {"mset30": 0.45, "mget30": 0.45, "get_p30": 0.60}, "dir"),
             Comparison("gw-cluster", "gateway", {"set": 0.90, "get": 0.90, "get_p30": 0.90}, "gw"),
+            Comparison("gw-cluster", "predixy", TARGET_VS_PREDIXY, "pdx"),
         ],
+        p99=("gw-cluster", "predixy"),
     ),
 }
 

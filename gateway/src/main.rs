@@ -97,8 +97,9 @@ struct Args {
     /// This gateway's id in heartbeats (default: host name and listen port).
     #[arg(long, env = "SWITCHYARD_GATEWAY_ID")]
     gateway_id: Option<String>,
-    /// Worker threads, each owning its clients and backend connections (default: the CPUs this process may use,
-    /// after affinity and cgroup quotas; 1 when unknown). Lower it when the gateway shares a small host with Redis.
+    /// Worker threads, each owning its clients and backend connections (default: one per CPU this process may
+    /// use, after affinity and cgroup quotas, and one on 2 CPUs or fewer; 1 when unknown). Lower it when the
+    /// gateway shares its host with busy Redis servers.
     #[arg(long, env = "SWITCHYARD_WORKERS", default_value_t = default_workers(), value_parser = parse_workers)]
     workers: usize,
     /// Pipelined connections per backend node and worker.
@@ -230,9 +231,21 @@ fn parse_listen(text: &str) -> Result<Listen, String> {
     }
 }
 
-/// The CPUs this process may run on: the standard library honours the affinity mask and a cgroup CPU quota.
+/// The CPUs this process may run on (the standard library honours the affinity mask and a cgroup CPU quota),
+/// as workers: see [`workers_for`].
 fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    workers_for(std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
+}
+
+/// One worker per CPU, except on a host of 2 CPUs or fewer, which gets one: there the gateway shares the CPUs
+/// with what it serves (Redis, often the clients), and a second worker makes every request dearer (two backend
+/// connections per node, each carrying half the batches) without adding a CPU to work on
+/// (docs/operations.md#workers).
+fn workers_for(cpus: usize) -> usize {
+    match cpus {
+        0..=2 => 1,
+        cpus => cpus,
+    }
 }
 
 /// `--workers`: at least one, since a gateway without workers would accept connections that nothing serves.
@@ -366,4 +379,15 @@ fn default_gateway_id(listen: SocketAddr) -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "gateway".to_string());
     format!("{host}:{}", listen.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::workers_for;
+
+    #[test]
+    fn one_worker_on_small_hosts_one_per_cpu_beyond() {
+        let workers: Vec<usize> = (1..=8).map(workers_for).collect();
+        assert_eq!(workers, [1, 1, 3, 4, 5, 6, 7, 8]);
+    }
 }

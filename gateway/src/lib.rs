@@ -42,6 +42,7 @@ pub use state::{
     ClientLimits, Config, ControlPlaneConfig, RouteSource, TlsListen, parse_bytes,
     parse_output_buffer_limit,
 };
+pub use sync::parse_control_plane_urls;
 pub use tls::{ClientAuth, ListenerFiles};
 
 /// The Redis version the gateway presents itself as (INFO, HELLO): the one its command table came from.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use switchyard_gateway::{
     ClientAuth, ClientLimits, ControlPlaneConfig, Limits, ListenerFiles, MetricsConfig,
-    RouteSource, TlsListen, parse_bytes, parse_output_buffer_limit,
+    RouteSource, TlsListen, parse_bytes, parse_control_plane_urls, parse_output_buffer_limit,
 };
 use switchyard_runtime::telemetry::LogFormat;
 use switchyard_schemas::OutputBufferLimit;
@@ -81,9 +81,11 @@ struct Args {
     /// --control-plane.
     #[arg(long, env = "SWITCHYARD_ROUTES", conflicts_with = "control_plane")]
     routes: Option<PathBuf>,
-    /// The control plane's base URL (e.g. http://127.0.0.1:8080): routes come from its snapshots.
-    #[arg(long, env = "SWITCHYARD_CONTROL_PLANE")]
-    control_plane: Option<String>,
+    /// The control plane's base URL (e.g. http://127.0.0.1:8080): routes come from its snapshots. Several
+    /// replicas: URLs separated by commas, or the flag repeated (a host name with several addresses is a replica
+    /// per address); the gateway follows one and moves to the next when it fails.
+    #[arg(long, env = "SWITCHYARD_CONTROL_PLANE", action = clap::ArgAction::Append)]
+    control_plane: Vec<String>,
     /// CA certificates (PEM) to trust for an https:// control plane, instead of the system's trust store (which
     /// honours SSL_CERT_FILE).
     #[arg(long, env = "SWITCHYARD_CONTROL_PLANE_CA", requires = "control_plane")]
@@ -291,10 +293,11 @@ fn main() -> anyhow::Result<()> {
     let Some(client_address) = args.listen.0.or(args.tls_listen) else {
         anyhow::bail!("--listen off needs --tls-listen: clients must have a way in");
     };
-    let source = match (args.routes, args.control_plane) {
-        (Some(routes), None) => RouteSource::File(routes),
-        (None, Some(url)) => RouteSource::ControlPlane(ControlPlaneConfig {
-            url,
+    let source = match (args.routes, &args.control_plane[..]) {
+        (Some(routes), []) => RouteSource::File(routes),
+        (None, [_, ..]) => RouteSource::ControlPlane(ControlPlaneConfig {
+            urls: parse_control_plane_urls(&args.control_plane)
+                .map_err(|e| anyhow::anyhow!("--control-plane: {e}"))?,
             token: args.gateway_token.unwrap_or_default(),
             ca_file: args.control_plane_ca,
             cache_file: args.cache_file,
@@ -302,9 +305,9 @@ fn main() -> anyhow::Result<()> {
                 .gateway_id
                 .unwrap_or_else(|| default_gateway_id(client_address)),
         }),
-        _ => anyhow::bail!(
-            "give exactly one of --routes (a routes file) and --control-plane (a URL)"
-        ),
+        _ => {
+            anyhow::bail!("give exactly one of --routes (a routes file) and --control-plane (URLs)")
+        }
     };
     switchyard_runtime::telemetry::init_logging(args.log_format);
     let config = switchyard_gateway::Config {

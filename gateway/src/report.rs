@@ -5,15 +5,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::state::{ControlPlaneConfig, Gateway};
+use crate::state::Gateway;
+use crate::sync::Sync;
 
 /// How long one push may take before it is given up (the report is then lost: the next one carries on).
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub(crate) async fn run(
-    gateway: Arc<Gateway>,
-    push: Option<(reqwest::Client, ControlPlaneConfig)>,
-) {
+/// Reports every interval; with a control plane (`push`), to the replica it follows.
+pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
     let interval = gateway.tracking.config.report_interval;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -24,22 +23,17 @@ pub(crate) async fn run(
         let now = Instant::now();
         let covered = now.duration_since(since).as_millis() as u64;
         since = now;
-        let id = push.as_ref().map_or("", |(_, config)| &config.gateway_id);
+        let id = push.as_ref().map_or("", |sync| sync.gateway_id());
         let mut report = gateway.tracking.report(id, covered);
         report.readiness = crate::route::readiness::report(&gateway.snapshot());
-        let Some((client, config)) = &push else {
+        let Some(sync) = &push else {
             continue;
         };
         if report.tenants.is_empty() && report.readiness.is_empty() {
             continue;
         }
-        let url = format!(
-            "{}/v1/gateways/observations",
-            config.url.trim_end_matches('/')
-        );
-        let sent = client
-            .post(&url)
-            .bearer_auth(&config.token)
+        let sent = sync
+            .post("/v1/gateways/observations")
             .json(&report)
             .timeout(PUSH_TIMEOUT)
             .send()

@@ -44,7 +44,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 Arc::clone(&gateway.metrics),
             )?);
             sync.bootstrap(&gateway).await;
-            let push = (sync.client(), control_plane.clone());
+            let push = Arc::clone(&sync);
             tokio::spawn(sync.run(Arc::clone(&gateway)));
             Some(push)
         }

@@ -319,10 +319,12 @@ struct Building {
 /// Where and how to reach the control plane.
 #[derive(Debug, Clone)]
 pub struct ControlPlaneConfig {
-    /// Base URL, e.g. `http://127.0.0.1:8080`.
-    pub url: String,
+    /// The replicas' base URLs, e.g. `http://127.0.0.1:8080`, in the order they are tried (at least one; see
+    /// [`parse_control_plane_urls`](crate::parse_control_plane_urls)).
+    pub urls: Vec<String>,
+    /// Presented to every replica.
     pub token: String,
-    /// The CA certificates (PEM) to trust for an `https` URL instead of the system's store.
+    /// The CA certificates (PEM) to trust for `https` URLs instead of the system's store.
     pub ca_file: Option<PathBuf>,
     /// The last applied snapshot, for starting while the control plane is unreachable.
     pub cache_file: Option<PathBuf>,

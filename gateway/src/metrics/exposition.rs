@@ -20,8 +20,7 @@ use crate::family::Family;
 
 mod format;
 mod histogram;
-pub(super) use format::family;
-use format::labels;
+pub(super) use format::{family, labels};
 pub(super) use histogram::Buckets;
 use histogram::histogram_header;
 

@@ -1,11 +1,13 @@
 //! The gateway as one member of a fleet, in `/metrics`: the control-plane revision it serves, when it last knew
-//! that revision to be current, whether it reaches the control plane, whether it serves its cache file, and the
+//! that revision to be current, whether it reaches the control plane, which replica it follows and how often it
+//! moved to another, whether it serves its cache file, and the
 //! process series every Switchyard binary writes (`switchyard_build_info`, `process_*`). Set by the sync loop
 //! (one store per poll or heartbeat), read by scrapes: nothing here is on the data path.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::exposition::family;
+use super::exposition::{family, labels};
 
 /// What the sync loop last found out about the control plane.
 #[derive(Default)]
@@ -19,6 +21,11 @@ pub(crate) struct SyncHealth {
     synced_at_ms: AtomicU64,
     /// Whether the snapshot served is the cache file's, read at start, with nothing from the control plane since.
     from_cache: AtomicBool,
+    /// The control-plane replicas known (URL, and the address a name's several addresses pin each to), and
+    /// the position of the one followed.
+    replicas: Mutex<(Vec<(String, String)>, usize)>,
+    /// How many times the gateway left the replica it followed for another.
+    failovers: AtomicU64,
 }
 
 impl SyncHealth {
@@ -43,6 +50,16 @@ impl SyncHealth {
     /// Whether a poll ever left the gateway current.
     pub(crate) fn has_synced(&self) -> bool {
         self.synced_at_ms.load(Ordering::Relaxed) != 0
+    }
+
+    /// Records the replicas known, and which of them is followed.
+    pub(crate) fn replicas(&self, replicas: Vec<(String, String)>, followed: usize) {
+        *self.replicas.lock().unwrap_or_else(|e| e.into_inner()) = (replicas, followed);
+    }
+
+    /// Counts a move to another replica.
+    pub(crate) fn failed_over(&self) {
+        self.failovers.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records that the cache file's snapshot is served.
@@ -78,6 +95,32 @@ impl SyncHealth {
             "When the gateway last knew it served the control plane's latest revision (Unix time; 0: never).",
             "gauge",
             global((self.synced_at_ms.load(Ordering::Relaxed) / 1000) as i64),
+        );
+        let following: Vec<(String, i64)> = {
+            let replicas = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+            let (replicas, followed) = &*replicas;
+            replicas
+                .iter()
+                .enumerate()
+                .map(|(i, (url, address))| {
+                    let pairs = [("url", url.as_str()), ("address", address.as_str())];
+                    (labels(&pairs), i64::from(i == *followed))
+                })
+                .collect()
+        };
+        family(
+            out,
+            "switchyard_control_plane_following",
+            "Each control-plane replica known (its URL, and the address when a name's several addresses are replicas): 1 the one followed.",
+            "gauge",
+            following,
+        );
+        family(
+            out,
+            "switchyard_control_plane_failovers_total",
+            "How many times the gateway left the control-plane replica it followed for another.",
+            "counter",
+            global(self.failovers.load(Ordering::Relaxed) as i64),
         );
         family(
             out,
@@ -133,5 +176,19 @@ mod tests {
         assert!(!synced.contains("_timestamp_seconds 0\n"), "{synced}");
         health.reached(false);
         assert!(render(Some(8)).contains("switchyard_control_plane_up 0\n"));
+        let replicas = vec![
+            ("http://a:1".to_string(), String::new()),
+            ("https://cp\"x".to_string(), "10.0.0.2:443".to_string()),
+        ];
+        health.replicas(replicas, 1);
+        health.failed_over();
+        let following = render(Some(8));
+        for series in [
+            "switchyard_control_plane_following{url=\"http://a:1\",address=\"\"} 0\n",
+            "switchyard_control_plane_following{url=\"https://cp\\\"x\",address=\"10.0.0.2:443\"} 1\n",
+            "switchyard_control_plane_failovers_total 1\n",
+        ] {
+            assert!(following.contains(series), "{series}: {following}");
+        }
     }
 }

@@ -23,7 +23,7 @@ pub(in crate::metrics) fn family(
 
 /// A label set as the exposition format writes it (`a="x",b="y"`), every value escaped: tenant names, backend
 /// addresses and certificate sources come from routes files, snapshots and the network.
-pub(super) fn labels(pairs: &[(&str, &str)]) -> String {
+pub(in crate::metrics) fn labels(pairs: &[(&str, &str)]) -> String {
     let mut out = String::new();
     for (i, (name, value)) in pairs.iter().enumerate() {
         let sep = if i == 0 { "" } else { "," };

@@ -27,10 +27,13 @@ pub struct ControlPlane {
     process: Option<Process>,
     dir: ScratchDir,
     http: reqwest::Client,
+    /// Whether dropping it drops the database: not for a [`ControlPlane::replica`], which shares another's.
+    owns_database: bool,
 }
 
 /// The Postgres server a control plane uses: `{base}/{database}{params}` is its URL; the harness' own `psql`
 /// (creating and dropping the database) uses `admin_params` instead.
+#[derive(Clone)]
 struct Postgres {
     base: String,
     params: String,
@@ -141,6 +144,7 @@ impl ControlPlaneBuilder {
             process: None,
             dir: ScratchDir::new("control-plane", port),
             http: http.build().expect("HTTP client"),
+            owns_database: true,
         }
     }
 }
@@ -193,6 +197,25 @@ impl ControlPlane {
         command
     }
 
+    /// Starts another replica over the same database: its own process and port, the same settings. The database
+    /// is this control plane's: drop the replica first.
+    pub fn replica(&self) -> ControlPlane {
+        let port = allocate_port();
+        let mut replica = ControlPlane {
+            port,
+            database: self.database.clone(),
+            postgres: self.postgres.clone(),
+            env: self.env.clone(),
+            https: self.https.clone(),
+            process: None,
+            dir: ScratchDir::new("control-plane", port),
+            http: self.http.clone(),
+            owns_database: false,
+        };
+        replica.restart();
+        replica
+    }
+
     /// Starts the process again on the same port and database (after [`ControlPlane::stop`]).
     pub fn restart(&mut self) {
         let log = self.log_path();
@@ -216,7 +239,12 @@ impl ControlPlane {
 
     /// Sends SIGHUP: the HTTPS certificate is read again.
     pub fn reload(&self) {
-        self.process.as_ref().expect("running").signal("HUP");
+        self.signal("HUP");
+    }
+
+    /// Sends `signal` to the process (`STOP`: the kernel still accepts its connections, nothing answers them).
+    pub fn signal(&self, signal: &str) {
+        self.process.as_ref().expect("running").signal(signal);
     }
 
     /// What the process logged so far.
@@ -367,6 +395,9 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.process = None;
+        if !self.owns_database {
+            return;
+        }
         let _ = self.postgres.psql(
             "postgres",
             &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.database),

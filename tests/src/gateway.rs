@@ -83,10 +83,22 @@ impl GatewayBuilder {
         control_plane: &crate::ControlPlane,
         cache_file: &Path,
     ) -> Gateway {
+        self.start_with_replicas(&[control_plane], cache_file)
+    }
+
+    /// Follows a control plane given as several replicas (`--control-plane URL1,URL2`, in this order), keeping
+    /// its snapshot cache in `cache_file`.
+    pub fn start_with_replicas(
+        self,
+        replicas: &[&crate::ControlPlane],
+        cache_file: &Path,
+    ) -> Gateway {
+        let urls: Vec<String> = replicas.iter().map(|replica| replica.url()).collect();
+        let token = replicas.first().expect("a control plane").gateway_token();
         self.spawn(|_, command| {
             command
-                .args(["--control-plane", &control_plane.url()])
-                .args(["--gateway-token", control_plane.gateway_token()])
+                .args(["--control-plane", &urls.join(",")])
+                .args(["--gateway-token", token])
                 .arg("--cache-file")
                 .arg(cache_file);
             None

@@ -286,12 +286,12 @@ impl Sync {
                     if failed >= replicas {
                         failed = 0;
                         let wait = backoff.next();
+                        let serving = match gateway.snapshot().revision {
+                            Some(revision) => format!("serving revision {revision} as it is"),
+                            None => "no routes yet".to_string(),
+                        };
                         tracing::warn!(
-                            "no control plane answers ({replicas} tried): serving revision {} as it is, retrying in {wait:?}",
-                            gateway
-                                .snapshot()
-                                .revision
-                                .map_or("none".to_string(), |r| r.to_string())
+                            "no control plane answers ({replicas} tried): {serving}, retrying in {wait:?}"
                         );
                         tokio::time::sleep(wait).await;
                     }

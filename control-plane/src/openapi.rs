@@ -61,6 +61,10 @@ pub(crate) const TAGS: &[(&str, &str)] = &[
         "observations",
         "Gateways' reports of each tenant's hot keys, big keys and slow commands",
     ),
+    (
+        "usage",
+        "Each tenant's traffic over the last day, minute by minute, and the busiest tenants now",
+    ),
     ("audit", "Every change: who, what, before and after"),
     ("tokens", "The API's tokens and their roles"),
     ("service", "Health, metrics and this document"),

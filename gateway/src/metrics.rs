@@ -13,6 +13,7 @@ mod commands;
 mod exposition;
 mod fleet;
 mod stats;
+mod usage;
 
 pub(crate) use commands::CommandCounters;
 pub use exposition::MetricsConfig;
@@ -153,6 +154,8 @@ pub(crate) struct TenantCounters {
     closed: [AtomicU64; Closed::ALL.len()],
     /// Whether `/metrics` exports the tenant's own series.
     activity: Activity,
+    /// The counters at the last usage report.
+    usage: usage::UsageMark,
 }
 
 impl TenantCounters {

@@ -1,15 +1,21 @@
 //! Hands what the data path noticed (hot keys, big keys, slow commands: see `tracking`; migration readiness: see
-//! `route::readiness`) to the control plane every report interval, with the gateway's token, apart from heartbeats so
-//! that a large report never delays one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
+//! `route::readiness`; each tenant's usage: see `tenant::TenantRuntime::usage`) to the control plane every report
+//! interval, with the gateway's token, apart from heartbeats so that a large report never delays one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use switchyard_schemas::api::{ObservationReport, TenantUsage};
 
 use crate::state::Gateway;
 use crate::sync::Sync;
 
 /// How long one push may take before it is given up (the report is then lost: the next one carries on).
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Tenants' usage entries per push (a few hundred bytes each): more go in further pushes, so that a body stays
+/// well under the control plane's 2 MiB limit however many tenants are active.
+const USAGE_PER_PUSH: usize = 2000;
 
 /// Reports every interval; with a control plane (`push`), to the replica it follows.
 pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
@@ -29,17 +35,48 @@ pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
         let Some(sync) = &push else {
             continue;
         };
-        if report.tenants.is_empty() && report.readiness.is_empty() {
-            continue;
-        }
-        let sent = sync
-            .post("/v1/gateways/observations")
-            .json(&report)
-            .timeout(PUSH_TIMEOUT)
-            .send()
-            .await;
-        if let Err(e) = sent.and_then(reqwest::Response::error_for_status) {
-            tracing::debug!("tracking report failed: {e}");
+        let mut usage = usage(&gateway).await;
+        let rest = usage.split_off(usage.len().min(USAGE_PER_PUSH));
+        report.usage = usage;
+        let more: Vec<ObservationReport> = rest
+            .chunks(USAGE_PER_PUSH)
+            .map(|chunk| ObservationReport {
+                gateway: report.gateway.clone(),
+                interval_ms: report.interval_ms,
+                tenants: Vec::new(),
+                readiness: Vec::new(),
+                usage: chunk.to_vec(),
+            })
+            .collect();
+        for report in std::iter::once(report).chain(more) {
+            if report.tenants.is_empty() && report.readiness.is_empty() && report.usage.is_empty() {
+                continue;
+            }
+            let sent = sync
+                .post("/v1/gateways/observations")
+                .json(&report)
+                .timeout(PUSH_TIMEOUT)
+                .send()
+                .await;
+            if let Err(e) = sent.and_then(reqwest::Response::error_for_status) {
+                tracing::debug!("tracking report failed: {e}");
+            }
         }
     }
+}
+
+/// Every tenant's usage since the last report, for those with something to say: read off the runtime (a few
+/// microseconds a tenant, which adds up at 100,000).
+async fn usage(gateway: &Arc<Gateway>) -> Vec<TenantUsage> {
+    let gateway = Arc::clone(gateway);
+    tokio::task::spawn_blocking(move || {
+        let snapshot = gateway.snapshot();
+        snapshot
+            .tenants()
+            .iter()
+            .filter_map(|tenant| tenant.runtime.usage(&tenant.name))
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
 }

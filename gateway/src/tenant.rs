@@ -1,12 +1,16 @@
 //! A tenant's runtime state: what the gateway keeps of a tenant while it serves it, carried from snapshot to
 //! snapshot under the tenant's name (`route::build`), so that a reload neither resets a limit nor loses a monitor:
 //! the rate its commands are admitted at, the places its limits bound (client and dedicated backend
-//! connections, held as [`Lease`]s), its monitors, its slow log, and its counters (`metrics::TenantCounters`).
+//! connections, held as [`Lease`]s), its monitors, its slow log, its counters (`metrics::TenantCounters`), and
+//! its credentials' use (connections open with each, and its last AUTH) for the usage reports.
 
+use std::collections::HashMap;
 use std::ops::Deref;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use switchyard_schemas::api::{CredentialUsage, TenantUsage};
 
 use crate::metrics::{TenantCounters, epoch};
 use crate::monitor::Monitors;
@@ -25,6 +29,18 @@ pub(crate) struct TenantState {
     /// The tenant's slow log (`SLOWLOG`).
     pub slowlog: SlowLog,
     rate: RateLimiter,
+    /// Each credential's use, by digest: touched at AUTH and by the reporter only.
+    credentials: Mutex<HashMap<String, Arc<CredentialUse>>>,
+}
+
+/// One credential's use by the tenant's clients on this gateway, and what the last report said of it.
+#[derive(Default)]
+struct CredentialUse {
+    open: AtomicI64,
+    /// Its last successful AUTH, in milliseconds since the Unix epoch; 0: none.
+    last_auth_ms: AtomicU64,
+    reported_open: AtomicI64,
+    reported_auth_ms: AtomicU64,
 }
 
 impl Deref for TenantRuntime {
@@ -56,6 +72,59 @@ impl TenantRuntime {
     pub(crate) fn lease_dedicated(&self, max: i64) -> Option<Lease> {
         Lease::take(self, |state| &state.counters.dedicated, Some(max))
     }
+
+    fn credential(&self, digest: &str) -> Arc<CredentialUse> {
+        let mut credentials = self.credentials.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = credentials.get(digest) {
+            return Arc::clone(known);
+        }
+        let usage = Arc::new(CredentialUse::default());
+        credentials.insert(digest.to_string(), Arc::clone(&usage));
+        usage
+    }
+
+    /// The tenant's part of a usage report (see `metrics::UsageMark`), `None` when it has nothing to say: no
+    /// traffic, no connection and no credential's use changed since the last report.
+    pub(crate) fn usage(&self, tenant: &str) -> Option<TenantUsage> {
+        let delta = self.counters.usage_since_report();
+        let credentials = self.credentials_since_report();
+        if delta.is_idle() && credentials.is_empty() {
+            return None;
+        }
+        Some(TenantUsage {
+            tenant: tenant.to_string(),
+            commands: delta.commands,
+            errors: delta.errors,
+            bytes_in: delta.bytes_in,
+            bytes_out: delta.bytes_out,
+            connections: delta.connections,
+            p99_us: delta.p99_us,
+            credentials,
+        })
+    }
+
+    /// The credentials with connections open, or whose count or last AUTH changed since the last report; one
+    /// neither held by a connection nor changed is forgotten, so that the map holds only credentials in use.
+    fn credentials_since_report(&self) -> Vec<CredentialUsage> {
+        let mut credentials = self.credentials.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reported = Vec::new();
+        credentials.retain(|digest, usage| {
+            let open = usage.open.load(Ordering::Relaxed);
+            let auth = usage.last_auth_ms.load(Ordering::Relaxed);
+            let new_auth = auth != usage.reported_auth_ms.swap(auth, Ordering::Relaxed);
+            let changed = open != usage.reported_open.swap(open, Ordering::Relaxed);
+            if open > 0 || changed || new_auth {
+                reported.push(CredentialUsage {
+                    digest: digest.clone(),
+                    connections: open,
+                    last_auth_ms: new_auth.then_some(auth as i64),
+                });
+            }
+            Arc::strong_count(usage) > 1
+        });
+        reported.sort_by(|a, b| a.digest.cmp(&b.digest));
+        reported
+    }
 }
 
 /// One of a tenant's places that a limit bounds (a client connection, a dedicated backend connection), counted
@@ -63,6 +132,8 @@ impl TenantRuntime {
 pub(crate) struct Lease {
     runtime: TenantRuntime,
     counter: fn(&TenantState) -> &AtomicI64,
+    /// For a client connection: the credential it authenticated with, whose connections it counts too.
+    credential: Option<Arc<CredentialUse>>,
 }
 
 impl Lease {
@@ -81,13 +152,33 @@ impl Lease {
         Some(Lease {
             runtime: runtime.clone(),
             counter,
+            credential: None,
         })
+    }
+
+    /// The same place, now counted as `digest`'s (the credential a client connection has just authenticated
+    /// with; `None` for the open tenant), that credential's last AUTH being now.
+    pub(crate) fn authenticated(mut self, digest: Option<&str>) -> Lease {
+        if let Some(before) = self.credential.take() {
+            before.open.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(digest) = digest {
+            let usage = self.runtime.credential(digest);
+            usage.open.fetch_add(1, Ordering::Relaxed);
+            let now = crate::tracking::unix_micros() / 1000;
+            usage.last_auth_ms.store(now.max(1), Ordering::Relaxed);
+            self.credential = Some(usage);
+        }
+        self
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         (self.counter)(&self.runtime).fetch_sub(1, Ordering::AcqRel);
+        if let Some(credential) = &self.credential {
+            credential.open.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -139,6 +230,43 @@ mod tests {
         assert!(runtime.lease_dedicated(2).is_some());
         assert_eq!(runtime.counters.dedicated.load(Ordering::Relaxed), 1);
         assert!(runtime.lease_connection(None).is_some());
+    }
+
+    #[test]
+    fn each_credential_counts_its_connections_and_last_auth_until_reported() {
+        let runtime = TenantRuntime::default();
+        assert_eq!(runtime.usage("t"), None);
+        let lease = |digest| {
+            runtime
+                .lease_connection(None)
+                .map(|place| place.authenticated(Some(digest)))
+        };
+        let (a1, a2, b) = (lease("a"), lease("a"), lease("b"));
+        let usage = runtime.usage("t").expect("two credentials in use");
+        assert_eq!(usage.connections, 3);
+        let counts: Vec<_> = usage
+            .credentials
+            .iter()
+            .map(|c| (c.digest.as_str(), c.connections, c.last_auth_ms.is_some()))
+            .collect();
+        assert_eq!(counts, [("a", 2, true), ("b", 1, true)]);
+        // A connection that authenticates again, as another credential, moves over (a millisecond later: the
+        // last AUTH is a time).
+        std::thread::sleep(Duration::from_millis(2));
+        let a2 = a2.map(|place| place.authenticated(Some("b")));
+        drop((a1, b));
+        let usage = runtime.usage("t").expect("changes");
+        let counts: Vec<_> = usage
+            .credentials
+            .iter()
+            .map(|c| (c.digest.as_str(), c.connections, c.last_auth_ms.is_some()))
+            .collect();
+        assert_eq!(counts, [("a", 0, false), ("b", 1, true)]);
+        // "a" was reported at 0 and is held by no connection: forgotten.
+        assert_eq!(runtime.credentials.lock().map(|c| c.len()).ok(), Some(1));
+        drop(a2);
+        assert_eq!(runtime.usage("t").map(|u| u.credentials.len()), Some(1));
+        assert_eq!(runtime.usage("t"), None);
     }
 
     #[test]

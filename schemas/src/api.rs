@@ -13,8 +13,10 @@ pub use explain::{
     WriteTable,
 };
 
-use crate::{ClientCertificate, CommandRules, RouteTable, TenantLimits, TenantPolicy};
+use crate::{CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
+mod credentials;
+pub use credentials::*;
 mod guard;
 pub use guard::{KeyMove, KeyMoves, MoveEstimate, percent};
 mod readiness;
@@ -23,6 +25,8 @@ mod tokens;
 pub use tokens::*;
 mod tracking;
 pub use tracking::*;
+mod usage;
+pub use usage::*;
 
 /// Every error: a stable machine-readable `error` code, a sentence for people, and per-field details.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -132,49 +136,6 @@ pub struct TenantList {
     /// The last name of a full page (more may follow); absent on the last page and without `limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_after: Option<String>,
-}
-
-/// `POST /v1/tenants/{tenant}/credentials`: without `password` or `client_certificate` the control plane issues
-/// a random secret.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CredentialCreate {
-    #[serde(default)]
-    pub description: String,
-    /// An existing password to import (at least 16 characters), so clients of an old proxy keep working.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
-    /// A client certificate (by its public key) that authenticates clients over mutual TLS, without AUTH.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_certificate: Option<ClientCertificate>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Credential {
-    pub id: i64,
-    pub description: String,
-    /// Whether the secret was imported rather than issued by the control plane (a client certificate is).
-    pub imported: bool,
-    /// For a client certificate credential: which certificate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_certificate: Option<ClientCertificate>,
-    pub created_at: String,
-    pub revoked_at: Option<String>,
-}
-
-/// The answer to `POST .../credentials`: the only time an issued secret is ever shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct CredentialIssued {
-    #[serde(flatten)]
-    pub credential: Credential,
-    /// The issued secret (absent for an imported password, which the caller already knows).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct CredentialList {
-    pub credentials: Vec<Credential>,
 }
 
 /// `POST /v1/resources`

@@ -330,6 +330,27 @@ impl ControlPlane {
         assert_eq!(got, status, "{method} {path}: {value}");
         value
     }
+
+    /// Polls `GET path` until `check` holds of its answer, for at most `within`; returns the last answer.
+    pub async fn poll(
+        &self,
+        path: &str,
+        within: std::time::Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let answer = self.expect("GET", path, None, 200).await;
+            if check(&answer) {
+                return answer;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{path} after {within:?}: {answer}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
 }
 
 impl ControlPlane {

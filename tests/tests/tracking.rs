@@ -75,31 +75,10 @@ async fn connect(
     }
 }
 
-/// Polls `path` on the control plane until `check` holds, for at most `within`; returns the last answer.
-async fn poll(
-    cp: &ControlPlane,
-    path: &str,
-    within: Duration,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + within;
-    loop {
-        let answer = cp.expect("GET", path, None, 200).await;
-        if check(&answer) {
-            return answer;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{path} after {within:?}: {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 /// The tenant's slow log on the control plane, once it has an entry.
 async fn slowlog_of(cp: &ControlPlane, tenant: &str) -> Value {
     let path = format!("/v1/tenants/{tenant}/slowlog");
-    poll(cp, &path, Duration::from_secs(5), |answer| {
+    cp.poll(&path, Duration::from_secs(5), |answer| {
         answer["entries"].as_array().is_some_and(|e| !e.is_empty())
     })
     .await
@@ -108,7 +87,7 @@ async fn slowlog_of(cp: &ControlPlane, tenant: &str) -> Value {
 /// The tenant's big keys on the control plane, once there are `count` of them.
 async fn big_keys(cp: &ControlPlane, tenant: &str, count: usize) -> Value {
     let path = format!("/v1/tenants/{tenant}/big-keys");
-    poll(cp, &path, Duration::from_secs(5), |answer| {
+    cp.poll(&path, Duration::from_secs(5), |answer| {
         answer["keys"]
             .as_array()
             .is_some_and(|keys| keys.len() == count)
@@ -136,13 +115,13 @@ async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
     }
     let _: Vec<Option<String>> = pipe.query_async(&mut con).await.expect("the GETs");
     let sent = Instant::now();
-    let hot = poll(
-        cp,
-        "/v1/tenants/acme/hot-keys",
-        Duration::from_millis(INTERVAL_MS * 2 + 2000),
-        |answer| answer["keys"][0]["key"] == "hot",
-    )
-    .await;
+    let hot = cp
+        .poll(
+            "/v1/tenants/acme/hot-keys",
+            Duration::from_millis(INTERVAL_MS * 2 + 2000),
+            |answer| answer["keys"][0]["key"] == "hot",
+        )
+        .await;
     // One report interval, and the time the report and the poll take.
     assert!(
         sent.elapsed() < Duration::from_millis(INTERVAL_MS + 1500),
@@ -186,13 +165,13 @@ async fn a_hot_key_and_a_big_value_reach_the_control_plane() {
             .find(|k| k["key"] == key)
             .and_then(|k| k["count"].as_u64())
     };
-    let warm = poll(
-        cp,
-        "/v1/tenants/acme/hot-keys",
-        Duration::from_millis(INTERVAL_MS * 2 + 2000),
-        |answer| count_of(answer, "warm").is_some(),
-    )
-    .await;
+    let warm = cp
+        .poll(
+            "/v1/tenants/acme/hot-keys",
+            Duration::from_millis(INTERVAL_MS * 2 + 2000),
+            |answer| count_of(answer, "warm").is_some(),
+        )
+        .await;
     let count = count_of(&warm, "warm").unwrap_or_default();
     assert!((2_000..=4_000).contains(&count), "{warm}");
 
@@ -477,16 +456,17 @@ async fn a_tenants_own_thresholds_replace_the_gateways_for_it_alone() {
     assert_eq!(found("lrange")["elements"], 100, "{big}");
     assert_eq!(found("lrange")["key"], "list", "{big}");
     // The other tenant's were under the gateway's thresholds; the first tenant's reads under its own rate.
-    let hot = poll(
-        cp,
-        "/v1/tenants/plain/hot-keys",
-        Duration::from_millis(INTERVAL_MS * 2 + 2000),
-        // The reads may straddle two reports: wait for the window that holds them all.
-        |answer| {
-            answer["keys"][0]["key"] == "hot" && answer["keys"][0]["count"].as_u64() >= Some(1000)
-        },
-    )
-    .await;
+    let hot = cp
+        .poll(
+            "/v1/tenants/plain/hot-keys",
+            Duration::from_millis(INTERVAL_MS * 2 + 2000),
+            // The reads may straddle two reports: wait for the window that holds them all.
+            |answer| {
+                answer["keys"][0]["key"] == "hot"
+                    && answer["keys"][0]["count"].as_u64() >= Some(1000)
+            },
+        )
+        .await;
     assert!(hot["keys"][0]["count"].as_u64() >= Some(1000), "{hot}");
     let plain = cp
         .expect("GET", "/v1/tenants/plain/big-keys", None, 200)
@@ -546,14 +526,15 @@ async fn the_admin_port_shows_names_and_keys_never_values() {
     assert_eq!(shown["key"], "user:1", "{shown}");
     // The control plane, behind its admin token, has the arguments as the tenant sent them.
     let path = "/v1/tenants/acme/slowlog?limit=1000";
-    let slowlog = poll(cp, path, Duration::from_secs(5), |answer| {
-        answer["entries"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|e| e["args"][2] == "hunter2-password")
-    })
-    .await;
+    let slowlog = cp
+        .poll(path, Duration::from_secs(5), |answer| {
+            answer["entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["args"][2] == "hunter2-password")
+        })
+        .await;
     assert!(slowlog.to_string().contains("\"EX\",\"100\""), "{slowlog}");
     // A key with a NUL byte (which Postgres cannot keep in JSON) arrives escaped, and does not cost the report.
     let () = redis::cmd("SET")
@@ -562,7 +543,7 @@ async fn the_admin_port_shows_names_and_keys_never_values() {
         .query_async(&mut con)
         .await
         .expect("SET");
-    poll(cp, path, Duration::from_secs(5), |answer| {
+    cp.poll(path, Duration::from_secs(5), |answer| {
         answer["entries"][0]["key"] == "nul:\\x00"
     })
     .await;
@@ -614,10 +595,11 @@ async fn a_tenant_whose_slow_log_outgrows_the_report_loses_its_oldest_entries_no
 
     // The quiet tenant's observations all arrive...
     let within = Duration::from_secs(8);
-    let hot = poll(cp, "/v1/tenants/quiet/hot-keys", within, |answer| {
-        answer["keys"][0]["key"] == "hot"
-    })
-    .await;
+    let hot = cp
+        .poll("/v1/tenants/quiet/hot-keys", within, |answer| {
+            answer["keys"][0]["key"] == "hot"
+        })
+        .await;
     assert!(hot["keys"][0]["count"].as_u64() >= Some(500), "{hot}");
     let big = big_keys(cp, "quiet", 1).await;
     assert_eq!(big["keys"][0]["key"], "big", "{big}");
@@ -633,7 +615,7 @@ async fn a_tenant_whose_slow_log_outgrows_the_report_loses_its_oldest_entries_no
             .filter(|e| e["args"][0] == "MSET")
             .count()
     };
-    let loud_log = poll(cp, path, within, |answer| msets(answer) > 0).await;
+    let loud_log = cp.poll(path, within, |answer| msets(answer) > 0).await;
     let kept = msets(&loud_log);
     assert!((10..128).contains(&kept), "{kept} MSETs kept");
     let newest = &loud_log["entries"][0];

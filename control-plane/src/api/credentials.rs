@@ -45,7 +45,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             "listCredentials",
             Method::GET,
             path,
-            "List a tenant's credentials (never their secrets)",
+            "List a tenant's credentials (never their secrets), with their connections open and last use",
             Access::TenantRead,
             get(list),
         )
@@ -144,9 +144,19 @@ async fn list(
 ) -> ApiResult<Json<CredentialList>> {
     let row = lookup::tenant(&state.pool, &tenant).await?;
     let credentials = db::credentials::list(&state.pool, row.id).await?;
-    Ok(Json(CredentialList {
-        credentials: credentials.into_iter().map(Credential::from).collect(),
-    }))
+    let mut used = db::usage::credentials(&state.pool, row.id, super::usage::FRESH).await?;
+    let credentials = credentials
+        .into_iter()
+        .map(|row| {
+            let usage = used.remove(&row.id);
+            Credential {
+                connections: Some(usage.as_ref().map_or(0, |u| u.connections)),
+                last_used: usage.and_then(|u| u.last_used),
+                ..Credential::from(row)
+            }
+        })
+        .collect();
+    Ok(Json(CredentialList { credentials }))
 }
 
 async fn revoke(

@@ -14,6 +14,7 @@ pub(crate) mod snapshot;
 pub(crate) mod system;
 pub(crate) mod tenants;
 pub(crate) mod tokens;
+pub(crate) mod usage;
 
 mod lookup;
 
@@ -44,6 +45,7 @@ pub fn operations() -> Vec<Operation> {
         ("snapshot", snapshot::operations()),
         ("gateways", gateways::operations()),
         ("observations", observations::operations()),
+        ("usage", usage::operations()),
         ("audit", audit::operations()),
         ("tokens", tokens::operations()),
         ("service", system::operations(openapi_document)),

@@ -1,5 +1,5 @@
 //! What gateways notice of tenants' requests: their tracking reports (`POST /v1/gateways/observations`, which
-//! also carry migration readiness, see `api::readiness`), and each tenant's hot keys, big keys and slow log
+//! also carry migration readiness, see `api::readiness`, and tenants' usage, see `api::usage`), and each tenant's hot keys, big keys and slow log
 //! across every gateway (admin only: keys are tenant data).
 
 use std::collections::HashMap;
@@ -38,7 +38,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             "reportObservations",
             Method::POST,
             "/v1/gateways/observations",
-            "A gateway reports its tenants' hot keys, big keys and slow commands",
+            "A gateway reports its tenants' hot keys, big keys, slow commands and usage",
             Access::Gateway,
             post(report),
         )
@@ -115,6 +115,14 @@ async fn report(
 ) -> ApiResult<StatusCode> {
     db::observations::record(&state.pool, &report.gateway, &report.tenants, RETENTION).await?;
     db::readiness::record(&state.pool, &report.gateway, &report.readiness).await?;
+    db::usage::record(
+        &state.pool,
+        &report.gateway,
+        report.interval_ms,
+        &report.usage,
+        super::usage::WINDOW,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -30,6 +30,8 @@ impl From<CredentialRow> for Credential {
             }),
             created_at: timestamp(row.created_at),
             revoked_at: row.revoked_at.map(timestamp),
+            connections: None,
+            last_used: None,
         }
     }
 }

@@ -20,6 +20,7 @@ pub(crate) mod routes;
 pub(crate) mod snapshot;
 pub(crate) mod tenants;
 pub(crate) mod tokens;
+pub(crate) mod usage;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 

@@ -24,3 +24,4 @@ mod tenant_migrations;
 mod tenant_policies;
 mod tenants;
 mod tokens;
+mod usage;

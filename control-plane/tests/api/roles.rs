@@ -70,6 +70,8 @@ const TABLE: &[(&str, &[Who])] = &[
     ("getFleetHotKeys", &[A, O, V]),
     ("getBigKeys", &[A, O, V, T]),
     ("getSlowLog", &[A, O, V, T]),
+    ("getUsage", &[A, O, V]),
+    ("getTenantUsage", &[A, O, V, T]),
     ("listAudit", &[A, O, V]),
     ("createToken", &[A]),
     ("listTokens", &[A]),

@@ -61,6 +61,11 @@ impl CommandCounters {
         })
     }
 
+    /// Every command counted, refused ones included.
+    pub(crate) fn total(&self) -> u64 {
+        self.named().map(|(_, count)| count.calls.total()).sum()
+    }
+
     /// (command, count) for every command counted so far, sorted by name.
     pub(crate) fn counts(&self) -> impl Iterator<Item = (&'static str, i64)> {
         let mut rows: Vec<(&'static str, i64)> = self

@@ -195,13 +195,15 @@ impl Session {
             .local_reply(started, |out| hello_reply(out, protocol, id));
     }
 
-    /// Enters `tenant` (see `Client::enter_tenant`).
+    /// Enters `tenant`, authenticated with `credential` (see `Client::enter_tenant`): the place is counted as the
+    /// credential's, which was used now.
     pub(super) fn enter_tenant(
         &mut self,
         tenant: Arc<Tenant>,
         credential: Option<String>,
         place: Lease,
     ) {
+        let place = place.authenticated(credential.as_deref());
         self.client.enter_tenant(tenant, credential, place);
         self.entered();
     }

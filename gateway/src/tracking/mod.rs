@@ -103,6 +103,7 @@ impl Tracking {
                 interval_ms: 0,
                 tenants: Vec::new(),
                 readiness: Vec::new(),
+                usage: Vec::new(),
             }),
         }
     }

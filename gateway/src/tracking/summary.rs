@@ -38,6 +38,7 @@ impl Tracking {
             interval_ms,
             tenants: Vec::new(),
             readiness: Vec::new(),
+            usage: Vec::new(),
         };
         let (mut observations, slow): (Vec<TenantObservations>, Vec<_>) = tenants
             .into_iter()

@@ -19,6 +19,9 @@ pub struct ObservationReport {
     /// readiness, docs/migration.md#readiness), with what it counted since its last report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub readiness: Vec<super::TenantReadiness>,
+    /// The tenants with traffic or connections since the last report (docs/usage.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<super::TenantUsage>,
 }
 
 /// One tenant's part of an `ObservationReport`.

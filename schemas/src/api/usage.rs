@@ -1,0 +1,109 @@
+//! What gateways report of their tenants' traffic (usage: requests, errors, bytes, connections, and each
+//! credential's connections and last AUTH), and the control plane's views of it over its window (docs/usage.md).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One tenant's traffic on one gateway since that gateway's last report (a part of `ObservationReport`): counts
+/// are what was added over the report's `interval_ms`, `connections` is what is open at the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantUsage {
+    pub tenant: String,
+    /// Commands the tenant's clients sent (refused ones included).
+    pub commands: u64,
+    /// Error replies written to the tenant's clients.
+    pub errors: u64,
+    /// Bytes read from the tenant's clients.
+    pub bytes_in: u64,
+    /// Bytes written to them.
+    pub bytes_out: u64,
+    /// Client connections open in the tenant at the report.
+    pub connections: i64,
+    /// The 99th percentile of the interval's command latency, in microseconds, as the upper bound of its
+    /// histogram bucket; only where the gateway times each tenant (`--metrics-tenant-latency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_us: Option<u64>,
+    /// The credentials with connections open, or whose count or last AUTH changed since the last report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialUsage>,
+}
+
+/// One credential's use on one gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialUsage {
+    /// The credential's digest, as the snapshot carries it.
+    pub digest: String,
+    /// Client connections open that authenticated with it.
+    pub connections: i64,
+    /// Its last successful AUTH (or TLS handshake, for a client certificate) since the last report, in
+    /// milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_auth_ms: Option<i64>,
+}
+
+/// A credential's last successful AUTH, as `GET /v1/tenants/{tenant}/credentials` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CredentialLastUse {
+    /// RFC 3339.
+    pub at: String,
+    /// The gateway it authenticated on.
+    pub gateway: String,
+}
+
+/// A stretch of traffic as rates, every gateway's summed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UsageRates {
+    pub ops_per_sec: f64,
+    pub errors_per_sec: f64,
+    pub bytes_in_per_sec: f64,
+    pub bytes_out_per_sec: f64,
+    /// Client connections open (each gateway's last report, summed).
+    pub connections: i64,
+    /// The highest p99 a gateway reported, in microseconds (absent where not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_us: Option<u64>,
+}
+
+/// One minute of a tenant's traffic (or every tenant's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UsagePoint {
+    /// The minute's start, in seconds since the Unix epoch.
+    pub minute: i64,
+    #[serde(flatten)]
+    pub usage: UsageRates,
+}
+
+/// `GET /v1/tenants/{tenant}/usage`: the tenant's traffic minute by minute over the window, oldest first; a minute
+/// without any report is left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TenantUsageSeries {
+    pub tenant: String,
+    pub points: Vec<UsagePoint>,
+    /// The window the points cover, in seconds.
+    pub window_s: u64,
+    /// The length of one point, in seconds.
+    pub resolution_s: u64,
+}
+
+/// One tenant's traffic now (its last two minutes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TenantUsageNow {
+    pub tenant: String,
+    #[serde(flatten)]
+    pub usage: UsageRates,
+}
+
+/// `GET /v1/usage`: the platform at a glance: the busiest tenants now by ops/s, by errors and by connections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UsageOverview {
+    pub by_ops: Vec<TenantUsageNow>,
+    pub by_errors: Vec<TenantUsageNow>,
+    pub by_connections: Vec<TenantUsageNow>,
+    /// Every tenant's traffic summed, minute by minute over the window.
+    pub total: Vec<UsagePoint>,
+    /// How far back "now" reaches, in seconds.
+    pub recent_s: u64,
+    pub window_s: u64,
+}

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_tests::{ControlPlane, Gateway, RedisServer};
+use switchyard_tests::{ControlPlane, Ctl, Gateway, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_traffic_and_its_credentials_use_reach_the_control_plane() {
@@ -82,6 +82,18 @@ async fn a_tenants_traffic_and_its_credentials_use_reach_the_control_plane() {
     let credential = &listed["credentials"][0];
     assert_eq!(credential["last_used"]["gateway"], "gw-usage", "{listed}");
     assert!(credential["last_used"]["at"].is_string(), "{listed}");
+
+    // The command line shows the same.
+    let ctl = Ctl::new(&cp);
+    let top = ctl.ok(&["tenants", "top", "--by", "connections"]);
+    let row = top.lines().nth(1).unwrap_or_default();
+    assert!(
+        top.starts_with("TENANT") && row.starts_with("acme"),
+        "{top}"
+    );
+    assert_eq!(row.split_whitespace().nth(3), Some("2"), "{top}");
+    let credentials = ctl.ok(&["credentials", "list", "acme"]);
+    assert!(credentials.contains("gw-usage"), "{credentials}");
 
     // The clients leave: the gateway says so once, and the listing counts none.
     drop(cons);

@@ -17,12 +17,16 @@ const COLUMNS: &[(&str, &str)] = &[
     ("IMPORTED", "/imported"),
     ("CREATED", "/created_at"),
     ("REVOKED", "/revoked_at"),
+    ("CONNECTIONS", "/connections"),
+    ("LAST USED", "/last_used/at"),
+    ("ON", "/last_used/gateway"),
     ("DESCRIPTION", "/description"),
 ];
 
 #[derive(Subcommand)]
 pub(crate) enum Credentials {
-    /// List a tenant's credentials (never their secrets).
+    /// List a tenant's credentials (never their secrets), with the connections open with each and its last
+    /// successful AUTH (time and gateway, within the last day).
     #[command(after_help = "Example:\n  switchyard-ctl credentials list shop")]
     List { tenant: String },
     /// Issue a secret (shown once), or import a password or a client certificate.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use reqwest::Method;
 use switchyard_schemas::api::{TenantCreate, TenantPatch};
 
@@ -19,6 +19,25 @@ const COLUMNS: &[(&str, &str)] = &[
 ];
 const ONE: View = View::one(COLUMNS);
 
+/// `tenants top`: each tenant's traffic now (its last two minutes, every gateway's summed).
+const TOP_COLUMNS: &[(&str, &str)] = &[
+    ("TENANT", "/tenant"),
+    ("OPS/S", "/ops_per_sec"),
+    ("ERRORS/S", "/errors_per_sec"),
+    ("CONNECTIONS", "/connections"),
+    ("IN B/S", "/bytes_in_per_sec"),
+    ("OUT B/S", "/bytes_out_per_sec"),
+    ("P99 US", "/p99_us"),
+];
+
+/// What `tenants top` ranks by.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum TopBy {
+    Ops,
+    Errors,
+    Connections,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Tenants {
     /// List every tenant.
@@ -26,6 +45,18 @@ pub(crate) enum Tenants {
         after_help = "Examples:\n  switchyard-ctl tenants list\n  switchyard-ctl tenants list -o json"
     )]
     List,
+    /// The busiest tenants now (their last two minutes, every gateway's summed), by ops/s, errors or
+    /// connections.
+    #[command(after_help = "Examples:\n  \
+        switchyard-ctl tenants top\n  \
+        switchyard-ctl tenants top --by errors --limit 5")]
+    Top {
+        #[arg(long, value_enum, default_value = "ops")]
+        by: TopBy,
+        /// At most this many tenants.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
     /// Show one tenant.
     #[command(after_help = "Example:\n  switchyard-ctl tenants get shop -o yaml")]
     Get { name: String },
@@ -100,6 +131,19 @@ impl Tenants {
                     columns: COLUMNS,
                 };
                 session.show(Call::get("/v1/tenants"), &view).await
+            }
+            Tenants::Top { by, limit } => {
+                let list = match by {
+                    TopBy::Ops => "/by_ops",
+                    TopBy::Errors => "/by_errors",
+                    TopBy::Connections => "/by_connections",
+                };
+                let view = View::Rows {
+                    list,
+                    columns: TOP_COLUMNS,
+                };
+                let call = Call::get(format!("/v1/usage?limit={limit}"));
+                session.show(call, &view).await
             }
             Tenants::Get { name } => session.show(Call::get(path(&name)), &ONE).await,
             Tenants::Create {

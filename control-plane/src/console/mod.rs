@@ -57,6 +57,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("js/audit.js", JS, include_str!("assets/js/audit.js")),
     ("js/session.js", JS, include_str!("assets/js/session.js")),
     ("js/tokens.js", JS, include_str!("assets/js/tokens.js")),
+    ("js/chart.js", JS, include_str!("assets/js/chart.js")),
+    ("js/usage.js", JS, include_str!("assets/js/usage.js")),
 ];
 
 /// `/console`, `/console/` and `/console/{file}`.

@@ -61,8 +61,10 @@ async fn every_file_the_page_needs_is_served_with_the_policy(pool: PgPool) {
         );
         assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
         let source = text(&reply);
+        // The SVG namespace (what `createElementNS` makes chart elements in) is a name, not a place loaded from.
+        let named = source.replace("'http://www.w3.org/2000/svg'", "");
         assert!(
-            !source.contains("http://") && !source.contains("https://"),
+            !named.contains("http://") && !named.contains("https://"),
             "{path} names another origin"
         );
         queue.extend(

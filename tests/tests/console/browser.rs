@@ -132,10 +132,15 @@ impl Browser {
 
     /// Waits until the JavaScript expression `condition` holds; panics with `what` and the page's notice line.
     pub(crate) async fn wait_for(&self, what: &str, condition: &str) {
+        self.wait_for_within(what, condition, PATIENCE).await;
+    }
+
+    /// [`Browser::wait_for`], for at most `patience`.
+    pub(crate) async fn wait_for_within(&self, what: &str, condition: &str, patience: Duration) {
         // An element the condition reads may be between two renders: not there yet is "not yet".
         let script =
             format!("try {{ return Boolean({condition}); }} catch (e) {{ return false; }}");
-        let deadline = Instant::now() + PATIENCE;
+        let deadline = Instant::now() + patience;
         while self.js(&script, vec![]).await != json!(true) {
             if Instant::now() > deadline {
                 let notice = self

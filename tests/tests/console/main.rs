@@ -7,6 +7,7 @@ mod guard;
 mod migration;
 mod roles;
 mod security;
+mod usage;
 
 use std::time::{Duration, Instant};
 

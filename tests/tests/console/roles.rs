@@ -8,7 +8,7 @@ use switchyard_tests::{ADMIN_TOKEN, ControlPlane, RedisServer};
 use crate::browser::Browser;
 
 /// Signs in with `token` and waits for the tenants page.
-async fn sign_in_as(browser: &Browser, token: &str) {
+pub(crate) async fn sign_in_as(browser: &Browser, token: &str) {
     browser.open("").await;
     browser.on_page("sign-in").await;
     browser.fill("#token", token).await;
@@ -105,7 +105,14 @@ async fn each_role_is_offered_only_what_it_may_do() {
     sign_in_as(&browser, ADMIN_TOKEN).await;
     assert_eq!(
         nav(&browser).await,
-        json!(["tenants", "resources", "gateways", "audit", "tokens"])
+        json!([
+            "tenants",
+            "usage",
+            "resources",
+            "gateways",
+            "audit",
+            "tokens"
+        ])
     );
     let viewer = create_token(&browser, "watch", "viewer", "").await;
     let owner = create_token(
@@ -142,7 +149,7 @@ async fn each_role_is_offered_only_what_it_may_do() {
     assert_eq!(browser.text("#whoami").await, "token:watch (viewer)");
     assert_eq!(
         nav(&browser).await,
-        json!(["tenants", "resources", "gateways", "audit"])
+        json!(["tenants", "usage", "resources", "gateways", "audit"])
     );
     assert_eq!(count(&browser, "#tenants tbody tr").await, 2);
     assert_eq!(count(&browser, "#create-tenant").await, 0);

@@ -11,6 +11,7 @@ import * as gateways from './gateways.js';
 import * as migrations from './migrations.js';
 import * as audit from './audit.js';
 import * as tokens from './tokens.js';
+import * as usage from './usage.js';
 import * as session from './session.js';
 
 const main = document.getElementById('main');
@@ -23,6 +24,8 @@ const pages = [
   [/^tenants\/([^/]+)$/, 'tenant', tenants.show],
   [/^tenants\/([^/]+)\/route$/, 'route', routes.edit],
   [/^tenants\/([^/]+)\/history$/, 'history', routes.history],
+  [/^tenants\/([^/]+)\/usage$/, 'tenant-usage', usage.tenant],
+  [/^usage$/, 'usage', usage.overview],
   [/^tenants\/([^/]+)\/migrations$/, 'migrations', migrations.list],
   [/^tenants\/([^/]+)\/migrations\/(\d+)$/, 'migration', migrations.show],
   [/^resources$/, 'resources', resources.list],

@@ -19,6 +19,7 @@ export function tenantHeader(name, active) {
       tab('overview', `#/tenants/${enc(name)}`, 'Overview & credentials'),
       tab('route', `#/tenants/${enc(name)}/route`, 'Route'),
       tab('history', `#/tenants/${enc(name)}/history`, 'History'),
+      tab('usage', `#/tenants/${enc(name)}/usage`, 'Usage'),
       can.readAll() ? tab('migrations', `#/tenants/${enc(name)}/migrations`, 'Migrations') : null));
 }
 
@@ -245,12 +246,14 @@ async function showCredentials(section, tenant) {
     h('h2', { text: 'Credentials' }),
     secretBox,
     h('table', { class: 'list', id: 'credential-list' },
-      h('thead', {}, h('tr', {}, ['Id', 'Description', 'Kind', 'Created', 'State', ''].map((t) => h('th', { text: t })))),
+      h('thead', {}, h('tr', {}, ['Id', 'Description', 'Kind', 'Created', 'State', 'Connections', 'Last used', ''].map((t) => h('th', { text: t })))),
       h('tbody', {}, credentials.map((c) => h('tr', { class: c.revoked_at ? 'revoked' : '' },
         h('td', { text: c.id }), h('td', { text: c.description }),
         h('td', { text: c.client_certificate ? 'client certificate' : c.imported ? 'imported' : 'issued' }),
         h('td', {}, time(c.created_at)),
         h('td', {}, c.revoked_at ? badge('revoked', 'bad') : badge('valid', 'good')),
+        h('td', { class: 'connections', text: c.connections ?? 0 }),
+        h('td', { class: 'last-used' }, c.last_used ? [time(c.last_used.at), h('span', { class: 'muted', text: ` on ${c.last_used.gateway}` })] : h('span', { class: 'muted', text: 'not in the last day' })),
         h('td', {}, c.revoked_at || !may ? null : button('Revoke', async () => {
           if (!confirm(`Revoke credential ${c.id}? Clients using it are refused from the next snapshot on.`)) return;
           try { await api.del(`/v1/tenants/${enc(tenant)}/credentials/${c.id}`); await reload(); } catch (error) { fail(error); }

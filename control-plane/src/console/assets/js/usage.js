@@ -1,0 +1,97 @@
+// Usage: the platform's overview (the busiest tenants now by ops/s, errors and connections; every tenant's
+// traffic over the day) and a tenant's usage (its traffic charts, hot keys, big keys and slow log). Refreshed
+// every 5 seconds while shown. Each credential's last use is in the tenant's credential list.
+
+import { api, enc } from './api.js';
+import { h, mount, time } from './dom.js';
+import { fail } from './notice.js';
+import { lineChart, short } from './chart.js';
+import { tenantHeader } from './tenants.js';
+
+const REFRESH_MS = 5000;
+
+const nowSecs = () => Math.floor(Date.now() / 1000);
+const ms = (us) => (us === undefined || us === null ? undefined : us / 1000);
+
+// How far back the charts reach, in minutes (the API keeps a day).
+function spanSelect(id) {
+  return h('select', { id },
+    [[60, 'last hour'], [360, 'last 6 hours'], [1440, 'last 24 hours']].map(([m, t]) => h('option', { value: m, text: t })));
+}
+
+function charts(points, from, prefix, title) {
+  return h('div', { class: 'charts' },
+    lineChart(`${prefix}-ops`, `${title}ops/s`, points, (p) => p.ops_per_sec, from, nowSecs()),
+    lineChart(`${prefix}-errors`, `${title}errors/s`, points, (p) => p.errors_per_sec, from, nowSecs()),
+    lineChart(`${prefix}-connections`, `${title}connections`, points, (p) => p.connections, from, nowSecs()),
+    lineChart(`${prefix}-p99`, `${title}p99 latency, ms (where timed)`, points, (p) => ms(p.p99_us), from, nowSecs()));
+}
+
+function table(id, headings, rows, empty) {
+  return h('table', { class: 'list', id },
+    h('thead', {}, h('tr', {}, headings.map((t) => h('th', { text: t })))),
+    h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: headings.length, class: 'muted', text: empty }))));
+}
+
+function top(id, title, tenants) {
+  const rows = tenants.map((t) => h('tr', {},
+    h('td', {}, h('a', { href: `#/tenants/${enc(t.tenant)}/usage`, text: t.tenant })),
+    h('td', { text: short(t.ops_per_sec) }), h('td', { text: short(t.errors_per_sec) }),
+    h('td', { text: t.connections }), h('td', { text: t.p99_us === undefined ? '' : short(ms(t.p99_us)) })));
+  return h('section', { class: 'card' }, h('h2', { text: title }),
+    table(id, ['Tenant', 'ops/s', 'errors/s', 'connections', 'p99 ms'], rows, 'None in the last two minutes.'));
+}
+
+export async function overview(main) {
+  const span = spanSelect('usage-span');
+  const body = h('div');
+  const refresh = async () => {
+    const usage = await api.get('/v1/usage?limit=10');
+    const from = nowSecs() - Number(span.value) * 60;
+    mount(body, charts(usage.total.filter((p) => p.minute >= from), from, 'total', 'All tenants: '),
+      h('div', { class: 'columns three' },
+        top('top-ops', 'Busiest by ops/s', usage.by_ops),
+        top('top-errors', 'Most errors', usage.by_errors),
+        top('top-connections', 'Most connections', usage.by_connections)));
+  };
+  span.addEventListener('change', () => refresh().catch(fail));
+  mount(main, h('div', { class: 'page-head' }, h('h1', { text: 'Usage' }), span,
+    h('span', { class: 'muted', text: 'by minute, every gateway summed; "now" is the last two minutes; refreshed every 5 s' })),
+  body);
+  await refresh();
+  const timer = setInterval(() => refresh().catch(fail), REFRESH_MS);
+  return () => clearInterval(timer);
+}
+
+export async function tenant(main, name) {
+  const span = spanSelect('usage-span');
+  const body = h('div');
+  const base = `/v1/tenants/${enc(name)}`;
+  const refresh = async () => {
+    const minutes = Number(span.value);
+    const [usage, hot, big, slow] = await Promise.all([
+      api.get(`${base}/usage?minutes=${minutes}`), api.get(`${base}/hot-keys`),
+      api.get(`${base}/big-keys`), api.get(`${base}/slowlog`)]);
+    mount(body, charts(usage.points, nowSecs() - minutes * 60, 'tenant', ''),
+      h('div', { class: 'columns three' },
+        h('section', { class: 'card' }, h('h2', { text: 'Hot keys (last minute)' }),
+          table('hot-keys', ['Key', 'Accesses'], hot.keys.map((k) => h('tr', {},
+            h('td', { class: 'mono', text: k.key }), h('td', { text: short(k.count) }))), 'No hot key.')),
+        h('section', { class: 'card' }, h('h2', { text: 'Big keys (last hour)' }),
+          table('big-keys', ['Key', 'Command', 'Bytes', 'Gateway'], big.keys.map((k) => h('tr', {},
+            h('td', { class: 'mono', text: k.key ?? '' }), h('td', { text: `${k.command} (${k.direction})` }),
+            h('td', { text: short(k.bytes) }), h('td', { class: 'mono', text: k.gateway }))), 'No big key.')),
+        h('section', { class: 'card' }, h('h2', { text: 'Slow log (last hour)' }),
+          table('slow-log', ['When', 'ms', 'Command', 'Gateway'], slow.entries.map((e) => h('tr', {},
+            h('td', {}, time(new Date(e.timestamp * 1000).toISOString())), h('td', { text: short(ms(e.duration_us)) }),
+            h('td', { class: 'mono', text: e.args.join(' ') }), h('td', { class: 'mono', text: e.gateway }))), 'Nothing slow.'))));
+  };
+  span.addEventListener('change', () => refresh().catch(fail));
+  mount(main, tenantHeader(name, 'usage'),
+    h('div', { class: 'page-head' }, h('h2', { text: 'Traffic' }), span,
+      h('span', { class: 'muted', text: 'every gateway summed, by minute; refreshed every 5 s' })),
+    body);
+  await refresh();
+  const timer = setInterval(() => refresh().catch(fail), REFRESH_MS);
+  return () => clearInterval(timer);
+}

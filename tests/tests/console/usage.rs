@@ -1,0 +1,136 @@
+//! The usage pages under real traffic: two tenants' clients keep sending commands (some failing) through a real
+//! gateway that reports to the control plane; the overview ranks them and draws every tenant's traffic, a
+//! tenant's page draws its own, and its credential list shows where and when each credential was last used. The
+//! charts are checked to hold points and, once the traffic spans two minutes, a line; screenshots are taken of
+//! both pages (docs/console/usage.png, tenant-usage.png).
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard_tests::{ADMIN_TOKEN, ControlPlane, Gateway, RedisServer};
+
+use crate::browser::Browser;
+use crate::roles::sign_in_as;
+
+/// Commands to `tenant` through `gateway` until aborted: pipelines of SETs and GETs, one in 50 an INCR of a
+/// string (an error reply), `per_round` commands a round.
+async fn traffic(gateway: u16, tenant: String, secret: String, per_round: usize) {
+    let url = format!("redis://{tenant}:{secret}@127.0.0.1:{gateway}");
+    let Ok(client) = redis::Client::open(url) else {
+        return;
+    };
+    loop {
+        if let Ok(mut con) = client.get_multiplexed_async_connection().await {
+            loop {
+                let mut pipe = redis::pipe();
+                for i in 0..per_round {
+                    match i % 50 {
+                        0 => pipe.cmd("INCR").arg("text").ignore(),
+                        1 => pipe.cmd("SET").arg("text").arg("not a number").ignore(),
+                        n if n % 2 == 0 => pipe.cmd("GET").arg(format!("k{i}")).ignore(),
+                        _ => pipe.cmd("SET").arg(format!("k{i}")).arg("v").ignore(),
+                    };
+                }
+                let sent: redis::RedisResult<()> = pipe.query_async(&mut con).await;
+                // An error reply is expected (the INCR); a connection lost is not: connect again.
+                if let Err(e) = &sent
+                    && (e.is_io_error() || e.is_connection_dropped())
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_pages_draw_real_traffic() {
+    let redis = RedisServer::start();
+    let cp = ControlPlane::start();
+    let cache = std::env::temp_dir().join(format!(
+        "switchyard-console-usage-{}.json",
+        std::process::id()
+    ));
+    let gateway = Gateway::builder()
+        .arg("--tracking-report-interval-ms")
+        .arg("500")
+        .arg("--gateway-id")
+        .arg("gw-eu-1")
+        .arg("--metrics-tenant-latency")
+        .start_with_control_plane(&cp, &cache);
+    let mut load = Vec::new();
+    for (tenant, per_round) in [("acme", 200), ("globex", 50)] {
+        let secret = cp
+            .create_tenant(tenant, json!({"type": "single", "target": redis.url()}))
+            .await;
+        load.push(tokio::spawn(traffic(
+            gateway.port(),
+            tenant.into(),
+            secret,
+            per_round,
+        )));
+    }
+    let browser = Browser::start(&cp.url()).await;
+    sign_in_as(&browser, ADMIN_TOKEN).await;
+
+    browser.open("#/usage").await;
+    browser.on_page("usage").await;
+    let charted = |id: &str| {
+        format!(
+            "Number(document.getElementById('{id}')?.dataset.points) > 0 && Number(document.getElementById('{id}').dataset.max) > 0"
+        )
+    };
+    browser
+        .wait_for(
+            "the overview's charts and rankings",
+            &format!(
+                "{} && {} && {} && document.querySelector('#top-ops tbody tr td')?.textContent === 'acme' && document.querySelectorAll('#top-connections tbody tr').length === 2",
+                charted("total-ops"),
+                charted("total-errors"),
+                charted("total-connections"),
+            ),
+        )
+        .await;
+    // Once the traffic spans two minutes, each chart draws a line (a minute alone is a dot).
+    browser
+        .wait_for_within(
+            "a line over two minutes",
+            "Number(document.getElementById('total-ops').dataset.points) >= 2 && document.querySelector('#total-ops polyline') !== null",
+            Duration::from_secs(90),
+        )
+        .await;
+    browser.screenshot("usage").await;
+
+    browser.open("#/tenants/acme/usage").await;
+    browser.on_page("tenant-usage").await;
+    browser
+        .wait_for(
+            "acme's charts",
+            &format!(
+                "{} && {} && {} && {} && document.querySelector('#tenant-ops polyline') !== null",
+                charted("tenant-ops"),
+                charted("tenant-errors"),
+                charted("tenant-connections"),
+                charted("tenant-p99"),
+            ),
+        )
+        .await;
+    browser.screenshot("tenant-usage").await;
+
+    browser.open("#/tenants/acme").await;
+    browser.on_page("tenant").await;
+    browser
+        .wait_for(
+            "the credential's last use",
+            "document.querySelector('#credential-list .last-used')?.textContent.includes('gw-eu-1') && document.querySelector('#credential-list .connections')?.textContent === '1'",
+        )
+        .await;
+    browser.assert_same_origin_only().await;
+    for task in load {
+        task.abort();
+    }
+    browser.close().await;
+    let _ = std::fs::remove_file(&cache);
+}

@@ -26,15 +26,15 @@ from typing import NamedTuple
 # Workload ids name the result files; scripts/bench defines the commands.
 WORKLOAD_LABELS = {"set": "SET", "get": "GET", "mset30": "MSET30", "mget30": "MGET30", "get_p30": "GET -P30"}
 
-# Targets from issue 2: gateway/direct at least this; gateway/twemproxy at least this.
+# Targets: gateway/direct at least this; gateway/twemproxy at least this.
 TARGET_VS_DIRECT = {"set": 0.90, "get": 0.90, "mset30": 0.80, "mget30": 0.80, "get_p30": 0.70}
-# What issue 2 measured for twemproxy/direct on this kind of machine, to tell a slow peer from a slow machine.
+# What was measured for twemproxy/direct on this kind of machine, to tell a slow peer from a slow machine.
 TWEMPROXY_REFERENCE = {"set": "0.87", "get": "0.79", "mset30": "0.54", "mget30": "0.56", "get_p30": "0.19"}
 TARGET_VS_TWEMPROXY = {"set": 0.95, "get": 0.95, "mset30": 1.3, "mget30": 1.3, "get_p30": 3.0}
 # Against predixy in front of the same Redis Cluster with as many worker threads: single-key commands at least
 # level; multi-key and pipelined ones, where the gateway splits by slot and batches per node, well ahead.
 TARGET_VS_PREDIXY = {"set": 1.0, "get": 1.0, "mset30": 1.3, "mget30": 1.3, "get_p30": 1.3}
-# Targets from issue 22: TLS to the gateway and TLS from it to Redis, against TLS straight to Redis.
+# Targets: TLS to the gateway and TLS from it to Redis, against TLS straight to Redis.
 TARGET_TLS_VS_DIRECT_TLS = {"set": 0.80, "get": 0.80, "get_p30": 0.60}
 
 
@@ -68,7 +68,7 @@ class Scenario(NamedTuple):
 
 SCENARIOS = {
     "standalone": Scenario(
-        "standalone: one Redis behind each proxy (targets of issue 2)",
+        "standalone: one Redis behind each proxy",
         ["set", "get", "mset30", "mget30", "get_p30"],
         [
             ("direct", "redis-server itself"),
@@ -79,11 +79,11 @@ SCENARIOS = {
             Comparison("gateway", "direct", TARGET_VS_DIRECT, "dir"),
             Comparison("gateway", "twemproxy", TARGET_VS_TWEMPROXY, "twem"),
         ],
-        Peer("twemproxy", "direct", TWEMPROXY_REFERENCE, "issue 2's reference on 2 cores"),
+        Peer("twemproxy", "direct", TWEMPROXY_REFERENCE, "reference on 2 cores"),
         ("gateway", "twemproxy"),
     ),
     "sharded": Scenario(
-        "sharded: 3 standalone Redis shards behind each proxy (targets of issue 3)",
+        "sharded: 3 standalone Redis shards behind each proxy",
         ["mset30", "mget30"],
         [
             ("direct", "one redis-server used directly: the standalone scenario's, not one of the shards"),
@@ -94,10 +94,10 @@ SCENARIOS = {
             Comparison("gw-shard3", "direct", {"mset30": 0.60, "mget30": 0.60}, "dir"),
             Comparison("gw-shard3", "twem-shard3", {"mset30": 1.3, "mget30": 1.3}, "twem"),
         ],
-        Peer("twem-shard3", "direct", {"mset30": "0.44-0.45", "mget30": "0.44-0.45"}, "issue 3's reference"),
+        Peer("twem-shard3", "direct", {"mset30": "0.44-0.45", "mget30": "0.44-0.45"}, "reference"),
     ),
     "double-write": Scenario(
-        "double-write: SET through the gateway, written to one backend or to two (targets of issue 3)",
+        "double-write: SET through the gateway, written to one backend or to two",
         ["set"],
         [
             ("gateway", "the gateway, single route to one Redis (A): single-write"),
@@ -110,7 +110,7 @@ SCENARIOS = {
         ],
     ),
     "resp3": Scenario(
-        "resp3: the standalone workloads from RESP3 clients (redis-benchmark -3) beside RESP2 ones (issue 18)",
+        "resp3: the standalone workloads from RESP3 clients (redis-benchmark -3) beside RESP2 ones",
         ["set", "get", "mset30", "mget30", "get_p30"],
         [
             ("direct", "redis-server itself, RESP2 clients"),
@@ -124,7 +124,7 @@ SCENARIOS = {
         ],
     ),
     "tls": Scenario(
-        "tls: the standalone workloads over TLS, direct and through the gateway, beside plain TCP (issue 22)",
+        "tls: the standalone workloads over TLS, direct and through the gateway, beside plain TCP",
         ["set", "get", "mset30", "mget30", "get_p30"],
         [
             ("direct", "redis-server itself, plain TCP"),
@@ -141,8 +141,7 @@ SCENARIOS = {
         ],
     ),
     "namespace": Scenario(
-        "namespace: the gateway with a tenant key namespace (every key prefixed) against the same route without one"
-        " (issue 24)",
+        "namespace: the gateway with a tenant key namespace (every key prefixed) against the same route without one",
         ["set", "get", "mset30", "mget30", "get_p30"],
         [
             ("gateway", "the gateway, single route to one Redis, tenant without a namespace"),
@@ -154,7 +153,7 @@ SCENARIOS = {
     ),
     "tracking": Scenario(
         "tracking: the gateway with slow log, big-key and hot-key tracking on (its default) against the same"
-        " gateway with --tracking off (issue 25)",
+        " gateway with --tracking off",
         ["set", "get", "get_p30"],
         [
             ("gateway", "the gateway, single route to one Redis, tracking on"),
@@ -165,7 +164,7 @@ SCENARIOS = {
         ],
     ),
     "cluster": Scenario(
-        "cluster: the gateway in front of a 3-master Redis Cluster (targets of issue 4)",
+        "cluster: the gateway in front of a 3-master Redis Cluster",
         ["set", "get", "mset30", "mget30", "get_p30"],
         [
             ("direct", "one redis-server used directly (not a cluster node)"),

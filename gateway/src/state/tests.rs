@@ -434,7 +434,7 @@ fn a_delta_that_does_not_apply_is_refused_and_the_snapshot_served_stays() {
     assert_eq!(names, ["b"]);
 }
 
-/// The cost figure of issue 23 (not a check, so ignored): a full snapshot of 100,000 tenants, then one-tenant
+/// The cost figure at scale (not a check, so ignored): a full snapshot of 100,000 tenants, then one-tenant
 /// deltas, each timed from the body received to the snapshot published. In a release build:
 /// `cargo test --release -p switchyard-gateway --lib -- --ignored --nocapture one_tenant_deltas_at_100000`.
 #[test]

@@ -160,9 +160,10 @@ struct Args {
     /// On SIGTERM, how long clients get to finish their commands in flight, in milliseconds.
     #[arg(long, env = "SWITCHYARD_SHUTDOWN_GRACE_MS", default_value_t = 5000)]
     shutdown_grace_ms: u64,
-    /// Longest bulk string a client may send, in bytes.
-    #[arg(long, env = "SWITCHYARD_MAX_BULK_LEN", default_value_t = Limits::default().max_bulk_len)]
-    max_bulk_len: usize,
+    /// Longest bulk string a client may send, and longest string a tenant's request may make Redis build, in bytes
+    /// with an optional unit (k, kb, m, mb, g, gb).
+    #[arg(long, env = "SWITCHYARD_MAX_BULK_LEN", default_value = "512mb", value_parser = parse_bytes)]
+    max_bulk_len: u64,
     /// Most arguments in one command.
     #[arg(long, env = "SWITCHYARD_MAX_ARGS", default_value_t = Limits::default().max_args)]
     max_args: usize,
@@ -334,7 +335,7 @@ fn main() -> anyhow::Result<()> {
         backend_maxclients: args.backend_maxclients,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         limits: Limits {
-            max_bulk_len: args.max_bulk_len,
+            max_bulk_len: usize::try_from(args.max_bulk_len).unwrap_or(usize::MAX),
             max_args: args.max_args,
             max_inline_len: args.max_inline_len,
             unauthenticated: false,

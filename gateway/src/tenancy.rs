@@ -9,6 +9,7 @@
 //! On a shared Redis, a non-admin tenant's pub/sub channels live in its own namespace ([`Channels`]).
 
 mod channels;
+mod cost;
 mod namespace;
 mod policies;
 mod reading;
@@ -19,21 +20,23 @@ use crate::cmd::{Command, CommandSpec, Policy};
 use crate::resp::{self, Protocol, Request};
 
 pub(crate) use channels::Channels;
+pub(crate) use cost::refusal as cost_refusal;
 pub(crate) use namespace::DirectKeys;
 pub(crate) use namespace::Namespace;
 pub(crate) use policies::Policies;
 pub(crate) use reading::{Reading, reading, understand};
 
 /// The command's [`Policy`]: the command table's (`Policy::of`), and `Checked` where these rules look at a command
-/// the table would forward untouched: one refused to some tenants, or read otherwise than by its key specs
-/// ([`reading`]).
+/// the table would forward untouched: one refused to some tenants, read otherwise than by its key specs
+/// ([`reading`]), or whose cost to the server its arguments set ([`cost`]).
 pub(crate) fn policy(spec: &CommandSpec) -> Policy {
     match Policy::of(spec) {
         Policy::Verbatim
-            if !matches!(
-                reading::reading(spec),
-                Reading::Specs | Reading::Keyless | Reading::Database
-            ) =>
+            if cost::is_bounded(spec.id)
+                || !matches!(
+                    reading::reading(spec),
+                    Reading::Specs | Reading::Keyless | Reading::Database
+                ) =>
         {
             Policy::Checked
         }
@@ -331,6 +334,8 @@ mod tests {
             "flushdb",
             "migrate",
             "debug",
+            "setbit",
+            "srandmember",
         ] {
             assert_eq!(policy_of(name), Policy::Checked, "{name}");
         }

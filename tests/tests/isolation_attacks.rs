@@ -1,7 +1,8 @@
 //! The attacks of the "isolation by construction" issue, each tried as a hostile tenant would and checked on the
 //! backend itself: a crafted `RESTORE` that crashes a shared Redis, `SCRIPT DEBUG` that freezes it, repeated
 //! options and keys spelled like options that write past a tenant's database or namespace, command rules that
-//! stopped at the script boundary, and forged keyspace notifications.
+//! stopped at the script boundary, and forged keyspace notifications; and requests of a few bytes whose arguments
+//! alone would make a shared Redis build hundreds of megabytes or walk every tenant's keys.
 
 use std::time::Duration;
 
@@ -11,6 +12,11 @@ use switchyard_tests::{Gateway, RawClient, RedisServer};
 /// Tenants on one shared Redis: `alpha` on database 1, `beta` on database 2, `a` and `b` sharing database 3 by
 /// key namespace, `nodel` on database 4 with `DEL` denied.
 fn platform(shared: &RedisServer) -> Gateway {
+    Gateway::start(&tenants(shared))
+}
+
+/// The routes of [`platform`].
+fn tenants(shared: &RedisServer) -> serde_json::Value {
     let at = |db: u32| format!("{}/{db}", shared.url());
     let tenant = |name: &str, db: u32| {
         json!({"name": name, "passwords": [format!("{name}-password")],
@@ -22,7 +28,7 @@ fn platform(shared: &RedisServer) -> Gateway {
     b["namespace"] = json!("b:");
     let mut nodel = tenant("nodel", 4);
     nodel["commands"] = json!({"deny": ["del", "@admin"]});
-    Gateway::start(&json!({"tenants": [tenant("alpha", 1), tenant("beta", 2), a, b, nodel]}))
+    json!({"tenants": [tenant("alpha", 1), tenant("beta", 2), a, b, nodel]})
 }
 
 fn client(gateway: &Gateway, tenant: &str) -> RawClient {
@@ -328,4 +334,134 @@ fn a_shared_redis_runs_its_tenants_scripts_as_its_operator_says() {
         let written: String = redis::cmd("GET").arg("k").query(&mut direct).unwrap();
         assert_eq!(written, name);
     }
+}
+
+/// What a shared Redis was made to hold: its `used_memory`.
+fn used_memory(shared: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(&mut backend(shared, 0))
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|bytes| bytes.trim().parse().ok())
+        .expect("used_memory in INFO")
+}
+
+#[test]
+fn a_few_bytes_never_make_a_shared_redis_build_more_than_a_request_may_carry() {
+    let shared = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--max-bulk-len")
+        .arg("1mb")
+        .start(&tenants(&shared));
+    let before = used_memory(&shared);
+    // `a` has a key namespace in a shared database, `alpha` a database of its own.
+    let mut clients = [client(&gateway, "a"), client(&gateway, "alpha")];
+    let offset_error = "-ERR bit offset is not an integer or out of range\r\n";
+    let too_long = "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n";
+    for (tenant, args, error) in [
+        (
+            0,
+            &[&b"SETBIT"[..], b"bits", b"8388608", b"1"][..],
+            offset_error,
+        ),
+        (1, &[b"SETBIT", b"bits", b"3000000000", b"1"], offset_error),
+        (0, &[b"SETRANGE", b"s", b"1048576", b"x"], too_long),
+        (1, &[b"SETRANGE", b"s", b"400000000", b"x"], too_long),
+        (
+            0,
+            &[
+                b"BITFIELD",
+                b"f",
+                b"GET",
+                b"u8",
+                b"0",
+                b"SET",
+                b"u8",
+                b"#1048576",
+                b"1",
+            ],
+            offset_error,
+        ),
+        (
+            1,
+            &[b"BITFIELD", b"f", b"INCRBY", b"u8", b"300000000", b"1"],
+            offset_error,
+        ),
+    ] {
+        assert_eq!(
+            text(&call(&mut clients[tenant], args)),
+            error,
+            "{:?}",
+            text(&args.concat())
+        );
+    }
+    let [mut a, mut alpha] = clients;
+    // Inside a transaction too: refused when queued, and the transaction is discarded.
+    assert_eq!(call(&mut a, &[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(
+        text(&call(&mut a, &[b"SETBIT", b"bits", b"8388608", b"1"])),
+        offset_error
+    );
+    assert!(text(&call(&mut a, &[b"EXEC"])).starts_with("-EXECABORT"));
+    // Up to the bound, as Redis.
+    assert_eq!(
+        call(&mut a, &[b"SETBIT", b"bits", b"8388607", b"1"]),
+        b":0\r\n"
+    );
+    assert_eq!(
+        call(&mut alpha, &[b"SETRANGE", b"s", b"1048575", b"x"]),
+        b":1048576\r\n"
+    );
+    let mut direct = backend(&shared, 3);
+    let stored: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut direct).unwrap();
+    assert_eq!(
+        stored,
+        ["a:bits"],
+        "only the request within the bound was stored"
+    );
+    assert!(
+        used_memory(&shared) < before + 8 * 1024 * 1024,
+        "the shared Redis did not grow"
+    );
+
+    // A reply of two billion elements of a one-member set.
+    assert_eq!(call(&mut a, &[b"SADD", b"set", b"m"]), b":1\r\n");
+    for command in [&b"SRANDMEMBER"[..], b"ZRANDMEMBER", b"HRANDFIELD"] {
+        let reply = text(&call(&mut a, &[command, b"set", b"-2000000000"]));
+        assert!(
+            reply.contains("is refused by the gateway: a negative count asks for 2000000000"),
+            "{reply}"
+        );
+    }
+    let reply = call(&mut a, &[b"SRANDMEMBER", b"set", b"-3"]);
+    assert_eq!(reply, b"*3\r\n$1\r\nm\r\n$1\r\nm\r\n$1\r\nm\r\n");
+    assert_alive(&shared);
+}
+
+#[test]
+fn a_namespaced_tenants_scan_walks_a_bounded_part_of_the_shared_database() {
+    let shared = RedisServer::start();
+    let gateway = platform(&shared);
+    // Another tenant's 20,000 keys in the shared database.
+    let mut direct = backend(&shared, 3);
+    let mut pipe = redis::pipe();
+    for i in 0..20_000 {
+        pipe.cmd("SET").arg(format!("b:{i}")).arg(i).ignore();
+    }
+    pipe.query::<()>(&mut direct).unwrap();
+    let mut a = client(&gateway, "a");
+    // A count this large would walk the whole database in one call (the cursor would come back 0): the gateway
+    // asks for 1,000 buckets, and the scan goes on from the cursor Redis gives.
+    let reply = text(&call(&mut a, &[b"SCAN", b"0", b"COUNT", b"100000000"]));
+    assert!(reply.starts_with("*2\r\n$"), "{reply}");
+    assert!(
+        !reply.starts_with("*2\r\n$1\r\n0\r\n"),
+        "one call walked the whole database: {reply}"
+    );
+    assert!(
+        reply.ends_with("\r\n*0\r\n"),
+        "none of b's keys is a's: {reply}"
+    );
 }

@@ -29,7 +29,13 @@ impl Client {
         };
         let tenant = &view.tenant;
         let refused = tenancy::refusal(spec, tenant.allow_admin)
-            .or_else(|| tenancy::argument_refusal(spec, request.args(), tenant.allow_admin));
+            .or_else(|| tenancy::argument_refusal(spec, request.args(), tenant.allow_admin))
+            .or_else(|| {
+                let limits = &self.worker.gateway.config.limits;
+                (!tenant.allow_admin)
+                    .then(|| tenancy::cost_refusal(spec, request.args(), limits))
+                    .flatten()
+            });
         if let Some(refusal) = refused {
             return Err(refusal);
         }

@@ -11,9 +11,9 @@ use super::case::{Arg, Case, Command, Wrap};
 use super::grammar::{ArgKind, ArgShape, CommandShape};
 use super::platform::{Place, SEEDED_KEYS, TENANTS};
 use super::vocabulary::{
-    CHANNELS, CONFIG_PARAMETERS, DATABASES, DEBUG_SUBCOMMANDS, DEEP_READS, DOUBLES, INTEGERS,
-    LIBRARIES, LUA_SCRIPTS, PATTERNS, SECTIONS, UNIX_TIMES, UNKILLABLE_SCRIPT, USERNAMES, VALUES,
-    WEIRD_KEYS,
+    CHANNELS, CONFIG_PARAMETERS, DATABASES, DEBUG_SUBCOMMANDS, DEEP_READS, DOUBLES, GIGABYTES,
+    INTEGERS, LIBRARIES, LUA_SCRIPTS, PATTERNS, SECTIONS, UNIX_TIMES, UNKILLABLE_SCRIPT, USERNAMES,
+    VALUES, WEIRD_KEYS,
 };
 
 /// Cases in a row sent by one attacker: the digest of every other tenant's data is compared after each window,
@@ -81,6 +81,7 @@ impl Drawer {
             pool,
             case_keys,
             tokens: Vec::new(),
+            scripted: matches!(wrap, Wrap::EvalKeys | Wrap::EvalArgv | Wrap::Fcall),
         };
         let shape = self.pick_command(&mut drawing.rng);
         let mut commands = vec![drawing.command(shape)];
@@ -185,6 +186,8 @@ struct Drawing<'a> {
     case_keys: Vec<Vec<u8>>,
     /// The tokens of the command being drawn.
     tokens: Vec<String>,
+    /// The case's commands run inside a script (see `GIGABYTES`).
+    scripted: bool,
 }
 
 impl Drawing<'_> {
@@ -384,6 +387,9 @@ impl Drawing<'_> {
             }
             ArgKind::Integer if name == "numkeys" => {
                 pick(&mut self.rng, &["0", "1", "2", "3", "-1", "100"])
+            }
+            ArgKind::Integer if !self.scripted && self.rng.u8(0..10) == 0 => {
+                pick(&mut self.rng, GIGABYTES)
             }
             ArgKind::Integer => pick(&mut self.rng, INTEGERS),
             ArgKind::Double => pick(&mut self.rng, DOUBLES),

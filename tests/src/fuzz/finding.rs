@@ -15,6 +15,7 @@ pub(super) enum Kind {
     DataChanged,
     ForeignData,
     StateChanged,
+    MemoryGrew,
     BackendDied,
     BackendFroze,
     GatewayDown,
@@ -27,6 +28,7 @@ impl Kind {
         matches!(
             self,
             Kind::StateChanged
+                | Kind::MemoryGrew
                 | Kind::BackendDied
                 | Kind::BackendFroze
                 | Kind::GatewayDown
@@ -45,6 +47,9 @@ impl Kind {
             Kind::DataChanged => "another space's data changed",
             Kind::ForeignData => "another tenant's data copied into the attacker's keys",
             Kind::StateChanged => "server-wide state changed",
+            Kind::MemoryGrew => {
+                "the shared Redis grew past 64 MB (a request made it build far more than it carried)"
+            }
             Kind::BackendDied => "the shared Redis died",
             Kind::BackendFroze => "the shared Redis froze (no answer within 2 s)",
             Kind::GatewayDown => "the gateway stopped accepting connections",
@@ -124,7 +129,11 @@ pub(super) fn foreign_events(events: &[Event], attacker: &Tenant) -> Vec<Finding
 /// the case's commands and wrap.
 pub(super) fn class(finding: &Finding, case: &Case) -> String {
     match finding.kind {
-        Kind::StateChanged | Kind::BackendFroze | Kind::OracleCut | Kind::GatewayDown => finding
+        Kind::StateChanged
+        | Kind::MemoryGrew
+        | Kind::BackendFroze
+        | Kind::OracleCut
+        | Kind::GatewayDown => finding
             .detail
             .lines()
             .next()

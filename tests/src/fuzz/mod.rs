@@ -3,8 +3,8 @@
 //! from a hostile grammar, each sent through the gateway as one attacker tenant on a connection of its own, and
 //! after each the backend itself is checked: no keyspace event on a key the attacker does not own, no other
 //! tenant's canary in its replies, Redis alive and answering within 2 s; after each window of cases (and on
-//! replay, after each case) every other space's data byte for byte, a full read of every value, and the
-//! server-wide state. A failing case is replayed from a fresh backend, alone and then with the earlier case it
+//! replay, after each case) every other space's data byte for byte, a full read of every value, the
+//! server-wide state, and the server's memory (a request must not make it build more than a request may carry). A failing case is replayed from a fresh backend, alone and then with the earlier case it
 //! needs, and reported as a `redis-cli` snippet with the seed and case number to run it again.
 //!
 //! `tests/tests/isolation_fuzz.rs` runs it; `scripts/fuzz-isolation` runs long ones (docs/operations.md,

@@ -260,6 +260,19 @@ impl ServerState {
     }
 }
 
+/// The most memory the shared Redis may use: the seeded data and every case's own small writes take a few MB; a
+/// request that makes Redis build more than the gateway lets a request carry (`--max-bulk-len 8mb` here) shows.
+pub(crate) const MEMORY_BOUND: u64 = 64 << 20;
+
+/// The shared Redis' `used_memory`.
+pub(crate) fn used_memory(con: &mut redis::Connection) -> Result<u64> {
+    let info: String = redis::cmd("INFO").arg("memory").query(con)?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|bytes| bytes.trim().parse().ok())
+        .context("used_memory in INFO memory")
+}
+
 /// Walks every value of every database (`DEBUG DIGEST`): a forged value the attacker restored into its own key
 /// takes Redis down on its first full read, here rather than at an unlucky tenant's read later.
 pub(crate) fn read_everything(platform: &Platform) -> Result<()> {

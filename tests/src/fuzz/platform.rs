@@ -458,11 +458,15 @@ fn start_backend(port: Option<u16>) -> RedisServer {
 }
 
 /// One worker: every client connection then shares the same backend connections, so that a state one case leaves
-/// on them meets the next case there on every replay, not only when both land on the same worker.
+/// on them meets the next case there on every replay, not only when both land on the same worker. Requests carry
+/// at most 8 MB, as an operator of a shared Redis would set it, so that a case that makes Redis build more shows
+/// in its memory ([`oracle::MEMORY_BOUND`]).
 fn start_gateway(backend_port: u16) -> Gateway {
     Gateway::builder()
         .arg("--workers")
         .arg("1")
+        .arg("--max-bulk-len")
+        .arg("8mb")
         .start(&routes(backend_port))
 }
 

@@ -271,6 +271,13 @@ impl Runner {
                 detail: summary(&changes),
             });
         }
+        let used = oracle::used_memory(&mut self.admin)?;
+        if used > oracle::MEMORY_BOUND {
+            findings.push(Finding {
+                kind: Kind::MemoryGrew,
+                detail: format!("used_memory {used} bytes"),
+            });
+        }
         Ok(findings)
     }
 

@@ -146,6 +146,11 @@ pub(super) const INTEGERS: &[&str] = &[
     "",
 ];
 
+/// Offsets and counts that would make Redis build gigabytes from a few bytes (a bit offset, a negative count). Drawn
+/// for commands sent as they are or in `MULTI` only: inside a script, what a call builds is bounded by the scripts
+/// policy, not by the gateway (docs/operations.md), and Lua builds such strings by itself anyway.
+pub(super) const GIGABYTES: &[&str] = &["3000000000", "-2000000000"];
+
 pub(super) const DATABASES: &[&str] = &[
     "0", "1", "2", "3", "4", "5", "6", "15", "16", "-1", "00", "+1", " 1",
 ];

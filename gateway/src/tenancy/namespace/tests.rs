@@ -129,6 +129,37 @@ fn scan_and_keys_patterns_are_prefixed_with_glob_characters_escaped() {
 }
 
 #[test]
+fn scan_walks_at_most_a_thousand_buckets_of_the_shared_database() {
+    assert_eq!(
+        sent(
+            "a:",
+            &[
+                "SCAN",
+                "0",
+                "COUNT",
+                "100000000",
+                "MATCH",
+                "k*",
+                "count",
+                "5000"
+            ]
+        ),
+        [
+            "SCAN", "0", "COUNT", "1000", "MATCH", "a:k*", "count", "1000"
+        ]
+    );
+    assert_eq!(
+        sent("a:", &["SCAN", "0", "COUNT", "1000"]),
+        ["SCAN", "0", "COUNT", "1000", "MATCH", "a:*"]
+    );
+    // Not a number: Redis' own error.
+    assert_eq!(
+        sent("a:", &["SCAN", "0", "COUNT", "lots"]),
+        ["SCAN", "0", "COUNT", "lots", "MATCH", "a:*"]
+    );
+}
+
+#[test]
 fn whole_database_commands_are_refused() {
     for name in [
         "flushdb",

@@ -153,6 +153,13 @@ async fn the_usage_pages_draw_real_traffic() {
             "document.querySelector('#credential-list .last-used')?.textContent.includes('gw-eu-1') && document.querySelector('#credential-list .connections')?.textContent === '1'",
         )
         .await;
+    // Times read as the API and the command line give them: ISO 8601 in UTC.
+    browser
+        .wait_for(
+            "the last use in UTC",
+            "/^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ on gw-eu-1$/.test(document.querySelector('#credential-list .last-used').textContent)",
+        )
+        .await;
     browser.assert_same_origin_only().await;
     for task in load {
         task.abort();

@@ -143,6 +143,13 @@ async fn the_usage_pages_draw_real_traffic() {
             ),
         )
         .await;
+    // Its keys, asked of its Redis: the database it shares with globex without a namespace, counted whole.
+    browser
+        .wait_for(
+            "acme's keys",
+            "Number(document.getElementById('keyspace-keys')?.textContent.replace(/,/g, '')) > 0 && document.getElementById('keyspace').textContent.includes('globex')",
+        )
+        .await;
     browser.screenshot("tenant-usage").await;
 
     browser.open("#/tenants/acme").await;

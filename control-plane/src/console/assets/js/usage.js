@@ -79,10 +79,27 @@ export async function overview(main) {
   return () => clearInterval(timer);
 }
 
+// The tenant's keys and their memory, asked of its Redis once when the page opens (not at every refresh).
+function keyspaceCard(keyspace) {
+  const figures = keyspace.error
+    ? h('p', { class: 'error-text', text: `Not known: ${keyspace.error}` })
+    : h('p', {}, h('strong', { id: 'keyspace-keys', text: short(keyspace.keys) }), ' keys, about ',
+      h('strong', { id: 'keyspace-memory', text: `${short((keyspace.memory_bytes || 0) / 1048576)} MiB` }),
+      h('span', { class: 'muted', text: {
+        exact: ' (its own databases: DBSIZE; memory is each server\'s apportioned by its share of the keys)',
+        sampled: ' (a key namespace in shared databases: estimated from a sample of random keys)',
+        shared: ` (every key of databases it shares without a namespace, with ${(keyspace.shared_with || []).join(', ')})`,
+      }[keyspace.method] }));
+  return h('section', { class: 'card', id: 'keyspace' }, h('h2', { text: 'Keys and memory' }), figures,
+    h('p', { class: 'muted' }, 'Asked at ', time(keyspace.asked_at)));
+}
+
 export async function tenant(main, name) {
   const span = spanSelect('usage-span');
   const body = h('div');
   const base = `/v1/tenants/${enc(name)}`;
+  const keyspace = h('div', {}, h('p', { class: 'muted', text: 'Asking its Redis for its keys…' }));
+  api.get(`${base}/keyspace`).then((k) => mount(keyspace, keyspaceCard(k))).catch(fail);
   const refresh = async () => {
     const minutes = Number(span.value);
     const [usage, hot, big, slow] = await Promise.all([
@@ -106,7 +123,7 @@ export async function tenant(main, name) {
   mount(main, tenantHeader(name, 'usage'),
     h('div', { class: 'page-head' }, h('h2', { text: 'Traffic' }), span,
       h('span', { class: 'muted', text: 'every gateway summed, by minute; refreshed every 5 s' })),
-    body);
+    keyspace, body);
   await refresh();
   const timer = setInterval(() => refresh().catch(fail), REFRESH_MS);
   return () => clearInterval(timer);

@@ -19,6 +19,7 @@ mod metrics;
 mod monitor;
 mod net;
 mod proxy_protocol;
+mod reach;
 mod reply;
 mod report;
 mod resp;

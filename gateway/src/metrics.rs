@@ -75,6 +75,27 @@ pub(crate) struct BackendMetrics {
     pub dedicated_refused: AtomicU64,
     /// Its scripts in flight, for `PING` (see `health`).
     pub scripts: crate::health::RunningScripts,
+    /// The last failure of a connection to the node and when (milliseconds since the Unix epoch), for the
+    /// resources' reachability (see `reach`).
+    last_failure: Mutex<Option<(String, i64)>>,
+}
+
+impl BackendMetrics {
+    /// Counts a failure of a connection to the node (a connect refused or timed out, a connection lost).
+    pub(crate) fn failed(&self, reason: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        let at = (crate::tracking::unix_micros() / 1000) as i64;
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((reason.to_string(), at));
+    }
+
+    /// The last failure counted, and when.
+    pub(crate) fn last_failure(&self) -> Option<(String, i64)> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 impl Metrics {

@@ -1,11 +1,12 @@
 //! Hands what the data path noticed (hot keys, big keys, slow commands: see `tracking`; migration readiness: see
-//! `route::readiness`; each tenant's usage: see `tenant::TenantRuntime::usage`) to the control plane every report
+//! `route::readiness`; each tenant's usage: see `tenant::TenantRuntime::usage`; whether each resource is reached:
+//! see `reach`) to the control plane every report
 //! interval, with the gateway's token, apart from heartbeats so that a large report never delays one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard_schemas::api::{ObservationReport, TenantUsage};
+use switchyard_schemas::api::{ObservationReport, ResourceReach, TenantUsage};
 
 use crate::state::Gateway;
 use crate::sync::Sync;
@@ -35,9 +36,10 @@ pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
         let Some(sync) = &push else {
             continue;
         };
-        let mut usage = usage(&gateway).await;
+        let (mut usage, resources) = usage(&gateway).await;
         let rest = usage.split_off(usage.len().min(USAGE_PER_PUSH));
         report.usage = usage;
+        report.resources = resources;
         let more: Vec<ObservationReport> = rest
             .chunks(USAGE_PER_PUSH)
             .map(|chunk| ObservationReport {
@@ -46,10 +48,15 @@ pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
                 tenants: Vec::new(),
                 readiness: Vec::new(),
                 usage: chunk.to_vec(),
+                resources: Vec::new(),
             })
             .collect();
         for report in std::iter::once(report).chain(more) {
-            if report.tenants.is_empty() && report.readiness.is_empty() && report.usage.is_empty() {
+            if report.tenants.is_empty()
+                && report.readiness.is_empty()
+                && report.usage.is_empty()
+                && report.resources.is_empty()
+            {
                 continue;
             }
             let sent = sync
@@ -66,16 +73,19 @@ pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
 }
 
 /// Every tenant's usage since the last report, for those with something to say: read off the runtime (a few
-/// microseconds a tenant, which adds up at 100,000).
-async fn usage(gateway: &Arc<Gateway>) -> Vec<TenantUsage> {
+/// microseconds a tenant, which adds up at 100,000); and whether the gateway reaches each resource of the
+/// routes (see `reach`), which also visits every tenant.
+async fn usage(gateway: &Arc<Gateway>) -> (Vec<TenantUsage>, Vec<ResourceReach>) {
     let gateway = Arc::clone(gateway);
     tokio::task::spawn_blocking(move || {
         let snapshot = gateway.snapshot();
-        snapshot
+        let usage = snapshot
             .tenants()
             .iter()
             .filter_map(|tenant| tenant.runtime.usage(&tenant.name))
-            .collect()
+            .collect();
+        let resources = gateway.reachability.report(&snapshot, &gateway.metrics);
+        (usage, resources)
     })
     .await
     .unwrap_or_default()

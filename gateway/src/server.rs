@@ -205,6 +205,7 @@ fn run_worker(
     let worker = Rc::new(Worker::new(gateway, shutdown));
     let local = tokio::task::LocalSet::new();
     local.spawn_local(relay_control(Rc::clone(&worker)));
+    local.spawn_local(watch_resources(Rc::clone(&worker)));
     local.block_on(&runtime, async {
         let mut sessions = tokio::task::JoinSet::new();
         while let Some((stream, tls)) = streams.recv().await {
@@ -242,5 +243,17 @@ async fn relay_control(worker: Rc<Worker>) {
         if !open {
             return; // the gateway is going away
         }
+    }
+}
+
+/// The worker's look at the upstreams of its routes every `reach::TICK`, for the reports (see `reach`), until the
+/// worker goes.
+async fn watch_resources(worker: Rc<Worker>) {
+    let mut ticker = tokio::time::interval(crate::reach::TICK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let seen = worker.resources_seen();
+        *worker.reach.lock().unwrap_or_else(|e| e.into_inner()) = seen;
     }
 }

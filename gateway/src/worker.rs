@@ -42,6 +42,8 @@ pub(crate) struct Worker {
     detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
     /// Hot and big keys and slow commands noticed here since the last report (see `tracking`).
     pub observed: Arc<Mutex<Observed>>,
+    /// Whether this worker reaches each resource of the routes, at its last look (see `reach`).
+    pub reach: crate::reach::WorkerView,
     /// Command latency by family, of this worker's clients.
     pub latency: Arc<FamilyLatency>,
     pub shutdown: watch::Receiver<bool>,
@@ -60,6 +62,7 @@ impl Worker {
             pinned: RefCell::new(Pinned::default()),
             detached: RefCell::new(HashMap::new()),
             observed: gateway.tracking.worker(),
+            reach: gateway.reachability.worker(),
             latency: gateway.metrics.worker_latency(),
             spares: Rc::new(Spares::new(
                 gateway.config.dedicated_spares,
@@ -93,6 +96,28 @@ impl Worker {
     /// whichever worker the client lands on.
     pub(crate) fn pin_current_routes(&self) {
         drop(self.pinned());
+    }
+
+    /// Whether each resource of the current routes is healthy on this worker, and the nodes it knows now (see
+    /// `reach`).
+    pub(crate) fn resources_seen(&self) -> HashMap<ResourceSpec, crate::reach::Seen> {
+        let pinned = self.pinned();
+        pinned
+            .resources
+            .iter()
+            .map(|spec| {
+                let upstream = self.pool.upstream(spec);
+                let seen = crate::reach::Seen {
+                    healthy: upstream.is_healthy(),
+                    nodes: upstream
+                        .known_script_nodes()
+                        .into_iter()
+                        .map(|node| node.addr)
+                        .collect(),
+                };
+                (spec.clone(), seen)
+            })
+            .collect()
     }
 
     /// The pinned upstreams, replaced first if the snapshot changed since they were opened.

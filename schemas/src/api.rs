@@ -19,6 +19,8 @@ mod credentials;
 pub use credentials::*;
 mod guard;
 pub use guard::{KeyMove, KeyMoves, MoveEstimate, percent};
+mod reachability;
+pub use reachability::*;
 mod readiness;
 pub use readiness::*;
 mod tokens;
@@ -168,6 +170,10 @@ pub struct Resource {
     pub used_by: Vec<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// Whether the gateways reach it (docs/usage.md#resources); in listings and `GET` only, absent where no
+    /// gateway reported it lately.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reachability: Option<ResourceReachability>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

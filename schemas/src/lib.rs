@@ -86,7 +86,9 @@ pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 
 pub use error::{ValidationError, ValidationErrors};
 pub use policy::{CommandRules, IpNet, ScriptsPolicy, TenantPolicy};
-pub use resource::{Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError};
+pub use resource::{
+    Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError, resource_location,
+};
 pub use route::{
     AckMode, HashSpec, ReadPolicy, ReadSet, RouteTable, Shard, SplitTarget, Target, WriteSet,
 };

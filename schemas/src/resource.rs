@@ -103,6 +103,23 @@ pub enum ResourceKind {
     },
 }
 
+/// Where a resource URL points, without any secret: `host:port/db` for a standalone node, else its hosts and
+/// path (a query may hold a script user's or the sentinels' password). Gateways name resources this way in
+/// errors, metrics and their reachability reports, so the control plane finds a registered resource's reports
+/// by its URL's location.
+pub fn resource_location(url: &str) -> String {
+    match ResourceUrl::parse(url) {
+        Ok(ResourceUrl {
+            kind: ResourceKind::Standalone { node, db },
+            ..
+        }) => format!("{node}/{db}"),
+        _ => {
+            let location = url.rsplit('@').next().unwrap_or(url);
+            location.split('?').next().unwrap_or(location).to_string()
+        }
+    }
+}
+
 impl ResourceUrl {
     /// Whether this resource only serves reads (the `-slaves` types).
     pub fn read_only(&self) -> bool {

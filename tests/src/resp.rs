@@ -151,8 +151,14 @@ impl RawClient {
                 ),
             }
         }
+        got.truncate(filled);
+        // What differs is shown whole to the end of its line: an error reply cut to the expected length would
+        // hide its cause.
+        if got != expected && !got.is_empty() && !got.ends_with(b"\n") {
+            got.extend(self.read_line());
+        }
         assert_eq!(
-            String::from_utf8_lossy(&got[..filled]),
+            String::from_utf8_lossy(&got),
             String::from_utf8_lossy(expected),
             "reply bytes differ"
         );

@@ -616,3 +616,19 @@ fn help_and_completions() {
         );
     }
 }
+
+/// `completion bash | head`: the reader stops early, and that is no error (no panic, nothing on stderr, exit 0).
+#[test]
+fn a_completion_script_read_in_part_is_no_error() {
+    let bin = switchyard_tests::binary("switchyard-ctl", "SWITCHYARD_CTL_BIN");
+    let output = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(r#""$0" completion bash | head -1; exit "${PIPESTATUS[0]}""#)
+        .arg(&bin)
+        .output()
+        .expect("bash");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    assert_eq!(stderr, "");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);
+}

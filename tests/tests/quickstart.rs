@@ -75,3 +75,38 @@ fn a_component_that_exits_is_shown_with_its_log_and_a_hint() {
     );
     assert!(stderr.contains("hint: free the port"), "{stderr}");
 }
+
+/// Each port comes from a flag or the environment (the flag wins), and a taken one is named with the flag that
+/// moves it.
+#[test]
+fn ports_come_from_flags_or_the_environment() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("its address").port().to_string();
+    let quickstart = |args: &[&str], env: &[(&str, &str)]| {
+        let output = Command::new("timeout")
+            .arg("60s")
+            .arg("scripts/quickstart")
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(workspace())
+            .output()
+            .expect("run timeout");
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let stderr = quickstart(&[], &[("SWITCHYARD_QUICKSTART_GATEWAY_PORT", &port)]);
+    assert!(
+        stderr.contains(&format!("port {port}, for the gateway, is already in use")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--gateway-port N"), "{stderr}");
+    let stderr = quickstart(
+        &["--redis-port", &port],
+        &[("SWITCHYARD_QUICKSTART_REDIS_PORT", "1")],
+    );
+    assert!(
+        stderr.contains(&format!("port {port}, for the Redis, is already in use")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("port 1,"), "{stderr}");
+}

@@ -163,13 +163,7 @@ enum Command {
 
 async fn run(cli: Cli) -> Outcome {
     if let Command::Completion { shell } = cli.command {
-        clap_complete::generate(
-            shell,
-            &mut Cli::command(),
-            "switchyard-ctl",
-            &mut std::io::stdout(),
-        );
-        return Ok(());
+        return completion(shell);
     }
     let Global {
         url,
@@ -208,6 +202,17 @@ async fn run(cli: Cli) -> Outcome {
         Command::Import { file } => system::import(&session, &file).await,
         Command::Health => system::health(&session).await,
         Command::Completion { .. } => Ok(()),
+    }
+}
+
+/// The completion script, written whole or until the reader stops: `completion bash | head` is not an error
+/// (clap_complete's own writer panics on a closed pipe, so the script is made first).
+fn completion(shell: clap_complete::Shell) -> Outcome {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "switchyard-ctl", &mut script);
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
 

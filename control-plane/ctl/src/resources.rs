@@ -2,10 +2,11 @@
 
 use clap::Subcommand;
 use reqwest::Method;
+use serde_json::Value;
 use switchyard_schemas::api::{ResourceCreate, ResourceUpdate};
 
 use crate::client::{Call, Outcome};
-use crate::output::View;
+use crate::output::{View, cell, table};
 use crate::session::{Change, Session};
 
 const COLUMNS: &[(&str, &str)] = &[
@@ -15,10 +16,58 @@ const COLUMNS: &[(&str, &str)] = &[
     ("DESCRIPTION", "/description"),
 ];
 const ONE: View = View::one(COLUMNS);
+/// Listings and `get`: the columns, and HEALTH after the URL.
+const LISTED: View = View::Text(listed);
+
+fn listed(body: &Value) -> String {
+    let resources: Vec<&Value> = match body.get("resources").and_then(Value::as_array) {
+        Some(list) => list.iter().collect(),
+        None => vec![body],
+    };
+    let mut headers: Vec<String> = COLUMNS.iter().map(|(h, _)| h.to_string()).collect();
+    headers.insert(2, "HEALTH".to_string());
+    let rows: Vec<Vec<String>> = resources
+        .iter()
+        .map(|resource| {
+            let mut row: Vec<String> = COLUMNS
+                .iter()
+                .map(|(_, p)| cell(resource.pointer(p)))
+                .collect();
+            row.insert(2, health(resource));
+            row
+        })
+        .collect();
+    table(&headers, &rows)
+}
+
+/// What the gateways say of the resource: `up` (every gateway reaches it), `down (reason)` (none does), `down on
+/// N of M (reason)`, or `-` when no gateway reported it lately.
+fn health(resource: &Value) -> String {
+    let Some(reach) = resource.get("reachability") else {
+        return "-".to_string();
+    };
+    let count = |field: &str| reach.get(field).and_then(Value::as_u64).unwrap_or(0);
+    let (up, down) = (count("up"), count("down"));
+    let reason = reach
+        .get("gateways")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|g| g.get("up") == Some(&Value::Bool(false)))
+        .and_then(|g| g.get("last_error"))
+        .and_then(Value::as_str)
+        .map(|e| format!(" ({e})"))
+        .unwrap_or_default();
+    match (up, down) {
+        (_, 0) => "up".to_string(),
+        (0, _) => format!("down{reason}"),
+        _ => format!("down on {down} of {}{reason}", up + down),
+    }
+}
 
 #[derive(Subcommand)]
 pub(crate) enum Resources {
-    /// List every resource (passwords masked).
+    /// List every resource (passwords masked), with whether the gateways reach it (HEALTH).
     #[command(after_help = "Example:\n  switchyard-ctl resources list")]
     List,
     /// Show one resource.
@@ -59,14 +108,8 @@ fn path(name: &str) -> String {
 impl Resources {
     pub(crate) async fn run(self, session: &Session) -> Outcome {
         let change = match self {
-            Resources::List => {
-                let view = View::Rows {
-                    list: "/resources",
-                    columns: COLUMNS,
-                };
-                return session.show(Call::get("/v1/resources"), &view).await;
-            }
-            Resources::Get { name } => return session.show(Call::get(path(&name)), &ONE).await,
+            Resources::List => return session.show(Call::get("/v1/resources"), &LISTED).await,
+            Resources::Get { name } => return session.show(Call::get(path(&name)), &LISTED).await,
             Resources::Create {
                 name,
                 url,

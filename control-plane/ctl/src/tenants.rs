@@ -30,6 +30,15 @@ const TOP_COLUMNS: &[(&str, &str)] = &[
     ("P99 US", "/p99_us"),
 ];
 
+/// `tenants keyspace`: the tenant's keys and memory, asked of its Redis now.
+const KEYSPACE: View = View::one(&[
+    ("TENANT", "/tenant"),
+    ("KEYS", "/keys"),
+    ("MEMORY BYTES", "/memory_bytes"),
+    ("METHOD", "/method"),
+    ("ERROR", "/error"),
+]);
+
 /// What `tenants top` ranks by.
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum TopBy {
@@ -57,6 +66,12 @@ pub(crate) enum Tenants {
         #[arg(long, default_value_t = 10)]
         limit: usize,
     },
+    /// The tenant's keys and the memory they take, asked of its Redis now: exact where it owns its databases,
+    /// sampled under a key namespace (docs/usage.md#keys-and-memory).
+    #[command(after_help = "Examples:\n  \
+        switchyard-ctl tenants keyspace shop\n  \
+        switchyard-ctl tenants keyspace shop -o json")]
+    Keyspace { name: String },
     /// Show one tenant.
     #[command(after_help = "Example:\n  switchyard-ctl tenants get shop -o yaml")]
     Get { name: String },
@@ -131,6 +146,10 @@ impl Tenants {
                     columns: COLUMNS,
                 };
                 session.show(Call::get("/v1/tenants"), &view).await
+            }
+            Tenants::Keyspace { name } => {
+                let call = Call::get(format!("{}/keyspace", path(&name)));
+                session.show(call, &KEYSPACE).await
             }
             Tenants::Top { by, limit } => {
                 let list = match by {

@@ -4,6 +4,7 @@ pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod gateways;
 pub(crate) mod import;
+pub(crate) mod keyspace;
 pub(crate) mod migrations;
 pub(crate) mod observations;
 pub(crate) mod probes;
@@ -46,6 +47,7 @@ pub fn operations() -> Vec<Operation> {
         ("gateways", gateways::operations()),
         ("observations", observations::operations()),
         ("usage", usage::operations()),
+        ("usage", keyspace::operations()),
         ("audit", audit::operations()),
         ("tokens", tokens::operations()),
         ("service", system::operations(openapi_document)),

@@ -1,5 +1,6 @@
 //! What gateways notice of tenants' requests: their tracking reports (`POST /v1/gateways/observations`, which
-//! also carry migration readiness, see `api::readiness`, and tenants' usage, see `api::usage`), and each tenant's hot keys, big keys and slow log
+//! also carry migration readiness, see `api::readiness`, tenants' usage, see `api::usage`, and whether each
+//! resource is reached, see `api::resources`), and each tenant's hot keys, big keys and slow log
 //! across every gateway (admin only: keys are tenant data).
 
 use std::collections::HashMap;
@@ -38,7 +39,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             "reportObservations",
             Method::POST,
             "/v1/gateways/observations",
-            "A gateway reports its tenants' hot keys, big keys, slow commands and usage",
+            "A gateway reports its tenants' hot keys, big keys, slow commands and usage, and whether it reaches each resource",
             Access::Gateway,
             post(report),
         )
@@ -120,6 +121,13 @@ async fn report(
         &report.gateway,
         report.interval_ms,
         &report.usage,
+        super::usage::WINDOW,
+    )
+    .await?;
+    db::reachability::record(
+        &state.pool,
+        &report.gateway,
+        &report.resources,
         super::usage::WINDOW,
     )
     .await?;

@@ -1,22 +1,26 @@
-//! `/v1/resources`: named backend definitions that routes refer to by name.
+//! `/v1/resources`: named backend definitions that routes refer to by name, and whether the gateways reach them
+//! (what their tracking reports say: `db::reachability`).
 //!
 //! Answers show URLs with their passwords masked (`***`), as the audit log does; an update that sends a URL back
 //! with a masked password keeps the stored one.
+
+use std::collections::HashMap;
 
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::{delete, get, post, put};
 use axum::{Extension, Json};
-use switchyard_schemas::ResourceUrl;
 use switchyard_schemas::api::{
-    ErrorDetail, Resource, ResourceCreate, ResourceList, ResourceUpdate,
+    ErrorDetail, GatewayReach, Resource, ResourceCreate, ResourceList, ResourceReachability,
+    ResourceUpdate,
 };
+use switchyard_schemas::{ResourceUrl, resource_location};
 
 use crate::auth::Access;
 use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
-use crate::db::resources::Lock;
+use crate::db::resources::{Lock, ResourceRow};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
 use crate::openapi::Operation;
@@ -42,7 +46,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             "listResources",
             Method::GET,
             "/v1/resources",
-            "List resources",
+            "List resources, with whether the gateways reach them",
             Access::Read,
             get(list),
         )
@@ -51,7 +55,7 @@ pub(crate) fn operations() -> Vec<Operation> {
             "getResource",
             Method::GET,
             path,
-            "Show a resource",
+            "Show a resource, with whether the gateways reach it",
             Access::Read,
             get(show),
         )
@@ -121,8 +125,9 @@ async fn create(
 
 async fn list(State(state): State<AppState>) -> ApiResult<Json<ResourceList>> {
     let resources = db::resources::list(&state.pool).await?;
+    let reach = reachability(&state).await?;
     Ok(Json(ResourceList {
-        resources: resources.iter().map(|r| r.to_api()).collect(),
+        resources: resources.iter().map(|r| with_reach(r, &reach)).collect(),
     }))
 }
 
@@ -133,7 +138,34 @@ async fn show(
     let row = db::resources::get(&state.pool, &name)
         .await?
         .ok_or_else(|| no_resource(&name))?;
-    Ok(Json(row.to_api()))
+    let reach = reachability(&state).await?;
+    Ok(Json(with_reach(&row, &reach)))
+}
+
+/// Every gateway's fresh view of every location it reports (docs/usage.md#resources).
+async fn reachability(state: &AppState) -> ApiResult<HashMap<String, Vec<GatewayReach>>> {
+    let mut by_location: HashMap<String, Vec<GatewayReach>> = HashMap::new();
+    for row in db::reachability::fresh(&state.pool, super::usage::FRESH).await? {
+        by_location
+            .entry(row.location.clone())
+            .or_default()
+            .push(row.to_api());
+    }
+    Ok(by_location)
+}
+
+/// The resource as listings show it: with the gateways' views of its URL's location.
+fn with_reach(row: &ResourceRow, reach: &HashMap<String, Vec<GatewayReach>>) -> Resource {
+    let mut resource = row.to_api();
+    resource.reachability =
+        reach
+            .get(&resource_location(&row.url))
+            .map(|gateways| ResourceReachability {
+                up: gateways.iter().filter(|g| g.up).count() as u32,
+                down: gateways.iter().filter(|g| !g.up).count() as u32,
+                gateways: gateways.clone(),
+            });
+    resource
 }
 
 /// A new URL must keep every current route that uses the resource valid (e.g. a `-slaves` URL cannot replace

@@ -13,6 +13,7 @@ pub(crate) mod databases;
 pub(crate) mod gateways;
 pub(crate) mod migrations;
 pub(crate) mod observations;
+pub(crate) mod reachability;
 pub(crate) mod readiness;
 pub(crate) mod resources;
 pub(crate) mod revision;

@@ -29,6 +29,7 @@ impl ResourceRow {
             used_by: self.used_by.clone(),
             created_at: timestamp(self.created_at),
             updated_at: timestamp(self.updated_at),
+            reachability: None,
         }
     }
 }

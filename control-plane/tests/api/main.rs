@@ -11,6 +11,7 @@ mod gateways;
 mod import;
 mod migration_destination;
 mod migrations;
+mod reachability;
 mod resources;
 mod roles;
 mod routes;

@@ -72,6 +72,7 @@ const TABLE: &[(&str, &[Who])] = &[
     ("getSlowLog", &[A, O, V, T]),
     ("getUsage", &[A, O, V]),
     ("getTenantUsage", &[A, O, V, T]),
+    ("getTenantKeyspace", &[A, O, V, T]),
     ("listAudit", &[A, O, V]),
     ("createToken", &[A]),
     ("listTokens", &[A]),

@@ -234,10 +234,15 @@ impl RoutePlan {
 
     /// Every resource any shard may use.
     pub(crate) fn resources(&self) -> impl Iterator<Item = &ResourceSpec> {
+        self.resource_plans()
+            .filter_map(|resource| resource.spec.as_ref().ok())
+    }
+
+    /// Every resource any shard names, as planned (those that cannot be served included).
+    pub(crate) fn resource_plans(&self) -> impl Iterator<Item = &Arc<ResourcePlan>> {
         self.shards
             .iter()
             .flat_map(|shard| shard.read.iter().chain(shard.write.iter()))
-            .filter_map(|resource| resource.spec.as_ref().ok())
     }
 
     /// The scripts policy the route's resources set for tenants without one of their own: the strictest of them
@@ -311,17 +316,7 @@ impl TargetPlan {
 impl ResourcePlan {
     pub(crate) fn new(url: &str) -> ResourcePlan {
         let parsed = ResourceUrl::parse(url);
-        let name = match &parsed {
-            Ok(ResourceUrl {
-                kind: ResourceKind::Standalone { node, db },
-                ..
-            }) => format!("{node}/{db}"),
-            // Hosts and path: the query may hold a script user's password.
-            _ => {
-                let location = url.rsplit('@').next().unwrap_or(url);
-                location.split('?').next().unwrap_or(location).to_string()
-            }
-        };
+        let name = switchyard_schemas::resource_location(url);
         let scripts = parsed.as_ref().ok().and_then(|url| url.scripts);
         let spec = match parsed {
             Err(e) => Err(format!("ERR bad resource URL: {e}")),

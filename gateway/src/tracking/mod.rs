@@ -104,6 +104,7 @@ impl Tracking {
                 tenants: Vec::new(),
                 readiness: Vec::new(),
                 usage: Vec::new(),
+                resources: Vec::new(),
             }),
         }
     }

@@ -39,6 +39,7 @@ impl Tracking {
             tenants: Vec::new(),
             readiness: Vec::new(),
             usage: Vec::new(),
+            resources: Vec::new(),
         };
         let (mut observations, slow): (Vec<TenantObservations>, Vec<_>) = tenants
             .into_iter()

@@ -22,6 +22,10 @@ pub struct ObservationReport {
     /// The tenants with traffic or connections since the last report (docs/usage.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<super::TenantUsage>,
+    /// Every resource the gateway's routes use, and whether it reaches it (docs/usage.md#resources); in the
+    /// first post of a report only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<super::ResourceReach>,
 }
 
 /// One tenant's part of an `ObservationReport`.

@@ -107,3 +107,60 @@ pub struct UsageOverview {
     pub recent_s: u64,
     pub window_s: u64,
 }
+
+/// `GET /v1/tenants/{tenant}/keyspace`: how many keys the tenant holds and the memory they take, asked of its
+/// Redis at the request (docs/usage.md#keys-and-memory).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TenantKeyspace {
+    pub tenant: String,
+    /// `exact`: the tenant owns its databases whole, and `keys` is their `DBSIZE`; `sampled`: it shares them
+    /// under a key namespace, and `keys` is the share of random keys in its namespace times `DBSIZE`;
+    /// `shared`: it has no namespace but other tenants (`shared_with`) reach its databases too, and `keys` is
+    /// their `DBSIZE`, everyone's keys there.
+    pub method: KeyspaceMethod,
+    /// The other tenants whose routes reach its databases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<String>,
+    /// Every server's count summed (absent when some server could not be asked: see `error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<u64>,
+    /// The servers' `used_memory`, each apportioned by the tenant's share of the keys it holds (Redis counts
+    /// memory per server, not per database or key prefix): an estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Each server holding the tenant's data (the primary write resource of each shard).
+    pub servers: Vec<ServerKeyspace>,
+    /// Why the figures are missing: no route, or a server that did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When the servers were asked (RFC 3339).
+    pub asked_at: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyspaceMethod {
+    Exact,
+    Sampled,
+    Shared,
+}
+
+/// What one server says of the tenant's database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerKeyspace {
+    /// `host:port`.
+    pub server: String,
+    /// Keys in the tenant's database there (`DBSIZE`).
+    pub db_keys: u64,
+    /// Keys in every database there (`INFO keyspace`).
+    pub server_keys: u64,
+    /// The server's `used_memory`.
+    pub used_memory: u64,
+    /// The tenant's keys there: `db_keys`, or for a namespace its sampled share of them.
+    pub keys: u64,
+    /// With a namespace: random keys drawn (`RANDOMKEY`) and how many were the tenant's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<u32>,
+}

@@ -11,6 +11,14 @@ use crate::browser::Browser;
 pub(crate) async fn sign_in_as(browser: &Browser, token: &str) {
     browser.open("").await;
     browser.on_page("sign-in").await;
+    // Nothing to navigate to before signing in: no links, no sign-out.
+    let shown = browser
+        .js(
+            "return ['nav', 'sign-out', 'whoami'].filter(id => document.getElementById(id).offsetParent !== null)",
+            vec![],
+        )
+        .await;
+    assert_eq!(shown, serde_json::json!([]), "shown on the sign-in page");
     browser.fill("#token", token).await;
     browser.click("#sign-in").await;
     browser.on_page("tenants").await;

@@ -1,8 +1,8 @@
 //! The usage pages under real traffic: two tenants' clients keep sending commands (some failing) through a real
 //! gateway that reports to the control plane; the overview ranks them and draws every tenant's traffic, a
 //! tenant's page draws its own, and its credential list shows where and when each credential was last used. The
-//! charts are checked to hold points and, once the traffic spans two minutes, a line; screenshots are taken of
-//! both pages (docs/console/usage.png, tenant-usage.png).
+//! charts are checked to hold points and, once the traffic spans two minutes, a line; the overview and the
+//! resources page show the resource up, as the gateway sees it; screenshots are taken of both usage pages (docs/console/usage.png, tenant-usage.png).
 
 use std::time::Duration;
 
@@ -60,10 +60,21 @@ async fn the_usage_pages_draw_real_traffic() {
         .arg("gw-eu-1")
         .arg("--metrics-tenant-latency")
         .start_with_control_plane(&cp, &cache);
+    // acme's route names a registered resource, whose health the overview and the resources page show.
+    cp.expect(
+        "POST",
+        "/v1/resources",
+        Some(json!({"name": "shared", "url": redis.url()})),
+        201,
+    )
+    .await;
     let mut load = Vec::new();
-    for (tenant, per_round) in [("acme", 200), ("globex", 50)] {
+    for (tenant, per_round, target) in [
+        ("acme", 200, "shared".to_string()),
+        ("globex", 50, redis.url()),
+    ] {
         let secret = cp
-            .create_tenant(tenant, json!({"type": "single", "target": redis.url()}))
+            .create_tenant(tenant, json!({"type": "single", "target": target}))
             .await;
         load.push(tokio::spawn(traffic(
             gateway.port(),
@@ -101,7 +112,22 @@ async fn the_usage_pages_draw_real_traffic() {
             Duration::from_secs(90),
         )
         .await;
+    browser
+        .wait_for(
+            "the resource's health",
+            "document.querySelector('#resource-health tr[data-resource=\"shared\"] .badge')?.textContent === 'up' && document.querySelector('#resource-health li[data-gateway=\"gw-eu-1\"]') !== null && document.getElementById('resources-summary').textContent.startsWith('1 up, 0 down')",
+        )
+        .await;
     browser.screenshot("usage").await;
+
+    browser.open("#/resources").await;
+    browser.on_page("resources").await;
+    browser
+        .wait_for(
+            "the resources page's health column",
+            "document.querySelector('#resources tr[data-resource=\"shared\"] .health')?.textContent.startsWith('upgw-eu-1: up since')",
+        )
+        .await;
 
     browser.open("#/tenants/acme/usage").await;
     browser.on_page("tenant-usage").await;
@@ -117,6 +143,13 @@ async fn the_usage_pages_draw_real_traffic() {
             ),
         )
         .await;
+    // Its keys, asked of its Redis: the database it shares with globex without a namespace, counted whole.
+    browser
+        .wait_for(
+            "acme's keys",
+            "Number(document.getElementById('keyspace-keys')?.textContent.replace(/,/g, '')) > 0 && document.getElementById('keyspace').textContent.includes('globex')",
+        )
+        .await;
     browser.screenshot("tenant-usage").await;
 
     browser.open("#/tenants/acme").await;
@@ -125,6 +158,13 @@ async fn the_usage_pages_draw_real_traffic() {
         .wait_for(
             "the credential's last use",
             "document.querySelector('#credential-list .last-used')?.textContent.includes('gw-eu-1') && document.querySelector('#credential-list .connections')?.textContent === '1'",
+        )
+        .await;
+    // Times read as the API and the command line give them: ISO 8601 in UTC.
+    browser
+        .wait_for(
+            "the last use in UTC",
+            "/^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ on gw-eu-1$/.test(document.querySelector('#credential-list .last-used').textContent)",
         )
         .await;
     browser.assert_same_origin_only().await;

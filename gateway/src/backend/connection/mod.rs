@@ -265,7 +265,7 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
             Err(_) => "connect timed out".to_string(),
         };
         tracing::warn!(backend = %shared.node.addr, %reason, "backend connection down");
-        shared.metrics.failures.fetch_add(1, Ordering::Relaxed);
+        shared.metrics.failed(&reason);
         *shared.down_reason.borrow_mut() = reason;
         shared.status.set(Status::Down);
         shared.fail_unsent(shared.unavailable());
@@ -284,7 +284,7 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
 /// with the old task's state (their handles answer for themselves).
 fn restart(shared: &Rc<Shared>) {
     tracing::error!(backend = %shared.node.addr, "backend connection task panicked; starting a new one");
-    shared.metrics.failures.fetch_add(1, Ordering::Relaxed);
+    shared.metrics.failed("internal error");
     if shared.status.replace(Status::Down) == Status::Up {
         shared
             .metrics

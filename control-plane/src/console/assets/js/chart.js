@@ -12,7 +12,8 @@ function svg(tag, attrs, text) {
   return el;
 }
 
-const clock = (secs) => new Date(secs * 1000).toLocaleTimeString('en-GB', { hour: '2-digit', minute: '2-digit' });
+// Axis times in UTC, as every other time the console shows (`HH:MMZ`).
+const clock = (secs) => `${new Date(secs * 1000).toISOString().slice(11, 16)}Z`;
 export const short = (n) => Number(n || 0).toLocaleString('en-US', { maximumFractionDigits: n < 10 ? 2 : 0 });
 
 // A chart of `value(point)` over `points` (`{minute, ...}`, oldest first) from `from` to `to` (Unix seconds).

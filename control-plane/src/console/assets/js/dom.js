@@ -63,10 +63,16 @@ export function button(text, onclick, cls) {
   return h('button', { type: 'button', class: cls || 'secondary', onclick }, text);
 }
 
+// A time as the API and the command line show it: ISO 8601 in UTC (to the second), whatever the browser's zone.
+export function utc(at) {
+  return at.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
 export function time(iso) {
   if (!iso) return '';
   const at = new Date(iso);
-  return h('time', { datetime: iso, title: iso }, at.toLocaleString());
+  if (Number.isNaN(at.getTime())) return iso;
+  return h('time', { datetime: iso, title: iso }, utc(at));
 }
 
 export function ago(iso) {

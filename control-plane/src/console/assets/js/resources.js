@@ -1,15 +1,15 @@
-// Resources: the registered backends, who uses each, registering, editing (passwords stay masked: `***` keeps the
-// stored one) and deleting (refused while a current route uses it).
+// Resources: the registered backends, whether the gateways reach each, who uses each, registering, editing
+// (passwords stay masked: `***` keeps the stored one) and deleting (refused while a current route uses it).
 
 import { api, enc, ApiError } from './api.js';
-import { h, mount, field, showFieldErrors, button } from './dom.js';
+import { h, mount, field, showFieldErrors, button, badge, time } from './dom.js';
 import { notice, fail, createFailed } from './notice.js';
 import { can } from './session.js';
 
 export async function list(main) {
   const { resources } = await api.get('/v1/resources');
   const table = h('table', { class: 'list', id: 'resources' },
-    h('thead', {}, h('tr', {}, ['Name', 'URL', 'Description', 'Used by', ''].map((t) => h('th', { text: t })))),
+    h('thead', {}, h('tr', {}, ['Name', 'URL', 'Health', 'Description', 'Used by', ''].map((t) => h('th', { text: t })))),
     h('tbody', {}, resources.map((r) => row(r, () => list(main).catch(fail)))));
   mount(main,
     h('div', { class: 'page-head' }, h('h1', { text: 'Resources' })),
@@ -23,6 +23,7 @@ function row(r, reload) {
   const tr = h('tr', { 'data-resource': r.name },
     h('td', { class: 'mono', text: r.name }),
     h('td', { class: 'mono', text: r.url }),
+    h('td', { class: 'health' }, health(r), gatewayViews(r)),
     h('td', { text: r.description }),
     h('td', {}, r.used_by.length
       ? r.used_by.map((t, i) => [i ? ', ' : '', h('a', { href: `#/tenants/${enc(t)}/route`, text: t })])
@@ -64,7 +65,7 @@ function editRow(r, reload) {
   field('Description', description, '/description'),
   h('button', { type: 'submit', class: 'small' }, 'Save'),
   button('Cancel', reload, 'link'));
-  return h('tr', { class: 'editing' }, h('td', { class: 'mono', text: r.name }), h('td', { colspan: 4 }, form));
+  return h('tr', { class: 'editing' }, h('td', { class: 'mono', text: r.name }), h('td', { colspan: 5 }, form));
 }
 
 function createForm(reload) {
@@ -87,4 +88,22 @@ function createForm(reload) {
   field('Description', description, '/description'),
   h('button', { type: 'submit' }, 'Register'));
   return form;
+}
+
+// Whether the gateways reach the resource: up (every gateway that reported it lately), down (none), or down on
+// some of them; "not reported" when no gateway named it lately (no route uses it, or no gateway runs).
+export function health(r) {
+  const reach = r.reachability;
+  if (!reach) return badge('not reported', '');
+  if (!reach.down) return badge('up', 'good');
+  if (!reach.up) return badge('down', 'bad');
+  return badge(`down on ${reach.down} of ${reach.up + reach.down}`, 'warn');
+}
+
+// Each gateway's view: up or down since when, and the last error it saw.
+export function gatewayViews(r) {
+  const gateways = r.reachability?.gateways || [];
+  return h('ul', { class: 'reach' }, gateways.map((g) => h('li', { 'data-gateway': g.gateway, 'data-up': g.up },
+    h('span', { class: 'mono', text: g.gateway }), `: ${g.up ? 'up' : 'down'} since `, time(g.since),
+    g.last_error ? h('span', { class: 'muted', text: ` (last error: ${g.last_error})` }) : null)));
 }

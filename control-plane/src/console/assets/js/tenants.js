@@ -125,7 +125,7 @@ async function showProbe(section, main, name) {
   };
   if (current) {
     mount(section, h('h2', { text: 'Readiness probe' }),
-      h('p', { class: 'muted' }, 'Towards ', h('code', { id: 'probe-to', text: JSON.stringify(current.to) }), ` since ${time(current.created_at)}.`),
+      h('p', { class: 'muted' }, 'Towards ', h('code', { id: 'probe-to', text: JSON.stringify(current.to) }), ' since ', time(current.created_at), '.'),
       readiness(current, true),
       can.change() ? button('Stop probe', act(() => api.del(path), 'Readiness probe stopped.'), 'danger') : null);
     return;

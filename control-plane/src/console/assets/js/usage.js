@@ -1,5 +1,5 @@
 // Usage: the platform's overview (the busiest tenants now by ops/s, errors and connections; every tenant's
-// traffic over the day) and a tenant's usage (its traffic charts, hot keys, big keys and slow log). Refreshed
+// traffic over the day; which resources the gateways reach) and a tenant's usage (its traffic charts, hot keys, big keys and slow log). Refreshed
 // every 5 seconds while shown. Each credential's last use is in the tenant's credential list.
 
 import { api, enc } from './api.js';
@@ -7,6 +7,7 @@ import { h, mount, time } from './dom.js';
 import { fail } from './notice.js';
 import { lineChart, short } from './chart.js';
 import { tenantHeader } from './tenants.js';
+import { health, gatewayViews } from './resources.js';
 
 const REFRESH_MS = 5000;
 
@@ -42,17 +43,32 @@ function top(id, title, tenants) {
     table(id, ['Tenant', 'ops/s', 'errors/s', 'connections', 'p99 ms'], rows, 'None in the last two minutes.'));
 }
 
+// Every registered resource: up or down, and what each gateway sees.
+function resourceHealth(resources) {
+  const count = (test) => resources.filter(test).length;
+  const up = count((r) => r.reachability && !r.reachability.down);
+  const down = count((r) => r.reachability?.down);
+  const rows = resources.map((r) => h('tr', { 'data-resource': r.name },
+    h('td', {}, h('a', { href: '#/resources', class: 'mono', text: r.name })),
+    h('td', {}, health(r)), h('td', {}, gatewayViews(r))));
+  return h('section', { class: 'card' },
+    h('h2', { text: 'Resources' }),
+    h('p', { id: 'resources-summary', text: `${up} up, ${down} down, ${resources.length - up - down} not reported` }),
+    table('resource-health', ['Resource', 'Health', 'Gateways'], rows, 'No resource registered.'));
+}
+
 export async function overview(main) {
   const span = spanSelect('usage-span');
   const body = h('div');
   const refresh = async () => {
-    const usage = await api.get('/v1/usage?limit=10');
+    const [usage, { resources }] = await Promise.all([api.get('/v1/usage?limit=10'), api.get('/v1/resources')]);
     const from = nowSecs() - Number(span.value) * 60;
     mount(body, charts(usage.total.filter((p) => p.minute >= from), from, 'total', 'All tenants: '),
       h('div', { class: 'columns three' },
         top('top-ops', 'Busiest by ops/s', usage.by_ops),
         top('top-errors', 'Most errors', usage.by_errors),
-        top('top-connections', 'Most connections', usage.by_connections)));
+        top('top-connections', 'Most connections', usage.by_connections)),
+      resourceHealth(resources));
   };
   span.addEventListener('change', () => refresh().catch(fail));
   mount(main, h('div', { class: 'page-head' }, h('h1', { text: 'Usage' }), span,
@@ -63,10 +79,27 @@ export async function overview(main) {
   return () => clearInterval(timer);
 }
 
+// The tenant's keys and their memory, asked of its Redis once when the page opens (not at every refresh).
+function keyspaceCard(keyspace) {
+  const figures = keyspace.error
+    ? h('p', { class: 'error-text', text: `Not known: ${keyspace.error}` })
+    : h('p', {}, h('strong', { id: 'keyspace-keys', text: short(keyspace.keys) }), ' keys, about ',
+      h('strong', { id: 'keyspace-memory', text: `${short((keyspace.memory_bytes || 0) / 1048576)} MiB` }),
+      h('span', { class: 'muted', text: {
+        exact: ' (its own databases: DBSIZE; memory is each server\'s apportioned by its share of the keys)',
+        sampled: ' (a key namespace in shared databases: estimated from a sample of random keys)',
+        shared: ` (every key of databases it shares without a namespace, with ${(keyspace.shared_with || []).join(', ')})`,
+      }[keyspace.method] }));
+  return h('section', { class: 'card', id: 'keyspace' }, h('h2', { text: 'Keys and memory' }), figures,
+    h('p', { class: 'muted' }, 'Asked at ', time(keyspace.asked_at)));
+}
+
 export async function tenant(main, name) {
   const span = spanSelect('usage-span');
   const body = h('div');
   const base = `/v1/tenants/${enc(name)}`;
+  const keyspace = h('div', {}, h('p', { class: 'muted', text: 'Asking its Redis for its keys…' }));
+  api.get(`${base}/keyspace`).then((k) => mount(keyspace, keyspaceCard(k))).catch(fail);
   const refresh = async () => {
     const minutes = Number(span.value);
     const [usage, hot, big, slow] = await Promise.all([
@@ -90,7 +123,7 @@ export async function tenant(main, name) {
   mount(main, tenantHeader(name, 'usage'),
     h('div', { class: 'page-head' }, h('h2', { text: 'Traffic' }), span,
       h('span', { class: 'muted', text: 'every gateway summed, by minute; refreshed every 5 s' })),
-    body);
+    keyspace, body);
   await refresh();
   const timer = setInterval(() => refresh().catch(fail), REFRESH_MS);
   return () => clearInterval(timer);

@@ -32,15 +32,21 @@ impl GatewayRow {
 }
 
 pub(crate) async fn record(db: impl PgExecutor<'_>, heartbeat: &Heartbeat) -> DbResult<()> {
+    // An interval past an integer's range is taken as the longest (its shares then count for ever longer).
+    let interval = heartbeat
+        .interval_ms
+        .map(|ms| i32::try_from(ms.max(1)).unwrap_or(i32::MAX));
     sqlx::query!(
-        "INSERT INTO gateways (id, address, revision, version) VALUES ($1, $2, $3, $4)
+        "INSERT INTO gateways (id, address, revision, version, heartbeat_interval_ms)
+         VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (id) DO UPDATE
          SET address = EXCLUDED.address, revision = EXCLUDED.revision, version = EXCLUDED.version,
-             last_seen = now()",
+             heartbeat_interval_ms = EXCLUDED.heartbeat_interval_ms, last_seen = now()",
         heartbeat.id,
         heartbeat.address,
         heartbeat.revision,
         heartbeat.version,
+        interval,
     )
     .execute(db)
     .await

@@ -1,3 +1,12 @@
+-- Which control-plane replica each gateway follows (its URL among the gateway's --control-plane URLs, and the
+-- address it is pinned to when the URL's name resolves to several), as its last heartbeat said: empty for gateways
+-- that do not say.
+ALTER TABLE gateways
+    ADD COLUMN following_url text NOT NULL DEFAULT ''
+        CONSTRAINT gateways_following_url_length CHECK (length(following_url) <= 200),
+    ADD COLUMN following_address text NOT NULL DEFAULT ''
+        CONSTRAINT gateways_following_address_length CHECK (length(following_address) <= 100);
+
 -- Fleet limits (docs/tenant-policies.md, "Fleet limits"): a tenant's max_ops_per_sec and max_connections hold for
 -- every gateway together, each live gateway enforcing a share that the control plane hands it in the answer to its
 -- heartbeat, by the tenant's recent demand there. Not part of the revision: shares change nothing a snapshot

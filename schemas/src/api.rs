@@ -17,6 +17,8 @@ use crate::{CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
 mod credentials;
 pub use credentials::*;
+mod following;
+pub use following::Following;
 mod guard;
 pub use guard::{KeyMove, KeyMoves, MoveEstimate, percent};
 mod limits;
@@ -308,6 +310,9 @@ pub struct Heartbeat {
     /// How often it sends heartbeats, in milliseconds: its shares of fleet limits count for three of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_ms: Option<u64>,
+    /// The control-plane replica it follows (the one this heartbeat goes to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub following: Option<Following>,
     /// The recent demand of each of its tenants whose limits hold for the fleet (`limits_scope`), those with
     /// neither traffic nor connections left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -335,6 +340,9 @@ pub struct Gateway {
     pub revision: i64,
     /// Its build version, as its last heartbeat said.
     pub version: String,
+    /// The control-plane replica it follows, as its last heartbeat said (absent from gateways that do not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub following: Option<Following>,
     pub last_seen: String,
     /// Heard from within the liveness window.
     pub live: bool,

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use switchyard_schemas::api::{Heartbeat, HeartbeatAck};
+use switchyard_schemas::api::{Following as Followed, Heartbeat, HeartbeatAck};
 use tokio::sync::{Notify, watch};
 
 pub use self::replicas::parse_control_plane_urls;
@@ -395,6 +395,7 @@ impl Sync {
                 revision: snapshot.revision.unwrap_or(0),
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 interval_ms: Some(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)),
+                following: Some(following(&replica)),
                 demand: shares::demand(&snapshot, now.duration_since(measured)),
             };
             measured = now;
@@ -435,6 +436,7 @@ impl Sync {
         {
             let first_version = Heartbeat {
                 interval_ms: None,
+                following: None,
                 demand: Vec::new(),
                 ..beat.clone()
             };
@@ -450,6 +452,12 @@ impl Sync {
             }
         }
     }
+}
+
+/// `replica`, as heartbeats name the one followed.
+fn following(replica: &Replica) -> Followed {
+    let (url, address) = replica.labels();
+    Followed { url, address }
 }
 
 /// The replicas as `/metrics` labels them.

@@ -16,6 +16,7 @@ mod dry_run;
 mod error;
 mod etag;
 mod extract;
+mod fleet_limits;
 mod guard;
 mod metrics;
 mod migration;

@@ -99,6 +99,17 @@ struct Args {
     /// This gateway's id in heartbeats (default: host name and listen port).
     #[arg(long, env = "SWITCHYARD_GATEWAY_ID")]
     gateway_id: Option<String>,
+    /// How often the gateway sends the control plane a heartbeat, in milliseconds (100 to 60000): the revision it
+    /// serves, its tenants' demand for fleet limits, and, in the answer, its shares of them, handed out again at
+    /// each one.
+    #[arg(
+        long,
+        env = "SWITCHYARD_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 2000,
+        value_parser = clap::value_parser!(u64).range(100..=60_000),
+        requires = "control_plane"
+    )]
+    heartbeat_interval_ms: u64,
     /// Worker threads, each owning its clients and backend connections (default: one per CPU this process may
     /// use, after affinity and cgroup quotas, and one on 2 CPUs or fewer; 1 when unknown). Lower it when the
     /// gateway shares its host with busy Redis servers.
@@ -305,6 +316,7 @@ fn main() -> anyhow::Result<()> {
             gateway_id: args
                 .gateway_id
                 .unwrap_or_else(|| default_gateway_id(client_address)),
+            heartbeat_interval: Duration::from_millis(args.heartbeat_interval_ms),
         }),
         _ => {
             anyhow::bail!("give exactly one of --routes (a routes file) and --control-plane (URLs)")

@@ -333,6 +333,8 @@ pub struct ControlPlaneConfig {
     pub cache_file: Option<PathBuf>,
     /// This gateway's id in heartbeats.
     pub gateway_id: String,
+    /// How often it sends heartbeats (and so how often its shares of fleet limits are handed out again).
+    pub heartbeat_interval: std::time::Duration,
 }
 
 #[cfg(test)]

@@ -2,7 +2,10 @@
 //! snapshot under the tenant's name (`route::build`), so that a reload neither resets a limit nor loses a monitor:
 //! the rate its commands are admitted at, the places its limits bound (client and dedicated backend
 //! connections, held as [`Lease`]s), its monitors, its slow log, its counters (`metrics::TenantCounters`), and
-//! its credentials' use (connections open with each, and its last AUTH) for the usage reports.
+//! its credentials' use (connections open with each, and its last AUTH) for the usage reports, and its share of
+//! its fleet limits ([`share`]).
+
+mod share;
 
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -10,7 +13,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_schemas::api::{CredentialUsage, TenantUsage};
+use switchyard_schemas::api::{CredentialUsage, LimitDemand, TenantUsage};
 
 use crate::metrics::{TenantCounters, epoch};
 use crate::monitor::Monitors;
@@ -29,6 +32,8 @@ pub(crate) struct TenantState {
     /// The tenant's slow log (`SLOWLOG`).
     pub slowlog: SlowLog,
     rate: RateLimiter,
+    /// Its share of its fleet limits on this gateway, and the demand for them here.
+    pub share: share::LimitShare,
     /// Each credential's use, by digest: touched at AUTH and by the reporter only.
     credentials: Mutex<HashMap<String, Arc<CredentialUse>>>,
 }
@@ -51,9 +56,15 @@ impl Deref for TenantRuntime {
 }
 
 impl TenantState {
-    /// Admits one more command at `now` when the tenant runs at most one per `interval` (over any second); a
-    /// command refused is counted.
-    pub(crate) fn admit_op(&self, now: Instant, interval: Duration) -> bool {
+    /// Admits one more command at `now` when the tenant runs at most one per `interval` (over any second), or,
+    /// when its limits hold for the `fleet`, at the rate of its share here if it has one; a command refused is
+    /// counted.
+    pub(crate) fn admit_op(&self, now: Instant, interval: Duration, fleet: bool) -> bool {
+        self.share.asked();
+        let interval = match fleet {
+            true => self.share.ops_interval().unwrap_or(interval),
+            false => interval,
+        };
         let admitted = self.rate.admit(now, interval);
         if !admitted {
             self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
@@ -63,9 +74,35 @@ impl TenantState {
 }
 
 impl TenantRuntime {
-    /// A place for one more client connection of the tenant, `None` when `max` are held.
-    pub(crate) fn lease_connection(&self, max: Option<i64>) -> Option<Lease> {
-        Lease::take(self, |state| &state.counters.connections, max)
+    /// A place for one more client connection of the tenant, `None` when `max` are held (when its limits hold
+    /// for the `fleet`, its share here if it has one).
+    pub(crate) fn lease_connection(&self, max: Option<i64>, fleet: bool) -> Option<Lease> {
+        let max = match fleet {
+            true => max.map(|max| self.share.connections().unwrap_or(max)),
+            false => max,
+        };
+        let place = Lease::take(self, |state| &state.counters.connections, max);
+        if place.is_none() {
+            self.share.refused();
+        }
+        place
+    }
+
+    /// The tenant's demand on this gateway over the `elapsed` since the last call, for the heartbeat; `None` when
+    /// it asked nothing and holds no connection.
+    pub(crate) fn limit_demand(&self, tenant: &str, elapsed: Duration) -> Option<LimitDemand> {
+        let demand = self.share.demand_since_report();
+        let open = self.counters.connections.load(Ordering::Relaxed).max(0);
+        if demand.asked == 0 && demand.refused == 0 && open == 0 {
+            return None;
+        }
+        let seconds = elapsed.as_secs_f64().max(1e-3);
+        Some(LimitDemand {
+            tenant: tenant.to_string(),
+            ops_per_sec: demand.asked as f64 / seconds,
+            connections: u32::try_from(open).unwrap_or(u32::MAX),
+            connections_refused: u32::try_from(demand.refused).unwrap_or(u32::MAX),
+        })
     }
 
     /// A place for one more dedicated backend connection of the tenant's clients, `None` when `max` are held.
@@ -229,7 +266,7 @@ mod tests {
         drop(first);
         assert!(runtime.lease_dedicated(2).is_some());
         assert_eq!(runtime.counters.dedicated.load(Ordering::Relaxed), 1);
-        assert!(runtime.lease_connection(None).is_some());
+        assert!(runtime.lease_connection(None, true).is_some());
     }
 
     #[test]
@@ -238,7 +275,7 @@ mod tests {
         assert_eq!(runtime.usage("t"), None);
         let lease = |digest| {
             runtime
-                .lease_connection(None)
+                .lease_connection(None, false)
                 .map(|place| place.authenticated(Some(digest)))
         };
         let (a1, a2, b) = (lease("a"), lease("a"), lease("b"));
@@ -274,9 +311,55 @@ mod tests {
         let runtime = TenantRuntime::default();
         let now = Instant::now();
         let interval = Duration::from_millis(100);
-        let admitted = (0..20).filter(|_| runtime.admit_op(now, interval)).count();
+        let admitted = (0..20)
+            .filter(|_| runtime.admit_op(now, interval, false))
+            .count();
         assert_eq!(admitted, 10);
         assert_eq!(runtime.counters.rate_limited.load(Ordering::Relaxed), 10);
-        assert!(runtime.admit_op(now + Duration::from_secs(1), interval));
+        assert!(runtime.admit_op(now + Duration::from_secs(1), interval, false));
+    }
+
+    /// With a share of its fleet limits, the tenant is held to the share; without one, to the whole limit. Each
+    /// command and connection asked is demand for the next heartbeat, refused or not.
+    #[test]
+    fn a_fleet_share_holds_in_place_of_the_limit_and_demand_counts_refusals() {
+        let runtime = TenantRuntime::default();
+        let now = Instant::now();
+        let limit = Duration::from_millis(100);
+        runtime.share.set(Some(4.0), Some(1));
+        let admitted = (0..20)
+            .filter(|_| runtime.admit_op(now, limit, true))
+            .count();
+        assert_eq!(admitted, 4);
+        let first = runtime.lease_connection(Some(3), true);
+        assert!(first.is_some());
+        assert!(runtime.lease_connection(Some(3), true).is_none());
+        // Per gateway, the share does not count.
+        assert!(runtime.lease_connection(Some(3), false).is_some());
+        let demand = runtime
+            .limit_demand("t", Duration::from_secs(2))
+            .expect("demand");
+        assert_eq!(
+            (
+                demand.ops_per_sec,
+                demand.connections,
+                demand.connections_refused
+            ),
+            (10.0, 1, 1)
+        );
+        runtime.share.set(None, None);
+        let later = now + Duration::from_secs(5);
+        let admitted = (0..20)
+            .filter(|_| runtime.admit_op(later, limit, true))
+            .count();
+        assert_eq!(admitted, 10);
+        drop(first);
+        assert_eq!(
+            runtime
+                .limit_demand("t", Duration::from_secs(1))
+                .map(|d| d.connections),
+            Some(0)
+        );
+        assert_eq!(runtime.limit_demand("t", Duration::from_secs(1)), None);
     }
 }

@@ -17,10 +17,14 @@ use crate::{CommandRules, RouteTable, TenantLimits, TenantPolicy};
 
 mod credentials;
 pub use credentials::*;
+mod following;
+pub use following::Following;
 mod guard;
 pub use guard::{KeyMove, KeyMoves, MoveEstimate, percent};
 mod reachability;
 pub use reachability::*;
+mod limits;
+pub use limits::{LimitDemand, LimitShare};
 mod readiness;
 pub use readiness::*;
 mod tokens;
@@ -105,6 +109,8 @@ pub struct TenantPatch {
         deserialize_with = "present"
     )]
     pub scripts: Option<Option<crate::policy::ScriptsPolicy>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits_scope: Option<crate::policy::LimitsScope>,
 }
 
 /// A field that is present, `null` included (`Some(None)`), as opposed to absent (`None`, its default).
@@ -211,6 +217,10 @@ fn is_false(value: &bool) -> bool {
     !value
 }
 
+fn is_zero(value: &u32) -> bool {
+    *value == 0
+}
+
 /// One immutable version of a tenant's route table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RouteVersion {
@@ -287,7 +297,10 @@ pub struct RouteVersionPage {
 }
 
 /// `POST /v1/gateways/heartbeat`
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+///
+/// Fields added since the first version are left out when empty, and an older control plane refuses a heartbeat
+/// with fields it does not know (422): the gateway then sends only the first version's fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     /// Stable for the life of a gateway process (1 to 200 characters).
@@ -300,12 +313,30 @@ pub struct Heartbeat {
     /// The gateway's build version (at most 100 characters).
     #[serde(default)]
     pub version: String,
+    /// How often it sends heartbeats, in milliseconds: its shares of fleet limits count for three of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    /// The control-plane replica it follows (the one this heartbeat goes to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub following: Option<Following>,
+    /// The recent demand of each of its tenants whose limits hold for the fleet (`limits_scope`), those with
+    /// neither traffic nor connections left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub demand: Vec<LimitDemand>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HeartbeatAck {
     /// The control plane's current revision.
     pub revision: i64,
+    /// Gateways whose shares of fleet limits count now, this one included; absent (0) in the answer to a
+    /// heartbeat without `interval_ms`, and from control planes without fleet limits.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub live_gateways: u32,
+    /// This gateway's share of the fleet limits of every tenant that asked for some anywhere in the fleet
+    /// lately; any other tenant's share is its limit divided by `live_gateways`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<LimitShare>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -315,6 +346,9 @@ pub struct Gateway {
     pub revision: i64,
     /// Its build version, as its last heartbeat said.
     pub version: String,
+    /// The control-plane replica it follows, as its last heartbeat said (absent from gateways that do not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub following: Option<Following>,
     pub last_seen: String,
     /// Heard from within the liveness window.
     pub live: bool,

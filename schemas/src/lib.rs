@@ -47,6 +47,11 @@ macro_rules! with_policy_fields {
             /// else `allow`.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub scripts: Option<crate::policy::ScriptsPolicy>,
+            /// Where `limits.max_ops_per_sec` and `limits.max_connections` hold: across every gateway that
+            /// follows the control plane (`fleet`, the default: each gateway enforces a share) or on each gateway
+            /// on its own (`gateway`). A gateway serving a routes file enforces them on its own either way.
+            #[serde(default, skip_serializing_if = "crate::policy::LimitsScope::is_fleet")]
+            pub limits_scope: crate::policy::LimitsScope,
         }
     };
     (gathered $(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
@@ -64,6 +69,7 @@ macro_rules! with_policy_fields {
                     blocked_keys: self.blocked_keys.clone(),
                     tracking: self.tracking,
                     scripts: self.scripts,
+                    limits_scope: self.limits_scope,
                 }
             }
         }
@@ -85,7 +91,7 @@ pub mod validate;
 pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 
 pub use error::{ValidationError, ValidationErrors};
-pub use policy::{CommandRules, IpNet, ScriptsPolicy, TenantPolicy};
+pub use policy::{CommandRules, IpNet, LimitsScope, ScriptsPolicy, TenantPolicy};
 pub use resource::{
     Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError, resource_location,
 };

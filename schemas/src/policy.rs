@@ -100,6 +100,24 @@ impl ScriptsPolicy {
     }
 }
 
+/// Where a tenant's `max_ops_per_sec` and `max_connections` hold (docs/tenant-policies.md, "Fleet limits").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitsScope {
+    /// For the whole fleet: the control plane hands each live gateway a share of each limit, by its recent
+    /// demand there.
+    #[default]
+    Fleet,
+    /// On each gateway on its own: behind N gateways the tenant may get N times its limits.
+    Gateway,
+}
+
+impl LimitsScope {
+    pub fn is_fleet(&self) -> bool {
+        *self == LimitsScope::Fleet
+    }
+}
+
 /// A tenant's own thresholds of what the gateway notices of its requests (docs/tracking.md); each one left out
 /// is the gateway's (its command-line flag). A gateway started with `--tracking off` notices nothing, whatever
 /// a tenant asks.

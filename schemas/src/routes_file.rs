@@ -56,14 +56,16 @@ impl TenantConfig {
     }
 }
 
-/// Per-tenant limits, enforced by each gateway on its own.
+/// Per-tenant limits. `max_connections` and `max_ops_per_sec` hold for the fleet of gateways that follow a
+/// control plane, or for each gateway on its own, as the tenant's `limits_scope` says; the others always hold per
+/// connection or per call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantLimits {
-    /// Most client connections this tenant may hold open on one gateway.
+    /// Most client connections this tenant may hold open (on the fleet, or on one gateway: `limits_scope`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<u32>,
-    /// Most commands per second this tenant may run on one gateway.
+    /// Most commands per second this tenant may run (on the fleet, or on one gateway: `limits_scope`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ops_per_sec: Option<u32>,
     /// How many reply bytes one of the tenant's connections may leave unread, in place of the gateway's

@@ -56,6 +56,16 @@ fn landed(server: &RedisServer, key: &str) -> Option<String> {
         .expect("GET from the backend")
 }
 
+/// Waits until `GET /v1/gateways` on `asked` shows the gateway following `followed`.
+async fn follows_in_heartbeats(asked: &ControlPlane, followed: &ControlPlane) {
+    let url = followed.url();
+    asked
+        .poll("/v1/gateways", Duration::from_secs(5), |fleet| {
+            fleet["gateways"][0]["following"] == json!({"url": url})
+        })
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_follows_another_replica_when_its_own_dies_or_goes_silent() {
     let (first, second, third) = (
@@ -75,8 +85,9 @@ async fn the_gateway_follows_another_replica_when_its_own_dies_or_goes_silent() 
     client.roundtrip(format!("AUTH acme {secret}\r\n").as_bytes(), b"+OK\r\n");
     client.roundtrip(b"SET k 1\r\n", b"+OK\r\n");
     assert_eq!(landed(&first, "k").as_deref(), Some("1"));
-    // It follows the first URL given.
+    // It follows the first URL given, and says so in its heartbeats.
     assert_eq!(gateway.metric(&following(&a)), 1);
+    follows_in_heartbeats(&a, &a).await;
     assert_eq!(gateway.metric(&following(&b)), 0);
     assert_eq!(
         gateway.metric("switchyard_control_plane_failovers_total"),
@@ -101,6 +112,7 @@ async fn the_gateway_follows_another_replica_when_its_own_dies_or_goes_silent() 
     assert_eq!(gateway.metric(deltas), 1, "{}", gateway.log());
     let revision = served_revision(&gateway).expect("a revision");
     b.converged(1, revision).await;
+    follows_in_heartbeats(&b, &b).await;
     assert!(
         gateway
             .log()

@@ -31,6 +31,8 @@ fn fleet(body: &Value) -> String {
             ("UP TO DATE", "/up_to_date"),
             ("LAST SEEN", "/last_seen"),
             ("VERSION", "/version"),
+            ("FOLLOWING", "/following/url"),
+            ("AT", "/following/address"),
         ],
     };
     format!(

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
 use reqwest::Method;
+use switchyard_schemas::LimitsScope;
 use switchyard_schemas::api::{TenantCreate, TenantPatch};
 
 use crate::client::{Call, Outcome};
@@ -47,6 +48,24 @@ pub(crate) enum TopBy {
     Connections,
 }
 
+/// Where a tenant's `max_connections` and `max_ops_per_sec` hold (`limits_scope`).
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Scope {
+    /// For the whole fleet of gateways: each enforces a share.
+    Fleet,
+    /// On each gateway on its own.
+    Gateway,
+}
+
+impl From<Scope> for LimitsScope {
+    fn from(scope: Scope) -> LimitsScope {
+        match scope {
+            Scope::Fleet => LimitsScope::Fleet,
+            Scope::Gateway => LimitsScope::Gateway,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Tenants {
     /// List every tenant.
@@ -79,6 +98,7 @@ pub(crate) enum Tenants {
     #[command(after_help = "Examples:\n  \
         switchyard-ctl tenants create shop --description 'the web shop'\n  \
         switchyard-ctl tenants create shop --namespace 'shop:'\n  \
+        switchyard-ctl tenants create shop --limits-scope gateway\n  \
         switchyard-ctl tenants create --file shop.json   # a POST /v1/tenants body")]
     Create {
         /// The tenant's name (overrides the file's).
@@ -100,6 +120,9 @@ pub(crate) enum Tenants {
         /// The tenant may run admin commands (CONFIG, DEBUG, ...).
         #[arg(long)]
         allow_admin: bool,
+        /// Where its max_connections and max_ops_per_sec hold (default: fleet).
+        #[arg(long, value_enum)]
+        limits_scope: Option<Scope>,
     },
     /// Change a tenant: only what is given changes.
     #[command(after_help = "Examples:\n  \
@@ -124,6 +147,9 @@ pub(crate) enum Tenants {
         /// Remove the tenant's namespace.
         #[arg(long)]
         no_namespace: bool,
+        /// Where its max_connections and max_ops_per_sec hold.
+        #[arg(long, value_enum)]
+        limits_scope: Option<Scope>,
     },
     /// Delete a tenant with its credentials and route history.
     #[command(after_help = "Example:\n  switchyard-ctl tenants delete shop --dry-run")]
@@ -173,6 +199,7 @@ impl Tenants {
                 read_only,
                 disabled,
                 allow_admin,
+                limits_scope,
             } => {
                 let mut tenant: TenantCreate = match &file {
                     Some(file) => read_json(file)?,
@@ -192,6 +219,9 @@ impl Tenants {
                 tenant.read_only |= read_only;
                 tenant.disabled |= disabled;
                 tenant.allow_admin |= allow_admin;
+                if let Some(scope) = limits_scope {
+                    tenant.limits_scope = scope.into();
+                }
                 let call =
                     Call::new(Method::POST, "/v1/tenants").body(serde_json::to_value(&tenant)?);
                 let change = Change::new(call, ONE).before(path(&tenant.name), "");
@@ -206,6 +236,7 @@ impl Tenants {
                 read_only,
                 namespace,
                 no_namespace,
+                limits_scope,
             } => {
                 let mut patch: TenantPatch = match &file {
                     Some(file) => read_json(file)?,
@@ -215,6 +246,7 @@ impl Tenants {
                 patch.disabled = disabled.or(patch.disabled);
                 patch.allow_admin = allow_admin.or(patch.allow_admin);
                 patch.read_only = read_only.or(patch.read_only);
+                patch.limits_scope = limits_scope.map(LimitsScope::from).or(patch.limits_scope);
                 if let Some(namespace) = namespace {
                     patch.namespace = Some(Some(namespace));
                 }

@@ -12,6 +12,7 @@ use crate::db;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
+use crate::fleet_limits;
 use crate::openapi::Operation;
 use crate::state::AppState;
 
@@ -21,12 +22,13 @@ pub(crate) fn operations() -> Vec<Operation> {
             "heartbeat",
             Method::POST,
             "/v1/gateways/heartbeat",
-            "A gateway reports the revision it serves",
+            "A gateway reports the revision it serves and its tenants' demand; the answer hands it its shares of fleet limits",
             Access::Gateway,
             post(heartbeat),
         )
         .request::<Heartbeat>()
-        .example(serde_json::json!({"id": "gw-1", "address": "127.0.0.1:6380", "revision": 4, "version": "0.1.0"}))
+        .example(serde_json::json!({"id": "gw-1", "address": "127.0.0.1:6380", "revision": 4, "version": "0.1.0",
+            "interval_ms": 2000, "demand": [{"tenant": "acme", "ops_per_sec": 812.5, "connections": 12, "connections_refused": 0}]}))
         .reply::<HeartbeatAck>(200),
         Operation::new(
             "listGateways",
@@ -50,15 +52,24 @@ pub(crate) fn operations() -> Vec<Operation> {
     ]
 }
 
+/// Records the heartbeat and hands the gateway its shares of fleet limits (`fleet_limits`).
 async fn heartbeat(
     State(state): State<AppState>,
     Extension(_gateway): Extension<Actor>,
     JsonBody(heartbeat): JsonBody<Heartbeat>,
 ) -> ApiResult<Json<HeartbeatAck>> {
-    db::gateways::record(&state.pool, &heartbeat).await?;
-    Ok(Json(HeartbeatAck {
-        revision: db::revision::current(&state.pool).await?,
-    }))
+    let mut tx = state
+        .pool
+        .begin()
+        .await
+        .map_err(|e| ApiError::internal("starting a heartbeat", e))?;
+    db::gateways::record(&mut *tx, &heartbeat).await?;
+    let revision = db::revision::current(&mut *tx).await?;
+    let ack = fleet_limits::hand_out(&mut tx, &heartbeat, revision).await?;
+    tx.commit()
+        .await
+        .map_err(|e| ApiError::internal("committing a heartbeat", e))?;
+    Ok(Json(ack))
 }
 
 async fn fleet(State(state): State<AppState>) -> ApiResult<Json<GatewayFleet>> {

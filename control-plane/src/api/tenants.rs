@@ -345,6 +345,9 @@ fn patch_policy(policy: &mut TenantPolicy, patch: &TenantPatch) {
     if let Some(scripts) = patch.scripts {
         policy.scripts = scripts;
     }
+    if let Some(scope) = patch.limits_scope {
+        policy.limits_scope = scope;
+    }
 }
 
 async fn remove(

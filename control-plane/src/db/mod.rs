@@ -11,6 +11,7 @@ pub(crate) mod change;
 pub(crate) mod credentials;
 pub(crate) mod databases;
 pub(crate) mod gateways;
+pub(crate) mod limit_shares;
 pub(crate) mod migrations;
 pub(crate) mod observations;
 pub(crate) mod reachability;

@@ -150,3 +150,76 @@ async fn gateways_are_removed_and_forgotten(pool: PgPool) {
         .collect();
     assert_eq!(ids, vec![json!("gw-2")], "{}", fleet.body);
 }
+
+/// The answer to gateway `id`'s heartbeat (every second) with `demand`.
+async fn beat(api: &Api, id: &str, demand: serde_json::Value) -> serde_json::Value {
+    let body = json!({"id": id, "revision": 0, "interval_ms": 1000, "demand": demand});
+    let ack = api
+        .gateway("POST", "/v1/gateways/heartbeat", Some(body))
+        .await;
+    assert_eq!(ack.status, 200, "{}", ack.body);
+    ack.body
+}
+
+/// A heartbeat with its interval gets its shares of fleet limits: none while no gateway reports demand (each holds
+/// its limits divided by the live gateways, which the answer counts), then a share by demand that never takes what
+/// another gateway may still use; a tenant limited per gateway gets none.
+#[sqlx::test(migrations = "../migrations")]
+async fn heartbeats_hand_out_shares_of_fleet_limits(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let limits = json!({"max_ops_per_sec": 300, "max_connections": 30});
+    for tenant in [
+        json!({"name": "fleet", "limits": limits}),
+        json!({"name": "alone", "limits": limits, "limits_scope": "gateway"}),
+    ] {
+        let created = api.admin("POST", "/v1/tenants", Some(tenant)).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let share = |ack: &serde_json::Value, field: &str| -> f64 {
+        let shares = ack["shares"].as_array().expect("shares");
+        assert_eq!(shares.len(), 1, "only the fleet-limited tenant: {ack}");
+        assert_eq!(shares[0]["tenant"], "fleet");
+        shares[0][field].as_f64().expect("a share")
+    };
+    let revision = api.revision().await;
+    assert_eq!(
+        beat(&api, "a", json!([])).await,
+        json!({"revision": revision, "live_gateways": 1})
+    );
+    assert_eq!(
+        beat(&api, "b", json!([])).await,
+        json!({"revision": revision, "live_gateways": 2})
+    );
+
+    // a asks for 1000 ops/s and holds 10 connections; b has no share yet, so it is taken to hold the even split.
+    let demand = json!([
+        {"tenant": "fleet", "ops_per_sec": 1000.0, "connections": 10, "connections_refused": 4},
+        {"tenant": "alone", "ops_per_sec": 1000.0, "connections": 10}
+    ]);
+    let a = beat(&api, "a", demand.clone()).await;
+    assert_eq!(
+        (share(&a, "ops_per_sec"), share(&a, "connections")),
+        (150.0, 15.0)
+    );
+    // b, idle: the floor of the rate (5% of the even split); of connections, where a asks 14 of 30, the floor and
+    // half of what is spare.
+    let b = beat(&api, "b", json!([])).await;
+    assert_eq!(
+        (share(&b, "ops_per_sec"), share(&b, "connections")),
+        (7.5, 8.0)
+    );
+    // a again: everything b does not hold back.
+    let a = beat(&api, "a", demand).await;
+    assert_eq!(share(&a, "ops_per_sec"), 292.5);
+    assert_eq!(share(&a, "connections"), 22.0);
+
+    // Without its interval a heartbeat is answered as before fleet limits, and takes no part.
+    let legacy = api
+        .gateway(
+            "POST",
+            "/v1/gateways/heartbeat",
+            Some(json!({"id": "c", "revision": 0})),
+        )
+        .await;
+    assert_eq!(legacy.body, json!({"revision": revision}));
+}

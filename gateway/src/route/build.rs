@@ -266,6 +266,8 @@ pub(super) fn compile(
         credentials: source.digests.into_iter().collect(),
         runtime,
         ops_interval,
+        fleet_limits: source.policy.limits_scope.is_fleet()
+            && (source.limits.max_ops_per_sec.is_some() || source.limits.max_connections.is_some()),
         policies,
         scripts_run_as,
         tracking: source.policy.tracking,

@@ -78,6 +78,9 @@ pub(crate) struct Tenant {
     pub runtime: TenantRuntime,
     /// Commands per second allowed, as a rate limiter's interval (none: unlimited).
     pub ops_interval: Option<std::time::Duration>,
+    /// Whether its connection and rate limits hold for the fleet: here, its share of them when it has one
+    /// (`tenant::TenantState::share`).
+    pub fleet_limits: bool,
     /// Its namespace, read-only switch, command rules, address lists and blocked keys; none without any.
     pub policies: Option<Box<crate::tenancy::Policies>>,
     /// Who its scripts and functions run as on a backend (see `backend::identity`).
@@ -100,7 +103,7 @@ impl Tenant {
     #[inline]
     pub(crate) fn admit_op(&self, now: std::time::Instant) -> bool {
         self.ops_interval
-            .is_none_or(|interval| self.runtime.admit_op(now, interval))
+            .is_none_or(|interval| self.runtime.admit_op(now, interval, self.fleet_limits))
     }
 
     /// Whether its commands' keys are checked against a destination (see `places_apart`): each command must then

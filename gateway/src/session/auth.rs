@@ -27,7 +27,7 @@ pub(super) enum AuthOutcome {
 /// connection the tenant received, or rejected (INFO's stats).
 pub(super) fn tenant_place(tenant: &Tenant) -> Option<Lease> {
     let max = tenant.limits.max_connections.map(i64::from);
-    let place = tenant.runtime.lease_connection(max);
+    let place = tenant.runtime.lease_connection(max, tenant.fleet_limits);
     match place {
         Some(_) => tenant.runtime.counters.connections_received.add(1),
         None => tenant.runtime.counters.connections_rejected.add(1),

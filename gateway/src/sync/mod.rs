@@ -14,12 +14,13 @@
 //! restart, the one in its cache file) and keeps retrying with backoff once every replica has failed.
 
 mod replicas;
+mod shares;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use switchyard_schemas::api::Heartbeat;
+use switchyard_schemas::api::{Following as Followed, Heartbeat, HeartbeatAck};
 use tokio::sync::{Notify, watch};
 
 pub use self::replicas::parse_control_plane_urls;
@@ -33,9 +34,8 @@ use crate::state::{ControlPlaneConfig, Gateway};
 /// How long one long-poll waits at the control plane for a change.
 const POLL_WAIT: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
-const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
-/// How long a heartbeat may go unanswered before the replica followed counts as silent: with the interval, a
-/// silent replica is left within 5 s.
+/// How long a heartbeat may go unanswered before the replica followed counts as silent: with the default
+/// interval (2 s), a silent replica is left within 5 s.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the start waits for a control plane before serving the cache file.
 const BOOTSTRAP_WAIT: Duration = Duration::from_secs(3);
@@ -376,30 +376,32 @@ impl Sync {
         Ok(())
     }
 
+    /// Sends a heartbeat every interval (and at once after each applied snapshot), with the demand for fleet
+    /// limits since the last one, and applies the shares the answer hands out. Without an answer the shares stay
+    /// as they are.
     async fn heartbeats(self: Arc<Self>, gateway: Arc<Gateway>) {
+        let interval = self.config.heartbeat_interval;
+        let mut measured = Instant::now();
         loop {
             let (replica, generation) = self.followed();
+            let now = Instant::now();
+            let snapshot = gateway.snapshot();
             let beat = Heartbeat {
                 id: self.config.gateway_id.clone(),
                 address: gateway
                     .client_address()
                     .map(|addr| addr.to_string())
                     .unwrap_or_default(),
-                revision: gateway.snapshot().revision.unwrap_or(0),
+                revision: snapshot.revision.unwrap_or(0),
                 version: env!("CARGO_PKG_VERSION").to_string(),
+                interval_ms: Some(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)),
+                following: Some(following(&replica)),
+                demand: shares::demand(&snapshot, now.duration_since(measured)),
             };
-            let sent = replica
-                .client
-                .post(replica.endpoint("/v1/gateways/heartbeat"))
-                .bearer_auth(&self.config.token)
-                .header("x-request-id", self.request_id())
-                .json(&beat)
-                .timeout(HEARTBEAT_TIMEOUT)
-                .send()
-                .await;
-            self.metrics.sync.reached(sent.is_ok());
-            match sent.and_then(reqwest::Response::error_for_status) {
-                Ok(_) => {}
+            measured = now;
+            match self.beat(&replica, &beat).await {
+                Ok(Some(ack)) => shares::apply(&gateway.snapshot(), &ack),
+                Ok(None) => {}
                 // No answer at all: the poll loop leaves this replica (if it still follows it).
                 Err(e) if e.status().is_none() => {
                     tracing::debug!(control_plane = %replica.name(), "heartbeat got no answer: {e}");
@@ -407,9 +409,55 @@ impl Sync {
                 }
                 Err(e) => tracing::debug!(control_plane = %replica.name(), "heartbeat failed: {e}"),
             }
-            let _ = tokio::time::timeout(HEARTBEAT_INTERVAL, self.applied.notified()).await;
+            let _ = tokio::time::timeout(interval, self.applied.notified()).await;
         }
     }
+
+    /// Sends `beat` to `replica`; its answer, `None` when it names no shares (a control plane from before fleet
+    /// limits, to which the heartbeat goes again with only the fields it knows when it refuses the others).
+    async fn beat(
+        &self,
+        replica: &Replica,
+        beat: &Heartbeat,
+    ) -> Result<Option<HeartbeatAck>, reqwest::Error> {
+        let send = |beat: &Heartbeat| {
+            replica
+                .client
+                .post(replica.endpoint("/v1/gateways/heartbeat"))
+                .bearer_auth(&self.config.token)
+                .header("x-request-id", self.request_id())
+                .json(beat)
+                .timeout(HEARTBEAT_TIMEOUT)
+                .send()
+        };
+        let mut sent = send(beat).await;
+        if let Ok(response) = &sent
+            && response.status() == reqwest::StatusCode::UNPROCESSABLE_ENTITY
+        {
+            let first_version = Heartbeat {
+                interval_ms: None,
+                following: None,
+                demand: Vec::new(),
+                ..beat.clone()
+            };
+            sent = send(&first_version).await;
+        }
+        self.metrics.sync.reached(sent.is_ok());
+        let response = sent?.error_for_status()?;
+        match response.json::<HeartbeatAck>().await {
+            Ok(ack) => Ok(Some(ack)),
+            Err(e) => {
+                tracing::debug!(control_plane = %replica.name(), "the heartbeat's answer is not one: {e}");
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// `replica`, as heartbeats name the one followed.
+fn following(replica: &Replica) -> Followed {
+    let (url, address) = replica.labels();
+    Followed { url, address }
 }
 
 /// The replicas as `/metrics` labels them.

@@ -150,6 +150,7 @@ fn follower(urls: Vec<String>, cache: &std::path::Path, gateway: &Gateway) -> Sy
         ca_file: None,
         cache_file: Some(cache.to_path_buf()),
         gateway_id: "g".to_string(),
+        heartbeat_interval: Duration::from_secs(2),
     };
     Sync::new(config, Arc::clone(&gateway.metrics)).unwrap()
 }

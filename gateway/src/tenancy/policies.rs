@@ -36,7 +36,12 @@ impl Policies {
     /// The policies of a tenant whose `policy` passed `TenantPolicy::problems` (entries that would not parse
     /// are left out).
     pub(crate) fn compile(policy: &TenantPolicy) -> Option<Box<Policies>> {
-        if *policy == TenantPolicy::default() {
+        // Where its limits hold is not a policy of its commands.
+        let none = TenantPolicy {
+            limits_scope: policy.limits_scope,
+            ..TenantPolicy::default()
+        };
+        if *policy == none {
             return None;
         }
         let nets = |list: &[String]| list.iter().filter_map(|e| IpNet::parse(e).ok()).collect();

@@ -1,5 +1,5 @@
 // Gateways: which are live, the revision each serves, whether all live ones serve the current one, their last
-// heartbeat and version. Refreshed every 2 seconds while shown.
+// heartbeat and version, the control-plane replica each follows. Refreshed every 2 seconds while shown.
 
 import { api } from './api.js';
 import { h, mount, badge, ago, time } from './dom.js';
@@ -25,13 +25,15 @@ export async function show(main) {
       h('td', { text: g.revision }),
       h('td', {}, g.up_to_date ? badge('current', 'good') : badge(`behind by ${fleet.revision - g.revision}`, 'warn')),
       h('td', {}, h('span', { text: ago(g.last_seen) }), ' ', h('span', { class: 'muted' }, '(', time(g.last_seen), ')')),
-      h('td', { class: 'mono', text: g.version })))
-      : h('tr', {}, h('td', { colspan: 7, class: 'muted', text: 'No gateway has reported yet.' })));
+      h('td', { class: 'mono', text: g.version }),
+      h('td', { class: 'mono following', text: g.following
+        ? `${g.following.url}${g.following.address ? ` (${g.following.address})` : ''}` : '' })))
+      : h('tr', {}, h('td', { colspan: 8, class: 'muted', text: 'No gateway has reported yet.' })));
   };
   mount(main, h('div', { class: 'page-head' }, h('h1', { text: 'Gateways' }), h('span', { class: 'muted', text: 'refreshed every 2 s' })),
     banner,
     h('table', { class: 'list', id: 'gateways' },
-      h('thead', {}, h('tr', {}, ['Id', 'Address', 'Live', 'Revision', 'Current?', 'Last heartbeat', 'Version'].map((t) => h('th', { text: t })))),
+      h('thead', {}, h('tr', {}, ['Id', 'Address', 'Live', 'Revision', 'Current?', 'Last heartbeat', 'Version', 'Following'].map((t) => h('th', { text: t })))),
       rows));
   await refresh();
   const timer = setInterval(() => refresh().catch(fail), 2000);

@@ -62,11 +62,12 @@ export async function list(main) {
 function row(t) {
   const limits = Object.entries(t.limits || {})
     .filter(([, v]) => typeof v === 'number').map(([k, v]) => `${k} ${v}`).join(', ');
+  const scoped = limits && t.limits_scope === 'gateway' ? `${limits} per gateway` : limits;
   return h('tr', {},
     h('td', {}, h('a', { href: `#/tenants/${enc(t.name)}`, class: 'tenant-link', text: t.name })),
     h('td', { text: t.description }),
     h('td', {}, t.route_version ? h('a', { href: `#/tenants/${enc(t.name)}/route`, text: `v${t.route_version}` }) : badge('no route', 'warn')),
-    h('td', { class: 'muted', text: limits || 'defaults' }),
+    h('td', { class: 'muted', text: scoped || 'defaults' }),
     h('td', {}, t.disabled ? badge('disabled', 'bad') : badge('enabled', 'good')));
 }
 
@@ -144,6 +145,9 @@ function editForm(t) {
   const allowAdmin = h('input', { id: 'tenant-allow-admin', type: 'checkbox', checked: t.allow_admin });
   const readOnly = h('input', { id: 'tenant-read-only', type: 'checkbox', checked: t.read_only });
   const limits = h('textarea', { id: 'tenant-limits', rows: 3, spellcheck: 'false', value: JSON.stringify(t.limits || {}, null, 2) });
+  const scope = t.limits_scope || 'fleet';
+  const limitsScope = h('select', { id: 'tenant-limits-scope' }, ['fleet', 'gateway'].map((s) =>
+    h('option', { value: s, selected: s === scope }, s === 'fleet' ? 'fleet: shared by every gateway' : 'gateway: each gateway on its own')));
   const namespace = h('input', { id: 'tenant-namespace', value: t.namespace || '' });
   const commands = h('textarea', { id: 'tenant-commands', rows: 3, spellcheck: 'false', value: JSON.stringify(t.commands || {}) });
   const ipAllow = h('textarea', { id: 'tenant-ip-allow', rows: 2, value: lines(t.ip_allow) });
@@ -152,8 +156,8 @@ function editForm(t) {
   // Each field by its name in the PATCH: shown to everyone, editable where the token may change it (operators:
   // all; a tenant-owner: the policies its token lists), and only those are sent.
   const inputs = {
-    description, disabled, allow_admin: allowAdmin, limits, namespace, read_only: readOnly, commands,
-    ip_allow: ipAllow, ip_deny: ipDeny, blocked_keys: blocked,
+    description, disabled, allow_admin: allowAdmin, limits, limits_scope: limitsScope, namespace, read_only: readOnly,
+    commands, ip_allow: ipAllow, ip_deny: ipDeny, blocked_keys: blocked,
   };
   const editable = Object.keys(inputs).filter((name) => can.edit(t.name, name));
   for (const [name, input] of Object.entries(inputs)) input.disabled = !editable.includes(name);
@@ -169,7 +173,7 @@ function editForm(t) {
     try {
       const values = {
         description: description.value, disabled: disabled.checked, allow_admin: allowAdmin.checked,
-        limits: parsed.limits, namespace: namespace.value || null, read_only: readOnly.checked,
+        limits: parsed.limits, limits_scope: limitsScope.value, namespace: namespace.value || null, read_only: readOnly.checked,
         commands: parsed.commands, ip_allow: unlines(ipAllow.value), ip_deny: unlines(ipDeny.value),
         blocked_keys: unlines(blocked.value),
       };
@@ -193,6 +197,7 @@ function editForm(t) {
     field('Allow admin commands', allowAdmin, '/allow_admin'),
     field('Read only', readOnly, '/read_only')),
   field('Limits (JSON, replaced as a whole)', limits, '/limits', 'max_connections, max_ops_per_sec, script_timeout_ms, output_buffer_limit, pubsub_output_buffer_limit'),
+  field('Connection and rate limits hold for', limitsScope, '/limits_scope'),
   field('Key namespace', namespace, '/namespace', 'empty: none'),
   field('Commands (JSON: allow, deny)', commands, '/commands'),
   field('IP allow (one CIDR a line)', ipAllow, '/ip_allow'),

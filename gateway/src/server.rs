@@ -50,6 +50,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         }
     };
     tokio::spawn(crate::report::run(Arc::clone(&gateway), push));
+    crate::repair::start(Arc::clone(&gateway)).context("cannot start the repair thread")?;
     let listener = bind(config.listen).await?;
     let tls_listener = bind(config.tls.as_ref().map(|tls| tls.listen)).await?;
     if let Some(admin) = config.admin_listen {

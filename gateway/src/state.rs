@@ -169,6 +169,8 @@ pub(crate) struct Gateway {
     pub listener_tls: Option<ListenerTls>,
     /// What the data path noticed, per worker, until the next report.
     pub tracking: Tracking,
+    /// The keys double-write secondaries missed, until they are repaired (see `repair`).
+    pub repairs: crate::missed::Repairs,
 }
 
 impl Gateway {
@@ -198,6 +200,7 @@ impl Gateway {
             ready: AtomicBool::new(false),
             changes: watch::channel(0).0,
             tracking: Tracking::new(config.tracking),
+            repairs: crate::missed::Repairs::default(),
             config,
         }
     }

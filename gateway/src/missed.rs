@@ -13,6 +13,10 @@ use bytes::Bytes;
 use crate::cmd::{self, Command};
 use crate::resp;
 
+mod journal;
+
+use journal::{Journal, JournalDir};
+
 /// Most keys recorded per tenant and secondary before the record overflows into a catch-up of every key.
 pub(crate) const MAX_MISSED_KEYS: usize = 100_000;
 
@@ -34,6 +38,20 @@ pub(crate) enum CatchUp {
 }
 
 impl CatchUp {
+    /// Its byte in a record's file (see `journal`).
+    fn code(self) -> u8 {
+        match self {
+            CatchUp::Overflow => b'o',
+            CatchUp::UnnamedKeys => b'u',
+        }
+    }
+
+    fn from_code(code: u8) -> Option<CatchUp> {
+        [CatchUp::Overflow, CatchUp::UnnamedKeys]
+            .into_iter()
+            .find(|why| why.code() == code)
+    }
+
     pub(crate) fn label(self) -> &'static str {
         match self {
             CatchUp::Overflow => "overflow",
@@ -68,6 +86,10 @@ pub(crate) struct Pending {
     /// A catch-up is owed, and why; `generation` tells one asked during a running catch-up from the one it serves.
     pub catch_up: Option<CatchUp>,
     pub generation: u64,
+    /// The record's file, with `--state-dir`.
+    journal: Option<Journal>,
+    /// Keys were taken off since the file was last rewritten.
+    dirty: bool,
 }
 
 impl Missed {
@@ -130,8 +152,27 @@ impl Missed {
         let mut pending = self.pending();
         if pending.keys.remove(key) {
             pending.bytes = pending.bytes.saturating_sub(key.1.len());
+            pending.dirty = true;
         }
         pending.differing.remove(key);
+    }
+
+    /// Rewrites the record's file once keys were taken off it (see `journal`).
+    pub(crate) fn compact(&self) {
+        let mut pending = self.pending();
+        if !pending.dirty {
+            return;
+        }
+        pending.dirty = false;
+        let Pending {
+            keys,
+            catch_up,
+            journal,
+            ..
+        } = &mut *pending;
+        if let Some(journal) = journal {
+            journal.rewrite(keys.iter(), *catch_up);
+        }
     }
 
     /// Notes whether the copies of `key` differed when last compared.
@@ -158,8 +199,19 @@ impl Pending {
         }
         if self.catch_up != Some(CatchUp::Overflow) {
             self.catch_up = Some(why);
+            if let Some(journal) = &mut self.journal {
+                journal.catch_up(why);
+            }
         }
         self.generation += 1;
+    }
+
+    /// A catch-up is done: taken off the record unless another was asked since it started (`generation`).
+    pub(crate) fn caught_up(&mut self, generation: u64) {
+        if self.generation == generation {
+            self.catch_up = None;
+            self.dirty = true;
+        }
     }
 
     /// Adds a key unless the record is full, which then overflows into a catch-up.
@@ -178,10 +230,14 @@ impl Pending {
                 "double-write repair: the record of missed keys is full");
             self.keys.clear();
             self.bytes = 0;
+            self.dirty = true;
             self.catch_up(missed, CatchUp::Overflow);
             return;
         }
         self.bytes += key.1.len();
+        if let Some(journal) = &mut self.journal {
+            journal.key(&key);
+        }
         self.keys.insert(key);
     }
 }
@@ -204,6 +260,8 @@ fn reaches_other_databases(command: Command, args: &[Bytes]) -> bool {
 #[derive(Default)]
 pub(crate) struct Repairs {
     book: Mutex<BTreeMap<(String, String), Arc<Missed>>>,
+    /// Where the records are kept on disk, with `--state-dir`.
+    dir: std::sync::OnceLock<JournalDir>,
 }
 
 /// One tenant's repair figures on one secondary, for `/metrics`.
@@ -226,8 +284,48 @@ impl Repairs {
         let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
         let entry = book
             .entry((tenant.to_string(), resource.to_string()))
-            .or_insert_with(|| Arc::new(Missed::new(tenant, resource)));
+            .or_insert_with(|| {
+                let missed = Missed::new(tenant, resource);
+                if let Some(dir) = self.dir.get() {
+                    match dir.create(tenant, resource) {
+                        Ok(journal) => missed.pending().journal = Some(journal),
+                        Err(e) => tracing::warn!(%tenant, %resource, error = %e,
+                            "cannot create the record of missed keys on disk; it would not outlive a restart"),
+                    }
+                }
+                Arc::new(missed)
+            });
         Arc::clone(entry)
+    }
+
+    /// Keeps the records in `<state_dir>/repair` from now on, and takes back those a gateway left there.
+    pub(crate) fn keep_in(&self, state_dir: &std::path::Path) -> std::io::Result<()> {
+        let dir = JournalDir::open(state_dir)?;
+        let loaded = dir.load()?;
+        let _ = self.dir.set(dir);
+        let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+        for record in loaded {
+            if record.keys.is_empty() && record.catch_up.is_none() {
+                continue;
+            }
+            let missed = Missed::new(&record.tenant, &record.resource);
+            {
+                let mut pending = missed.pending();
+                for key in record.keys {
+                    pending.insert(&missed, key);
+                }
+                if let Some(why) = record.catch_up {
+                    pending.catch_up(&missed, why);
+                }
+                // Rewritten at the first round: duplicates and cut entries go.
+                pending.journal = Some(record.journal);
+                pending.dirty = true;
+            }
+            tracing::info!(tenant = %record.tenant, resource = %record.resource,
+                keys = missed.pending().keys.len(), "double-write repair: missed keys taken back from disk");
+            book.insert((record.tenant, record.resource), Arc::new(missed));
+        }
+        Ok(())
     }
 
     /// Every record, in tenant and resource order.

@@ -32,6 +32,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         None => None,
     };
     let gateway = Arc::new(Gateway::new(config.clone(), listener_tls));
+    if let Some(dir) = &config.state_dir {
+        gateway
+            .repairs
+            .keep_in(dir)
+            .with_context(|| format!("--state-dir {}", dir.display()))?;
+    }
     crate::clients::start_clock().context("cannot start the clock thread")?;
     let push = match &config.source {
         RouteSource::File(path) => {

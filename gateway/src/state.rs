@@ -63,6 +63,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Slow log, big keys and hot keys (see `tracking`).
     pub tracking: TrackingConfig,
+    /// Where the gateway keeps what must outlive it: the keys double-write secondaries missed (see `missed`).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it
@@ -372,6 +374,7 @@ pub(crate) fn test_config() -> Config {
             tenant_latency: false,
         },
         tracking: TrackingConfig::default(),
+        state_dir: None,
     }
 }
 

@@ -341,3 +341,57 @@ fn live_writes_during_a_repair_are_not_overwritten() {
         converged(&gateway, &primary, &secondary);
     }
 }
+
+/// A directory for a gateway's `--state-dir`, removed on drop.
+struct StateDir(std::path::PathBuf);
+
+impl StateDir {
+    fn new(port: u16) -> StateDir {
+        let name = format!("switchyard-repair-{}-{port}", std::process::id());
+        let dir = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        StateDir(dir)
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The record of missed keys outlives a gateway killed (SIGKILL) while the secondary refuses writes: the gateway
+/// started again on the same `--state-dir` repairs them, though it never saw a write fail.
+#[test]
+fn missed_keys_outlive_a_killed_gateway() {
+    let (primary, secondary) = (RedisServer::start(), RedisServer::start());
+    let state = StateDir::new(primary.port());
+    let start = || {
+        Gateway::builder()
+            .arg("--state-dir")
+            .arg(state.0.to_string_lossy())
+            .start(&routes(&primary, &secondary))
+    };
+    let mut gateway = start();
+    let mut con = client(&gateway);
+    refuse_writes(&secondary, 1);
+    for round in 0..2 {
+        writes(&mut con, round);
+    }
+    wait_for("the keys recorded", Duration::from_secs(5), || {
+        metric_sum(&gateway, "switchyard_repair_pending_keys") > 200
+    });
+    gateway.signal("KILL");
+    assert!(gateway.wait_exit(Duration::from_secs(5)).is_some());
+    drop(gateway);
+
+    refuse_writes(&secondary, 0);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        differing(&primary, &secondary).len() > 200,
+        "nothing repairs while no gateway runs"
+    );
+    let gateway = start();
+    converged(&gateway, &primary, &secondary);
+    assert!(metric_sum(&gateway, "switchyard_repair_repaired_total") > 200);
+}

@@ -49,6 +49,7 @@ pub(super) async fn run(gateway: Arc<Gateway>) {
             if let Some(tenant) = snapshot.tenant_by_name(&missed.tenant) {
                 repairer.round(tenant, &missed).await;
             }
+            missed.compact();
         }
     }
 }
@@ -92,6 +93,11 @@ impl Repairer {
             .cloned()
             .collect();
         for key in batch {
+            if !owns(tenant, &key) {
+                // Taken back from disk, for a namespace or databases the tenant no longer has.
+                missed.settled(&key);
+                continue;
+            }
             let outcome = match nodes_of(&tenant.route, &missed.resource, &key) {
                 // The route no longer writes the key there.
                 Ok(None) => Ok(Outcome::Equal),
@@ -113,6 +119,16 @@ impl Repairer {
         }
         state.catch_up(tenant, missed, &mut links, timeout).await;
     }
+}
+
+/// Whether a recorded key is the tenant's own: in one of its databases, under its namespace prefix when it has
+/// one.
+fn owns(tenant: &Tenant, key: &MissedKey) -> bool {
+    let in_databases = i64::from(key.0) < tenant.databases().end;
+    in_databases
+        && tenant
+            .namespace()
+            .is_none_or(|namespace| key.1.starts_with(namespace.prefix()))
 }
 
 /// Repairs one key on its nodes.
@@ -240,10 +256,7 @@ impl RecordState {
             return;
         }
         let (why, generation) = walk.asked;
-        let mut pending = missed.pending();
-        if pending.generation == generation {
-            pending.catch_up = None;
-        }
+        missed.pending().caught_up(generation);
         tracing::info!(tenant = %missed.tenant, resource = %missed.resource, reason = why.label(),
             "double-write repair: catch-up done");
     }

@@ -35,6 +35,8 @@ pub(crate) enum CatchUp {
     /// A failed write whose keys the gateway cannot name (a keyless write such as `FLUSHDB`, or one that reaches
     /// another database: `MOVE`, `COPY ... DB`, `SWAPDB`).
     UnnamedKeys,
+    /// The secondary came back with less than it had (its `run_id` or replication id changed).
+    Restarted,
 }
 
 impl CatchUp {
@@ -43,11 +45,12 @@ impl CatchUp {
         match self {
             CatchUp::Overflow => b'o',
             CatchUp::UnnamedKeys => b'u',
+            CatchUp::Restarted => b'r',
         }
     }
 
     fn from_code(code: u8) -> Option<CatchUp> {
-        [CatchUp::Overflow, CatchUp::UnnamedKeys]
+        [CatchUp::Overflow, CatchUp::UnnamedKeys, CatchUp::Restarted]
             .into_iter()
             .find(|why| why.code() == code)
     }
@@ -56,6 +59,7 @@ impl CatchUp {
         match self {
             CatchUp::Overflow => "overflow",
             CatchUp::UnnamedKeys => "unnamed_keys",
+            CatchUp::Restarted => "secondary_restarted",
         }
     }
 }

@@ -395,3 +395,44 @@ fn missed_keys_outlive_a_killed_gateway() {
     converged(&gateway, &primary, &secondary);
     assert!(metric_sum(&gateway, "switchyard_repair_repaired_total") > 200);
 }
+
+/// A secondary killed and started again empty (no persistence) while the writes go on: it lost keys no write
+/// failed for, which its new `run_id` tells; every key of the tenant is compared and copied, and a neighbour's
+/// keys (outside the tenant's namespace) are neither copied nor deleted.
+#[test]
+fn a_secondary_that_comes_back_empty_gets_every_key() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let port = secondary.port();
+    let _: () = primary.client().set("b:primary-only", "theirs").unwrap();
+    let gateway = Gateway::start(&routes(&primary, &secondary));
+    let mut con = client(&gateway);
+    seed(&mut con);
+    writes(&mut con, 0);
+    wait_for("the writes on both sides", Duration::from_secs(5), || {
+        differing(&primary, &secondary) == ["b:primary-only"]
+    });
+    // The gateway reads the secondary's identity each second: let it see the first one.
+    std::thread::sleep(Duration::from_millis(1500));
+
+    drop(secondary);
+    writes(&mut con, 1);
+    let secondary = RedisServer::builder().start_on(port);
+    let _: () = secondary
+        .client()
+        .set("b:secondary-only", "theirs")
+        .unwrap();
+    writes(&mut con, 2);
+    equal_but(
+        &gateway,
+        &primary,
+        &secondary,
+        &["b:primary-only", "b:secondary-only"],
+    );
+    wait_for("the catch-up done", Duration::from_secs(10), || {
+        metric_sum(&gateway, "switchyard_repair_catching_up") == 0
+    });
+    assert!(metric_sum(&gateway, "switchyard_repair_catch_ups_total") >= 1);
+    assert!(metric_sum(&gateway, "switchyard_repair_scanned_keys_total") > 200);
+    assert!(gateway.log().contains("came back as another server"));
+}

@@ -6,10 +6,12 @@
 //! primary has none, written in a transaction that `WATCH`es the key on the secondary, so that a live write that
 //! reached the secondary after the repair read it makes the repair start over instead of being overwritten. A key
 //! leaves the record only when a comparison made after the writes in flight had time to land finds both copies
-//! equal. A catch-up (`scan`) walks every key of the tenant instead when the record asks for one.
+//! equal. A catch-up (`scan`) walks every key of the tenant instead when the record asks for one, as it does for
+//! every tenant of a secondary that came back as another server (`restarts`).
 
 mod key;
 mod links;
+mod restarts;
 mod scan;
 mod task;
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::key::{self, Outcome, Trouble};
 use super::links::{Links, Nodes, nodes_of};
+use super::restarts::Restarts;
 use super::scan::Walk;
 use crate::missed::{Missed, MissedKey};
 use crate::route::Tenant;
@@ -22,6 +23,9 @@ const ROUND: Duration = Duration::from_millis(200);
 
 /// Most recorded keys one round repairs per tenant and secondary.
 const BATCH: usize = 512;
+
+/// Rounds between two readings of the secondaries' identities (see `restarts`).
+const IDENTITY_ROUNDS: u32 = 5;
 
 /// Catch-up pages (of about 500 keys each) one round walks per tenant and secondary.
 const PAGES: usize = 4;
@@ -42,9 +46,14 @@ pub(super) async fn run(gateway: Arc<Gateway>) {
     };
     let mut ticks = tokio::time::interval(ROUND);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    let mut restarts = Restarts::default();
+    for round in 0u32.. {
         ticks.tick().await;
         let snapshot = gateway.snapshot();
+        if round % IDENTITY_ROUNDS == 0 {
+            let timeout = repairer.timeout;
+            restarts.check(&snapshot, &gateway.repairs, timeout).await;
+        }
         for missed in gateway.repairs.all() {
             if let Some(tenant) = snapshot.tenant_by_name(&missed.tenant) {
                 repairer.round(tenant, &missed).await;

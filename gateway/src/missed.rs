@@ -361,3 +361,88 @@ impl Repairs {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(args: &[&str]) -> Vec<u8> {
+        let mut out = bytes::BytesMut::new();
+        resp::command(&mut out, args);
+        out.to_vec()
+    }
+
+    fn keys(missed: &Missed) -> Vec<MissedKey> {
+        let mut keys: Vec<MissedKey> = missed.pending().keys.iter().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    #[test]
+    fn failed_writes_record_their_keys_once_and_unnamed_ones_ask_for_a_catch_up() {
+        let missed = Missed::new("t", "redis://h:1/0");
+        let mut run = request(&["MSET", "a", "1", "b", "2"]);
+        run.extend(request(&["SET", "a", "3"]));
+        missed.record_requests(2, &run);
+        let named = [(2, Bytes::from_static(b"a")), (2, Bytes::from_static(b"b"))];
+        assert_eq!(keys(&missed), named);
+        assert_eq!(missed.pending().catch_up, None);
+        for unnamed in [
+            &["FLUSHDB"][..],
+            &["MOVE", "a", "1"],
+            &["COPY", "a", "b", "DB", "1"],
+        ] {
+            let missed = Missed::new("t", "r");
+            missed.record_request(0, &request(unnamed));
+            assert_eq!(
+                missed.pending().catch_up,
+                Some(CatchUp::UnnamedKeys),
+                "{unnamed:?}"
+            );
+        }
+        let copy = Missed::new("t", "r");
+        copy.record_request(0, &request(&["COPY", "a", "b", "REPLACE"]));
+        assert_eq!(copy.pending().catch_up, None);
+        assert_eq!(keys(&copy).len(), 2);
+    }
+
+    #[test]
+    fn a_full_record_overflows_into_a_catch_up() {
+        let missed = Missed::new("t", "r");
+        let mut pending = missed.pending();
+        for i in 0..=MAX_MISSED_KEYS {
+            pending.insert(&missed, (0, Bytes::from(format!("k{i}"))));
+        }
+        assert!(pending.keys.is_empty());
+        assert_eq!(pending.catch_up, Some(CatchUp::Overflow));
+        drop(pending);
+        assert_eq!(missed.overflows.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn records_on_disk_are_taken_back_by_the_next_gateway() {
+        let dir = std::env::temp_dir().join(format!("switchyard-missed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = Repairs::default();
+        first.keep_in(&dir).unwrap();
+        assert!(
+            Repairs::default().keep_in(&dir).is_err(),
+            "the directory is locked"
+        );
+        let missed = first.missed("t", "r");
+        missed.record_request(1, &request(&["SET", "a", "1"]));
+        missed.record_request(1, &request(&["DEL", "b", "c"]));
+        missed.settled(&(1, Bytes::from_static(b"c")));
+        missed.compact();
+        missed.record_request(0, &request(&["FLUSHDB"]));
+        drop((missed, first));
+
+        let second = Repairs::default();
+        second.keep_in(&dir).unwrap();
+        let back = second.missed("t", "r");
+        let expected = [(1, Bytes::from_static(b"a")), (1, Bytes::from_static(b"b"))];
+        assert_eq!(keys(&back), expected);
+        assert_eq!(back.pending().catch_up, Some(CatchUp::UnnamedKeys));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -115,10 +115,12 @@ fn metrics_text(gateway: &Gateway) -> String {
         .iter()
         .map(|t| (t.name.as_str(), &t.runtime.counters))
         .collect();
-    gateway.metrics.render(
+    let mut text = gateway.metrics.render(
         &tenants,
         snapshot.revision,
         &gateway.config.metrics,
         Instant::now(),
-    )
+    );
+    crate::metrics::repairs::render(&mut text, &gateway.repairs.figures());
+    text
 }

@@ -229,6 +229,10 @@ struct Args {
     log_format: LogFormat,
     #[command(flatten)]
     tracking: switchyard_gateway::tracking::TrackingFlags,
+    /// A directory of this gateway's own where it keeps the keys double-write secondaries missed until they are
+    /// repaired, so that they outlive a restart or a crash. Without it they live in memory only.
+    #[arg(long, env = "SWITCHYARD_STATE_DIR")]
+    state_dir: Option<PathBuf>,
 }
 
 /// `--listen`: an address, or none.
@@ -365,6 +369,7 @@ fn main() -> anyhow::Result<()> {
             tenant_latency: args.metrics_tenant_latency,
         },
         tracking: args.tracking.config(),
+        state_dir: args.state_dir,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -12,6 +12,7 @@ use crate::family::Family;
 mod commands;
 mod exposition;
 mod fleet;
+pub(crate) mod repairs;
 mod stats;
 mod usage;
 

@@ -32,6 +32,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         None => None,
     };
     let gateway = Arc::new(Gateway::new(config.clone(), listener_tls));
+    if let Some(dir) = &config.state_dir {
+        gateway
+            .repairs
+            .keep_in(dir)
+            .with_context(|| format!("--state-dir {}", dir.display()))?;
+    }
     crate::clients::start_clock().context("cannot start the clock thread")?;
     let push = match &config.source {
         RouteSource::File(path) => {
@@ -50,6 +56,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         }
     };
     tokio::spawn(crate::report::run(Arc::clone(&gateway), push));
+    crate::repair::start(Arc::clone(&gateway)).context("cannot start the repair thread")?;
     let listener = bind(config.listen).await?;
     let tls_listener = bind(config.tls.as_ref().map(|tls| tls.listen)).await?;
     if let Some(admin) = config.admin_listen {

@@ -63,6 +63,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Slow log, big keys and hot keys (see `tracking`).
     pub tracking: TrackingConfig,
+    /// Where the gateway keeps what must outlive it: the keys double-write secondaries missed (see `missed`).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it
@@ -171,6 +173,8 @@ pub(crate) struct Gateway {
     pub tracking: Tracking,
     /// Whether each worker reaches the routes' resources (see `reach`).
     pub reachability: crate::reach::Reachability,
+    /// The keys double-write secondaries missed, until they are repaired (see `repair`).
+    pub repairs: crate::missed::Repairs,
 }
 
 impl Gateway {
@@ -201,6 +205,7 @@ impl Gateway {
             changes: watch::channel(0).0,
             tracking: Tracking::new(config.tracking),
             reachability: crate::reach::Reachability::default(),
+            repairs: crate::missed::Repairs::default(),
             config,
         }
     }
@@ -374,6 +379,7 @@ pub(crate) fn test_config() -> Config {
             tenant_latency: false,
         },
         tracking: TrackingConfig::default(),
+        state_dir: None,
     }
 }
 

@@ -38,8 +38,8 @@ pub(crate) struct Worker {
     /// held open even while no client uses them, so that a new client never waits for a backend connect (or a
     /// cluster's first slot map). Replaced (and the dropped ones drained) when the routes' resources change.
     pinned: RefCell<Pinned>,
-    /// Background double-write tracking, per tenant and secondary resource.
-    detached: RefCell<HashMap<(String, String), Rc<DetachedWrites>>>,
+    /// Background double-write tracking, per tenant, secondary resource and database.
+    detached: RefCell<HashMap<(String, String, u32), Rc<DetachedWrites>>>,
     /// Hot and big keys and slow commands noticed here since the last report (see `tracking`).
     pub observed: Arc<Mutex<Observed>>,
     /// Whether this worker reaches each resource of the routes, at its last look (see `reach`).
@@ -149,17 +149,20 @@ impl Worker {
         let resolver = TenantResolver {
             worker: self,
             tenant,
+            db,
         };
         ResolvedRoute::new(&tenant.route, db, protocol, &resolver)
     }
 
-    /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`.
-    pub(crate) fn detached(&self, tenant: &Tenant, resource: &str) -> Rc<DetachedWrites> {
-        let key = (tenant.name.clone(), resource.to_string());
+    /// Where this worker tracks background writes of `tenant` to the double-write secondary `resource`, made
+    /// in the client's database `db`.
+    pub(crate) fn detached(&self, tenant: &Tenant, resource: &str, db: u32) -> Rc<DetachedWrites> {
+        let key = (tenant.name.clone(), resource.to_string(), db);
         let mut detached = self.detached.borrow_mut();
         let writes = detached.entry(key).or_insert_with(|| {
             let failures = tenant.runtime.counters.double_write_failures(resource);
-            Rc::new(DetachedWrites::new(&tenant.name, resource, failures))
+            let missed = self.gateway.repairs.missed(&tenant.name, resource);
+            Rc::new(DetachedWrites::new(failures, missed, db))
         });
         Rc::clone(writes)
     }
@@ -169,6 +172,7 @@ impl Worker {
 struct TenantResolver<'a> {
     worker: &'a Worker,
     tenant: &'a Tenant,
+    db: u32,
 }
 
 impl Resolver for TenantResolver<'_> {
@@ -177,6 +181,6 @@ impl Resolver for TenantResolver<'_> {
     }
 
     fn detached(&self, resource: &str) -> Rc<DetachedWrites> {
-        self.worker.detached(self.tenant, resource)
+        self.worker.detached(self.tenant, resource, self.db)
     }
 }

@@ -13,7 +13,7 @@ use crate::resp::{self, ReplyScanner};
 
 /// A decoded RESP2 reply (RESP3 types the gateway never asks for are decoded as the nearest RESP2 type).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Value {
+pub(crate) enum Value {
     Simple(Bytes),
     Error(Bytes),
     Int(i64),
@@ -24,21 +24,21 @@ pub(super) enum Value {
 
 impl Value {
     /// The text of a simple or bulk string.
-    pub(super) fn text(&self) -> Option<&str> {
+    pub(crate) fn text(&self) -> Option<&str> {
         match self {
             Value::Simple(b) | Value::Bulk(b) => std::str::from_utf8(b).ok(),
             _ => None,
         }
     }
 
-    pub(super) fn int(&self) -> Option<i64> {
+    pub(crate) fn int(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
             other => other.text()?.parse().ok(),
         }
     }
 
-    pub(super) fn array(&self) -> Option<&[Value]> {
+    pub(crate) fn array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(items) => Some(items),
             _ => None,
@@ -46,7 +46,7 @@ impl Value {
     }
 
     /// Decodes one complete reply (as found by [`ReplyScanner`]).
-    pub(super) fn parse(frame: &Bytes) -> Option<Value> {
+    pub(crate) fn parse(frame: &Bytes) -> Option<Value> {
         let (value, used) = parse_at(frame, 0, 0)?;
         (used == frame.len()).then_some(value)
     }
@@ -103,7 +103,7 @@ fn parse_at(frame: &Bytes, offset: usize, depth: usize) -> Option<(Value, usize)
 }
 
 /// A connection that sends one command and reads its reply (or reads pushed messages).
-pub(super) struct DirectConnection {
+pub(crate) struct DirectConnection {
     stream: Stream,
     buf: BytesMut,
     scanner: ReplyScanner,
@@ -112,7 +112,7 @@ pub(super) struct DirectConnection {
 
 impl DirectConnection {
     /// Connects with the node's handshake (AUTH...); `timeout` bounds the connect and every later call.
-    pub(super) async fn open(node: &NodeSpec, timeout: Duration) -> io::Result<DirectConnection> {
+    pub(crate) async fn open(node: &NodeSpec, timeout: Duration) -> io::Result<DirectConnection> {
         // What the handshake learns of the node is the data connections' to note (see `budget`).
         let (stream, _) = tokio::time::timeout(timeout, super::connection::connect(node))
             .await
@@ -125,8 +125,59 @@ impl DirectConnection {
         })
     }
 
+    /// Connects as the resource's own user (its URL's credentials), in its database, and checks the node answers
+    /// (`PING`): none of the gateway's ACL users (see `identity`), which may be denied `RESTORE`. For the repair
+    /// of double-write secondaries, which copies keys with `DUMP` and `RESTORE` inside transactions.
+    pub(crate) async fn open_as_owner(
+        node: &NodeSpec,
+        timeout: Duration,
+    ) -> io::Result<DirectConnection> {
+        let stream = tokio::time::timeout(timeout, super::connection::open(node))
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        let mut connection = DirectConnection {
+            stream,
+            buf: BytesMut::with_capacity(4096),
+            scanner: ReplyScanner::default(),
+            timeout,
+        };
+        if let Some(password) = &node.password {
+            let auth: Vec<&[u8]> = match &node.username {
+                Some(user) => vec![b"AUTH", user.as_bytes(), password.as_bytes()],
+                None => vec![b"AUTH", password.as_bytes()],
+            };
+            connection.call(&auth).await?;
+        }
+        if node.db != 0 {
+            let db = node.db.to_string();
+            connection.call(&[b"SELECT", db.as_bytes()]).await?;
+        }
+        connection.call(&[b"PING"]).await?;
+        Ok(connection)
+    }
+
+    /// Sends `commands` in one write and returns their replies in order, error replies among them.
+    pub(crate) async fn pipeline(&mut self, commands: &[&[&[u8]]]) -> io::Result<Vec<Value>> {
+        let mut out = BytesMut::new();
+        for args in commands {
+            resp::command(&mut out, args);
+        }
+        let timeout = self.timeout;
+        let exchange = async {
+            self.stream.write_all(&out).await?;
+            let mut replies = Vec::with_capacity(commands.len());
+            while replies.len() < commands.len() {
+                replies.push(self.read().await?);
+            }
+            Ok::<_, io::Error>(replies)
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+    }
+
     /// Sends a command and returns its reply; an error reply is an `Err`.
-    pub(super) async fn call(&mut self, args: &[&[u8]]) -> io::Result<Value> {
+    pub(crate) async fn call(&mut self, args: &[&[u8]]) -> io::Result<Value> {
         let mut out = BytesMut::new();
         resp::command(&mut out, args);
         tokio::time::timeout(self.timeout, self.stream.write_all(&out))
@@ -144,7 +195,7 @@ impl DirectConnection {
     }
 
     /// The next reply or pushed message, however long it takes.
-    pub(super) async fn read(&mut self) -> io::Result<Value> {
+    pub(crate) async fn read(&mut self) -> io::Result<Value> {
         loop {
             match self.scanner.scan(&self.buf) {
                 Ok(Some(len)) => {

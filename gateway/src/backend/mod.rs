@@ -9,7 +9,7 @@ pub(crate) mod budget;
 pub(crate) mod cluster;
 mod connection;
 pub(crate) mod dedicated;
-mod direct;
+pub(crate) mod direct;
 pub(crate) mod identity;
 mod node;
 pub(crate) mod sentinel;

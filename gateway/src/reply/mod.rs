@@ -38,7 +38,7 @@ mod tagged;
 
 pub(crate) use detached::DetachedWrites;
 use gather::Gather;
-use owed::{DetachedAddress, Owed, PartAddress, SlotAddress};
+use owed::{DetachedAddress, Owed, PartAddress, Sent, SlotAddress};
 pub(crate) use run_as::{RestrictedUser, RunAs, ScriptUser};
 pub(crate) use tagged::Answered;
 use tagged::Tags;
@@ -162,11 +162,19 @@ impl Destination {
         Destination::Slot(Owed(Some(SlotAddress { queue, seq, part })))
     }
 
-    fn detached(writes: Rc<DetachedWrites>, command: &'static str, count: u32) -> Destination {
+    fn detached(
+        writes: Rc<DetachedWrites>,
+        command: &'static str,
+        raw: Bytes,
+        count: u32,
+    ) -> Destination {
         Destination::Detached(Owed(Some(DetachedAddress {
             writes,
-            command,
-            count,
+            sent: Box::new(Sent {
+                command,
+                raw,
+                count,
+            }),
         })))
     }
 

@@ -53,17 +53,27 @@ impl Addressee for SlotAddress {
 
 pub(super) struct DetachedAddress {
     pub(super) writes: Rc<DetachedWrites>,
+    /// Boxed: a handle is moved several times per request, and only double-writes carry this.
+    pub(super) sent: Box<Sent>,
+}
+
+/// What a detached write sent: the command's name (for the log), the requests (whose keys a failure records)
+/// and how many there are.
+pub(super) struct Sent {
     pub(super) command: &'static str,
+    pub(super) raw: Bytes,
     pub(super) count: u32,
 }
 
 impl Addressee for DetachedAddress {
     fn fill(self, replies: Bytes, _error: bool) {
-        self.writes.finish(self.command, &replies, self.count);
+        let sent = &self.sent;
+        self.writes
+            .finish(sent.command, &sent.raw, &replies, sent.count);
     }
 
     fn lose(self) {
-        let replies = lost_replies(self.count);
+        let replies = lost_replies(self.sent.count);
         self.fill(replies, true);
     }
 }

@@ -444,19 +444,19 @@ impl Dispatch<'_> {
         let mut handles = handles.into_iter();
         let run_as = identity::run_as(spec, self.scripts_run_as);
         for (index, endpoint) in target.write.iter().enumerate() {
+            let raw = match write.whole {
+                Some(request) => self.plan.request_for(spec, request, write.shard, index),
+                None => write.raw.clone(),
+            };
             let handle = match (handles.next(), &endpoint.detached) {
                 (Some(handle), _) => handle,
-                (None, Some(detached)) => match detached.admit(spec.name) {
+                (None, Some(detached)) => match detached.admit(spec.name, &raw) {
                     Some(handle) => handle,
                     None => continue,
                 },
                 (None, None) => continue,
             };
             let handle = handle.running_as(run_as.clone(), self.script_limit_ms);
-            let raw = match write.whole {
-                Some(request) => self.plan.request_for(spec, request, write.shard, index),
-                None => write.raw.clone(),
-            };
             endpoint.send(raw, write.keyspace.clone(), handle, self.affinity);
         }
     }

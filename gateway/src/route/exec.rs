@@ -141,7 +141,7 @@ impl ResolvedRoute {
                 let keyspace = slot.map_or(Keyspace::Any, Keyspace::Slot);
                 for (upstream, detached, writes) in &copies {
                     for (name, run_as, raw) in writes {
-                        if let Some(handle) = detached.admit(name) {
+                        if let Some(handle) = detached.admit(name, raw) {
                             let handle = handle.running_as(run_as.clone(), script_limit_ms);
                             upstream.send_to(raw.clone(), keyspace.clone(), handle, affinity);
                         }

@@ -241,7 +241,7 @@ impl Run {
                 backend.send_run(raw.clone(), count, reply, self.affinity);
                 let command = self.command.map_or("several commands", |id| id.spec().name);
                 for copy in copies.iter() {
-                    if let Some(handle) = copy.writes.admit_run(command, count) {
+                    if let Some(handle) = copy.writes.admit_run(command, &raw, count) {
                         copy.node
                             .send_run(raw.clone(), count, handle, self.affinity);
                     }

@@ -1,0 +1,29 @@
+//! Repair of double-write secondaries: the keys they missed (see `missed`) are copied again from the primary once
+//! the secondary answers, so that the copies converge without an operator.
+//!
+//! The repair task (`task`) takes the recorded keys while the secondary answers and makes each equal to the
+//! primary (`key`): value, type and expiry from the primary's `DUMP` and `PEXPIRETIME`, or a delete when the
+//! primary has none, written in a transaction that `WATCH`es the key on the secondary, so that a live write that
+//! reached the secondary after the repair read it makes the repair start over instead of being overwritten. A key
+//! leaves the record only when a comparison made after the writes in flight had time to land finds both copies
+//! equal. A catch-up (`scan`) walks every key of the tenant instead when the record asks for one, as it does for
+//! every tenant of a secondary that came back as another server (`restarts`).
+
+mod key;
+mod links;
+mod restarts;
+mod scan;
+mod task;
+
+use std::sync::Arc;
+
+/// Starts the repair task on a thread of its own (its connections are the worker kind, which stay on one thread).
+pub(crate) fn start(gateway: Arc<crate::state::Gateway>) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("switchyard-repair".to_string())
+        .spawn(move || runtime.block_on(task::run(gateway)))?;
+    Ok(())
+}

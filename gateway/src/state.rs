@@ -13,6 +13,7 @@ use switchyard_schemas::{OutputBufferLimit, RoutesFile};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
+use crate::backend::Topologies;
 use crate::backend::budget::DedicatedBudget;
 use crate::cache::Received;
 use crate::clients::Clients;
@@ -169,6 +170,8 @@ pub(crate) struct Gateway {
     pub listener_tls: Option<ListenerTls>,
     /// What the data path noticed, per worker, until the next report.
     pub tracking: Tracking,
+    /// Each backend resource's topology (a cluster's slot map, a sentinel set's master), shared by the workers.
+    pub topologies: Arc<Topologies>,
 }
 
 impl Gateway {
@@ -198,6 +201,7 @@ impl Gateway {
             ready: AtomicBool::new(false),
             changes: watch::channel(0).0,
             tracking: Tracking::new(config.tracking),
+            topologies: Arc::default(),
             config,
         }
     }

@@ -70,6 +70,7 @@ impl Worker {
                 settings,
                 gateway.config.backend_connections,
                 Arc::clone(&gateway.metrics),
+                Arc::clone(&gateway.topologies),
             )),
             gateway,
             shutdown,

@@ -102,6 +102,8 @@ impl ClusterSpec {
 /// The slot map a worker routes with: the process's map of some generation, and this worker's handles of its
 /// shards' nodes.
 struct SlotMap {
+    /// `topology`'s generation, at hand for the check before routing.
+    generation: u64,
     topology: Arc<SlotTopology>,
     shards: Vec<Shard>,
 }
@@ -147,6 +149,7 @@ impl ClusterBackend {
             spec,
             pool: Rc::clone(pool),
             map: RefCell::new(SlotMap {
+                generation: 0,
                 topology: topology.current(),
                 shards: Vec::new(),
             }),
@@ -161,13 +164,20 @@ impl ClusterBackend {
 
     /// The slot map to route with: the one this worker holds, or first the process's current one when that is
     /// newer (one atomic load when it is not).
+    #[inline]
     fn map(&self) -> Ref<'_, SlotMap> {
-        let generation = self.topology.generation();
         let map = self.map.borrow();
-        if map.topology.generation == generation {
+        if map.generation == self.topology.generation() {
             return map;
         }
         drop(map);
+        self.newer_map()
+    }
+
+    /// Takes the process's current map, which is newer than this worker's (rarely: off the routing path's code).
+    #[cold]
+    #[inline(never)]
+    fn newer_map(&self) -> Ref<'_, SlotMap> {
         self.adopt(self.topology.current());
         self.map.borrow()
     }
@@ -187,7 +197,11 @@ impl ClusterBackend {
                 .map(|nodes| self.shard(nodes))
                 .collect(),
         };
-        *map = SlotMap { topology, shards };
+        *map = SlotMap {
+            generation: topology.generation,
+            topology,
+            shards,
+        };
     }
 
     /// This worker's handles of a shard's nodes.

@@ -104,6 +104,7 @@ impl ClusterTopology {
     }
 
     /// The generation of the current map.
+    #[inline]
     pub(super) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }

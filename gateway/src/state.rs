@@ -13,6 +13,7 @@ use switchyard_schemas::{OutputBufferLimit, RoutesFile};
 use tokio::sync::watch;
 
 use crate::admission::Admission;
+use crate::backend::Topologies;
 use crate::backend::budget::DedicatedBudget;
 use crate::cache::Received;
 use crate::clients::Clients;
@@ -175,6 +176,8 @@ pub(crate) struct Gateway {
     pub reachability: crate::reach::Reachability,
     /// The keys double-write secondaries missed, until they are repaired (see `repair`).
     pub repairs: crate::missed::Repairs,
+    /// Each backend resource's topology (a cluster's slot map, a sentinel set's master), shared by the workers.
+    pub topologies: Arc<Topologies>,
 }
 
 impl Gateway {
@@ -206,6 +209,7 @@ impl Gateway {
             tracking: Tracking::new(config.tracking),
             reachability: crate::reach::Reachability::default(),
             repairs: crate::missed::Repairs::default(),
+            topologies: Arc::default(),
             config,
         }
     }

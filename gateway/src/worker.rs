@@ -73,6 +73,7 @@ impl Worker {
                 settings,
                 gateway.config.backend_connections,
                 Arc::clone(&gateway.metrics),
+                Arc::clone(&gateway.topologies),
             )),
             gateway,
             shutdown,

@@ -358,11 +358,10 @@ async fn verify(gateway: &Gateway, loads: &[Load]) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_resharding_and_a_master_failover_lose_nothing() {
     let mut cluster = RedisCluster::start(3, 1, Some(PASSWORD));
-    // One worker: each worker keeps its own slot map and re-reads it when its own requests fail, so how soon the
-    // gateway serves the failed master's slots again is a worker's figure (docs/backends.md#slot-map).
+    // Two workers, the load clients on both: they share one slot map (docs/operations.md#workers-and-topology).
     let gateway = Gateway::builder()
         .arg("--workers")
-        .arg("1")
+        .arg("2")
         .start(&switchyard_tests::open_single_tenant(json!(cluster.url())));
 
     // Resharding under load: 20 clients, half of them speaking RESP3, zero errors, nothing lost.

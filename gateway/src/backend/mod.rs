@@ -3,7 +3,8 @@
 //! Each worker thread owns its backend connections (no cross-thread hand-off on the data path); the
 //! [`BackendPool`] of a worker hands out one shared [`Backend`] per node, created on first use and closed when no
 //! route of the current snapshot refers to it any more. A route's resource is an [`Upstream`]: one node, a Redis
-//! Cluster ([`cluster`]) or a sentinel-managed master ([`sentinel`]); the last two use the pool's node backends.
+//! Cluster ([`cluster`]) or a sentinel-managed master ([`sentinel`]); the last two use the pool's node backends,
+//! and follow the process's [`topology`] of their resource, which every worker shares.
 
 pub(crate) mod budget;
 pub(crate) mod cluster;
@@ -14,6 +15,7 @@ pub(crate) mod identity;
 mod node;
 pub(crate) mod sentinel;
 pub(crate) mod spares;
+pub(crate) mod topology;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -26,6 +28,7 @@ pub(crate) use cluster::{ClusterBackend, ClusterSpec};
 pub(crate) use connection::{BackendConnection, ConnectionSettings, Status, kill_on};
 pub(crate) use node::{NodeRole, NodeSpec};
 pub(crate) use sentinel::{SentinelBackend, SentinelSpec};
+pub(crate) use topology::Topologies;
 
 use switchyard_schemas::ReplicaMode;
 
@@ -271,6 +274,8 @@ pub(crate) struct BackendPool {
     settings: ConnectionSettings,
     connections_per_node: usize,
     metrics: Arc<Metrics>,
+    /// The process's topologies, which this worker's clusters and sentinel resources join.
+    topologies: Arc<Topologies>,
     nodes: RefCell<HashMap<NodeSpec, Weak<Backend>>>,
     clusters: RefCell<HashMap<ClusterSpec, Weak<ClusterBackend>>>,
     sentinels: RefCell<HashMap<SentinelSpec, Weak<SentinelBackend>>>,
@@ -281,11 +286,13 @@ impl BackendPool {
         settings: ConnectionSettings,
         connections_per_node: usize,
         metrics: Arc<Metrics>,
+        topologies: Arc<Topologies>,
     ) -> BackendPool {
         BackendPool {
             settings,
             connections_per_node,
             metrics,
+            topologies,
             nodes: RefCell::new(HashMap::new()),
             clusters: RefCell::new(HashMap::new()),
             sentinels: RefCell::new(HashMap::new()),
@@ -298,17 +305,14 @@ impl BackendPool {
             ResourceSpec::Node(node) => Upstream::Node(self.get(node)),
             ResourceSpec::Cluster(cluster) => {
                 Upstream::Cluster(shared(&self.clusters, cluster, || {
-                    let other = ClusterSpec {
-                        protocol: cluster.protocol.other(),
-                        ..cluster.clone()
-                    };
-                    let sibling = self.clusters.borrow().get(&other).and_then(Weak::upgrade);
-                    ClusterBackend::open(cluster.clone(), self, sibling)
+                    let topology = self.topologies.cluster(cluster, self.control_timeout());
+                    ClusterBackend::open(cluster.clone(), self, topology)
                 }))
             }
             ResourceSpec::Sentinel(sentinel, reads) => {
                 let backend = shared(&self.sentinels, sentinel, || {
-                    SentinelBackend::open(sentinel.clone(), self)
+                    let topology = self.topologies.sentinel(sentinel, self.control_timeout());
+                    SentinelBackend::open(sentinel.clone(), self, topology)
                 });
                 if reads.is_some() {
                     backend.want_replicas();
@@ -316,6 +320,13 @@ impl BackendPool {
                 Upstream::Sentinel(backend, *reads)
             }
         }
+    }
+
+    /// The deadline of the gateway's own queries about a resource's topology.
+    pub(crate) fn control_timeout(&self) -> std::time::Duration {
+        self.settings
+            .connect_timeout
+            .max(std::time::Duration::from_millis(500))
     }
 
     /// The shared backend for `node`, opening it if no one holds it.

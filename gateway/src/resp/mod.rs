@@ -27,16 +27,6 @@ pub enum Protocol {
     Resp3,
 }
 
-impl Protocol {
-    /// The other one.
-    pub fn other(self) -> Protocol {
-        match self {
-            Protocol::Resp2 => Protocol::Resp3,
-            Protocol::Resp3 => Protocol::Resp2,
-        }
-    }
-}
-
 /// Parses an integer the way Redis' `string2ll` does: optional `-`, digits, no `+`, no spaces, no leading zeros
 /// (so `-0` is refused), the whole `i64` range.
 pub(crate) fn parse_int(bytes: &[u8]) -> Option<i64> {

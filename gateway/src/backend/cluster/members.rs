@@ -46,13 +46,13 @@ impl ClusterBackend {
     /// Whether the cluster's own topology names `addr` (see the module's doc).
     pub(super) fn is_member(&self, addr: &str) -> bool {
         self.spec.seeds.iter().any(|seed| seed == addr)
-            || self.in_slot_map(addr)
+            || self.topology.in_slot_map(addr)
             || self.members.listed.borrow().iter().any(|m| m == addr)
     }
 
     /// Asks the known nodes for `CLUSTER NODES`, in turn until one answers, and remembers the members it lists.
     pub(super) async fn learn_members(&self) {
-        for addr in self.candidates() {
+        for addr in self.topology.candidates() {
             if let Some(view) = self.nodes_view(&addr).await {
                 self.members.listed.replace(view.members.clone());
                 return;
@@ -81,7 +81,7 @@ impl ClusterBackend {
             return self.recent_view(addr);
         }
         self.members.asking.borrow_mut().push(addr.to_string());
-        let view = match nodes_of(&self.spec, addr, self.control_timeout()).await {
+        let view = match nodes_of(&self.spec, addr, self.pool.control_timeout()).await {
             Ok(view) => Some(Rc::new(view)),
             Err(e) => {
                 tracing::debug!(node = %addr, "cannot read CLUSTER NODES: {e}");
@@ -105,14 +105,6 @@ impl ClusterBackend {
             .iter()
             .find(|(node, at, _)| node == addr && at.elapsed() < VIEW_REUSE)
             .map(|(_, _, view)| Rc::clone(view))
-    }
-
-    /// The deadline of a topology query.
-    fn control_timeout(&self) -> Duration {
-        self.pool
-            .settings
-            .connect_timeout
-            .max(Duration::from_millis(500))
     }
 }
 

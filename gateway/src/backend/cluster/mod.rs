@@ -1,10 +1,12 @@
 //! A Redis Cluster as one upstream: the slot map, redirects, and replica reads.
 //!
-//! Each worker keeps its own slot map per cluster: `owner[slot]` is an index into the cluster's shards (a master,
-//! and the nodes that serve its reads for `-slaves` resources), so routing a key is one array index. Requests ride
-//! the worker's shared, pipelined node connections from the [`BackendPool`]. The map comes from `CLUSTER SLOTS`
-//! and is refreshed by one background task per cluster: at start, periodically, after a `MOVED`, and when a node
-//! connection fails; refreshes are rate-limited and never overlap.
+//! The slot map is the process's ([`ClusterTopology`], one per cluster, shared by every worker): `owner[slot]` is
+//! an index into the cluster's shards, so routing a key is one array index. Each worker holds the map it routes
+//! with and, per shard, its own node handles (a master, and the nodes that serve its reads for `-slaves`
+//! resources); before routing it compares the map's generation with the topology's and takes the new map when
+//! they differ. Requests ride the worker's shared, pipelined node connections from the [`BackendPool`]. The map
+//! comes from `CLUSTER SLOTS` and is refreshed by one task per cluster and process: at start, periodically, after
+//! a `MOVED`, and when a node connection fails on any worker; refreshes are rate-limited and never overlap.
 //!
 //! Requests carry a [`Redirect`], so a `MOVED`/`ASK`/`TRYAGAIN` error comes back here instead of reaching the
 //! client: `MOVED` fixes the slot in place and resends to the new owner, `ASK` sends `ASKING` plus the request to
@@ -16,7 +18,7 @@
 //! answered as one piece; when an error is among its replies, the run is taken apart and each request handled as
 //! if it had been sent alone.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +26,6 @@ use switchyard_schemas::placement::SLOTS;
 
 use bytes::Bytes;
 use switchyard_schemas::ReplicaMode;
-use tokio::sync::Notify;
 
 use super::{Backend, BackendPool, Keyspace, NodeRole, NodeSpec};
 use crate::reply::{Combine, Redirect, ReplyHandle};
@@ -34,11 +35,13 @@ use crate::tls::BackendTls;
 mod members;
 mod redirect;
 mod slots;
+mod topology;
 
 use members::Members;
 
 pub(super) use redirect::{ClusterError, classify};
-use slots::{NO_OWNER, RefreshSignal, Shard, SlotMap, SlotRange, refresh_loop};
+pub(crate) use topology::ClusterTopology;
+use topology::{NO_OWNER, ShardNodes, SlotTopology};
 
 /// Redirects (and TRYAGAIN retries) one request may take before the client gets an error.
 pub(super) const MAX_REDIRECTS: u8 = 5;
@@ -73,6 +76,15 @@ impl std::fmt::Debug for ClusterSpec {
 }
 
 impl ClusterSpec {
+    /// What identifies the cluster's topology: clients' protocols and read modes share it.
+    pub(super) fn topology_key(&self) -> ClusterSpec {
+        ClusterSpec {
+            protocol: Protocol::Resp2,
+            replicas: None,
+            ..self.clone()
+        }
+    }
+
     fn node(&self, addr: &str, role: NodeRole) -> NodeSpec {
         NodeSpec {
             addr: addr.to_string(),
@@ -87,19 +99,34 @@ impl ClusterSpec {
     }
 }
 
+/// The slot map a worker routes with: the process's map of some generation, and this worker's handles of its
+/// shards' nodes.
+struct SlotMap {
+    /// `topology`'s generation, at hand for the check before routing.
+    generation: u64,
+    topology: Arc<SlotTopology>,
+    shards: Vec<Shard>,
+}
+
+/// A master and the nodes that serve its slots' reads, as one worker reaches them.
+struct Shard {
+    addr: String,
+    master: Rc<Backend>,
+    /// Replicas (and the master with `withMaster=true`) for `-slaves` resources; empty otherwise.
+    reads: Vec<Rc<Backend>>,
+}
+
 /// One worker's view of a cluster.
 pub(crate) struct ClusterBackend {
     me: Weak<ClusterBackend>,
     spec: ClusterSpec,
     pool: Rc<BackendPool>,
+    /// The process's topology of this cluster.
+    topology: Arc<ClusterTopology>,
+    /// The map this worker routes with; replaced when the topology's generation moves on (see `map`).
     map: RefCell<SlotMap>,
-    /// What the map was made of, for a sibling that opens later (see [`ClusterBackend::open`]).
-    ranges: RefCell<Vec<SlotRange>>,
-    /// Wakes whoever waits for a slot map (see [`ClusterBackend::wait_for_map`]) when one is installed.
-    mapped: Notify,
     /// Where requests go while the map has no owner for their slot: its MOVED answers fill the map in.
     seed: Rc<Backend>,
-    refresh: Rc<RefreshSignal>,
     /// Rotates replica reads over a shard's read nodes.
     next_read: Cell<usize>,
     /// What the cluster's `CLUSTER NODES` said lately (see `members`).
@@ -107,44 +134,98 @@ pub(crate) struct ClusterBackend {
 }
 
 impl ClusterBackend {
-    /// Opens the cluster and starts its refresh task on the current worker. `sibling`, the same cluster opened
-    /// for the other protocol, lends its slot map until this one has read its own: a client that switches
-    /// protocols finds its keys' nodes known.
+    /// Opens the cluster on the current worker, joining the process's topology of it (which starts its refresh
+    /// task when this is the first worker to open the cluster): a worker that opens a cluster another worker
+    /// already serves routes with the known map at once.
     pub(super) fn open(
         spec: ClusterSpec,
         pool: &Rc<BackendPool>,
-        sibling: Option<Rc<ClusterBackend>>,
+        topology: Arc<ClusterTopology>,
     ) -> Rc<ClusterBackend> {
         let seed_addr = spec.seeds.first().cloned().unwrap_or_default();
         let seed = pool.get(&spec.node(&seed_addr, NodeRole::Any));
-        let refresh = Rc::new(RefreshSignal::new());
         let cluster = Rc::new_cyclic(|me| ClusterBackend {
             me: me.clone(),
             spec,
             pool: Rc::clone(pool),
             map: RefCell::new(SlotMap {
-                owner: vec![NO_OWNER; SLOTS].into_boxed_slice(),
+                generation: 0,
+                topology: topology.current(),
                 shards: Vec::new(),
             }),
-            ranges: RefCell::new(Vec::new()),
-            mapped: Notify::new(),
+            topology,
             seed,
-            refresh: Rc::clone(&refresh),
             next_read: Cell::new(0),
             members: Members::default(),
         });
-        if let Some(sibling) = sibling {
-            let ranges = sibling.ranges.borrow().clone();
-            cluster.install(ranges);
-        }
-        tokio::task::spawn_local(refresh_loop(
-            Rc::downgrade(&cluster),
-            refresh,
-            pool.settings
-                .connect_timeout
-                .max(Duration::from_millis(500)),
-        ));
+        cluster.adopt(cluster.topology.current());
         cluster
+    }
+
+    /// The slot map to route with: the one this worker holds, or first the process's current one when that is
+    /// newer (one atomic load when it is not).
+    #[inline]
+    fn map(&self) -> Ref<'_, SlotMap> {
+        let map = self.map.borrow();
+        if map.generation == self.topology.generation() {
+            return map;
+        }
+        drop(map);
+        self.newer_map()
+    }
+
+    /// Takes the process's current map, which is newer than this worker's (rarely: off the routing path's code).
+    #[cold]
+    #[inline(never)]
+    fn newer_map(&self) -> Ref<'_, SlotMap> {
+        self.adopt(self.topology.current());
+        self.map.borrow()
+    }
+
+    /// Routes with `topology` from now on. The node handles of its shards are this worker's: kept when only
+    /// slots moved between known masters, taken from the pool otherwise (the same handles, for the nodes the
+    /// previous map had, since it holds them until the new one is made).
+    fn adopt(&self, topology: Arc<SlotTopology>) {
+        let mut map = self.map.borrow_mut();
+        let shards = match Arc::ptr_eq(&map.topology.shards, &topology.shards)
+            && map.shards.len() == topology.shards.len()
+        {
+            true => std::mem::take(&mut map.shards),
+            false => topology
+                .shards
+                .iter()
+                .map(|nodes| self.shard(nodes))
+                .collect(),
+        };
+        *map = SlotMap {
+            generation: topology.generation,
+            topology,
+            shards,
+        };
+    }
+
+    /// This worker's handles of a shard's nodes.
+    fn shard(&self, nodes: &ShardNodes) -> Shard {
+        let master = self.pool.get(&self.spec.node(&nodes.addr, NodeRole::Any));
+        let mut reads: Vec<Rc<Backend>> = Vec::new();
+        if let Some(mode) = self.spec.replicas {
+            reads = nodes
+                .replicas
+                .iter()
+                .map(|addr| {
+                    self.pool
+                        .get(&self.spec.node(addr, NodeRole::ClusterReplica))
+                })
+                .collect();
+            if mode.with_master || reads.is_empty() {
+                reads.push(Rc::clone(&master));
+            }
+        }
+        Shard {
+            addr: nodes.addr.clone(),
+            master,
+            reads,
+        }
     }
 
     /// Sends a request: to the owner of `Keyspace::Slot`, to slot 0's master when keyless, to every master
@@ -155,7 +236,7 @@ impl ClusterBackend {
             Keyspace::Any => self.route(None, raw, 1, reply, affinity, 0),
             Keyspace::Node(index) => {
                 let node = {
-                    let map = self.map.borrow();
+                    let map = self.map();
                     map.shards
                         .get(index)
                         .map_or_else(|| Rc::clone(&self.seed), |shard| self.read_node(shard))
@@ -164,7 +245,7 @@ impl ClusterBackend {
             }
             Keyspace::Every(combine) => {
                 // Before the first slot map, "every master" is unknown: the request waits for the map.
-                if self.map.borrow().shards.is_empty()
+                if self.map().shards.is_empty()
                     && let Some(me) = self.me.upgrade()
                 {
                     tokio::task::spawn_local(async move {
@@ -187,7 +268,7 @@ impl ClusterBackend {
         affinity: usize,
     ) {
         let masters: Vec<Rc<Backend>> = {
-            let map = self.map.borrow();
+            let map = self.map();
             match map.shards.is_empty() {
                 true => vec![Rc::clone(&self.seed)],
                 false => map.shards.iter().map(|s| Rc::clone(&s.master)).collect(),
@@ -202,15 +283,15 @@ impl ClusterBackend {
     /// Waits until the first slot map has arrived (at most `FIRST_MAP_WAIT`): requests that concern every master
     /// (DBSIZE, SCAN...) must not see only the seed in the first milliseconds after the cluster is opened.
     pub(crate) async fn wait_for_map(&self) {
-        let mapped = self.mapped.notified();
-        if self.map.borrow().shards.is_empty() {
+        let mapped = self.topology.mapped.notified();
+        if self.map().shards.is_empty() {
             let _ = tokio::time::timeout(FIRST_MAP_WAIT, mapped).await;
         }
     }
 
     /// Whether some master is reachable.
     pub(crate) fn is_healthy(&self) -> bool {
-        let map = self.map.borrow();
+        let map = self.map();
         match map.shards.is_empty() {
             true => self.seed.is_healthy(),
             false => map.shards.iter().any(|s| s.master.is_healthy()),
@@ -219,12 +300,12 @@ impl ClusterBackend {
 
     /// How many masters serve slots (1 while the map is unknown: the seed stands for them all).
     pub(crate) fn masters(&self) -> usize {
-        self.map.borrow().shards.len().max(1)
+        self.map().shards.len().max(1)
     }
 
     /// Every master serving slots (the seed while the slot map is unknown).
     pub(crate) fn master_nodes(&self) -> Vec<NodeSpec> {
-        let map = self.map.borrow();
+        let map = self.map();
         match map.shards.is_empty() {
             true => vec![self.seed.node.clone()],
             false => map
@@ -238,8 +319,8 @@ impl ClusterBackend {
     /// The master owning `slot`, for the commands that need a dedicated connection to the right node (blocking
     /// commands, transactions, subscriptions); `None` while the slot map does not know it (just after start).
     pub(crate) fn master_of(&self, slot: u16) -> Option<NodeSpec> {
-        let map = self.map.borrow();
-        let index = *map.owner.get(usize::from(slot))?;
+        let map = self.map();
+        let index = *map.topology.owner.get(usize::from(slot))?;
         let shard = map.shards.get(usize::from(index))?;
         Some(self.spec.node(&shard.addr, NodeRole::Any))
     }
@@ -255,8 +336,9 @@ impl ClusterBackend {
         affinity: usize,
     ) -> Result<(), ReplyHandle> {
         let master = {
-            let map = self.map.borrow();
+            let map = self.map();
             let shard = map
+                .topology
                 .owner
                 .get(usize::from(slot))
                 .and_then(|&index| map.shards.get(usize::from(index)));
@@ -287,8 +369,9 @@ impl ClusterBackend {
     /// The master (its index in the slot map) that serves `slot`, while the map knows it: requests for slots
     /// with the same master may travel as one run.
     pub(crate) fn master_index(&self, slot: u16) -> Option<u16> {
-        let map = self.map.borrow();
-        map.owner
+        let map = self.map();
+        map.topology
+            .owner
             .get(usize::from(slot))
             .copied()
             .filter(|&index| index != NO_OWNER)
@@ -321,9 +404,13 @@ impl ClusterBackend {
 
     /// The node for a slot (a read node for `-slaves` resources), or the seed while the slot has no owner.
     fn node_for(&self, slot: Option<u16>) -> Rc<Backend> {
-        let map = self.map.borrow();
+        let map = self.map();
         // A keyless request goes to slot 0's master: the same node as long as the slots stay where they are.
-        let index = map.owner.get(usize::from(slot.unwrap_or(0))).copied();
+        let index = map
+            .topology
+            .owner
+            .get(usize::from(slot.unwrap_or(0)))
+            .copied();
         match index.and_then(|i| map.shards.get(usize::from(i))) {
             Some(shard) => self.read_node(shard),
             None => Rc::clone(&self.seed),
@@ -347,17 +434,10 @@ impl ClusterBackend {
 
     /// The backend of the node at `addr`: a known master's, or a new one from the pool.
     fn node_at(&self, addr: &str) -> Rc<Backend> {
-        let map = self.map.borrow();
+        let map = self.map();
         match map.shards.iter().find(|s| s.addr == addr) {
             Some(shard) => Rc::clone(&shard.master),
             None => self.pool.get(&self.spec.node(addr, NodeRole::Any)),
         }
-    }
-}
-
-impl Drop for ClusterBackend {
-    fn drop(&mut self) {
-        self.refresh.closed.set(true);
-        self.refresh.wake.notify();
     }
 }

@@ -53,7 +53,7 @@ pub(crate) fn classify(reply: &[u8]) -> ClusterError<'_> {
 
 impl Redirector for ClusterBackend {
     fn on_failure(&self) {
-        self.schedule_refresh();
+        self.topology.schedule_refresh();
     }
 
     /// An error reply to a request the gateway runs as itself, whose error replies are Redis' own: followed,
@@ -103,7 +103,7 @@ struct PayloadSent {
 
 impl Redirector for PayloadSent {
     fn on_failure(&self) {
-        self.cluster.schedule_refresh();
+        self.cluster.topology.schedule_refresh();
     }
 
     fn on_error(&self, reply: Bytes, handle: ReplyHandle, redirect: Redirect) {
@@ -182,7 +182,8 @@ impl ClusterBackend {
         tokio::task::spawn_local(async move {
             let confirmed = match &claim {
                 Claim::Moved { slot, addr } => {
-                    me.fresh_map().await && me.owner_addr(*slot).as_ref() == Some(addr)
+                    me.topology.fresh_map().await
+                        && me.topology.owner_addr(*slot).as_ref() == Some(addr)
                 }
                 Claim::Ask { slot, addr } => {
                     me.importer_of(&answered_by, *slot).await.as_ref() == Some(addr)
@@ -230,8 +231,8 @@ impl ClusterBackend {
         match kind {
             ClusterError::Moved { slot: moved, addr } => {
                 tracing::debug!(slot = moved, %addr, "cluster: MOVED");
-                self.moved(moved, addr);
-                self.schedule_refresh();
+                self.topology.moved(moved, addr);
+                self.topology.schedule_refresh();
                 let backend = self.node_at(addr);
                 let redirect = again(&backend, &handle, Some(moved));
                 backend.send(raw.clone(), handle.with_redirect(redirect), affinity);
@@ -259,7 +260,7 @@ impl ClusterBackend {
                 });
             }
             ClusterError::Stale => {
-                self.schedule_refresh();
+                self.topology.schedule_refresh();
                 handle.deliver(reply.clone());
             }
             ClusterError::Other => handle.deliver(reply.clone()),

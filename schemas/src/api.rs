@@ -165,6 +165,9 @@ pub struct ResourceUpdate {
     pub url: String,
     #[serde(default)]
     pub description: String,
+    /// Change the URL though routes use the resource and it points at other data (409) or fails its probe (422).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use switchyard_schemas::RouteTable;
 use switchyard_schemas::placement::TablePlacement;
-use switchyard_schemas::placement::moves::{Estimate, key_moves};
+use switchyard_schemas::placement::moves::{Estimate, key_moves, same_data};
 
 fn table(value: Value) -> RouteTable {
     serde_json::from_value(value).unwrap()
@@ -161,4 +161,44 @@ fn a_share_is_never_shown_as_none_or_all_when_it_is_not() {
         (percent(0.0), percent(1.0)),
         ("0.0%".to_string(), "100.0%".to_string())
     );
+}
+
+#[test]
+/// A resource URL change moves keys only where the data is elsewhere (`guard::UrlChange` in the control plane).
+fn a_url_keeps_its_data_whatever_its_credentials_and_parameters() {
+    let same = [
+        ("redis://127.0.0.1:6379/0", "redis://:pw@127.0.0.1:6379"),
+        ("redis://127.0.0.1:6379/2", "rediss://u:pw@127.0.0.1:6379/2"),
+        (
+            "redis://127.0.0.1:6379",
+            "redis://127.0.0.1:6379?scripts=deny",
+        ),
+        (
+            "redis-sentinel://127.0.0.1:26379/m",
+            "redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/m",
+        ),
+        (
+            "redis-cluster://127.0.0.1:7000",
+            "redis-cluster://127.0.0.1:7001,127.0.0.1:7000",
+        ),
+    ];
+    for (from, to) in same {
+        assert!(same_data(from, to), "{from} -> {to}");
+    }
+    let moved = [
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6380"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/1"),
+        ("redis://127.0.0.1:6379", "redis-cluster://127.0.0.1:6379"),
+        (
+            "redis-sentinel://127.0.0.1:26379/m",
+            "redis-sentinel://127.0.0.1:26379/n",
+        ),
+        (
+            "redis-cluster://127.0.0.1:7000",
+            "redis-cluster://127.0.0.1:8000",
+        ),
+    ];
+    for (from, to) in moved {
+        assert!(!same_data(from, to), "{from} -> {to}");
+    }
 }

@@ -163,7 +163,8 @@ async fn a_gateway_following_deltas_serves_what_a_fresh_one_does() {
                 } else {
                     ("b", 0)
                 };
-                let url = json!({"url": format!("{}/{}", redis[server].url(), dice.usize(..16))});
+                // Forced: the point is the deltas, not the keys the move leaves behind.
+                let url = json!({"url": format!("{}/{}", redis[server].url(), dice.usize(..16)), "force": true});
                 cp.call("PUT", &format!("/v1/resources/{name}"), Some(url))
                     .await
             }

@@ -95,6 +95,10 @@ pub(crate) enum Resources {
         url: String,
         #[arg(long, default_value = "")]
         description: String,
+        /// Change the URL even though routes use the resource and it points at other data (409
+        /// keys_would_move: their keys stay behind) or does not answer its probe (422).
+        #[arg(long)]
+        force: bool,
     },
     /// Delete a resource that no current route uses.
     #[command(after_help = "Example:\n  switchyard-ctl resources delete main")]
@@ -128,8 +132,13 @@ impl Resources {
                 name,
                 url,
                 description,
+                force,
             } => {
-                let body = ResourceUpdate { url, description };
+                let body = ResourceUpdate {
+                    url,
+                    description,
+                    force,
+                };
                 let call = Call::new(Method::PUT, path(&name)).body(serde_json::to_value(body)?);
                 Change::new(call, ONE).before(path(&name), "")
             }

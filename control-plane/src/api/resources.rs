@@ -23,6 +23,7 @@ use crate::db::change::Change;
 use crate::db::resources::{Lock, ResourceRow};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, JsonBody};
+use crate::guard::UrlChange;
 use crate::openapi::Operation;
 use crate::state::AppState;
 use crate::{databases, redact, references};
@@ -72,7 +73,9 @@ pub(crate) fn operations() -> Vec<Operation> {
         .request::<ResourceUpdate>()
         .example(serde_json::json!({"url": "redis-sentinel://127.0.0.1:26379/mymaster", "description": "moved behind sentinels"}))
         .reply::<Resource>(200)
-        // 409: the new URL would put a tenant without a key namespace in a database namespaced tenants use.
+        // 409: the new URL points at other data than the routes that use the resource stored keys in
+        // (`keys_would_move`, unless `force`), or would put a tenant without a key namespace in a database
+        // namespaced tenants use. 422 also: the new URL does not answer its probe (unless `force`).
         .errors(&[404, 409]),
         Operation::new(
             "deleteResource",
@@ -169,7 +172,8 @@ fn with_reach(row: &ResourceRow, reach: &HashMap<String, Vec<GatewayReach>>) -> 
 }
 
 /// A new URL must keep every current route that uses the resource valid (e.g. a `-slaves` URL cannot replace
-/// a resource that a route writes to).
+/// a resource that a route writes to), and, unless forced, the data those routes stored and answer its probe
+/// (`guard::UrlChange`).
 async fn update(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
@@ -188,6 +192,7 @@ async fn update(
     let mut details = Vec::new();
     let using = db::routes::current_using(change.conn(), row.id).await?;
     let mut reached = Vec::with_capacity(using.len());
+    let mut routes = Vec::with_capacity(using.len());
     for db::routes::CurrentRoute {
         tenant_id,
         tenant,
@@ -209,6 +214,7 @@ async fn update(
                 ),
             }));
         }
+        routes.push((tenant, route.0));
     }
     if !details.is_empty() {
         return Err(ApiError::Unprocessable {
@@ -216,6 +222,14 @@ async fn update(
             details,
         });
     }
+    let guarded = UrlChange {
+        name: &name,
+        from: &row.url,
+        to: &url,
+        using: &routes,
+        force: update.force,
+    };
+    guarded.check().await?;
     let before = row.to_api();
     // Stored before the checks: a migration whose destination names this resource is checked where the new URL
     // takes it.

@@ -4,6 +4,9 @@
 //! request says `force`. The migration workflow changes routes without it: moving keys is what it is for.
 
 mod probe;
+mod resource;
+
+pub(crate) use resource::UrlChange;
 
 use std::collections::{HashMap, HashSet};
 
@@ -49,29 +52,27 @@ impl Guarded<'_> {
             return Ok(moves);
         }
         if moves.strands_keys() {
-            return Err(ApiError::ConflictWithDetails {
-                code: "keys_would_move",
-                message: format!(
-                    "{}: pass \"force\": true to change the route of '{}' anyway, or move the keys with a \
-                     migration (POST /v1/tenants/{}/migrations)",
-                    moves.summary(),
-                    self.tenant,
-                    self.tenant
-                ),
-                details: moves
-                    .moves
-                    .iter()
-                    .map(|m| ErrorDetail {
-                        path: self.prefix.to_string(),
-                        message: format!(
-                            "{} of the keys: {} -> {}",
-                            percent(m.fraction),
-                            m.from,
-                            m.to
-                        ),
-                    })
-                    .collect(),
-            });
+            let message = format!(
+                "{}: pass \"force\": true to change the route of '{}' anyway, or move the keys with a \
+                 migration (POST /v1/tenants/{}/migrations)",
+                moves.summary(),
+                self.tenant,
+                self.tenant
+            );
+            let details = moves
+                .moves
+                .iter()
+                .map(|m| ErrorDetail {
+                    path: self.prefix.to_string(),
+                    message: format!(
+                        "{} of the keys: {} -> {}",
+                        percent(m.fraction),
+                        m.from,
+                        m.to
+                    ),
+                })
+                .collect();
+            return Err(keys_would_move(message, details));
         }
         self.probe_new_resources(&urls).await?;
         Ok(moves)
@@ -97,31 +98,50 @@ impl Guarded<'_> {
             let entry = fresh.entry(url).or_insert((used.path, false));
             entry.1 |= used.writes;
         }
-        let probes = fresh.iter().map(|(url, (path, writes))| async move {
-            probe::probe(url, *writes)
-                .await
-                .err()
-                .map(|why| ErrorDetail {
-                    path: path.clone(),
-                    message: format!("{}: {why}", redact::url(url)),
-                })
-        });
-        let mut failed: Vec<ErrorDetail> = join_all(probes).await.into_iter().flatten().collect();
-        if failed.is_empty() {
-            return Ok(());
-        }
-        failed.sort_by(|a, b| a.path.cmp(&b.path));
-        let summary = format!(
-            "the route names resources the control plane cannot use; pass \"force\": true if they are \
-             provisioned later ({} of {} new resources failed their probe)",
-            failed.len(),
-            fresh.len()
-        );
-        Err(ApiError::Unprocessable {
-            message: summary,
-            details: failed,
-        })
+        let what = |failed: usize| {
+            format!(
+                "the route names resources the control plane cannot use; pass \"force\": true if they are \
+                 provisioned later ({failed} of {} new resources failed their probe)",
+                fresh.len()
+            )
+        };
+        probe_all(&fresh, what).await
     }
+}
+
+/// The refusal of a change that would leave keys where the gateways no longer look.
+fn keys_would_move(message: String, details: Vec<ErrorDetail>) -> ApiError {
+    ApiError::ConflictWithDetails {
+        code: "keys_would_move",
+        message,
+        details,
+    }
+}
+
+/// Probes, all at once, each URL (with where it is in the request and whether routes write to it); a 422 naming
+/// every one that failed, its message `what(how many failed)`.
+async fn probe_all(
+    fresh: &HashMap<String, (String, bool)>,
+    what: impl FnOnce(usize) -> String,
+) -> ApiResult<()> {
+    let probes = fresh.iter().map(|(url, (path, writes))| async move {
+        probe::probe(url, *writes)
+            .await
+            .err()
+            .map(|why| ErrorDetail {
+                path: path.clone(),
+                message: format!("{}: {why}", redact::url(url)),
+            })
+    });
+    let mut failed: Vec<ErrorDetail> = join_all(probes).await.into_iter().flatten().collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    failed.sort_by(|a, b| a.path.cmp(&b.path));
+    Err(ApiError::Unprocessable {
+        message: what(failed.len()),
+        details: failed,
+    })
 }
 
 /// The URL a reference stands for: itself, or the registered URL of a name.

@@ -8,6 +8,7 @@ mod console;
 mod credentials;
 mod dry_run;
 mod gateways;
+mod guard;
 mod import;
 mod migration_destination;
 mod migrations;

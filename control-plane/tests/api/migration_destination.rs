@@ -93,8 +93,9 @@ async fn no_change_brings_colliding_keys_into_an_active_destination(pool: PgPool
     assert_shared(&api.put_route("ops", single(DESTINATION)).await, id, "ops");
     let legacy = api.put_route("legacy", single(DESTINATION)).await;
     assert_shared(&legacy, id, "legacy");
-    // A resource URL: another tenant's resource moved onto the destination, or the destination onto a tenant.
-    let onto = |url: &str| json!({"url": url});
+    // A resource URL: another tenant's resource moved onto the destination, or the destination onto a tenant
+    // (forced: the keys they stored stay behind, which the guard has tests of its own for).
+    let onto = |url: &str| json!({"url": url, "force": true});
     let side = api
         .admin("PUT", "/v1/resources/side", Some(onto(DESTINATION)))
         .await;

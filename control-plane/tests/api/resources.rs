@@ -243,12 +243,13 @@ async fn answers_mask_passwords_and_a_masked_update_keeps_them(pool: PgPool) {
         assert!(write == "main" || write.contains("app:***@"), "{write}");
     }
 
-    // Edited as shown (another db), sent back with the mask: the stored passwords stay.
+    // Edited as shown (another db, forced: the keys stay in db 1), sent back with the mask: the stored passwords
+    // stay.
     let edited = api
         .admin(
             "PUT",
             "/v1/resources/main",
-            Some(json!({"url": masked.replace("db=1", "db=2")})),
+            Some(json!({"url": masked.replace("db=1", "db=2"), "force": true})),
         )
         .await;
     assert_eq!(edited.status, 200, "{}", edited.body);

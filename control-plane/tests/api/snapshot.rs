@@ -103,11 +103,12 @@ async fn carries_what_gateways_serve(pool: PgPool) {
     let digests: Vec<_> = next.tenants[0].credentials.iter().map(|c| c.id).collect();
     assert_eq!(digests, vec![id]);
 
-    // A resource's new URL reaches the snapshot.
+    // A resource's new URL reaches the snapshot (forced: nothing listens there, and the tenant's keys stay
+    // behind).
     api.admin(
         "PUT",
         "/v1/resources/main",
-        Some(json!({"url": "redis://127.0.0.1:7777"})),
+        Some(json!({"url": "redis://127.0.0.1:7777", "force": true})),
     )
     .await;
     let after_update = api.gateway("GET", "/v1/snapshot", None).await;

@@ -113,7 +113,7 @@ async fn a_delta_carries_only_what_changed(pool: PgPool) {
     follower.apply(delta);
 
     // A resource's URL reaches the tenants that name it; its description, no one.
-    let moved = json!({"url": "redis://127.0.0.1:7009"});
+    let moved = json!({"url": "redis://127.0.0.1:7009", "force": true});
     assert_eq!(
         api.admin("PUT", "/v1/resources/shared", Some(moved))
             .await

@@ -311,7 +311,8 @@ async fn a_tenant_without_a_namespace_never_shares_a_database_with_namespaced_on
     );
     refused(&patch("plain", json!({"namespace": null})).await);
 
-    // A resource whose new URL would bring a tenant without a namespace into a namespaced one's database.
+    // A resource whose new URL would bring a tenant without a namespace into a namespaced one's database (even
+    // forced past the guard: its keys stay in database 9).
     api.create_resource("spare", "redis://127.0.0.1:6379/9")
         .await;
     api.create_tenant("bare").await;
@@ -320,7 +321,7 @@ async fn a_tenant_without_a_namespace_never_shares_a_database_with_namespaced_on
         .admin(
             "PUT",
             "/v1/resources/spare",
-            Some(json!({"url": "redis://127.0.0.1:6379/2"})),
+            Some(json!({"url": "redis://127.0.0.1:6379/2", "force": true})),
         )
         .await;
     let message = refused(&moved);

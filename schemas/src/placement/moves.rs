@@ -265,15 +265,22 @@ fn same_home(from: &Place, to: &Place, url_of: &dyn Fn(&str) -> Option<String>) 
     if from.resource == to.resource {
         return true;
     }
-    let parse = |reference: &str| {
-        let url = match reference.contains("://") {
-            true => reference.to_string(),
-            false => url_of(reference)?,
-        };
-        ResourceUrl::parse(&url).ok()
+    let url = |reference: &str| match reference.contains("://") {
+        true => Some(reference.to_string()),
+        false => url_of(reference),
     };
-    match (parse(&from.resource), parse(&to.resource)) {
-        (Some(a), Some(b)) => same_deployment(&a.kind, &b.kind),
+    match (url(&from.resource), url(&to.resource)) {
+        (Some(a), Some(b)) => same_data(&a, &b),
+        _ => false,
+    }
+}
+
+/// Whether keys kept at URL `from` are found at URL `to`: the same kind of deployment and the same node and
+/// database, sentinel master and database (with a sentinel in common) or cluster (a seed in common).
+/// Credentials, TLS and URL parameters do not count; hosts are compared as written.
+pub fn same_data(from: &str, to: &str) -> bool {
+    match (ResourceUrl::parse(from), ResourceUrl::parse(to)) {
+        (Ok(a), Ok(b)) => same_deployment(&a.kind, &b.kind),
         _ => false,
     }
 }

@@ -46,23 +46,35 @@ function row(r, reload) {
   return tr;
 }
 
+// A new URL that points at other data than the routes using the resource stored keys in (409 keys_would_move),
+// or that does not answer its probe (422), is refused; the form then offers "Force" to save it anyway.
 function editRow(r, reload) {
   const url = h('input', { class: 'edit-url', value: r.url, spellcheck: 'false' });
   const description = h('input', { class: 'edit-description', value: r.description });
+  const force = h('input', { class: 'edit-force', type: 'checkbox' });
+  const forceField = field('Force', force, '/force', 'save even if the routes using it lose their keys, or the URL does not answer (yet)');
+  forceField.hidden = true;
   const form = h('form', { class: 'inline', onsubmit: async (event) => {
     event.preventDefault();
     try {
-      await api.put(`/v1/resources/${enc(r.name)}`, { url: url.value, description: description.value });
+      await api.put(`/v1/resources/${enc(r.name)}`, { url: url.value, description: description.value, force: force.checked });
       notice('ok', `Saved resource ${r.name}.`);
       reload();
     } catch (error) {
-      if (error instanceof ApiError && error.status === 422) {
+      if (error instanceof ApiError && error.code === 'keys_would_move') {
+        forceField.hidden = false;
+        showFieldErrors(form, error.details);
+        notice('error', `Not saved: ${error.message.replace(/; pass "force".*/, '')}. Tick "Force" to save anyway.`);
+      } else if (error instanceof ApiError && error.status === 422) {
+        // Only a failed probe can be forced; a URL that breaks a route cannot.
+        forceField.hidden = !error.message.includes('"force"');
         if (showFieldErrors(form, error.details).length) fail(error);
       } else fail(error);
     }
   } },
   field('URL', url, '/url', 'a password shown as *** keeps the stored one'),
   field('Description', description, '/description'),
+  forceField,
   h('button', { type: 'submit', class: 'small' }, 'Save'),
   button('Cancel', reload, 'link'));
   return h('tr', { class: 'editing' }, h('td', { class: 'mono', text: r.name }), h('td', { colspan: 5 }, form));

@@ -13,7 +13,7 @@ pub use explain::{
     WriteTable,
 };
 
-use crate::{CommandRules, RouteTable, TenantLimits, TenantPolicy};
+use crate::{RouteTable, TenantLimits, TenantPolicy};
 
 mod credentials;
 pub use credentials::*;
@@ -31,6 +31,8 @@ mod tokens;
 pub use tokens::*;
 mod tracking;
 pub use tracking::*;
+mod tenant_patch;
+pub use tenant_patch::TenantPatch;
 mod usage;
 pub use usage::*;
 
@@ -67,59 +69,6 @@ with_policy_fields! {
         #[serde(default)]
         pub limits: TenantLimits,
     }
-}
-
-/// `PATCH /v1/tenants/{tenant}`: only the fields given change; `limits` replaces all limits at once.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TenantPatch {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_admin: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<TenantLimits>,
-    /// `null` removes the namespace.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
-    )]
-    pub namespace: Option<Option<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_only: Option<bool>,
-    /// Replaces both lists.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commands: Option<CommandRules>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_allow: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_deny: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocked_keys: Option<Vec<String>>,
-    /// Replaces the tenant's tracking thresholds (`{}`: the gateway's again).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracking: Option<crate::policy::TrackingPolicy>,
-    /// `null` removes the tenant's own scripts policy: its resources' default applies again.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
-    )]
-    pub scripts: Option<Option<crate::policy::ScriptsPolicy>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits_scope: Option<crate::policy::LimitsScope>,
-}
-
-/// A field that is present, `null` included (`Some(None)`), as opposed to absent (`None`, its default).
-fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

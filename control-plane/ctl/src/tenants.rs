@@ -150,6 +150,10 @@ pub(crate) enum Tenants {
         /// Where its max_connections and max_ops_per_sec hold.
         #[arg(long, value_enum)]
         limits_scope: Option<Scope>,
+        /// Change the namespace even though the tenant has a route and the keys it stored under the old one would
+        /// no longer be found (409 keys_would_move).
+        #[arg(long)]
+        force: bool,
     },
     /// Delete a tenant with its credentials and route history.
     #[command(after_help = "Example:\n  switchyard-ctl tenants delete shop --dry-run")]
@@ -237,6 +241,7 @@ impl Tenants {
                 namespace,
                 no_namespace,
                 limits_scope,
+                force,
             } => {
                 let mut patch: TenantPatch = match &file {
                     Some(file) => read_json(file)?,
@@ -253,6 +258,7 @@ impl Tenants {
                 if no_namespace {
                     patch.namespace = Some(None);
                 }
+                patch.force |= force;
                 let call =
                     Call::new(Method::PATCH, path(&name)).body(serde_json::to_value(&patch)?);
                 let change = Change::new(call, ONE).before(path(&name), "");

@@ -17,6 +17,7 @@ use crate::db::change::Change;
 use crate::db::tenants::{Owned, TenantRow};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, JsonBody};
+use crate::guard::NamespaceChange;
 use crate::openapi::Operation;
 use crate::state::AppState;
 
@@ -75,6 +76,7 @@ pub(crate) fn operations() -> Vec<Operation> {
         .request::<TenantPatch>()
         .example(serde_json::json!({"limits": {"max_ops_per_sec": 50000}, "allow_admin": false}))
         .reply::<Tenant>(200)
+        // 409 also: a routed tenant's namespace change (`keys_would_move`, unless `force`).
         .errors(&[404, 409]),
         Operation::new(
             "deleteTenant",
@@ -294,6 +296,20 @@ async fn update(
                  finished or aborted"
             ),
         });
+    }
+    // A namespace change moves no key: a routed tenant's stored keys stay under the old one (`guard`).
+    if row.policy.namespace != before.policy.namespace
+        && !patch.force
+        && db::routes::get(change.conn(), row.id, None)
+            .await?
+            .is_some()
+    {
+        let moved = NamespaceChange {
+            tenant: &name,
+            from: before.policy.namespace.as_deref(),
+            to: row.policy.namespace.as_deref(),
+        };
+        return Err(moved.refusal());
     }
     if let Some(namespace) = &row.policy.namespace
         && before.policy.namespace.as_ref() != Some(namespace)

@@ -104,7 +104,12 @@ impl Caller {
         let fields = given
             .as_object()
             .map(|o| o.keys().cloned().collect::<Vec<_>>());
-        for field in fields.unwrap_or_default() {
+        // `force` changes no field: it only lets a change that moves keys through.
+        for field in fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f != "force")
+        {
             if !self.policies.iter().any(|p| p.as_str() == field) {
                 let allowed: Vec<&str> = self.policies.iter().map(|p| p.as_str()).collect();
                 return Err(ApiError::Forbidden(format!(

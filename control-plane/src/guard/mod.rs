@@ -3,9 +3,11 @@
 //! (409 `keys_would_move`) or that names a resource the control plane cannot use (422) is refused unless the
 //! request says `force`. The migration workflow changes routes without it: moving keys is what it is for.
 
+mod namespace;
 mod probe;
 mod resource;
 
+pub(crate) use namespace::NamespaceChange;
 pub(crate) use resource::UrlChange;
 
 use std::collections::{HashMap, HashSet};

@@ -176,3 +176,60 @@ async fn a_url_change_of_an_unused_resource_is_not_guarded(pool: PgPool) {
     let reply = set_url(&api, "spare", json!({"url": "redis://127.0.0.1:2/4"})).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
 }
+
+async fn patch(api: &Api, tenant: &str, body: Value) -> Reply {
+    api.admin("PATCH", &format!("/v1/tenants/{tenant}"), Some(body))
+        .await
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_routed_tenants_namespace_change_is_refused_and_forced_is_saved(pool: PgPool) {
+    let api = Api::new(pool).await;
+    api.create_tenant("shop").await;
+    // No route yet: no key was stored, nothing to strand.
+    assert_eq!(
+        patch(&api, "shop", json!({"namespace": "shop:"}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        api.put_route("shop", single("redis://127.0.0.1:6379"))
+            .await
+            .status,
+        200
+    );
+
+    for change in [json!({"namespace": "store:"}), json!({"namespace": null})] {
+        let refused = patch(&api, "shop", change).await;
+        assert_eq!(
+            (refused.status, refused.error()),
+            (409, "keys_would_move"),
+            "{}",
+            refused.body
+        );
+        assert!(
+            refused.body["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("100.0% of the tenant's keys")
+        );
+        assert!(
+            details(&refused)[0]
+                .starts_with("/namespace: 100.0% of the keys: namespace 'shop:' -> ")
+        );
+    }
+    let kept = api.admin("GET", "/v1/tenants/shop", None).await;
+    assert_eq!(kept.body["namespace"], "shop:");
+    // Other fields change as before.
+    assert_eq!(
+        patch(&api, "shop", json!({"description": "d"}))
+            .await
+            .status,
+        200
+    );
+
+    let forced = patch(&api, "shop", json!({"namespace": "store:", "force": true})).await;
+    assert_eq!(forced.status, 200, "{}", forced.body);
+    assert_eq!(forced.body["namespace"], "store:");
+}

@@ -125,7 +125,7 @@ async fn no_change_brings_colliding_keys_into_an_active_destination(pool: PgPool
         .admin(
             "PATCH",
             "/v1/tenants/tools",
-            Some(json!({"namespace": null})),
+            Some(json!({"namespace": null, "force": true})),
         )
         .await;
     assert_shared(&dropped, id, "tools");

@@ -290,17 +290,20 @@ async fn a_tenant_without_a_namespace_never_shares_a_database_with_namespaced_on
                         "secondary": single("redis://127.0.0.1:6379/1")});
     refused(&api.put_route("blog", moving).await);
 
-    // Policy changes: losing admin, or a namespace, puts a tenant under the rule; gaining one lets it share.
+    // Policy changes: losing admin, or a namespace, puts a tenant under the rule; gaining one lets it share (namespace
+    // changes forced past the guard: these tenants have routes).
     let patch = |tenant: &str, body: Value| {
         let api = api.clone();
         let path = format!("/v1/tenants/{tenant}");
         async move { api.admin("PATCH", &path, Some(body)).await }
     };
     refused(&patch("ops", json!({"allow_admin": false})).await);
-    refused(&patch("shop", json!({"namespace": null})).await);
+    refused(&patch("shop", json!({"namespace": null, "force": true})).await);
     assert_eq!(patch("shop", json!({"read_only": true})).await.status, 200);
     assert_eq!(
-        patch("plain", json!({"namespace": "plain:"})).await.status,
+        patch("plain", json!({"namespace": "plain:", "force": true}))
+            .await
+            .status,
         200
     );
     assert_eq!(
@@ -309,7 +312,7 @@ async fn a_tenant_without_a_namespace_never_shares_a_database_with_namespaced_on
             .status,
         200
     );
-    refused(&patch("plain", json!({"namespace": null})).await);
+    refused(&patch("plain", json!({"namespace": null, "force": true})).await);
 
     // A resource whose new URL would bring a tenant without a namespace into a namespaced one's database (even
     // forced past the guard: its keys stay in database 9).

@@ -217,3 +217,43 @@ async fn new_resources_are_probed_and_refused_with_the_reason() {
     let (status, body) = first_route(&cp, "later", json!(nothing), true).await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// `resources update` and `tenants update` refuse what would strand a tenant's keys (exit 3, the refusal printed)
+/// until `--force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_forces_a_resource_url_and_a_namespace_that_strand_keys() {
+    let (here, there) = (RedisServer::start(), RedisServer::start());
+    let cp = ControlPlane::start();
+    cp.expect(
+        "POST",
+        "/v1/resources",
+        Some(json!({"name": "main", "url": here.url()})),
+        201,
+    )
+    .await;
+    cp.create_tenant_with(
+        json!({"name": "shop", "namespace": "shop:"}),
+        json!({"type": "single", "target": "main"}),
+    )
+    .await;
+    let ctl = Ctl::new(&cp);
+
+    let url = there.url();
+    let moved = ctl.fails(3, &["resources", "update", "main", &url]);
+    assert!(
+        moved.stderr.contains("keys_would_move") && moved.stderr.contains("tenant 'shop'"),
+        "{moved:?}"
+    );
+    ctl.ok(&["resources", "update", "main", &url, "--force"]);
+    let stored = cp.expect("GET", "/v1/resources/main", None, 200).await;
+    assert_eq!(stored["url"], url.as_str());
+
+    let renamed = ctl.fails(3, &["tenants", "update", "shop", "--namespace", "store:"]);
+    assert!(renamed.stderr.contains("keys_would_move"), "{renamed:?}");
+    ctl.ok(&["tenants", "update", "shop", "--no-namespace", "--force"]);
+    let tenant = cp.expect("GET", "/v1/tenants/shop", None, 200).await;
+    assert!(
+        tenant.get("namespace").is_none_or(Value::is_null),
+        "{tenant}"
+    );
+}

@@ -120,7 +120,10 @@ where
     L: axum::serve::Listener<Addr = std::net::SocketAddr>,
 {
     tracing::info!(address = %listener.local_addr()?, "control plane listening ({scheme})");
-    tokio::spawn(migration::worker(state.clone()));
+    tokio::spawn(migration::worker(
+        state.clone(),
+        api::migrations::conclude_rollback,
+    ));
     tokio::spawn(state.clone().forget_old_changes());
     axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(async move {

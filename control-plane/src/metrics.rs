@@ -211,7 +211,7 @@ fn render_migrations(out: &mut String, migrations: &[MigrationFigures]) {
         );
     }
     out.push_str(
-        "# HELP switchyard_cp_migration_task_keys Keys a migration's backfill or verify task has seen, by kind (as its progress in the API).\n\
+        "# HELP switchyard_cp_migration_task_keys Keys a migration's backfill, verify or rollback task has seen, by kind (as its progress in the API).\n\
          # TYPE switchyard_cp_migration_task_keys gauge\n",
     );
     for m in migrations {
@@ -249,6 +249,7 @@ fn tasks<'a>(m: &MigrationFigures<'a>) -> impl Iterator<Item = (&'static str, &'
     [
         ("backfill", &m.progress.backfill),
         ("verify", &m.progress.verify),
+        ("rollback", &m.progress.rollback),
     ]
     .into_iter()
     .filter_map(|(task, progress)| Some((task, progress.as_ref()?)))
@@ -296,6 +297,7 @@ mod tests {
                 ..TaskProgress::default()
             }),
             verify: None,
+            rollback: None,
         };
         let figures = [MigrationFigures {
             id: 9,

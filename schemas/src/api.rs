@@ -435,6 +435,9 @@ pub enum MigrationState {
     Verified,
     /// Reads go to new; writes go to new (primary) and old (secondary), so a rollback loses nothing.
     CutOver,
+    /// An abort from `cut_over`: the route stays as in `cut_over` while the rollback task compares every key and
+    /// repairs old from new (what old missed); then the route returns to old and the state is `aborted`.
+    RollingBack,
     /// The route is the new one only.
     Finished,
     /// Back on the old route; nothing was deleted anywhere.
@@ -451,19 +454,21 @@ impl MigrationState {
             MigrationState::Verifying => "verifying",
             MigrationState::Verified => "verified",
             MigrationState::CutOver => "cut_over",
+            MigrationState::RollingBack => "rolling_back",
             MigrationState::Finished => "finished",
             MigrationState::Aborted => "aborted",
         }
     }
 
     /// Every state, in the order a migration goes through them.
-    pub const ALL: [MigrationState; 8] = [
+    pub const ALL: [MigrationState; 9] = [
         MigrationState::DoubleWrite,
         MigrationState::Backfilling,
         MigrationState::Backfilled,
         MigrationState::Verifying,
         MigrationState::Verified,
         MigrationState::CutOver,
+        MigrationState::RollingBack,
         MigrationState::Finished,
         MigrationState::Aborted,
     ];
@@ -478,7 +483,8 @@ impl MigrationState {
     }
 }
 
-/// The counters of one background task (backfill or verify).
+/// The counters of one background task (backfill, verify, or the rollback, which verifies the other way: old is
+/// repaired from new).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskProgress {
     /// Keys SCAN returned so far.
@@ -491,9 +497,9 @@ pub struct TaskProgress {
     pub failed: u64,
     /// Verify: keys equal on both sides (type, value digest, TTL within tolerance).
     pub matched: u64,
-    /// Verify: keys re-copied from old because new differed or lacked them.
+    /// Verify: keys re-copied from old because new differed or lacked them (rollback: to old from new).
     pub repaired: u64,
-    /// Verify: keys deleted from new because old no longer has them.
+    /// Verify: keys deleted from new because old no longer has them (rollback: from old, new lacking them).
     pub removed: u64,
     /// Verify: keys still different after every re-check (written continuously); verify again later.
     pub unresolved: u64,
@@ -514,6 +520,9 @@ pub struct MigrationProgress {
     pub backfill: Option<TaskProgress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<TaskProgress>,
+    /// The rollback task of an abort from `cut_over` (`matched`, `repaired`, `removed` count old's keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<TaskProgress>,
 }
 
 /// `GET /v1/tenants/{tenant}/migrations/{id}`

@@ -85,9 +85,19 @@ pub(crate) enum Migrations {
     /// Make the new route the only one.
     #[command(after_help = "Example:\n  switchyard-ctl migrations finish shop 1")]
     Finish(Step),
-    /// Go back to the old route; nothing is deleted anywhere.
-    #[command(after_help = "Example:\n  switchyard-ctl migrations abort shop 1")]
-    Abort(Step),
+    /// Go back to the old route; nothing is deleted anywhere. From cut_over, old is first repaired from new
+    /// (state rolling_back) and the route returns to old when that is done, unless --force.
+    #[command(after_help = "Examples:\n  \
+        switchyard-ctl migrations abort shop 1 --watch\n  \
+        switchyard-ctl migrations abort shop 1 --force")]
+    Abort {
+        #[command(flatten)]
+        step: Step,
+        /// From cut_over or rolling_back: return to old at once, without repairing from new what old missed
+        /// (for a new deployment that cannot be read).
+        #[arg(long)]
+        force: bool,
+    },
     /// Draw a migration's progress until its task is done (or until --until STATE).
     #[command(after_help = "Example:\n  switchyard-ctl migrations watch shop 1 --until verified")]
     Watch {
@@ -230,7 +240,9 @@ impl Migrations {
                 return step.take(session, "cutover", force).await;
             }
             Migrations::Finish(step) => (step, "finish"),
-            Migrations::Abort(step) => (step, "abort"),
+            Migrations::Abort { step, force } => {
+                return step.take(session, "abort", force).await;
+            }
         };
         step.take(session, action, false).await
     }

@@ -18,6 +18,11 @@ pub(crate) fn line(migration: &Migration) -> String {
         MigrationState::Backfilling | MigrationState::Backfilled => {
             ("backfill", migration.progress.backfill.as_ref())
         }
+        MigrationState::RollingBack | MigrationState::Aborted
+            if migration.progress.rollback.is_some() =>
+        {
+            ("rollback", migration.progress.rollback.as_ref())
+        }
         _ => ("verify", migration.progress.verify.as_ref()),
     };
     let state = migration.state.as_str();
@@ -44,7 +49,7 @@ pub(crate) fn line(migration: &Migration) -> String {
         ),
     };
     format!(
-        "migration {} {state:<11} [{bar}] {percent:>3}% {task}: scanned {}/~{} {counters} | {} keys/s{}",
+        "migration {} {state:<12} [{bar}] {percent:>3}% {task}: scanned {}/~{} {counters} | {} keys/s{}",
         migration.id,
         p.scanned,
         p.estimated_total,
@@ -78,7 +83,9 @@ pub(crate) async fn watch(
             Some(state) => migration.state == state || !migration.state.is_active(),
             None => !matches!(
                 migration.state,
-                MigrationState::Backfilling | MigrationState::Verifying
+                MigrationState::Backfilling
+                    | MigrationState::Verifying
+                    | MigrationState::RollingBack
             ),
         };
         let mut out = std::io::stdout().lock();
@@ -136,6 +143,7 @@ mod tests {
                     ..TaskProgress::default()
                 }),
                 verify: None,
+                rollback: None,
             },
             error: None,
             author: "admin".into(),

@@ -14,8 +14,8 @@ use axum::http::{Method, StatusCode};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
 use switchyard_schemas::api::{
-    Migration, MigrationCreate, MigrationDestination, MigrationList, MigrationState,
-    ReadinessCounts,
+    Migration, MigrationCreate, MigrationDestination, MigrationList, MigrationProgress,
+    MigrationState,
 };
 use switchyard_schemas::{AckMode, RouteTable};
 
@@ -86,8 +86,9 @@ pub(crate) fn operations() -> Vec<Operation> {
         )
         .query_boolean(
             "force",
-            "cutover only: cut over although the readiness counts commands that would fail on the destination \
-             (409 not_ready without it)",
+            "cutover: cut over although the readiness counts commands that would fail on the destination \
+             (409 not_ready without it); abort from cut_over or rolling_back: return to old at once, without \
+             repairing from new what old missed",
         )
         .errors(&[404, 409]),
     ]
@@ -324,45 +325,52 @@ async fn step(
     use MigrationState as S;
     // (states the step starts from, the state it reaches, the route it installs, whether gateways must serve
     // the migration's latest route first)
-    let (from, to, route, needs_convergence): (&[S], S, Option<RouteTable>, bool) =
-        match action.as_str() {
-            "backfill" => (&[S::DoubleWrite], S::Backfilling, None, true),
-            "verify" => (&[S::Backfilled, S::Verified], S::Verifying, None, false),
-            "cutover" => (
-                &[S::Verified],
+    let (from, to, route, needs_convergence): (&[S], S, Option<RouteTable>, bool) = match action
+        .as_str()
+    {
+        "backfill" => (&[S::DoubleWrite], S::Backfilling, None, true),
+        "verify" => (&[S::Backfilled, S::Verified], S::Verifying, None, false),
+        "cutover" => (
+            &[S::Verified],
+            S::CutOver,
+            Some(RouteTable::DoubleWrite {
+                primary: Box::new(row.destination.0.clone()),
+                secondary: Box::new(row.source.0.clone()),
+                ack: row.ack.0,
+            }),
+            false,
+        ),
+        "finish" => (
+            &[S::CutOver],
+            S::Finished,
+            Some(row.destination.0.clone()),
+            true,
+        ),
+        // From cut_over old missed what failed on it as the secondary: it is repaired from new first
+        // (`rolling_back`, the task then returns the route to old), unless `force` says new cannot be read.
+        "abort" | "rollback" if matches!(current, S::CutOver | S::RollingBack) && !query.force => {
+            (&[S::CutOver], S::RollingBack, None, false)
+        }
+        "abort" | "rollback" => (
+            &[
+                S::DoubleWrite,
+                S::Backfilling,
+                S::Backfilled,
+                S::Verifying,
+                S::Verified,
                 S::CutOver,
-                Some(RouteTable::DoubleWrite {
-                    primary: Box::new(row.destination.0.clone()),
-                    secondary: Box::new(row.source.0.clone()),
-                    ack: row.ack.0,
-                }),
-                false,
-            ),
-            "finish" => (
-                &[S::CutOver],
-                S::Finished,
-                Some(row.destination.0.clone()),
-                true,
-            ),
-            "abort" | "rollback" => (
-                &[
-                    S::DoubleWrite,
-                    S::Backfilling,
-                    S::Backfilled,
-                    S::Verifying,
-                    S::Verified,
-                    S::CutOver,
-                ],
-                S::Aborted,
-                Some(row.source.0.clone()),
-                false,
-            ),
-            other => {
-                return Err(ApiError::not_found(format!(
-                    "no migration action '{other}' (backfill, verify, cutover, finish, abort)"
-                )));
-            }
-        };
+                S::RollingBack,
+            ],
+            S::Aborted,
+            Some(row.source.0.clone()),
+            false,
+        ),
+        other => {
+            return Err(ApiError::not_found(format!(
+                "no migration action '{other}' (backfill, verify, cutover, finish, abort)"
+            )));
+        }
+    };
     if !from.contains(&current) {
         let needed: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         return Err(conflict(
@@ -391,16 +399,19 @@ async fn step(
     }
     // Readiness is what gateways counted before cutover: a cutover the counts say breaks clients needs `force`,
     // and a forced one is audited with the counts it overrode.
-    let mut overridden = None;
+    let mut forced = None;
     if to == S::CutOver {
         let readiness = readiness::of_migration(&state, id, &row.destination.0).await?;
         if !readiness.ready && !query.force {
             return Err(readiness::not_ready(id, &readiness));
         }
-        overridden = (!readiness.ready).then_some(readiness.counts);
+        forced = (!readiness.ready).then(|| serde_json::json!({"readiness": readiness.counts}));
+    } else if query.force && matches!(current, S::CutOver | S::RollingBack) && to == S::Aborted {
+        forced = Some(serde_json::json!({"rollback_repair": "skipped"}));
     } else if query.force {
         return Err(ApiError::BadRequest(
-            "force applies to cutover only".to_string(),
+            "force applies to cutover, and to an abort from cut_over or rolling_back, only"
+                .to_string(),
         ));
     }
     let action = match to {
@@ -408,6 +419,7 @@ async fn step(
         S::Verifying => "migration.verify",
         S::CutOver => "migration.cutover",
         S::Finished => "migration.finish",
+        S::RollingBack => "migration.rollback",
         _ => "migration.abort",
     };
     let answer = transition(
@@ -422,14 +434,68 @@ async fn step(
             to,
             route,
             action,
-            forced: overridden,
+            forced,
         },
     )
     .await?;
-    if matches!(to, S::Backfilling | S::Verifying) {
+    if matches!(to, S::Backfilling | S::Verifying | S::RollingBack) {
         state.migrations.wake();
     }
     Ok(Json(answer))
+}
+
+/// [`rolled_back`] as the migration worker calls it (`migration::Conclude`).
+pub(crate) fn conclude_rollback<'a>(
+    state: &'a AppState,
+    id: i64,
+    progress: &'a MigrationProgress,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    Box::pin(async move {
+        rolled_back(state, id, progress)
+            .await
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// Ends a rollback whose task repaired old from new: the route returns to old (`aborted`), as the control plane's
+/// own step. Nothing happens when the migration left `rolling_back` meanwhile (a forced abort).
+async fn rolled_back(state: &AppState, id: i64, progress: &MigrationProgress) -> ApiResult<()> {
+    let mut change = Change::begin(&state.pool).await?;
+    let Some(row) = db::migrations::by_id(change.conn(), id).await? else {
+        return Ok(());
+    };
+    let tenant_row = lookup::tenant_for_update(change.conn(), &row.tenant).await?;
+    let locked = db::migrations::get(change.conn(), tenant_row.id, id, true).await?;
+    if locked.as_ref().map(MigrationRow::state) != Some(MigrationState::RollingBack)
+        || !db::migrations::save_progress(
+            change.conn(),
+            id,
+            MigrationState::RollingBack,
+            progress,
+            None,
+            None,
+        )
+        .await?
+    {
+        return Ok(());
+    }
+    let actor = Actor("control-plane".to_string());
+    let t = Transition {
+        tenant: &row.tenant,
+        tenant_id: tenant_row.id,
+        id,
+        from: Some(MigrationState::RollingBack),
+        to: MigrationState::Aborted,
+        route: Some(row.source.0.clone()),
+        action: "migration.abort",
+        forced: None,
+    };
+    transition(state, change, &actor, t).await?;
+    tracing::info!(
+        migration = id,
+        "rollback done: old holds what it missed, the route is old's again"
+    );
+    Ok(())
 }
 
 /// One state change of a migration, with the route version it installs.
@@ -441,8 +507,8 @@ struct Transition<'a> {
     to: MigrationState,
     route: Option<RouteTable>,
     action: &'static str,
-    /// A cutover forced past these readiness counts.
-    forced: Option<ReadinessCounts>,
+    /// What a forced step overrode: a cutover's readiness counts, an abort's rollback repair.
+    forced: Option<serde_json::Value>,
 }
 
 /// Applies `t` inside `change` (the tenant and migration rows are locked) and commits it with its audit entry.
@@ -483,14 +549,24 @@ async fn transition(
         t.from
             .map(|from| serde_json::json!({"state": from.as_str()}))
             .as_ref(),
-        Some(&match t.forced {
-            Some(counts) => {
-                serde_json::json!({"state": t.to.as_str(), "route_version": route_version,
-                "forced": true, "readiness": counts})
-            }
-            None => serde_json::json!({"state": t.to.as_str(), "route_version": route_version}),
-        }),
+        Some(&after(t.to, route_version, t.forced)),
     );
     state.commit(change, actor, record).await?;
     answer(state, &row).await
+}
+
+/// The audit entry's `after` of a step: the state and route version, and what a forced step overrode.
+fn after(
+    to: MigrationState,
+    route_version: Option<i64>,
+    forced: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut after = serde_json::json!({"state": to.as_str(), "route_version": route_version});
+    if let (Some(serde_json::Value::Object(overrode)), Some(fields)) =
+        (forced, after.as_object_mut())
+    {
+        fields.insert("forced".to_string(), serde_json::Value::Bool(true));
+        fields.extend(overrode);
+    }
+    after
 }

@@ -224,10 +224,10 @@ pub(crate) async fn unfinished(db: impl PgExecutor<'_>) -> DbResult<Vec<Unfinish
     .during("listing unfinished migrations")
 }
 
-/// Migrations whose background task (backfill or verify) should be running.
+/// Migrations whose background task (backfill, verify or rollback) should be running.
 pub(crate) async fn with_task(db: impl PgExecutor<'_>) -> DbResult<Vec<i64>> {
     sqlx::query_scalar!(
-        "SELECT id FROM tenant_migrations WHERE state IN ('backfilling', 'verifying') ORDER BY id",
+        "SELECT id FROM tenant_migrations WHERE state IN ('backfilling', 'verifying', 'rolling_back') ORDER BY id",
     )
     .fetch_all(db)
     .await

@@ -73,12 +73,23 @@ pub(crate) struct Saver<'a> {
 }
 
 impl Saver<'_> {
+    /// Where the task's state shows its counters.
+    fn slot(&mut self) -> &mut Option<TaskProgress> {
+        match self.state {
+            MigrationState::Backfilling => &mut self.progress.backfill,
+            MigrationState::RollingBack => &mut self.progress.rollback,
+            _ => &mut self.progress.verify,
+        }
+    }
+
+    /// The counters saved by an earlier run of the task.
+    pub(crate) fn counters(&mut self) -> Option<TaskProgress> {
+        self.slot().clone()
+    }
+
     /// Puts `counters` where the task's state shows them.
     pub(crate) fn store(&mut self, counters: &TaskProgress) {
-        match self.state {
-            MigrationState::Backfilling => self.progress.backfill = Some(counters.clone()),
-            _ => self.progress.verify = Some(counters.clone()),
-        }
+        *self.slot() = Some(counters.clone());
     }
 
     pub(crate) async fn save(

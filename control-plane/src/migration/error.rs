@@ -55,6 +55,9 @@ pub(crate) enum TaskError {
     LockKey(i64),
     #[error("encoding the task's cursor: {0}")]
     Cursor(#[source] serde_json::Error),
+    /// The rollback repaired old but could not return the route to it (retried by the next run).
+    #[error("returning the route to old: {0}")]
+    Conclude(String),
 }
 
 pub(crate) type TaskResult<T> = Result<T, TaskError>;

@@ -18,7 +18,8 @@ pub(crate) struct Copy {
     pub(crate) pttl: i64,
 }
 
-/// One key on both sides: where old has it and one server of new that should.
+/// One key on both sides: where the authority has it (`old`: old itself, or new in a rollback) and one server
+/// of the side repaired from it (`new`) that should.
 #[derive(Clone)]
 pub(crate) struct Pair {
     pub(crate) key: Vec<u8>,

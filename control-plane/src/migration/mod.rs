@@ -1,4 +1,4 @@
-//! The background side of tenant migrations: the worker that runs their backfill and verify tasks.
+//! The background side of tenant migrations: the worker that runs their backfill, verify and rollback tasks.
 //!
 //! A task is run by whichever control-plane replica takes the migration's Postgres advisory lock first, so each
 //! migration has at most one task running across replicas. A task persists its counters and SCAN cursor as it goes;
@@ -15,10 +15,12 @@ mod scope;
 mod task;
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::PgPool;
+use switchyard_schemas::api::MigrationProgress;
 use tokio::sync::watch;
 
 use crate::db::{self, WithOperation};
@@ -28,8 +30,17 @@ use crate::state::AppState;
 /// How often the worker looks for work it was not told about (tasks of other replicas that died).
 const POLL: Duration = Duration::from_secs(2);
 
-/// Runs the tasks of migrations in `backfilling` or `verifying` until the process stops.
-pub(crate) async fn worker(state: AppState) {
+/// What ends a rollback whose task repaired old: the route returns to old and the migration is `aborted`. Route
+/// versions are the API's (`api::migrations::conclude_rollback`, handed in by `lib.rs`).
+pub(crate) type Conclude =
+    for<'a> fn(
+        &'a AppState,
+        i64,
+        &'a MigrationProgress,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// Runs the tasks of migrations in `backfilling`, `verifying` or `rolling_back` until the process stops.
+pub(crate) async fn worker(state: AppState, conclude: Conclude) {
     let running: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let mut stopping = state.stopping();
     loop {
@@ -43,7 +54,7 @@ pub(crate) async fn worker(state: AppState) {
                     let (state, running, stopping) =
                         (state.clone(), Arc::clone(&running), state.stopping());
                     tokio::spawn(async move {
-                        let result = locked(&state.pool, id, stopping).await;
+                        let result = locked(&state, id, stopping, conclude).await;
                         if let Ok(mut r) = running.lock() {
                             r.remove(&id);
                         }
@@ -77,7 +88,13 @@ pub(crate) async fn worker(state: AppState) {
 
 /// Runs migration `id`'s task if this process gets its advisory lock (held on one connection for the task's
 /// life; Postgres releases it if the process dies). Answers whether it ran.
-async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> TaskResult<bool> {
+async fn locked(
+    state: &AppState,
+    id: i64,
+    stopping: watch::Receiver<bool>,
+    conclude: Conclude,
+) -> TaskResult<bool> {
+    let pool = &state.pool;
     let key = i32::try_from(id).map_err(|_| TaskError::LockKey(id))?;
     let mut conn = pool
         .acquire()
@@ -86,7 +103,7 @@ async fn locked(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> Task
     if !db::migrations::try_lock_task(&mut conn, key).await? {
         return Ok(false);
     }
-    let result = task::run(pool, id, stopping).await;
+    let result = task::run(state, id, stopping, conclude).await;
     if let Err(e) = &result {
         // Shown in GET .../migrations/{id}; the task is retried at the next poll.
         let message = e.to_string();

@@ -11,6 +11,10 @@
 //! type-specific digest when payload encodings differ; TTL within tolerance), then repairs from old, which is
 //! authoritative until cutover, and re-checks each repaired key until it is stable: a write racing the repair,
 //! or a delete racing the backfill's copy, is seen and settled instead of leaving the sides apart.
+//!
+//! The rollback of an abort from `cut_over` is the same verify the other way: new, authoritative since cutover,
+//! is compared with old and old is repaired from it (the writes old missed as the secondary), then the route
+//! returns to old.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +25,7 @@ use tokio::sync::watch;
 use crate::db::audit::{Actor, AuditRecord};
 use crate::db::change::Change;
 use crate::db::{self, timestamp};
+use crate::migration::Conclude;
 use crate::migration::backfill;
 use crate::migration::checkpoint::{Cursor, SAVE_EVERY, Saver};
 use crate::migration::deployment::{Server, Side};
@@ -29,6 +34,7 @@ use crate::migration::keys::{self, Pair, error_code, read_pairs, restore_ttl, se
 use crate::migration::pace::Pace;
 use crate::migration::scope::KeyScope;
 use crate::references;
+use crate::state::AppState;
 
 /// Verify re-checks a differing key this many times (repairing in between) before calling it unresolved.
 const SETTLE_ROUNDS: usize = 5;
@@ -39,14 +45,20 @@ const PENDING_MAX: usize = 5_000;
 
 /// Runs migration `id`'s task (its advisory lock is held by the caller) to the end, or until it is aborted or
 /// the process stops.
-pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>) -> TaskResult<()> {
+pub(crate) async fn run(
+    app: &AppState,
+    id: i64,
+    stopping: watch::Receiver<bool>,
+    conclude: Conclude,
+) -> TaskResult<()> {
+    let pool = &app.pool;
     let Some(row) = db::migrations::by_id(pool, id).await? else {
         return Ok(());
     };
     let state = row.state();
     if !matches!(
         state,
-        MigrationState::Backfilling | MigrationState::Verifying
+        MigrationState::Backfilling | MigrationState::Verifying | MigrationState::RollingBack
     ) {
         return Ok(());
     }
@@ -67,9 +79,14 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
         .task_cursor
         .as_ref()
         .and_then(|c| serde_json::from_value(c.clone()).ok());
+    // Verify repairs new from old; the rollback old from new.
+    let (authority, copy) = match state {
+        MigrationState::RollingBack => (new, old),
+        _ => (old, new),
+    };
     let phases: Vec<Vec<Server>> = match state {
-        MigrationState::Backfilling => vec![old.servers()],
-        _ => vec![old.servers(), new.servers()],
+        MigrationState::Backfilling => vec![authority.servers()],
+        _ => vec![authority.servers(), copy.servers()],
     };
     let mut saver = Saver {
         pool,
@@ -78,10 +95,7 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
         progress: row.progress.0.clone(),
     };
     let mut counters = match (&cursor, state) {
-        (Some(_), MigrationState::Backfilling) => {
-            saver.progress.backfill.clone().unwrap_or_default()
-        }
-        (Some(_), _) => saver.progress.verify.clone().unwrap_or_default(),
+        (Some(_), _) => saver.counters().unwrap_or_default(),
         (None, _) => {
             let mut total = 0;
             for server in phases.iter().flatten() {
@@ -103,7 +117,7 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
     let limits = row.limits.0.clone();
     let done = match state {
         MigrationState::Backfilling => {
-            let sides = (&old, &new);
+            let sides = (&authority, &copy);
             backfill::run(
                 sides,
                 &scope,
@@ -117,8 +131,8 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
         }
         _ => {
             let mut task = Task {
-                old,
-                new,
+                authority,
+                copy,
                 pace: Pace::new(&limits),
                 limits,
                 scope,
@@ -136,7 +150,12 @@ pub(crate) async fn run(pool: &PgPool, id: i64, stopping: watch::Receiver<bool>)
     counters.eta_secs = Some(0);
     counters.finished_at = Some(timestamp(chrono::Utc::now()));
     saver.store(&counters);
-    finish(pool, id, state, &saver.progress).await
+    match state {
+        MigrationState::RollingBack => conclude(app, id, &saver.progress)
+            .await
+            .map_err(TaskError::Conclude),
+        _ => finish(pool, id, state, &saver.progress).await,
+    }
 }
 
 /// Saves the final counters and moves to the task's done state, with an audit entry.
@@ -182,8 +201,10 @@ async fn finish(
 }
 
 struct Task {
-    old: Side,
-    new: Side,
+    /// The side whose keys are right: old for verify, new for the rollback.
+    authority: Side,
+    /// The side repaired from it.
+    copy: Side,
     limits: MigrationLimits,
     /// The migrating tenant's keys: nothing outside them is read, written or deleted, on either side.
     scope: KeyScope,
@@ -233,8 +254,8 @@ impl Task {
             let keys = self.scope.retain(keys);
             counters.scanned += keys.len() as u64;
             match cursor.phase {
-                0 => self.verify_old(server, &keys, counters).await?,
-                _ => self.verify_new(server, &keys).await?,
+                0 => self.compare(server, &keys, counters).await?,
+                _ => self.find_leftovers(server, &keys).await?,
             }
             cursor = match next {
                 0 => Cursor {
@@ -265,18 +286,19 @@ impl Task {
         Ok(true)
     }
 
-    /// Compares `keys` (found on `server` of old) with every copy new should have, then settles differences.
-    async fn verify_old(
+    /// Compares `keys` (found on `server` of the authority) with every copy the other side should have, then
+    /// settles differences.
+    async fn compare(
         &mut self,
         server: &Server,
         keys: &[Vec<u8>],
         counters: &mut TaskProgress,
     ) -> TaskResult<()> {
-        let placement = self.new.placement();
+        let placement = self.copy.placement();
         let pairs: Vec<Pair> = keys
             .iter()
             .flat_map(|key| {
-                self.new.servers_for(&placement, key).map(|new| Pair {
+                self.copy.servers_for(&placement, key).map(|new| Pair {
                     key: key.clone(),
                     old: server.clone(),
                     new: new.clone(),
@@ -297,14 +319,15 @@ impl Task {
         Ok(())
     }
 
-    /// Looks for keys of new (on `server`) that old does not have: leftovers of a key deleted while backfill
-    /// copied it. They are removed once a re-check confirms old still lacks them.
-    async fn verify_new(&mut self, server: &Server, keys: &[Vec<u8>]) -> TaskResult<()> {
-        let placement = self.old.placement();
+    /// Looks for keys of the repaired side (on `server`) that the authority does not have: leftovers of a key
+    /// deleted while backfill copied it, or (rollback) a delete old missed. They are removed once a re-check
+    /// confirms the authority still lacks them.
+    async fn find_leftovers(&mut self, server: &Server, keys: &[Vec<u8>]) -> TaskResult<()> {
+        let placement = self.authority.placement();
         let pairs: Vec<Pair> = keys
             .iter()
             .filter_map(|key| {
-                let old = self.old.servers_for(&placement, key).next()?.clone();
+                let old = self.authority.servers_for(&placement, key).next()?.clone();
                 Some(Pair {
                     key: key.clone(),
                     old,

@@ -9,7 +9,9 @@ import { tenantHeader } from './tenants.js';
 import { describe } from './routes.js';
 
 const base = (tenant) => `/v1/tenants/${enc(tenant)}/migrations`;
-const ACTIVE = ['double_write', 'backfilling', 'backfilled', 'verifying', 'verified', 'cut_over'];
+const ACTIVE = ['double_write', 'backfilling', 'backfilled', 'verifying', 'verified', 'cut_over', 'rolling_back'];
+// States whose background task runs: polled quickly.
+const RUNNING = ['backfilling', 'verifying', 'rolling_back'];
 
 export async function list(main, tenant) {
   const [{ migrations }, { resources }] = await Promise.all([api.get(base(tenant)), api.get('/v1/resources')]);
@@ -67,7 +69,8 @@ const STEPS = [
   ['finished', 'Finish'],
 ];
 const REACHED = {
-  double_write: 0, backfilling: 1, backfilled: 1, verifying: 2, verified: 2, cut_over: 3, finished: 4, aborted: -1,
+  double_write: 0, backfilling: 1, backfilled: 1, verifying: 2, verified: 2, cut_over: 3, rolling_back: 3, finished: 4,
+  aborted: -1,
 };
 
 export async function show(main, tenant, id) {
@@ -84,7 +87,7 @@ export async function show(main, tenant, id) {
     });
     // Polled quickly while a task runs or gateways catch up, slowly otherwise; not at all once it is history.
     clearTimeout(timer);
-    if (ACTIVE.includes(m.state)) timer = setTimeout(() => refresh().catch(fail), ['backfilling', 'verifying'].includes(m.state) || !m.converged ? 300 : 2000);
+    if (ACTIVE.includes(m.state)) timer = setTimeout(() => refresh().catch(fail), RUNNING.includes(m.state) || !m.converged ? 300 : 2000);
   };
   await refresh();
   return () => clearTimeout(timer);
@@ -92,7 +95,7 @@ export async function show(main, tenant, id) {
 
 function render(box, tenant, m, r, step) {
   const reached = REACHED[m.state];
-  const running = m.state === 'backfilling' || m.state === 'verifying';
+  const running = RUNNING.includes(m.state);
   const waiting = !m.converged && ACTIVE.includes(m.state);
   // Each step's button is enabled exactly when the API would take it (see POST .../{action}).
   const allowed = {
@@ -102,7 +105,9 @@ function render(box, tenant, m, r, step) {
     // The API refuses a cutover that is not ready (409 not_ready) unless forced.
     'cutover?force=true': m.state === 'verified' && !r.ready,
     finish: m.state === 'cut_over' && m.converged,
-    abort: ACTIVE.includes(m.state),
+    // From cut_over an abort first repairs old from new (rolling_back); forced, it returns to old at once.
+    abort: ACTIVE.includes(m.state) && m.state !== 'rolling_back',
+    'abort?force=true': ['cut_over', 'rolling_back'].includes(m.state),
   };
   const action = (name, label, cls) => {
     const b = button(label, () => { b.disabled = true; step(name); }, cls || 'primary');
@@ -123,10 +128,12 @@ function render(box, tenant, m, r, step) {
       can.change() && h('div', { class: 'actions' },
         action('backfill', 'Backfill'), action('verify', m.state === 'verified' ? 'Verify again' : 'Verify'),
         action('cutover', 'Cut over'), r.ready ? null : action('cutover?force=true', 'Cut over anyway', 'danger'),
-        action('finish', 'Finish'), action('abort', 'Abort', 'danger'))),
-    readiness(r, ACTIVE.includes(m.state) && m.state !== 'cut_over'),
+        action('finish', 'Finish'), action('abort', 'Abort', 'danger'),
+        allowed['abort?force=true'] ? action('abort?force=true', 'Abort without repairing old', 'danger') : null)),
+    readiness(r, ACTIVE.includes(m.state) && !['cut_over', 'rolling_back'].includes(m.state)),
     progress('Backfill', 'backfill', m.progress.backfill, running && m.state === 'backfilling'),
     progress('Verify', 'verify', m.progress.verify, running && m.state === 'verifying'),
+    progress('Rollback (old repaired from new)', 'rollback', m.progress.rollback, running && m.state === 'rolling_back'),
     h('div', { class: 'columns' },
       h('section', { class: 'card grow' }, h('h3', { text: 'From' }), describe(m.from)),
       h('section', { class: 'card grow' }, h('h3', { text: 'To' }), describe(m.to))));

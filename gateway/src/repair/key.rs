@@ -144,10 +144,12 @@ pub(super) async fn read_primary(
         .map_err(Trouble::Primary)?;
     match replies.last() {
         Some(Value::Array(items)) => match &items[..] {
-            [dump, expires] => KeyState::of(dump, expires).ok_or_else(|| refused(items)),
-            _ => Err(refused(items)),
+            [dump, expires] => {
+                KeyState::of(dump, expires).ok_or_else(|| rejected(Trouble::Primary, items))
+            }
+            _ => Err(rejected(Trouble::Primary, items)),
         },
-        _ => Err(refused(&replies)),
+        _ => Err(rejected(Trouble::Primary, &replies)),
     }
 }
 
@@ -164,8 +166,10 @@ pub(super) async fn read_secondary(
         .await
         .map_err(Trouble::Secondary)?;
     match &replies[..] {
-        [.., dump, expires] => KeyState::of(dump, expires).ok_or_else(|| refused(&replies)),
-        _ => Err(refused(&replies)),
+        [.., dump, expires] => {
+            KeyState::of(dump, expires).ok_or_else(|| rejected(Trouble::Secondary, &replies))
+        }
+        _ => Err(rejected(Trouble::Secondary, &replies)),
     }
 }
 
@@ -212,7 +216,31 @@ pub(super) async fn repair(
         Some(Value::Array(items)) if !items.iter().any(|i| matches!(i, Value::Error(_))) => {
             Ok(Outcome::Copied)
         }
-        _ => Err(refused(&replies)),
+        _ => Err(rejected(Trouble::Secondary, &replies)),
+    }
+}
+
+/// Error replies that say "not here, not now" rather than "no": the key's slot is served by another master of a
+/// cluster (or is moving), the cluster is down, the node is loading its data or lost its master. The key waits,
+/// as for a side that does not answer, while the topology catches up (see `sides`): a redirect is never followed
+/// from here.
+const NOT_NOW: [&str; 6] = [
+    "MOVED ",
+    "ASK ",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "LOADING",
+    "MASTERDOWN",
+];
+
+/// What the first error among `replies` (one side's) means: a refusal, or for the errors of [`NOT_NOW`], that
+/// `side` cannot serve the key now.
+fn rejected(side: fn(io::Error) -> Trouble, replies: &[Value]) -> Trouble {
+    match refused(replies) {
+        Trouble::Refused(text) if NOT_NOW.iter().any(|e| text.starts_with(e)) => {
+            side(io::Error::other(text))
+        }
+        trouble => trouble,
     }
 }
 

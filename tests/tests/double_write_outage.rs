@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use switchyard_tests::{Gateway, RedisCluster, RedisServer, StateDir};
+use switchyard_tests::{Gateway, RedisCluster, RedisServer, SentinelGroup, StateDir, wait_for};
 
 const PASSWORD: &str = "pa";
 const WRITERS: u64 = 20;
@@ -104,9 +104,10 @@ fn differing(
         .collect()
 }
 
-/// The secondary: one server, or every master of a cluster.
+/// The secondary: one server, a sentinel set's current master, or every master of a cluster.
 enum Secondary<'a> {
     Server(&'a RedisServer),
+    Sentinel(&'a SentinelGroup),
     Cluster(&'a RedisCluster),
 }
 
@@ -114,6 +115,7 @@ impl Secondary<'_> {
     fn copies(&self) -> BTreeMap<Vec<u8>, Copy> {
         match self {
             Secondary::Server(server) => copies(&mut server.client()),
+            Secondary::Sentinel(group) => copies(&mut group.client(group.master_port())),
             Secondary::Cluster(cluster) => cluster
                 .masters()
                 .iter()
@@ -388,5 +390,29 @@ fn a_cluster_secondary_that_lost_a_master_converges() {
     case.back(
         "cluster: one master frozen 20 s",
         &Secondary::Cluster(&cluster),
+    );
+}
+
+/// A sentinel-managed secondary whose master is killed: the sentinels promote the replica, which the repair
+/// follows (its keys are repaired on the new master, and the new master asks for a catch-up of every key).
+#[test]
+fn a_sentinel_secondary_that_failed_over_converges() {
+    let mut group = SentinelGroup::start(1, 3);
+    let case = Case::start("sentinel", RedisServer::start(), group.url());
+    let master = group.master_port();
+    group.kill(master);
+    wait_for("the replica promoted", Duration::from_secs(30), || {
+        group.master_port() != master
+    });
+    let new_master = group.master_port();
+    wait_for("the new master a master", Duration::from_secs(10), || {
+        let role: Vec<redis::Value> = redis::cmd("ROLE")
+            .query(&mut group.client(new_master))
+            .unwrap_or_default();
+        matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
+    });
+    case.back(
+        "sentinel: master killed, replica promoted",
+        &Secondary::Sentinel(&group),
     );
 }

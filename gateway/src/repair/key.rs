@@ -258,3 +258,53 @@ fn refused(replies: &[Value]) -> Trouble {
         });
     Trouble::Refused(text.unwrap_or_else(|| "unexpected reply".to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(text: &'static str) -> Value {
+        Value::Error(Bytes::from_static(text.as_bytes()))
+    }
+
+    #[test]
+    fn redirects_and_a_cluster_down_are_not_now_and_other_errors_refusals() {
+        let queued = Value::Simple(Bytes::from_static(b"QUEUED"));
+        for text in [
+            "MOVED 3999 127.0.0.1:7001",
+            "ASK 3999 127.0.0.1:7002",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "LOADING Redis is loading the dataset in memory",
+        ] {
+            // The first error decides, as in a transaction's replies (`EXECABORT` after the queued one's).
+            let replies = [
+                queued.clone(),
+                error(text),
+                error("EXECABORT Transaction discarded"),
+            ];
+            assert!(
+                matches!(
+                    rejected(Trouble::Secondary, &replies),
+                    Trouble::Secondary(_)
+                ),
+                "{text}"
+            );
+            assert!(
+                matches!(rejected(Trouble::Primary, &replies), Trouble::Primary(_)),
+                "{text}"
+            );
+        }
+        for text in [
+            "OOM command not allowed",
+            "READONLY You can't write",
+            "NOPERM no",
+        ] {
+            let refused = rejected(Trouble::Secondary, &[error(text)]);
+            assert!(
+                matches!(refused, Trouble::Refused(t) if t == text),
+                "{text}"
+            );
+        }
+    }
+}

@@ -104,19 +104,19 @@ fn differing(
         .collect()
 }
 
-/// The secondary: one server, a sentinel set's current master, or every master of a cluster.
-enum Secondary<'a> {
+/// A side of the double-write: one server, a sentinel set's current master, or every master of a cluster.
+enum Side<'a> {
     Server(&'a RedisServer),
     Sentinel(&'a SentinelGroup),
     Cluster(&'a RedisCluster),
 }
 
-impl Secondary<'_> {
+impl Side<'_> {
     fn copies(&self) -> BTreeMap<Vec<u8>, Copy> {
         match self {
-            Secondary::Server(server) => copies(&mut server.client()),
-            Secondary::Sentinel(group) => copies(&mut group.client(group.master_port())),
-            Secondary::Cluster(cluster) => cluster
+            Side::Server(server) => copies(&mut server.client()),
+            Side::Sentinel(group) => copies(&mut group.client(group.master_port())),
+            Side::Cluster(cluster) => cluster
                 .masters()
                 .iter()
                 .flat_map(|master| copies(&mut cluster.client(master.port)))
@@ -226,26 +226,25 @@ fn write_one(con: &mut redis::Connection, rng: &mut fastrand::Rng) -> redis::Red
     pipe.query(con)
 }
 
-/// One case: a gateway double-writing tenant `o` (namespace `o:`) from the primary to the resource at
+/// One case: a gateway double-writing tenant `o` (namespace `o:`) from the resource at `primary` to the one at
 /// `secondary` with its records in a `--state-dir`, and the writers, which write from the start.
 struct Case {
-    primary: RedisServer,
-    secondary: String,
+    urls: (String, String),
     state: StateDir,
     gateway: Gateway,
     writers: Writers,
 }
 
 impl Case {
-    fn start(label: &str, primary: RedisServer, secondary: String) -> Case {
+    fn start(label: &str, primary: String, secondary: String) -> Case {
         let state = StateDir::new(&format!("outage-{label}"));
-        let gateway = start_gateway(&primary, &secondary, &state, None);
+        let urls = (primary, secondary);
+        let gateway = start_gateway(&urls, &state, None);
         let writers = Writers::start(&gateway.url(Some(PASSWORD)));
         // Both copies fill up before the outage.
         std::thread::sleep(Duration::from_secs(3));
         Case {
-            primary,
-            secondary,
+            urls,
             state,
             gateway,
             writers,
@@ -257,33 +256,36 @@ impl Case {
         self.gateway.signal("KILL");
         assert!(self.gateway.wait_exit(Duration::from_secs(5)).is_some());
         let port = self.gateway.port();
-        self.gateway = start_gateway(&self.primary, &self.secondary, &self.state, Some(port));
+        self.gateway = start_gateway(&self.urls, &self.state, Some(port));
     }
 
     /// The secondary is back: the writers stop, and the copies must be identical within [`CONVERGENCE`] (see
-    /// [`converges`]).
-    fn back(self, name: &str, secondary: &Secondary<'_>) {
+    /// [`converges`]). The gateway's log, for what else the case checks.
+    fn back(self, name: &str, primary: &Side<'_>, secondary: &Side<'_>) -> String {
         let returned = Instant::now();
         let written = self.writers.stop();
-        converges(
-            name,
-            &self.gateway,
-            &self.primary,
-            secondary,
-            (returned, written),
-        );
+        let sides = (primary, secondary);
+        converges(name, &self.gateway, sides, (returned, written));
+        self.gateway.log()
+    }
+
+    /// [`Case::back`] after a failover of the secondary, which the gateway must have seen (its masters changed)
+    /// and answered with a catch-up of every key.
+    fn back_failed_over(self, name: &str, primary: &Side<'_>, secondary: &Side<'_>) {
+        let log = self.back(name, primary, secondary);
+        let seen = log.contains("came back as another server");
+        assert!(seen, "{name}: the failover asked for no catch-up");
     }
 }
 
 fn start_gateway(
-    primary: &RedisServer,
-    secondary: &str,
+    (primary, secondary): &(String, String),
     state: &StateDir,
     port: Option<u16>,
 ) -> Gateway {
     let routes = json!({"tenants": [{"name": "o", "passwords": [PASSWORD], "namespace": "o:", "route": {
         "type": "double_write", "ack": "primary",
-        "primary": {"type": "single", "target": primary.url()},
+        "primary": {"type": "single", "target": primary},
         "secondary": {"type": "single", "target": secondary}}}]});
     let mut builder = Gateway::builder().state_dir(state);
     if let Some(port) = port {
@@ -297,13 +299,12 @@ fn start_gateway(
 fn converges(
     case: &str,
     gateway: &Gateway,
-    primary: &RedisServer,
-    secondary: &Secondary<'_>,
+    (primary, secondary): (&Side<'_>, &Side<'_>),
     (returned, written): (Instant, u64),
 ) {
     let mut first = None;
     loop {
-        let ours = copies(&mut primary.client());
+        let ours = primary.copies();
         let apart = differing(&ours, &secondary.copies());
         let first = *first.get_or_insert(apart.len());
         if apart.is_empty() {
@@ -337,43 +338,46 @@ fn converges(
 /// killed too and started again on its `--state-dir`, and the writers reconnect.
 #[test]
 fn a_secondary_killed_and_restarted_with_its_data_converges() {
+    let primary = RedisServer::start();
     let mut secondary = RedisServer::builder()
         .arg("--appendonly")
         .arg("yes")
         .start();
-    let mut case = Case::start("a", RedisServer::start(), secondary.url());
+    let mut case = Case::start("a", primary.url(), secondary.url());
     secondary.kill();
     std::thread::sleep(OUTAGE / 3);
     case.restart_gateway();
     std::thread::sleep(OUTAGE * 2 / 3);
     secondary.restart();
     let name = "(a) killed, restarted with its data, gateway killed meanwhile";
-    case.back(name, &Secondary::Server(&secondary));
+    case.back(name, &Side::Server(&primary), &Side::Server(&secondary));
 }
 
 /// (b) The secondary (no persistence) killed for 30 s and started again empty.
 #[test]
 fn a_secondary_killed_and_restarted_empty_converges() {
-    let mut secondary = RedisServer::start();
-    let case = Case::start("b", RedisServer::start(), secondary.url());
+    let (primary, mut secondary) = (RedisServer::start(), RedisServer::start());
+    let case = Case::start("b", primary.url(), secondary.url());
     secondary.kill();
     std::thread::sleep(OUTAGE);
     secondary.restart();
-    case.back(
-        "(b) killed, restarted empty",
-        &Secondary::Server(&secondary),
-    );
+    let name = "(b) killed, restarted empty";
+    case.back(name, &Side::Server(&primary), &Side::Server(&secondary));
 }
 
 /// (c) The secondary frozen (SIGSTOP) for 30 s, then let go on (SIGCONT).
 #[test]
 fn a_frozen_secondary_converges() {
-    let secondary = RedisServer::start();
-    let case = Case::start("c", RedisServer::start(), secondary.url());
+    let (primary, secondary) = (RedisServer::start(), RedisServer::start());
+    let case = Case::start("c", primary.url(), secondary.url());
     secondary.freeze();
     std::thread::sleep(OUTAGE);
     secondary.thaw();
-    case.back("(c) frozen", &Secondary::Server(&secondary));
+    case.back(
+        "(c) frozen",
+        &Side::Server(&primary),
+        &Side::Server(&secondary),
+    );
 }
 
 /// A Redis Cluster secondary (3 masters, no replicas) one master of which is frozen for 20 s: the cluster marks
@@ -381,24 +385,40 @@ fn a_frozen_secondary_converges() {
 /// each key's slot.
 #[test]
 fn a_cluster_secondary_that_lost_a_master_converges() {
-    let cluster = RedisCluster::start(3, 0, None);
-    let case = Case::start("cluster", RedisServer::start(), cluster.url());
+    let (primary, cluster) = (RedisServer::start(), RedisCluster::start(3, 0, None));
+    let case = Case::start("cluster", primary.url(), cluster.url());
     let frozen = cluster.masters()[1].port;
     cluster.freeze(frozen);
     std::thread::sleep(Duration::from_secs(20));
     cluster.thaw(frozen);
-    case.back(
-        "cluster: one master frozen 20 s",
-        &Secondary::Cluster(&cluster),
-    );
+    let name = "cluster secondary: one master frozen 20 s";
+    case.back(name, &Side::Server(&primary), &Side::Cluster(&cluster));
+}
+
+/// A Redis Cluster secondary (3 masters, one replica each) one master of which is killed: its replica takes its
+/// slots over, which the watch on restarts sees (the cluster's masters changed): every key is compared.
+#[test]
+fn a_cluster_secondary_that_failed_over_converges() {
+    let primary = RedisServer::start();
+    let mut cluster = RedisCluster::start(3, 1, None);
+    let case = Case::start("cluster-failover", primary.url(), cluster.url());
+    let killed = cluster.masters()[0].port;
+    cluster.kill(killed);
+    wait_for("the replica promoted", Duration::from_secs(30), || {
+        let masters = cluster.masters();
+        masters.len() == 3 && masters.iter().all(|m| m.port != killed && !m.failed)
+    });
+    let name = "cluster secondary: a master killed, its replica promoted";
+    case.back_failed_over(name, &Side::Server(&primary), &Side::Cluster(&cluster));
 }
 
 /// A sentinel-managed secondary whose master is killed: the sentinels promote the replica, which the repair
 /// follows (its keys are repaired on the new master, and the new master asks for a catch-up of every key).
 #[test]
 fn a_sentinel_secondary_that_failed_over_converges() {
+    let primary = RedisServer::start();
     let mut group = SentinelGroup::start(1, 3);
-    let case = Case::start("sentinel", RedisServer::start(), group.url());
+    let case = Case::start("sentinel", primary.url(), group.url());
     let master = group.master_port();
     group.kill(master);
     wait_for("the replica promoted", Duration::from_secs(30), || {
@@ -411,8 +431,26 @@ fn a_sentinel_secondary_that_failed_over_converges() {
             .unwrap_or_default();
         matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
     });
-    case.back(
-        "sentinel: master killed, replica promoted",
-        &Secondary::Sentinel(&group),
-    );
+    let name = "sentinel secondary: master killed, replica promoted";
+    case.back_failed_over(name, &Side::Server(&primary), &Side::Sentinel(&group));
+}
+
+/// A Redis Cluster primary and a sentinel-managed primary, each over a standalone secondary killed for 15 s
+/// and started again empty: the catch-up walks every master of the cluster, and the sentinel set's master.
+#[test]
+fn cluster_and_sentinel_primaries_fill_an_empty_secondary() {
+    let (cluster, group) = (RedisCluster::start(3, 0, None), SentinelGroup::start(0, 1));
+    let primaries = [
+        ("cluster primary", cluster.url(), Side::Cluster(&cluster)),
+        ("sentinel primary", group.url(), Side::Sentinel(&group)),
+    ];
+    for (name, url, primary) in primaries {
+        let mut secondary = RedisServer::start();
+        let case = Case::start(name, url, secondary.url());
+        secondary.kill();
+        std::thread::sleep(Duration::from_secs(15));
+        secondary.restart();
+        let name = format!("{name}: the secondary killed 15 s, restarted empty");
+        case.back(&name, &primary, &Side::Server(&secondary));
+    }
 }

@@ -8,10 +8,15 @@
 //! identity changed since the last reading, or a resource whose masters are other nodes than at the last reading
 //! (a sentinel's or a cluster's failover, a cluster resharded onto a new master), asks each of its tenants'
 //! records for a catch-up. A node that does not answer keeps the identity last read, so one that comes back is
-//! compared with what it was before it went away.
+//! compared with what it was before it went away. With `--state-dir`, what was read is kept in
+//! `<state-dir>/repair/identities.json` whenever it changes, so that a gateway restarted while a secondary was
+//! away compares it, once it is back, with what the gateway before it read.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use super::key::Trouble;
 use super::sides::Sides;
@@ -28,13 +33,55 @@ type Identity = (String, String);
 type Watched = (Result<ResourceSpec, String>, Vec<(String, String)>);
 
 /// What the task last read of each master, by address, and of each secondary resource, its masters.
-#[derive(Default)]
-pub(super) struct Restarts {
-    seen: HashMap<String, Identity>,
+#[derive(Default, Clone, PartialEq, Serialize, Deserialize)]
+struct Seen {
+    identities: HashMap<String, Identity>,
     masters: HashMap<String, Vec<String>>,
 }
 
+/// What the task last read, and where it keeps it.
+#[derive(Default)]
+pub(super) struct Restarts {
+    seen: Seen,
+    file: Option<PathBuf>,
+}
+
 impl Restarts {
+    /// What a gateway before this one read and kept under `state_dir`, if anything (and nothing without it).
+    pub(super) fn kept_in(state_dir: Option<&Path>) -> Restarts {
+        let Some(file) = state_dir.map(|dir| dir.join("repair").join("identities.json")) else {
+            return Restarts::default();
+        };
+        let seen = match std::fs::read(&file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(file = %file.display(), error = %e,
+                    "the secondaries' identities kept on disk cannot be read; they are read again");
+                Seen::default()
+            }),
+            Err(_) => Seen::default(),
+        };
+        Restarts {
+            seen,
+            file: Some(file),
+        }
+    }
+
+    /// Keeps what was read, when it changed: a new file renamed over the old one.
+    fn keep(&self, before: &Seen) {
+        let Some(file) = self.file.as_ref().filter(|_| self.seen != *before) else {
+            return;
+        };
+        let tmp = file.with_extension("tmp");
+        let written = serde_json::to_vec(&self.seen)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, file));
+        if let Err(e) = written {
+            tracing::warn!(file = %file.display(), error = %e,
+                "cannot keep the secondaries' identities on disk");
+        }
+    }
+
     /// Reads every double-write secondary's masters and their identities; for each secondary that changed, asks
     /// its tenants for a catch-up.
     pub(super) async fn check(
@@ -44,6 +91,7 @@ impl Restarts {
         sides: &mut Sides,
         timeout: Duration,
     ) {
+        let before = self.seen.clone();
         for (name, (spec, records)) in secondaries(snapshot) {
             let Ok(nodes) = sides.nodes(&spec, 0, Trouble::Secondary) else {
                 continue;
@@ -53,14 +101,17 @@ impl Restarts {
                 let Ok(identity) = identity(node, timeout).await else {
                     continue;
                 };
-                let before = self.seen.insert(node.addr.clone(), identity.clone());
+                let before = self
+                    .seen
+                    .identities
+                    .insert(node.addr.clone(), identity.clone());
                 if before.is_some_and(|before| before != identity) {
                     changed = Some(node.addr.clone());
                 }
             }
             let mut masters: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
             masters.sort();
-            let before = self.masters.insert(name.clone(), masters.clone());
+            let before = self.seen.masters.insert(name.clone(), masters.clone());
             if before.is_some_and(|before| before != masters) {
                 changed = Some(masters.join(","));
             }
@@ -76,6 +127,7 @@ impl Restarts {
                     .ask_catch_up(CatchUp::Restarted);
             }
         }
+        self.keep(&before);
     }
 }
 

@@ -50,7 +50,7 @@ pub(super) async fn run(gateway: Arc<Gateway>) {
     };
     let mut ticks = tokio::time::interval(ROUND);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut restarts = Restarts::default();
+    let mut restarts = Restarts::kept_in(gateway.config.state_dir.as_deref());
     for round in 0u32.. {
         ticks.tick().await;
         let snapshot = gateway.snapshot();

@@ -183,6 +183,34 @@ fn write_until(url: &str, stop: &AtomicBool, written: &AtomicU64, seed: u64) {
     }
 }
 
+/// Keys of every type written once before the outage and never again: a secondary that comes back without them
+/// gets them back only from a catch-up.
+fn cold_keys(gateway: &Gateway) {
+    let mut con = redis::Client::open(gateway.url(Some(PASSWORD)))
+        .and_then(|c| c.get_connection())
+        .expect("connect to the gateway");
+    let mut pipe = redis::pipe();
+    for i in 0..100 {
+        pipe.cmd("SET").arg(format!("cold-s{i}")).arg(i).ignore();
+        pipe.cmd("SET")
+            .arg(format!("cold-t{i}"))
+            .arg(i)
+            .arg("EX")
+            .arg(900)
+            .ignore();
+        for (command, kind, member) in [
+            ("HSET", "h", "f"),
+            ("RPUSH", "l", "1"),
+            ("SADD", "e", "a"),
+            ("ZADD", "z", "1"),
+        ] {
+            let key = format!("cold-{kind}{i}");
+            pipe.cmd(command).arg(key).arg(member).arg(i).ignore();
+        }
+    }
+    let _: () = pipe.query(&mut con).expect("the cold keys written");
+}
+
 /// One write of a random kind to a random key (the kind is in the key's name, so that it keeps its type).
 fn write_one(con: &mut redis::Connection, rng: &mut fastrand::Rng) -> redis::RedisResult<()> {
     let n = rng.u64(0..KEYS);
@@ -240,6 +268,7 @@ impl Case {
         let state = StateDir::new(&format!("outage-{label}"));
         let urls = (primary, secondary);
         let gateway = start_gateway(&urls, &state, None);
+        cold_keys(&gateway);
         let writers = Writers::start(&gateway.url(Some(PASSWORD)));
         // Both copies fill up before the outage.
         std::thread::sleep(Duration::from_secs(3));
@@ -252,11 +281,25 @@ impl Case {
     }
 
     /// Kills the gateway (SIGKILL) and starts another on its port and `--state-dir`; the writers reconnect.
-    fn restart_gateway(&mut self) {
-        self.gateway.signal("KILL");
-        assert!(self.gateway.wait_exit(Duration::from_secs(5)).is_some());
-        let port = self.gateway.port();
-        self.gateway = start_gateway(&self.urls, &self.state, Some(port));
+    fn restart_gateway(self) -> Case {
+        let Case {
+            urls,
+            state,
+            mut gateway,
+            writers,
+        } = self;
+        gateway.signal("KILL");
+        assert!(gateway.wait_exit(Duration::from_secs(5)).is_some());
+        let port = gateway.port();
+        // Its directory goes first: the next one on the same port gets the same.
+        drop(gateway);
+        let gateway = start_gateway(&urls, &state, Some(port));
+        Case {
+            urls,
+            state,
+            gateway,
+            writers,
+        }
     }
 
     /// The secondary is back: the writers stop, and the copies must be identical within [`CONVERGENCE`] (see
@@ -269,12 +312,12 @@ impl Case {
         self.gateway.log()
     }
 
-    /// [`Case::back`] after a failover of the secondary, which the gateway must have seen (its masters changed)
-    /// and answered with a catch-up of every key.
-    fn back_failed_over(self, name: &str, primary: &Side<'_>, secondary: &Side<'_>) {
+    /// [`Case::back`] after the secondary came back as another server (restarted, or failed over), which the
+    /// gateway must have seen and answered with a catch-up of every key (the cold keys need one).
+    fn back_caught_up(self, name: &str, primary: &Side<'_>, secondary: &Side<'_>) {
         let log = self.back(name, primary, secondary);
         let seen = log.contains("came back as another server");
-        assert!(seen, "{name}: the failover asked for no catch-up");
+        assert!(seen, "{name}: no catch-up asked");
     }
 }
 
@@ -343,26 +386,30 @@ fn a_secondary_killed_and_restarted_with_its_data_converges() {
         .arg("--appendonly")
         .arg("yes")
         .start();
-    let mut case = Case::start("a", primary.url(), secondary.url());
+    let case = Case::start("a", primary.url(), secondary.url());
     secondary.kill();
     std::thread::sleep(OUTAGE / 3);
-    case.restart_gateway();
+    let case = case.restart_gateway();
     std::thread::sleep(OUTAGE * 2 / 3);
     secondary.restart();
     let name = "(a) killed, restarted with its data, gateway killed meanwhile";
     case.back(name, &Side::Server(&primary), &Side::Server(&secondary));
 }
 
-/// (b) The secondary (no persistence) killed for 30 s and started again empty.
+/// (b) The secondary (no persistence) killed for 30 s and started again empty; meanwhile the gateway is killed
+/// and started again on its `--state-dir`, from which the next gateway learns what the secondary was before it
+/// went away.
 #[test]
 fn a_secondary_killed_and_restarted_empty_converges() {
     let (primary, mut secondary) = (RedisServer::start(), RedisServer::start());
     let case = Case::start("b", primary.url(), secondary.url());
     secondary.kill();
-    std::thread::sleep(OUTAGE);
+    std::thread::sleep(OUTAGE / 3);
+    let case = case.restart_gateway();
+    std::thread::sleep(OUTAGE * 2 / 3);
     secondary.restart();
-    let name = "(b) killed, restarted empty";
-    case.back(name, &Side::Server(&primary), &Side::Server(&secondary));
+    let name = "(b) killed, restarted empty, gateway killed meanwhile";
+    case.back_caught_up(name, &Side::Server(&primary), &Side::Server(&secondary));
 }
 
 /// (c) The secondary frozen (SIGSTOP) for 30 s, then let go on (SIGCONT).
@@ -409,7 +456,7 @@ fn a_cluster_secondary_that_failed_over_converges() {
         masters.len() == 3 && masters.iter().all(|m| m.port != killed && !m.failed)
     });
     let name = "cluster secondary: a master killed, its replica promoted";
-    case.back_failed_over(name, &Side::Server(&primary), &Side::Cluster(&cluster));
+    case.back_caught_up(name, &Side::Server(&primary), &Side::Cluster(&cluster));
 }
 
 /// A sentinel-managed secondary whose master is killed: the sentinels promote the replica, which the repair
@@ -432,7 +479,7 @@ fn a_sentinel_secondary_that_failed_over_converges() {
         matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")
     });
     let name = "sentinel secondary: master killed, replica promoted";
-    case.back_failed_over(name, &Side::Server(&primary), &Side::Sentinel(&group));
+    case.back_caught_up(name, &Side::Server(&primary), &Side::Sentinel(&group));
 }
 
 /// A Redis Cluster primary and a sentinel-managed primary, each over a standalone secondary killed for 15 s

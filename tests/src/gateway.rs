@@ -21,6 +21,26 @@ pub struct Gateway {
     _dir: ScratchDir,
 }
 
+/// A directory for gateways' `--state-dir` (see [`GatewayBuilder::state_dir`]), which outlives the gateways a
+/// test kills and starts again on it; removed on drop.
+pub struct StateDir(PathBuf);
+
+impl StateDir {
+    /// A new, empty directory; `label` tells it from the test's others.
+    pub fn new(label: &str) -> StateDir {
+        let name = format!("switchyard-state-{label}-{}", std::process::id());
+        let dir = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        StateDir(dir)
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[derive(Default)]
 pub struct GatewayBuilder {
     args: Vec<String>,
@@ -59,6 +79,11 @@ impl GatewayBuilder {
             self.args.push(ca.to_string_lossy().into_owned());
         }
         self
+    }
+
+    /// Keeps its state (the records of missed double-writes) in `dir`.
+    pub fn state_dir(self, dir: &StateDir) -> Self {
+        self.arg("--state-dir").arg(dir.0.to_string_lossy())
     }
 
     /// Listens on `port` (to restart a gateway where its clients expect it).

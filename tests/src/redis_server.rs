@@ -13,6 +13,8 @@ pub struct RedisServer {
     tls_port: Option<u16>,
     process: Process,
     dir: ScratchDir,
+    /// What it was started with, to start it again (see [`RedisServer::restart`]).
+    args: Vec<String>,
 }
 
 #[derive(Default)]
@@ -84,35 +86,37 @@ impl RedisServerBuilder {
     pub fn start_on(self, port: u16) -> RedisServer {
         let dir = ScratchDir::new("redis", port);
         let log = dir.0.join("redis.log");
-        let mut command = Command::new("redis-server");
-        command
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--enable-debug-command", "yes"])
-            .arg("--dir")
-            .arg(&dir.0);
+        let mut args: Vec<String> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "yes",
+            "--dir",
+            &dir.0.to_string_lossy(),
+        ]
+        .map(str::to_string)
+        .to_vec();
         if let Some(password) = &self.password {
-            command.args(["--requirepass", password]);
+            args.extend(["--requirepass".to_string(), password.clone()]);
         }
-        command.args(&self.args);
+        args.extend(self.args);
         if let Some(tls) = &self.tls {
-            command.args(&tls.args);
+            args.extend(tls.args.iter().cloned());
         }
-        let mut process = Process::spawn(&mut command, &log);
+        let mut process = Process::spawn(Command::new("redis-server").args(&args), &log);
         wait_until_answering(port, &mut process, &log);
         RedisServer {
             port,
             tls_port: self.tls.map(|tls| tls.port),
             process,
             dir,
+            args,
         }
     }
 }
@@ -153,6 +157,21 @@ impl RedisServer {
 
     pub fn thaw(&self) {
         self.process.signal("CONT");
+    }
+
+    /// Kills the process (SIGKILL) and keeps its directory: what it persisted (with `--appendonly yes`) is
+    /// there for [`RedisServer::restart`].
+    pub fn kill(&self) {
+        self.process.signal("KILL");
+    }
+
+    /// Starts it again (after [`RedisServer::kill`]) on its port, in its directory and with its settings: it
+    /// loads what it persisted, if anything.
+    pub fn restart(&mut self) {
+        let log = self.dir.0.join("redis-restarted.log");
+        // The old process is reaped when replaced.
+        self.process = Process::spawn(Command::new("redis-server").args(&self.args), &log);
+        wait_until_answering(self.port, &mut self.process, &log);
     }
 
     pub fn pid(&self) -> u32 {

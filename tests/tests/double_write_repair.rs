@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::Commands;
 use serde_json::json;
-use switchyard_tests::{Gateway, RedisServer, wait_for};
+use switchyard_tests::{Gateway, RedisServer, StateDir, wait_for};
 
 const PASSWORD: &str = "pa";
 
@@ -342,34 +342,15 @@ fn live_writes_during_a_repair_are_not_overwritten() {
     }
 }
 
-/// A directory for a gateway's `--state-dir`, removed on drop.
-struct StateDir(std::path::PathBuf);
-
-impl StateDir {
-    fn new(port: u16) -> StateDir {
-        let name = format!("switchyard-repair-{}-{port}", std::process::id());
-        let dir = std::env::temp_dir().join(name);
-        let _ = std::fs::remove_dir_all(&dir);
-        StateDir(dir)
-    }
-}
-
-impl Drop for StateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The record of missed keys outlives a gateway killed (SIGKILL) while the secondary refuses writes: the gateway
 /// started again on the same `--state-dir` repairs them, though it never saw a write fail.
 #[test]
 fn missed_keys_outlive_a_killed_gateway() {
     let (primary, secondary) = (RedisServer::start(), RedisServer::start());
-    let state = StateDir::new(primary.port());
+    let state = StateDir::new(&primary.port().to_string());
     let start = || {
         Gateway::builder()
-            .arg("--state-dir")
-            .arg(state.0.to_string_lossy())
+            .state_dir(&state)
             .start(&routes(&primary, &secondary))
     };
     let mut gateway = start();
@@ -435,4 +416,39 @@ fn a_secondary_that_comes_back_empty_gets_every_key() {
     assert!(metric_sum(&gateway, "switchyard_repair_catch_ups_total") >= 1);
     assert!(metric_sum(&gateway, "switchyard_repair_scanned_keys_total") > 200);
     assert!(gateway.log().contains("came back as another server"));
+}
+
+/// With ack `all` or `all_check_error` the client waits for the secondary (and with `all_check_error` sees its
+/// refusal), but the primary applied the write all the same: the keys are recorded and repaired as with ack
+/// `primary`.
+#[test]
+fn writes_the_client_waited_for_are_repaired_too() {
+    for ack in ["all", "all_check_error"] {
+        let (primary, secondary) = (RedisServer::start(), RedisServer::start());
+        let mut routes = routes(&primary, &secondary);
+        routes["tenants"][0]["route"]["ack"] = json!(ack);
+        let gateway = Gateway::start(&routes);
+        let mut con = client(&gateway);
+        seed(&mut con);
+        wait_for("the seed on both sides", Duration::from_secs(5), || {
+            differing(&primary, &secondary).is_empty()
+        });
+        refuse_writes(&secondary, 1);
+        for i in 0..50 {
+            let set: redis::RedisResult<()> = redis::cmd("SET")
+                .arg(format!("k{i}"))
+                .arg("v")
+                .query(&mut con);
+            let incr: redis::RedisResult<i64> = redis::cmd("INCR").arg("counter").query(&mut con);
+            let refused = ack == "all_check_error";
+            assert_eq!(set.is_err(), refused, "{ack}: {set:?}");
+            assert_eq!(incr.is_err(), refused, "{ack}: {incr:?}");
+        }
+        assert_eq!(differing(&primary, &secondary).len(), 51, "{ack}");
+        wait_for("the keys recorded", Duration::from_secs(5), || {
+            metric_sum(&gateway, "switchyard_repair_pending_keys") == 51
+        });
+        refuse_writes(&secondary, 0);
+        converged(&gateway, &primary, &secondary);
+    }
 }

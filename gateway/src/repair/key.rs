@@ -144,10 +144,12 @@ pub(super) async fn read_primary(
         .map_err(Trouble::Primary)?;
     match replies.last() {
         Some(Value::Array(items)) => match &items[..] {
-            [dump, expires] => KeyState::of(dump, expires).ok_or_else(|| refused(items)),
-            _ => Err(refused(items)),
+            [dump, expires] => {
+                KeyState::of(dump, expires).ok_or_else(|| rejected(Trouble::Primary, items))
+            }
+            _ => Err(rejected(Trouble::Primary, items)),
         },
-        _ => Err(refused(&replies)),
+        _ => Err(rejected(Trouble::Primary, &replies)),
     }
 }
 
@@ -164,8 +166,10 @@ pub(super) async fn read_secondary(
         .await
         .map_err(Trouble::Secondary)?;
     match &replies[..] {
-        [.., dump, expires] => KeyState::of(dump, expires).ok_or_else(|| refused(&replies)),
-        _ => Err(refused(&replies)),
+        [.., dump, expires] => {
+            KeyState::of(dump, expires).ok_or_else(|| rejected(Trouble::Secondary, &replies))
+        }
+        _ => Err(rejected(Trouble::Secondary, &replies)),
     }
 }
 
@@ -212,7 +216,31 @@ pub(super) async fn repair(
         Some(Value::Array(items)) if !items.iter().any(|i| matches!(i, Value::Error(_))) => {
             Ok(Outcome::Copied)
         }
-        _ => Err(refused(&replies)),
+        _ => Err(rejected(Trouble::Secondary, &replies)),
+    }
+}
+
+/// Error replies that say "not here, not now" rather than "no": the key's slot is served by another master of a
+/// cluster (or is moving), the cluster is down, the node is loading its data or lost its master. The key waits,
+/// as for a side that does not answer, while the topology catches up (see `sides`): a redirect is never followed
+/// from here.
+const NOT_NOW: [&str; 6] = [
+    "MOVED ",
+    "ASK ",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "LOADING",
+    "MASTERDOWN",
+];
+
+/// What the first error among `replies` (one side's) means: a refusal, or for the errors of [`NOT_NOW`], that
+/// `side` cannot serve the key now.
+fn rejected(side: fn(io::Error) -> Trouble, replies: &[Value]) -> Trouble {
+    match refused(replies) {
+        Trouble::Refused(text) if NOT_NOW.iter().any(|e| text.starts_with(e)) => {
+            side(io::Error::other(text))
+        }
+        trouble => trouble,
     }
 }
 
@@ -229,4 +257,54 @@ fn refused(replies: &[Value]) -> Trouble {
             _ => None,
         });
     Trouble::Refused(text.unwrap_or_else(|| "unexpected reply".to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(text: &'static str) -> Value {
+        Value::Error(Bytes::from_static(text.as_bytes()))
+    }
+
+    #[test]
+    fn redirects_and_a_cluster_down_are_not_now_and_other_errors_refusals() {
+        let queued = Value::Simple(Bytes::from_static(b"QUEUED"));
+        for text in [
+            "MOVED 3999 127.0.0.1:7001",
+            "ASK 3999 127.0.0.1:7002",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "LOADING Redis is loading the dataset in memory",
+        ] {
+            // The first error decides, as in a transaction's replies (`EXECABORT` after the queued one's).
+            let replies = [
+                queued.clone(),
+                error(text),
+                error("EXECABORT Transaction discarded"),
+            ];
+            assert!(
+                matches!(
+                    rejected(Trouble::Secondary, &replies),
+                    Trouble::Secondary(_)
+                ),
+                "{text}"
+            );
+            assert!(
+                matches!(rejected(Trouble::Primary, &replies), Trouble::Primary(_)),
+                "{text}"
+            );
+        }
+        for text in [
+            "OOM command not allowed",
+            "READONLY You can't write",
+            "NOPERM no",
+        ] {
+            let refused = rejected(Trouble::Secondary, &[error(text)]);
+            assert!(
+                matches!(refused, Trouble::Refused(t) if t == text),
+                "{text}"
+            );
+        }
+    }
 }

@@ -1,16 +1,17 @@
 //! Where the repair of a key goes, and its connections: the key's primary and secondary nodes under the route
-//! served now, and one connection per node and database, opened as the resource's own user.
+//! served now (see `sides`), and one connection per node and database, opened as the resource's own user; a
+//! sentinel-managed master's only once it says it is a master (`ROLE`), so that a demoted one gets no copy.
 
 use std::collections::HashMap;
 use std::io;
 use std::time::Duration;
 
 use super::key::Trouble;
+use super::sides::Sides;
 use crate::backend::direct::DirectConnection;
-use crate::backend::{NodeSpec, ResourceSpec};
+use crate::backend::{NodeRole, NodeSpec};
 use crate::missed::MissedKey;
-use crate::resp::Protocol;
-use crate::route::RoutePlan;
+use crate::route::{ResourcePlan, RoutePlan};
 
 /// A key's primary node and secondary node, each in the key's database.
 pub(super) type Nodes = (NodeSpec, NodeSpec);
@@ -30,7 +31,14 @@ impl Links {
     ) -> io::Result<&mut DirectConnection> {
         let id = (node.addr.clone(), node.db);
         if !self.open.contains_key(&id) {
-            let connection = DirectConnection::open_as_owner(node, timeout).await?;
+            let mut connection = DirectConnection::open_as_owner(node, timeout).await?;
+            if node.role == NodeRole::Master {
+                let role = connection.call(&[b"ROLE"]).await?;
+                let first = role.array().and_then(|r| r.first()?.text());
+                if first != Some("master") {
+                    return Err(io::Error::other("the sentinel's master is no master (yet)"));
+                }
+            }
             self.open.insert(id.clone(), connection);
         }
         self.open
@@ -61,45 +69,39 @@ impl Links {
         }
     }
 
-    /// Forgets a connection that failed: the next use opens a new one.
-    pub(super) fn drop_all(&mut self) {
-        self.open.clear();
+    /// Forgets the connection to `node`, which failed: the next use opens a new one.
+    pub(super) fn drop(&mut self, node: &NodeSpec) {
+        self.open.remove(&(node.addr.clone(), node.db));
     }
 }
 
-/// The primary and the secondary `resource` of a recorded key under `route` (each in the key's database), or
-/// none when the route no longer writes the key there. Only standalone resources are repaired.
+/// The primary and the secondary `resource` of a recorded key under `route` (each the node that holds the key, in
+/// its database), or none when the route no longer writes the key there.
 pub(super) fn nodes_of(
     route: &RoutePlan,
     resource: &str,
     key: &MissedKey,
+    sides: &mut Sides,
 ) -> Result<Option<Nodes>, Trouble> {
+    let Some((primary, secondary)) = resources_of(route, resource, &key.1) else {
+        return Ok(None);
+    };
     let (db, name) = key;
-    let Some(target) = route.shards.get(route.shard_of(name)) else {
-        return Ok(None);
-    };
-    let (Some(primary), Some(secondary)) = (
-        target.write.first(),
-        target.write.iter().skip(1).find(|r| r.name == resource),
-    ) else {
-        return Ok(None);
-    };
     Ok(Some((
-        node_of(&primary.spec, *db)?,
-        node_of(&secondary.spec, *db)?,
+        sides.node_of(&primary.spec, *db, name, Trouble::Primary)?,
+        sides.node_of(&secondary.spec, *db, name, Trouble::Secondary)?,
     )))
 }
 
-/// The node of a standalone resource, in database `db` of the client's.
-pub(super) fn node_of(spec: &Result<ResourceSpec, String>, db: u32) -> Result<NodeSpec, Trouble> {
-    match spec
-        .as_ref()
-        .ok()
-        .and_then(|spec| spec.for_client(db, Protocol::Resp2).ok())
-    {
-        Some(ResourceSpec::Node(node)) => Ok(node),
-        _ => Err(Trouble::Refused(
-            "only standalone resources are repaired".to_string(),
-        )),
-    }
+/// The primary resource and the secondary `resource` that `route` writes `key` to, if it still does.
+pub(super) fn resources_of<'r>(
+    route: &'r RoutePlan,
+    resource: &str,
+    key: &[u8],
+) -> Option<(&'r ResourcePlan, &'r ResourcePlan)> {
+    let target = route.shards.get(route.shard_of(key))?;
+    Some((
+        target.write.first()?,
+        target.write.iter().skip(1).find(|r| r.name == resource)?,
+    ))
 }

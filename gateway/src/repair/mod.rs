@@ -13,6 +13,7 @@ mod key;
 mod links;
 mod restarts;
 mod scan;
+mod sides;
 mod task;
 
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub(crate) fn start(gateway: Arc<crate::state::Gateway>) -> std::io::Result<()> 
         .build()?;
     std::thread::Builder::new()
         .name("switchyard-repair".to_string())
-        .spawn(move || runtime.block_on(task::run(gateway)))?;
+        // Local: a cluster's or a sentinel set's topology that the repair is the first to use keeps itself fresh
+        // with a task on this thread (see `backend::topology`).
+        .spawn(move || tokio::task::LocalSet::new().block_on(&runtime, task::run(gateway)))?;
     Ok(())
 }

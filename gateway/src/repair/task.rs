@@ -6,14 +6,16 @@
 //! the primary had applied before the copy read it, and that reached the secondary only after the copy, would
 //! otherwise count twice there (an `INCR`). A key still different then is repaired again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::key::{self, Outcome, Trouble};
-use super::links::{Links, Nodes, nodes_of};
+use super::links::{Links, Nodes, nodes_of, resources_of};
 use super::restarts::Restarts;
 use super::scan::Walk;
+use super::sides::Sides;
+use crate::backend::NodeSpec;
 use crate::missed::{Missed, MissedKey};
 use crate::route::Tenant;
 use crate::state::Gateway;
@@ -36,23 +38,29 @@ const MAX_ATTEMPTS: u8 = 8;
 
 /// Runs until the process ends.
 pub(super) async fn run(gateway: Arc<Gateway>) {
+    let timeout = gateway
+        .config
+        .connect_timeout
+        .max(gateway.config.command_timeout);
     let mut repairer = Repairer {
         settle: gateway.config.command_timeout + ROUND,
-        timeout: gateway
-            .config
-            .connect_timeout
-            .max(gateway.config.command_timeout),
+        timeout,
         records: HashMap::new(),
+        sides: Sides::new(Arc::clone(&gateway.topologies), timeout),
     };
     let mut ticks = tokio::time::interval(ROUND);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut restarts = Restarts::default();
+    let mut restarts = Restarts::kept_in(gateway.config.state_dir.as_deref());
     for round in 0u32.. {
         ticks.tick().await;
         let snapshot = gateway.snapshot();
         if round % IDENTITY_ROUNDS == 0 {
             let timeout = repairer.timeout;
-            restarts.check(&snapshot, &gateway.repairs, timeout).await;
+            let sides = &mut repairer.sides;
+            restarts
+                .check(&snapshot, &gateway.repairs, sides, timeout)
+                .await;
+            sides.let_go();
         }
         for missed in gateway.repairs.all() {
             if let Some(tenant) = snapshot.tenant_by_name(&missed.tenant) {
@@ -84,6 +92,8 @@ struct Repairer {
     /// Bounds every connect and exchange.
     timeout: Duration,
     records: HashMap<(String, String), RecordState>,
+    /// Where each resource keeps a key now.
+    sides: Sides,
 }
 
 impl Repairer {
@@ -91,6 +101,7 @@ impl Repairer {
         let mut links = Links::default();
         let id = (missed.tenant.clone(), missed.resource.clone());
         let (settle, timeout) = (self.settle, self.timeout);
+        let sides = &mut self.sides;
         let state = self.records.entry(id).or_default();
         let now = Instant::now();
         let batch: Vec<MissedKey> = missed
@@ -101,33 +112,79 @@ impl Repairer {
             .take(BATCH)
             .cloned()
             .collect();
+        // Nodes that did not answer this round: their keys wait for the next one, the others' go on (one master
+        // of a cluster down holds only its own slots' keys).
+        let mut down: HashSet<(String, u32)> = HashSet::new();
+        let mut waiting = false;
         for key in batch {
             if !owns(tenant, &key) {
                 // Taken back from disk, for a namespace or databases the tenant no longer has.
                 missed.settled(&key);
                 continue;
             }
-            let outcome = match nodes_of(&tenant.route, &missed.resource, &key) {
+            let nodes = match nodes_of(&tenant.route, &missed.resource, &key, sides) {
                 // The route no longer writes the key there.
-                Ok(None) => Ok(Outcome::Equal),
-                Ok(Some(nodes)) => repair(&nodes, &key.1, &mut links, timeout).await,
-                Err(trouble) => Err(trouble),
+                Ok(None) => {
+                    state.note(missed, key, Outcome::Equal, settle);
+                    continue;
+                }
+                Ok(Some(nodes)) => nodes,
+                Err(trouble) => {
+                    waiting = true;
+                    match not_now(trouble, tenant, missed, &key, sides) {
+                        Some(reason) => return state.refused(missed, &reason),
+                        None => continue,
+                    }
+                }
             };
-            match outcome {
+            let id = |node: &NodeSpec| (node.addr.clone(), node.db);
+            if down.contains(&id(&nodes.0)) || down.contains(&id(&nodes.1)) {
+                continue;
+            }
+            match repair(&nodes, &key.1, &mut links, timeout).await {
                 Ok(outcome) => state.note(missed, key, outcome, settle),
                 // A secondary that refuses (read-only, out of memory, a user denied RESTORE) refuses the other
                 // keys too: they wait for the next round.
                 Err(Trouble::Refused(reason)) => return state.refused(missed, &reason),
-                // The secondary (or the primary) does not answer: the keys wait for the next round.
-                Err(Trouble::Primary(error) | Trouble::Secondary(error)) => {
-                    tracing::debug!(tenant = %missed.tenant, resource = %missed.resource, %error,
-                        "double-write repair waits for both sides to answer");
-                    return;
+                // The secondary (or the primary) does not answer: its keys wait for the next round.
+                Err(trouble) => {
+                    waiting = true;
+                    down.insert(id(match trouble {
+                        Trouble::Primary(_) => &nodes.0,
+                        _ => &nodes.1,
+                    }));
+                    not_now(trouble, tenant, missed, &key, sides);
                 }
             }
         }
-        state.catch_up(tenant, missed, &mut links, timeout).await;
+        if !waiting {
+            state
+                .catch_up(tenant, missed, (&mut links, sides), timeout)
+                .await;
+        }
     }
+}
+
+/// A key whose primary or secondary cannot serve it now (see `key::NOT_NOW`): the resource's topology looks
+/// again. A refusal is returned, for the caller to note.
+fn not_now(
+    trouble: Trouble,
+    tenant: &Tenant,
+    missed: &Missed,
+    key: &MissedKey,
+    sides: &mut Sides,
+) -> Option<String> {
+    let (error, primary) = match trouble {
+        Trouble::Refused(reason) => return Some(reason),
+        Trouble::Primary(error) => (error, true),
+        Trouble::Secondary(error) => (error, false),
+    };
+    if let Some((p, s)) = resources_of(&tenant.route, &missed.resource, &key.1) {
+        sides.stale(&if primary { p } else { s }.spec);
+    }
+    tracing::debug!(tenant = %missed.tenant, resource = %missed.resource, %error, primary,
+        "double-write repair waits for both sides to answer");
+    None
 }
 
 /// Whether a recorded key is the tenant's own: in one of its databases, under its namespace prefix when it has
@@ -149,8 +206,10 @@ async fn repair(
 ) -> Result<Outcome, Trouble> {
     let (primary, secondary) = links.pair(nodes, timeout).await?;
     let outcome = key::repair(primary, secondary, key).await;
-    if let Err(Trouble::Primary(_) | Trouble::Secondary(_)) = outcome {
-        links.drop_all();
+    match &outcome {
+        Err(Trouble::Primary(_)) => links.drop(&nodes.0),
+        Err(Trouble::Secondary(_)) => links.drop(&nodes.1),
+        _ => {}
     }
     outcome
 }
@@ -212,7 +271,7 @@ impl RecordState {
         &mut self,
         tenant: &Tenant,
         missed: &Missed,
-        links: &mut Links,
+        (links, sides): (&mut Links, &mut Sides),
         timeout: Duration,
     ) {
         let asked = {
@@ -223,12 +282,12 @@ impl RecordState {
             self.walk = None;
             return;
         };
-        let mut walk = self
-            .walk
-            .take()
-            .unwrap_or_else(|| Walk::new(tenant, &missed.resource, asked));
+        let mut walk = self.walk.take().unwrap_or_else(|| Walk::new(tenant, asked));
         for _ in 0..PAGES {
-            let page = match walk.page(tenant, &missed.resource, links, timeout).await {
+            let page = match walk
+                .page(tenant, &missed.resource, links, sides, timeout)
+                .await
+            {
                 Ok(Some(page)) => page,
                 Ok(None) => break,
                 // It starts over.
@@ -246,10 +305,11 @@ impl RecordState {
                     continue;
                 }
                 // Copied (to compare again) or not repaired: the key is recorded, as a missed one is.
-                missed.pending().insert(missed, key);
+                missed.pending().insert(missed, key.clone());
                 match outcome {
                     Err(Trouble::Refused(reason)) => self.refused(missed, &reason),
-                    Err(Trouble::Primary(_) | Trouble::Secondary(_)) => {
+                    Err(trouble) => {
+                        not_now(trouble, tenant, missed, &key, sides);
                         // The rest of the page is recorded too, for when both sides answer.
                         let mut pending = missed.pending();
                         page.for_each(|(key, _)| pending.insert(missed, key));

@@ -75,6 +75,23 @@ impl DetachedWrites {
     pub(super) fn finish(&self, command: &'static str, raw: &[u8], replies: &[u8], count: u32) {
         self.in_flight
             .set(self.in_flight.get().saturating_sub(count as usize));
+        self.failed(command, raw, replies);
+    }
+
+    /// Makes `handle`, which a write to this secondary that the client waits for (ack `all` or
+    /// `all_check_error`) answers, record the keys of the write (`raw`) when it fails: the client sees the
+    /// error, but the primary applied the write, so the copies differ all the same.
+    pub(crate) fn witness(
+        self: &Rc<Self>,
+        handle: ReplyHandle,
+        command: &'static str,
+        raw: &Bytes,
+    ) -> ReplyHandle {
+        handle.witnessed(Rc::clone(self), command, raw.clone())
+    }
+
+    /// Counts, logs and records each write of `raw` whose reply in `replies` is an error.
+    pub(super) fn failed(&self, command: &'static str, raw: &[u8], replies: &[u8]) {
         for (request, reply) in resp::each_request(raw).zip(resp::each_reply(replies)) {
             if let Some(error) = reply.strip_prefix(b"-") {
                 let line = error.split(|&b| b == b'\r').next().unwrap_or_default();

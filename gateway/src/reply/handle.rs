@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Combine, Destination, Gather, Redirect, ReplyHandle, RunAs};
+use super::{
+    Combine, Destination, DetachedWrites, Gather, Owed, Redirect, ReplyHandle, RunAs, Sent,
+    WitnessedAddress,
+};
 
 impl ReplyHandle {
     pub(super) fn new(to: Destination) -> ReplyHandle {
@@ -51,6 +54,28 @@ impl ReplyHandle {
 
     pub(crate) fn asking(&self) -> bool {
         self.asking
+    }
+
+    /// The same handle, whose reply (to one write, `raw`, to the double-write secondary `writes`) also records
+    /// the write's keys when it is an error (see [`DetachedWrites::witness`]).
+    pub(super) fn witnessed(
+        self,
+        writes: Rc<DetachedWrites>,
+        command: &'static str,
+        raw: Bytes,
+    ) -> ReplyHandle {
+        let sent = Sent {
+            command,
+            raw,
+            count: 1,
+        };
+        ReplyHandle {
+            to: Destination::Witnessed(Owed(Some(WitnessedAddress {
+                writes,
+                sent: Box::new((self.to, sent)),
+            }))),
+            ..self
+        }
     }
 
     /// A handle whose reply is dropped.

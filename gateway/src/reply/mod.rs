@@ -38,7 +38,7 @@ mod tagged;
 
 pub(crate) use detached::DetachedWrites;
 use gather::Gather;
-use owed::{DetachedAddress, Owed, PartAddress, Sent, SlotAddress};
+use owed::{DetachedAddress, Owed, PartAddress, Sent, SlotAddress, WitnessedAddress};
 pub(crate) use run_as::{RestrictedUser, RunAs, ScriptUser};
 pub(crate) use tagged::Answered;
 use tagged::Tags;
@@ -151,6 +151,9 @@ enum Destination {
     /// A double-write to a secondary that the client does not wait for (`count` writes of a run): only failures
     /// are counted.
     Detached(Owed<DetachedAddress>),
+    /// A double-write to a secondary that the client waits for (ack `all` or `all_check_error`): its reply goes
+    /// on to the client's slot, and a failure's keys are recorded as a detached write's are.
+    Witnessed(Owed<WitnessedAddress>),
     /// One part of a reply that a backend itself assembles from several nodes (a cluster fan-out).
     Part(Owed<PartAddress>),
     /// A reply nobody needs (the `+OK` of an `ASKING` sent ahead of a redirected request).
@@ -186,6 +189,7 @@ impl Destination {
         match self {
             Destination::Slot(slot) => slot.fill(replies, error),
             Destination::Detached(writes) => writes.fill(replies, error),
+            Destination::Witnessed(copy) => copy.fill(replies, error),
             Destination::Part(part) => part.fill(replies, error),
             Destination::Discard => {}
         }

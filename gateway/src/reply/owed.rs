@@ -5,7 +5,10 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::{Destination, DetachedWrites, Gather, ReplyHandle, ReplyQueue, Slot, lost_replies};
+use super::{
+    Destination, DetachedWrites, Gather, REPLY_LOST, ReplyHandle, ReplyQueue, Slot, lost_replies,
+};
+use crate::resp;
 
 /// Where a reply is owed: filled once, or, dropped unfilled, answered with `REPLY_LOST` (see the module's
 /// documentation). `None` only once filled.
@@ -75,6 +78,31 @@ impl Addressee for DetachedAddress {
     fn lose(self) {
         let replies = lost_replies(self.sent.count);
         self.fill(replies, true);
+    }
+}
+
+pub(super) struct WitnessedAddress {
+    pub(super) writes: Rc<DetachedWrites>,
+    /// Where the reply goes on to, and what was sent. Boxed: only writes the client waits for on every copy
+    /// carry this.
+    pub(super) sent: Box<(Destination, Sent)>,
+}
+
+impl Addressee for WitnessedAddress {
+    fn fill(self, replies: Bytes, error: bool) {
+        let (to, sent) = *self.sent;
+        if error {
+            self.writes.failed(sent.command, &sent.raw, &replies);
+        }
+        to.deliver(replies, error);
+    }
+
+    fn lose(self) {
+        // The reply owed on (dropped with `to`) counts the loss.
+        let (to, sent) = *self.sent;
+        let lost = resp::error_reply(REPLY_LOST).repeat(sent.count as usize);
+        self.writes.failed(sent.command, &sent.raw, &lost);
+        drop(to);
     }
 }
 

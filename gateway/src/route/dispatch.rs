@@ -449,7 +449,9 @@ impl Dispatch<'_> {
                 None => write.raw.clone(),
             };
             let handle = match (handles.next(), &endpoint.detached) {
-                (Some(handle), _) => handle,
+                // A copy the client waits for: its failure is recorded too (the primary applied the write).
+                (Some(handle), Some(detached)) => detached.witness(handle, spec.name, &raw),
+                (Some(handle), None) => handle,
                 (None, Some(detached)) => match detached.admit(spec.name, &raw) {
                     Some(handle) => handle,
                     None => continue,

@@ -430,6 +430,21 @@ impl RedisCluster {
         }
     }
 
+    /// Stops a node (SIGSTOP): it keeps its ports open but answers nothing, neither clients nor the bus.
+    pub fn freeze(&self, port: u16) {
+        self.server(port).freeze();
+    }
+
+    /// Lets a frozen node go on (SIGCONT).
+    pub fn thaw(&self, port: u16) {
+        self.server(port).thaw();
+    }
+
+    fn server(&self, port: u16) -> &RedisServer {
+        let server = self.member(port).server.as_ref();
+        server.unwrap_or_else(|| panic!("the node on port {port} was killed"))
+    }
+
     /// Kills a node (SIGKILL).
     pub fn kill(&mut self, port: u16) {
         for member in &mut self.nodes {

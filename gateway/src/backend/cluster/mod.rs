@@ -85,6 +85,11 @@ impl ClusterSpec {
         }
     }
 
+    /// The master at `addr`, reached as this resource's user (for the repair of double-write secondaries).
+    pub(crate) fn master_node(&self, addr: &str) -> NodeSpec {
+        self.node(addr, NodeRole::Any)
+    }
+
     fn node(&self, addr: &str, role: NodeRole) -> NodeSpec {
         NodeSpec {
             addr: addr.to_string(),

@@ -200,7 +200,7 @@ impl ClusterTopology {
     }
 
     /// Asks the refresh task for a refresh.
-    pub(super) fn schedule_refresh(&self) {
+    pub(crate) fn schedule_refresh(&self) {
         self.refresh.wake.notify_one();
     }
 
@@ -225,7 +225,7 @@ impl ClusterTopology {
     }
 
     /// The address of the master the map gives `slot`.
-    pub(super) fn owner_addr(&self, slot: u16) -> Option<String> {
+    pub(crate) fn owner_addr(&self, slot: u16) -> Option<String> {
         let current = self.current.load();
         let index = *current.owner.get(usize::from(slot))?;
         current
@@ -241,6 +241,16 @@ impl ClusterTopology {
             .shards
             .iter()
             .any(|s| s.addr == addr || s.replicas.iter().any(|r| r == addr))
+    }
+
+    /// The address of every master the current map gives slots to (none before the first map).
+    pub(crate) fn master_addrs(&self) -> Vec<String> {
+        self.current
+            .load()
+            .shards
+            .iter()
+            .map(|s| s.addr.clone())
+            .collect()
     }
 
     /// Where to ask for the slot map: the seeds, then every master the current map knows.

@@ -80,6 +80,12 @@ impl SentinelSpec {
         }
     }
 
+    /// The master at `addr`, in this resource's database, reached as its user (for the repair of double-write
+    /// secondaries).
+    pub(crate) fn master_node(&self, addr: &str) -> NodeSpec {
+        self.data_node(addr, NodeRole::Master)
+    }
+
     fn data_node(&self, addr: &str, role: NodeRole) -> NodeSpec {
         NodeSpec {
             addr: addr.to_string(),

@@ -95,8 +95,16 @@ impl SentinelTopology {
         }
     }
 
+    /// The master's address, once a sentinel has named it.
+    pub(crate) fn master_addr(&self) -> Option<String> {
+        match &self.view.borrow().master {
+            MasterView::Known(addr) => Some(addr.clone()),
+            _ => None,
+        }
+    }
+
     /// A worker found every connection to the master down: look up now, and often until the master is back.
-    pub(super) fn master_is_down(&self) {
+    pub(crate) fn master_is_down(&self) {
         if !self.master_down.swap(true, Ordering::AcqRel) {
             self.signal.wake.notify_one();
         }

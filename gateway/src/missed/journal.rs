@@ -3,7 +3,9 @@
 //! One file per tenant and secondary under `<state-dir>/repair/`, named by a digest of both: a header (the tenant
 //! and the resource), then one entry per key recorded, appended as it is recorded (one `write`, no `fsync`: a
 //! process that crashes loses nothing, a host that loses power may lose the last seconds), and an entry when a
-//! catch-up is asked. The repair rewrites a file whole (a new file renamed over it) once keys were taken off. A lock file keeps two gateways from sharing one directory.
+//! catch-up is asked. The repair rewrites a file whole (a new file renamed over it) once keys were taken off. A lock
+//! file keeps two gateways from sharing one directory. (The same directory keeps the secondaries' identities,
+//! `repair/identities.json`: see `repair::restarts`.)
 //!
 //! A local file rather than the control plane or the primary Redis: recording stays on the failure path of one
 //! gateway with nothing else to reach (the control plane may be down, and a reserved key on the primary would sit

@@ -38,10 +38,7 @@ const MAX_ATTEMPTS: u8 = 8;
 pub(super) async fn run(gateway: Arc<Gateway>) {
     let mut repairer = Repairer {
         settle: gateway.config.command_timeout + ROUND,
-        timeout: gateway
-            .config
-            .connect_timeout
-            .max(gateway.config.command_timeout),
+        timeout: super::exchange_timeout(&gateway.config),
         records: HashMap::new(),
     };
     let mut ticks = tokio::time::interval(ROUND);
@@ -132,7 +129,7 @@ impl Repairer {
 
 /// Whether a recorded key is the tenant's own: in one of its databases, under its namespace prefix when it has
 /// one.
-fn owns(tenant: &Tenant, key: &MissedKey) -> bool {
+pub(super) fn owns(tenant: &Tenant, key: &MissedKey) -> bool {
     let in_databases = i64::from(key.0) < tenant.databases().end;
     in_databases
         && tenant

@@ -1,0 +1,272 @@
+//! The divergence sampler: each second, for every tenant and double-write secondary of the routes served, a few
+//! random keys of the tenant (`RANDOMKEY` on the primary nodes, each shard's in turn) are compared between the
+//! primary and the secondary as the repair compares them (`key::equal`: `DUMP` and `PEXPIRETIME`, content for
+//! collections dumped differently). The share that differs is the estimate (`divergence`); a key that differs
+//! is handed to the repair's record, so that divergence no failed write recorded (a write made on the secondary
+//! behind the gateway's back, a lost replica's data) is repaired too.
+//!
+//! A key found different is compared again once the writes in flight had time to land (as the repair waits
+//! before it compares a copied key), and counted only then: a write the primary applied and the secondary is
+//! still about to apply is not divergence. Only the keys the primary holds are drawn: a key only the secondary
+//! holds is found by a catch-up, not here. A secondary the repair cannot compare yet (another kind than a
+//! standalone node) is not sampled.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::key::{self, Trouble};
+use super::links::{Links, node_of, nodes_of};
+use super::task::owns;
+use crate::backend::NodeSpec;
+use crate::backend::direct::Value;
+use crate::missed::MissedKey;
+use crate::route::Tenant;
+use crate::state::Gateway;
+
+/// How often the sampler takes its samples (`--divergence-samples` per tenant and secondary each time).
+const ROUND: Duration = Duration::from_secs(1);
+
+/// `RANDOMKEY`s drawn (in one round trip) per sample for a tenant with a key namespace, whose keys may be a small
+/// share of the database: a tenant with fewer than about one key in 16 there is sampled more slowly.
+const DRAWS: usize = 16;
+
+/// Most keys waiting to be compared again per tenant and secondary.
+const MAX_SUSPECTS: usize = 1000;
+
+/// Rounds after which the sampler's connections are opened afresh (those to nodes no longer routed go).
+const RELINK_ROUNDS: u32 = 300;
+
+const RANDOMKEY: &[&[u8]] = &[b"RANDOMKEY"];
+
+/// A node holding the tenant's keys on the primary side, with the client's database it serves.
+type Source = (NodeSpec, u32);
+
+/// Runs until the process ends (at once without `--divergence-samples`).
+pub(super) async fn run(gateway: Arc<Gateway>) {
+    let rate = gateway.config.divergence_samples as usize;
+    if rate == 0 {
+        return;
+    }
+    let mut sampler = Sampler {
+        settle: gateway.config.command_timeout + ROUND,
+        timeout: super::exchange_timeout(&gateway.config),
+        links: Links::default(),
+        pairs: HashMap::new(),
+    };
+    let mut ticks = tokio::time::interval(ROUND);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for round in 1u32.. {
+        ticks.tick().await;
+        if round % RELINK_ROUNDS == 0 {
+            sampler.links.drop_all();
+        }
+        let snapshot = gateway.snapshot();
+        let mut routed = HashSet::new();
+        for tenant in snapshot.tenants().iter() {
+            for resource in secondaries(tenant) {
+                let pair = (tenant.name.clone(), resource);
+                sampler.round(&gateway, tenant, &pair, rate).await;
+                routed.insert(pair);
+            }
+        }
+        sampler.pairs.retain(|pair, _| routed.contains(pair));
+        gateway.divergence.retain(&routed);
+    }
+}
+
+struct Sampler {
+    /// How long after a key was found different it is compared again.
+    settle: Duration,
+    /// Bounds every connect and exchange.
+    timeout: Duration,
+    links: Links,
+    pairs: HashMap<(String, String), Pending>,
+}
+
+/// What the sampler keeps of one tenant and secondary between rounds.
+#[derive(Default)]
+struct Pending {
+    /// The next source to draw from.
+    turn: usize,
+    /// Keys found different, with when to compare them again.
+    suspects: VecDeque<(MissedKey, Instant)>,
+}
+
+impl Sampler {
+    /// Compares the keys due again, then `rate` new ones; stops at the first side that does not answer.
+    async fn round(
+        &mut self,
+        gateway: &Gateway,
+        tenant: &Tenant,
+        pair: &(String, String),
+        rate: usize,
+    ) {
+        let sources = sources(tenant, &pair.1);
+        if sources.is_empty() {
+            return;
+        }
+        let Sampler {
+            settle,
+            timeout,
+            links,
+            pairs,
+        } = self;
+        let pending = pairs.entry(pair.clone()).or_default();
+        let now = Instant::now();
+        while let Some((key, due)) = pending.suspects.pop_front() {
+            if due > now {
+                pending.suspects.push_front((key, due));
+                break;
+            }
+            match compare(tenant, &pair.1, &key, links, *timeout).await {
+                Ok(Some(equal)) => conclude(gateway, pair, key, equal),
+                // The route no longer places the key there.
+                Ok(None) => {}
+                Err(trouble) => {
+                    pending.suspects.push_front((key, due));
+                    return waits(pair, &trouble);
+                }
+            }
+        }
+        for _ in 0..rate {
+            let Some(source) = sources.get(pending.turn % sources.len()) else {
+                return;
+            };
+            pending.turn = pending.turn.wrapping_add(1);
+            let drawn = draw(tenant, &pair.1, source, links, *timeout).await;
+            let key = match drawn {
+                Ok(Some(key)) => key,
+                Ok(None) => continue,
+                Err(trouble) => return waits(pair, &trouble),
+            };
+            match compare(tenant, &pair.1, &key, links, *timeout).await {
+                Ok(Some(true)) => gateway.divergence.note(&pair.0, &pair.1, false),
+                Ok(Some(false)) if pending.suspects.len() < MAX_SUSPECTS => {
+                    pending.suspects.push_back((key, Instant::now() + *settle));
+                }
+                Ok(_) => {}
+                Err(trouble) => return waits(pair, &trouble),
+            }
+        }
+    }
+}
+
+/// A sample's verdict: counted, and a key still different handed to the repair.
+fn conclude(gateway: &Gateway, pair: &(String, String), key: MissedKey, equal: bool) {
+    gateway.divergence.note(&pair.0, &pair.1, !equal);
+    if !equal {
+        let missed = gateway.repairs.missed(&pair.0, &pair.1);
+        missed.compared(&key, true);
+        missed.pending().insert(&missed, key);
+    }
+}
+
+fn waits(pair: &(String, String), trouble: &Trouble) {
+    let why = match trouble {
+        Trouble::Primary(e) | Trouble::Secondary(e) => e.to_string(),
+        Trouble::Refused(reason) => reason.clone(),
+    };
+    tracing::debug!(tenant = %pair.0, resource = %pair.1, why, "divergence sampling waits for both sides");
+}
+
+/// The double-write secondaries of `tenant`'s route, each once.
+fn secondaries(tenant: &Tenant) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for target in &tenant.route.shards {
+        for resource in target.write.iter().skip(1) {
+            if !found.contains(&resource.name) {
+                found.push(resource.name.clone());
+            }
+        }
+    }
+    found
+}
+
+/// The primary nodes of the shards that double-write `tenant`'s keys to `resource`, in each of its databases;
+/// none when the repair cannot compare the keys there (a resource other than a standalone node).
+fn sources(tenant: &Tenant, resource: &str) -> Vec<Source> {
+    let databases = u32::try_from(tenant.databases().end).unwrap_or(1);
+    let mut found: Vec<Source> = Vec::new();
+    for db in 0..databases {
+        for target in &tenant.route.shards {
+            let Some(secondary) = target.write.iter().skip(1).find(|r| r.name == resource) else {
+                continue;
+            };
+            let (Some(primary), Ok(_)) = (target.write.first(), node_of(&secondary.spec, db))
+            else {
+                continue;
+            };
+            let Ok(node) = node_of(&primary.spec, db) else {
+                continue;
+            };
+            if !found.iter().any(|(n, _)| same_node(n, &node)) {
+                found.push((node, db));
+            }
+        }
+    }
+    found
+}
+
+fn same_node(a: &NodeSpec, b: &NodeSpec) -> bool {
+    a.addr == b.addr && a.db == b.db
+}
+
+/// A random key of the tenant on `source` that the route places there and double-writes to `resource`; none
+/// when the draws found none (an empty database, a namespace with few keys there).
+async fn draw(
+    tenant: &Tenant,
+    resource: &str,
+    source: &Source,
+    links: &mut Links,
+    timeout: Duration,
+) -> Result<Option<MissedKey>, Trouble> {
+    let (node, db) = source;
+    let draws = if tenant.namespace().is_some() {
+        DRAWS
+    } else {
+        1
+    };
+    let connection = links.to(node, timeout).await.map_err(Trouble::Primary)?;
+    let replies = match connection.pipeline(&vec![RANDOMKEY; draws]).await {
+        Ok(replies) => replies,
+        Err(e) => {
+            links.drop_all();
+            return Err(Trouble::Primary(e));
+        }
+    };
+    for reply in replies {
+        let Value::Bulk(name) = reply else {
+            continue;
+        };
+        let key = (*db, name);
+        if !owns(tenant, &key) {
+            continue;
+        }
+        if let Some((primary, _)) = nodes_of(&tenant.route, resource, &key)?
+            && same_node(&primary, node)
+        {
+            return Ok(Some(key));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether both copies of `key` are equal; none when the route no longer double-writes it to `resource`.
+async fn compare(
+    tenant: &Tenant,
+    resource: &str,
+    key: &MissedKey,
+    links: &mut Links,
+    timeout: Duration,
+) -> Result<Option<bool>, Trouble> {
+    let Some(nodes) = nodes_of(&tenant.route, resource, key)? else {
+        return Ok(None);
+    };
+    let (primary, secondary) = links.pair(&nodes, timeout).await?;
+    let equal = key::equal(primary, secondary, &key.1).await;
+    if let Err(Trouble::Primary(_) | Trouble::Secondary(_)) = equal {
+        links.drop_all();
+    }
+    equal.map(Some)
+}

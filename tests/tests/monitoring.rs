@@ -312,6 +312,28 @@ async fn scraped_fleet() -> (String, String) {
         String::from_utf8_lossy(&refused)
     );
 
+    // `dual`'s key changed behind the gateway's back: its divergence sampler finds it and hands it to the repair
+    // (the series of both exist once it has).
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("changed on the secondary")
+        .query(&mut secondary.client())
+        .expect("write to the secondary");
+    let sampled = Instant::now();
+    while ![
+        "switchyard_repair_divergence_ratio{",
+        "switchyard_repair_pending_keys{",
+    ]
+    .iter()
+    .all(|series| gateway.admin_get("/metrics").1.contains(series))
+    {
+        assert!(
+            sampled.elapsed() < Duration::from_secs(30),
+            "the divergence sampler found nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     let (status, cp_metrics) = cp.get_text("/metrics").await;
     assert_eq!(status, 200);
     let (status, gateway_metrics) = gateway.admin_get("/metrics");

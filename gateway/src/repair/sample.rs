@@ -34,6 +34,10 @@ const DRAWS: usize = 16;
 /// Most keys waiting to be compared again per tenant and secondary.
 const MAX_SUSPECTS: usize = 1000;
 
+/// How long a tenant and secondary whose primary or secondary did not answer (or refused) is left alone, so that
+/// one down node does not hold up the sampling of the others by its connect timeout every round.
+const PAUSE: Duration = Duration::from_secs(10);
+
 /// Rounds after which the sampler's connections are opened afresh (those to nodes no longer routed go).
 const RELINK_ROUNDS: u32 = 300;
 
@@ -91,6 +95,20 @@ struct Pending {
     turn: usize,
     /// Keys found different, with when to compare them again.
     suspects: VecDeque<(MissedKey, Instant)>,
+    /// No sampling before then (see [`PAUSE`]).
+    paused_until: Option<Instant>,
+}
+
+impl Pending {
+    /// A side did not answer or refused: the pair waits [`PAUSE`].
+    fn waits(&mut self, pair: &(String, String), trouble: &Trouble) {
+        let why = match trouble {
+            Trouble::Primary(e) | Trouble::Secondary(e) => e.to_string(),
+            Trouble::Refused(reason) => reason.clone(),
+        };
+        tracing::debug!(tenant = %pair.0, resource = %pair.1, why, "divergence sampling waits for both sides");
+        self.paused_until = Some(Instant::now() + PAUSE);
+    }
 }
 
 impl Sampler {
@@ -114,6 +132,9 @@ impl Sampler {
         } = self;
         let pending = pairs.entry(pair.clone()).or_default();
         let now = Instant::now();
+        if pending.paused_until.is_some_and(|until| until > now) {
+            return;
+        }
         while let Some((key, due)) = pending.suspects.pop_front() {
             if due > now {
                 pending.suspects.push_front((key, due));
@@ -125,7 +146,7 @@ impl Sampler {
                 Ok(None) => {}
                 Err(trouble) => {
                     pending.suspects.push_front((key, due));
-                    return waits(pair, &trouble);
+                    return pending.waits(pair, &trouble);
                 }
             }
         }
@@ -138,7 +159,7 @@ impl Sampler {
             let key = match drawn {
                 Ok(Some(key)) => key,
                 Ok(None) => continue,
-                Err(trouble) => return waits(pair, &trouble),
+                Err(trouble) => return pending.waits(pair, &trouble),
             };
             match compare(tenant, &pair.1, &key, links, *timeout).await {
                 Ok(Some(true)) => gateway.divergence.note(&pair.0, &pair.1, false),
@@ -146,7 +167,7 @@ impl Sampler {
                     pending.suspects.push_back((key, Instant::now() + *settle));
                 }
                 Ok(_) => {}
-                Err(trouble) => return waits(pair, &trouble),
+                Err(trouble) => return pending.waits(pair, &trouble),
             }
         }
     }
@@ -160,14 +181,6 @@ fn conclude(gateway: &Gateway, pair: &(String, String), key: MissedKey, equal: b
         missed.compared(&key, true);
         missed.pending().insert(&missed, key);
     }
-}
-
-fn waits(pair: &(String, String), trouble: &Trouble) {
-    let why = match trouble {
-        Trouble::Primary(e) | Trouble::Secondary(e) => e.to_string(),
-        Trouble::Refused(reason) => reason.clone(),
-    };
-    tracing::debug!(tenant = %pair.0, resource = %pair.1, why, "divergence sampling waits for both sides");
 }
 
 /// The double-write secondaries of `tenant`'s route, each once.

@@ -14,19 +14,21 @@ pub(crate) const WINDOW_SAMPLES: usize = 1000;
 /// answering is not reported as it was long ago).
 pub(crate) const WINDOW_AGE: Duration = Duration::from_secs(600);
 
-/// The last samples of one tenant on one secondary: when each was taken and whether its copies differed.
+/// The last samples of one tenant on one secondary: when each was taken (in seconds since the book's epoch) and
+/// whether its copies differed, in 4 bytes a sample (`seconds << 1 | differed`), so that a window takes 4 KiB.
 #[derive(Default)]
 pub(crate) struct Window {
-    samples: VecDeque<(Instant, bool)>,
+    samples: VecDeque<u32>,
     differing: usize,
     /// Every sample ever taken.
     total: u64,
 }
 
 impl Window {
-    /// Adds a sample taken `at`, the oldest leaving past [`WINDOW_SAMPLES`].
-    pub(crate) fn push(&mut self, at: Instant, differs: bool) {
-        self.samples.push_back((at, differs));
+    /// Adds a sample taken at second `at`, the oldest leaving past [`WINDOW_SAMPLES`].
+    pub(crate) fn push(&mut self, at: u32, differs: bool) {
+        self.samples
+            .push_back((at.min(u32::MAX >> 1) << 1) | u32::from(differs));
         self.differing += usize::from(differs);
         self.total += 1;
         while self.samples.len() > WINDOW_SAMPLES {
@@ -34,20 +36,21 @@ impl Window {
         }
     }
 
-    /// Lets the samples older than [`WINDOW_AGE`] before `now` go.
-    pub(crate) fn expire(&mut self, now: Instant) {
+    /// Lets the samples older than [`WINDOW_AGE`] before second `now` go.
+    pub(crate) fn expire(&mut self, now: u32) {
+        let age = WINDOW_AGE.as_secs() as u32;
         while self
             .samples
             .front()
-            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > WINDOW_AGE)
+            .is_some_and(|sample| now.saturating_sub(sample >> 1) > age)
         {
             self.pop();
         }
     }
 
     fn pop(&mut self) {
-        if let Some((_, differs)) = self.samples.pop_front() {
-            self.differing -= usize::from(differs);
+        if let Some(sample) = self.samples.pop_front() {
+            self.differing -= (sample & 1) as usize;
         }
     }
 
@@ -76,12 +79,27 @@ pub(crate) struct DivergenceFigures {
 }
 
 /// Every tenant's and secondary's window, by tenant and resource.
-#[derive(Default)]
 pub(crate) struct Divergence {
     book: Mutex<BTreeMap<(String, String), Window>>,
+    /// What the windows' seconds count from.
+    epoch: Instant,
+}
+
+impl Default for Divergence {
+    fn default() -> Divergence {
+        Divergence {
+            book: Mutex::default(),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 impl Divergence {
+    /// Seconds since the epoch.
+    fn now(&self) -> u32 {
+        u32::try_from(self.epoch.elapsed().as_secs()).unwrap_or(u32::MAX)
+    }
+
     fn book(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Window>> {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -91,12 +109,12 @@ impl Divergence {
         self.book()
             .entry((tenant.to_string(), resource.to_string()))
             .or_default()
-            .push(Instant::now(), differs);
+            .push(self.now(), differs);
     }
 
     /// Forgets the pairs the routes no longer double-write, and the samples past [`WINDOW_AGE`].
     pub(crate) fn retain(&self, sampled: &HashSet<(String, String)>) {
-        let now = Instant::now();
+        let now = self.now();
         self.book().retain(|pair, window| {
             window.expire(now);
             sampled.contains(pair)
@@ -130,7 +148,7 @@ mod tests {
     fn the_window_keeps_the_last_samples_and_their_differing_share() {
         let mut window = Window::default();
         assert_eq!(window.ratio(), None);
-        let start = Instant::now();
+        let start = 7;
         for i in 0..WINDOW_SAMPLES {
             window.push(start, i % 4 == 0);
         }
@@ -151,14 +169,14 @@ mod tests {
     #[test]
     fn samples_past_the_age_leave_the_window() {
         let mut window = Window::default();
-        let start = Instant::now();
+        let (start, age) = (7, WINDOW_AGE.as_secs() as u32);
         window.push(start, true);
-        window.push(start + WINDOW_AGE, false);
-        window.expire(start + WINDOW_AGE);
+        window.push(start + age, false);
+        window.expire(start + age);
         assert_eq!(window.counts(), (2, 1));
-        window.expire(start + WINDOW_AGE + Duration::from_secs(1));
+        window.expire(start + age + 1);
         assert_eq!(window.counts(), (1, 0));
-        window.expire(start + 3 * WINDOW_AGE);
+        window.expire(start + 3 * age);
         assert_eq!((window.counts(), window.ratio()), ((0, 0), None));
         assert_eq!(window.total, 2, "the count of every sample stays");
     }

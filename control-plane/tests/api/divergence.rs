@@ -117,32 +117,33 @@ async fn each_gateways_latest_report_is_summed_per_secondary(pool: PgPool) {
     assert_eq!(acme["secondaries"][0]["repaired"], json!(48), "{acme}");
 
     // gw-2 stopped reporting 5 minutes ago: its figures no longer count; past the window, its rows go.
-    sqlx::query(
-        "UPDATE secondary_divergence SET reported_at = now() - interval '5 minutes' WHERE gateway = 'gw-2'",
+    sqlx::query!(
+        "UPDATE secondary_divergence SET reported_at = now() - interval '5 minutes' WHERE gateway = 'gw-2'"
     )
     .execute(&pool)
     .await
     .unwrap();
     let acme = divergence(&api, "acme").await;
     assert_eq!(acme["secondaries"][0]["samples"], json!(1000), "{acme}");
-    sqlx::query(
-        "UPDATE secondary_divergence SET reported_at = now() - interval '2 days' WHERE gateway = 'gw-2'",
+    sqlx::query!(
+        "UPDATE secondary_divergence SET reported_at = now() - interval '2 days' WHERE gateway = 'gw-2'"
     )
     .execute(&pool)
     .await
     .unwrap();
     report(&api, "gw-1", json!([])).await;
-    let left: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM secondary_divergence WHERE gateway = 'gw-2'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let left: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM secondary_divergence WHERE gateway = 'gw-2'"#
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     assert_eq!(left, 0);
 
     // The rows go with their tenant.
     let deleted = api.admin("DELETE", "/v1/tenants/globex", None).await;
     assert_eq!(deleted.status, 204, "{}", deleted.body);
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM secondary_divergence")
+    let left: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM secondary_divergence"#)
         .fetch_one(&pool)
         .await
         .unwrap();

@@ -1,8 +1,8 @@
 //! The divergence sampler: each second, for every tenant and double-write secondary of the routes served, a few
 //! random keys of the tenant (`RANDOMKEY` on the primary nodes, each shard's in turn) are compared between the
 //! primary and the secondary as the repair compares them (`key::equal`: `DUMP` and `PEXPIRETIME`, content for
-//! collections dumped differently). The share that differs is the estimate (`missed::divergence`); a key that differs
-//! is handed to the repair's record, so that divergence no failed write recorded (a write made on the secondary
+//! collections dumped differently). The share that differs is the estimate (`missed::divergence`); a key that
+//! differs is handed to the repair's record, so that divergence no failed write recorded (a write made on the secondary
 //! behind the gateway's back, a lost replica's data) is repaired too.
 //!
 //! A key found different is compared again once the writes in flight had time to land (as the repair waits

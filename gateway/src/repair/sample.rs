@@ -2,8 +2,8 @@
 //! random keys of the tenant (`RANDOMKEY` on the primary nodes, each shard's in turn) are compared between the
 //! primary and the secondary as the repair compares them (`key::equal`: `DUMP` and `PEXPIRETIME`, content for
 //! collections dumped differently). The share that differs is the estimate (`missed::divergence`); a key that
-//! differs is handed to the repair's record, so that divergence no failed write recorded (a write made on the secondary
-//! behind the gateway's back, a lost replica's data) is repaired too.
+//! differs is handed to the repair's record, so that divergence no failed write recorded (a write made on the
+//! secondary behind the gateway's back, a lost replica's data) is repaired too.
 //!
 //! A key found different is compared again once the writes in flight had time to land (as the repair waits
 //! before it compares a copied key), and counted only then: a write the primary applied and the secondary is

@@ -122,5 +122,6 @@ fn metrics_text(gateway: &Gateway) -> String {
         Instant::now(),
     );
     crate::metrics::repairs::render(&mut text, &gateway.repairs.figures());
+    crate::metrics::repairs::render_divergence(&mut text, &gateway.divergence.figures());
     text
 }

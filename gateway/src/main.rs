@@ -233,6 +233,10 @@ struct Args {
     /// repaired, so that they outlive a restart or a crash. Without it they live in memory only.
     #[arg(long, env = "SWITCHYARD_STATE_DIR")]
     state_dir: Option<PathBuf>,
+    /// Keys compared each second per tenant and double-write secondary to estimate how far the secondary is from
+    /// the primary (`switchyard_repair_divergence_ratio`); what differs is repaired. 0: no sampling.
+    #[arg(long, env = "SWITCHYARD_DIVERGENCE_SAMPLES", default_value_t = 5)]
+    divergence_samples: u32,
 }
 
 /// `--listen`: an address, or none.
@@ -370,6 +374,7 @@ fn main() -> anyhow::Result<()> {
         },
         tracking: args.tracking.config(),
         state_dir: args.state_dir,
+        divergence_samples: args.divergence_samples,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use crate::cmd::{self, Command};
 use crate::resp;
 
+pub(crate) mod divergence;
 mod journal;
 
 use journal::{Journal, JournalDir};

@@ -1,12 +1,12 @@
 //! Hands what the data path noticed (hot keys, big keys, slow commands: see `tracking`; migration readiness: see
 //! `route::readiness`; each tenant's usage: see `tenant::TenantRuntime::usage`; whether each resource is reached:
-//! see `reach`) to the control plane every report
+//! see `reach`; how far double-write secondaries are from their primaries: see `repair`) to the control plane every report
 //! interval, with the gateway's token, apart from heartbeats so that a large report never delays one. Without a control plane (a routes file), reports are still made, for the admin port's `/tracking`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard_schemas::api::{ObservationReport, ResourceReach, TenantUsage};
+use switchyard_schemas::api::{ObservationReport, ResourceReach, SecondaryDivergence, TenantUsage};
 
 use crate::state::Gateway;
 use crate::sync::Sync;
@@ -40,6 +40,7 @@ pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
         let rest = usage.split_off(usage.len().min(USAGE_PER_PUSH));
         report.usage = usage;
         report.resources = resources;
+        report.divergence = divergence(&gateway);
         let more: Vec<ObservationReport> = rest
             .chunks(USAGE_PER_PUSH)
             .map(|chunk| ObservationReport {
@@ -49,6 +50,7 @@ pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
                 readiness: Vec::new(),
                 usage: chunk.to_vec(),
                 resources: Vec::new(),
+                divergence: Vec::new(),
             })
             .collect();
         for report in std::iter::once(report).chain(more) {
@@ -56,6 +58,7 @@ pub(crate) async fn run(gateway: Arc<Gateway>, push: Option<Arc<Sync>>) {
                 && report.readiness.is_empty()
                 && report.usage.is_empty()
                 && report.resources.is_empty()
+                && report.divergence.is_empty()
             {
                 continue;
             }
@@ -89,4 +92,40 @@ async fn usage(gateway: &Arc<Gateway>) -> (Vec<TenantUsage>, Vec<ResourceReach>)
     })
     .await
     .unwrap_or_default()
+}
+
+/// Every tenant's double-write secondary the gateway samples or keeps a repair record for: the sampler's window
+/// and the repair's figures together.
+fn divergence(gateway: &Gateway) -> Vec<SecondaryDivergence> {
+    type Entries = std::collections::BTreeMap<(String, String), SecondaryDivergence>;
+    fn entry<'a>(
+        entries: &'a mut Entries,
+        tenant: &str,
+        resource: &str,
+    ) -> &'a mut SecondaryDivergence {
+        entries
+            .entry((tenant.to_string(), resource.to_string()))
+            .or_insert_with(|| SecondaryDivergence {
+                tenant: tenant.to_string(),
+                resource: resource.to_string(),
+                samples: 0,
+                differing: 0,
+                pending: 0,
+                catching_up: false,
+                repaired: 0,
+            })
+    }
+    let mut entries = Entries::new();
+    for f in gateway.divergence.figures() {
+        let entry = entry(&mut entries, &f.tenant, &f.resource);
+        entry.samples = f.samples as u64;
+        entry.differing = f.differing as u64;
+    }
+    for f in gateway.repairs.figures() {
+        let entry = entry(&mut entries, &f.tenant, &f.resource);
+        entry.pending = f.pending.max(0) as u64;
+        entry.catching_up = f.catching_up;
+        entry.repaired = f.repaired.max(0) as u64;
+    }
+    entries.into_values().collect()
 }

@@ -66,6 +66,9 @@ pub struct Config {
     pub tracking: TrackingConfig,
     /// Where the gateway keeps what must outlive it: the keys double-write secondaries missed (see `missed`).
     pub state_dir: Option<PathBuf>,
+    /// Keys each tenant's double-write secondaries get compared with the primary each second (see
+    /// `repair::sample`); 0: none.
+    pub divergence_samples: u32,
 }
 
 /// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it
@@ -176,6 +179,8 @@ pub(crate) struct Gateway {
     pub reachability: crate::reach::Reachability,
     /// The keys double-write secondaries missed, until they are repaired (see `repair`).
     pub repairs: crate::missed::Repairs,
+    /// How far each tenant's double-write secondaries are from the primary, sampled (see `repair::sample`).
+    pub divergence: crate::missed::divergence::Divergence,
     /// Each backend resource's topology (a cluster's slot map, a sentinel set's master), shared by the workers.
     pub topologies: Arc<Topologies>,
 }
@@ -209,6 +214,7 @@ impl Gateway {
             tracking: Tracking::new(config.tracking),
             reachability: crate::reach::Reachability::default(),
             repairs: crate::missed::Repairs::default(),
+            divergence: crate::missed::divergence::Divergence::default(),
             topologies: Arc::default(),
             config,
         }
@@ -384,6 +390,7 @@ pub(crate) fn test_config() -> Config {
         },
         tracking: TrackingConfig::default(),
         state_dir: None,
+        divergence_samples: 0,
     }
 }
 

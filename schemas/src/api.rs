@@ -17,6 +17,8 @@ use crate::{RouteTable, TenantLimits, TenantPolicy};
 
 mod credentials;
 pub use credentials::*;
+mod divergence;
+pub use divergence::*;
 mod following;
 pub use following::Following;
 mod guard;

@@ -40,6 +40,18 @@ const KEYSPACE: View = View::one(&[
     ("ERROR", "/error"),
 ]);
 
+/// `tenants divergence`: each double-write secondary of the tenant, every recent gateway's report together.
+const DIVERGENCE: &[(&str, &str)] = &[
+    ("RESOURCE", "/resource"),
+    ("ESTIMATE", "/estimate"),
+    ("SAMPLES", "/samples"),
+    ("DIFFERING", "/differing"),
+    ("PENDING", "/pending"),
+    ("CATCHING UP", "/catching_up"),
+    ("REPAIRED", "/repaired"),
+    ("REPORTED", "/reported_at"),
+];
+
 /// What `tenants top` ranks by.
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum TopBy {
@@ -91,6 +103,13 @@ pub(crate) enum Tenants {
         switchyard-ctl tenants keyspace shop\n  \
         switchyard-ctl tenants keyspace shop -o json")]
     Keyspace { name: String },
+    /// How far each double-write secondary of the tenant is from the primary: the share of keys found
+    /// different among those the gateways sampled (ESTIMATE, 0 to 1), the keys the repair still owes it
+    /// (PENDING) and those it repaired (docs/route-tables.md#repair-of-missed-writes).
+    #[command(after_help = "Examples:\n  \
+        switchyard-ctl tenants divergence shop\n  \
+        switchyard-ctl tenants divergence shop -o json")]
+    Divergence { name: String },
     /// Show one tenant.
     #[command(after_help = "Example:\n  switchyard-ctl tenants get shop -o yaml")]
     Get { name: String },
@@ -180,6 +199,14 @@ impl Tenants {
             Tenants::Keyspace { name } => {
                 let call = Call::get(format!("{}/keyspace", path(&name)));
                 session.show(call, &KEYSPACE).await
+            }
+            Tenants::Divergence { name } => {
+                let view = View::Rows {
+                    list: "/secondaries",
+                    columns: DIVERGENCE,
+                };
+                let call = Call::get(format!("{}/divergence", path(&name)));
+                session.show(call, &view).await
             }
             Tenants::Top { by, limit } => {
                 let list = match by {

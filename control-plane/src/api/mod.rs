@@ -2,6 +2,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod credentials;
+pub(crate) mod divergence;
 pub(crate) mod gateways;
 pub(crate) mod import;
 pub(crate) mod keyspace;
@@ -48,6 +49,7 @@ pub fn operations() -> Vec<Operation> {
         ("observations", observations::operations()),
         ("usage", usage::operations()),
         ("usage", keyspace::operations()),
+        ("usage", divergence::operations()),
         ("audit", audit::operations()),
         ("tokens", tokens::operations()),
         ("service", system::operations(openapi_document)),

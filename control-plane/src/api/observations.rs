@@ -131,6 +131,13 @@ async fn report(
         super::usage::WINDOW,
     )
     .await?;
+    db::divergence::record(
+        &state.pool,
+        &report.gateway,
+        &report.divergence,
+        super::usage::WINDOW,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

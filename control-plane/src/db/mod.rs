@@ -10,6 +10,7 @@ pub(crate) mod audit;
 pub(crate) mod change;
 pub(crate) mod credentials;
 pub(crate) mod databases;
+pub(crate) mod divergence;
 pub(crate) mod gateways;
 pub(crate) mod limit_shares;
 pub(crate) mod migrations;

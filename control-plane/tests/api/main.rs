@@ -6,6 +6,7 @@ mod audit;
 mod common;
 mod console;
 mod credentials;
+mod divergence;
 mod dry_run;
 mod gateways;
 mod guard;

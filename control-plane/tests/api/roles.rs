@@ -73,6 +73,7 @@ const TABLE: &[(&str, &[Who])] = &[
     ("getUsage", &[A, O, V]),
     ("getTenantUsage", &[A, O, V, T]),
     ("getTenantKeyspace", &[A, O, V, T]),
+    ("getTenantDivergence", &[A, O, V, T]),
     ("listAudit", &[A, O, V]),
     ("createToken", &[A]),
     ("listTokens", &[A]),

@@ -3,6 +3,7 @@
 
 use super::exposition::{family, labels};
 use crate::missed::RepairFigures;
+use crate::missed::divergence::DivergenceFigures;
 
 /// Writes the repair's families.
 pub(crate) fn render(out: &mut String, figures: &[RepairFigures]) {
@@ -67,4 +68,36 @@ pub(crate) fn render(out: &mut String, figures: &[RepairFigures]) {
         });
         family(out, name, help, kind, samples);
     }
+}
+
+/// Writes the divergence sampler's families: per tenant and secondary resource it samples.
+pub(crate) fn render_divergence(out: &mut String, figures: &[DivergenceFigures]) {
+    let labelled = |f: &DivergenceFigures| {
+        labels(&[
+            ("tenant", f.tenant.as_str()),
+            ("resource", f.resource.as_str()),
+        ])
+    };
+    family(
+        out,
+        "switchyard_repair_divergence_ratio",
+        "Estimated share of the tenant's keys whose copies differ on the secondary: differing among the last \
+         sampled keys (up to 1000, at most 10 minutes old).",
+        "gauge",
+        figures.iter().filter_map(|f| Some((labelled(f), f.ratio?))),
+    );
+    family(
+        out,
+        "switchyard_repair_divergence_samples",
+        "Sampled keys the divergence estimate counts (its window).",
+        "gauge",
+        figures.iter().map(|f| (labelled(f), f.samples)),
+    );
+    family(
+        out,
+        "switchyard_repair_sampled_keys_total",
+        "Keys the divergence sampler compared between the primary and the secondary.",
+        "counter",
+        figures.iter().map(|f| (labelled(f), f.sampled)),
+    );
 }

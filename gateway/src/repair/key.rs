@@ -244,6 +244,18 @@ fn rejected(side: fn(io::Error) -> Trouble, replies: &[Value]) -> Trouble {
     }
 }
 
+/// Whether both sides hold the same `key` now, compared as a repair compares it but with nothing written (the
+/// sampler's comparison, see `sample`).
+pub(super) async fn equal(
+    primary: &mut DirectConnection,
+    secondary: &mut DirectConnection,
+    key: &[u8],
+) -> Result<bool, Trouble> {
+    let theirs = read_secondary(secondary, key, false).await?;
+    let ours = read_primary(primary, key).await?;
+    same(primary, secondary, key, (&ours, &theirs)).await
+}
+
 /// The first error among `replies`, or a note that they were not what was asked for.
 fn refused(replies: &[Value]) -> Trouble {
     let text = replies

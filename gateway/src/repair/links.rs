@@ -73,6 +73,20 @@ impl Links {
     pub(super) fn drop(&mut self, node: &NodeSpec) {
         self.open.remove(&(node.addr.clone(), node.db));
     }
+
+    /// Forgets the connection of the side of `nodes` that `trouble` blames, if one.
+    pub(super) fn forget<T>(&mut self, nodes: &Nodes, outcome: &Result<T, Trouble>) {
+        match outcome {
+            Err(Trouble::Primary(_)) => self.drop(&nodes.0),
+            Err(Trouble::Secondary(_)) => self.drop(&nodes.1),
+            _ => {}
+        }
+    }
+
+    /// Forgets every connection (those to nodes no longer routed go with them).
+    pub(super) fn drop_all(&mut self) {
+        self.open.clear();
+    }
 }
 
 /// The primary and the secondary `resource` of a recorded key under `route` (each the node that holds the key, in

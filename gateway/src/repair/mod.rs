@@ -8,15 +8,25 @@
 //! leaves the record only when a comparison made after the writes in flight had time to land finds both copies
 //! equal. A catch-up (`scan`) walks every key of the tenant instead when the record asks for one, as it does for
 //! every tenant of a secondary that came back as another server (`restarts`).
+//!
+//! Beside it, the sampler (`sample`) compares random keys of every double-write route the same way, to estimate
+//! how far each secondary is from its primary (`missed::divergence`) and to hand the keys it finds different to the
+//! repair: divergence that no failed write recorded is found and repaired too.
 
 mod key;
 mod links;
 mod restarts;
+mod sample;
 mod scan;
 mod sides;
 mod task;
 
 use std::sync::Arc;
+
+/// Bounds every connect and exchange of the repair's and the sampler's connections.
+fn exchange_timeout(config: &crate::state::Config) -> std::time::Duration {
+    config.connect_timeout.max(config.command_timeout)
+}
 
 /// Starts the repair task on a thread of its own (its connections are the worker kind, which stay on one thread).
 pub(crate) fn start(gateway: Arc<crate::state::Gateway>) -> std::io::Result<()> {
@@ -27,6 +37,10 @@ pub(crate) fn start(gateway: Arc<crate::state::Gateway>) -> std::io::Result<()> 
         .name("switchyard-repair".to_string())
         // Local: a cluster's or a sentinel set's topology that the repair is the first to use keeps itself fresh
         // with a task on this thread (see `backend::topology`).
-        .spawn(move || tokio::task::LocalSet::new().block_on(&runtime, task::run(gateway)))?;
+        .spawn(move || {
+            tokio::task::LocalSet::new().block_on(&runtime, async {
+                tokio::join!(task::run(Arc::clone(&gateway)), sample::run(gateway));
+            })
+        })?;
     Ok(())
 }

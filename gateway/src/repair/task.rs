@@ -38,10 +38,7 @@ const MAX_ATTEMPTS: u8 = 8;
 
 /// Runs until the process ends.
 pub(super) async fn run(gateway: Arc<Gateway>) {
-    let timeout = gateway
-        .config
-        .connect_timeout
-        .max(gateway.config.command_timeout);
+    let timeout = super::exchange_timeout(&gateway.config);
     let mut repairer = Repairer {
         settle: gateway.config.command_timeout + ROUND,
         timeout,
@@ -189,7 +186,7 @@ fn not_now(
 
 /// Whether a recorded key is the tenant's own: in one of its databases, under its namespace prefix when it has
 /// one.
-fn owns(tenant: &Tenant, key: &MissedKey) -> bool {
+pub(super) fn owns(tenant: &Tenant, key: &MissedKey) -> bool {
     let in_databases = i64::from(key.0) < tenant.databases().end;
     in_databases
         && tenant
@@ -206,11 +203,7 @@ async fn repair(
 ) -> Result<Outcome, Trouble> {
     let (primary, secondary) = links.pair(nodes, timeout).await?;
     let outcome = key::repair(primary, secondary, key).await;
-    match &outcome {
-        Err(Trouble::Primary(_)) => links.drop(&nodes.0),
-        Err(Trouble::Secondary(_)) => links.drop(&nodes.1),
-        _ => {}
-    }
+    links.forget(nodes, &outcome);
     outcome
 }
 

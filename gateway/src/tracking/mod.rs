@@ -105,6 +105,7 @@ impl Tracking {
                 readiness: Vec::new(),
                 usage: Vec::new(),
                 resources: Vec::new(),
+                divergence: Vec::new(),
             }),
         }
     }

@@ -40,6 +40,7 @@ impl Tracking {
             readiness: Vec::new(),
             usage: Vec::new(),
             resources: Vec::new(),
+            divergence: Vec::new(),
         };
         let (mut observations, slow): (Vec<TenantObservations>, Vec<_>) = tenants
             .into_iter()

@@ -26,6 +26,10 @@ pub struct ObservationReport {
     /// first post of a report only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<super::ResourceReach>,
+    /// Every tenant's double-write secondary the gateway samples or repairs, and how far it is from the primary
+    /// (docs/route-tables.md#repair-of-missed-writes); in the first post of a report only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub divergence: Vec<super::SecondaryDivergence>,
 }
 
 /// One tenant's part of an `ObservationReport`.

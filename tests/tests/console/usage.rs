@@ -2,7 +2,9 @@
 //! gateway that reports to the control plane; the overview ranks them and draws every tenant's traffic, a
 //! tenant's page draws its own, and its credential list shows where and when each credential was last used. The
 //! charts are checked to hold points and, once the traffic spans two minutes, a line; the overview and the
-//! resources page show the resource up, as the gateway sees it; screenshots are taken of both usage pages (docs/console/usage.png, tenant-usage.png).
+//! resources page show the resource up, as the gateway sees it; a tenant that double-writes shows how far its
+//! secondary is from the primary, sampled by the gateway; screenshots are taken of both usage pages
+//! (docs/console/usage.png, tenant-usage.png).
 
 use std::time::Duration;
 
@@ -48,6 +50,8 @@ async fn traffic(gateway: u16, tenant: String, secret: String, per_round: usize)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_usage_pages_draw_real_traffic() {
     let redis = RedisServer::start();
+    // globex double-writes to it: its page shows the secondary's divergence.
+    let spare = RedisServer::start();
     let cp = ControlPlane::start();
     let cache = std::env::temp_dir().join(format!(
         "switchyard-console-usage-{}.json",
@@ -69,13 +73,14 @@ async fn the_usage_pages_draw_real_traffic() {
     )
     .await;
     let mut load = Vec::new();
-    for (tenant, per_round, target) in [
-        ("acme", 200, "shared".to_string()),
-        ("globex", 50, redis.url()),
+    let double_write = json!({"type": "double_write", "ack": "primary",
+        "primary": {"type": "single", "target": redis.url()},
+        "secondary": {"type": "single", "target": spare.url()}});
+    for (tenant, per_round, route) in [
+        ("acme", 200, json!({"type": "single", "target": "shared"})),
+        ("globex", 50, double_write),
     ] {
-        let secret = cp
-            .create_tenant(tenant, json!({"type": "single", "target": target}))
-            .await;
+        let secret = cp.create_tenant(tenant, route).await;
         load.push(tokio::spawn(traffic(
             gateway.port(),
             tenant.into(),
@@ -151,6 +156,22 @@ async fn the_usage_pages_draw_real_traffic() {
         )
         .await;
     browser.screenshot("tenant-usage").await;
+
+    // globex's secondary, sampled by the gateway: its estimate and the keys it counts.
+    browser.open("#/tenants/globex/usage").await;
+    browser.on_page("tenant-usage").await;
+    let spare_row = format!(
+        "#divergence-table tr[data-resource^=\"127.0.0.1:{}\"]",
+        spare.port()
+    );
+    browser
+        .wait_for(
+            "globex's divergence",
+            &format!(
+                "/%$/.test(document.querySelector('{spare_row} td:nth-child(2)')?.textContent ?? '') && /^\\d+ of [1-9]/.test(document.querySelector('{spare_row} td:nth-child(3)').textContent)"
+            ),
+        )
+        .await;
 
     browser.open("#/tenants/acme").await;
     browser.on_page("tenant").await;

@@ -9,7 +9,7 @@ pub(in crate::metrics) fn family(
     name: &str,
     help: &str,
     kind: &str,
-    samples: impl IntoIterator<Item = (String, i64)>,
+    samples: impl IntoIterator<Item = (String, impl std::fmt::Display)>,
 ) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     for (labels, value) in samples {

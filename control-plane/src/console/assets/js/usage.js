@@ -1,5 +1,6 @@
 // Usage: the platform's overview (the busiest tenants now by ops/s, errors and connections; every tenant's
-// traffic over the day; which resources the gateways reach) and a tenant's usage (its traffic charts, hot keys, big keys and slow log). Refreshed
+// traffic over the day; which resources the gateways reach) and a tenant's usage (its traffic charts, how far its
+// double-write secondaries are from the primary, hot keys, big keys and slow log). Refreshed
 // every 5 seconds while shown. Each credential's last use is in the tenant's credential list.
 
 import { api, enc } from './api.js';
@@ -94,6 +95,21 @@ function keyspaceCard(keyspace) {
     h('p', { class: 'muted' }, 'Asked at ', time(keyspace.asked_at)));
 }
 
+// How far each double-write secondary is from the primary: the share of differing keys among those the gateways
+// sampled, the repair's backlog and what it repaired (docs/route-tables.md#repair-of-missed-writes).
+function divergenceCard({ secondaries }) {
+  const percent = (s) => (s.estimate === undefined ? 'not sampled' : `${short(s.estimate * 100)}%`);
+  const rows = secondaries.map((s) => h('tr', { 'data-resource': s.resource },
+    h('td', { class: 'mono', text: s.resource }),
+    h('td', { class: s.estimate > 0 ? 'error-text' : '', text: percent(s) }),
+    h('td', { text: `${short(s.differing)} of ${short(s.samples)}` }),
+    h('td', { text: short(s.pending) + (s.catching_up ? ' (catching up: every key compared)' : '') }),
+    h('td', { text: short(s.repaired) }), h('td', {}, time(s.reported_at))));
+  return h('section', { class: 'card', id: 'divergence' }, h('h2', { text: 'Double-write divergence' }),
+    table('divergence-table', ['Secondary', 'Differing keys (estimate)', 'Sampled', 'Repair backlog', 'Repaired', 'Reported'],
+      rows, 'No double-write secondary reported by a gateway.'));
+}
+
 export async function tenant(main, name) {
   const span = spanSelect('usage-span');
   const body = h('div');
@@ -102,10 +118,10 @@ export async function tenant(main, name) {
   api.get(`${base}/keyspace`).then((k) => mount(keyspace, keyspaceCard(k))).catch(fail);
   const refresh = async () => {
     const minutes = Number(span.value);
-    const [usage, hot, big, slow] = await Promise.all([
+    const [usage, hot, big, slow, divergence] = await Promise.all([
       api.get(`${base}/usage?minutes=${minutes}`), api.get(`${base}/hot-keys`),
-      api.get(`${base}/big-keys`), api.get(`${base}/slowlog`)]);
-    mount(body, charts(usage.points, nowSecs() - minutes * 60, 'tenant', ''),
+      api.get(`${base}/big-keys`), api.get(`${base}/slowlog`), api.get(`${base}/divergence`)]);
+    mount(body, charts(usage.points, nowSecs() - minutes * 60, 'tenant', ''), divergenceCard(divergence),
       h('div', { class: 'columns three' },
         h('section', { class: 'card' }, h('h2', { text: 'Hot keys (last minute)' }),
           table('hot-keys', ['Key', 'Accesses'], hot.keys.map((k) => h('tr', {},

@@ -514,6 +514,11 @@ pub struct TaskProgress {
     pub eta_secs: Option<u64>,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
+    /// Verify and rollback: the gateways' repair of the double-write secondaries, as every gateway reporting said
+    /// when the task ended (docs/route-tables.md#repair-of-missed-writes): keys it made equal since each gateway
+    /// started (`repaired`), keys it still owed (`pending`), the sampled divergence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_repair: Option<DivergenceCounts>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -365,15 +365,20 @@ impl Stack {
 
     /// Waits (generously: the machine is shared) until the migration reaches `state`.
     async fn wait_state(&self, id: i64, state: &str) -> Value {
+        self.wait(id, |m| m["state"] == state).await
+    }
+
+    /// Waits (generously) until the migration is as `done` says.
+    async fn wait(&self, id: i64, done: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
         loop {
             let migration = self.migration(id).await;
-            if migration["state"] == state {
+            if done(&migration) {
                 return migration;
             }
             assert!(
                 started.elapsed() < Duration::from_secs(600),
-                "migration never reached {state}: {migration}"
+                "the migration never got there: {migration}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -556,6 +561,21 @@ async fn write_some(stack: &Stack, reference: &RedisServer, tag: &str, count: us
     }
 }
 
+/// Reports, as a gateway of its own, that its repair owes the old deployment `pending` keys of the tenant.
+async fn owe_old(cp: &ControlPlane, pending: u64) {
+    let report = json!({"gateway": "gw-behind", "interval_ms": 10000, "tenants": [], "divergence": [
+        {"tenant": "acme", "resource": "old", "samples": 0, "differing": 0, "pending": pending,
+         "catching_up": false, "repaired": 0}]});
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/gateways/observations", cp.url()))
+        .bearer_auth(cp.gateway_token())
+        .json(&report)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 204);
+}
+
 /// Abort at every step returns the tenant to the old deployment with all its data, the writes made during the
 /// migration included (from cut_over, also those old missed as the secondary), and deletes nothing on new.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -635,10 +655,24 @@ async fn abort_at_each_step_leaves_old_serving_everything() {
                 .unwrap();
         }
         let new_before = contents(&mut [a.client(), b.client()]);
+        if abort_in == "cut_over" {
+            // Another gateway's repair still owes old three keys, as its latest report says.
+            owe_old(&stack.cp, 3).await;
+        }
         let aborted = stack.step(id, "abort").await;
         let aborted = match abort_in {
             "cut_over" => {
                 assert_eq!(aborted["state"], "rolling_back", "{aborted}");
+                // The task has repaired old, and the route waits for the gateways' repair.
+                let waiting = stack
+                    .wait(id, |m| {
+                        m["progress"]["rollback"]["gateway_repair"]["pending"] == 3
+                    })
+                    .await;
+                assert_eq!(waiting["state"], "rolling_back", "{waiting}");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                assert_eq!(stack.migration(id).await["state"], "rolling_back");
+                owe_old(&stack.cp, 0).await;
                 let done = stack.wait_state(id, "aborted").await;
                 let rollback = &done["progress"]["rollback"];
                 assert_eq!(
@@ -646,6 +680,7 @@ async fn abort_at_each_step_leaves_old_serving_everything() {
                     (&json!(2), &json!(1)),
                     "{done}"
                 );
+                assert_eq!(rollback["gateway_repair"]["pending"], 0, "{done}");
                 done
             }
             _ => aborted,

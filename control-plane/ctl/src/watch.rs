@@ -44,8 +44,16 @@ pub(crate) fn line(migration: &Migration) -> String {
             p.copied, p.skipped, p.failed
         ),
         _ => format!(
-            "matched {} repaired {} removed {} unresolved {} failed {}",
-            p.matched, p.repaired, p.removed, p.unresolved, p.failed
+            "matched {} repaired {} removed {} unresolved {} failed {}{}",
+            p.matched,
+            p.repaired,
+            p.removed,
+            p.unresolved,
+            p.failed,
+            p.gateway_repair.as_ref().map_or(String::new(), |g| format!(
+                " | gateways' repair: repaired {} owed {}",
+                g.repaired, g.pending
+            ))
         ),
     };
     format!(

@@ -28,7 +28,7 @@ const RESOLUTION: Duration = Duration::from_secs(60);
 const RECENT: Duration = Duration::from_secs(120);
 /// A gateway's report of a credential's connections counts this long (it repeats them at every report while
 /// they are open).
-pub(crate) const FRESH: Duration = Duration::from_secs(180);
+pub(crate) const FRESH: Duration = db::observations::FRESH;
 const DEFAULT_TOP: usize = 10;
 const MAX_TOP: usize = 1000;
 

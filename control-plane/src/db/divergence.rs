@@ -7,6 +7,8 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use switchyard_schemas::api::{DivergenceCounts, GatewayDivergence, SecondaryDivergence};
 
+use crate::db::observations::FRESH;
+
 use crate::db::{DbResult, WithOperation, timestamp};
 
 /// One gateway's report of one of the tenant's secondaries.
@@ -114,4 +116,14 @@ pub(crate) async fn fresh(
     .fetch_all(db)
     .await
     .during("reading divergence")
+}
+
+/// Every recent gateway's figures for the tenant's secondaries, summed (`catching_up`: any): what the repair still
+/// owes them and what it made equal, as a migration's verify and rollback report it.
+pub(crate) async fn summed(db: impl PgExecutor<'_>, tenant_id: i64) -> DbResult<DivergenceCounts> {
+    let mut sum = DivergenceCounts::default();
+    for row in fresh(db, tenant_id, FRESH).await? {
+        sum.add(&row.to_api().counts);
+    }
+    Ok(sum)
 }

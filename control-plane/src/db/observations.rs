@@ -9,6 +9,10 @@ use switchyard_schemas::api::{BigKey, HotKey, SlowLogEntry, TenantObservations};
 
 use crate::db::{DbResult, WithOperation};
 
+/// A gateway's report counts this long: the figures it repeats at every report (connections open, divergence
+/// windows, repair backlogs) are current while it reports, and a gateway gone drops out.
+pub(crate) const FRESH: Duration = Duration::from_secs(180);
+
 /// One gateway report's rows for its tenants (those the control plane does not know are dropped), and the
 /// pruning of every row older than `retention`.
 pub(crate) async fn record(

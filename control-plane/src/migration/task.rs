@@ -40,6 +40,8 @@ use crate::state::AppState;
 const SETTLE_ROUNDS: usize = 5;
 /// Lets in-flight double-writes land before a difference is believed.
 const SETTLE_DELAY: Duration = Duration::from_millis(200);
+/// How often a rollback that waits for the gateways' repair looks at their reports again.
+const DRAIN_POLL: Duration = Duration::from_secs(1);
 /// Verify settles its differences before each save, or sooner when this many wait.
 const PENDING_MAX: usize = 5_000;
 
@@ -115,6 +117,7 @@ pub(crate) async fn run(
     }
     let cursor = cursor.unwrap_or_default();
     let limits = row.limits.0.clone();
+    let mut waiting = stopping.clone();
     let done = match state {
         MigrationState::Backfilling => {
             let sides = (&authority, &copy);
@@ -148,6 +151,14 @@ pub(crate) async fn run(
     }
     counters.remaining = 0;
     counters.eta_secs = Some(0);
+    if state == MigrationState::RollingBack
+        && !drained(pool, row.tenant_id, &mut counters, &mut saver, &mut waiting).await?
+    {
+        return Ok(());
+    }
+    if state != MigrationState::Backfilling {
+        counters.gateway_repair = Some(db::divergence::summed(pool, row.tenant_id).await?);
+    }
     counters.finished_at = Some(timestamp(chrono::Utc::now()));
     saver.store(&counters);
     match state {
@@ -155,6 +166,46 @@ pub(crate) async fn run(
             .await
             .map_err(TaskError::Conclude),
         _ => finish(pool, id, state, &saver.progress).await,
+    }
+}
+
+/// The rollback's last wait before the route returns to old: until the gateways' repair owes old nothing (every
+/// recent gateway's latest report holds no key pending and no catch-up; docs/migration.md#rollback), their figures
+/// shown in the progress meanwhile. `false` when the process stops or the migration left `rolling_back`.
+async fn drained(
+    pool: &PgPool,
+    tenant_id: i64,
+    counters: &mut TaskProgress,
+    saver: &mut Saver<'_>,
+    stopping: &mut watch::Receiver<bool>,
+) -> TaskResult<bool> {
+    let mut said = false;
+    loop {
+        let owed = db::divergence::summed(pool, tenant_id).await?;
+        let (pending, catching_up) = (owed.pending, owed.catching_up);
+        counters.gateway_repair = Some(owed);
+        if pending == 0 && !catching_up {
+            return Ok(true);
+        }
+        // Without a cursor: a restart compares again, which is safe, and the gateways' figures show meanwhile.
+        if !saver.save(counters, None).await? {
+            return Ok(false);
+        }
+        if !std::mem::replace(&mut said, true) {
+            tracing::info!(
+                migration = saver.id,
+                pending,
+                catching_up,
+                "rollback waits for the gateways to repair what old missed"
+            );
+        }
+        tokio::select! {
+            () = tokio::time::sleep(DRAIN_POLL) => {}
+            _ = stopping.changed() => return Ok(false),
+        }
+        if *stopping.borrow() {
+            return Ok(false);
+        }
     }
 }
 

@@ -151,6 +151,7 @@ function progress(title, id, p, live) {
     h('progress', { max: 100, value: percent, 'data-scanned': p.scanned, 'data-total': p.estimated_total }),
     h('p', {}, h('strong', { text: `${percent}%` }), ` — ${number(p.scanned)} of ~${number(p.estimated_total)} keys scanned; `,
       counts.map(([k, v]) => `${k} ${number(v)}`).join(', '),
+      p.gateway_repair ? `; the gateways' repair: ${number(p.gateway_repair.repaired)} repaired, ${number(p.gateway_repair.pending)} owed` : '',
       `; ${number(Math.round(p.keys_per_sec))} keys/s`,
       p.finished_at ? '' : p.eta_secs !== null && p.eta_secs !== undefined ? `; ETA ${p.eta_secs} s` : ''));
 }

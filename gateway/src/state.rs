@@ -66,6 +66,8 @@ pub struct Config {
     pub tracking: TrackingConfig,
     /// Where the gateway keeps what must outlive it: the keys double-write secondaries missed (see `missed`).
     pub state_dir: Option<PathBuf>,
+    /// Most bytes every tenant's near cache holds together (see `near_cache`), shared among the workers.
+    pub near_cache_max_bytes: u64,
 }
 
 /// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it
@@ -384,6 +386,7 @@ pub(crate) fn test_config() -> Config {
         },
         tracking: TrackingConfig::default(),
         state_dir: None,
+        near_cache_max_bytes: 64 << 20,
     }
 }
 

@@ -80,7 +80,8 @@ impl NearCachePolicy {
     /// Its problems, each with its field's name under `near_cache`.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
-        if !(1..=MAX_NEAR_CACHE_BYTES).contains(&self.max_bytes) {
+        let max_bytes_ok = (1..=MAX_NEAR_CACHE_BYTES).contains(&self.max_bytes);
+        if !max_bytes_ok {
             problems.push((
                 "max_bytes",
                 format!("must be 1 to {MAX_NEAR_CACHE_BYTES} (64 GiB)"),
@@ -91,7 +92,7 @@ impl NearCachePolicy {
                 "max_value_bytes",
                 format!("must be 1 to {MAX_NEAR_CACHE_VALUE_BYTES} (64 MiB)"),
             ));
-        } else if self.max_value_bytes > self.max_bytes {
+        } else if max_bytes_ok && self.max_value_bytes > self.max_bytes {
             problems.push((
                 "max_value_bytes",
                 format!(
@@ -121,10 +122,7 @@ mod tests {
             |p: NearCachePolicy| p.problems().into_iter().map(|(f, _)| f).collect::<Vec<_>>();
         assert_eq!(fields(policy), ["max_value_bytes"]); // 16 KiB > 1000
         assert!(fields(NearCachePolicy::of(1 << 20)).is_empty());
-        assert_eq!(
-            fields(NearCachePolicy::of(0)),
-            ["max_bytes", "max_value_bytes"]
-        );
+        assert_eq!(fields(NearCachePolicy::of(0)), ["max_bytes"]);
         let all: NearCachePolicy = serde_json::from_str(
             r#"{"max_bytes": 1048576, "keys": "all", "max_value_bytes": 512}"#,
         )

@@ -207,6 +207,31 @@ fn a_lost_tracking_connection_or_backend_drops_what_it_read() {
     until_cached(&mut client, &mut redis, "k", &bulk("v3"));
 }
 
+/// A node that stops answering without closing the connection (here: stopped with SIGSTOP) fails the tracking
+/// connection at its next heartbeat's timeout, which drops what it read, with no client asking anything.
+#[test]
+fn a_silent_node_is_noticed_by_the_heartbeat() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--workers")
+        .arg("1")
+        .arg("--command-timeout-ms")
+        .arg("300")
+        .start(&routes(&backend, every_key(1 << 20)));
+    let mut redis = backend.client();
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v1\r\n", b"+OK\r\n");
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+    let bytes = "switchyard_near_cache_bytes{tenant=\"demo\"}";
+    assert!(gateway.metric(bytes) > 0);
+    backend.freeze();
+    wait_for("the entries dropped", Duration::from_secs(5), || {
+        gateway.metric(bytes) == 0
+    });
+    backend.thaw();
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+}
+
 #[test]
 fn a_namespaced_tenant_caches_its_keys_as_stored() {
     let backend = RedisServer::start();

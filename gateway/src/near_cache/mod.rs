@@ -18,6 +18,7 @@
 //! - an entry whose key has a TTL expires in the gateway no later than in Redis (`PTTL`, counted from before
 //!   the fill was sent).
 
+mod fills;
 mod hot;
 mod store;
 
@@ -36,6 +37,8 @@ use crate::metrics::NearCacheCounters;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol};
 use crate::route::Tenant;
+pub(crate) use fills::WriteGuard;
+use fills::{FillTicket, Fills};
 use hot::HotFilter;
 use store::{Entry, Store};
 
@@ -195,28 +198,20 @@ impl TrackingSink for Source {
     }
 }
 
-/// Fills in flight and writes through the worker in flight, which decide whether a fill may start and whether
-/// what it read may be stored.
-#[derive(Default)]
-struct Fills {
-    /// Keys with a fill in flight, and its number: a fill finds its number there when it completes, or it was
-    /// overtaken by an invalidation (which takes the key out) and stores nothing.
-    filling: HashMap<Bytes, u64>,
-    next: u64,
-    /// Writes in flight, by key.
-    writing: HashMap<Bytes, u32>,
-    /// Writes in flight whose keys are not known.
-    writing_all: u32,
-}
+/// How often a tracking connection that is up is sent `PING`: one whose node stops answering without closing it
+/// (a silent network) fails at the command timeout after it, which drops what it read, even while every read is
+/// a hit and no fill goes over it.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
-impl Fills {
-    /// Voids the fill of `key` (every fill, for `None`).
-    fn void(&mut self, key: Option<&[u8]>) {
-        match key {
-            Some(key) => {
-                self.filling.remove(key);
-            }
-            None => self.filling.clear(),
+/// Pings the tracking connection `source` of `cache` every [`HEARTBEAT`], for as long as both last.
+async fn heartbeat(cache: Weak<TenantCache>, source: u32) {
+    let mut ticker = tokio::time::interval(HEARTBEAT);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match cache.upgrade() {
+            Some(cache) if cache.ping(source) => {}
+            _ => return,
         }
     }
 }
@@ -335,6 +330,7 @@ impl TenantCache {
         });
         let sink: Rc<dyn TrackingSink> = Rc::clone(&source) as Rc<dyn TrackingSink>;
         let connection = self.pool.open_tracking(&spec, sink);
+        tokio::task::spawn_local(heartbeat(self.me.clone(), id));
         sources.push(SourceSlot {
             node: spec,
             backends: vec![Rc::clone(node)],
@@ -346,6 +342,19 @@ impl TenantCache {
             self.invalidated(moved, None);
         }
         (id, false)
+    }
+
+    /// Sends `PING` over the tracking connection `source` if it is up; whether it is still the cache's.
+    fn ping(&self, source: u32) -> bool {
+        let sources = self.sources.borrow();
+        let Some(slot) = sources.iter().find(|s| s.source.id == source) else {
+            return false;
+        };
+        if slot.source.up.get() {
+            let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
+            slot.connection.send(ping, ReplyHandle::discard());
+        }
+        true
     }
 
     /// Starts a background fill of `key` over `source`, when nothing forbids it: a fill of the key in flight,
@@ -486,82 +495,5 @@ impl Drop for TenantCache {
     fn drop(&mut self) {
         let bytes = self.store.get_mut().bytes();
         self.released(bytes);
-    }
-}
-
-/// A fill in flight: completing it stores what it read, unless it was voided; dropping it frees its key.
-struct FillTicket {
-    cache: Weak<TenantCache>,
-    key: Bytes,
-    number: u64,
-    source: u32,
-    /// When the fill was sent: its TTL counts from here, so the entry expires no later than the key.
-    started: Instant,
-}
-
-impl FillTicket {
-    /// `replies`: `GET`'s, then `PTTL`'s, as the tracking connection read them.
-    fn complete(&self, replies: &Bytes) {
-        let Some(cache) = self.cache.upgrade() else {
-            return;
-        };
-        let Some(len) = resp::reply_len(replies) else {
-            return;
-        };
-        let reply = replies.slice(..len);
-        let cacheable = match reply.first() {
-            Some(b'$') => (reply.len() as u64) <= cache.max_value_bytes.saturating_add(24),
-            Some(b'_') => true,
-            _ => false, // an error (WRONGTYPE), or the connection's failure
-        };
-        let ttl = replies
-            .get(len..)
-            .and_then(|rest| rest.strip_prefix(b":"))
-            .and_then(|rest| {
-                let end = rest.iter().position(|&b| b == b'\r')?;
-                resp::parse_int(&rest[..end])
-            });
-        if let (true, Some(ttl)) = (cacheable, ttl) {
-            cache.store(self, reply, ttl);
-        }
-    }
-}
-
-impl Drop for FillTicket {
-    fn drop(&mut self) {
-        if let Some(cache) = self.cache.upgrade() {
-            let mut fills = cache.fills.borrow_mut();
-            if fills.filling.get(&self.key) == Some(&self.number) {
-                fills.filling.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// A write through the worker in flight (see `TenantCache::write`): its keys are not filled until it is dropped.
-pub(crate) struct WriteGuard {
-    cache: Weak<TenantCache>,
-    keys: Option<Vec<Bytes>>,
-}
-
-impl Drop for WriteGuard {
-    fn drop(&mut self) {
-        let Some(cache) = self.cache.upgrade() else {
-            return;
-        };
-        let mut fills = cache.fills.borrow_mut();
-        match self.keys.take() {
-            Some(keys) => {
-                for key in keys {
-                    if let Some(count) = fills.writing.get_mut(&key) {
-                        *count -= 1;
-                        if *count == 0 {
-                            fills.writing.remove(&key);
-                        }
-                    }
-                }
-            }
-            None => fills.writing_all = fills.writing_all.saturating_sub(1),
-        }
     }
 }

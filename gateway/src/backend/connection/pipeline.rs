@@ -171,15 +171,13 @@ impl Replies {
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(format!("protocol error: {e}")),
             };
-            match self.buf.get(self.scanned) {
-                Some(b'-') => self.error = true,
-                // Not a reply: Redis' push to a tracking connection.
-                Some(b'>') => {
-                    self.take_push(len, shared);
-                    continue;
-                }
-                _ => {}
+            let first = self.buf.get(self.scanned);
+            // Not a reply: Redis' push to a tracking connection (one well-predicted branch elsewhere).
+            if first == Some(&b'>') {
+                self.take_push(len, shared);
+                continue;
             }
+            self.error |= first == Some(&b'-');
             self.scanned += len;
             self.answered += 1;
             let Some(oldest) = in_flight.front() else {

@@ -405,3 +405,86 @@ fn readers_never_see_a_value_older_than_an_acknowledged_write() {
         reads.load(Ordering::Relaxed)
     );
 }
+
+/// A route change gives the tenant an empty cache: after the routes file moves it to another Redis, the first
+/// read answers what that Redis holds.
+#[test]
+fn a_route_change_drops_what_was_cached() {
+    let (_first, gateway, _redis, mut client) = with_k_cached();
+    let second = RedisServer::start();
+    set(&mut second.client(), "k", "elsewhere");
+    gateway.reload(&routes(&second, every_key(1 << 20)));
+    wait_for("the reload", Duration::from_secs(10), || {
+        client.request(&[b"GET", b"k"]) == bulk("elsewhere")
+    });
+    let mut redis = second.client();
+    until_cached(&mut client, &mut redis, "k", &bulk("elsewhere"));
+}
+
+/// A sentinel-managed master: cached; after a failover, writes and reads follow the new master, nothing read
+/// from the former one is served, and the cache fills from the new one.
+#[test]
+fn a_sentinel_failover_drops_what_the_former_master_gave() {
+    use switchyard_tests::SentinelGroup;
+    let group = SentinelGroup::start(1, 3);
+    let old_master = group.master_port();
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
+        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
+                     "route": {"type": "single", "target": group.url()}}]
+    }));
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v1\r\nSET j j1\r\n", b"+OK\r\n+OK\r\n");
+    until_cached(&mut client, &mut group.client(old_master), "k", &bulk("v1"));
+    until_cached(&mut client, &mut group.client(old_master), "j", &bulk("j1"));
+    group.wait_in_sync();
+    group.failover();
+    let mut new_master = old_master;
+    wait_for(
+        "the sentinels to switch masters",
+        Duration::from_secs(20),
+        || {
+            new_master = group.master_port();
+            new_master != old_master
+        },
+    );
+    // A write through the gateway once it follows the new master (until the former one is demoted, it may
+    // still take a write, which the failover then loses), then read at once.
+    let mut master = group.client(new_master);
+    wait_for("the gateway to follow", Duration::from_secs(20), || {
+        client.request(&[b"SET", b"k", b"v2"]) == b"+OK\r\n"
+            && redis::cmd("GET")
+                .arg("k")
+                .query::<Option<String>>(&mut master)
+                .unwrap()
+                == Some("v2".to_string())
+    });
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v2"));
+    until_cached(&mut client, &mut master, "k", &bulk("v2"));
+    set(&mut master, "k", "v3");
+    seen_within_delay(&mut client, "k", &bulk("v3"));
+    // Cached from the former master, changed on the new one only.
+    set(&mut master, "j", "j2");
+    seen_within_delay(&mut client, "j", &bulk("j2"));
+}
+
+/// A Redis Cluster route is served without the cache (docs/near-cache.md): every read goes to Redis, and the
+/// cache counts nothing.
+#[test]
+fn a_cluster_route_is_served_without_the_cache() {
+    use switchyard_tests::RedisCluster;
+    let cluster = RedisCluster::start(3, 0, None);
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
+        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
+                     "route": {"type": "single", "target": cluster.url()}}]
+    }));
+    switchyard_tests::wait_for_slot_map_as(gateway.port(), Some(PASSWORD));
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    for _ in 0..20 {
+        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v"));
+    }
+    for counter in ["hits", "misses"] {
+        let series = format!("switchyard_near_cache_{counter}_total{{tenant=\"demo\"}}");
+        assert_eq!(gateway.metric(&series), 0, "{series}");
+    }
+}

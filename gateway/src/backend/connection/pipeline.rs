@@ -172,8 +172,9 @@ impl Replies {
                 Err(e) => return Err(format!("protocol error: {e}")),
             };
             let first = self.buf.get(self.scanned);
-            // Not a reply: Redis' push to a tracking connection (one well-predicted branch elsewhere).
-            if first == Some(&b'>') {
+            // Not a reply: Redis' push to a tracking connection (one well-predicted branch elsewhere). Any other
+            // connection takes a push as the reply it stands for, as before.
+            if first == Some(&b'>') && shared.tracking.is_some() {
                 self.take_push(len, shared);
                 continue;
             }
@@ -221,7 +222,7 @@ impl Replies {
 }
 
 impl Replies {
-    /// Takes the push of `len` bytes at `scanned` out of the replies, and hands a tracking connection's
+    /// Takes the push of `len` bytes at `scanned` out of a tracking connection's replies, and hands an
     /// invalidation to its sink (any other push is dropped: no request asked for it).
     #[cold]
     #[inline(never)]

@@ -488,3 +488,33 @@ fn a_cluster_route_is_served_without_the_cache() {
         assert_eq!(gateway.metric(&series), 0, "{series}");
     }
 }
+
+/// A double-written route that waits for the primary only: reads come from the primary, which the cache
+/// tracks; writes through the gateway reach both copies and are read at once.
+#[test]
+fn a_double_written_route_caches_what_the_primary_holds() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
+        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
+                     "route": {"type": "single", "target": {"write": {
+                         "resources": [primary.url(), secondary.url()], "ack": "primary"}}}}]
+    }));
+    let mut redis = primary.client();
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v1\r\n", b"+OK\r\n");
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+    set(&mut redis, "k", "v2");
+    seen_within_delay(&mut client, "k", &bulk("v2"));
+    until_cached(&mut client, &mut redis, "k", &bulk("v2"));
+    client.roundtrip(b"SET k v3\r\n", b"+OK\r\n");
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v3"));
+    let mut copy = secondary.client();
+    wait_for("the copy", Duration::from_secs(10), || {
+        redis::cmd("GET")
+            .arg("k")
+            .query::<Option<String>>(&mut copy)
+            .unwrap()
+            == Some("v3".into())
+    });
+}

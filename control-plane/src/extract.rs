@@ -303,7 +303,7 @@ mod tests {
         );
         assert_eq!(
             details(r#"{"name":"a","colour":1}"#).1[0],
-            "/colour: unknown field `colour`, expected one of `name`, `description`, `disabled`, `allow_admin`, `limits`, `namespace`, `read_only`, `commands`, `ip_allow`, `ip_deny`, `blocked_keys`, `tracking`, `scripts`, `limits_scope`"
+            "/colour: unknown field `colour`, expected one of `name`, `description`, `disabled`, `allow_admin`, `limits`, `namespace`, `read_only`, `commands`, `ip_allow`, `ip_deny`, `blocked_keys`, `tracking`, `scripts`, `limits_scope`, `near_cache`"
         );
     }
 }

@@ -18,6 +18,7 @@ mod info;
 mod metrics;
 mod missed;
 mod monitor;
+mod near_cache;
 mod net;
 mod proxy_protocol;
 mod reach;

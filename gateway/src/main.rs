@@ -168,6 +168,10 @@ struct Args {
     /// The maxclients assumed for a backend node whose own cannot be read (its user may not run CONFIG GET).
     #[arg(long, env = "SWITCHYARD_BACKEND_MAXCLIENTS", default_value_t = 10_000)]
     backend_maxclients: u64,
+    /// Most bytes the near caches of every tenant hold together on this gateway (each tenant's own bound is its
+    /// near_cache.max_bytes); sizes as 64mb. Shared evenly among the workers.
+    #[arg(long, env = "SWITCHYARD_NEAR_CACHE_MAX_BYTES", default_value = "64mb", value_parser = parse_bytes)]
+    near_cache_max_bytes: u64,
     /// On SIGTERM, how long clients get to finish their commands in flight, in milliseconds.
     #[arg(long, env = "SWITCHYARD_SHUTDOWN_GRACE_MS", default_value_t = 5000)]
     shutdown_grace_ms: u64,
@@ -375,6 +379,7 @@ fn main() -> anyhow::Result<()> {
         tracking: args.tracking.config(),
         state_dir: args.state_dir,
         divergence_samples: args.divergence_samples,
+        near_cache_max_bytes: args.near_cache_max_bytes,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -174,6 +174,8 @@ pub(crate) struct TenantCounters {
     pub dedicated: AtomicI64,
     /// Client connections the gateway closed, by `Closed` reason.
     closed: [AtomicU64; Closed::ALL.len()],
+    /// Its near cache, on every worker (see `near_cache`).
+    pub near_cache: NearCacheCounters,
     /// Whether `/metrics` exports the tenant's own series.
     activity: Activity,
     /// The counters at the last usage report.
@@ -204,6 +206,22 @@ impl TenantCounters {
             .unwrap_or_else(|e| e.into_inner());
         Arc::clone(counters.entry(resource.to_string()).or_default())
     }
+}
+
+/// What a tenant's near cache did, on every worker (see `near_cache`).
+#[derive(Default)]
+pub(crate) struct NearCacheCounters {
+    /// Reads answered from the cache.
+    pub hits: AtomicU64,
+    /// Reads of the kind it answers that went to Redis.
+    pub misses: AtomicU64,
+    /// Entries dropped because their key changed (Redis' invalidations, writes through the gateway) or their
+    /// tracking connection went down.
+    pub invalidations: AtomicU64,
+    /// Entries dropped to stay within the tenant's or the gateway's bound.
+    pub evictions: AtomicU64,
+    /// Bytes its entries hold now.
+    pub bytes: AtomicI64,
 }
 
 /// The time origin of the instants kept in atomics (as nanoseconds or milliseconds since).

@@ -69,6 +69,8 @@ pub struct Config {
     /// Keys each tenant's double-write secondaries get compared with the primary each second (see
     /// `repair::sample`); 0: none.
     pub divergence_samples: u32,
+    /// Most bytes every tenant's near cache holds together (see `near_cache`), shared among the workers.
+    pub near_cache_max_bytes: u64,
 }
 
 /// Bounds on each client connection beyond its requests' sizes (`Limits`): what it may leave unread, how long it
@@ -391,6 +393,7 @@ pub(crate) fn test_config() -> Config {
         tracking: TrackingConfig::default(),
         state_dir: None,
         divergence_samples: 0,
+        near_cache_max_bytes: 64 << 20,
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use crate::backend::spares::Spares;
 use crate::backend::{BackendPool, ConnectionSettings, ResourceSpec, Upstream};
 use crate::metrics::FamilyLatency;
+use crate::near_cache::NearCaches;
 use crate::reply::DetachedWrites;
 use crate::resp::Protocol;
 use crate::route::{ResolvedRoute, Resolver, Tenant};
@@ -46,6 +47,8 @@ pub(crate) struct Worker {
     pub reach: crate::reach::WorkerView,
     /// Command latency by family, of this worker's clients.
     pub latency: Arc<FamilyLatency>,
+    /// Its tenants' near caches (see `near_cache`).
+    pub near_caches: NearCaches,
     pub shutdown: watch::Receiver<bool>,
     /// Tells every session of this worker that the snapshot changed or the gateway is shutting down.
     pub control: LocalBroadcast,
@@ -58,7 +61,18 @@ impl Worker {
             connect_timeout: gateway.config.connect_timeout,
             command_timeout: gateway.config.command_timeout,
         };
+        let pool = Rc::new(BackendPool::new(
+            settings,
+            gateway.config.backend_connections,
+            Arc::clone(&gateway.metrics),
+            Arc::clone(&gateway.topologies),
+        ));
         Worker {
+            near_caches: NearCaches::new(
+                gateway.config.near_cache_max_bytes,
+                gateway.config.workers,
+                Rc::clone(&pool),
+            ),
             pinned: RefCell::new(Pinned::default()),
             detached: RefCell::new(HashMap::new()),
             observed: gateway.tracking.worker(),
@@ -69,12 +83,7 @@ impl Worker {
                 gateway.config.connect_timeout,
                 Arc::clone(&gateway.metrics),
             )),
-            pool: Rc::new(BackendPool::new(
-                settings,
-                gateway.config.backend_connections,
-                Arc::clone(&gateway.metrics),
-                Arc::clone(&gateway.topologies),
-            )),
+            pool,
             gateway,
             shutdown,
             control: LocalBroadcast::default(),
@@ -97,6 +106,9 @@ impl Worker {
     /// whichever worker the client lands on.
     pub(crate) fn pin_current_routes(&self) {
         drop(self.pinned());
+        let snapshot = self.gateway.snapshot();
+        self.near_caches
+            .retain(|name| snapshot.tenant_by_name(name).map(Arc::as_ptr));
     }
 
     /// Whether each resource of the current routes is healthy on this worker, and the nodes it knows now (see

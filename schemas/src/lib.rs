@@ -52,6 +52,10 @@ macro_rules! with_policy_fields {
             /// on its own (`gateway`). A gateway serving a routes file enforces them on its own either way.
             #[serde(default, skip_serializing_if = "crate::policy::LimitsScope::is_fleet")]
             pub limits_scope: crate::policy::LimitsScope,
+            /// Hot keys answered from the gateway's memory, kept exact by Redis' invalidations
+            /// (docs/near-cache.md); none: every read goes to Redis.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub near_cache: Option<crate::policy::NearCachePolicy>,
         }
     };
     (gathered $(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
@@ -70,6 +74,7 @@ macro_rules! with_policy_fields {
                     tracking: self.tracking,
                     scripts: self.scripts,
                     limits_scope: self.limits_scope,
+                    near_cache: self.near_cache,
                 }
             }
         }
@@ -91,7 +96,9 @@ pub mod validate;
 pub use credential::{ClientCertificate, certificate_digest, credential_digest};
 
 pub use error::{ValidationError, ValidationErrors};
-pub use policy::{CommandRules, IpNet, LimitsScope, ScriptsPolicy, TenantPolicy};
+pub use policy::{
+    CommandRules, IpNet, LimitsScope, NearCacheKeys, NearCachePolicy, ScriptsPolicy, TenantPolicy,
+};
 pub use resource::{
     Credentials, Node, ReplicaMode, ResourceKind, ResourceUrl, ResourceUrlError, resource_location,
 };

@@ -1,5 +1,5 @@
 //! Per-tenant policies: a key namespace, a read-only switch, command rules, client address lists and blocked
-//! keys. They are top-level fields of a tenant wherever one is described (the REST API, the snapshot, the routes
+//! keys, and a near cache. They are top-level fields of a tenant wherever one is described (the REST API, the snapshot, the routes
 //! file), next to `limits`; [`TenantPolicy`] holds them together, and [`TenantPolicy::problems`] checks them the
 //! same way for the control plane and the gateway.
 
@@ -9,6 +9,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ValidationError;
+
+mod near_cache;
+pub use near_cache::{
+    DEFAULT_NEAR_CACHE_VALUE_BYTES, MAX_NEAR_CACHE_BYTES, MAX_NEAR_CACHE_VALUE_BYTES,
+    NearCacheKeys, NearCachePolicy,
+};
 
 /// Longest namespace, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = 64;
@@ -194,6 +200,9 @@ impl TenantPolicy {
                     format!("must be 1 to {MAX_BLOCKED_KEY_LEN} bytes"),
                 );
             }
+        }
+        for (field, message) in self.near_cache.iter().flat_map(NearCachePolicy::problems) {
+            fail(format!("near_cache/{field}"), message);
         }
         errors
     }

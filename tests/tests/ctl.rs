@@ -632,3 +632,55 @@ fn a_completion_script_read_in_part_is_no_error() {
     assert_eq!(stderr, "");
     assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);
 }
+
+/// A tenant's near cache from the CLI: set whole with its flags, refused with the field's path when out of
+/// bounds (exit 4), removed with `--no-near-cache`.
+#[tokio::test]
+async fn a_near_cache_is_set_and_removed_from_the_cli() {
+    let cp = ControlPlane::start();
+    let ctl = Ctl::new(&cp);
+    ctl.ok(&[
+        "tenants",
+        "create",
+        "shop",
+        "--near-cache-max-bytes",
+        "65536",
+    ]);
+    let shown = ctl.json(&["tenants", "get", "shop"]);
+    assert_eq!(shown["near_cache"], json!({"max_bytes": 65536}));
+    ctl.ok(&[
+        "tenants",
+        "update",
+        "shop",
+        "--near-cache-max-bytes",
+        "1048576",
+        "--near-cache-keys",
+        "all",
+        "--near-cache-max-value-bytes",
+        "512",
+    ]);
+    let shown = ctl.json(&["tenants", "get", "shop"]);
+    assert_eq!(
+        shown["near_cache"],
+        json!({"max_bytes": 1048576, "keys": "all", "max_value_bytes": 512})
+    );
+    let refused = ctl.fails(
+        4,
+        &[
+            "tenants",
+            "update",
+            "shop",
+            "--near-cache-max-bytes",
+            "100",
+            "--near-cache-max-value-bytes",
+            "200",
+        ],
+    );
+    assert!(
+        refused.stderr.contains("/near_cache/max_value_bytes"),
+        "{refused:?}"
+    );
+    ctl.ok(&["tenants", "update", "shop", "--no-near-cache"]);
+    let shown = ctl.json(&["tenants", "get", "shop"]);
+    assert!(shown.get("near_cache").is_none(), "{shown}");
+}

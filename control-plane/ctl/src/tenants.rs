@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use clap::{Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use reqwest::Method;
-use switchyard_schemas::LimitsScope;
 use switchyard_schemas::api::{TenantCreate, TenantPatch};
+use switchyard_schemas::policy::DEFAULT_NEAR_CACHE_VALUE_BYTES;
+use switchyard_schemas::{LimitsScope, NearCacheKeys, NearCachePolicy};
 
 use crate::client::{Call, Outcome};
 use crate::output::View;
@@ -69,6 +70,46 @@ pub(crate) enum Scope {
     Gateway,
 }
 
+/// Which keys a tenant's near cache holds (`near_cache.keys`).
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum CachedKeys {
+    /// Keys read again and again on a gateway.
+    Hot,
+    /// Every key read.
+    All,
+}
+
+/// A tenant's near cache, given whole (`near_cache`: docs/near-cache.md).
+#[derive(Args)]
+pub(crate) struct NearCacheArgs {
+    /// Cache the tenant's hot reads in each gateway's memory, in at most this many bytes per gateway.
+    #[arg(long)]
+    near_cache_max_bytes: Option<u64>,
+    /// Which keys the near cache holds (default: hot).
+    #[arg(long, value_enum, requires = "near_cache_max_bytes")]
+    near_cache_keys: Option<CachedKeys>,
+    /// Largest value the near cache keeps, in bytes (default: 16384, or max-bytes if smaller).
+    #[arg(long, requires = "near_cache_max_bytes")]
+    near_cache_max_value_bytes: Option<u64>,
+}
+
+impl NearCacheArgs {
+    /// The policy the flags give, if they give one.
+    fn policy(&self) -> Option<NearCachePolicy> {
+        let max_bytes = self.near_cache_max_bytes?;
+        Some(NearCachePolicy {
+            max_bytes,
+            keys: match self.near_cache_keys {
+                Some(CachedKeys::All) => NearCacheKeys::All,
+                Some(CachedKeys::Hot) | None => NearCacheKeys::Hot,
+            },
+            max_value_bytes: self
+                .near_cache_max_value_bytes
+                .unwrap_or(DEFAULT_NEAR_CACHE_VALUE_BYTES.min(max_bytes.max(1))),
+        })
+    }
+}
+
 impl From<Scope> for LimitsScope {
     fn from(scope: Scope) -> LimitsScope {
         match scope {
@@ -118,6 +159,7 @@ pub(crate) enum Tenants {
         switchyard-ctl tenants create shop --description 'the web shop'\n  \
         switchyard-ctl tenants create shop --namespace 'shop:'\n  \
         switchyard-ctl tenants create shop --limits-scope gateway\n  \
+        switchyard-ctl tenants create shop --near-cache-max-bytes 67108864 --near-cache-keys all\n  \
         switchyard-ctl tenants create --file shop.json   # a POST /v1/tenants body")]
     Create {
         /// The tenant's name (overrides the file's).
@@ -142,11 +184,14 @@ pub(crate) enum Tenants {
         /// Where its max_connections and max_ops_per_sec hold (default: fleet).
         #[arg(long, value_enum)]
         limits_scope: Option<Scope>,
+        #[command(flatten)]
+        near_cache: NearCacheArgs,
     },
     /// Change a tenant: only what is given changes.
     #[command(after_help = "Examples:\n  \
         switchyard-ctl tenants update shop --disabled true\n  \
         switchyard-ctl tenants update shop --file patch.json   # a PATCH /v1/tenants/{tenant} body\n  \
+        switchyard-ctl tenants update shop --near-cache-max-bytes 67108864   # or --no-near-cache\n  \
         switchyard-ctl tenants update shop --no-namespace --dry-run")]
     Update {
         name: String,
@@ -169,6 +214,12 @@ pub(crate) enum Tenants {
         /// Where its max_connections and max_ops_per_sec hold.
         #[arg(long, value_enum)]
         limits_scope: Option<Scope>,
+        /// The tenant's near cache, replaced whole.
+        #[command(flatten)]
+        near_cache: NearCacheArgs,
+        /// Remove the tenant's near cache.
+        #[arg(long, conflicts_with = "near_cache_max_bytes")]
+        no_near_cache: bool,
         /// Change the namespace even though the tenant has a route and the keys it stored under the old one would
         /// no longer be found (409 keys_would_move).
         #[arg(long)]
@@ -231,6 +282,7 @@ impl Tenants {
                 disabled,
                 allow_admin,
                 limits_scope,
+                near_cache,
             } => {
                 let mut tenant: TenantCreate = match &file {
                     Some(file) => read_json(file)?,
@@ -253,6 +305,7 @@ impl Tenants {
                 if let Some(scope) = limits_scope {
                     tenant.limits_scope = scope.into();
                 }
+                tenant.near_cache = near_cache.policy().or(tenant.near_cache);
                 let call =
                     Call::new(Method::POST, "/v1/tenants").body(serde_json::to_value(&tenant)?);
                 let change = Change::new(call, ONE).before(path(&tenant.name), "");
@@ -268,6 +321,8 @@ impl Tenants {
                 namespace,
                 no_namespace,
                 limits_scope,
+                near_cache,
+                no_near_cache,
                 force,
             } => {
                 let mut patch: TenantPatch = match &file {
@@ -284,6 +339,12 @@ impl Tenants {
                 }
                 if no_namespace {
                     patch.namespace = Some(None);
+                }
+                if let Some(policy) = near_cache.policy() {
+                    patch.near_cache = Some(Some(policy));
+                }
+                if no_near_cache {
+                    patch.near_cache = Some(None);
                 }
                 patch.force |= force;
                 let call =

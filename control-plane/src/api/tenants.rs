@@ -364,6 +364,9 @@ fn patch_policy(policy: &mut TenantPolicy, patch: &TenantPatch) {
     if let Some(scope) = patch.limits_scope {
         policy.limits_scope = scope;
     }
+    if let Some(near_cache) = patch.near_cache {
+        policy.near_cache = near_cache;
+    }
 }
 
 async fn remove(

@@ -351,3 +351,73 @@ async fn a_tenant_without_a_namespace_never_shares_a_database_with_namespaced_on
     assert_eq!(api.revision().await, revision);
     assert_eq!(api.admin("GET", "/v1/tenants/i1", None).await.status, 404);
 }
+
+/// `near_cache`: set whole, shown and carried in the snapshot with its defaults left out, replaced by a `PATCH`,
+/// removed by `null`; its bounds refused with a 422 naming the field.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_near_cache_is_checked_stored_and_removed(pool: PgPool) {
+    let api = Api::new(pool).await;
+    let cache = json!({"max_bytes": 1048576, "keys": "all", "max_value_bytes": 512});
+    let created = api
+        .admin(
+            "POST",
+            "/v1/tenants",
+            Some(json!({"name": "shop", "near_cache": cache})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["near_cache"], cache);
+    api.put_route("shop", single("redis://127.0.0.1:6379"))
+        .await;
+    let snapshot = api.gateway("GET", "/v1/snapshot", None).await;
+    assert_eq!(snapshot.body["tenants"][0]["near_cache"], cache);
+
+    let patched = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/shop",
+            Some(json!({"near_cache": {"max_bytes": 65536}})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.body["near_cache"], json!({"max_bytes": 65536}));
+
+    let revision = api.revision().await;
+    for (bad, path) in [
+        (json!({"max_bytes": 0}), "/near_cache/max_bytes"),
+        (json!({"max_bytes": 1000}), "/near_cache/max_value_bytes"),
+        (
+            json!({"max_bytes": 1048576, "max_value_bytes": 0}),
+            "/near_cache/max_value_bytes",
+        ),
+    ] {
+        let refused = api
+            .admin(
+                "PATCH",
+                "/v1/tenants/shop",
+                Some(json!({"near_cache": bad})),
+            )
+            .await;
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        assert_eq!(paths(&refused), [path], "{}", refused.body);
+    }
+    let unknown = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/shop",
+            Some(json!({"near_cache": {"max_bytes": 65536, "keys": "cold"}})),
+        )
+        .await;
+    assert_eq!(unknown.status, 422, "{}", unknown.body);
+    assert_eq!(api.revision().await, revision);
+
+    let removed = api
+        .admin(
+            "PATCH",
+            "/v1/tenants/shop",
+            Some(json!({"near_cache": null})),
+        )
+        .await;
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    assert!(removed.body.get("near_cache").is_none(), "{}", removed.body);
+}

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub(crate) use cluster::{ClusterBackend, ClusterSpec};
-pub(crate) use connection::{BackendConnection, ConnectionSettings, Status, kill_on};
+pub(crate) use connection::{BackendConnection, ConnectionSettings, Status, TrackingSink, kill_on};
 pub(crate) use node::{NodeRole, NodeSpec};
 pub(crate) use sentinel::{SentinelBackend, SentinelSpec};
 pub(crate) use topology::Topologies;
@@ -258,6 +258,11 @@ impl Backend {
         self.connection(affinity).send_run(raw, count, reply);
     }
 
+    /// The node, as its connections reach it.
+    pub(crate) fn node(&self) -> &NodeSpec {
+        &self.node
+    }
+
     /// The connection `affinity` picks.
     pub(crate) fn connection(&self, affinity: usize) -> &BackendConnection {
         &self.connections[affinity % self.connections.len()]
@@ -327,6 +332,17 @@ impl BackendPool {
         self.settings
             .connect_timeout
             .max(std::time::Duration::from_millis(500))
+    }
+
+    /// A connection of its own to `node` that tracks the keys it reads (see `connection::tracking`), telling
+    /// `sink` of their changes.
+    pub(crate) fn open_tracking(
+        &self,
+        node: &NodeSpec,
+        sink: Rc<dyn TrackingSink>,
+    ) -> BackendConnection {
+        let metrics = self.metrics.backend(&node.addr);
+        BackendConnection::open_tracking(node.clone(), self.settings, metrics, sink)
     }
 
     /// The shared backend for `node`, opening it if no one holds it.

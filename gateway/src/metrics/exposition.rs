@@ -20,9 +20,11 @@ use crate::family::Family;
 
 mod format;
 mod histogram;
+mod scalars;
 pub(super) use format::{family, labels};
 pub(super) use histogram::Buckets;
 use histogram::histogram_header;
+use scalars::{SCALARS, Scalars};
 
 /// What `/metrics` writes of each tenant.
 #[derive(Debug, Clone, Copy)]
@@ -58,72 +60,6 @@ impl Activity {
     }
 }
 
-/// A tenant's figures written as one sample each, and their sums over every tenant.
-#[derive(Default, Clone, Copy)]
-struct Scalars {
-    errors: i64,
-    rate_limited: i64,
-    connections: i64,
-    dedicated: i64,
-    received_bytes: i64,
-    sent_bytes: i64,
-}
-
-/// A family of one sample per active tenant (`tenant`), and its sum over every tenant (`gateway`).
-struct Scalar {
-    tenant: &'static str,
-    gateway: &'static str,
-    /// What is counted, completed with "by tenant" or "of all tenants".
-    help: &'static str,
-    kind: &'static str,
-    value: fn(&Scalars) -> i64,
-}
-
-const SCALARS: [Scalar; 6] = [
-    Scalar {
-        tenant: "switchyard_command_errors_total",
-        gateway: "switchyard_gateway_command_errors_total",
-        help: "Error replies",
-        kind: "counter",
-        value: |s| s.errors,
-    },
-    Scalar {
-        tenant: "switchyard_rate_limited_total",
-        gateway: "switchyard_gateway_rate_limited_total",
-        help: "Commands refused by the tenant's ops/s limit",
-        kind: "counter",
-        value: |s| s.rate_limited,
-    },
-    Scalar {
-        tenant: "switchyard_tenant_connections",
-        gateway: "switchyard_gateway_tenant_connections",
-        help: "Open client connections",
-        kind: "gauge",
-        value: |s| s.connections,
-    },
-    Scalar {
-        tenant: "switchyard_tenant_dedicated_connections",
-        gateway: "switchyard_gateway_dedicated_connections",
-        help: "Dedicated backend connections (blocking commands, transactions, subscriptions)",
-        kind: "gauge",
-        value: |s| s.dedicated,
-    },
-    Scalar {
-        tenant: "switchyard_received_bytes_total",
-        gateway: "switchyard_gateway_received_bytes_total",
-        help: "Bytes read from clients (requests)",
-        kind: "counter",
-        value: |s| s.received_bytes,
-    },
-    Scalar {
-        tenant: "switchyard_sent_bytes_total",
-        gateway: "switchyard_gateway_sent_bytes_total",
-        help: "Bytes written to clients (replies and messages)",
-        kind: "counter",
-        value: |s| s.sent_bytes,
-    },
-];
-
 /// One tenant's figures, read once per scrape.
 struct Figures {
     scalars: Scalars,
@@ -153,6 +89,11 @@ impl Figures {
                 dedicated: tenant.dedicated.load(Ordering::Relaxed),
                 received_bytes: tenant.received_bytes.total() as i64,
                 sent_bytes: tenant.sent_bytes.total() as i64,
+                near_cache_hits: load(&tenant.near_cache.hits),
+                near_cache_misses: load(&tenant.near_cache.misses),
+                near_cache_invalidations: load(&tenant.near_cache.invalidations),
+                near_cache_evictions: load(&tenant.near_cache.evictions),
+                near_cache_bytes: tenant.near_cache.bytes.load(Ordering::Relaxed),
             },
             auth_failures: load(&tenant.auth_failures),
             closed: tenant.closed.each_ref().map(load),
@@ -174,6 +115,10 @@ impl Figures {
             self.scalars.rate_limited,
             self.scalars.received_bytes,
             self.scalars.sent_bytes,
+            self.scalars.near_cache_hits,
+            self.scalars.near_cache_misses,
+            self.scalars.near_cache_invalidations,
+            self.scalars.near_cache_evictions,
             self.auth_failures,
             self.received,
             self.latency.count as i64,
@@ -209,6 +154,11 @@ impl Totals {
         sum.dedicated += add.dedicated;
         sum.received_bytes += add.received_bytes;
         sum.sent_bytes += add.sent_bytes;
+        sum.near_cache_hits += add.near_cache_hits;
+        sum.near_cache_misses += add.near_cache_misses;
+        sum.near_cache_invalidations += add.near_cache_invalidations;
+        sum.near_cache_evictions += add.near_cache_evictions;
+        sum.near_cache_bytes += add.near_cache_bytes;
         self.auth_failures += figures.auth_failures;
         for (total, n) in self.closed.iter_mut().zip(figures.closed) {
             *total += n;

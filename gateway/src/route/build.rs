@@ -271,6 +271,7 @@ pub(super) fn compile(
         policies,
         scripts_run_as,
         tracking: source.policy.tracking,
+        near_cache: source.policy.near_cache,
         readiness,
     })
 }

@@ -87,6 +87,8 @@ pub(crate) struct Tenant {
     pub scripts_run_as: crate::reply::RunAs,
     /// Its own thresholds of the slow log, big keys and hot keys (see `tracking`).
     pub tracking: switchyard_schemas::policy::TrackingPolicy,
+    /// Its near cache's policy, if it has one (see `near_cache`).
+    pub near_cache: Option<switchyard_schemas::NearCachePolicy>,
     /// Set while its route double-writes (a migration's destination), or it has a readiness probe: its commands
     /// are then checked against that destination (see `readiness`).
     pub readiness: Option<readiness::Readiness>,

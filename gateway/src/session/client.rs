@@ -29,6 +29,8 @@ pub(super) struct TenantView {
     pub(super) route: ResolvedRoute,
     /// The route's resources, when it is a direct route (see `Session::direct`).
     pub(super) direct: Option<DirectRoute>,
+    /// The tenant's near cache, when it has one and its route is one it serves (see `near`).
+    pub(super) near: Option<super::near::NearView>,
     /// Digest of the credential the client authenticated with (none for the tenant without passwords): when a
     /// snapshot no longer has it, the connection is closed.
     pub(super) credential: Option<String>,

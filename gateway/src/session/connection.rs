@@ -169,6 +169,7 @@ impl Connection {
                 if !self.session.client.replies.is_empty() {
                     break;
                 }
+                self.session.release_near_holds();
                 self.session.stateful.settle(&mut self.session.client);
                 if self.session.client.closing {
                     stream.shutdown();

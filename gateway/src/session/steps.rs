@@ -12,18 +12,18 @@ use super::{NOAUTH, Session, info};
 use crate::cmd::{self, CommandSpec, Policy};
 use crate::failure::Failure;
 use crate::family::Family;
-use crate::reply::Transform;
+use crate::reply::{Transform, chain};
 use crate::resp::Request;
 use crate::route::Dispatch;
 
 /// A command on its way: its request (rewritten by the steps that rewrite it), when it arrived, its table entry
 /// and how the gateway serves it, and how its reply is rewritten for the tenant.
 pub(super) struct Command {
-    request: Request,
-    started: Instant,
-    spec: &'static CommandSpec,
-    policy: Policy,
-    transform: Option<Transform>,
+    pub(super) request: Request,
+    pub(super) started: Instant,
+    pub(super) spec: &'static CommandSpec,
+    pub(super) policy: Policy,
+    pub(super) transform: Option<Transform>,
 }
 
 /// What a step returns: the command for the next step, or `Break` once it was answered or parked.
@@ -53,6 +53,7 @@ impl Session {
         let command = self.police(command)?;
         let command = self.in_monitor_mode(command)?;
         let command = self.rate_limit(command)?;
+        let command = self.near_cache(command)?;
         let command = self.serve_stateful(command)?;
         let command = self.serve_locally(command)?;
         let command = self.narrow_step(command)?;
@@ -177,6 +178,19 @@ impl Session {
         Break(())
     }
 
+    /// The tenant's near cache (see `near`): a read it holds is answered, a write drops the keys it names.
+    fn near_cache(&mut self, command: Command) -> Step {
+        if self
+            .client
+            .tenant
+            .as_ref()
+            .is_some_and(|v| v.near.is_some())
+        {
+            return self.through_near_cache(command);
+        }
+        Continue(command)
+    }
+
     /// Transactions, subscriptions and blocking commands, and every command while in a transaction or
     /// subscribed (see `stateful`).
     fn serve_stateful(&mut self, command: Command) -> Step {
@@ -214,7 +228,7 @@ impl Session {
         match self.client.narrow(command.spec, command.request) {
             Ok((request, transform)) => Continue(Command {
                 request,
-                transform,
+                transform: chain(command.transform, transform),
                 ..command
             }),
             Err(text) => {

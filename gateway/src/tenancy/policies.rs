@@ -36,9 +36,10 @@ impl Policies {
     /// The policies of a tenant whose `policy` passed `TenantPolicy::problems` (entries that would not parse
     /// are left out).
     pub(crate) fn compile(policy: &TenantPolicy) -> Option<Box<Policies>> {
-        // Where its limits hold is not a policy of its commands.
+        // Where its limits hold, and its near cache, are not policies of its commands.
         let none = TenantPolicy {
             limits_scope: policy.limits_scope,
+            near_cache: policy.near_cache,
             ..TenantPolicy::default()
         };
         if *policy == none {

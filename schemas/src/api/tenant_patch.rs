@@ -49,6 +49,13 @@ pub struct TenantPatch {
     pub scripts: Option<Option<crate::policy::ScriptsPolicy>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits_scope: Option<crate::policy::LimitsScope>,
+    /// Replaces the tenant's near cache; `null` removes it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub near_cache: Option<Option<crate::policy::NearCachePolicy>>,
     /// Change the namespace even though the tenant has a route: the keys it stored under the old one would no
     /// longer be found (409 `keys_would_move`).
     #[serde(default, skip_serializing_if = "is_false")]

@@ -209,6 +209,25 @@ async fn an_operators_day_in_the_console() {
     let tenant = cp.expect("GET", "/v1/tenants/acme", None, 200).await;
     assert_eq!(tenant["limits"], json!({"max_connections": 500}));
 
+    // A near cache, as JSON: a bad one is shown at its field, a good one saved.
+    browser
+        .set_value(
+            "#tenant-near-cache",
+            r#"{"max_bytes": 100, "max_value_bytes": 200}"#,
+        )
+        .await;
+    browser.click("#save-tenant").await;
+    browser
+        .wait_for("the near cache's error at its field", "document.querySelector('[data-path=\"/near_cache\"] .field-error').textContent.includes('max_bytes')")
+        .await;
+    browser
+        .set_value("#tenant-near-cache", r#"{"max_bytes": 65536}"#)
+        .await;
+    browser.click("#save-tenant").await;
+    browser.notice_ok("the near cache's save").await;
+    let tenant = cp.expect("GET", "/v1/tenants/acme", None, 200).await;
+    assert_eq!(tenant["near_cache"], json!({"max_bytes": 65536}));
+
     // Credentials: issue one; the secret is shown once, with its warning and a copy button.
     browser.fill("#issue-description", "checkout").await;
     browser.click("#issue").await;

@@ -145,7 +145,7 @@ pub(crate) async fn connect(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> 
 
 /// The replies of a handshake's exchanges, read as they come.
 #[derive(Default)]
-struct Reader {
+pub(super) struct Reader {
     buf: BytesMut,
     scanner: ReplyScanner,
 }
@@ -153,7 +153,7 @@ struct Reader {
 impl Reader {
     /// Writes `commands` and reads one reply for each of `expected`, which must start with it (an empty
     /// prefix takes any reply); returns the replies.
-    async fn exchange(
+    pub(super) async fn exchange(
         &mut self,
         stream: &Stream,
         commands: &[u8],

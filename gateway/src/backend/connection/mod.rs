@@ -28,12 +28,15 @@ mod handshake;
 mod outbox;
 mod pipeline;
 mod script;
+mod tracking;
 
 pub(crate) use handshake::{connect, open};
 pub(super) use outbox::Outbox;
 use pipeline::serve;
 pub(crate) use script::kill_on;
 pub(super) use script::{KILL_GRACE, kill_scripts};
+pub(crate) use tracking::TrackingSink;
+use tracking::connect_tracking;
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionSettings {
@@ -86,6 +89,8 @@ struct Shared {
     metrics: Arc<BackendMetrics>,
     /// The `AUTH`s that switch the connection to each user (see `identity`), made once.
     auth: Auths,
+    /// Set for a connection that tracks what it reads (see `tracking`): where Redis' invalidations go.
+    tracking: Option<Rc<dyn TrackingSink>>,
 }
 
 /// The `AUTH` commands of one node's users (a namespace's are made per socket: see `script::RestrictedUsers`).
@@ -127,7 +132,25 @@ impl BackendConnection {
         settings: ConnectionSettings,
         metrics: Arc<BackendMetrics>,
     ) -> BackendConnection {
-        let shared = Rc::new(Shared::new(node, settings, metrics));
+        Self::start(Shared::new(node, settings, metrics))
+    }
+
+    /// Starts a connection that tracks the keys it reads (`CLIENT TRACKING on`, over RESP3, whatever `node`
+    /// says): Redis' invalidations, and the connection's ups and downs, go to `sink`.
+    pub(crate) fn open_tracking(
+        node: NodeSpec,
+        settings: ConnectionSettings,
+        metrics: Arc<BackendMetrics>,
+        sink: Rc<dyn TrackingSink>,
+    ) -> BackendConnection {
+        let node = node.speaking(crate::resp::Protocol::Resp3);
+        let mut shared = Shared::new(node, settings, metrics);
+        shared.tracking = Some(sink);
+        Self::start(shared)
+    }
+
+    fn start(shared: Shared) -> BackendConnection {
+        let shared = Rc::new(shared);
         tokio::task::spawn_local(run(Rc::clone(&shared), Duration::ZERO));
         BackendConnection { shared }
     }
@@ -180,6 +203,14 @@ impl Shared {
             down_reason: RefCell::new(String::new()),
             closed: Cell::new(false),
             metrics,
+            tracking: None,
+        }
+    }
+
+    /// A tracking connection's sink is told the connection is down (nothing it read is tracked any more).
+    fn tracking_lost(&self) {
+        if let Some(sink) = &self.tracking {
+            sink.lost();
         }
     }
 
@@ -234,15 +265,19 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
     }
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
-        let reason = match tokio::time::timeout(
-            shared.settings.connect_timeout,
-            connect(&shared.node),
-        )
-        .await
-        {
+        let connected = async {
+            match shared.tracking {
+                None => connect(&shared.node).await,
+                Some(_) => connect_tracking(&shared.node).await,
+            }
+        };
+        let reason = match tokio::time::timeout(shared.settings.connect_timeout, connected).await {
             Ok(Ok((stream, facts))) => {
                 facts.note(&shared.metrics);
                 shared.status.set(Status::Up);
+                if let Some(sink) = &shared.tracking {
+                    sink.up();
+                }
                 backoff.reset();
                 tracing::debug!(backend = %shared.node.addr, "connected");
                 shared
@@ -252,6 +287,7 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
                 let served = serve(&shared, stream, facts).await;
                 // Before the count goes down, so that `restart` never counts it down twice.
                 shared.status.set(Status::Down);
+                shared.tracking_lost();
                 shared
                     .metrics
                     .connections_up
@@ -268,6 +304,7 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
         shared.metrics.failed(&reason);
         *shared.down_reason.borrow_mut() = reason;
         shared.status.set(Status::Down);
+        shared.tracking_lost();
         shared.fail_unsent(shared.unavailable());
         if shared.closed.get() {
             return;
@@ -294,6 +331,7 @@ fn restart(shared: &Rc<Shared>) {
     if let Ok(mut reason) = shared.down_reason.try_borrow_mut() {
         *reason = "internal error".to_string();
     }
+    shared.tracking_lost();
     shared.fail_unsent(shared.unavailable());
     if !shared.closed.get() {
         tokio::task::spawn_local(run(Rc::clone(shared), RESTART_DELAY));

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::handshake::NodeFacts;
 use super::outbox::Outbox;
 use super::script::{ASKING, RestrictedUsers, busy, calls_function, unwrap_script};
+use super::tracking::invalidation;
 use super::{KILL_GRACE, Pending, Shared, answered_then, describe, kill_scripts};
 use crate::backend::identity::RunAs;
 use crate::failure::Failure;
@@ -170,7 +171,14 @@ impl Replies {
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(format!("protocol error: {e}")),
             };
-            self.error |= self.buf.get(self.scanned) == Some(&b'-');
+            let first = self.buf.get(self.scanned);
+            // Not a reply: Redis' push to a tracking connection (one well-predicted branch elsewhere). Any other
+            // connection takes a push as the reply it stands for, as before.
+            if first == Some(&b'>') && shared.tracking.is_some() {
+                self.take_push(len, shared);
+                continue;
+            }
+            self.error |= first == Some(&b'-');
             self.scanned += len;
             self.answered += 1;
             let Some(oldest) = in_flight.front() else {
@@ -209,6 +217,21 @@ impl Replies {
                     switched_back?;
                 }
             }
+        }
+    }
+}
+
+impl Replies {
+    /// Takes the push of `len` bytes at `scanned` out of a tracking connection's replies, and hands an
+    /// invalidation to its sink (any other push is dropped: no request asked for it).
+    #[cold]
+    #[inline(never)]
+    fn take_push(&mut self, len: usize, shared: &Shared) {
+        let mut rest = self.buf.split_off(self.scanned);
+        let push = rest.split_to(len.min(rest.len()));
+        self.buf.unsplit(rest);
+        if let (Some(sink), Some(keys)) = (&shared.tracking, invalidation(&push)) {
+            sink.invalidated(keys);
         }
     }
 }

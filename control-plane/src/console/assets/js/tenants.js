@@ -153,11 +153,12 @@ function editForm(t) {
   const ipAllow = h('textarea', { id: 'tenant-ip-allow', rows: 2, value: lines(t.ip_allow) });
   const ipDeny = h('textarea', { id: 'tenant-ip-deny', rows: 2, value: lines(t.ip_deny) });
   const blocked = h('textarea', { id: 'tenant-blocked-keys', rows: 2, value: lines(t.blocked_keys) });
+  const nearCache = h('textarea', { id: 'tenant-near-cache', rows: 2, spellcheck: 'false', value: t.near_cache ? JSON.stringify(t.near_cache) : '' });
   // Each field by its name in the PATCH: shown to everyone, editable where the token may change it (operators:
   // all; a tenant-owner: the policies its token lists), and only those are sent.
   const inputs = {
     description, disabled, allow_admin: allowAdmin, limits, limits_scope: limitsScope, namespace, read_only: readOnly,
-    commands, ip_allow: ipAllow, ip_deny: ipDeny, blocked_keys: blocked,
+    commands, ip_allow: ipAllow, ip_deny: ipDeny, blocked_keys: blocked, near_cache: nearCache,
   };
   const editable = Object.keys(inputs).filter((name) => can.edit(t.name, name));
   for (const [name, input] of Object.entries(inputs)) input.disabled = !editable.includes(name);
@@ -165,9 +166,12 @@ function editForm(t) {
     event.preventDefault();
     let parsed;
     try {
-      parsed = { limits: JSON.parse(limits.value || '{}'), commands: JSON.parse(commands.value || '{}') };
+      parsed = { limits: JSON.parse(limits.value || '{}'), commands: JSON.parse(commands.value || '{}'),
+        near_cache: nearCache.value.trim() ? JSON.parse(nearCache.value) : null };
     } catch (error) {
-      showFieldErrors(form, [{ path: limits.value && !isJson(limits.value) ? '/limits' : '/commands', message: `not JSON: ${error.message}` }]);
+      const path = [['/limits', limits], ['/commands', commands], ['/near_cache', nearCache]]
+        .find(([, input]) => input.value.trim() && !isJson(input.value));
+      showFieldErrors(form, [{ path: path ? path[0] : '/limits', message: `not JSON: ${error.message}` }]);
       return;
     }
     try {
@@ -175,7 +179,7 @@ function editForm(t) {
         description: description.value, disabled: disabled.checked, allow_admin: allowAdmin.checked,
         limits: parsed.limits, limits_scope: limitsScope.value, namespace: namespace.value || null, read_only: readOnly.checked,
         commands: parsed.commands, ip_allow: unlines(ipAllow.value), ip_deny: unlines(ipDeny.value),
-        blocked_keys: unlines(blocked.value),
+        blocked_keys: unlines(blocked.value), near_cache: parsed.near_cache,
       };
       const saved = await api.patch(`/v1/tenants/${enc(t.name)}`,
         Object.fromEntries(editable.map((name) => [name, values[name]])));
@@ -203,6 +207,7 @@ function editForm(t) {
   field('IP allow (one CIDR a line)', ipAllow, '/ip_allow'),
   field('IP deny (one CIDR a line)', ipDeny, '/ip_deny'),
   field('Blocked key patterns (one a line)', blocked, '/blocked_keys'),
+  field('Near cache (JSON: max_bytes, keys, max_value_bytes)', nearCache, '/near_cache', 'empty: none; keys "hot" or "all"'),
   h('div', { class: 'actions' },
     editable.length ? h('button', { type: 'submit', id: 'save-tenant' }, 'Save') : null,
     can.change() ? button('Delete tenant…', async () => {

@@ -1,0 +1,499 @@
+//! Near caches: a tenant's reads of hot keys (`GET`) answered from the worker's memory, kept exact by Redis'
+//! own invalidations (docs/near-cache.md).
+//!
+//! Each worker keeps one cache per tenant that has the policy ([`NearCaches`]), and reads into it over
+//! connections of the cache's own to the tenant's node (`Source`s), which track what they read (`CLIENT
+//! TRACKING on`, RESP3): Redis pushes an invalidation on the same connection, in order with its replies, for every
+//! change to a key the connection read. A client's own reads and writes never ride those connections (their order
+//! on the client's connection is kept): a read the cache cannot answer goes the usual way, and the cache fills
+//! the key in the background (`GET` and `PTTL`, back to back).
+//!
+//! What keeps an entry exact:
+//! - a fill that an invalidation of its key (or of every key, or the loss of its connection) overtakes stores
+//!   nothing (`Fills`): what it read may be older than the change;
+//! - a write through this worker drops the keys it names before it is sent, voids their fills, and no fill of
+//!   them starts until its reply is in (`WriteGuard`); a write whose keys are not known (a script, a transaction,
+//!   `FLUSHDB`) does the same for every key;
+//! - a tracking connection that goes down drops every entry it read, and nothing is filled until it is back;
+//! - an entry whose key has a TTL expires in the gateway no later than in Redis (`PTTL`, counted from before
+//!   the fill was sent).
+
+mod fills;
+mod hot;
+mod store;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use switchyard_schemas::NearCacheKeys;
+
+use crate::backend::{Backend, BackendConnection, BackendPool, NodeSpec, TrackingSink};
+use crate::metrics::NearCacheCounters;
+use crate::reply::ReplyHandle;
+use crate::resp::{self, Protocol};
+use crate::route::Tenant;
+pub(crate) use fills::WriteGuard;
+use fills::{FillTicket, Fills};
+use hot::HotFilter;
+use store::{Entry, Store};
+
+/// A worker's near caches, one per tenant with the policy, and the bound on them all (`--near-cache-max-bytes`,
+/// this worker's share).
+pub(crate) struct NearCaches {
+    budget: Rc<Budget>,
+    /// Workers of the process: each holds its share of every bound.
+    workers: u64,
+    pool: Rc<BackendPool>,
+    tenants: RefCell<HashMap<String, Rc<TenantCache>>>,
+}
+
+/// What a worker's caches share: their bound and the bytes they hold, and the clock of their reads.
+struct Budget {
+    max_bytes: u64,
+    bytes: Cell<u64>,
+    tick: Cell<u64>,
+    caches: RefCell<Vec<Weak<TenantCache>>>,
+}
+
+impl Budget {
+    fn tick(&self) -> u64 {
+        let tick = self.tick.get() + 1;
+        self.tick.set(tick);
+        tick
+    }
+
+    /// Evicts the least recently read entries of every cache of the worker until `size` more bytes fit.
+    fn make_room(&self, size: u64) {
+        while self.bytes.get() + size > self.max_bytes {
+            let caches: Vec<Rc<TenantCache>> = {
+                let mut caches = self.caches.borrow_mut();
+                caches.retain(|cache| cache.strong_count() > 0);
+                caches.iter().filter_map(Weak::upgrade).collect()
+            };
+            let oldest = caches
+                .iter()
+                .filter_map(|cache| Some((cache.store.borrow().oldest()?, cache)))
+                .min_by_key(|(tick, _)| *tick);
+            let Some((_, cache)) = oldest else {
+                return;
+            };
+            cache.evict_oldest();
+        }
+    }
+}
+
+impl NearCaches {
+    /// `max_bytes` for the whole gateway, of which this worker, one of `workers`, holds its share.
+    pub(crate) fn new(max_bytes: u64, workers: usize, pool: Rc<BackendPool>) -> NearCaches {
+        let workers = workers.max(1) as u64;
+        NearCaches {
+            budget: Rc::new(Budget {
+                max_bytes: max_bytes / workers,
+                bytes: Cell::new(0),
+                tick: Cell::new(0),
+                caches: RefCell::new(Vec::new()),
+            }),
+            workers,
+            pool,
+            tenants: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// `tenant`'s cache on this worker, as its snapshot has it (a tenant compiled anew, its route or policies
+    /// changed, gets an empty one); `None` without the policy.
+    pub(crate) fn for_tenant(&self, tenant: &Arc<Tenant>) -> Option<Rc<TenantCache>> {
+        let policy = tenant.near_cache?;
+        let mut tenants = self.tenants.borrow_mut();
+        if let Some(cache) = tenants.get(&tenant.name)
+            && cache.tenant.as_ptr() == Arc::as_ptr(tenant)
+        {
+            return Some(Rc::clone(cache));
+        }
+        let cache = Rc::new_cyclic(|me| TenantCache {
+            me: me.clone(),
+            tenant: Arc::downgrade(tenant),
+            keys: policy.keys,
+            max_bytes: (policy.max_bytes / self.workers).max(1),
+            max_value_bytes: policy.max_value_bytes,
+            counters: tenant.runtime.clone(),
+            budget: Rc::clone(&self.budget),
+            pool: Rc::clone(&self.pool),
+            store: RefCell::new(Store::default()),
+            fills: RefCell::new(Fills::default()),
+            hot: RefCell::new(HotFilter::default()),
+            sources: RefCell::new(Vec::new()),
+            next_source: Cell::new(0),
+        });
+        self.budget.caches.borrow_mut().push(Rc::downgrade(&cache));
+        tenants.insert(tenant.name.clone(), Rc::clone(&cache));
+        Some(cache)
+    }
+
+    /// Drops the caches of tenants `current` no longer has as they were (removed, compiled anew, without the
+    /// policy): their entries, and their tracking connections once no session holds them.
+    pub(crate) fn retain(&self, current: impl Fn(&str) -> Option<*const Tenant>) {
+        self.tenants
+            .borrow_mut()
+            .retain(|name, cache| current(name) == Some(cache.tenant.as_ptr()));
+    }
+}
+
+/// One tenant's near cache on one worker.
+pub(crate) struct TenantCache {
+    me: Weak<TenantCache>,
+    /// The tenant as compiled when the cache was made (held weakly: its address is not reused meanwhile).
+    tenant: std::sync::Weak<Tenant>,
+    keys: NearCacheKeys,
+    /// This worker's share of the tenant's `max_bytes`.
+    max_bytes: u64,
+    max_value_bytes: u64,
+    counters: crate::tenant::TenantRuntime,
+    budget: Rc<Budget>,
+    pool: Rc<BackendPool>,
+    store: RefCell<Store>,
+    fills: RefCell<Fills>,
+    hot: RefCell<HotFilter>,
+    sources: RefCell<Vec<SourceSlot>>,
+    next_source: Cell<u32>,
+}
+
+/// A tracking connection of the cache to one node (and database), and what it tells.
+struct SourceSlot {
+    /// The node as the tracking connection reaches it (in RESP3).
+    node: NodeSpec,
+    /// The route's backends for that node seen so far (one per protocol its clients speak), for a quick match.
+    backends: Vec<Rc<Backend>>,
+    source: Rc<Source>,
+    connection: BackendConnection,
+}
+
+/// What a tracking connection tells the cache (its `TrackingSink`).
+struct Source {
+    id: u32,
+    cache: Weak<TenantCache>,
+    up: Cell<bool>,
+}
+
+impl TrackingSink for Source {
+    fn up(&self) {
+        self.up.set(true);
+    }
+
+    fn invalidated(&self, keys: Option<Vec<Bytes>>) {
+        if let Some(cache) = self.cache.upgrade() {
+            cache.invalidated(self.id, keys);
+        }
+    }
+
+    fn lost(&self) {
+        self.up.set(false);
+        if let Some(cache) = self.cache.upgrade() {
+            cache.invalidated(self.id, None);
+        }
+    }
+}
+
+/// How often a tracking connection that is up is sent `PING`: one whose node stops answering without closing it
+/// (a silent network) fails at the command timeout after it, which drops what it read, even while every read is
+/// a hit and no fill goes over it.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Pings the tracking connection `source` of `cache` every [`HEARTBEAT`], for as long as both last.
+async fn heartbeat(cache: Weak<TenantCache>, source: u32) {
+    let mut ticker = tokio::time::interval(HEARTBEAT);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match cache.upgrade() {
+            Some(cache) if cache.ping(source) => {}
+            _ => return,
+        }
+    }
+}
+
+/// The reply of a RESP2 client to a missing key.
+const NULL_BULK: &[u8] = b"$-1\r\n";
+/// RESP3's null, as the tracking connections read it.
+const NULL: &[u8] = b"_\r\n";
+
+impl TenantCache {
+    /// The reply to `GET key` (`key` as stored, in the tenant's namespace) on `node`, in `protocol`, when the
+    /// cache holds it; else `None` (a miss, counted), and the key may be filled in the background for the next
+    /// read.
+    pub(crate) fn get(
+        &self,
+        node: &Rc<Backend>,
+        key: &[u8],
+        protocol: Protocol,
+        now: Instant,
+    ) -> Option<Bytes> {
+        let counters = &self.counters.counters.near_cache;
+        let (source, up) = self.source(node);
+        if up {
+            let tick = self.budget.tick();
+            let mut store = self.store.borrow_mut();
+            let hit = match store.get(key, tick) {
+                Some(entry) if entry.source != source => None,
+                Some(entry) if entry.expires.is_some_and(|at| at <= now) => None,
+                Some(entry) => Some(entry.reply.clone()),
+                None => None,
+            };
+            if let Some(reply) = hit {
+                counters.hits.fetch_add(1, Ordering::Relaxed);
+                return Some(match (protocol, &reply[..]) {
+                    (Protocol::Resp2, NULL) => Bytes::from_static(NULL_BULK),
+                    _ => reply,
+                });
+            }
+            // Expired, or read over another connection (a sentinel set's former master): gone.
+            if let Some(size) = store.remove(key, None) {
+                drop(store);
+                self.released(size);
+            }
+        }
+        counters.misses.fetch_add(1, Ordering::Relaxed);
+        if up {
+            self.fill(source, key, now);
+        }
+        None
+    }
+
+    /// A write through this worker is about to be sent: the keys it names (`None`: it may write any key) are
+    /// dropped, their fills voided, and none starts until the guard returned is dropped (once its reply is in).
+    pub(crate) fn write(&self, keys: Option<Vec<Bytes>>) -> WriteGuard {
+        let mut fills = self.fills.borrow_mut();
+        match &keys {
+            Some(keys) => {
+                for key in keys {
+                    fills.void(Some(&key[..]));
+                    *fills.writing.entry(key.clone()).or_default() += 1;
+                }
+                drop(fills);
+                let mut dropped = (0, 0);
+                let mut store = self.store.borrow_mut();
+                for key in keys {
+                    if let Some(size) = store.remove(key, None) {
+                        dropped.0 += 1;
+                        dropped.1 += size;
+                    }
+                }
+                drop(store);
+                self.dropped(dropped);
+            }
+            None => {
+                fills.void(None);
+                fills.writing_all += 1;
+                drop(fills);
+                let dropped = self.store.borrow_mut().remove_source(None);
+                self.dropped(dropped);
+            }
+        }
+        WriteGuard {
+            cache: self.me.clone(),
+            keys,
+        }
+    }
+
+    /// The tracking connection to `node` (opened on first use): its id, and whether it is up.
+    fn source(&self, node: &Rc<Backend>) -> (u32, bool) {
+        let mut sources = self.sources.borrow_mut();
+        if let Some(slot) = sources
+            .iter()
+            .find(|s| s.backends.iter().any(|b| Rc::ptr_eq(b, node)))
+        {
+            return (slot.source.id, slot.source.up.get());
+        }
+        // The same node for a client of another protocol: the same tracking connection.
+        let spec = node.node().clone().speaking(Protocol::Resp3);
+        if let Some(slot) = sources.iter_mut().find(|s| s.node == spec) {
+            slot.backends.push(Rc::clone(node));
+            return (slot.source.id, slot.source.up.get());
+        }
+        // Another node for the same database (a sentinel set's new master): what was read there is dropped.
+        let moved: Vec<u32> = sources
+            .iter()
+            .filter(|s| s.node.db == spec.db)
+            .map(|s| s.source.id)
+            .collect();
+        sources.retain(|s| s.node.db != spec.db);
+        let id = self.next_source.get();
+        self.next_source.set(id + 1);
+        let source = Rc::new(Source {
+            id,
+            cache: self.me.clone(),
+            up: Cell::new(false),
+        });
+        let sink: Rc<dyn TrackingSink> = Rc::clone(&source) as Rc<dyn TrackingSink>;
+        let connection = self.pool.open_tracking(&spec, sink);
+        tokio::task::spawn_local(heartbeat(self.me.clone(), id));
+        sources.push(SourceSlot {
+            node: spec,
+            backends: vec![Rc::clone(node)],
+            source,
+            connection,
+        });
+        drop(sources);
+        for moved in moved {
+            self.invalidated(moved, None);
+        }
+        (id, false)
+    }
+
+    /// Sends `PING` over the tracking connection `source` if it is up; whether it is still the cache's.
+    fn ping(&self, source: u32) -> bool {
+        let sources = self.sources.borrow();
+        let Some(slot) = sources.iter().find(|s| s.source.id == source) else {
+            return false;
+        };
+        if slot.source.up.get() {
+            let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
+            slot.connection.send(ping, ReplyHandle::discard());
+        }
+        true
+    }
+
+    /// Starts a background fill of `key` over `source`, when nothing forbids it: a fill of the key in flight,
+    /// a write of it (or of any key) in flight, a key not hot enough.
+    fn fill(&self, source: u32, key: &[u8], started: Instant) {
+        let number = {
+            let mut fills = self.fills.borrow_mut();
+            if fills.writing_all > 0
+                || fills.writing.contains_key(key)
+                || fills.filling.contains_key(key)
+            {
+                return;
+            }
+            if self.keys == NearCacheKeys::Hot && !self.hot.borrow_mut().admit(key) {
+                return;
+            }
+            fills.next += 1;
+            let number = fills.next;
+            fills.filling.insert(Bytes::copy_from_slice(key), number);
+            number
+        };
+        let sources = self.sources.borrow();
+        let Some(slot) = sources.iter().find(|s| s.source.id == source) else {
+            self.fills.borrow_mut().void(Some(key));
+            return;
+        };
+        let ticket = FillTicket {
+            cache: self.me.clone(),
+            key: Bytes::copy_from_slice(key),
+            number,
+            source,
+            started,
+        };
+        let mut raw = BytesMut::with_capacity(2 * key.len() + 48);
+        resp::command(&mut raw, &[&b"GET"[..], key]);
+        resp::command(&mut raw, &[&b"PTTL"[..], key]);
+        let complete = move |replies: Vec<Bytes>| {
+            if let Some(replies) = replies.first() {
+                ticket.complete(replies);
+            }
+            Bytes::new()
+        };
+        if let Some(handle) = ReplyHandle::discard().split(1, Box::new(complete)).pop() {
+            slot.connection.send_run(raw.freeze(), 2, handle);
+        }
+    }
+
+    /// What a tracking connection said: these keys changed (`None`: every key, or the connection is lost).
+    fn invalidated(&self, source: u32, keys: Option<Vec<Bytes>>) {
+        let mut fills = self.fills.borrow_mut();
+        let mut store = self.store.borrow_mut();
+        let mut dropped = (0, 0);
+        match keys {
+            Some(keys) => {
+                for key in keys {
+                    fills.void(Some(&key));
+                    if let Some(size) = store.remove(&key, Some(source)) {
+                        dropped.0 += 1;
+                        dropped.1 += size;
+                    }
+                }
+            }
+            None => {
+                fills.void(None);
+                dropped = store.remove_source(Some(source));
+            }
+        }
+        drop((fills, store));
+        self.dropped(dropped);
+    }
+
+    /// Stores what a fill read, unless it was voided.
+    fn store(&self, ticket: &FillTicket, reply: Bytes, ttl_ms: i64) {
+        if self.fills.borrow().filling.get(&ticket.key) != Some(&ticket.number) {
+            return;
+        }
+        let expires = match ttl_ms {
+            -1 | -2 => None,
+            ms if ms > 0 => Some(ticket.started + Duration::from_millis(ms as u64)),
+            _ => return, // expiring now
+        };
+        let entry = Entry::new(&ticket.key, ticket.source, reply, expires);
+        let size = entry.size();
+        if size > self.max_bytes || size > self.budget.max_bytes {
+            return;
+        }
+        loop {
+            let over = self.store.borrow().bytes() + size > self.max_bytes;
+            if !over || !self.evict_oldest() {
+                break;
+            }
+        }
+        self.budget.make_room(size);
+        let tick = self.budget.tick();
+        let replaced = self
+            .store
+            .borrow_mut()
+            .insert(ticket.key.clone(), entry, tick);
+        self.budget.bytes.set(self.budget.bytes.get() + size);
+        let counters = &self.counters.counters.near_cache;
+        counters.bytes.fetch_add(size as i64, Ordering::Relaxed);
+        if let Some(replaced) = replaced {
+            self.released(replaced);
+        }
+    }
+
+    /// Evicts the least recently read entry; whether there was one.
+    fn evict_oldest(&self) -> bool {
+        let evicted = self.store.borrow_mut().pop_oldest();
+        if let Some(size) = evicted {
+            self.released(size);
+            let counters = &self.counters.counters.near_cache;
+            counters.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+        evicted.is_some()
+    }
+
+    /// `dropped` entries (how many, their bytes) were invalidated.
+    fn dropped(&self, (entries, bytes): (u64, u64)) {
+        if entries > 0 {
+            let counters = &self.counters.counters.near_cache;
+            counters.invalidations.fetch_add(entries, Ordering::Relaxed);
+            self.released(bytes);
+        }
+    }
+
+    /// `size` bytes of entries are gone.
+    fn released(&self, size: u64) {
+        self.budget
+            .bytes
+            .set(self.budget.bytes.get().saturating_sub(size));
+        let counters: &NearCacheCounters = &self.counters.counters.near_cache;
+        counters.bytes.fetch_sub(size as i64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for TenantCache {
+    fn drop(&mut self) {
+        let bytes = self.store.get_mut().bytes();
+        self.released(bytes);
+    }
+}

@@ -1,0 +1,520 @@
+//! The near cache against a real redis-server: hits that Redis never sees, and no stale read once Redis told the
+//! gateway of a change (docs/near-cache.md): a direct write, expiry, FLUSHDB, a killed tracking connection, a
+//! restarted backend, a namespace, the memory bound, and a checker of many writers and readers.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_tests::{Gateway, RawClient, RedisServer, command_calls, wait_for};
+
+const PASSWORD: &str = "s3cret-near-cache";
+/// How long a direct write may take to reach the cache (Redis' invalidation, on loopback): the tests poll this
+/// long at most, and the checker allows it.
+const INVALIDATION_DELAY: Duration = Duration::from_millis(500);
+
+fn routes(backend: &RedisServer, tenant: Value) -> Value {
+    let mut tenant = tenant;
+    tenant["name"] = json!("demo");
+    tenant["passwords"] = json!([PASSWORD]);
+    tenant["route"] = json!({"type": "single", "target": backend.url()});
+    json!({ "tenants": [tenant] })
+}
+
+fn every_key(max_bytes: u64) -> Value {
+    json!({"near_cache": {"max_bytes": max_bytes, "keys": "all"}})
+}
+
+fn gateway(backend: &RedisServer, tenant: Value) -> Gateway {
+    Gateway::builder()
+        .arg("--workers")
+        .arg("1")
+        .start(&routes(backend, tenant))
+}
+
+fn authed(gateway: &Gateway, protocol: u8) -> RawClient {
+    let mut client = RawClient::connect(gateway.port());
+    assert_eq!(client.request(&[b"AUTH", PASSWORD.as_bytes()]), b"+OK\r\n");
+    if protocol == 3 {
+        assert!(client.request(&[b"HELLO", b"3"]).starts_with(b"%"));
+    }
+    client
+}
+
+fn bulk(value: &str) -> Vec<u8> {
+    format!("${}\r\n{value}\r\n", value.len()).into_bytes()
+}
+
+/// `SET key value` straight on Redis, not through the gateway.
+fn set(redis: &mut redis::Connection, key: &str, value: &str) {
+    let _: () = redis::cmd("SET").arg(key).arg(value).query(redis).unwrap();
+}
+
+/// A backend, a gateway caching every key of the tenant, a client of Redis itself and one of the gateway, with
+/// `k` set to `v1` and cached.
+fn with_k_cached() -> (RedisServer, Gateway, redis::Connection, RawClient) {
+    let backend = RedisServer::start();
+    let gateway = gateway(&backend, every_key(1 << 20));
+    let mut redis = backend.client();
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v1\r\n", b"+OK\r\n");
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+    (backend, gateway, redis, client)
+}
+
+/// Reads `key` through the gateway until the reply is `expected` and Redis saw no `GET` for it (neither the
+/// client's nor a fill's): the cache answered.
+fn until_cached(client: &mut RawClient, redis: &mut redis::Connection, key: &str, expected: &[u8]) {
+    wait_for(&format!("{key} cached"), Duration::from_secs(10), || {
+        let before = command_calls(redis, "get");
+        let reply = client.request(&[b"GET", key.as_bytes()]);
+        reply == expected && command_calls(redis, "get") == before
+    });
+}
+
+/// Reads `key` through the gateway until it is `expected`, within the invalidation delay; then it stays so.
+fn seen_within_delay(client: &mut RawClient, key: &str, expected: &[u8]) {
+    let deadline = Instant::now() + INVALIDATION_DELAY;
+    loop {
+        let reply = client.request(&[b"GET", key.as_bytes()]);
+        if reply == expected {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{key}: still {:?} after {INVALIDATION_DELAY:?}",
+            String::from_utf8_lossy(&reply)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..20 {
+        assert_eq!(client.request(&[b"GET", key.as_bytes()]), expected);
+    }
+}
+
+#[test]
+fn hot_reads_are_answered_from_memory_and_redis_never_sees_them() {
+    let (_backend, gateway, mut redis, mut client) = with_k_cached();
+    until_cached(&mut client, &mut redis, "missing", b"$-1\r\n");
+    let before = command_calls(&mut redis, "get");
+    for _ in 0..100 {
+        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v1"));
+    }
+    // A RESP3 client gets RESP3's null for the cached missing key.
+    let mut resp3 = authed(&gateway, 3);
+    assert_eq!(resp3.request(&[b"GET", b"missing"]), b"_\r\n");
+    assert_eq!(resp3.request(&[b"GET", b"k"]), bulk("v1"));
+    assert_eq!(
+        command_calls(&mut redis, "get"),
+        before,
+        "GETs reached Redis"
+    );
+    assert!(gateway.metric("switchyard_near_cache_hits_total{tenant=\"demo\"}") >= 102);
+    assert!(gateway.metric("switchyard_near_cache_bytes{tenant=\"demo\"}") > 0);
+    assert!(gateway.metric("switchyard_near_cache_misses_total{tenant=\"demo\"}") >= 2);
+}
+
+#[test]
+fn a_tenant_without_the_policy_is_not_cached_and_hot_keys_wait_for_their_reads() {
+    let backend = RedisServer::start();
+    let mut redis = backend.client();
+    set(&mut redis, "k", "v");
+    let plain = gateway(&backend, json!({}));
+    let mut client = authed(&plain, 2);
+    let before = command_calls(&mut redis, "get");
+    for _ in 0..20 {
+        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v"));
+    }
+    assert_eq!(command_calls(&mut redis, "get"), before + 20);
+    drop(plain);
+    // "hot": a key read once is not filled; one read again and again is.
+    let hot = gateway(&backend, json!({"near_cache": {"max_bytes": 1 << 20}}));
+    let mut client = authed(&hot, 2);
+    let before = command_calls(&mut redis, "get");
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v"));
+    assert_eq!(command_calls(&mut redis, "get"), before + 2, "no fill yet");
+    until_cached(&mut client, &mut redis, "k", &bulk("v"));
+}
+
+#[test]
+fn changes_by_other_clients_expiry_and_flushdb_reach_the_cache() {
+    let (_backend, gateway, mut redis, mut client) = with_k_cached();
+    set(&mut redis, "k", "v2");
+    seen_within_delay(&mut client, "k", &bulk("v2"));
+    assert!(gateway.metric("switchyard_near_cache_invalidations_total{tenant=\"demo\"}") >= 1);
+    // A write through the gateway is read at once by the same connection, pipelined or not.
+    until_cached(&mut client, &mut redis, "k", &bulk("v2"));
+    client.roundtrip(b"SET k v3\r\n", b"+OK\r\n");
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v3"));
+    until_cached(&mut client, &mut redis, "k", &bulk("v3"));
+    client.send(b"SET k v4\r\nGET k\r\nINCR n\r\nGET n\r\n");
+    client.expect(&[b"+OK\r\n".as_slice(), &bulk("v4"), b":1\r\n", &bulk("1")].concat());
+    // Expiry: the entry goes no later than the key.
+    client.roundtrip(b"SET t v PX 400\r\n", b"+OK\r\n");
+    until_cached(&mut client, &mut redis, "t", &bulk("v"));
+    std::thread::sleep(Duration::from_millis(450));
+    assert_eq!(client.request(&[b"GET", b"t"]), b"$-1\r\n");
+    // FLUSHDB from another client.
+    until_cached(&mut client, &mut redis, "k", &bulk("v4"));
+    let _: () = redis::cmd("FLUSHDB").query(&mut redis).unwrap();
+    seen_within_delay(&mut client, "k", b"$-1\r\n");
+}
+
+/// The id of the gateway's tracking connection on `redis`, once it has one.
+fn tracking_client(redis: &mut redis::Connection) -> Option<String> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(redis).unwrap();
+    list.lines()
+        .find(|line| {
+            line.split(' ').any(|field| {
+                field
+                    .strip_prefix("flags=")
+                    .is_some_and(|f| f.contains('t'))
+            })
+        })
+        .and_then(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_string)
+}
+
+#[test]
+fn a_lost_tracking_connection_or_backend_drops_what_it_read() {
+    let (backend, _gateway, mut redis, mut client) = with_k_cached();
+    let port = backend.port();
+    // Killed: Redis tells it nothing more; the write below must still be read.
+    let id = tracking_client(&mut redis).expect("a tracking connection");
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&id)
+        .query(&mut redis)
+        .unwrap();
+    set(&mut redis, "k", "v2");
+    seen_within_delay(&mut client, "k", &bulk("v2"));
+    // It comes back, and caches again.
+    until_cached(&mut client, &mut redis, "k", &bulk("v2"));
+    // The backend restarts empty: nothing read before is served.
+    drop(redis);
+    drop(backend);
+    let backend = RedisServer::builder().start_on(port);
+    let mut redis = backend.client();
+    set(&mut redis, "k", "v3");
+    wait_for("the backend again", Duration::from_secs(10), || {
+        client.request(&[b"GET", b"k"]) == bulk("v3")
+    });
+    for _ in 0..20 {
+        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v3"));
+    }
+    until_cached(&mut client, &mut redis, "k", &bulk("v3"));
+}
+
+/// A node that stops answering without closing the connection (here: stopped with SIGSTOP) fails the tracking
+/// connection at its next heartbeat's timeout, which drops what it read, with no client asking anything.
+#[test]
+fn a_silent_node_is_noticed_by_the_heartbeat() {
+    let backend = RedisServer::start();
+    let gateway = Gateway::builder()
+        .arg("--workers")
+        .arg("1")
+        .arg("--command-timeout-ms")
+        .arg("300")
+        .start(&routes(&backend, every_key(1 << 20)));
+    let mut redis = backend.client();
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v1\r\n", b"+OK\r\n");
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+    let bytes = "switchyard_near_cache_bytes{tenant=\"demo\"}";
+    assert!(gateway.metric(bytes) > 0);
+    backend.freeze();
+    wait_for("the entries dropped", Duration::from_secs(5), || {
+        gateway.metric(bytes) == 0
+    });
+    backend.thaw();
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+}
+
+#[test]
+fn a_namespaced_tenant_caches_its_keys_as_stored() {
+    let backend = RedisServer::start();
+    let mut tenant = every_key(1 << 20);
+    tenant["namespace"] = json!("ns:");
+    let gateway = gateway(&backend, tenant);
+    let mut redis = backend.client();
+    set(&mut redis, "ns:k", "v1");
+    set(&mut redis, "k", "other");
+    let mut client = authed(&gateway, 2);
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+    set(&mut redis, "k", "other2");
+    set(&mut redis, "ns:k", "v2");
+    seen_within_delay(&mut client, "k", &bulk("v2"));
+    client.roundtrip(b"DEL k\r\n", b":1\r\n");
+    assert_eq!(client.request(&[b"GET", b"k"]), b"$-1\r\n");
+}
+
+#[test]
+fn the_cache_stays_within_its_bound_least_recently_read_first() {
+    let backend = RedisServer::start();
+    let max_bytes = 4000;
+    let gateway = gateway(
+        &backend,
+        json!({"near_cache": {"max_bytes": max_bytes, "keys": "all", "max_value_bytes": 200}}),
+    );
+    let mut redis = backend.client();
+    let mut client = authed(&gateway, 2);
+    let value = "x".repeat(100);
+    for i in 0..100 {
+        client.roundtrip(format!("SET key:{i} {value}\r\n").as_bytes(), b"+OK\r\n");
+    }
+    for i in 0..100 {
+        until_cached(&mut client, &mut redis, &format!("key:{i}"), &bulk(&value));
+        let bytes = gateway.metric("switchyard_near_cache_bytes{tenant=\"demo\"}");
+        assert!(bytes > 0 && bytes <= max_bytes as i64, "{bytes} bytes");
+    }
+    assert!(gateway.metric("switchyard_near_cache_evictions_total{tenant=\"demo\"}") > 50);
+    // The most recently read key is still there; the first ones are gone.
+    let before = command_calls(&mut redis, "get");
+    assert_eq!(client.request(&[b"GET", b"key:99"]), bulk(&value));
+    assert_eq!(command_calls(&mut redis, "get"), before);
+    assert_eq!(client.request(&[b"GET", b"key:0"]), bulk(&value));
+    assert!(command_calls(&mut redis, "get") > before);
+    // A value over max_value_bytes is never cached.
+    let big = "y".repeat(300);
+    client.roundtrip(format!("SET big {big}\r\n").as_bytes(), b"+OK\r\n");
+    for _ in 0..5 {
+        let before = command_calls(&mut redis, "get");
+        assert_eq!(client.request(&[b"GET", b"big"]), bulk(&big));
+        assert!(command_calls(&mut redis, "get") > before);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One acknowledged write of a key's history.
+struct Acked {
+    value: u64,
+    at: Instant,
+    /// Written straight to Redis (the cache learns of it by Redis' invalidation, within the delay), not through
+    /// the gateway (the cache drops the key before the write is sent).
+    direct: bool,
+}
+
+/// Several writers, straight to Redis and through the gateway, and readers through the gateway, on a few hot
+/// keys whose values only grow (each key's writes are serialized): a read must return a value at least as new as
+/// every write acknowledged before it began (a direct write, `INVALIDATION_DELAY` before it began). Half the keys
+/// are written only straight to Redis (only Redis' invalidations keep them fresh), the others both ways.
+#[test]
+fn readers_never_see_a_value_older_than_an_acknowledged_write() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    const KEYS: usize = 4;
+    /// Keys below this are written only straight to Redis.
+    const DIRECT_ONLY: usize = 2;
+    let backend = RedisServer::start();
+    let gateway = gateway(&backend, every_key(1 << 20));
+    let histories: Arc<Vec<Mutex<Vec<Acked>>>> =
+        Arc::new((0..KEYS).map(|_| Mutex::new(Vec::new())).collect());
+    let mut redis = backend.client();
+    for key in 0..KEYS {
+        let _: () = redis::cmd("SET")
+            .arg(format!("hot:{key}"))
+            .arg(0)
+            .query(&mut redis)
+            .unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for writer in 0..4 {
+        let direct = writer % 2 == 0;
+        let url = match direct {
+            true => backend.url(),
+            false => gateway.url(Some(PASSWORD)),
+        };
+        let (histories, stop) = (Arc::clone(&histories), Arc::clone(&stop));
+        threads.push(std::thread::spawn(move || {
+            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut turn = writer;
+            while !stop.load(Ordering::Relaxed) {
+                let key = match direct {
+                    true => turn % KEYS,
+                    false => DIRECT_ONLY + turn % (KEYS - DIRECT_ONLY),
+                };
+                turn += 1;
+                let mut history = histories[key].lock().unwrap();
+                let value = history.last().map_or(1, |last| last.value + 1);
+                let _: () = redis::cmd("SET")
+                    .arg(format!("hot:{key}"))
+                    .arg(value)
+                    .query(&mut con)
+                    .unwrap();
+                history.push(Acked {
+                    value,
+                    at: Instant::now(),
+                    direct,
+                });
+                drop(history);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }));
+    }
+    for reader in 0..4 {
+        let url = gateway.url(Some(PASSWORD));
+        let (histories, stop, reads) = (
+            Arc::clone(&histories),
+            Arc::clone(&stop),
+            Arc::clone(&reads),
+        );
+        threads.push(std::thread::spawn(move || {
+            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut turn = reader;
+            while !stop.load(Ordering::Relaxed) {
+                let key = turn % KEYS;
+                turn += 1;
+                let began = Instant::now();
+                // The newest write every read must see: acknowledged before the read began (a direct one, the
+                // invalidation delay before).
+                let floor = histories[key]
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .rev()
+                    .find(|w| !w.direct || w.at + INVALIDATION_DELAY <= began)
+                    .map_or(0, |w| w.value);
+                let value: u64 = redis::cmd("GET")
+                    .arg(format!("hot:{key}"))
+                    .query(&mut con)
+                    .unwrap();
+                assert!(
+                    value >= floor,
+                    "hot:{key}: read {value}, but {floor} was acknowledged before the read began"
+                );
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(6));
+    stop.store(true, Ordering::Relaxed);
+    for thread in threads {
+        thread
+            .join()
+            .expect("a reader saw a stale value (or a writer failed)");
+    }
+    let hits = gateway.metric("switchyard_near_cache_hits_total{tenant=\"demo\"}");
+    assert!(
+        hits > 100,
+        "only {hits} hits in {} reads: the checker did not check the cache",
+        reads.load(Ordering::Relaxed)
+    );
+}
+
+/// A route change gives the tenant an empty cache: after the routes file moves it to another Redis, the first
+/// read answers what that Redis holds.
+#[test]
+fn a_route_change_drops_what_was_cached() {
+    let (_first, gateway, _redis, mut client) = with_k_cached();
+    let second = RedisServer::start();
+    set(&mut second.client(), "k", "elsewhere");
+    gateway.reload(&routes(&second, every_key(1 << 20)));
+    wait_for("the reload", Duration::from_secs(10), || {
+        client.request(&[b"GET", b"k"]) == bulk("elsewhere")
+    });
+    let mut redis = second.client();
+    until_cached(&mut client, &mut redis, "k", &bulk("elsewhere"));
+}
+
+/// A sentinel-managed master: cached; after a failover, writes and reads follow the new master, nothing read
+/// from the former one is served, and the cache fills from the new one.
+#[test]
+fn a_sentinel_failover_drops_what_the_former_master_gave() {
+    use switchyard_tests::SentinelGroup;
+    let group = SentinelGroup::start(1, 3);
+    let old_master = group.master_port();
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
+        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
+                     "route": {"type": "single", "target": group.url()}}]
+    }));
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v1\r\nSET j j1\r\n", b"+OK\r\n+OK\r\n");
+    until_cached(&mut client, &mut group.client(old_master), "k", &bulk("v1"));
+    until_cached(&mut client, &mut group.client(old_master), "j", &bulk("j1"));
+    group.wait_in_sync();
+    group.failover();
+    let mut new_master = old_master;
+    wait_for(
+        "the sentinels to switch masters",
+        Duration::from_secs(20),
+        || {
+            new_master = group.master_port();
+            new_master != old_master
+        },
+    );
+    // A write through the gateway once it follows the new master (until the former one is demoted, it may
+    // still take a write, which the failover then loses), then read at once.
+    let mut master = group.client(new_master);
+    wait_for("the gateway to follow", Duration::from_secs(20), || {
+        client.request(&[b"SET", b"k", b"v2"]) == b"+OK\r\n"
+            && redis::cmd("GET")
+                .arg("k")
+                .query::<Option<String>>(&mut master)
+                .unwrap()
+                == Some("v2".to_string())
+    });
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v2"));
+    until_cached(&mut client, &mut master, "k", &bulk("v2"));
+    set(&mut master, "k", "v3");
+    seen_within_delay(&mut client, "k", &bulk("v3"));
+    // Cached from the former master, changed on the new one only.
+    set(&mut master, "j", "j2");
+    seen_within_delay(&mut client, "j", &bulk("j2"));
+}
+
+/// A Redis Cluster route is served without the cache (docs/near-cache.md): every read goes to Redis, and the
+/// cache counts nothing.
+#[test]
+fn a_cluster_route_is_served_without_the_cache() {
+    use switchyard_tests::RedisCluster;
+    let cluster = RedisCluster::start(3, 0, None);
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
+        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
+                     "route": {"type": "single", "target": cluster.url()}}]
+    }));
+    switchyard_tests::wait_for_slot_map_as(gateway.port(), Some(PASSWORD));
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
+    for _ in 0..20 {
+        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v"));
+    }
+    for counter in ["hits", "misses"] {
+        let series = format!("switchyard_near_cache_{counter}_total{{tenant=\"demo\"}}");
+        assert_eq!(gateway.metric(&series), 0, "{series}");
+    }
+}
+
+/// A double-written route that waits for the primary only: reads come from the primary, which the cache
+/// tracks; writes through the gateway reach both copies and are read at once.
+#[test]
+fn a_double_written_route_caches_what_the_primary_holds() {
+    let primary = RedisServer::start();
+    let secondary = RedisServer::start();
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
+        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
+                     "route": {"type": "single", "target": {"write": {
+                         "resources": [primary.url(), secondary.url()], "ack": "primary"}}}}]
+    }));
+    let mut redis = primary.client();
+    let mut client = authed(&gateway, 2);
+    client.roundtrip(b"SET k v1\r\n", b"+OK\r\n");
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+    set(&mut redis, "k", "v2");
+    seen_within_delay(&mut client, "k", &bulk("v2"));
+    until_cached(&mut client, &mut redis, "k", &bulk("v2"));
+    client.roundtrip(b"SET k v3\r\n", b"+OK\r\n");
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v3"));
+    let mut copy = secondary.client();
+    wait_for("the copy", Duration::from_secs(10), || {
+        redis::cmd("GET")
+            .arg("k")
+            .query::<Option<String>>(&mut copy)
+            .unwrap()
+            == Some("v3".into())
+    });
+}

@@ -442,7 +442,9 @@ async fn live_resharding_and_a_master_failover_lose_nothing() {
         "the gateway kept failing {:?} after the promotion",
         recovered - promoted
     );
-    // From then on, every slot is served.
+    // From then on, every slot is served (once every node has heard of the promotion: until then Redis itself
+    // answers CLUSTERDOWN on a node that has not).
+    cluster.wait_up();
     for i in 0..300 {
         let key = format!("after:{i}");
         let () = redis::cmd("SET")

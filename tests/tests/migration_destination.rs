@@ -222,6 +222,6 @@ async fn steps_refuse_a_destination_shared_past_the_rule() {
     assert_eq!(status, 200, "{body}");
     share();
     assert_shared(step(cp, id, "finish").await, id, "ops", &database);
-    let (status, body) = step(cp, id, "abort").await;
-    assert_eq!((status, &body["state"]), (200, &json!("aborted")), "{body}");
+    // From cut_over the abort repairs old from new first (rolling_back), then returns to old.
+    task(cp, id, "abort", "aborted").await;
 }

@@ -240,6 +240,20 @@ impl RedisCluster {
             .unwrap_or(0)
     }
 
+    /// Waits until every live node sees `cluster_state:ok` (after a failover, a node that has not heard of the
+    /// promotion yet still answers `CLUSTERDOWN` for a moment, its own slots included).
+    pub fn wait_up(&self) {
+        wait_for("every node to see the cluster up", READY_TIMEOUT, || {
+            self.live_ports().iter().all(|&port| {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut self.client(port))
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok")
+            })
+        });
+    }
+
     /// Waits until every live node sees `cluster_state:ok`, `nodes` nodes, no failure flags, and linked replicas.
     pub fn wait_healthy(&self, nodes: usize) {
         wait_for("a healthy cluster", READY_TIMEOUT, || {

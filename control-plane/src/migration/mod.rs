@@ -31,7 +31,7 @@ use crate::state::AppState;
 const POLL: Duration = Duration::from_secs(2);
 
 /// What ends a rollback whose task repaired old: the route returns to old and the migration is `aborted`. Route
-/// versions are the API's (`api::migrations::conclude_rollback`, handed in by `lib.rs`).
+/// versions are the API's (`api::migrations::conclude_rollback`, in `api/migrations/transition.rs`, handed in by `lib.rs`).
 pub(crate) type Conclude =
     for<'a> fn(
         &'a AppState,

@@ -8,6 +8,8 @@
                                       scripts/bench left in DIR/SCENARIO/ for each scenario
   bench.py idle-rss PID PORT COUNT    open COUNT idle client connections to PORT, print PID's RSS cost
   bench.py metric PORT NAME           print the samples of metric NAME from the admin port's /metrics
+  bench.py writer PORT RATE OUT       SET the 10 hot keys through PORT, RATE a second, until SIGTERM; the count
+                                      of writes to OUT
 
 The shell script owns processes, commands and the run order; this file owns what each scenario measures and
 compares (SCENARIOS), the arithmetic and the sockets, which are clumsy in bash.
@@ -16,6 +18,7 @@ compares (SCENARIOS), the arithmetic and the sockets, which are clumsy in bash.
 import csv
 import os
 import resource
+import signal
 import socket
 import statistics
 import sys
@@ -24,7 +27,14 @@ import urllib.request
 from typing import NamedTuple
 
 # Workload ids name the result files; scripts/bench defines the commands.
-WORKLOAD_LABELS = {"set": "SET", "get": "GET", "mset30": "MSET30", "mget30": "MGET30", "get_p30": "GET -P30"}
+WORKLOAD_LABELS = {
+    "set": "SET",
+    "get": "GET",
+    "mset30": "MSET30",
+    "mget30": "MGET30",
+    "get_p30": "GET -P30",
+    "hot_get": "GET hot10",
+}
 
 # Targets: gateway/direct at least this; gateway/twemproxy at least this.
 TARGET_VS_DIRECT = {"set": 0.90, "get": 0.90, "mset30": 0.80, "mget30": 0.80, "get_p30": 0.70}
@@ -64,6 +74,7 @@ class Scenario(NamedTuple):
     comparisons: list
     peer: Peer = None
     p99: tuple = None  # (a, b): a's p99 must be no worse than b's
+    backend_reads: tuple = None  # (a, share): at most this share of a's client reads may reach its Redis
 
 
 SCENARIOS = {
@@ -178,6 +189,21 @@ SCENARIOS = {
             Comparison("gw-cluster", "predixy", TARGET_VS_PREDIXY, "pdx"),
         ],
         p99=("gw-cluster", "predixy"),
+    ),
+    "near-cache": Scenario(
+        "near-cache: GET of 10 hot keys, 1% of them written meanwhile, with and without the gateway's near cache",
+        ["hot_get"],
+        [
+            ("direct", "redis-server itself"),
+            ("gateway", "the gateway, single route to that Redis, tenant without a near cache"),
+            ("gw-near", "the gateway, the same route, tenant with a near cache of its hot keys"),
+        ],
+        [
+            Comparison("gw-near", "gateway", {"hot_get": 1.3}, "nc"),
+            Comparison("gw-near", "direct", {"hot_get": 1.0}, "dir"),
+        ],
+        p99=("gw-near", "direct"),
+        backend_reads=("gw-near", 0.02),
     ),
 }
 
@@ -413,6 +439,75 @@ def report_summary(scenario, summary):
         )
 
 
+def read_backend_reads(base):
+    """(client reads, reads that reached Redis, writes) of one near-cache run, or None."""
+    try:
+        with open(base + ".cpu") as f:
+            reads = int(f.readline())
+        with open(base + ".reads") as f:
+            before, after = (int(line) for line in f.read().split())
+        with open(base + ".writes") as f:
+            writes = int(f.read())
+    except (FileNotFoundError, ValueError):
+        return None
+    return reads, after - before, writes
+
+
+def report_backend_reads(scenario, directory, reps):
+    """Prints, per endpoint, the share of the client's reads that reached Redis (its GET count over the run, the
+    near cache's fills included) and the write mix, medians over the reps; then the target."""
+    print("\n== Reads that reached Redis (its GETs over the run / the client's GETs), and the write mix")
+    width = max(len(eid) for eid, _ in scenario.endpoints)
+    shares = {}
+    for wid in scenario.workloads:
+        for eid, _ in scenario.endpoints:
+            runs = [read_backend_reads(os.path.join(directory, f"{wid}.{eid}.{rep}")) for rep in range(1, reps + 1)]
+            runs = [r for r in runs if r is not None and r[0] > 0]
+            if not runs:
+                continue
+            shares[eid] = statistics.median(r[1] / r[0] for r in runs)
+            mix = statistics.median(r[2] / r[0] for r in runs)
+            print(f"   {WORKLOAD_LABELS[wid]:<9} {eid:<{width}} {shares[eid] * 100:6.2f}% of reads, writes {mix * 100:.2f}%")
+    eid, maximum = scenario.backend_reads
+    if eid in shares:
+        met = "ok" if shares[eid] <= maximum else "MISS"
+        print(f"   {eid}: {shares[eid] * 100:.2f}% of its reads reached Redis, target <= {maximum * 100:.0f}%: {met}")
+
+
+def writer(port, rate, out):
+    """SETs key:000000000000 to key:000000000009 (the hot keys) through PORT, RATE a second in batches every 10 ms,
+    each value new, until SIGTERM; then writes how many it wrote to OUT."""
+    stopped = False
+
+    def stop(*_):
+        nonlocal stopped
+        stopped = True
+
+    signal.signal(signal.SIGTERM, stop)
+    batch = max(1, rate // 100)
+    written = 0
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        while not stopped:
+            commands = []
+            for i in range(written, written + batch):
+                key, value = f"key:{i % 10:012d}", f"w{i}".ljust(30, "x")
+                commands.append(f"*3\r\n$3\r\nSET\r\n${len(key)}\r\n{key}\r\n${len(value)}\r\n{value}\r\n")
+            s.sendall("".join(commands).encode())
+            replies = b""
+            while replies.count(b"\r\n") < batch:
+                chunk = s.recv(4096)
+                if not chunk:
+                    sys.exit("writer: connection closed")
+                replies += chunk
+            if replies != b"+OK\r\n" * batch:
+                sys.exit(f"writer: unexpected replies {replies[:200]!r}")
+            written += batch
+            time.sleep(max(0.0, started + written / rate - time.monotonic()))
+    with open(out, "w") as f:
+        f.write(f"{written}\n")
+
+
 def report(directory, reps, scenario_ids):
     failures = []
     for sid in scenario_ids:
@@ -427,6 +522,8 @@ def report(directory, reps, scenario_ids):
             report_cpu(scenario, cpu[wid])
             failed = {eid: sum(r is None for r in runs[wid][eid]) for eid, _ in scenario.endpoints}
             summary[wid] = (medians, failed)
+        if scenario.backend_reads is not None:
+            report_backend_reads(scenario, os.path.join(directory, sid), reps)
         report_summary(scenario, summary)
 
     if failures:
@@ -524,6 +621,8 @@ def main():
         idle_rss(int(args[1]), int(args[2]), int(args[3]))
     elif len(args) == 3 and args[0] == "metric":
         metric(int(args[1]), args[2])
+    elif len(args) == 4 and args[0] == "writer":
+        writer(int(args[1]), int(args[2]), args[3])
     else:
         sys.exit(__doc__)
 

@@ -85,9 +85,8 @@ pub(crate) struct Session {
     monitor: Option<monitor::Monitoring>,
     /// The hot-key sample's countdown and the thresholds (see `tracking`).
     tracking: tracking::SessionTracking,
-    /// Writes of a transaction or a blocking command, whose keys the near cache does not fill until every reply
-    /// of the client is in (see `near`).
-    near_holds: Vec<crate::near_cache::WriteGuard>,
+    /// Its side of its tenant's near cache (see `near`).
+    near: near::NearState,
 }
 
 /// Serves a client connection accepted on the plain listener, or on the TLS one (`tls`).
@@ -184,7 +183,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         rearm: false,
         monitor: None,
         tracking: tracking::SessionTracking::new(gateway.config.tracking),
-        near_holds: Vec::new(),
+        near: near::NearState::default(),
     };
     session
         .client

@@ -18,6 +18,7 @@ mod postgres;
 mod process;
 mod protocol;
 mod redis_server;
+mod relay;
 mod resp;
 mod topology;
 
@@ -34,5 +35,6 @@ pub use postgres::TlsPostgres;
 pub use process::{binary, connect};
 pub use protocol::{PROTOCOLS, assert_speaks, each_protocol, each_protocol_async, null_reply};
 pub use redis_server::{RedisServer, RedisServerBuilder};
+pub use relay::Relay;
 pub use resp::RawClient;
 pub use topology::{ClusterNode, NodeTls, RedisCluster, SentinelGroup, wait_for, wait_for_async};

@@ -21,6 +21,7 @@
 mod fills;
 mod hot;
 mod store;
+mod waiters;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -41,6 +42,18 @@ pub(crate) use fills::WriteGuard;
 use fills::{FillTicket, Fills};
 use hot::HotFilter;
 use store::{Entry, Store};
+pub(crate) use waiters::Waiter;
+
+/// What the cache says of a read.
+pub(crate) enum Lookup {
+    /// It holds the key: the reply.
+    Hit(Bytes),
+    /// The read may wait for a fill of the key (`TenantCache::wait`): in flight (`true`: started by this read),
+    /// or to start once a write of the key in flight is answered.
+    Wait(bool),
+    /// The read goes to Redis.
+    Miss,
+}
 
 /// A worker's near caches, one per tenant with the policy, and the bound on them all (`--near-cache-max-bytes`,
 /// this worker's share).
@@ -223,15 +236,15 @@ const NULL: &[u8] = b"_\r\n";
 
 impl TenantCache {
     /// The reply to `GET key` (`key` as stored, in the tenant's namespace) on `node`, in `protocol`, when the
-    /// cache holds it; else `None` (a miss, counted), and the key may be filled in the background for the next
-    /// read.
+    /// cache holds it; else a miss (counted), and the key may be filled in the background: the read may wait for
+    /// that fill (`Filling`).
     pub(crate) fn get(
         &self,
         node: &Rc<Backend>,
         key: &[u8],
         protocol: Protocol,
         now: Instant,
-    ) -> Option<Bytes> {
+    ) -> Lookup {
         let counters = &self.counters.counters.near_cache;
         let (source, up) = self.source(node);
         if up {
@@ -245,7 +258,7 @@ impl TenantCache {
             };
             if let Some(reply) = hit {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
-                return Some(match (protocol, &reply[..]) {
+                return Lookup::Hit(match (protocol, &reply[..]) {
                     (Protocol::Resp2, NULL) => Bytes::from_static(NULL_BULK),
                     _ => reply,
                 });
@@ -257,10 +270,13 @@ impl TenantCache {
             }
         }
         counters.misses.fetch_add(1, Ordering::Relaxed);
-        if up {
-            self.fill(source, key, now);
+        if !up {
+            return Lookup::Miss;
         }
-        None
+        match self.fill(source, key, now) {
+            Some(started) => Lookup::Wait(started),
+            None => Lookup::Miss,
+        }
     }
 
     /// A write through this worker is about to be sent: the keys it names (`None`: it may write any key) are
@@ -344,6 +360,14 @@ impl TenantCache {
         (id, false)
     }
 
+    /// Whether the tracking connection `source` is still the cache's, and up.
+    fn source_up(&self, source: u32) -> bool {
+        let sources = self.sources.borrow();
+        sources
+            .iter()
+            .any(|s| s.source.id == source && s.source.up.get())
+    }
+
     /// Sends `PING` over the tracking connection `source` if it is up; whether it is still the cache's.
     fn ping(&self, source: u32) -> bool {
         let sources = self.sources.borrow();
@@ -357,49 +381,84 @@ impl TenantCache {
         true
     }
 
-    /// Starts a background fill of `key` over `source`, when nothing forbids it: a fill of the key in flight,
-    /// a write of it (or of any key) in flight, a key not hot enough.
-    fn fill(&self, source: u32, key: &[u8], started: Instant) {
-        let number = {
-            let mut fills = self.fills.borrow_mut();
-            if fills.writing_all > 0
-                || fills.writing.contains_key(key)
-                || fills.filling.contains_key(key)
-            {
-                return;
+    /// Starts a background fill of `key` over `source`, when nothing forbids it: a write of any key in flight,
+    /// a key not hot enough. Returns whether the read that missed may wait for a fill: one in flight (`Some(true)`:
+    /// started now for this read), or one that starts once the write of the key in flight is answered; `None`
+    /// when no fill will come.
+    fn fill(&self, source: u32, key: &[u8], started: Instant) -> Option<bool> {
+        {
+            let fills = self.fills.borrow();
+            if fills.writing_all > 0 {
+                return None;
+            }
+            if fills.filling.contains_key(key) {
+                return Some(false);
             }
             if self.keys == NearCacheKeys::Hot && !self.hot.borrow_mut().admit(key) {
-                return;
+                return None;
             }
+            if fills.writing.contains_key(key) {
+                return Some(false);
+            }
+        }
+        self.start_fill(source, key, started).map(|_| true)
+    }
+
+    /// Sends a fill of `key` over `source` (`GET` and `PTTL`, back to back); returns its number.
+    fn start_fill(&self, source: u32, key: &[u8], started: Instant) -> Option<u64> {
+        let number = {
+            let mut fills = self.fills.borrow_mut();
             fills.next += 1;
             let number = fills.next;
             fills.filling.insert(Bytes::copy_from_slice(key), number);
+            fills.sources.insert(number, source);
+            fills.unread.insert(number);
             number
         };
         let sources = self.sources.borrow();
         let Some(slot) = sources.iter().find(|s| s.source.id == source) else {
-            self.fills.borrow_mut().void(Some(key));
-            return;
+            let mut fills = self.fills.borrow_mut();
+            fills.void(Some(key));
+            fills.sources.remove(&number);
+            fills.unread.remove(&number);
+            return None;
         };
-        let ticket = FillTicket {
+        let ticket = Rc::new(FillTicket {
             cache: self.me.clone(),
             key: Bytes::copy_from_slice(key),
             number,
             source,
             started,
-        };
-        let mut raw = BytesMut::with_capacity(2 * key.len() + 48);
-        resp::command(&mut raw, &[&b"GET"[..], key]);
-        resp::command(&mut raw, &[&b"PTTL"[..], key]);
-        let complete = move |replies: Vec<Bytes>| {
-            if let Some(replies) = replies.first() {
-                ticket.complete(replies);
+            got: RefCell::new(None),
+        });
+        // Two requests, so that `GET`'s reply is seen as it is read, before the pushes that follow it.
+        let read = Rc::clone(&ticket);
+        let get = ReplyHandle::discard().split(
+            1,
+            Box::new(move |replies: Vec<Bytes>| {
+                if let Some(reply) = replies.into_iter().next() {
+                    read.read(reply);
+                }
+                Bytes::new()
+            }),
+        );
+        let ttl = ReplyHandle::discard().split(
+            1,
+            Box::new(move |replies: Vec<Bytes>| {
+                if let Some(reply) = replies.first() {
+                    ticket.complete(reply);
+                }
+                Bytes::new()
+            }),
+        );
+        for (command, handle) in [(&b"GET"[..], get), (&b"PTTL"[..], ttl)] {
+            let mut raw = BytesMut::with_capacity(key.len() + 32);
+            resp::command(&mut raw, &[command, key]);
+            for handle in handle {
+                slot.connection.send(raw.clone().freeze(), handle);
             }
-            Bytes::new()
-        };
-        if let Some(handle) = ReplyHandle::discard().split(1, Box::new(complete)).pop() {
-            slot.connection.send_run(raw.freeze(), 2, handle);
         }
+        Some(number)
     }
 
     /// What a tracking connection said: these keys changed (`None`: every key, or the connection is lost).
@@ -410,7 +469,7 @@ impl TenantCache {
         match keys {
             Some(keys) => {
                 for key in keys {
-                    fills.void(Some(&key));
+                    fills.invalidate(&key);
                     if let Some(size) = store.remove(&key, Some(source)) {
                         dropped.0 += 1;
                         dropped.1 += size;
@@ -492,8 +551,16 @@ impl TenantCache {
 }
 
 impl Drop for TenantCache {
+    /// Releases its bytes; the reads still waiting for its fills go to Redis.
     fn drop(&mut self) {
         let bytes = self.store.get_mut().bytes();
         self.released(bytes);
+        let fills = self.fills.get_mut();
+        let waiting = std::mem::take(&mut fills.waiting).into_values();
+        let after_write = std::mem::take(&mut fills.after_write).into_values();
+        waiting
+            .chain(after_write)
+            .flatten()
+            .for_each(Waiter::resend);
     }
 }

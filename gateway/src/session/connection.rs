@@ -12,6 +12,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use switchyard_schemas::OutputBufferLimit;
 
+use super::direct::Direct;
 #[cfg(debug_assertions)]
 use super::fault;
 use super::output::{Output, Socket, poll_socket};
@@ -169,7 +170,8 @@ impl Connection {
                 if !self.session.client.replies.is_empty() {
                     break;
                 }
-                self.session.release_near_holds();
+                let transaction = self.session.stateful.transaction.is_some();
+                self.session.near.release_holds(transaction);
                 self.session.stateful.settle(&mut self.session.client);
                 if self.session.client.closing {
                     stream.shutdown();
@@ -194,6 +196,7 @@ impl Connection {
     fn keeps_up(&self, output: &Output) -> bool {
         self.session.client.replies.requests() < MAX_OUTSTANDING
             && output.len() < MAX_UNREAD_WHILE_READING
+            && !self.session.near.waits()
     }
 
     /// Dispatches every complete request in `input`, until one is parked, the connection is closing or waits
@@ -236,11 +239,33 @@ impl Connection {
                         Some(fault::Fault::Panic) => panic!("a fault injected by a test"),
                         None => {}
                     }
-                    if let Some((to, spec)) = self.session.direct(decoder, &mut frame) {
-                        if run.push(to, spec, frame) {
-                            left = self.session.client.replies.room(MAX_OUTSTANDING);
+                    match self.session.direct(decoder, &mut frame, now) {
+                        Some((Direct::Run(to), spec)) => {
+                            if run.push(to, spec, frame) {
+                                left = self.session.client.replies.room(MAX_OUTSTANDING);
+                            }
+                            continue;
                         }
-                        continue;
+                        Some((Direct::Answered(reply), _)) => {
+                            run.send();
+                            let replies = &self.session.client.replies;
+                            replies.tag(Some(&frame.0.freeze()));
+                            replies.push_ready(reply, now);
+                            replies.tag(None);
+                            left = replies.room(MAX_OUTSTANDING);
+                            continue;
+                        }
+                        // The next requests wait until the read has its reply.
+                        Some((Direct::Wait(wait), _)) => {
+                            run.send();
+                            let client = &self.session.client;
+                            let to = (&client.replies, client.protocol, client.info.id as usize);
+                            let request = frame.0.freeze();
+                            self.session.near.wait_for_fill(wait, &request, to, now);
+                            self.held_back = true;
+                            break;
+                        }
+                        None => {}
                     }
                     run.send();
                     self.session.count_commands(); // `dispatch` may change the tenant
@@ -257,6 +282,10 @@ impl Connection {
                         || self.session.stateful.parked.is_some()
                         || self.session.penalty.is_some()
                     {
+                        break;
+                    }
+                    if self.session.near.waits() {
+                        self.held_back = true;
                         break;
                     }
                     left = self.session.client.replies.room(MAX_OUTSTANDING);

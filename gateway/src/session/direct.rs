@@ -1,10 +1,26 @@
-//! The direct path: requests forwarded untouched, in runs, when nothing about them needs a decision.
+//! The direct path: requests forwarded untouched, in runs, when nothing about them needs a decision; and a
+//! tenant's near cache hits, answered in their place.
 
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::near::{FillWait, NearRead};
 use super::{Replying, Session};
 use crate::cmd::{CommandSpec, Policy};
 use crate::resp::{Frame, RequestDecoder};
 use crate::route::RunTarget;
 use crate::tenancy::DirectKeys;
+
+/// Where the direct path takes a request.
+pub(super) enum Direct {
+    /// Into the run to this target.
+    Run(RunTarget),
+    /// Nowhere: the tenant's near cache answers it with this reply.
+    Answered(Bytes),
+    /// Nowhere yet: it waits for the near cache's fill of its key (`NearState::wait_for_fill`).
+    Wait(FillWait),
+}
 
 impl Session {
     /// Where a request goes untouched, when nothing about it needs a decision (no readiness check reads its keys:
@@ -13,13 +29,15 @@ impl Session {
     /// command is one the gateway forwards verbatim (on a cluster: with its one key first, which gives the slot).
     /// Everything else takes `dispatch`, which would send such a request to the same place. A namespaced
     /// tenant's request is written with its keys under the prefix when the argument count tells where they are
-    /// (`tenancy::DirectKeys`), in place of `frame`; any other takes `dispatch`. Returns the run the
-    /// request joins, and its command.
+    /// (`tenancy::DirectKeys`), in place of `frame`; any other takes `dispatch`. For a tenant with a near cache,
+    /// a `GET` the cache holds is answered, and a command that may write takes `dispatch` (which drops its keys
+    /// from the cache). Returns where the request goes, and its command.
     pub(super) fn direct(
         &self,
         decoder: &RequestDecoder,
         frame: &mut Frame,
-    ) -> Option<(RunTarget, &'static CommandSpec)> {
+        now: Instant,
+    ) -> Option<(Direct, &'static CommandSpec)> {
         let view = self.client.tenant.as_ref()?;
         let direct = view.direct.as_ref()?;
         if view.generation != self.client.worker.gateway.generation()
@@ -38,14 +56,37 @@ impl Session {
         if policy != Policy::Verbatim {
             return None;
         }
-        let rewrite = match view.tenant.namespace() {
-            Some(namespace) => Some((namespace, DirectKeys::of(spec, decoder.arg_count())?)),
-            None => None,
+        let namespace = view.tenant.namespace();
+        let near = match &view.near {
+            Some(near) => near.read(spec, decoder, frame, namespace, self.client.protocol, now)?,
+            None => NearRead::Forward,
         };
-        let prefix = rewrite
-            .as_ref()
-            .map(|(namespace, _)| &namespace.prefix()[..]);
-        let to = direct.target(spec, || decoder.arg(frame, 1), prefix)?;
+        let to = match near {
+            NearRead::Hit(reply) => Direct::Answered(reply),
+            NearRead::Wait(wait) => Direct::Wait(wait),
+            NearRead::Forward => {
+                let rewrite = match namespace {
+                    Some(namespace) => {
+                        Some((namespace, DirectKeys::of(spec, decoder.arg_count())?))
+                    }
+                    None => None,
+                };
+                let prefix = rewrite
+                    .as_ref()
+                    .map(|(namespace, _)| &namespace.prefix()[..]);
+                let to = direct.target(spec, || decoder.arg(frame, 1), prefix)?;
+                if let Some((namespace, keys)) = rewrite {
+                    *frame = namespace.direct_frame(decoder, frame, keys);
+                }
+                Direct::Run(to)
+            }
+        };
+        self.count_direct(spec);
+        Some((to, spec))
+    }
+
+    /// Counts a command the direct path took, in a tally of the same command in a row.
+    fn count_direct(&self, spec: &'static CommandSpec) {
         match self.uncounted.get() {
             (Some(id), count) if id == spec.id => {
                 self.uncounted.set((Some(id), count + 1));
@@ -55,10 +96,6 @@ impl Session {
                 self.uncounted.set((Some(spec.id), 1));
             }
         }
-        if let Some((namespace, keys)) = rewrite {
-            *frame = namespace.direct_frame(decoder, frame, keys);
-        }
-        Some((to, spec))
     }
 
     /// Adds the commands the direct path forwarded since the last call to the tenant's counters.

@@ -24,14 +24,12 @@ impl Client {
         let generation = self.worker.gateway.generation();
         let route = self.worker.resolve(&tenant, self.db, self.protocol);
         let near = super::near::NearView::of(&self.worker, &tenant, &route);
-        // Requests a policy may refuse or rewrite are each looked at: they never take the direct path; nor do
-        // those of a tenant with a near cache, which looks at reads and writes.
+        // Requests a policy may refuse or rewrite are each looked at: they never take the direct path.
         let direct = route.direct().filter(|_| {
-            near.is_none()
-                && !tenant
-                    .policies
-                    .as_ref()
-                    .is_some_and(|p| p.checks_commands())
+            !tenant
+                .policies
+                .as_ref()
+                .is_some_and(|p| p.checks_commands())
         });
         self.info.set_tenant(&tenant.name);
         self.tenant = Some(TenantView {

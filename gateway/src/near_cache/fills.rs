@@ -8,6 +8,8 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::TenantCache;
+use super::query::{OwnedQuery, to_resp2};
+use super::store::Reply;
 use crate::resp;
 
 /// Fills in flight and writes through the worker in flight, which decide whether a fill may start and whether
@@ -40,6 +42,8 @@ impl Fills {
 pub(super) struct FillTicket {
     pub(super) cache: Weak<TenantCache>,
     pub(super) key: Bytes,
+    /// The read it sends for `key`.
+    pub(super) query: Option<OwnedQuery>,
     pub(super) number: u64,
     pub(super) source: u32,
     /// When the fill was sent: its TTL counts from here, so the entry expires no later than the key.
@@ -47,8 +51,9 @@ pub(super) struct FillTicket {
 }
 
 impl FillTicket {
-    /// `replies`: `GET`'s, then `PTTL`'s, as the tracking connection read them.
-    pub(super) fn complete(&self, replies: &Bytes) {
+    /// `replies`: the read's, then `PTTL`'s, as the tracking connection read them. An error (`WRONGTYPE`, the
+    /// connection's failure) or a reply over `max_value_bytes` is not stored.
+    pub(super) fn complete(&mut self, replies: &Bytes) {
         let Some(cache) = self.cache.upgrade() else {
             return;
         };
@@ -56,10 +61,11 @@ impl FillTicket {
             return;
         };
         let reply = replies.slice(..len);
-        let cacheable = match reply.first() {
-            Some(b'$') => (reply.len() as u64) <= cache.max_value_bytes.saturating_add(24),
-            Some(b'_') => true,
-            _ => false, // an error (WRONGTYPE), or the connection's failure
+        if reply.len() as u64 > cache.max_value_bytes.saturating_add(24) {
+            return;
+        }
+        let (Some(resp2), Some(query)) = (to_resp2(&reply), self.query.take()) else {
+            return;
         };
         let ttl = replies
             .get(len..)
@@ -68,8 +74,8 @@ impl FillTicket {
                 let end = rest.iter().position(|&b| b == b'\r')?;
                 resp::parse_int(&rest[..end])
             });
-        if let (true, Some(ttl)) = (cacheable, ttl) {
-            cache.store(self, reply, ttl);
+        if let Some(ttl) = ttl {
+            cache.store(self, Reply::new(query, reply, resp2), ttl);
         }
     }
 }

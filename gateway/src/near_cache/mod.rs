@@ -1,4 +1,4 @@
-//! Near caches: a tenant's reads of hot keys (`GET`) answered from the worker's memory, kept exact by Redis'
+//! Near caches: a tenant's reads of hot keys (`GET`, `HGET`, `HGETALL`, `SMEMBERS`...: `query`) answered from the worker's memory, kept exact by Redis'
 //! own invalidations (docs/near-cache.md).
 //!
 //! Each worker keeps one cache per tenant that has the policy ([`NearCaches`]), and reads into it over
@@ -6,7 +6,8 @@
 //! TRACKING on`, RESP3): Redis pushes an invalidation on the same connection, in order with its replies, for every
 //! change to a key the connection read. A client's own reads and writes never ride those connections (their order
 //! on the client's connection is kept): a read the cache cannot answer goes the usual way, and the cache fills
-//! the key in the background (`GET` and `PTTL`, back to back).
+//! the key in the background (the read itself and `PTTL`, back to back). An entry holds a key's replies to each
+//! read asked of it; any change to the key drops them all.
 //!
 //! What keeps an entry exact:
 //! - a fill that an invalidation of its key (or of every key, or the loss of its connection) overtakes stores
@@ -20,6 +21,7 @@
 
 mod fills;
 mod hot;
+mod query;
 mod store;
 
 use std::cell::{Cell, RefCell};
@@ -40,7 +42,8 @@ use crate::route::Tenant;
 pub(crate) use fills::WriteGuard;
 use fills::{FillTicket, Fills};
 use hot::HotFilter;
-use store::{Entry, Store};
+pub(crate) use query::Query;
+use store::{Entry, Reply, Store};
 
 /// A worker's near caches, one per tenant with the policy, and the bound on them all (`--near-cache-max-bytes`,
 /// this worker's share).
@@ -216,19 +219,15 @@ async fn heartbeat(cache: Weak<TenantCache>, source: u32) {
     }
 }
 
-/// The reply of a RESP2 client to a missing key.
-const NULL_BULK: &[u8] = b"$-1\r\n";
-/// RESP3's null, as the tracking connections read it.
-const NULL: &[u8] = b"_\r\n";
-
 impl TenantCache {
-    /// The reply to `GET key` (`key` as stored, in the tenant's namespace) on `node`, in `protocol`, when the
+    /// The reply to `query` of `key` (as stored, in the tenant's namespace) on `node`, in `protocol`, when the
     /// cache holds it; else `None` (a miss, counted), and the key may be filled in the background for the next
     /// read.
-    pub(crate) fn get(
+    pub(crate) fn read(
         &self,
         node: &Rc<Backend>,
         key: &[u8],
+        query: &Query<'_>,
         protocol: Protocol,
         now: Instant,
     ) -> Option<Bytes> {
@@ -237,28 +236,28 @@ impl TenantCache {
         if up {
             let tick = self.budget.tick();
             let mut store = self.store.borrow_mut();
-            let hit = match store.get(key, tick) {
-                Some(entry) if entry.source != source => None,
-                Some(entry) if entry.expires.is_some_and(|at| at <= now) => None,
-                Some(entry) => Some(entry.reply.clone()),
-                None => None,
-            };
-            if let Some(reply) = hit {
-                counters.hits.fetch_add(1, Ordering::Relaxed);
-                return Some(match (protocol, &reply[..]) {
-                    (Protocol::Resp2, NULL) => Bytes::from_static(NULL_BULK),
-                    _ => reply,
-                });
-            }
-            // Expired, or read over another connection (a sentinel set's former master): gone.
-            if let Some(size) = store.remove(key, None) {
-                drop(store);
-                self.released(size);
+            let found = store.get(key, tick).map(|entry| {
+                // Expired, or read over another connection (a sentinel set's former master): gone.
+                let gone = entry.source != source || entry.expires.is_some_and(|at| at <= now);
+                (gone, entry.reply(query, protocol))
+            });
+            match found {
+                Some((false, Some(reply))) => {
+                    counters.hits.fetch_add(1, Ordering::Relaxed);
+                    return Some(reply);
+                }
+                Some((true, _)) => {
+                    if let Some(size) = store.remove(key, None) {
+                        drop(store);
+                        self.released(size);
+                    }
+                }
+                _ => {}
             }
         }
         counters.misses.fetch_add(1, Ordering::Relaxed);
         if up {
-            self.fill(source, key, now);
+            self.fill(source, key, query, now);
         }
         None
     }
@@ -357,9 +356,9 @@ impl TenantCache {
         true
     }
 
-    /// Starts a background fill of `key` over `source`, when nothing forbids it: a fill of the key in flight,
-    /// a write of it (or of any key) in flight, a key not hot enough.
-    fn fill(&self, source: u32, key: &[u8], started: Instant) {
+    /// Starts a background fill of `query` of `key` over `source`, when nothing forbids it: a fill of the key
+    /// in flight (of any read), a write of it (or of any key) in flight, a key not hot enough.
+    fn fill(&self, source: u32, key: &[u8], query: &Query<'_>, started: Instant) {
         let number = {
             let mut fills = self.fills.borrow_mut();
             if fills.writing_all > 0
@@ -381,16 +380,18 @@ impl TenantCache {
             self.fills.borrow_mut().void(Some(key));
             return;
         };
-        let ticket = FillTicket {
+        let query = query.keep();
+        let mut raw = BytesMut::with_capacity(2 * key.len() + 64);
+        query.command(&mut raw, key);
+        resp::command(&mut raw, &[&b"PTTL"[..], key]);
+        let mut ticket = FillTicket {
             cache: self.me.clone(),
             key: Bytes::copy_from_slice(key),
+            query: Some(query),
             number,
             source,
             started,
         };
-        let mut raw = BytesMut::with_capacity(2 * key.len() + 48);
-        resp::command(&mut raw, &[&b"GET"[..], key]);
-        resp::command(&mut raw, &[&b"PTTL"[..], key]);
         let complete = move |replies: Vec<Bytes>| {
             if let Some(replies) = replies.first() {
                 ticket.complete(replies);
@@ -426,8 +427,9 @@ impl TenantCache {
         self.dropped(dropped);
     }
 
-    /// Stores what a fill read, unless it was voided.
-    fn store(&self, ticket: &FillTicket, reply: Bytes, ttl_ms: i64) {
+    /// Stores what a fill read (beside the key's other replies read over the same connection), unless it was
+    /// voided.
+    fn store(&self, ticket: &FillTicket, reply: Reply, ttl_ms: i64) {
         if self.fills.borrow().filling.get(&ticket.key) != Some(&ticket.number) {
             return;
         }
@@ -436,7 +438,21 @@ impl TenantCache {
             ms if ms > 0 => Some(ticket.started + Duration::from_millis(ms as u64)),
             _ => return, // expiring now
         };
-        let entry = Entry::new(&ticket.key, ticket.source, reply, expires);
+        // No invalidation of the key came since its entry's replies were read (it would have dropped them), nor
+        // since this fill was sent (it would have voided it): they hold together.
+        let taken = self.store.borrow_mut().take(&ticket.key);
+        let now = Instant::now();
+        let mut entry = match taken {
+            Some(entry) => {
+                self.released(entry.size());
+                match entry.source == ticket.source && entry.expires.is_none_or(|at| at > now) {
+                    true => entry,
+                    false => Entry::new(&ticket.key, ticket.source),
+                }
+            }
+            None => Entry::new(&ticket.key, ticket.source),
+        };
+        entry.add(reply, expires);
         let size = entry.size();
         if size > self.max_bytes || size > self.budget.max_bytes {
             return;

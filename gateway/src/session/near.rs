@@ -1,4 +1,5 @@
-//! The session's side of its tenant's near cache (`near_cache`): a `GET` the cache holds is answered in its
+//! The session's side of its tenant's near cache (`near_cache`): a read the cache holds (`near_cache::Query`) is
+//! answered in its
 //! place among the client's replies; a write drops the keys it names from the cache before it is sent, and keeps
 //! them from being filled until its reply is in (the client reads its own writes); a write in a transaction or a
 //! blocking command, whose replies come another way, does so for every key until every reply of the client is in.
@@ -16,7 +17,7 @@ use super::Session;
 use super::steps::Command;
 use crate::cmd::{self, CommandSpec, Policy, flag};
 use crate::family::Family;
-use crate::near_cache::TenantCache;
+use crate::near_cache::{Query, TenantCache};
 use crate::reply::{Transform, chain};
 use crate::route::{DirectRoute, ResolvedRoute, Tenant};
 use crate::tenancy::Namespace;
@@ -72,14 +73,14 @@ impl Session {
             return Continue(command);
         }
         let args = command.request.args();
-        if spec.id == cmd::Command::Get && args.len() == 2 {
+        if let Some(query) = Query::of(spec.id, args) {
             let Some(node) = near.route.cache_node() else {
                 return Continue(command);
             };
             let key = stored(namespace, &args[1]);
-            let Some(reply) = near
-                .cache
-                .get(&node, &key, self.client.protocol, command.started)
+            let Some(reply) =
+                near.cache
+                    .read(&node, &key, &query, self.client.protocol, command.started)
             else {
                 return Continue(command);
             };

@@ -22,6 +22,7 @@
 mod fills;
 mod hot;
 mod query;
+mod sources;
 mod store;
 
 use std::cell::{Cell, RefCell};
@@ -34,15 +35,16 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use switchyard_schemas::NearCacheKeys;
 
-use crate::backend::{Backend, BackendConnection, BackendPool, NodeSpec, TrackingSink};
+use crate::backend::BackendPool;
 use crate::metrics::NearCacheCounters;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol};
-use crate::route::Tenant;
+use crate::route::{CacheNode, Tenant};
 pub(crate) use fills::WriteGuard;
 use fills::{FillTicket, Fills};
 use hot::HotFilter;
 pub(crate) use query::Query;
+use sources::SourceSlot;
 use store::{Entry, Reply, Store};
 
 /// A worker's near caches, one per tenant with the policy, and the bound on them all (`--near-cache-max-bytes`,
@@ -131,6 +133,7 @@ impl NearCaches {
             hot: RefCell::new(HotFilter::default()),
             sources: RefCell::new(Vec::new()),
             next_source: Cell::new(0),
+            map_generation: Cell::new(0),
         });
         self.budget.caches.borrow_mut().push(Rc::downgrade(&cache));
         tenants.insert(tenant.name.clone(), Rc::clone(&cache));
@@ -163,69 +166,17 @@ pub(crate) struct TenantCache {
     hot: RefCell<HotFilter>,
     sources: RefCell<Vec<SourceSlot>>,
     next_source: Cell<u32>,
-}
-
-/// A tracking connection of the cache to one node (and database), and what it tells.
-struct SourceSlot {
-    /// The node as the tracking connection reaches it (in RESP3).
-    node: NodeSpec,
-    /// The route's backends for that node seen so far (one per protocol its clients speak), for a quick match.
-    backends: Vec<Rc<Backend>>,
-    source: Rc<Source>,
-    connection: BackendConnection,
-}
-
-/// What a tracking connection tells the cache (its `TrackingSink`).
-struct Source {
-    id: u32,
-    cache: Weak<TenantCache>,
-    up: Cell<bool>,
-}
-
-impl TrackingSink for Source {
-    fn up(&self) {
-        self.up.set(true);
-    }
-
-    fn invalidated(&self, keys: Option<Vec<Bytes>>) {
-        if let Some(cache) = self.cache.upgrade() {
-            cache.invalidated(self.id, keys);
-        }
-    }
-
-    fn lost(&self) {
-        self.up.set(false);
-        if let Some(cache) = self.cache.upgrade() {
-            cache.invalidated(self.id, None);
-        }
-    }
-}
-
-/// How often a tracking connection that is up is sent `PING`: one whose node stops answering without closing it
-/// (a silent network) fails at the command timeout after it, which drops what it read, even while every read is
-/// a hit and no fill goes over it.
-const HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// Pings the tracking connection `source` of `cache` every [`HEARTBEAT`], for as long as both last.
-async fn heartbeat(cache: Weak<TenantCache>, source: u32) {
-    let mut ticker = tokio::time::interval(HEARTBEAT);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        match cache.upgrade() {
-            Some(cache) if cache.ping(source) => {}
-            _ => return,
-        }
-    }
+    /// On a cluster route: the generation of the slot map the sources were last checked against.
+    map_generation: Cell<u64>,
 }
 
 impl TenantCache {
-    /// The reply to `query` of `key` (as stored, in the tenant's namespace) on `node`, in `protocol`, when the
-    /// cache holds it; else `None` (a miss, counted), and the key may be filled in the background for the next
+    /// The reply to `query` of `key` (as stored, in the tenant's namespace) on `node` (where the route's writes
+    /// of the key go now), in `protocol`, when the cache holds it, read from that node; else `None` (a miss, counted), and the key may be filled in the background for the next
     /// read.
     pub(crate) fn read(
         &self,
-        node: &Rc<Backend>,
+        node: &CacheNode,
         key: &[u8],
         query: &Query<'_>,
         protocol: Protocol,
@@ -237,7 +188,8 @@ impl TenantCache {
             let tick = self.budget.tick();
             let mut store = self.store.borrow_mut();
             let found = store.get(key, tick).map(|entry| {
-                // Expired, or read over another connection (a sentinel set's former master): gone.
+                // Expired, or read from another node (a sentinel set's former master, the former owner of a
+                // cluster slot): gone.
                 let gone = entry.source != source || entry.expires.is_some_and(|at| at <= now);
                 (gone, entry.reply(query, protocol))
             });
@@ -296,64 +248,6 @@ impl TenantCache {
             cache: self.me.clone(),
             keys,
         }
-    }
-
-    /// The tracking connection to `node` (opened on first use): its id, and whether it is up.
-    fn source(&self, node: &Rc<Backend>) -> (u32, bool) {
-        let mut sources = self.sources.borrow_mut();
-        if let Some(slot) = sources
-            .iter()
-            .find(|s| s.backends.iter().any(|b| Rc::ptr_eq(b, node)))
-        {
-            return (slot.source.id, slot.source.up.get());
-        }
-        // The same node for a client of another protocol: the same tracking connection.
-        let spec = node.node().clone().speaking(Protocol::Resp3);
-        if let Some(slot) = sources.iter_mut().find(|s| s.node == spec) {
-            slot.backends.push(Rc::clone(node));
-            return (slot.source.id, slot.source.up.get());
-        }
-        // Another node for the same database (a sentinel set's new master): what was read there is dropped.
-        let moved: Vec<u32> = sources
-            .iter()
-            .filter(|s| s.node.db == spec.db)
-            .map(|s| s.source.id)
-            .collect();
-        sources.retain(|s| s.node.db != spec.db);
-        let id = self.next_source.get();
-        self.next_source.set(id + 1);
-        let source = Rc::new(Source {
-            id,
-            cache: self.me.clone(),
-            up: Cell::new(false),
-        });
-        let sink: Rc<dyn TrackingSink> = Rc::clone(&source) as Rc<dyn TrackingSink>;
-        let connection = self.pool.open_tracking(&spec, sink);
-        tokio::task::spawn_local(heartbeat(self.me.clone(), id));
-        sources.push(SourceSlot {
-            node: spec,
-            backends: vec![Rc::clone(node)],
-            source,
-            connection,
-        });
-        drop(sources);
-        for moved in moved {
-            self.invalidated(moved, None);
-        }
-        (id, false)
-    }
-
-    /// Sends `PING` over the tracking connection `source` if it is up; whether it is still the cache's.
-    fn ping(&self, source: u32) -> bool {
-        let sources = self.sources.borrow();
-        let Some(slot) = sources.iter().find(|s| s.source.id == source) else {
-            return false;
-        };
-        if slot.source.up.get() {
-            let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
-            slot.connection.send(ping, ReplyHandle::discard());
-        }
-        true
     }
 
     /// Starts a background fill of `query` of `key` over `source`, when nothing forbids it: a fill of the key

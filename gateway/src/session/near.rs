@@ -19,21 +19,19 @@ use crate::cmd::{self, CommandSpec, Policy, flag};
 use crate::family::Family;
 use crate::near_cache::{Query, TenantCache};
 use crate::reply::{Transform, chain};
-use crate::route::{DirectRoute, ResolvedRoute, Tenant};
+use crate::route::{CacheRoute, ResolvedRoute, Tenant};
 use crate::tenancy::Namespace;
 use crate::worker::Worker;
 
-/// A tenant's near cache as a session sees it: the cache, and the route's node it reads.
+/// A tenant's near cache as a session sees it: the cache, and where it fills the route's keys from.
 pub(super) struct NearView {
     cache: Rc<TenantCache>,
-    route: DirectRoute,
+    route: CacheRoute,
 }
 
 impl NearView {
-    /// The near cache of `tenant` on `route`, when it has the policy and the route is one the cache serves: one
-    /// node or a sentinel-managed master for reads and writes alike (double-writes waiting for the primary
-    /// only included), no migration checking its commands. A cluster, replica reads or any other route shape
-    /// are served without the cache.
+    /// The near cache of `tenant` on `route`, when it has the policy, the route is one the cache serves (see
+    /// `route::CacheRoute`) and no migration checks its commands.
     pub(super) fn of(
         worker: &Worker,
         tenant: &Arc<Tenant>,
@@ -43,7 +41,7 @@ impl NearView {
         if tenant.readiness.is_some() {
             return None;
         }
-        let route = route.direct().filter(DirectRoute::caches)?;
+        let route = route.cache_route()?;
         let cache = worker.near_caches.for_tenant(tenant)?;
         Some(NearView { cache, route })
     }
@@ -74,10 +72,10 @@ impl Session {
         }
         let args = command.request.args();
         if let Some(query) = Query::of(spec.id, args) {
-            let Some(node) = near.route.cache_node() else {
+            let key = stored(namespace, &args[1]);
+            let Some(node) = near.route.node(&key) else {
                 return Continue(command);
             };
-            let key = stored(namespace, &args[1]);
             let Some(reply) =
                 near.cache
                     .read(&node, &key, &query, self.client.protocol, command.started)

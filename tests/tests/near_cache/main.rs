@@ -1,8 +1,9 @@
 //! The near cache against a real redis-server: hits that Redis never sees, and no stale read once Redis told the
 //! gateway of a change (docs/near-cache.md): a direct write, expiry, FLUSHDB, a killed tracking connection, a
 //! restarted backend, a namespace, the memory bound, and a checker of many writers and readers; the other reads
-//! it answers (`reads`).
+//! it answers (`reads`); a Redis Cluster route (`cluster`).
 
+mod cluster;
 mod harness;
 mod reads;
 
@@ -260,28 +261,6 @@ fn a_sentinel_failover_drops_what_the_former_master_gave() {
     // Cached from the former master, changed on the new one only.
     set(&mut master, "j", "j2");
     seen_within_delay(&mut client, "j", &bulk("j2"));
-}
-
-/// A Redis Cluster route is served without the cache (docs/near-cache.md): every read goes to Redis, and the
-/// cache counts nothing.
-#[test]
-fn a_cluster_route_is_served_without_the_cache() {
-    use switchyard_tests::RedisCluster;
-    let cluster = RedisCluster::start(3, 0, None);
-    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
-        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
-                     "route": {"type": "single", "target": cluster.url()}}]
-    }));
-    switchyard_tests::wait_for_slot_map_as(gateway.port(), Some(PASSWORD));
-    let mut client = authed(&gateway, 2);
-    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
-    for _ in 0..20 {
-        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v"));
-    }
-    for counter in ["hits", "misses"] {
-        let series = format!("switchyard_near_cache_{counter}_total{{tenant=\"demo\"}}");
-        assert_eq!(gateway.metric(&series), 0, "{series}");
-    }
 }
 
 /// A double-written route that waits for the primary only: reads come from the primary, which the cache

@@ -60,13 +60,15 @@ impl ResolvedRoute {
             (Upstream::Node(write), Upstream::Node(read)) if Rc::ptr_eq(write, read) => {
                 Some(CacheRoute::Node(Rc::clone(write)))
             }
-            (Upstream::Sentinel(write, None), Upstream::Sentinel(read, None))
+            // Reads from the master, or from its replicas (any read mode).
+            (Upstream::Sentinel(write, None), Upstream::Sentinel(read, _))
                 if Rc::ptr_eq(write, read) =>
             {
                 Some(CacheRoute::Master(Rc::clone(write)))
             }
+            // Reads from the masters, or from the replicas of the same cluster.
             (Upstream::Cluster(write), Upstream::Cluster(read))
-                if Rc::ptr_eq(write, read) && !write.reads_replicas() =>
+                if !write.reads_replicas() && write.same_cluster(read) =>
             {
                 Some(CacheRoute::Cluster(Rc::clone(write)))
             }

@@ -128,6 +128,7 @@ fn no_stale_read_across_a_failover_and_a_resharding() {
         keys: keys.clone(),
         shape: Shape::String,
         failures_allowed: true,
+        replica_reads: false,
     };
     let reads = checker.run(Duration::from_secs(6), || {
         std::thread::sleep(Duration::from_secs(2));

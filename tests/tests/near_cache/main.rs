@@ -1,11 +1,12 @@
 //! The near cache against a real redis-server: hits that Redis never sees, and no stale read once Redis told the
 //! gateway of a change (docs/near-cache.md): a direct write, expiry, FLUSHDB, a killed tracking connection, a
 //! restarted backend, a namespace, the memory bound, and a checker of many writers and readers; the other reads
-//! it answers (`reads`); a Redis Cluster route (`cluster`).
+//! it answers (`reads`); a Redis Cluster route (`cluster`); replica reads (`replicas`).
 
 mod cluster;
 mod harness;
 mod reads;
+mod replicas;
 
 use std::time::Duration;
 

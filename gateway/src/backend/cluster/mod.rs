@@ -350,6 +350,12 @@ impl ClusterBackend {
         self.map().shards.iter().any(|s| s.addr == addr)
     }
 
+    /// Whether `other` is the same cluster, seen with the same credentials (this worker's views of one topology,
+    /// for different read modes or protocols).
+    pub(crate) fn same_cluster(&self, other: &ClusterBackend) -> bool {
+        Arc::ptr_eq(&self.topology, &other.topology)
+    }
+
     /// Whether reads go to replicas (`-slaves` resources).
     pub(crate) fn reads_replicas(&self) -> bool {
         self.spec.replicas.is_some()

@@ -1,7 +1,7 @@
 //! The near cache on a Redis Cluster route: each key filled from and tracked on its slot's master, changes made
-//! on the nodes seen, and no stale read across a manual failover and the resharding of the hot keys' slot (the
+//! on the nodes seen, no stale read across a manual failover and the resharding of the hot keys' slot (the
 //! checker runs throughout, its writes around the cache going through another gateway, which follows the
-//! cluster as any client would).
+//! cluster as any client would), and a slot taken over by another master read there once the slot map says so.
 
 use std::time::Duration;
 
@@ -171,4 +171,31 @@ fn no_stale_read_across_a_failover_and_a_resharding() {
         &[b"GET", keys[0].as_bytes()],
         &current,
     );
+}
+
+/// A master that takes a slot over without its keys (an operator's `CLUSTER SETSLOT`, as when a node restored from
+/// an older copy claims its slots again): its former owner drops the slot's keys, and the gateway reads the key
+/// from its new master once its slot map says so, never again what the former owner had.
+#[test]
+fn a_slot_taken_over_is_read_from_its_new_master() {
+    let cluster = RedisCluster::start(3, 0, None);
+    let gateway = cluster_gateway(json!(cluster.url()), every_key(1 << 20));
+    let mut client = authed(&gateway, 2);
+    let mut nodes = every_node(&cluster);
+    client.roundtrip(b"SET k a\r\n", b"+OK\r\n");
+    until_cached_as(&mut client, &mut nodes, &[b"GET", b"k"], &bulk("a"));
+    let hot = slot("k");
+    let owner = cluster.slot_owners()[hot];
+    let masters = cluster.masters();
+    let from = masters.iter().find(|m| m.port == owner).unwrap();
+    let to = masters.iter().find(|m| m.port != owner).unwrap();
+    cluster.set_slot(to.port, hot, &["IMPORTING", &from.id]);
+    cluster.set_slot(to.port, hot, &["NODE", &to.id]);
+    cluster.wait_in_sync();
+    assert_eq!(cluster.slot_owners()[hot], to.port);
+    set(&mut cluster.client(to.port), "k", "b");
+    wait_for("the new master's value", Duration::from_secs(10), || {
+        client.request(&[b"GET", b"k"]) == bulk("b")
+    });
+    until_cached_as(&mut client, &mut nodes, &[b"GET", b"k"], &bulk("b"));
 }

@@ -1,5 +1,6 @@
 //! What decides whether a fill may start and whether what it read may be stored: the fills in flight (each
-//! voided by an invalidation of its key), the writes through the worker in flight, and their guards.
+//! voided by an invalidation of its key), the writes through the worker in flight, and their guards; and the reads
+//! waiting for a fill (`waiters`).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -9,6 +10,8 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::TenantCache;
+use super::query::{OwnedQuery, to_resp2};
+use super::store::Reply;
 use super::waiters::Waiter;
 use crate::resp;
 
@@ -20,24 +23,46 @@ pub(super) struct Fills {
     /// overtaken by an invalidation (which takes the key out) and stores nothing.
     pub(super) filling: HashMap<Bytes, u64>,
     pub(super) next: u64,
+    /// Each fill in flight's tracking connection and read, by number: which waiting reads it answers.
+    pub(super) reads: HashMap<u64, (u32, OwnedQuery)>,
+    /// Fills in flight whose read's reply is not in yet: an invalidation read before that reply is of a change
+    /// the read saw (Redis pushes it on the same connection, in order), and does not void them.
+    pub(super) unread: HashSet<u64>,
     /// Writes in flight, by key.
     pub(super) writing: HashMap<Bytes, u32>,
     /// Writes in flight whose keys are not known.
     pub(super) writing_all: u32,
     /// Reads waiting for a fill, by the fill's number (see `waiters`).
     pub(super) waiting: HashMap<u64, Vec<Waiter>>,
-    /// The tracking connection of each fill in flight, by number.
-    pub(super) sources: HashMap<u64, u32>,
-    /// Fills in flight whose `GET` reply is not in yet: an invalidation read before that reply is of a change
-    /// the `GET` saw (Redis pushes it on the same connection, in order), and does not void them.
-    pub(super) unread: HashSet<u64>,
     /// Reads waiting for the fill that starts once the writes of their key in flight are answered, by tracking
     /// connection and key.
     pub(super) after_write: HashMap<(u32, Bytes), Vec<Waiter>>,
 }
 
 impl Fills {
-    /// Voids the fill of `key` for an invalidation Redis pushed: only if its `GET` reply is in (`unread`).
+    /// Registers a fill of `query` of `key` over `source` about to be sent; returns its number.
+    pub(super) fn start(&mut self, key: &[u8], source: u32, query: &OwnedQuery) -> u64 {
+        self.next += 1;
+        let number = self.next;
+        self.filling.insert(Bytes::copy_from_slice(key), number);
+        self.reads.insert(number, (source, query.clone()));
+        self.unread.insert(number);
+        number
+    }
+
+    /// The fill of `key` in flight, when it reads over `source` what `matches` accepts: its number.
+    pub(super) fn in_flight(
+        &self,
+        key: &[u8],
+        source: u32,
+        matches: impl Fn(&OwnedQuery) -> bool,
+    ) -> Option<u64> {
+        let number = *self.filling.get(key)?;
+        let (from, query) = self.reads.get(&number)?;
+        (*from == source && matches(query)).then_some(number)
+    }
+
+    /// Voids the fill of `key` for an invalidation Redis pushed: only if its read's reply is in (`unread`).
     pub(super) fn invalidate(&mut self, key: &[u8]) {
         if self
             .filling
@@ -63,16 +88,18 @@ impl Fills {
 pub(super) struct FillTicket {
     pub(super) cache: Weak<TenantCache>,
     pub(super) key: Bytes,
+    /// The read it sends for `key`.
+    pub(super) query: RefCell<Option<OwnedQuery>>,
     pub(super) number: u64,
     pub(super) source: u32,
     /// When the fill was sent: its TTL counts from here, so the entry expires no later than the key.
     pub(super) started: Instant,
-    /// `GET`'s reply, once in.
+    /// The read's reply, once in.
     pub(super) got: RefCell<Option<Bytes>>,
 }
 
 impl FillTicket {
-    /// `GET`'s reply is in: from now on an invalidation of the key voids the fill.
+    /// The read's reply is in: from now on an invalidation of the key voids the fill.
     pub(super) fn read(&self, reply: Bytes) {
         if let Some(cache) = self.cache.upgrade() {
             cache.fills.borrow_mut().unread.remove(&self.number);
@@ -80,37 +107,40 @@ impl FillTicket {
         *self.got.borrow_mut() = Some(reply);
     }
 
-    /// `PTTL`'s reply is in (`ttl`): the reads waiting for the fill are answered (or sent to Redis), and what
-    /// `GET` read is stored unless the fill was voided.
+    /// `PTTL`'s reply is in (`ttl`): the reads waiting for the fill are answered (or sent on), and the read's
+    /// reply is stored unless the fill was voided. An error (`WRONGTYPE`, the connection's failure) or a reply
+    /// over `max_value_bytes` is not stored.
     pub(super) fn complete(&self, ttl: &Bytes) {
         let Some(cache) = self.cache.upgrade() else {
             return;
         };
-        let reply = self
-            .got
-            .borrow_mut()
-            .take()
-            .filter(|reply| matches!(reply.first(), Some(b'$' | b'_')));
+        // Only a reply of the cached reads' types, whole, in both protocols' forms.
+        let reply = self.got.borrow_mut().take().and_then(|reply| {
+            let resp2 = to_resp2(&reply)?;
+            Some((reply, resp2))
+        });
         let valid = cache.fills.borrow().filling.get(&self.key) == Some(&self.number);
         let waiting = cache.fills.borrow_mut().waiting.remove(&self.number);
+        let answer = reply.as_ref().map(|(resp3, resp2)| (resp3, resp2));
         cache.answer(
+            self.source,
             &self.key,
             waiting.unwrap_or_default(),
-            reply.as_ref(),
+            answer,
             valid,
         );
-        // An error (WRONGTYPE), or the connection's failure, is not stored.
-        let Some(reply) = reply else {
+        let (Some((reply, resp2)), Some(query)) = (reply, self.query.borrow_mut().take()) else {
             return;
         };
-        let cacheable =
-            reply[0] == b'_' || (reply.len() as u64) <= cache.max_value_bytes.saturating_add(24);
+        if reply.len() as u64 > cache.max_value_bytes.saturating_add(24) {
+            return;
+        }
         let ttl = ttl.strip_prefix(b":").and_then(|rest| {
             let end = rest.iter().position(|&b| b == b'\r')?;
             resp::parse_int(&rest[..end])
         });
-        if let (true, Some(ttl)) = (cacheable, ttl) {
-            cache.store(self, reply, ttl);
+        if let Some(ttl) = ttl {
+            cache.store(self, Reply::new(query, reply, resp2), ttl);
         }
     }
 }
@@ -124,7 +154,7 @@ impl Drop for FillTicket {
                 if fills.filling.get(&self.key) == Some(&self.number) {
                     fills.filling.remove(&self.key);
                 }
-                fills.sources.remove(&self.number);
+                fills.reads.remove(&self.number);
                 fills.unread.remove(&self.number);
                 fills.waiting.remove(&self.number)
             };

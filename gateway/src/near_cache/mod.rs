@@ -1,4 +1,4 @@
-//! Near caches: a tenant's reads of hot keys (`GET`) answered from the worker's memory, kept exact by Redis'
+//! Near caches: a tenant's reads of hot keys (`GET`, `HGET`, `HGETALL`, `SMEMBERS`...: `query`) answered from the worker's memory, kept exact by Redis'
 //! own invalidations (docs/near-cache.md).
 //!
 //! Each worker keeps one cache per tenant that has the policy ([`NearCaches`]), and reads into it over
@@ -6,7 +6,8 @@
 //! TRACKING on`, RESP3): Redis pushes an invalidation on the same connection, in order with its replies, for every
 //! change to a key the connection read. A client's own reads and writes never ride those connections (their order
 //! on the client's connection is kept): a read the cache cannot answer goes the usual way, and the cache fills
-//! the key in the background (`GET` and `PTTL`, back to back).
+//! the key in the background (the read itself and `PTTL`, back to back). An entry holds a key's replies to each
+//! read asked of it; any change to the key drops them all.
 //!
 //! What keeps an entry exact:
 //! - a fill that an invalidation of its key (or of every key, or the loss of its connection) overtakes stores
@@ -20,6 +21,8 @@
 
 mod fills;
 mod hot;
+mod query;
+mod sources;
 mod store;
 mod waiters;
 
@@ -33,24 +36,27 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use switchyard_schemas::NearCacheKeys;
 
-use crate::backend::{Backend, BackendConnection, BackendPool, NodeSpec, TrackingSink};
+use crate::backend::BackendPool;
 use crate::metrics::NearCacheCounters;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol};
-use crate::route::Tenant;
+use crate::route::{CacheNode, Tenant};
 pub(crate) use fills::WriteGuard;
 use fills::{FillTicket, Fills};
 use hot::HotFilter;
-use store::{Entry, Store};
+use query::OwnedQuery;
+pub(crate) use query::Query;
+use sources::SourceSlot;
+use store::{Entry, Reply, Store};
 pub(crate) use waiters::Waiter;
 
 /// What the cache says of a read.
 pub(crate) enum Lookup {
-    /// It holds the key: the reply.
+    /// It holds the reply.
     Hit(Bytes),
-    /// The read may wait for a fill of the key (`TenantCache::wait`): in flight (`true`: started by this read),
-    /// or to start once a write of the key in flight is answered.
-    Wait(bool),
+    /// The read may wait for a fill of the key over the tracking connection `source` (`TenantCache::wait`): in
+    /// flight (`started`: sent for this read), or to start once a write of the key in flight is answered.
+    Wait { started: bool, source: u32 },
     /// The read goes to Redis.
     Miss,
 }
@@ -141,6 +147,7 @@ impl NearCaches {
             hot: RefCell::new(HotFilter::default()),
             sources: RefCell::new(Vec::new()),
             next_source: Cell::new(0),
+            map_generation: Cell::new(0),
         });
         self.budget.caches.borrow_mut().push(Rc::downgrade(&cache));
         tenants.insert(tenant.name.clone(), Rc::clone(&cache));
@@ -173,75 +180,20 @@ pub(crate) struct TenantCache {
     hot: RefCell<HotFilter>,
     sources: RefCell<Vec<SourceSlot>>,
     next_source: Cell<u32>,
+    /// On a cluster route: the generation of the slot map the sources were last checked against.
+    map_generation: Cell<u64>,
 }
-
-/// A tracking connection of the cache to one node (and database), and what it tells.
-struct SourceSlot {
-    /// The node as the tracking connection reaches it (in RESP3).
-    node: NodeSpec,
-    /// The route's backends for that node seen so far (one per protocol its clients speak), for a quick match.
-    backends: Vec<Rc<Backend>>,
-    source: Rc<Source>,
-    connection: BackendConnection,
-}
-
-/// What a tracking connection tells the cache (its `TrackingSink`).
-struct Source {
-    id: u32,
-    cache: Weak<TenantCache>,
-    up: Cell<bool>,
-}
-
-impl TrackingSink for Source {
-    fn up(&self) {
-        self.up.set(true);
-    }
-
-    fn invalidated(&self, keys: Option<Vec<Bytes>>) {
-        if let Some(cache) = self.cache.upgrade() {
-            cache.invalidated(self.id, keys);
-        }
-    }
-
-    fn lost(&self) {
-        self.up.set(false);
-        if let Some(cache) = self.cache.upgrade() {
-            cache.invalidated(self.id, None);
-        }
-    }
-}
-
-/// How often a tracking connection that is up is sent `PING`: one whose node stops answering without closing it
-/// (a silent network) fails at the command timeout after it, which drops what it read, even while every read is
-/// a hit and no fill goes over it.
-const HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// Pings the tracking connection `source` of `cache` every [`HEARTBEAT`], for as long as both last.
-async fn heartbeat(cache: Weak<TenantCache>, source: u32) {
-    let mut ticker = tokio::time::interval(HEARTBEAT);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        match cache.upgrade() {
-            Some(cache) if cache.ping(source) => {}
-            _ => return,
-        }
-    }
-}
-
-/// The reply of a RESP2 client to a missing key.
-const NULL_BULK: &[u8] = b"$-1\r\n";
-/// RESP3's null, as the tracking connections read it.
-const NULL: &[u8] = b"_\r\n";
 
 impl TenantCache {
-    /// The reply to `GET key` (`key` as stored, in the tenant's namespace) on `node`, in `protocol`, when the
-    /// cache holds it; else a miss (counted), and the key may be filled in the background: the read may wait for
-    /// that fill (`Filling`).
-    pub(crate) fn get(
+    /// The reply to `query` of `key` (as stored, in the tenant's namespace) on `node` (where the route's writes
+    /// of the key go now), in `protocol`, when the cache holds it, read from that node; else a miss (counted),
+    /// and the key may be filled in the background: off a Redis Cluster, the read may wait for that fill
+    /// (`Wait`).
+    pub(crate) fn read(
         &self,
-        node: &Rc<Backend>,
+        node: &CacheNode,
         key: &[u8],
+        query: &Query<'_>,
         protocol: Protocol,
         now: Instant,
     ) -> Lookup {
@@ -250,32 +202,34 @@ impl TenantCache {
         if up {
             let tick = self.budget.tick();
             let mut store = self.store.borrow_mut();
-            let hit = match store.get(key, tick) {
-                Some(entry) if entry.source != source => None,
-                Some(entry) if entry.expires.is_some_and(|at| at <= now) => None,
-                Some(entry) => Some(entry.reply.clone()),
-                None => None,
-            };
-            if let Some(reply) = hit {
-                counters.hits.fetch_add(1, Ordering::Relaxed);
-                return Lookup::Hit(match (protocol, &reply[..]) {
-                    (Protocol::Resp2, NULL) => Bytes::from_static(NULL_BULK),
-                    _ => reply,
-                });
-            }
-            // Expired, or read over another connection (a sentinel set's former master): gone.
-            if let Some(size) = store.remove(key, None) {
-                drop(store);
-                self.released(size);
+            let found = store.get(key, tick).map(|entry| {
+                // Expired, or read from another node (a sentinel set's former master, the former owner of a
+                // cluster slot): gone.
+                let gone = entry.source != source || entry.expires.is_some_and(|at| at <= now);
+                (gone, entry.reply(query, protocol))
+            });
+            match found {
+                Some((false, Some(reply))) => {
+                    counters.hits.fetch_add(1, Ordering::Relaxed);
+                    return Lookup::Hit(reply);
+                }
+                Some((true, _)) => {
+                    if let Some(size) = store.remove(key, None) {
+                        drop(store);
+                        self.released(size);
+                    }
+                }
+                _ => {}
             }
         }
         counters.misses.fetch_add(1, Ordering::Relaxed);
         if !up {
             return Lookup::Miss;
         }
-        match self.fill(source, key, now) {
-            Some(started) => Lookup::Wait(started),
-            None => Lookup::Miss,
+        match self.fill(source, key, query, now) {
+            // A read that waited would go to Redis after all without the cluster's redirects: not on a cluster.
+            Some(started) if node.cluster.is_none() => Lookup::Wait { started, source },
+            _ => Lookup::Miss,
         }
     }
 
@@ -315,77 +269,11 @@ impl TenantCache {
         }
     }
 
-    /// The tracking connection to `node` (opened on first use): its id, and whether it is up.
-    fn source(&self, node: &Rc<Backend>) -> (u32, bool) {
-        let mut sources = self.sources.borrow_mut();
-        if let Some(slot) = sources
-            .iter()
-            .find(|s| s.backends.iter().any(|b| Rc::ptr_eq(b, node)))
-        {
-            return (slot.source.id, slot.source.up.get());
-        }
-        // The same node for a client of another protocol: the same tracking connection.
-        let spec = node.node().clone().speaking(Protocol::Resp3);
-        if let Some(slot) = sources.iter_mut().find(|s| s.node == spec) {
-            slot.backends.push(Rc::clone(node));
-            return (slot.source.id, slot.source.up.get());
-        }
-        // Another node for the same database (a sentinel set's new master): what was read there is dropped.
-        let moved: Vec<u32> = sources
-            .iter()
-            .filter(|s| s.node.db == spec.db)
-            .map(|s| s.source.id)
-            .collect();
-        sources.retain(|s| s.node.db != spec.db);
-        let id = self.next_source.get();
-        self.next_source.set(id + 1);
-        let source = Rc::new(Source {
-            id,
-            cache: self.me.clone(),
-            up: Cell::new(false),
-        });
-        let sink: Rc<dyn TrackingSink> = Rc::clone(&source) as Rc<dyn TrackingSink>;
-        let connection = self.pool.open_tracking(&spec, sink);
-        tokio::task::spawn_local(heartbeat(self.me.clone(), id));
-        sources.push(SourceSlot {
-            node: spec,
-            backends: vec![Rc::clone(node)],
-            source,
-            connection,
-        });
-        drop(sources);
-        for moved in moved {
-            self.invalidated(moved, None);
-        }
-        (id, false)
-    }
-
-    /// Whether the tracking connection `source` is still the cache's, and up.
-    fn source_up(&self, source: u32) -> bool {
-        let sources = self.sources.borrow();
-        sources
-            .iter()
-            .any(|s| s.source.id == source && s.source.up.get())
-    }
-
-    /// Sends `PING` over the tracking connection `source` if it is up; whether it is still the cache's.
-    fn ping(&self, source: u32) -> bool {
-        let sources = self.sources.borrow();
-        let Some(slot) = sources.iter().find(|s| s.source.id == source) else {
-            return false;
-        };
-        if slot.source.up.get() {
-            let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
-            slot.connection.send(ping, ReplyHandle::discard());
-        }
-        true
-    }
-
-    /// Starts a background fill of `key` over `source`, when nothing forbids it: a write of any key in flight,
-    /// a key not hot enough. Returns whether the read that missed may wait for a fill: one in flight (`Some(true)`:
-    /// started now for this read), or one that starts once the write of the key in flight is answered; `None`
-    /// when no fill will come.
-    fn fill(&self, source: u32, key: &[u8], started: Instant) -> Option<bool> {
+    /// Starts a background fill of `query` of `key` over `source`, when nothing forbids it: a write of any key
+    /// in flight, a key not hot enough. Returns whether the read that missed may wait for a fill of the key: one
+    /// in flight (`Some(true)`: started now for this read), or one that starts once the write of the key in
+    /// flight is answered; `None` when no fill will come.
+    fn fill(&self, source: u32, key: &[u8], query: &Query<'_>, started: Instant) -> Option<bool> {
         {
             let fills = self.fills.borrow();
             if fills.writing_all > 0 {
@@ -401,48 +289,46 @@ impl TenantCache {
                 return Some(false);
             }
         }
-        self.start_fill(source, key, started).map(|_| true)
+        self.start_fill(source, key, query.keep(), started)
+            .map(|_| true)
     }
 
-    /// Sends a fill of `key` over `source` (`GET` and `PTTL`, back to back); returns its number.
-    fn start_fill(&self, source: u32, key: &[u8], started: Instant) -> Option<u64> {
-        let number = {
-            let mut fills = self.fills.borrow_mut();
-            fills.next += 1;
-            let number = fills.next;
-            fills.filling.insert(Bytes::copy_from_slice(key), number);
-            fills.sources.insert(number, source);
-            fills.unread.insert(number);
-            number
-        };
+    /// Sends a fill of `query` of `key` over `source` (the read, then `PTTL`, back to back, as two requests so
+    /// that the read's reply is seen as it comes, before the pushes after it); returns its number.
+    fn start_fill(
+        &self,
+        source: u32,
+        key: &[u8],
+        query: OwnedQuery,
+        started: Instant,
+    ) -> Option<u64> {
         let sources = self.sources.borrow();
-        let Some(slot) = sources.iter().find(|s| s.source.id == source) else {
-            let mut fills = self.fills.borrow_mut();
-            fills.void(Some(key));
-            fills.sources.remove(&number);
-            fills.unread.remove(&number);
-            return None;
-        };
+        let slot = sources.iter().find(|s| s.source.id == source)?;
+        let mut read = BytesMut::with_capacity(2 * key.len() + 64);
+        query.command(&mut read, key);
+        let mut ttl = BytesMut::with_capacity(key.len() + 32);
+        resp::command(&mut ttl, &[&b"PTTL"[..], key]);
+        let number = self.fills.borrow_mut().start(key, source, &query);
         let ticket = Rc::new(FillTicket {
             cache: self.me.clone(),
             key: Bytes::copy_from_slice(key),
+            query: RefCell::new(Some(query)),
             number,
             source,
             started,
             got: RefCell::new(None),
         });
-        // Two requests, so that `GET`'s reply is seen as it is read, before the pushes that follow it.
-        let read = Rc::clone(&ticket);
-        let get = ReplyHandle::discard().split(
+        let first = Rc::clone(&ticket);
+        let replies = ReplyHandle::discard().split(
             1,
             Box::new(move |replies: Vec<Bytes>| {
                 if let Some(reply) = replies.into_iter().next() {
-                    read.read(reply);
+                    first.read(reply);
                 }
                 Bytes::new()
             }),
         );
-        let ttl = ReplyHandle::discard().split(
+        let then = ReplyHandle::discard().split(
             1,
             Box::new(move |replies: Vec<Bytes>| {
                 if let Some(reply) = replies.first() {
@@ -451,11 +337,10 @@ impl TenantCache {
                 Bytes::new()
             }),
         );
-        for (command, handle) in [(&b"GET"[..], get), (&b"PTTL"[..], ttl)] {
-            let mut raw = BytesMut::with_capacity(key.len() + 32);
-            resp::command(&mut raw, &[command, key]);
-            for handle in handle {
-                slot.connection.send(raw.clone().freeze(), handle);
+        for (raw, handles) in [(read, replies), (ttl, then)] {
+            let raw = raw.freeze();
+            for handle in handles {
+                slot.connection.send(raw.clone(), handle);
             }
         }
         Some(number)
@@ -485,8 +370,9 @@ impl TenantCache {
         self.dropped(dropped);
     }
 
-    /// Stores what a fill read, unless it was voided.
-    fn store(&self, ticket: &FillTicket, reply: Bytes, ttl_ms: i64) {
+    /// Stores what a fill read (beside the key's other replies read over the same connection), unless it was
+    /// voided.
+    fn store(&self, ticket: &FillTicket, reply: Reply, ttl_ms: i64) {
         if self.fills.borrow().filling.get(&ticket.key) != Some(&ticket.number) {
             return;
         }
@@ -495,7 +381,21 @@ impl TenantCache {
             ms if ms > 0 => Some(ticket.started + Duration::from_millis(ms as u64)),
             _ => return, // expiring now
         };
-        let entry = Entry::new(&ticket.key, ticket.source, reply, expires);
+        // No invalidation of the key came since its entry's replies were read (it would have dropped them), nor
+        // since this fill was sent (it would have voided it): they hold together.
+        let taken = self.store.borrow_mut().take(&ticket.key);
+        let now = Instant::now();
+        let mut entry = match taken {
+            Some(entry) => {
+                self.released(entry.size());
+                match entry.source == ticket.source && entry.expires.is_none_or(|at| at > now) {
+                    true => entry,
+                    false => Entry::new(&ticket.key, ticket.source),
+                }
+            }
+            None => Entry::new(&ticket.key, ticket.source),
+        };
+        entry.add(reply, expires);
         let size = entry.size();
         if size > self.max_bytes || size > self.budget.max_bytes {
             return;

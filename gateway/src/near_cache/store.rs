@@ -1,21 +1,54 @@
-//! The entries of one tenant's near cache on one worker: each key's reply (as a RESP3 connection read it), which
-//! tracking connection read it, when it expires, and the order of their last reads (least recent first), for
-//! eviction.
+//! The entries of one tenant's near cache on one worker: each key's replies to the reads asked of it (as a RESP3
+//! connection read them, and in RESP2), which tracking connection read them, when the key expires, and the order
+//! of their last reads (least recent first), for eviction.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use bytes::Bytes;
 
-/// What an entry costs beyond its key and reply: the map's and the order's share, counted so that many tiny
+use super::query::{OwnedQuery, Query};
+use crate::resp::Protocol;
+
+/// What an entry costs beyond its key and replies: the map's and the order's share, counted so that many tiny
 /// values cannot exceed the bound by their bookkeeping.
 const ENTRY_OVERHEAD: u64 = 96;
+/// What each reply of an entry costs beyond its bytes.
+const REPLY_OVERHEAD: u64 = 64;
+/// The most replies an entry keeps (`HGET`s of as many fields): beyond, the oldest makes room.
+pub(super) const MAX_REPLIES: usize = 32;
+
+/// One read's reply, in both protocols.
+pub(super) struct Reply {
+    query: OwnedQuery,
+    resp3: Bytes,
+    /// The same bytes as `resp3` (shared) when the forms do not differ.
+    resp2: Bytes,
+}
+
+impl Reply {
+    pub(super) fn new(query: OwnedQuery, resp3: Bytes, resp2: Bytes) -> Reply {
+        Reply {
+            query,
+            resp3,
+            resp2,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        let resp2 = match self.resp2.as_ptr() == self.resp3.as_ptr() {
+            true => 0,
+            false => self.resp2.len() as u64,
+        };
+        self.query.size() + self.resp3.len() as u64 + resp2 + REPLY_OVERHEAD
+    }
+}
 
 pub(super) struct Entry {
     /// The tracking connection (`Source`) that read it: only its invalidations concern the entry.
     pub(super) source: u32,
-    /// `GET`'s reply: a bulk string, or RESP3's null.
-    pub(super) reply: Bytes,
+    /// The replies to the reads asked of the key so far, each read over `source` since its last invalidation.
+    replies: Vec<Reply>,
     /// When Redis expires the key, at the latest (none: no TTL).
     pub(super) expires: Option<Instant>,
     tick: u64,
@@ -23,19 +56,47 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    pub(super) fn new(key: &Bytes, source: u32, reply: Bytes, expires: Option<Instant>) -> Entry {
-        let size = key.len() as u64 + reply.len() as u64 + ENTRY_OVERHEAD;
+    pub(super) fn new(key: &Bytes, source: u32) -> Entry {
         Entry {
             source,
-            reply,
-            expires,
+            replies: Vec::new(),
+            expires: None,
             tick: 0,
-            size,
+            size: key.len() as u64 + ENTRY_OVERHEAD,
         }
     }
 
     pub(super) fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The reply to `query`, in `protocol`, if the entry holds it.
+    pub(super) fn reply(&self, query: &Query<'_>, protocol: Protocol) -> Option<Bytes> {
+        let reply = self.replies.iter().find(|r| r.query.matches(query))?;
+        Some(match protocol {
+            Protocol::Resp2 => reply.resp2.clone(),
+            Protocol::Resp3 => reply.resp3.clone(),
+        })
+    }
+
+    /// Adds `reply`, read when the key expired at `expires` (in place of one to the same read); the entry expires
+    /// at the earlier of its deadlines.
+    pub(super) fn add(&mut self, reply: Reply, expires: Option<Instant>) {
+        let same = self.replies.iter().position(|r| r.query == reply.query);
+        let replaced = match same {
+            Some(i) => Some(self.replies.remove(i)),
+            None if self.replies.len() >= MAX_REPLIES => Some(self.replies.remove(0)),
+            None => None,
+        };
+        if let Some(replaced) = replaced {
+            self.size -= replaced.size();
+        }
+        self.size += reply.size();
+        self.replies.push(reply);
+        self.expires = match (self.expires, expires) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -64,6 +125,14 @@ impl Store {
             self.order.insert(tick, key);
         }
         entry.tick = tick;
+        Some(entry)
+    }
+
+    /// Takes the entry of `key` out (to add a reply to it and put it back).
+    pub(super) fn take(&mut self, key: &[u8]) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        self.order.remove(&entry.tick);
+        self.bytes -= entry.size;
         Some(entry)
     }
 
@@ -126,9 +195,95 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::near_cache::query::Kind;
+
+    fn query(kind: Kind, rest: &[&str]) -> OwnedQuery {
+        let rest: Vec<Bytes> = rest
+            .iter()
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect();
+        Query { kind, rest: &rest }.keep()
+    }
+
+    fn reply(query: OwnedQuery, resp3: &'static [u8], resp2: &'static [u8]) -> Reply {
+        let resp3 = Bytes::from_static(resp3);
+        let resp2 = match resp2 == &resp3[..] {
+            true => resp3.clone(),
+            false => Bytes::from_static(resp2),
+        };
+        Reply::new(query, resp3, resp2)
+    }
 
     fn entry(key: &Bytes, source: u32) -> Entry {
-        Entry::new(key, source, Bytes::from_static(b"$1\r\nv\r\n"), None)
+        let mut entry = Entry::new(key, source);
+        let v = b"$1\r\nv\r\n";
+        entry.add(reply(query(Kind::Get, &[]), v, v), None);
+        entry
+    }
+
+    #[test]
+    fn an_entry_holds_each_read_of_its_key_in_both_protocols() {
+        let key = Bytes::from("h");
+        let mut entry = Entry::new(&key, 1);
+        let empty = entry.size();
+        let all = reply(query(Kind::Hgetall, &[]), b"%0\r\n", b"*0\r\n");
+        entry.add(all, None);
+        let now = Instant::now();
+        let later = now + std::time::Duration::from_secs(1);
+        let field = |value: &'static [u8]| reply(query(Kind::Hget, &["f"]), value, value);
+        entry.add(field(b"$1\r\na\r\n"), Some(later));
+        entry.add(field(b"$1\r\nb\r\n"), Some(now));
+        assert_eq!(entry.expires, Some(now));
+        let args = [Bytes::from("f")];
+        let hget = Query {
+            kind: Kind::Hget,
+            rest: &args,
+        };
+        assert_eq!(
+            entry.reply(&hget, Protocol::Resp2).as_deref(),
+            Some(&b"$1\r\nb\r\n"[..])
+        );
+        let hgetall = Query {
+            kind: Kind::Hgetall,
+            rest: &[],
+        };
+        assert_eq!(
+            entry.reply(&hgetall, Protocol::Resp3).as_deref(),
+            Some(&b"%0\r\n"[..])
+        );
+        assert_eq!(
+            entry.reply(&hgetall, Protocol::Resp2).as_deref(),
+            Some(&b"*0\r\n"[..])
+        );
+        let other = [Bytes::from("g")];
+        assert!(
+            entry
+                .reply(
+                    &Query {
+                        kind: Kind::Hget,
+                        rest: &other
+                    },
+                    Protocol::Resp3
+                )
+                .is_none()
+        );
+        // Counted once each (the field's second reply replaced the first), the RESP2 copy too.
+        let one_field = field(b"$1\r\nb\r\n").size();
+        let hgetall_size = reply(query(Kind::Hgetall, &[]), b"%0\r\n", b"*0\r\n").size();
+        assert_eq!(entry.size(), empty + one_field + hgetall_size);
+        // At most MAX_REPLIES: the oldest go.
+        for i in 0..MAX_REPLIES {
+            let name = format!("f{i}");
+            let rest = [Bytes::from(name)];
+            let owned = Query {
+                kind: Kind::Hget,
+                rest: &rest,
+            }
+            .keep();
+            entry.add(reply(owned, b":1\r\n", b":1\r\n"), None);
+        }
+        assert!(entry.reply(&hgetall, Protocol::Resp3).is_none());
+        assert_eq!(entry.replies.len(), MAX_REPLIES);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Reads that wait for a fill instead of going to Redis themselves: a hot key just invalidated is read by many
 //! clients before its fill is back, and each would otherwise cross to Redis.
 //!
-//! A waiting read is answered with what the fill's `GET` read when that is a value the read may return:
+//! A waiting read is answered with what the fill read (the same read, of the same key, over the same tracking
+//! connection) when that is a value the read may return:
 //! - the fill was sent after the read arrived (the read's own miss started it, or the read waited for a write
-//!   of its key to be answered first, or for a fill voided under it): the `GET` ran while the read was in
+//!   of its key to be answered first, or for a fill voided under it): the fill's read ran while the read was in
 //!   progress, so its value is one the key had during the read, whatever came after;
 //! - the fill was sent before the read arrived, and no invalidation of the key reached the gateway before the
 //!   fill was complete: its value is then what a hit on the entry it stores would answer.
@@ -16,58 +17,52 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::TenantCache;
+use super::query::{OwnedQuery, Query};
 use crate::backend::Backend;
 use crate::reply::ReplyHandle;
 use crate::resp::Protocol;
 
-/// A read of a key waiting for the key's fill.
+/// A read of a key waiting for a fill.
 pub(crate) struct Waiter {
     /// Where its reply goes.
-    pub(crate) handle: ReplyHandle,
-    /// The client's protocol: a missing key is `$-1` in RESP2.
-    pub(crate) protocol: Protocol,
-    /// The read as Redis would be sent it (`GET key`, the key as stored), the node and the client's connection
-    /// to it (`affinity`): where it goes when the fill cannot answer it.
-    pub(crate) request: Bytes,
-    pub(crate) node: Rc<Backend>,
-    pub(crate) affinity: usize,
+    handle: ReplyHandle,
+    /// The client's protocol, the reply's form.
+    protocol: Protocol,
+    /// What it reads.
+    query: OwnedQuery,
+    /// The read as Redis would be sent it (the key as stored), the node it goes to and the client's connection
+    /// to it (`affinity`): where it goes when no fill can answer it.
+    request: Bytes,
+    node: Rc<Backend>,
+    affinity: usize,
     /// Whether its fill was sent after it arrived (set by the cache).
-    pub(super) before_fill: bool,
-    /// The tracking connection its fill reads over (set by the cache): a fill of the same key over another
-    /// (another database, a former master) is not its.
-    source: u32,
+    before_fill: bool,
 }
 
 impl Waiter {
-    /// A read of `request` on `node` whose reply goes to `handle`.
+    /// A read of `query` of `key` (as stored) on `node`, whose reply goes to `handle`.
     pub(crate) fn new(
         handle: ReplyHandle,
         protocol: Protocol,
-        request: Bytes,
+        (query, key): (&Query<'_>, &[u8]),
         node: Rc<Backend>,
         affinity: usize,
     ) -> Waiter {
+        let query = query.keep();
+        let mut request = BytesMut::with_capacity(key.len() + 32);
+        query.command(&mut request, key);
         Waiter {
             handle,
             protocol,
-            request,
+            query,
+            request: request.freeze(),
             node,
             affinity,
             before_fill: false,
-            source: u32::MAX,
         }
-    }
-
-    /// Answers with `reply`, a fill's `GET` reply (RESP3).
-    fn deliver(self, reply: &Bytes) {
-        let reply = match (self.protocol, &reply[..]) {
-            (Protocol::Resp2, super::NULL) => Bytes::from_static(super::NULL_BULK),
-            _ => reply.clone(),
-        };
-        self.handle.deliver(reply);
     }
 
     /// Sends the read to Redis over the client's connection.
@@ -77,86 +72,91 @@ impl Waiter {
 }
 
 impl TenantCache {
-    /// Has `waiter` wait for the fill of `key` that `get` said it may wait for (`started`: sent for it); without
-    /// one, it goes to Redis at once.
-    pub(crate) fn wait(&self, key: &[u8], started: bool, mut waiter: Waiter) {
-        waiter.source = self.source(&waiter.node).0;
+    /// Has `waiter`, a read of `key` (as stored), wait for the fill over `source` that `read` said it may wait
+    /// for (`started`: sent for it); without one, it goes to Redis at once.
+    pub(crate) fn wait(&self, key: &[u8], source: u32, started: bool, mut waiter: Waiter) {
         let mut fills = self.fills.borrow_mut();
-        match fills.filling.get(key) {
-            Some(&number) if fills.sources.get(&number) == Some(&waiter.source) => {
-                waiter.before_fill = started;
-                fills.waiting.entry(number).or_default().push(waiter);
-            }
-            None if fills.writing.contains_key(key) => {
-                waiter.before_fill = true;
-                let key = (waiter.source, Bytes::copy_from_slice(key));
-                fills.after_write.entry(key).or_default().push(waiter);
-            }
-            _ => {
-                drop(fills);
-                waiter.resend();
-            }
+        if let Some(number) = fills.in_flight(key, source, |query| *query == waiter.query) {
+            waiter.before_fill = started;
+            fills.waiting.entry(number).or_default().push(waiter);
+        } else if !fills.filling.contains_key(key) && fills.writing.contains_key(key) {
+            waiter.before_fill = true;
+            let key = (source, Bytes::copy_from_slice(key));
+            fills.after_write.entry(key).or_default().push(waiter);
+        } else {
+            drop(fills);
+            waiter.resend();
         }
     }
 
-    /// The fill of `key` that `waiting` waited for is complete: its `GET` read `reply` (`None`: it failed), and
-    /// `valid` says whether no invalidation of the key came before it was.
+    /// The fill of `key` over `source` that `waiting` waited for is complete: it read `reply` (in RESP3 and in
+    /// RESP2's forms; `None`: it failed), and `valid` says whether no invalidation of the key came before it was.
     pub(super) fn answer(
         &self,
+        source: u32,
         key: &Bytes,
         waiting: Vec<Waiter>,
-        reply: Option<&Bytes>,
+        reply: Option<(&Bytes, &Bytes)>,
         valid: bool,
     ) {
         let mut later = Vec::new();
         for waiter in waiting {
             match reply {
-                Some(reply) if waiter.before_fill || valid => waiter.deliver(reply),
+                Some((resp3, resp2)) if waiter.before_fill || valid => {
+                    let reply = match waiter.protocol {
+                        Protocol::Resp2 => resp2,
+                        Protocol::Resp3 => resp3,
+                    };
+                    waiter.handle.deliver(reply.clone());
+                }
                 Some(_) => later.push(waiter),
                 None => waiter.resend(),
             }
         }
-        if let Some(source) = later.first().map(|waiter| waiter.source) {
-            self.requeue(source, key, later);
-        }
+        self.requeue(source, key, later);
     }
 
     /// Puts `waiters`, reads of `key` over the tracking connection `source` that arrived before now, on the next
-    /// fill of `key` there: the one in flight (started after they arrived: while they waited, the fill they
-    /// waited for held the key), the one after the write of the key in flight, or one sent now; when none can
-    /// be, they go to Redis.
+    /// fill of their read there: the one in flight (started after they arrived: while they waited, the fill they
+    /// waited for held the key), the one after the write of the key in flight, or one sent now. When none can
+    /// be (another read's fill holds the key, a script is in flight, the connection is down), and for the reads
+    /// of another kind than the first, they go to Redis.
     pub(super) fn requeue(&self, source: u32, key: &Bytes, mut waiters: Vec<Waiter>) {
+        let Some(query) = waiters.first().map(|waiter| waiter.query.clone()) else {
+            return;
+        };
         for waiter in &mut waiters {
             waiter.before_fill = true;
         }
+        let (same, other): (Vec<Waiter>, Vec<Waiter>) = waiters
+            .into_iter()
+            .partition(|waiter| waiter.query == query);
+        other.into_iter().for_each(Waiter::resend);
         let mut fills = self.fills.borrow_mut();
-        match fills.filling.get(key) {
-            Some(&number) if fills.sources.get(&number) == Some(&source) => {
-                fills.waiting.entry(number).or_default().extend(waiters);
-                return;
-            }
-            Some(_) => {}
+        let number = match fills.in_flight(key, source, |q| *q == query) {
+            Some(number) => Some(number),
+            None if fills.filling.contains_key(key) || fills.writing_all > 0 => None,
             None if fills.writing.contains_key(key) => {
                 let key = (source, key.clone());
-                fills.after_write.entry(key).or_default().extend(waiters);
+                fills.after_write.entry(key).or_default().extend(same);
                 return;
             }
-            None if fills.writing_all == 0 => {
+            None => {
                 drop(fills);
-                let up = self.source_up(source);
-                if let Some(number) = up
-                    .then(|| self.start_fill(source, key, Instant::now()))
-                    .flatten()
-                {
-                    let mut fills = self.fills.borrow_mut();
-                    fills.waiting.entry(number).or_default().extend(waiters);
-                    return;
-                }
-                return waiters.into_iter().for_each(Waiter::resend);
+                let number = match self.source_up(source) {
+                    true => self.start_fill(source, key, query, Instant::now()),
+                    false => None,
+                };
+                fills = self.fills.borrow_mut();
+                number
             }
-            None => {}
+        };
+        match number {
+            Some(number) => fills.waiting.entry(number).or_default().extend(same),
+            None => {
+                drop(fills);
+                same.into_iter().for_each(Waiter::resend);
+            }
         }
-        drop(fills);
-        waiters.into_iter().for_each(Waiter::resend);
     }
 }

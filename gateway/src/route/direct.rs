@@ -3,7 +3,6 @@
 
 use std::rc::Rc;
 
-use switchyard_schemas::AckMode;
 use switchyard_schemas::placement::{slot_of, slot_of_prefixed};
 
 use super::resolve::Endpoint;
@@ -75,46 +74,11 @@ impl DirectRoute {
     }
 }
 
-impl DirectRoute {
-    /// Whether a near cache serves the route: reads and writes go to the same plain Redis or sentinel-managed
-    /// master (see `cache_node`).
-    pub(crate) fn caches(&self) -> bool {
-        match (&self.read, &self.write) {
-            (Direct::Node(read), Direct::Node(write)) => Rc::ptr_eq(read, write),
-            (Direct::Master(read), Direct::Master(write)) => Rc::ptr_eq(read, write),
-            _ => false,
-        }
-    }
-
-    /// The node a near cache fills from and tracks (see `near_cache`): the one node, or the sentinel set's master
-    /// as known now, when reads and writes both go there; `None` for a cluster, replica reads, or a master not
-    /// known yet.
-    pub(crate) fn cache_node(&self) -> Option<Rc<Backend>> {
-        match (&self.read, &self.write) {
-            (Direct::Node(read), Direct::Node(write)) if Rc::ptr_eq(read, write) => {
-                Some(Rc::clone(read))
-            }
-            (Direct::Master(read), Direct::Master(write)) if Rc::ptr_eq(read, write) => {
-                read.known_master()
-            }
-            _ => None,
-        }
-    }
-}
-
 impl ResolvedRoute {
     /// The route's nodes, when it is a direct route.
     pub(crate) fn direct(&self) -> Option<DirectRoute> {
-        let [target] = &self.shards[..] else {
-            return None;
-        };
-        let [write, copies @ ..] = &target.write[..] else {
-            return None;
-        };
         // A double-write is direct when the client waits for the primary only, and every copy is a plain Redis.
-        if !copies.is_empty() && target.ack != AckMode::Primary {
-            return None;
-        }
+        let (target, write, copies) = self.one_primary()?;
         let copies = copies
             .iter()
             .map(|copy| match (&copy.upstream, &copy.detached) {

@@ -18,6 +18,7 @@ use crate::tenant::TenantRuntime;
 
 mod build;
 mod by_name;
+mod cached;
 mod catalog;
 mod credentials;
 mod dedicated;
@@ -37,6 +38,7 @@ mod scan;
 
 pub(crate) use build::Refused;
 pub(crate) use by_name::{ByName, Named};
+pub(crate) use cached::{CacheNode, CacheRoute};
 pub(crate) use catalog::Catalog;
 use credentials::DigestIndex;
 pub(crate) use dedicated::{Dedicated, Opening};

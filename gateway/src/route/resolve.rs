@@ -146,6 +146,22 @@ impl ResolvedRoute {
         }
     }
 
+    /// The route's one target, its primary write resource and its double-write copies, when it has one target
+    /// whose clients wait for the primary only (the write goes to one resource, or its copies are acknowledged
+    /// with `ack: primary`).
+    pub(super) fn one_primary(&self) -> Option<(&ResolvedTarget, &Endpoint, &[Endpoint])> {
+        let [target] = &self.shards[..] else {
+            return None;
+        };
+        let [write, copies @ ..] = &target.write[..] else {
+            return None;
+        };
+        if !copies.is_empty() && target.ack != AckMode::Primary {
+            return None;
+        }
+        Some((target, write, copies))
+    }
+
     /// The shard of a key, and its hash slot when that shard's target has a cluster resource.
     pub(crate) fn locate(&self, plan: &RoutePlan, key: &[u8]) -> Place {
         let shard = plan.shard_of(key);

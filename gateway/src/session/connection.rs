@@ -18,6 +18,7 @@ use super::fault;
 use super::output::{Output, Socket, poll_socket};
 use super::{BUFFER_SIZE, MAX_OUTSTANDING, MAX_PARKED_INPUT, MAX_UNREAD_WHILE_READING, Session};
 use crate::metrics::Closed;
+use crate::near_cache::Query;
 use crate::net::Stream;
 use crate::resp::RequestDecoder;
 use crate::route::Run;
@@ -261,7 +262,8 @@ impl Connection {
                             let client = &self.session.client;
                             let to = (&client.replies, client.protocol, client.info.id as usize);
                             let request = frame.0.freeze();
-                            self.session.near.wait_for_fill(wait, &request, to, now);
+                            let read = (&Query::GET, &request);
+                            self.session.near.wait_for_fill(wait, read, to, now);
                             self.held_back = true;
                             break;
                         }

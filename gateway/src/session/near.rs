@@ -1,43 +1,45 @@
-//! The session's side of its tenant's near cache (`near_cache`): a `GET` the cache holds is answered in its
+//! The session's side of its tenant's near cache (`near_cache`): a read the cache holds (`near_cache::Query`) is
+//! answered in its
 //! place among the client's replies; a write drops the keys it names from the cache before it is sent, and keeps
 //! them from being filled until its reply is in (the client reads its own writes); a write in a transaction or a
 //! blocking command, whose replies come another way, does so for every key until every reply of the client is in.
 //!
-//! A read the cache cannot answer goes on along the steps, in order with the client's other commands; the cache
-//! fills the key in the background for the next read.
+//! A read the cache cannot answer waits for the fill of its key that the cache then sends (or has in flight), its
+//! reply in its place among the client's and the client's next requests held until it has it (see
+//! `near_cache::waiters`); or, when it cannot wait, goes on along the steps, in order with the client's other
+//! commands.
+//!
+//! Hits of `GET` are answered on the direct path too (`NearView::read`); the other cached reads, and every
+//! command that may write, take the steps.
 
 use std::cell::Cell;
 use std::ops::ControlFlow::{self, Continue};
 use std::rc::Rc;
 use std::sync::Arc;
-
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::Session;
 use super::steps::Command;
-use crate::backend::Backend;
 use crate::cmd::{self, CommandSpec, Policy, flag};
 use crate::family::Family;
-use crate::near_cache::{Lookup, TenantCache, Waiter, WriteGuard};
+use crate::near_cache::{Lookup, Query, TenantCache, Waiter, WriteGuard};
 use crate::reply::{ReplyQueue, Transform, chain};
-use crate::resp::{self, Frame, Protocol, RequestDecoder};
-use crate::route::{DirectRoute, ResolvedRoute, Tenant};
+use crate::resp::{Frame, Protocol, RequestDecoder};
+use crate::route::{CacheNode, CacheRoute, ResolvedRoute, Tenant};
 use crate::tenancy::Namespace;
 use crate::worker::Worker;
 
-/// A tenant's near cache as a session sees it: the cache, and the route's node it reads.
+/// A tenant's near cache as a session sees it: the cache, and where it fills the route's keys from.
 pub(super) struct NearView {
     cache: Rc<TenantCache>,
-    route: DirectRoute,
+    route: CacheRoute,
 }
 
 impl NearView {
-    /// The near cache of `tenant` on `route`, when it has the policy and the route is one the cache serves: one
-    /// node or a sentinel-managed master for reads and writes alike (double-writes waiting for the primary
-    /// only included), no migration checking its commands. A cluster, replica reads or any other route shape
-    /// are served without the cache.
+    /// The near cache of `tenant` on `route`, when it has the policy, the route is one the cache serves (see
+    /// `route::CacheRoute`) and no migration checks its commands.
     pub(super) fn of(
         worker: &Worker,
         tenant: &Arc<Tenant>,
@@ -47,29 +49,30 @@ impl NearView {
         if tenant.readiness.is_some() {
             return None;
         }
-        let route = route.direct().filter(DirectRoute::caches)?;
+        let route = route.cache_route()?;
         let cache = worker.near_caches.for_tenant(tenant)?;
         Some(NearView { cache, route })
     }
 }
 
 impl NearView {
-    /// What the cache says of `GET key` (`key` as stored), with the node it reads (`None`: a sentinel master not
-    /// known yet, the read goes to Redis).
-    pub(super) fn get(
+    /// What the cache says of `query` of `key` (as stored), with the node it reads `key` from (`None`: not known
+    /// now, the read goes to Redis).
+    fn lookup(
         &self,
         key: &[u8],
+        query: &Query<'_>,
         protocol: Protocol,
         now: Instant,
-    ) -> Option<(Lookup, Rc<Backend>)> {
-        let node = self.route.cache_node()?;
-        Some((self.cache.get(&node, key, protocol, now), node))
+    ) -> Option<(Lookup, CacheNode)> {
+        let node = self.route.node(key)?;
+        Some((self.cache.read(&node, key, query, protocol, now), node))
     }
-}
 
-impl NearView {
-    /// A request of a tenant with a near cache, on the direct path: what the cache does with it, or `None` for
-    /// a command that may write (its keys are dropped from the cache on the dispatch path).
+    /// A request of a tenant with a near cache, on the direct path: what the cache does with a `GET`, or with
+    /// another request that neither writes nor is a read the cache answers (it goes on); `None` for the others
+    /// (the reads the cache answers but `GET`, and every command that may write: its keys are dropped from the
+    /// cache), which take the steps.
     pub(super) fn read(
         &self,
         spec: &'static CommandSpec,
@@ -80,7 +83,7 @@ impl NearView {
         now: Instant,
     ) -> Option<NearRead> {
         if spec.id != cmd::Command::Get || decoder.arg_count() != 2 {
-            return (!may_write(spec)).then_some(NearRead::Forward);
+            return (!may_write(spec) && !Query::cached(spec.id)).then_some(NearRead::Forward);
         }
         let key = decoder.arg(frame, 1)?;
         let stored;
@@ -91,17 +94,26 @@ impl NearView {
             }
             None => key,
         };
-        Some(match self.get(key, protocol, now) {
+        Some(self.outcome(key, &Query::GET, protocol, now))
+    }
+
+    /// What the cache does with `query` of `key` (as stored).
+    fn outcome(&self, key: &[u8], query: &Query<'_>, protocol: Protocol, now: Instant) -> NearRead {
+        match self.lookup(key, query, protocol, now) {
             Some((Lookup::Hit(reply), _)) => NearRead::Hit(reply),
-            Some((Lookup::Wait(started), node)) => {
-                NearRead::Wait(FillWait::new(self, node, key, started))
-            }
+            Some((Lookup::Wait { started, source }, node)) => NearRead::Wait(FillWait {
+                cache: Rc::clone(&self.cache),
+                node: node.backend,
+                key: Bytes::copy_from_slice(key),
+                source,
+                started,
+            }),
             Some((Lookup::Miss, _)) | None => NearRead::Forward,
-        })
+        }
     }
 }
 
-/// What the near cache does with a request on the direct path.
+/// What the near cache does with a request.
 pub(super) enum NearRead {
     /// Answers it.
     Hit(Bytes),
@@ -114,26 +126,17 @@ pub(super) enum NearRead {
 /// A read that waits for the fill of its key (see `near_cache::waiters`).
 pub(super) struct FillWait {
     cache: Rc<TenantCache>,
-    node: Rc<Backend>,
+    /// The node it goes to if the fill cannot answer it.
+    node: Rc<crate::backend::Backend>,
     key: Bytes,
-    /// Whether the read's own miss started the fill.
+    /// The tracking connection of the fill, and whether the read's own miss started it.
+    source: u32,
     started: bool,
-}
-
-impl FillWait {
-    pub(super) fn new(near: &NearView, node: Rc<Backend>, key: &[u8], started: bool) -> FillWait {
-        FillWait {
-            cache: Rc::clone(&near.cache),
-            node,
-            key: Bytes::copy_from_slice(key),
-            started,
-        }
-    }
 }
 
 /// Whether a command may write keys: its table says so, or it may replicate (scripts and functions, whose keys
 /// are their author's), pub/sub aside.
-pub(super) fn may_write(spec: &CommandSpec) -> bool {
+fn may_write(spec: &CommandSpec) -> bool {
     (spec.has(flag::WRITE) || spec.has(flag::MAY_REPLICATE)) && !spec.has(flag::PUBSUB)
 }
 
@@ -155,22 +158,21 @@ impl Session {
             return Continue(command);
         }
         let args = command.request.args();
-        if spec.id == cmd::Command::Get && args.len() == 2 {
+        if let Some(query) = Query::of(spec.id, args) {
             let key = stored(namespace, &args[1]);
-            let request = command.request.raw();
-            match near.get(&key, self.client.protocol, command.started) {
-                Some((Lookup::Hit(reply), _)) => {
-                    self.client.replies.tag(Some(request));
-                    self.client.replies.push_ready(reply, command.started);
-                    self.client.replies.tag(None);
+            let (client, request) = (&self.client, command.request.raw());
+            match near.outcome(&key, &query, client.protocol, command.started) {
+                NearRead::Hit(reply) => {
+                    client.replies.tag(Some(request));
+                    client.replies.push_ready(reply, command.started);
+                    client.replies.tag(None);
                 }
-                Some((Lookup::Wait(started), node)) => {
-                    let wait = FillWait::new(near, node, &key, started);
-                    let client = &self.client;
+                NearRead::Wait(wait) => {
                     let to = (&client.replies, client.protocol, client.info.id as usize);
-                    self.near.wait_for_fill(wait, request, to, command.started);
+                    self.near
+                        .wait_for_fill(wait, (&query, request), to, command.started);
                 }
-                Some((Lookup::Miss, _)) | None => return Continue(command),
+                NearRead::Forward => return Continue(command),
             }
             return ControlFlow::Break(());
         }
@@ -213,13 +215,14 @@ pub(super) struct NearState {
 }
 
 impl NearState {
-    /// Has the read `request` wait for the fill of its key (`wait`), its reply in its place among the client's
-    /// (`replies`; in `protocol`, from its connection `affinity` if it goes to Redis after all); the client's
-    /// next requests are not read until it has its reply (see `near_cache::waiters`).
+    /// Has the read `query` (`request`, as the client sent it) wait for the fill of its key (`wait`), its reply
+    /// in its place among the client's (`replies`; in `protocol`, from its connection `affinity` if it goes to
+    /// Redis after all); the client's next requests are not read until it has its reply (see
+    /// `near_cache::waiters`).
     pub(super) fn wait_for_fill(
         &self,
         wait: FillWait,
-        request: &Bytes,
+        (query, request): (&Query<'_>, &Bytes),
         (replies, protocol, affinity): (&Rc<ReplyQueue>, Protocol, usize),
         now: Instant,
     ) {
@@ -233,10 +236,10 @@ impl NearState {
             })),
         );
         replies.tag(None);
-        let mut request = BytesMut::with_capacity(wait.key.len() + 32);
-        resp::command(&mut request, &[&b"GET"[..], &wait.key]);
-        let waiter = Waiter::new(handle, protocol, request.freeze(), wait.node, affinity);
-        wait.cache.wait(&wait.key, wait.started, waiter);
+        let read = (query, &wait.key[..]);
+        let waiter = Waiter::new(handle, protocol, read, wait.node, affinity);
+        wait.cache
+            .wait(&wait.key, wait.source, wait.started, waiter);
     }
 
     /// Whether a read of the client waits for a fill (its next requests wait until it has its reply).

@@ -330,6 +330,37 @@ impl ClusterBackend {
         Some(self.spec.node(&shard.addr, NodeRole::Any))
     }
 
+    /// The master owning `slot` as this worker reaches it (a near cache fills its keys from there); `None`
+    /// while the slot map does not know it.
+    pub(crate) fn master_backend(&self, slot: u16) -> Option<Rc<Backend>> {
+        let map = self.map();
+        let index = *map.topology.owner.get(usize::from(slot))?;
+        map.shards
+            .get(usize::from(index))
+            .map(|s| Rc::clone(&s.master))
+    }
+
+    /// The generation of the slot map this worker routes with (taking the process's newer one first).
+    pub(crate) fn map_generation(&self) -> u64 {
+        self.map().generation
+    }
+
+    /// Whether the slot map names the node at `addr` a master.
+    pub(crate) fn is_master(&self, addr: &str) -> bool {
+        self.map().shards.iter().any(|s| s.addr == addr)
+    }
+
+    /// Whether `other` is the same cluster, seen with the same credentials (this worker's views of one topology,
+    /// for different read modes or protocols).
+    pub(crate) fn same_cluster(&self, other: &ClusterBackend) -> bool {
+        Arc::ptr_eq(&self.topology, &other.topology)
+    }
+
+    /// Whether reads go to replicas (`-slaves` resources).
+    pub(crate) fn reads_replicas(&self) -> bool {
+        self.spec.replicas.is_some()
+    }
+
     /// Sends to the master owning `slot` without following redirects, or returns the request when the slot map
     /// does not know the owner yet. For a transaction's commands, which must reach one node back to back: a
     /// `MOVED` inside it fails the transaction, as on Redis Cluster, instead of resending one command alone.

@@ -1,95 +1,20 @@
 //! The near cache against a real redis-server: hits that Redis never sees, and no stale read once Redis told the
 //! gateway of a change (docs/near-cache.md): a direct write, expiry, FLUSHDB, a killed tracking connection, a
-//! restarted backend, a namespace, the memory bound, and a checker of many writers and readers.
+//! restarted backend, a namespace, the memory bound, and a checker of many writers and readers; the other reads
+//! it answers (`reads`); a Redis Cluster route (`cluster`); replica reads (`replicas`).
 
-use std::time::{Duration, Instant};
+mod cluster;
+mod fills;
+mod harness;
+mod reads;
+mod replicas;
 
-use serde_json::{Value, json};
-use switchyard_tests::{Gateway, RawClient, RedisServer, command_calls, wait_for};
+use std::time::Duration;
 
-const PASSWORD: &str = "s3cret-near-cache";
-/// How long a direct write may take to reach the cache (Redis' invalidation, on loopback): the tests poll this
-/// long at most, and the checker allows it.
-const INVALIDATION_DELAY: Duration = Duration::from_millis(500);
+use serde_json::json;
+use switchyard_tests::{Gateway, RedisServer, command_calls, wait_for};
 
-fn routes(backend: &RedisServer, tenant: Value) -> Value {
-    let mut tenant = tenant;
-    tenant["name"] = json!("demo");
-    tenant["passwords"] = json!([PASSWORD]);
-    tenant["route"] = json!({"type": "single", "target": backend.url()});
-    json!({ "tenants": [tenant] })
-}
-
-fn every_key(max_bytes: u64) -> Value {
-    json!({"near_cache": {"max_bytes": max_bytes, "keys": "all"}})
-}
-
-fn gateway(backend: &RedisServer, tenant: Value) -> Gateway {
-    Gateway::builder()
-        .arg("--workers")
-        .arg("1")
-        .start(&routes(backend, tenant))
-}
-
-fn authed(gateway: &Gateway, protocol: u8) -> RawClient {
-    let mut client = RawClient::connect(gateway.port());
-    assert_eq!(client.request(&[b"AUTH", PASSWORD.as_bytes()]), b"+OK\r\n");
-    if protocol == 3 {
-        assert!(client.request(&[b"HELLO", b"3"]).starts_with(b"%"));
-    }
-    client
-}
-
-fn bulk(value: &str) -> Vec<u8> {
-    format!("${}\r\n{value}\r\n", value.len()).into_bytes()
-}
-
-/// `SET key value` straight on Redis, not through the gateway.
-fn set(redis: &mut redis::Connection, key: &str, value: &str) {
-    let _: () = redis::cmd("SET").arg(key).arg(value).query(redis).unwrap();
-}
-
-/// A backend, a gateway caching every key of the tenant, a client of Redis itself and one of the gateway, with
-/// `k` set to `v1` and cached.
-fn with_k_cached() -> (RedisServer, Gateway, redis::Connection, RawClient) {
-    let backend = RedisServer::start();
-    let gateway = gateway(&backend, every_key(1 << 20));
-    let mut redis = backend.client();
-    let mut client = authed(&gateway, 2);
-    client.roundtrip(b"SET k v1\r\n", b"+OK\r\n");
-    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
-    (backend, gateway, redis, client)
-}
-
-/// Reads `key` through the gateway until the reply is `expected` and Redis saw no `GET` for it (neither the
-/// client's nor a fill's): the cache answered.
-fn until_cached(client: &mut RawClient, redis: &mut redis::Connection, key: &str, expected: &[u8]) {
-    wait_for(&format!("{key} cached"), Duration::from_secs(10), || {
-        let before = command_calls(redis, "get");
-        let reply = client.request(&[b"GET", key.as_bytes()]);
-        reply == expected && command_calls(redis, "get") == before
-    });
-}
-
-/// Reads `key` through the gateway until it is `expected`, within the invalidation delay; then it stays so.
-fn seen_within_delay(client: &mut RawClient, key: &str, expected: &[u8]) {
-    let deadline = Instant::now() + INVALIDATION_DELAY;
-    loop {
-        let reply = client.request(&[b"GET", key.as_bytes()]);
-        if reply == expected {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{key}: still {:?} after {INVALIDATION_DELAY:?}",
-            String::from_utf8_lossy(&reply)
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for _ in 0..20 {
-        assert_eq!(client.request(&[b"GET", key.as_bytes()]), expected);
-    }
-}
+use harness::*;
 
 #[test]
 fn hot_reads_are_answered_from_memory_and_redis_never_sees_them() {
@@ -159,21 +84,6 @@ fn changes_by_other_clients_expiry_and_flushdb_reach_the_cache() {
     until_cached(&mut client, &mut redis, "k", &bulk("v4"));
     let _: () = redis::cmd("FLUSHDB").query(&mut redis).unwrap();
     seen_within_delay(&mut client, "k", b"$-1\r\n");
-}
-
-/// The id of the gateway's tracking connection on `redis`, once it has one.
-fn tracking_client(redis: &mut redis::Connection) -> Option<String> {
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(redis).unwrap();
-    list.lines()
-        .find(|line| {
-            line.split(' ').any(|field| {
-                field
-                    .strip_prefix("flags=")
-                    .is_some_and(|f| f.contains('t'))
-            })
-        })
-        .and_then(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
-        .map(str::to_string)
 }
 
 #[test]
@@ -287,123 +197,11 @@ fn the_cache_stays_within_its_bound_least_recently_read_first() {
     }
 }
 
-/// One acknowledged write of a key's history.
-struct Acked {
-    value: u64,
-    at: Instant,
-    /// Written straight to Redis (the cache learns of it by Redis' invalidation, within the delay), not through
-    /// the gateway (the cache drops the key before the write is sent).
-    direct: bool,
-}
-
 /// Several writers, straight to Redis and through the gateway, and readers through the gateway, on a few hot
-/// keys whose values only grow (each key's writes are serialized): a read must return a value at least as new as
-/// every write acknowledged before it began (a direct write, `INVALIDATION_DELAY` before it began). Half the keys
-/// are written only straight to Redis (only Redis' invalidations keep them fresh), the others both ways.
+/// keys (see `Checker`).
 #[test]
 fn readers_never_see_a_value_older_than_an_acknowledged_write() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::{Arc, Mutex};
-
-    const KEYS: usize = 4;
-    /// Keys below this are written only straight to Redis.
-    const DIRECT_ONLY: usize = 2;
-    let backend = RedisServer::start();
-    let gateway = gateway(&backend, every_key(1 << 20));
-    let histories: Arc<Vec<Mutex<Vec<Acked>>>> =
-        Arc::new((0..KEYS).map(|_| Mutex::new(Vec::new())).collect());
-    let mut redis = backend.client();
-    for key in 0..KEYS {
-        let _: () = redis::cmd("SET")
-            .arg(format!("hot:{key}"))
-            .arg(0)
-            .query(&mut redis)
-            .unwrap();
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let reads = Arc::new(AtomicU64::new(0));
-    let mut threads = Vec::new();
-    for writer in 0..4 {
-        let direct = writer % 2 == 0;
-        let url = match direct {
-            true => backend.url(),
-            false => gateway.url(Some(PASSWORD)),
-        };
-        let (histories, stop) = (Arc::clone(&histories), Arc::clone(&stop));
-        threads.push(std::thread::spawn(move || {
-            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-            let mut turn = writer;
-            while !stop.load(Ordering::Relaxed) {
-                let key = match direct {
-                    true => turn % KEYS,
-                    false => DIRECT_ONLY + turn % (KEYS - DIRECT_ONLY),
-                };
-                turn += 1;
-                let mut history = histories[key].lock().unwrap();
-                let value = history.last().map_or(1, |last| last.value + 1);
-                let _: () = redis::cmd("SET")
-                    .arg(format!("hot:{key}"))
-                    .arg(value)
-                    .query(&mut con)
-                    .unwrap();
-                history.push(Acked {
-                    value,
-                    at: Instant::now(),
-                    direct,
-                });
-                drop(history);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }));
-    }
-    for reader in 0..4 {
-        let url = gateway.url(Some(PASSWORD));
-        let (histories, stop, reads) = (
-            Arc::clone(&histories),
-            Arc::clone(&stop),
-            Arc::clone(&reads),
-        );
-        threads.push(std::thread::spawn(move || {
-            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-            let mut turn = reader;
-            while !stop.load(Ordering::Relaxed) {
-                let key = turn % KEYS;
-                turn += 1;
-                let began = Instant::now();
-                // The newest write every read must see: acknowledged before the read began (a direct one, the
-                // invalidation delay before).
-                let floor = histories[key]
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .rev()
-                    .find(|w| !w.direct || w.at + INVALIDATION_DELAY <= began)
-                    .map_or(0, |w| w.value);
-                let value: u64 = redis::cmd("GET")
-                    .arg(format!("hot:{key}"))
-                    .query(&mut con)
-                    .unwrap();
-                assert!(
-                    value >= floor,
-                    "hot:{key}: read {value}, but {floor} was acknowledged before the read began"
-                );
-                reads.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    std::thread::sleep(Duration::from_secs(6));
-    stop.store(true, Ordering::Relaxed);
-    for thread in threads {
-        thread
-            .join()
-            .expect("a reader saw a stale value (or a writer failed)");
-    }
-    let hits = gateway.metric("switchyard_near_cache_hits_total{tenant=\"demo\"}");
-    assert!(
-        hits > 100,
-        "only {hits} hits in {} reads: the checker did not check the cache",
-        reads.load(Ordering::Relaxed)
-    );
+    check_one_redis(Shape::String, "hot");
 }
 
 /// A route change gives the tenant an empty cache: after the routes file moves it to another Redis, the first
@@ -465,28 +263,6 @@ fn a_sentinel_failover_drops_what_the_former_master_gave() {
     // Cached from the former master, changed on the new one only.
     set(&mut master, "j", "j2");
     seen_within_delay(&mut client, "j", &bulk("j2"));
-}
-
-/// A Redis Cluster route is served without the cache (docs/near-cache.md): every read goes to Redis, and the
-/// cache counts nothing.
-#[test]
-fn a_cluster_route_is_served_without_the_cache() {
-    use switchyard_tests::RedisCluster;
-    let cluster = RedisCluster::start(3, 0, None);
-    let gateway = Gateway::builder().arg("--workers").arg("1").start(&json!({
-        "tenants": [{"name": "demo", "passwords": [PASSWORD], "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
-                     "route": {"type": "single", "target": cluster.url()}}]
-    }));
-    switchyard_tests::wait_for_slot_map_as(gateway.port(), Some(PASSWORD));
-    let mut client = authed(&gateway, 2);
-    client.roundtrip(b"SET k v\r\n", b"+OK\r\n");
-    for _ in 0..20 {
-        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v"));
-    }
-    for counter in ["hits", "misses"] {
-        let series = format!("switchyard_near_cache_{counter}_total{{tenant=\"demo\"}}");
-        assert_eq!(gateway.metric(&series), 0, "{series}");
-    }
 }
 
 /// A double-written route that waits for the primary only: reads come from the primary, which the cache

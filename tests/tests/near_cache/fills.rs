@@ -1,4 +1,4 @@
-//! The near cache's fills against a real redis-server behind a relay that holds back one command (tests/src/relay.rs):
+//! The near cache's fills, against a redis-server behind a relay that holds back one command (tests/src/relay.rs):
 //! a fill overtaken by a change stores nothing, reads that miss while a fill (or a write of their key) is in
 //! flight wait for it instead of each going to Redis, and a waiting read keeps its place among the client's
 //! replies (docs/near-cache.md).
@@ -6,10 +6,10 @@
 use std::thread;
 use std::time::Duration;
 
-use serde_json::json;
-use switchyard_tests::{Gateway, RawClient, RedisServer, Relay, command_calls, wait_for};
+use switchyard_tests::{Gateway, RawClient, RedisServer, Relay, command_calls};
 
-const PASSWORD: &str = "s3cret-near-fills";
+use super::harness::*;
+
 /// How long the relay holds back the command a test puts something behind.
 const HELD: Duration = Duration::from_millis(400);
 
@@ -18,45 +18,17 @@ const HELD: Duration = Duration::from_millis(400);
 fn setup() -> (RedisServer, Relay, Gateway, redis::Connection) {
     let backend = RedisServer::start();
     let mut redis = backend.client();
-    let _: () = redis::cmd("SET")
-        .arg("k")
-        .arg("v1")
-        .query(&mut redis)
-        .unwrap();
+    set(&mut redis, "k", "v1");
     let relay = Relay::start(backend.port());
-    let routes = json!({"tenants": [{
-        "name": "demo",
-        "passwords": [PASSWORD],
-        "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
-        "route": {"type": "single", "target": relay.url()},
-    }]});
+    let routes = routed(relay.url().into(), every_key(1 << 20));
     let gateway = Gateway::builder().arg("--workers").arg("1").start(&routes);
     (backend, relay, gateway, redis)
 }
 
-fn authed(gateway: &Gateway) -> RawClient {
-    let mut client = RawClient::connect(gateway.port());
-    assert_eq!(client.request(&[b"AUTH", PASSWORD.as_bytes()]), b"+OK\r\n");
-    client
-}
-
-fn bulk(value: &str) -> Vec<u8> {
-    format!("${}\r\n{value}\r\n", value.len()).into_bytes()
-}
-
-/// Reads `key` through the gateway until Redis sees no `GET` of it: the cache answers, with `expected`.
-fn until_cached(client: &mut RawClient, redis: &mut redis::Connection, key: &str, expected: &[u8]) {
-    wait_for(&format!("{key} cached"), Duration::from_secs(10), || {
-        let before = command_calls(redis, "get");
-        client.request(&[b"GET", key.as_bytes()]) == expected
-            && command_calls(redis, "get") == before
-    });
-}
-
 /// A client of the gateway once the tenant's tracking connection is up (it connects at the tenant's first read,
 /// which goes to Redis meanwhile): a key it does not use is cached.
-fn tracking_client(gateway: &Gateway, redis: &mut redis::Connection) -> RawClient {
-    let mut client = authed(gateway);
+fn client_once_tracking(gateway: &Gateway, redis: &mut redis::Connection) -> RawClient {
+    let mut client = authed(gateway, 2);
     until_cached(&mut client, redis, "other", b"$-1\r\n");
     client
 }
@@ -64,7 +36,7 @@ fn tracking_client(gateway: &Gateway, redis: &mut redis::Connection) -> RawClien
 #[test]
 fn a_fill_overtaken_by_a_change_stores_nothing() {
     let (_backend, relay, gateway, mut redis) = setup();
-    let mut client = tracking_client(&gateway, &mut redis);
+    let mut client = client_once_tracking(&gateway, &mut redis);
     // The fill's PTTL reaches Redis well after its GET: a change lands between the two.
     relay.hold("PTTL", HELD);
     let reader = thread::spawn(move || client.request(&[b"GET", b"k"]));
@@ -79,7 +51,7 @@ fn a_fill_overtaken_by_a_change_stores_nothing() {
     relay.release();
     // The fill read v1 and then heard of the change before it was complete: it stored nothing, so no read
     // answers v1 again (stored, it would stay: Redis tells a change once per read).
-    let mut client = authed(&gateway);
+    let mut client = authed(&gateway, 2);
     for _ in 0..20 {
         assert_eq!(client.request(&[b"GET", b"k"]), bulk("v2"));
     }
@@ -89,12 +61,12 @@ fn a_fill_overtaken_by_a_change_stores_nothing() {
 #[test]
 fn reads_that_miss_during_a_fill_wait_for_it_and_redis_sees_one_get() {
     let (_backend, relay, gateway, mut redis) = setup();
-    let mut client = tracking_client(&gateway, &mut redis);
+    let mut client = client_once_tracking(&gateway, &mut redis);
     relay.hold("PTTL", HELD);
     let before = command_calls(&mut redis, "get");
     let readers: Vec<_> = (0..10)
         .map(|i| {
-            let mut client = authed(&gateway);
+            let mut client = authed(&gateway, 2);
             thread::spawn(move || {
                 thread::sleep(Duration::from_millis(20 * i));
                 client.request(&[b"GET", b"k"])
@@ -116,17 +88,17 @@ fn reads_that_miss_during_a_fill_wait_for_it_and_redis_sees_one_get() {
 #[test]
 fn reads_during_a_write_of_their_key_wait_for_the_fill_after_it() {
     let (_backend, relay, gateway, mut redis) = setup();
-    let mut client = authed(&gateway);
+    let mut client = authed(&gateway, 2);
     until_cached(&mut client, &mut redis, "k", &bulk("v1"));
     // The write through the gateway drops k; it reaches Redis late.
     relay.hold("SET", HELD);
-    let mut writer = authed(&gateway);
+    let mut writer = authed(&gateway, 2);
     let write = thread::spawn(move || writer.request(&[b"SET", b"k", b"v2"]));
     thread::sleep(HELD / 4);
     let before = command_calls(&mut redis, "get");
     let readers: Vec<_> = (0..5)
         .map(|_| {
-            let mut client = authed(&gateway);
+            let mut client = authed(&gateway, 2);
             thread::spawn(move || client.request(&[b"GET", b"k"]))
         })
         .collect();
@@ -143,7 +115,7 @@ fn reads_during_a_write_of_their_key_wait_for_the_fill_after_it() {
 #[test]
 fn a_read_waiting_for_a_fill_keeps_its_place_among_the_client_replies() {
     let (_backend, relay, gateway, mut redis) = setup();
-    let mut client = tracking_client(&gateway, &mut redis);
+    let mut client = client_once_tracking(&gateway, &mut redis);
     relay.hold("PTTL", HELD);
     // One write: the GET waits for its fill, and the SET and GET after it for its reply.
     client.send(b"GET k\r\nSET k v2\r\nGET k\r\nGET other\r\n");

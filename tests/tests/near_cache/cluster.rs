@@ -124,7 +124,7 @@ fn no_stale_read_across_a_failover_and_a_resharding() {
     let hot = slot(&keys[0]);
     let checker = Checker {
         direct: around.url(Some(PASSWORD)),
-        cached: cached.url(Some(PASSWORD)),
+        cached: vec![cached.url(Some(PASSWORD))],
         keys: keys.clone(),
         shape: Shape::String,
         failures_allowed: true,

@@ -147,10 +147,11 @@ pub(crate) fn tracking_client(redis: &mut redis::Connection) -> Option<String> {
 struct Acked {
     value: u64,
     at: Instant,
-    /// Written around the cache (straight to Redis, or through a gateway without it: the cache learns of it by
-    /// Redis' invalidation, within the delay), not through the gateway with the cache (which drops the key
-    /// before the write is sent).
-    direct: bool,
+    /// The gateway with the cache it was written through (which drops the key before the write is sent), by
+    /// its index in `Checker::cached`; `None`: around the caches (straight to Redis, or through a gateway
+    /// without one: a cache learns of it by Redis' invalidation, within the delay). A write through one gateway
+    /// reaches another's cache that way too.
+    via: Option<usize>,
 }
 
 /// How the checker's keys hold their values, and how readers read them.
@@ -200,14 +201,15 @@ impl Shape {
     }
 }
 
-/// A stale-read checker: writers around the cache (`direct`: Redis itself, or a gateway without the cache) and
-/// through the gateway with it (`cached`), and readers through the latter, on a few hot keys whose values only
-/// grow (each key's writes are serialized). A read must return a value at least as new as every write
-/// acknowledged before it began (a direct write, `INVALIDATION_DELAY` before it began). Half the keys are
-/// written only around the cache (only Redis' invalidations keep them fresh), the others both ways.
+/// A stale-read checker: writers around the caches (`direct`: Redis itself, or a gateway without a cache) and
+/// through the gateways with one (`cached`: one worker each), and readers through the latter, on a few hot keys
+/// whose values only grow (each key's writes are serialized). A read must return a value at least as new as
+/// every write acknowledged through its own gateway before it began, and as every other write acknowledged
+/// `INVALIDATION_DELAY` before it began. Half the keys are written only around the caches (only Redis'
+/// invalidations keep them fresh), the others both ways.
 pub(crate) struct Checker {
     pub(crate) direct: String,
-    pub(crate) cached: String,
+    pub(crate) cached: Vec<String>,
     pub(crate) keys: Vec<String>,
     pub(crate) shape: Shape,
     /// Whether requests may fail (a failover under way): a failed write is not counted as acknowledged (nor
@@ -234,11 +236,13 @@ impl Checker {
         let stop = Arc::new(AtomicBool::new(false));
         let reads = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
-        for writer in 0..4 {
+        let gateways = self.cached.len();
+        for writer in 0..4 * gateways {
             let direct = writer % 2 == 0;
-            let url = match direct {
-                true => self.direct.clone(),
-                false => self.cached.clone(),
+            let via = (!direct).then_some(writer / 2 % gateways);
+            let url = match via {
+                None => self.direct.clone(),
+                Some(gateway) => self.cached[gateway].clone(),
             };
             let (histories, stop) = (Arc::clone(&histories), Arc::clone(&stop));
             let (names, shape, failures) = (self.keys.clone(), self.shape, self.failures_allowed);
@@ -257,7 +261,7 @@ impl Checker {
                         Ok(()) => history.push(Acked {
                             value,
                             at: Instant::now(),
-                            direct,
+                            via,
                         }),
                         Err(e) if failures => eprintln!("write failed: {e}"),
                         Err(e) => panic!("write of {}: {e}", names[key]),
@@ -267,8 +271,9 @@ impl Checker {
                 }
             }));
         }
-        for reader in 0..4 {
-            let url = self.cached.clone();
+        for reader in 0..4 * gateways {
+            let gateway = reader % gateways;
+            let url = self.cached[gateway].clone();
             let (histories, stop, reads) = (
                 Arc::clone(&histories),
                 Arc::clone(&stop),
@@ -283,14 +288,17 @@ impl Checker {
                     let key = turn % keys;
                     turn += 1;
                     let began = Instant::now();
-                    // The newest write every read must see: acknowledged before the read began (a direct one,
-                    // the invalidation delay before).
+                    // The newest write every read must see: acknowledged through its gateway before the read
+                    // began, or any other way the invalidation delay before.
                     let floor = histories[key]
                         .lock()
                         .unwrap()
                         .iter()
                         .rev()
-                        .find(|w| (!w.direct && !lagging) || w.at + INVALIDATION_DELAY <= began)
+                        .find(|w| {
+                            (w.via == Some(gateway) && !lagging)
+                                || w.at + INVALIDATION_DELAY <= began
+                        })
                         .map_or(0, |w| w.value);
                     let value = match shape.read(&mut con, &names[key], turn / keys) {
                         Ok(value) => value,
@@ -329,7 +337,7 @@ pub(crate) fn check_one_redis(shape: Shape, name: &str) {
     let gateway = gateway(&backend, every_key(1 << 20));
     let checker = Checker {
         direct: backend.url(),
-        cached: gateway.url(Some(PASSWORD)),
+        cached: vec![gateway.url(Some(PASSWORD))],
         keys: (0..4).map(|key| format!("{name}:{key}")).collect(),
         shape,
         failures_allowed: false,

@@ -294,3 +294,47 @@ fn a_double_written_route_caches_what_the_primary_holds() {
             == Some("v3".into())
     });
 }
+
+/// The checker with two gateways caching the same keys (each one's writes reach the other's cache only by
+/// Redis' invalidations) and writers straight to Redis, through a killed tracking connection, a restarted
+/// backend (which keeps its data: every write acknowledged before is still there) and a route change.
+#[test]
+fn two_gateways_and_direct_writers_through_faults() {
+    let mut backend = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--appendfsync")
+        .arg("always")
+        .start();
+    let first = gateway(&backend, every_key(1 << 20));
+    let second = gateway(&backend, every_key(1 << 20));
+    let checker = Checker {
+        direct: backend.url(),
+        cached: vec![first.url(Some(PASSWORD)), second.url(Some(PASSWORD))],
+        keys: (0..4).map(|key| format!("hot:{key}")).collect(),
+        shape: Shape::String,
+        failures_allowed: true,
+        replica_reads: false,
+    };
+    let pause = || std::thread::sleep(Duration::from_millis(1500));
+    let reads = checker.run(Duration::from_secs(8), || {
+        pause();
+        let mut redis = backend.client();
+        let killed = tracking_client(&mut redis).expect("a tracking connection");
+        let _: () = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(&killed)
+            .query(&mut redis)
+            .unwrap();
+        pause();
+        backend.kill();
+        backend.restart();
+        pause();
+        // The tenant given anew (a policy changed): its cache starts empty.
+        second.reload(&routes(&backend, every_key(2 << 20)));
+        pause();
+    });
+    assert_checked(&first, reads);
+    assert_checked(&second, reads);
+}

@@ -61,7 +61,7 @@ fn cached_from_the_master(
     seen_within_delay(&mut client, "k", &bulk("v2"));
     let checker = Checker {
         direct: around.url(Some(PASSWORD)),
-        cached: gateway.url(Some(PASSWORD)),
+        cached: vec![gateway.url(Some(PASSWORD))],
         keys: (0..4).map(|key| format!("{{hot}}:{key}")).collect(),
         shape: Shape::String,
         failures_allowed: false,

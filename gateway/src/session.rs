@@ -25,6 +25,7 @@ use connection::Connection;
 
 mod auth;
 mod client;
+mod client_tracking;
 mod connection;
 mod direct;
 #[cfg(debug_assertions)]
@@ -88,6 +89,8 @@ pub(crate) struct Session {
     /// Writes of a transaction or a blocking command, whose keys the near cache does not fill until every reply
     /// of the client is in (see `near`).
     near_holds: Vec<crate::near_cache::WriteGuard>,
+    /// The client's `CLIENT TRACKING` (see `client_tracking`).
+    caching: client_tracking::ClientCaching,
 }
 
 /// Serves a client connection accepted on the plain listener, or on the TLS one (`tls`).
@@ -175,6 +178,10 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         replying: Replying::On,
     };
+    client
+        .worker
+        .client_tracking
+        .open_port(&client.info, &client.replies);
     let mut session = Session {
         client,
         uncounted: Cell::new((None, 0)),
@@ -185,6 +192,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         monitor: None,
         tracking: tracking::SessionTracking::new(gateway.config.tracking),
         near_holds: Vec::new(),
+        caching: client_tracking::ClientCaching::default(),
     };
     session
         .client

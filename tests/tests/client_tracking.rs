@@ -346,3 +346,29 @@ fn node_redis_client_side_cache_works_through_the_gateway() {
     // One GET before the write, one after it: every other read was a hit.
     assert_eq!(command_calls(&mut redis, "get"), before + 2);
 }
+
+#[test]
+fn a_read_the_near_cache_answers_is_tracked_too() {
+    let backend = RedisServer::start();
+    let routes = json!({"tenants": [{"name": "demo", "passwords": [PASSWORD],
+        "near_cache": {"max_bytes": 1 << 20, "keys": "all"},
+        "route": {"type": "single", "target": backend.url()}}]});
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&routes);
+    let mut redis = backend.client();
+    set(&mut redis, "k", "v1");
+    let mut client = authed(&gateway, PASSWORD, 3);
+    assert_eq!(track(&mut client, &[]), b"+OK\r\n");
+    // Until the near cache answers it: Redis sees no GET.
+    wait_for("k in the near cache", Duration::from_secs(10), || {
+        let before = command_calls(&mut redis, "get");
+        let reply = client.request(&[b"GET", b"k"]);
+        if reply != b"$2\r\nv1\r\n" {
+            assert_eq!(reply, invalidate(&["k"]), "only k is told");
+            return false;
+        }
+        command_calls(&mut redis, "get") == before
+    });
+    set(&mut redis, "k", "v2");
+    assert_eq!(client.read_reply(), invalidate(&["k"]));
+    nothing_pending(&mut client);
+}

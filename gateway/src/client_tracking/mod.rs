@@ -16,7 +16,8 @@
 //! - a watch that is lost (killed, a failed node, a timed-out heartbeat) tells every tracking client of the
 //!   tenant to drop everything (a null invalidation), and so does a change of the nodes watched (a sentinel
 //!   set's new master, a cluster's new masters, a new route for the tenant);
-//! - a read sent while a watch was not up is followed by a null invalidation once every watch is up.
+//! - a read sent while a watch was not up is followed by a null invalidation once every watch is up, or within
+//!   a second while one stays down.
 
 mod options;
 mod tracker;
@@ -197,8 +198,9 @@ impl TrackingSink for WatchSink {
     }
 }
 
-/// How often a watch's connections are sent `PING` (a silent node fails at the command timeout after it), and
-/// the nodes of the tenant's resources looked at again (a sentinel set's new master, a cluster's new masters).
+/// How often a watch's connections are sent `PING` (a silent node fails at the command timeout after it), the
+/// nodes of the tenant's resources looked at again (a sentinel set's new master, a cluster's new masters), and
+/// the clients that read while a watch was down told to drop everything.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
 async fn heartbeat(watch: Weak<TenantWatch>) {
@@ -216,6 +218,12 @@ async fn heartbeat(watch: Weak<TenantWatch>) {
             return;
         }
         watch.refresh();
+        // A watch that stays down (a node that refuses it): what was read meanwhile is dropped every beat.
+        if !watch.all_up() {
+            for tracker in watch.live_trackers() {
+                tracker.watched();
+            }
+        }
         for w in watch.watches.borrow().iter().filter(|w| w.sink.up.get()) {
             let ping = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
             w.connection.send(ping, ReplyHandle::discard());
@@ -281,7 +289,10 @@ impl TenantWatch {
         let mut nodes: Vec<NodeSpec> = Vec::new();
         for upstream in self.upstreams.borrow().iter() {
             for node in upstream.known_script_nodes() {
-                let node = node.speaking(Protocol::Resp3);
+                let mut node = node.speaking(Protocol::Resp3);
+                // Redis tracks key names, not databases: one watch per node tells of every database's changes
+                // (a watch per database would tell each change once per database).
+                node.db = 0;
                 if !nodes.contains(&node) {
                     nodes.push(node);
                 }

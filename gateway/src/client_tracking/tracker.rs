@@ -136,7 +136,8 @@ impl Tracker {
         }
     }
 
-    /// Every watch is up: a client that read while one was not drops everything.
+    /// Every watch is up, or a heartbeat passed with one down: a client that read while one was not drops
+    /// everything.
     pub(super) fn watched(&self) {
         if self.unsure.get() {
             let watch = Rc::clone(&self.watch.borrow());

@@ -4,13 +4,15 @@
 //! `__redis__:invalidate` subscriber and a broken redirect, `FLUSHDB` and a killed watch (null invalidations),
 //! Redis' error texts, and node-redis 6 with `clientSideCache`.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_tests::{
-    Gateway, RawClient, RedisServer, client_with_flag, command_calls, wait_for,
+    Gateway, RawClient, RedisCluster, RedisServer, client_with_flag, command_calls, wait_for,
+    wait_for_slot_map_as,
 };
 
 const PASSWORD: &str = "s3cret-tracking";
@@ -370,5 +372,37 @@ fn a_read_the_near_cache_answers_is_tracked_too() {
     });
     set(&mut redis, "k", "v2");
     assert_eq!(client.read_reply(), invalidate(&["k"]));
+    nothing_pending(&mut client);
+}
+
+#[test]
+fn on_a_cluster_every_master_is_watched() {
+    let cluster = RedisCluster::start(3, 0, None);
+    let routes = json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "namespace": "ns:",
+        "route": {"type": "single", "target": cluster.url()}}]});
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&routes);
+    wait_for_slot_map_as(gateway.port(), Some(PASSWORD));
+    let mut client = authed(&gateway, PASSWORD, 3);
+    assert_eq!(track(&mut client, &[]), b"+OK\r\n");
+    let keys: Vec<String> = (0..12).map(|i| format!("key:{i}")).collect();
+    for key in &keys {
+        assert_eq!(client.request(&[b"GET", key.as_bytes()]), b"_\r\n");
+    }
+    for master in cluster.masters() {
+        let mut node = cluster.client(master.port);
+        assert!(
+            client_with_flag(&mut node, 'B').is_some(),
+            "{} watched",
+            master.port
+        );
+    }
+    let mut writer = authed(&gateway, PASSWORD, 2);
+    for key in &keys {
+        assert_eq!(writer.request(&[b"SET", key.as_bytes(), b"1"]), b"+OK\r\n");
+    }
+    // The pushes come from each master's watch: in any order, each key once.
+    let told: BTreeSet<Vec<u8>> = keys.iter().map(|_| client.read_reply()).collect();
+    let expected: BTreeSet<Vec<u8>> = keys.iter().map(|key| invalidate(&[key])).collect();
+    assert_eq!(told, expected);
     nothing_pending(&mut client);
 }

@@ -83,6 +83,24 @@ fn set(redis: &mut redis::Connection, key: &str, value: &str) {
     let _: () = redis::cmd("SET").arg(key).arg(value).query(redis).unwrap();
 }
 
+/// `client` reads `key` (stored as `stored`), which is then written on Redis, and is told. A read sent before a
+/// watch that is coming back (or new) is up is followed by a flush once it is, which also forgets what was read:
+/// then it reads again.
+fn told_again(client: &mut RawClient, redis: &mut redis::Connection, key: &str, stored: &str) {
+    for attempt in 0.. {
+        set(redis, stored, "before");
+        assert_eq!(
+            client.request(&[b"GET", key.as_bytes()]),
+            b"$6\r\nbefore\r\n"
+        );
+        set(redis, stored, "after");
+        match client.read_reply() {
+            reply if reply == invalidate(&[key]) => return,
+            reply => assert!(reply == FLUSHED && attempt < 3, "{reply:?}"),
+        }
+    }
+}
+
 /// Nothing waits on `client`'s connection: a `PING` is answered at once.
 fn nothing_pending(client: &mut RawClient) {
     assert_eq!(
@@ -245,9 +263,7 @@ fn a_flush_or_a_lost_watch_tells_the_client_to_drop_everything() {
     wait_for("the watch back", Duration::from_secs(10), || {
         client_with_flag(&mut redis, 'B').is_some_and(|new| new != id)
     });
-    assert_eq!(client.request(&[b"GET", b"k"]), b"_\r\n");
-    set(&mut redis, "ns:k", "1");
-    assert_eq!(client.read_reply(), invalidate(&["k"]));
+    told_again(&mut client, &mut redis, "k", "ns:k");
 }
 
 #[test]
@@ -405,4 +421,25 @@ fn on_a_cluster_every_master_is_watched() {
     let expected: BTreeSet<Vec<u8>> = keys.iter().map(|key| invalidate(&[key])).collect();
     assert_eq!(told, expected);
     nothing_pending(&mut client);
+}
+
+#[test]
+fn a_new_route_tells_the_client_to_drop_everything_and_the_new_node_is_watched() {
+    let (first, second) = (RedisServer::start(), RedisServer::start());
+    let routes = |backend: &RedisServer| {
+        json!({"tenants": [{"name": "demo", "passwords": [PASSWORD], "namespace": "ns:",
+            "route": {"type": "single", "target": backend.url()}}]})
+    };
+    let gateway = Gateway::builder()
+        .arg("--workers")
+        .arg("1")
+        .start(&routes(&first));
+    let mut client = authed(&gateway, PASSWORD, 3);
+    assert_eq!(track(&mut client, &[]), b"+OK\r\n");
+    assert_eq!(client.request(&[b"GET", b"k"]), b"_\r\n");
+    // The client is idle: the new route reaches it all the same.
+    gateway.reload(&routes(&second));
+    assert_eq!(client.read_reply(), FLUSHED);
+    // Reads on the second node are tracked.
+    told_again(&mut client, &mut second.client(), "k", "ns:k");
 }

@@ -58,7 +58,10 @@ impl Tracks {
     }
 }
 
-/// Connects as [`connect`] does (the node spoken to in RESP3), then turns tracking on.
+/// Connects as [`connect`] does (the node spoken to in RESP3), then turns tracking on. A broadcasting
+/// connection may be told of a change right after its `+OK`, in the bytes this handshake reads and drops: such a
+/// change was executed before the sink hears `up`, which its users account for (see `client_tracking`: a read
+/// sent before every watch is up is followed by a flush).
 pub(super) async fn connect_tracking(
     node: &NodeSpec,
     tracks: &Tracks,

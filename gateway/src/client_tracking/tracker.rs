@@ -74,15 +74,6 @@ impl Tracker {
         self.caching.set(true);
     }
 
-    /// What `CLIENT TRACKINGINFO` and `CLIENT GETREDIR` show.
-    pub(crate) fn info(&self) -> (Options, bool, bool) {
-        (
-            self.options.borrow().clone(),
-            self.caching.get(),
-            self.broken.get(),
-        )
-    }
-
     /// The client, into its tenant (again) with a route that reads from `upstreams`, in `protocol`: a new watch
     /// (the tenant compiled anew: its route may have changed) tells it to drop everything.
     pub(crate) fn follow(
@@ -229,11 +220,10 @@ fn invalidate(body: &[u8]) -> Bytes {
 impl Tracker {
     /// `CLIENT TRACKINGINFO` of this client, in `protocol`.
     pub(crate) fn tracking_info(&self, protocol: Protocol) -> Bytes {
-        let (options, caching, broken) = self.info();
         Info {
-            options: Some(&options),
-            caching,
-            broken,
+            options: Some(&self.options.borrow()),
+            caching: self.caching.get(),
+            broken: self.broken.get(),
         }
         .reply(protocol)
     }

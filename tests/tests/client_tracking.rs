@@ -461,3 +461,21 @@ fn a_new_route_tells_the_client_to_drop_everything_and_the_new_node_is_watched()
     // Reads on the second node are tracked.
     told_again(&mut client, &mut second.client(), "k", "ns:k");
 }
+
+#[test]
+fn a_read_in_a_transaction_is_tracked_from_exec() {
+    let (_backend, gateway, mut redis, mut client) = tracking(&[]);
+    let mut other = authed(&gateway, PASSWORD, 3);
+    assert_eq!(track(&mut other, &[]), b"+OK\r\n");
+    assert_eq!(other.request(&[b"GET", b"k"]), b"_\r\n");
+    assert_eq!(client.request(&[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(client.request(&[b"GET", b"k"]), b"+QUEUED\r\n");
+    // A change before EXEC: `other` is told, so the gateway has dispatched it; the transaction's client is
+    // not (its read has not run yet), and its read, at EXEC, is tracked from then on.
+    set(&mut redis, "ns:k", "v1");
+    assert_eq!(other.read_reply(), invalidate(&["k"]));
+    assert_eq!(client.request(&[b"EXEC"]), b"*1\r\n$2\r\nv1\r\n");
+    set(&mut redis, "ns:k", "v2");
+    assert_eq!(client.read_reply(), invalidate(&["k"]));
+    nothing_pending(&mut client);
+}

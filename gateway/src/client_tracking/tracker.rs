@@ -28,6 +28,9 @@ pub(crate) struct Tracker {
     broken: Cell<bool>,
     /// Keys read since last told (default mode), as stored: under the tenant's namespace.
     keys: RefCell<HashSet<Bytes>>,
+    /// Keys read by the commands queued in `MULTI`: tracked when `EXEC` is sent, which is when they are read
+    /// (tracked at queue time, an invalidation written before `EXEC`'s reply would forget them).
+    queued: RefCell<Vec<Bytes>>,
     /// A read was sent while a watch was not up: it is told to drop everything once all are.
     unsure: Cell<bool>,
     watch: RefCell<Rc<TenantWatch>>,
@@ -48,6 +51,7 @@ impl Tracker {
             caching: Cell::new(false),
             broken: Cell::new(false),
             keys: RefCell::new(HashSet::new()),
+            queued: RefCell::new(Vec::new()),
             unsure: Cell::new(false),
             watch: RefCell::new(watch),
         })
@@ -95,7 +99,7 @@ impl Tracker {
 
     /// A command is about to be sent that reads `keys` (as stored). `client_command`: a `CLIENT` subcommand,
     /// which leaves `CLIENT CACHING` for the next command; `in_transaction`: so does a command queued in
-    /// `MULTI` (the choice holds for the transaction).
+    /// `MULTI` (the choice holds for the transaction), whose keys are tracked when `EXEC` is sent.
     pub(crate) fn read(
         &self,
         keys: impl Iterator<Item = Bytes>,
@@ -111,6 +115,21 @@ impl Tracker {
             return;
         }
         drop(options);
+        match in_transaction {
+            true => self.queued.borrow_mut().extend(keys),
+            false => self.track(keys),
+        }
+    }
+
+    /// The transaction ends: `EXEC` is about to be sent (`executed`), or `DISCARD`.
+    pub(crate) fn transaction_ends(&self, executed: bool) {
+        let queued = std::mem::take(&mut *self.queued.borrow_mut());
+        if executed {
+            self.track(queued.into_iter());
+        }
+    }
+
+    fn track(&self, keys: impl Iterator<Item = Bytes>) {
         let watch = Rc::clone(&self.watch.borrow());
         let mut tracked = self.keys.borrow_mut();
         let before = tracked.len();

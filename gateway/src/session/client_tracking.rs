@@ -134,6 +134,9 @@ impl ClientCaching {
         let (Some(tracker), Some(view)) = (&self.tracker, &client.tenant) else {
             return;
         };
+        if matches!(spec.id, Command::Exec | Command::Discard) {
+            tracker.transaction_ends(spec.id == Command::Exec);
+        }
         let client_command = spec.id.container() == Some(Command::Client);
         let reads = spec.has(flag::READONLY) || spec.family() == Family::Script;
         if !reads || spec.key_indices(args, &mut client.keys).is_err() {

@@ -1,10 +1,11 @@
 //! Which nodes are watched: every master of a cluster, every shard, the node of a new route.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_tests::{
-    Gateway, RedisCluster, RedisServer, client_with_flag, wait_for_slot_map_as,
+    Gateway, RedisCluster, RedisServer, client_with_flag, wait_for, wait_for_slot_map_as,
 };
 
 use crate::harness::*;
@@ -78,4 +79,52 @@ fn a_new_route_tells_the_client_to_drop_everything_and_the_new_node_is_watched()
     assert_eq!(client.read_reply(), FLUSHED);
     // Reads on the second node are tracked.
     told_again(&mut client, &mut second.client(), "k", "ns:k");
+}
+
+/// A sentinel set's failover: the client is told to drop everything (what it read came from the former master),
+/// and its reads on the new master are told. A route that reads from replicas gets no tracking.
+#[test]
+fn a_sentinel_failover_flushes_and_the_new_master_is_watched() {
+    use switchyard_tests::SentinelGroup;
+    let group = SentinelGroup::start(1, 3);
+    let old_master = group.master_port();
+    let routes = json!({"tenants": [
+        {"name": "demo", "passwords": [PASSWORD], "namespace": "ns:",
+         "route": {"type": "single", "target": group.url()}},
+        {"name": "other", "passwords": [OTHER], "namespace": "b:",
+         "route": {"type": "single", "target": {"read": {"resources": [group.slaves_url(false)]},
+                                                "write": {"resources": [group.url()]}}}}]});
+    let gateway = Gateway::builder().arg("--workers").arg("1").start(&routes);
+    let mut replicas = authed(&gateway, OTHER, 3);
+    let refused = String::from_utf8_lossy(&track(&mut replicas, &[])).into_owned();
+    assert!(
+        refused.starts_with("-ERR CLIENT TRACKING is not supported by the gateway on a route that reads from replicas"),
+        "{refused}"
+    );
+    let mut client = authed(&gateway, PASSWORD, 3);
+    assert_eq!(track(&mut client, &[]), b"+OK\r\n");
+    assert_eq!(client.request(&[b"GET", b"k"]), b"_\r\n");
+    group.wait_in_sync();
+    group.failover();
+    let mut new_master = old_master;
+    wait_for(
+        "the sentinels to switch masters",
+        Duration::from_secs(20),
+        || {
+            new_master = group.master_port();
+            new_master != old_master
+        },
+    );
+    let mut flushed = false;
+    wait_for("the flush", Duration::from_secs(20), || {
+        client.send_command(&[b"PING"]);
+        loop {
+            match client.read_reply() {
+                reply if reply == FLUSHED => flushed = true,
+                reply => break assert_eq!(reply, b"+PONG\r\n"),
+            }
+        }
+        flushed
+    });
+    told_again(&mut client, &mut group.client(new_master), "k", "ns:k");
 }

@@ -55,7 +55,8 @@ impl ClientCaching {
             Command::ClientTracking => self.tracking(client, started, args),
             Command::ClientCaching => {
                 let options = self.tracker.as_ref().map(|t| t.options().clone());
-                match caching(&args[2], options.as_ref()) {
+                let arg = args.get(2).map_or(&b""[..], |arg| &arg[..]);
+                match caching(arg, options.as_ref()) {
                     Ok(()) => {
                         if let Some(tracker) = &self.tracker {
                             tracker.set_caching();

@@ -303,12 +303,12 @@ impl ClusterBackend {
         }
     }
 
-    /// How many masters serve slots (1 while the map is unknown: the seed stands for them all).
     /// Whether reads go to replicas (`-slaves` resources).
     pub(crate) fn reads_replicas(&self) -> bool {
         self.spec.replicas.is_some()
     }
 
+    /// How many masters serve slots (1 while the map is unknown: the seed stands for them all).
     pub(crate) fn masters(&self) -> usize {
         self.map().shards.len().max(1)
     }

@@ -288,6 +288,12 @@ impl ClientInfo {
         self.blocked.load(Ordering::Acquire)
     }
 
+    /// Whether the client is subscribed to a channel or pattern (Redis' `CLIENT_PUBSUB`).
+    pub(crate) fn is_subscribed(&self) -> bool {
+        let state = self.state();
+        state.channels + state.patterns + state.shard_channels > 0
+    }
+
     fn state(&self) -> ClientState {
         *self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

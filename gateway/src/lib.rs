@@ -9,6 +9,7 @@ mod admission;
 mod backend;
 mod backoff;
 mod cache;
+mod client_tracking;
 mod clients;
 pub mod cmd;
 mod failure;

@@ -25,6 +25,7 @@ use connection::Connection;
 
 mod auth;
 mod client;
+mod client_tracking;
 mod connection;
 mod direct;
 #[cfg(debug_assertions)]
@@ -87,6 +88,8 @@ pub(crate) struct Session {
     tracking: tracking::SessionTracking,
     /// Its side of its tenant's near cache (see `near`).
     near: near::NearState,
+    /// The client's `CLIENT TRACKING` (see `client_tracking`).
+    caching: client_tracking::ClientCaching,
 }
 
 /// Serves a client connection accepted on the plain listener, or on the TLS one (`tls`).
@@ -174,6 +177,10 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         random: Cell::new(0x9E37_79B9_7F4A_7C15 ^ info_id),
         replying: Replying::On,
     };
+    client
+        .worker
+        .client_tracking
+        .open_port(&client.info, &client.replies);
     let mut session = Session {
         client,
         uncounted: Cell::new((None, 0)),
@@ -184,6 +191,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
         monitor: None,
         tracking: tracking::SessionTracking::new(gateway.config.tracking),
         near: near::NearState::default(),
+        caching: client_tracking::ClientCaching::default(),
     };
     session
         .client

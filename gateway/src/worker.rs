@@ -49,6 +49,8 @@ pub(crate) struct Worker {
     pub latency: Arc<FamilyLatency>,
     /// Its tenants' near caches (see `near_cache`).
     pub near_caches: NearCaches,
+    /// Its clients' tracking (`CLIENT TRACKING`, see `client_tracking`).
+    pub client_tracking: crate::client_tracking::ClientTracking,
     pub shutdown: watch::Receiver<bool>,
     /// Tells every session of this worker that the snapshot changed or the gateway is shutting down.
     pub control: LocalBroadcast,
@@ -73,6 +75,7 @@ impl Worker {
                 gateway.config.workers,
                 Rc::clone(&pool),
             ),
+            client_tracking: crate::client_tracking::ClientTracking::new(Rc::clone(&pool)),
             pinned: RefCell::new(Pinned::default()),
             detached: RefCell::new(HashMap::new()),
             observed: gateway.tracking.worker(),
@@ -108,6 +111,8 @@ impl Worker {
         drop(self.pinned());
         let snapshot = self.gateway.snapshot();
         self.near_caches
+            .retain(|name| snapshot.tenant_by_name(name).map(Arc::as_ptr));
+        self.client_tracking
             .retain(|name| snapshot.tenant_by_name(name).map(Arc::as_ptr));
     }
 

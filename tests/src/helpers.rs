@@ -35,6 +35,25 @@ pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The id of a client of the server behind `con` whose `CLIENT LIST` flags hold `flag` (`t`: it tracks, `B`:
+/// in broadcasting mode), if there is one.
+pub fn client_with_flag(con: &mut redis::Connection, flag: char) -> Option<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(con)
+        .expect("CLIENT LIST");
+    list.lines()
+        .find(|line| {
+            line.split(' ').any(|field| {
+                field
+                    .strip_prefix("flags=")
+                    .is_some_and(|f| f.contains(flag))
+            })
+        })
+        .and_then(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_string)
+}
+
 /// Waits until the gateway on `port` knows its cluster's slot map (loaded a moment after the first client
 /// arrives): until then, commands that need a dedicated connection to a slot's master get `-TRYAGAIN`.
 pub fn wait_for_slot_map(port: u16) {

@@ -27,8 +27,8 @@ pub use control_plane::{ADMIN_TOKEN, ControlPlane, ControlPlaneBuilder};
 pub use ctl::{Ctl, CtlRun};
 pub use gateway::{Gateway, GatewayBuilder, StateDir};
 pub use helpers::{
-    command_calls, connections_received, open_single_tenant, open_tenant, provision_script_users,
-    wait_for_slot_map, wait_for_slot_map_as,
+    client_with_flag, command_calls, connections_received, open_single_tenant, open_tenant,
+    provision_script_users, wait_for_slot_map, wait_for_slot_map_as,
 };
 pub use ports::allocate_port;
 pub use postgres::TlsPostgres;

@@ -115,7 +115,7 @@ fn a_tenant_that_owns_one_database_selects_only_it() {
 }
 
 #[test]
-fn hello_switches_protocols_and_tracking_is_refused() {
+fn hello_switches_protocols_and_tracking_answers_as_redis_does() {
     each_topology(|c| {
         c.all_same(&[
             &["HELLO", "4"],
@@ -133,13 +133,14 @@ fn hello_switches_protocols_and_tracking_is_refused() {
                 &["GET", "nope"],
             ]);
         }
-        c.differs(
+        // Tracking, as Redis answers it (invalidations: tests/tests/client_tracking.rs).
+        c.all_same(&[
             &["CLIENT", "TRACKING", "on"],
-            b"-ERR CLIENT TRACKING is not supported by the gateway: the keys a client reads are read over backend connections shared with other clients, where Redis cannot track them for that client, so invalidations would be missed\r\n",
-            "docs/commands.md#client",
-        );
-        // The connection is still open and still RESP2.
-        c.same(&["GET", "nope"]);
+            &["GET", "nope"],
+            &["CLIENT", "TRACKINGINFO"],
+            &["CLIENT", "TRACKING", "off"],
+            &["CLIENT", "GETREDIR"],
+        ]);
     });
 }
 

@@ -25,7 +25,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub(crate) use cluster::{ClusterBackend, ClusterSpec};
-pub(crate) use connection::{BackendConnection, ConnectionSettings, Status, TrackingSink, kill_on};
+pub(crate) use connection::{
+    BackendConnection, ConnectionSettings, Status, TrackingSink, Tracks, kill_on,
+};
 pub(crate) use node::{NodeRole, NodeSpec};
 pub(crate) use sentinel::{SentinelBackend, SentinelSpec};
 pub(crate) use topology::Topologies;
@@ -341,8 +343,28 @@ impl BackendPool {
         node: &NodeSpec,
         sink: Rc<dyn TrackingSink>,
     ) -> BackendConnection {
+        self.open_tracking_as(node, sink, Tracks::Reads)
+    }
+
+    /// A connection of its own to `node` in broadcasting mode (`CLIENT TRACKING on BCAST`), telling `sink` of
+    /// every change to a key under `prefix` (empty: every key), whoever read it.
+    pub(crate) fn open_broadcast(
+        &self,
+        node: &NodeSpec,
+        sink: Rc<dyn TrackingSink>,
+        prefix: Bytes,
+    ) -> BackendConnection {
+        self.open_tracking_as(node, sink, Tracks::Prefix(prefix))
+    }
+
+    fn open_tracking_as(
+        &self,
+        node: &NodeSpec,
+        sink: Rc<dyn TrackingSink>,
+        tracks: Tracks,
+    ) -> BackendConnection {
         let metrics = self.metrics.backend(&node.addr);
-        BackendConnection::open_tracking(node.clone(), self.settings, metrics, sink)
+        BackendConnection::open_tracking(node.clone(), self.settings, metrics, sink, tracks)
     }
 
     /// The shared backend for `node`, opening it if no one holds it.

@@ -345,7 +345,20 @@ impl ReplyQueue {
         self.push_between(lines, true);
     }
 
+    /// Queues a push written after the replies of every request the client has sent so far, ready or not,
+    /// whatever `CLIENT REPLY` says: a tracking client's invalidation (see `client_tracking`), which must not
+    /// reach it before the reply of a read that may hold the value it invalidates.
+    pub(crate) fn push_after_sent(&self, message: Bytes) {
+        self.queue_message(message, true, false);
+    }
+
     fn push_between(&self, message: Bytes, reply: bool) {
+        self.queue_message(message, false, reply);
+    }
+
+    /// Queues `message` after every reply ready now, or after every slot open now (`after_open`); a `reply` is
+    /// dropped while muted.
+    fn queue_message(&self, message: Bytes, after_open: bool, reply: bool) {
         let mut inner = self.inner.borrow_mut();
         if inner.closed || (reply && inner.muted) {
             return;
@@ -354,10 +367,18 @@ impl ReplyQueue {
             .slots
             .iter()
             .take_while(|slot| matches!(slot, Slot::Ready { .. }))
-            .count();
-        let before = inner.base + ready as u64;
+            .count() as u64;
+        let before = match after_open {
+            true => inner.base + inner.slots.len() as u64,
+            false => inner.base + ready,
+        };
+        // Messages are written in order: one never goes before a message queued earlier.
+        let before = inner
+            .messages
+            .back()
+            .map_or(before, |(last, _)| before.max(*last));
         inner.messages.push_back((before, message));
-        if ready == 0 {
+        if before == inner.base {
             self.ready.notify();
         }
     }

@@ -44,6 +44,25 @@ fn a_message_goes_after_the_replies_ready_when_it_came() {
 }
 
 #[test]
+fn an_invalidation_goes_after_every_reply_owed_when_it_came() {
+    let queue = Rc::new(ReplyQueue::default());
+    let now = Instant::now();
+    let read = queue.reserve(now);
+    // The invalidation comes before the read's reply (it rides another backend connection): it waits for it.
+    queue.push_after_sent(Bytes::from_static(b">inv\r\n"));
+    assert_eq!(ready(&queue), b"");
+    let later = queue.reserve(now);
+    read.deliver(Bytes::from_static(b"$3\r\nold\r\n"));
+    // A message that comes next keeps its place after it.
+    queue.push_message(Bytes::from_static(b">m\r\n"));
+    assert_eq!(ready(&queue), b"$3\r\nold\r\n>inv\r\n>m\r\n");
+    later.deliver(Bytes::from_static(b"+ok\r\n"));
+    // With nothing owed, it goes at once.
+    queue.push_after_sent(Bytes::from_static(b">inv2\r\n"));
+    assert_eq!(ready(&queue), b"+ok\r\n>inv2\r\n");
+}
+
+#[test]
 fn only_error_replies_go_through_the_redirector() {
     let queue = Rc::new(ReplyQueue::default());
     let redirector = Rc::new(Rewrite(Cell::new(0), Cell::new(0)));

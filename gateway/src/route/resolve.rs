@@ -13,6 +13,8 @@ use crate::cmd::{Command, CommandSpec};
 use crate::reply::{DetachedWrites, ReplyHandle};
 use crate::resp::{self, Protocol};
 
+const REPLICA_READS: &str = "ERR CLIENT TRACKING is not supported by the gateway on a route that reads from replicas: a replica's copy may lag behind the invalidations the gateway sends";
+
 pub(crate) const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
 /// A route as one worker serves it: every resource resolved to that worker's upstream.
@@ -214,6 +216,25 @@ impl ResolvedRoute {
         args: &[Bytes],
     ) -> Option<String> {
         self.shards.get(shard)?.double_write_refusal(spec, args)
+    }
+
+    /// The resources the route's reads go to, whose nodes a tracking client's watch covers (see
+    /// `client_tracking`); an error when some read from replicas, which the watch would not cover.
+    pub(crate) fn read_upstreams(&self) -> Result<Vec<Upstream>, &'static str> {
+        let mut upstreams = Vec::new();
+        for endpoint in self.shards.iter().flat_map(|shard| shard.read.iter()) {
+            let Ok(upstream) = &endpoint.upstream else {
+                continue;
+            };
+            match upstream {
+                Upstream::Sentinel(_, Some(_)) => return Err(REPLICA_READS),
+                Upstream::Cluster(cluster) if cluster.reads_replicas() => {
+                    return Err(REPLICA_READS);
+                }
+                _ => upstreams.push(upstream.clone()),
+            }
+        }
+        Ok(upstreams)
     }
 
     /// Whether a shard's writes go to more than one resource.

@@ -233,6 +233,7 @@ impl Session {
     /// protocol): the tenant's tracking thresholds, its monitors for a client in monitor mode, and the timers
     /// (the AUTH deadline is over, an idle timeout may start).
     fn entered(&mut self) {
+        self.caching.follow(&self.client);
         if let Some(view) = &self.client.tenant {
             self.tracking
                 .track_tenant(&self.client, &view.tenant.tracking);

@@ -214,6 +214,7 @@ impl Drop for Client {
     fn drop(&mut self) {
         let gateway = &self.worker.gateway;
         self.replies.close();
+        self.worker.client_tracking.close_port(self.info.id);
         gateway.clients.remove(self.info.id);
         gateway
             .metrics

@@ -88,8 +88,9 @@ impl Connection {
             }
             tokio::select! {
                 biased;
-                // A subscribed client's messages arrive on their own, and so do a monitor's lines.
-                () = self.session.client.replies.wait_ready(), if !self.session.client.replies.is_empty() || self.session.stateful.subscription.is_some() || self.session.monitor.is_some() => {
+                // A subscribed client's messages arrive on their own, and so do a monitor's lines and a tracking
+                // client's invalidations.
+                () = self.session.client.replies.wait_ready(), if !self.session.client.replies.is_empty() || self.session.stateful.subscription.is_some() || self.session.monitor.is_some() || self.session.caching.is_on() => {
                     if self.session.monitor.as_ref().is_some_and(|m| m.overflowed()) {
                         return self.close(Closed::OutputHard, addr);
                     }

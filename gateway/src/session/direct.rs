@@ -46,6 +46,7 @@ impl Session {
             || view.tenant.checks_keys()
             || !self.stateful.is_idle()
             || self.client.replying != Replying::On
+            || self.caching.is_on()
         {
             return None;
         }

@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::client::Replying;
 use super::monitor::Monitoring;
-use super::{CLUSTER_DISABLED, Session};
+use super::{CLUSTER_DISABLED, Session, client_tracking};
 use crate::cmd::{self, Command, CommandSpec};
 use crate::resp::{self, Protocol, Request};
 
@@ -81,6 +81,9 @@ impl Session {
         started: Instant,
     ) -> bool {
         match spec.id.container() {
+            Some(Command::Client) if client_tracking::is_tracking_command(spec.id) => {
+                self.caching.command(&self.client, started, spec.id, args)
+            }
             Some(Command::Client) => self.client.client_command(started, spec, args),
             Some(Command::Cluster) => self.client.local_error(started, CLUSTER_DISABLED),
             // The client's user is its tenant (as CLIENT LIST shows); users live in the control plane.
@@ -159,6 +162,7 @@ impl Session {
     /// `RESET`: leaves every state (transaction, watches, subscriptions, monitor mode), back to database 0, RESP2,
     /// replies on and no client name.
     pub(super) fn reset(&mut self, started: Instant) {
+        self.caching.off();
         self.stateful.transaction = None;
         self.stateful.watching = None;
         self.set_db(0);

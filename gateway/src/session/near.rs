@@ -113,6 +113,30 @@ impl NearView {
     }
 }
 
+impl NearView {
+    /// Drops the keys the write `args` names (its table's `spec`; `keys`, a buffer for their positions) from the
+    /// cache, and keeps them from being filled until the guard returned is dropped.
+    fn write(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        keys: &mut Vec<usize>,
+        namespace: Option<&Namespace>,
+    ) -> WriteGuard {
+        // A script's keys are what it writes only if its author says so: any key, then.
+        let known = spec.family() != Family::Script
+            && spec.key_indices(args, keys).is_ok()
+            && !keys.is_empty();
+        let keys = known.then(|| {
+            keys.iter()
+                .filter_map(|&i| args.get(i))
+                .map(|key| stored(namespace, key))
+                .collect()
+        });
+        self.cache.write(keys)
+    }
+}
+
 /// What the near cache does with a request.
 pub(super) enum NearRead {
     /// Answers it.
@@ -179,22 +203,7 @@ impl Session {
         if !may_write(spec) {
             return Continue(command);
         }
-        // A script's keys are what it writes only if its author says so: any key, then.
-        let keys = match spec.family() == Family::Script
-            || spec.key_indices(args, &mut self.client.keys).is_err()
-            || self.client.keys.is_empty()
-        {
-            true => None,
-            false => Some(
-                self.client
-                    .keys
-                    .iter()
-                    .filter_map(|&i| args.get(i))
-                    .map(|key| stored(namespace, key))
-                    .collect(),
-            ),
-        };
-        let guard = near.cache.write(keys);
+        let guard = near.write(spec, args, &mut self.client.keys, namespace);
         let release: Transform = Box::new(move |reply| {
             drop(guard);
             reply

@@ -53,6 +53,7 @@ impl Session {
         let command = self.police(command)?;
         let command = self.in_monitor_mode(command)?;
         let command = self.rate_limit(command)?;
+        let command = self.track_reads(command)?;
         let command = self.near_cache(command)?;
         let command = self.serve_stateful(command)?;
         let command = self.serve_locally(command)?;
@@ -176,6 +177,18 @@ impl Session {
         self.client
             .reject(command.spec, command.started, &Failure::refused(text));
         Break(())
+    }
+
+    /// A tracking client's reads are tracked from before they are sent, or answered from the near cache (see
+    /// `client_tracking`).
+    fn track_reads(&mut self, command: Command) -> Step {
+        if self.caching.is_on() {
+            let in_transaction = self.stateful.transaction.is_some();
+            let args = command.request.args();
+            self.caching
+                .note_reads(&mut self.client, command.spec, args, in_transaction);
+        }
+        Continue(command)
     }
 
     /// The tenant's near cache (see `near`): a read it holds is answered, a write drops the keys it names.

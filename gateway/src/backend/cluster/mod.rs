@@ -303,6 +303,11 @@ impl ClusterBackend {
         }
     }
 
+    /// Whether reads go to replicas (`-slaves` resources).
+    pub(crate) fn reads_replicas(&self) -> bool {
+        self.spec.replicas.is_some()
+    }
+
     /// How many masters serve slots (1 while the map is unknown: the seed stands for them all).
     pub(crate) fn masters(&self) -> usize {
         self.map().shards.len().max(1)
@@ -354,11 +359,6 @@ impl ClusterBackend {
     /// for different read modes or protocols).
     pub(crate) fn same_cluster(&self, other: &ClusterBackend) -> bool {
         Arc::ptr_eq(&self.topology, &other.topology)
-    }
-
-    /// Whether reads go to replicas (`-slaves` resources).
-    pub(crate) fn reads_replicas(&self) -> bool {
-        self.spec.replicas.is_some()
     }
 
     /// Sends to the master owning `slot` without following redirects, or returns the request when the slot map

@@ -35,8 +35,8 @@ pub(super) use outbox::Outbox;
 use pipeline::serve;
 pub(crate) use script::kill_on;
 pub(super) use script::{KILL_GRACE, kill_scripts};
-pub(crate) use tracking::TrackingSink;
 use tracking::connect_tracking;
+pub(crate) use tracking::{TrackingSink, Tracks};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionSettings {
@@ -89,8 +89,10 @@ struct Shared {
     metrics: Arc<BackendMetrics>,
     /// The `AUTH`s that switch the connection to each user (see `identity`), made once.
     auth: Auths,
-    /// Set for a connection that tracks what it reads (see `tracking`): where Redis' invalidations go.
+    /// Set for a connection that tracks keys (see `tracking`): where Redis' invalidations go.
     tracking: Option<Rc<dyn TrackingSink>>,
+    /// What such a connection tracks.
+    tracks: Tracks,
 }
 
 /// The `AUTH` commands of one node's users (a namespace's are made per socket: see `script::RestrictedUsers`).
@@ -135,17 +137,19 @@ impl BackendConnection {
         Self::start(Shared::new(node, settings, metrics))
     }
 
-    /// Starts a connection that tracks the keys it reads (`CLIENT TRACKING on`, over RESP3, whatever `node`
-    /// says): Redis' invalidations, and the connection's ups and downs, go to `sink`.
+    /// Starts a connection that tracks keys as `tracks` says (`CLIENT TRACKING on`, over RESP3, whatever
+    /// `node` says): Redis' invalidations, and the connection's ups and downs, go to `sink`.
     pub(crate) fn open_tracking(
         node: NodeSpec,
         settings: ConnectionSettings,
         metrics: Arc<BackendMetrics>,
         sink: Rc<dyn TrackingSink>,
+        tracks: Tracks,
     ) -> BackendConnection {
         let node = node.speaking(crate::resp::Protocol::Resp3);
         let mut shared = Shared::new(node, settings, metrics);
         shared.tracking = Some(sink);
+        shared.tracks = tracks;
         Self::start(shared)
     }
 
@@ -204,6 +208,7 @@ impl Shared {
             closed: Cell::new(false),
             metrics,
             tracking: None,
+            tracks: Tracks::Reads,
         }
     }
 
@@ -268,7 +273,7 @@ async fn run(shared: Rc<Shared>, delay: Duration) {
         let connected = async {
             match shared.tracking {
                 None => connect(&shared.node).await,
-                Some(_) => connect_tracking(&shared.node).await,
+                Some(_) => connect_tracking(&shared.node, &shared.tracks).await,
             }
         };
         let reason = match tokio::time::timeout(shared.settings.connect_timeout, connected).await {

@@ -1,11 +1,13 @@
-//! Connections that track what they read (`CLIENT TRACKING on`, over RESP3): Redis pushes an `invalidate`
-//! message on the same connection, in order with its replies, whenever a key the connection read changes (by any
-//! client, a script, expiry, eviction), or every key at once (`FLUSHDB`, `FLUSHALL`). What the connection reads
-//! and what it is told go to its [`TrackingSink`] (the near cache, `near_cache`).
+//! Connections that track keys (`CLIENT TRACKING on`, over RESP3): Redis pushes an `invalidate` message on the
+//! same connection, in order with its replies, whenever a tracked key changes (by any client, a script, expiry,
+//! eviction), or every key at once (`FLUSHDB`, `FLUSHALL`). Two kinds ([`Tracks`]): a connection that tracks
+//! what it reads itself (the near cache, `near_cache`), and one in broadcasting mode (`BCAST`) that is told of
+//! every change under a prefix, whoever read it (the gateway's clients that track, `client_tracking`). What the
+//! connection is told goes to its [`TrackingSink`].
 
 use std::io;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::handshake::{NodeFacts, Reader, connect};
 use crate::backend::NodeSpec;
@@ -22,15 +24,51 @@ pub(crate) trait TrackingSink {
     fn lost(&self);
 }
 
-/// `CLIENT TRACKING on`: every key the connection reads is tracked (not `OPTIN`: the connection only reads to
-/// fill a cache).
-const TRACKING_ON: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n";
+/// What a tracking connection tracks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tracks {
+    /// Every key the connection reads (not `OPTIN`: the connection only reads to fill a cache).
+    Reads,
+    /// Every key under the prefix (`BCAST`, with `PREFIX` unless it is empty), read or not.
+    Prefix(Bytes),
+}
 
-/// Connects as [`connect`] does (the node spoken to in RESP3), then turns tracking on.
-pub(super) async fn connect_tracking(node: &NodeSpec) -> io::Result<(Stream, NodeFacts)> {
+impl Tracks {
+    /// The `CLIENT TRACKING on` that turns it on.
+    fn command(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(64);
+        match self {
+            Tracks::Reads => resp::command(&mut out, &[&b"CLIENT"[..], b"TRACKING", b"on"]),
+            Tracks::Prefix(prefix) if prefix.is_empty() => {
+                resp::command(&mut out, &[&b"CLIENT"[..], b"TRACKING", b"on", b"BCAST"])
+            }
+            Tracks::Prefix(prefix) => resp::command(
+                &mut out,
+                &[
+                    &b"CLIENT"[..],
+                    b"TRACKING",
+                    b"on",
+                    b"BCAST",
+                    b"PREFIX",
+                    prefix,
+                ],
+            ),
+        }
+        out.freeze()
+    }
+}
+
+/// Connects as [`connect`] does (the node spoken to in RESP3), then turns tracking on. A broadcasting
+/// connection may be told of a change right after its `+OK`, in the bytes this handshake reads and drops: such a
+/// change was executed before the sink hears `up`, which its users account for (see `client_tracking`: a read
+/// sent before every watch is up is followed by a flush).
+pub(super) async fn connect_tracking(
+    node: &NodeSpec,
+    tracks: &Tracks,
+) -> io::Result<(Stream, NodeFacts)> {
     let (stream, facts) = connect(node).await?;
     Reader::default()
-        .exchange(&stream, TRACKING_ON, &[b"+OK\r\n"])
+        .exchange(&stream, &tracks.command(), &[b"+OK\r\n"])
         .await?;
     Ok((stream, facts))
 }
@@ -75,6 +113,23 @@ fn bulk(buf: &[u8]) -> Option<(&[u8], &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracking_is_turned_on_as_asked() {
+        assert_eq!(
+            &Tracks::Reads.command()[..],
+            b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n"
+        );
+        assert_eq!(
+            &Tracks::Prefix(Bytes::new()).command()[..],
+            b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n$5\r\nBCAST\r\n"
+        );
+        assert!(
+            Tracks::Prefix(Bytes::from_static(b"t:"))
+                .command()
+                .ends_with(b"$6\r\nPREFIX\r\n$2\r\nt:\r\n")
+        );
+    }
 
     #[test]
     fn invalidations_are_read_and_other_pushes_dropped() {

@@ -161,18 +161,6 @@ impl Client {
                 }
                 _ => self.local_error(started, "ERR syntax error"),
             },
-            // Tracking is never on: Redis' answers for a client that does not track.
-            Command::ClientGetredir => self.local_reply(started, |out| resp::integer(out, -1)),
-            Command::ClientTrackinginfo => self.local_reply(started, |out| {
-                resp::map_header(out, 3, self.protocol);
-                resp::bulk(out, b"flags");
-                resp::set_header(out, 1, self.protocol);
-                resp::bulk(out, b"off");
-                resp::bulk(out, b"redirect");
-                resp::integer(out, -1);
-                resp::bulk(out, b"prefixes");
-                resp::array_header(out, 0);
-            }),
             _ => {
                 let name = spec.display_name();
                 let why = client_refusal(spec.id);
@@ -345,9 +333,6 @@ fn list_filter(args: &[Bytes]) -> Result<Box<dyn Fn(u64) -> bool>, String> {
 /// Why a CLIENT subcommand is refused, for its error text.
 fn client_refusal(command: Command) -> &'static str {
     match command {
-        Command::ClientTracking | Command::ClientCaching => {
-            ": the keys a client reads are read over backend connections shared with other clients, where Redis cannot track them for that client, so invalidations would be missed"
-        }
         Command::ClientPause | Command::ClientUnpause => {
             ": it would pause the backend for every tenant and every gateway"
         }

@@ -35,11 +35,13 @@ pub(crate) struct Field {
     pub source: Source,
 }
 
-/// One section: its name (as asked for), its heading, whether `INFO`/`INFO default` shows it, its fields.
+/// One section: its name (as asked for), its heading, whether `INFO`/`INFO default` shows it, whether it is the
+/// gateway's own (shown only when asked for by name: `INFO all` and `everything` stay Redis'), its fields.
 pub(crate) struct Section {
     pub name: &'static str,
     pub title: &'static str,
     pub default: bool,
+    pub own: bool,
     pub fields: &'static [Field],
 }
 
@@ -286,16 +288,29 @@ const CPU: &[Field] = &[
     gateway("used_cpu_user_main_thread"),
 ];
 
+/// The gateway's own section (not Redis'): the tenant's near cache on this gateway (docs/near-cache.md).
+const NEAR_CACHE: &[Field] = &[
+    gateway("near_cache_enabled"),
+    gateway("near_cache_max_bytes"),
+    gateway("near_cache_bytes"),
+    gateway("near_cache_hits"),
+    gateway("near_cache_misses"),
+    gateway("near_cache_hit_ratio"),
+    gateway("near_cache_invalidations"),
+    gateway("near_cache_evictions"),
+];
+
 const fn section(name: &'static str, title: &'static str, fields: &'static [Field]) -> Section {
     Section {
         name,
         title,
         default: true,
+        own: false,
         fields,
     }
 }
 
-/// Redis 7.0's sections in its order. `commandstats`, `errorstats`, `latencystats` and `keyspace` have fields
+/// Redis 7.0's sections in its order, then the gateway's own. `commandstats`, `errorstats`, `latencystats` and `keyspace` have fields
 /// named after what they count (`cmdstat_get`, `errorstat_ERR`, `db0`): see `Lines`.
 pub(crate) const SECTIONS: &[Section] = &[
     section("server", "Server", SERVER),
@@ -317,6 +332,11 @@ pub(crate) const SECTIONS: &[Section] = &[
     },
     section("cluster", "Cluster", &[neutral("cluster_enabled", "0")]),
     section("keyspace", "Keyspace", &[]),
+    Section {
+        default: false,
+        own: true,
+        ..section("nearcache", "Nearcache", NEAR_CACHE)
+    },
 ];
 
 /// The section whose lines come from the backends besides its fields.

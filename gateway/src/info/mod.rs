@@ -30,7 +30,7 @@ pub(crate) struct Local {
 
 impl Local {
     /// The sections INFO's arguments (`args[1..]`) ask for, in Redis' order: `INFO`, `INFO default`, `INFO
-    /// all`/`everything`, or names in any case.
+    /// all`/`everything` (Redis' sections), or names in any case (the gateway's own sections too).
     pub(crate) fn asked(args: &[Bytes]) -> Local {
         let requested = args.get(1..).unwrap_or_default();
         let wanted = |section: &Section| {
@@ -38,8 +38,7 @@ impl Local {
                 || requested.iter().any(|arg| {
                     let arg = arg.to_ascii_lowercase();
                     arg == section.name.as_bytes()
-                        || arg == b"all"
-                        || arg == b"everything"
+                        || (arg == b"all" || arg == b"everything") && !section.own
                         || (arg == b"default" && section.default)
                 })
         };

@@ -101,6 +101,33 @@ fn fill(local: &mut Local, gateway: &Gateway, tenant: &Tenant) {
     if local.wants("errorstats") {
         local.set_lines("errorstats", metrics.errors.lines());
     }
+    if local.wants("nearcache") {
+        let near = &metrics.near_cache;
+        let (hits, misses) = (
+            near.hits.load(Ordering::Relaxed),
+            near.misses.load(Ordering::Relaxed),
+        );
+        let ratio = match hits + misses {
+            0 => 0.0,
+            reads => hits as f64 / reads as f64,
+        };
+        local.set("near_cache_enabled", u8::from(tenant.near_cache.is_some()));
+        let max_bytes = tenant.near_cache.map_or(0, |policy| policy.max_bytes);
+        local.set("near_cache_max_bytes", max_bytes);
+        local.set(
+            "near_cache_bytes",
+            near.bytes.load(Ordering::Relaxed).max(0),
+        );
+        local.set("near_cache_hits", hits);
+        local.set("near_cache_misses", misses);
+        local.set("near_cache_hit_ratio", format!("{ratio:.4}"));
+        let invalidations = near.invalidations.load(Ordering::Relaxed);
+        local.set("near_cache_invalidations", invalidations);
+        local.set(
+            "near_cache_evictions",
+            near.evictions.load(Ordering::Relaxed),
+        );
+    }
 }
 
 /// INFO: answered at once when no section asked for takes values from the backends; else those sections are

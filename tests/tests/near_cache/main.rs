@@ -338,3 +338,28 @@ fn two_gateways_and_direct_writers_through_faults() {
     assert_checked(&first, reads);
     assert_checked(&second, reads);
 }
+
+/// `INFO nearcache` shows the tenant's cache on this gateway (not in `INFO`: Redis' sections only).
+#[test]
+fn info_shows_the_tenants_near_cache() {
+    let (_backend, _gateway, _redis, mut client) = with_k_cached();
+    for _ in 0..9 {
+        assert_eq!(client.request(&[b"GET", b"k"]), bulk("v1"));
+    }
+    let info = String::from_utf8(client.request(&[b"INFO", b"nearcache"])).unwrap();
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}:")))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+    };
+    assert!(info.contains("# Nearcache\r\n"), "{info}");
+    assert_eq!(field("near_cache_enabled"), 1.0);
+    assert_eq!(field("near_cache_max_bytes"), f64::from(1 << 20));
+    assert!(field("near_cache_bytes") > 0.0);
+    assert!(field("near_cache_hits") >= 10.0);
+    assert!(field("near_cache_misses") >= 1.0);
+    assert!(field("near_cache_hit_ratio") > 0.5);
+    let default = String::from_utf8(client.request(&[b"INFO"])).unwrap();
+    assert!(!default.contains("Nearcache"), "{default}");
+}

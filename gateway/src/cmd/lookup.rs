@@ -264,7 +264,7 @@ impl LookupCache {
 
     /// The remembered command and its policy, if the client named it again (`name`, with `args` arguments in
     /// all) with a number of arguments its arity admits. Asked for every request on the direct path: inlined there.
-    #[inline]
+    #[inline(always)]
     pub fn cached(&self, name: &[u8], args: usize) -> Option<(&'static CommandSpec, Policy)> {
         self.find(name).filter(|(spec, _)| spec.arity_ok(args))
     }

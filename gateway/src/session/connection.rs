@@ -264,7 +264,7 @@ impl Connection {
                             let to = (&client.replies, client.protocol, client.info.id as usize);
                             let request = frame.0.freeze();
                             let read = (&Query::GET, &request);
-                            self.session.near.wait_for_fill(wait, read, to, now);
+                            self.session.near.wait_for_fill(*wait, read, to, now);
                             self.held_back = true;
                             break;
                         }

@@ -18,8 +18,9 @@ pub(super) enum Direct {
     Run(RunTarget),
     /// Nowhere: the tenant's near cache answers it with this reply.
     Answered(Bytes),
-    /// Nowhere yet: it waits for the near cache's fill of its key (`NearState::wait_for_fill`).
-    Wait(FillWait),
+    /// Nowhere yet: it waits for the near cache's fill of its key (`NearState::wait_for_fill`). Boxed: the
+    /// other variants are what the direct path returns for nearly every request.
+    Wait(Box<FillWait>),
 }
 
 impl Session {
@@ -58,35 +59,34 @@ impl Session {
             return None;
         }
         let namespace = view.tenant.namespace();
-        let near = match &view.near {
-            Some(near) => near.read(spec, decoder, frame, namespace, self.client.protocol, now)?,
-            None => NearRead::Forward,
-        };
-        let to = match near {
-            NearRead::Hit(reply) => Direct::Answered(reply),
-            NearRead::Wait(wait) => Direct::Wait(wait),
-            NearRead::Forward => {
-                let rewrite = match namespace {
-                    Some(namespace) => {
-                        Some((namespace, DirectKeys::of(spec, decoder.arg_count())?))
-                    }
-                    None => None,
-                };
-                let prefix = rewrite
-                    .as_ref()
-                    .map(|(namespace, _)| &namespace.prefix()[..]);
-                let to = direct.target(spec, || decoder.arg(frame, 1), prefix)?;
-                if let Some((namespace, keys)) = rewrite {
-                    *frame = namespace.direct_frame(decoder, frame, keys);
-                }
-                Direct::Run(to)
+        if let Some(near) = &view.near {
+            let to = match near.read(spec, decoder, frame, namespace, self.client.protocol, now)? {
+                NearRead::Forward => None,
+                NearRead::Hit(reply) => Some(Direct::Answered(reply)),
+                NearRead::Wait(wait) => Some(Direct::Wait(Box::new(wait))),
+            };
+            if let Some(to) = to {
+                self.count_direct(spec);
+                return Some((to, spec));
             }
+        }
+        let rewrite = match namespace {
+            Some(namespace) => Some((namespace, DirectKeys::of(spec, decoder.arg_count())?)),
+            None => None,
         };
+        let prefix = rewrite
+            .as_ref()
+            .map(|(namespace, _)| &namespace.prefix()[..]);
+        let to = direct.target(spec, || decoder.arg(frame, 1), prefix)?;
+        if let Some((namespace, keys)) = rewrite {
+            *frame = namespace.direct_frame(decoder, frame, keys);
+        }
         self.count_direct(spec);
-        Some((to, spec))
+        Some((Direct::Run(to), spec))
     }
 
     /// Counts a command the direct path took, in a tally of the same command in a row.
+    #[inline(always)]
     fn count_direct(&self, spec: &'static CommandSpec) {
         match self.uncounted.get() {
             (Some(id), count) if id == spec.id => {

@@ -73,6 +73,7 @@ impl NearView {
     /// another request that neither writes nor is a read the cache answers (it goes on); `None` for the others
     /// (the reads the cache answers but `GET`, and every command that may write: its keys are dropped from the
     /// cache), which take the steps.
+    #[inline(never)]
     pub(super) fn read(
         &self,
         spec: &'static CommandSpec,

@@ -111,13 +111,14 @@ function divergenceCard({ secondaries }) {
 }
 
 // The tenant's near cache over the span shown (docs/near-cache.md): its reads answered from memory, as a ratio and
-// minute by minute, what it dropped, and the bytes it held at the last minute reported; absent without the cache.
+// minute by minute, what it dropped, and the bytes it held (at the last minute reported, and by minute); absent
+// without the cache.
 function nearCacheCard(points, from) {
   const minutes = points.filter((p) => p.near_cache);
   if (!minutes.length) return null;
   const sum = (key) => minutes.reduce((total, p) => total + p.near_cache[key], 0);
   const [hits, misses] = [sum('hits'), sum('misses')];
-  const ratio = hits + misses ? `${short((hits / (hits + misses)) * 100)}%` : 'no read';
+  const ratio = hits + misses ? `${((hits / (hits + misses)) * 100).toFixed(1)}%` : 'no read';
   const bytes = minutes[minutes.length - 1].near_cache.bytes;
   const cell = (figure, text) => h('td', { 'data-figure': figure, text });
   return h('section', { class: 'card', id: 'near-cache' }, h('h2', { text: 'Near cache' }),
@@ -125,8 +126,10 @@ function nearCacheCard(points, from) {
       cell('hit-ratio', ratio), cell('hits', short(hits)), cell('misses', short(misses)),
       cell('invalidations', short(sum('invalidations'))), cell('evictions', short(sum('evictions'))),
       cell('bytes', short(bytes)))], ''),
-    lineChart('tenant-near-cache-ratio', 'hit ratio, % (by minute)', minutes,
-      (p) => (p.near_cache.hit_ratio === undefined ? 0 : p.near_cache.hit_ratio * 100), from, nowSecs()));
+    h('div', { class: 'charts' },
+      lineChart('tenant-near-cache-ratio', 'hit ratio, %', minutes,
+        (p) => (p.near_cache.hit_ratio === undefined ? 0 : p.near_cache.hit_ratio * 100), from, nowSecs()),
+      lineChart('tenant-near-cache-bytes', 'bytes held', minutes, (p) => p.near_cache.bytes, from, nowSecs())));
 }
 
 export async function tenant(main, name) {

@@ -137,6 +137,7 @@ impl TenantRuntime {
             connections: delta.connections,
             p99_us: delta.p99_us,
             credentials,
+            near_cache: delta.near_cache,
         })
     }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use switchyard_schemas::api::{
-    CredentialLastUse, TenantUsage, TenantUsageNow, UsagePoint, UsageRates,
+    CredentialLastUse, NearCacheMinute, NearCacheUsage, TenantUsage, TenantUsageNow, UsagePoint,
+    UsageRates,
 };
 
 use crate::db::{DbResult, WithOperation, timestamp};
@@ -23,20 +24,28 @@ pub(crate) async fn record(
     window: Duration,
 ) -> DbResult<()> {
     if !usage.is_empty() {
-        let column = |f: fn(&TenantUsage) -> u64| -> Vec<i64> {
-            usage.iter().map(|u| clamp(f(u))).collect()
-        };
+        let column = |f: fn(&TenantUsage) -> u64| column_of(usage, f);
         let tenants: Vec<String> = usage.iter().map(|u| u.tenant.clone()).collect();
         let connections: Vec<i64> = usage.iter().map(|u| u.connections).collect();
         let p99: Vec<Option<i64>> = usage.iter().map(|u| u.p99_us.map(clamp)).collect();
+        let near = |f: fn(&NearCacheUsage) -> u64| {
+            column_of(usage, move |u| u.near_cache.as_ref().map_or(0, f))
+        };
+        let near_bytes: Vec<Option<i64>> = usage
+            .iter()
+            .map(|u| u.near_cache.as_ref().map(|n| clamp(n.bytes)))
+            .collect();
         sqlx::query!(
             "INSERT INTO tenant_usage (tenant_id, minute, gateway, covered_ms, commands, errors, bytes_in,
-                                       bytes_out, connections, p99_us)
+                                       bytes_out, connections, p99_us, near_cache_hits, near_cache_misses,
+                                       near_cache_invalidations, near_cache_evictions, near_cache_bytes)
              SELECT t.id, date_trunc('minute', now()), $1, $2, u.commands, u.errors, u.bytes_in, u.bytes_out,
-                    u.connections, u.p99_us
+                    u.connections, u.p99_us, u.hits, u.misses, u.invalidations, u.evictions, u.near_bytes
                FROM UNNEST($3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
-                           $9::bigint[])
-                    AS u(tenant, commands, errors, bytes_in, bytes_out, connections, p99_us)
+                           $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+                           $14::bigint[])
+                    AS u(tenant, commands, errors, bytes_in, bytes_out, connections, p99_us, hits, misses,
+                         invalidations, evictions, near_bytes)
                JOIN tenants t ON t.name = u.tenant
              ON CONFLICT (tenant_id, minute, gateway) DO UPDATE SET
                 covered_ms = tenant_usage.covered_ms + EXCLUDED.covered_ms,
@@ -45,7 +54,13 @@ pub(crate) async fn record(
                 bytes_in = tenant_usage.bytes_in + EXCLUDED.bytes_in,
                 bytes_out = tenant_usage.bytes_out + EXCLUDED.bytes_out,
                 connections = EXCLUDED.connections,
-                p99_us = GREATEST(tenant_usage.p99_us, EXCLUDED.p99_us)",
+                p99_us = GREATEST(tenant_usage.p99_us, EXCLUDED.p99_us),
+                near_cache_hits = tenant_usage.near_cache_hits + EXCLUDED.near_cache_hits,
+                near_cache_misses = tenant_usage.near_cache_misses + EXCLUDED.near_cache_misses,
+                near_cache_invalidations =
+                    tenant_usage.near_cache_invalidations + EXCLUDED.near_cache_invalidations,
+                near_cache_evictions = tenant_usage.near_cache_evictions + EXCLUDED.near_cache_evictions,
+                near_cache_bytes = COALESCE(EXCLUDED.near_cache_bytes, tenant_usage.near_cache_bytes)",
             gateway,
             clamp(interval_ms),
             &tenants,
@@ -55,6 +70,11 @@ pub(crate) async fn record(
             &column(|u| u.bytes_out),
             &connections,
             &p99 as &[Option<i64>],
+            &near(|n| n.hits),
+            &near(|n| n.misses),
+            &near(|n| n.invalidations),
+            &near(|n| n.evictions),
+            &near_bytes as &[Option<i64>],
         )
         .execute(db)
         .await
@@ -122,6 +142,11 @@ macro_rules! rates {
     };
 }
 
+/// One count of each tenant's usage, as Postgres' bigints.
+fn column_of(usage: &[TenantUsage], f: impl Fn(&TenantUsage) -> u64) -> Vec<i64> {
+    usage.iter().map(|u| clamp(f(u))).collect()
+}
+
 /// A count as Postgres' bigint holds it.
 fn clamp(count: u64) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
@@ -140,7 +165,12 @@ pub(crate) async fn series(
                   sum(bytes_in::float8 * 1000 / GREATEST(covered_ms, 1)) AS "bytes_in!",
                   sum(bytes_out::float8 * 1000 / GREATEST(covered_ms, 1)) AS "bytes_out!",
                   sum(connections)::bigint AS "connections!",
-                  max(p99_us) AS p99_us
+                  max(p99_us) AS p99_us,
+                  sum(near_cache_hits)::bigint AS "near_cache_hits!",
+                  sum(near_cache_misses)::bigint AS "near_cache_misses!",
+                  sum(near_cache_invalidations)::bigint AS "near_cache_invalidations!",
+                  sum(near_cache_evictions)::bigint AS "near_cache_evictions!",
+                  sum(near_cache_bytes)::bigint AS near_cache_bytes
              FROM tenant_usage
             WHERE ($1::bigint IS NULL OR tenant_id = $1) AND minute > now() - make_interval(secs => $2)
             GROUP BY minute ORDER BY minute"#,
@@ -152,9 +182,23 @@ pub(crate) async fn series(
     .during("reading usage by minute")?;
     Ok(rows
         .into_iter()
-        .map(|row| UsagePoint {
-            minute: row.minute,
-            usage: rates!(row),
+        .map(|row| {
+            let count = |n: i64| n.max(0) as u64;
+            // A minute in which no gateway reported a near cache has no bytes: then it has none.
+            let near_cache = row.near_cache_bytes.map(|bytes| {
+                NearCacheMinute::new(NearCacheUsage {
+                    hits: count(row.near_cache_hits),
+                    misses: count(row.near_cache_misses),
+                    invalidations: count(row.near_cache_invalidations),
+                    evictions: count(row.near_cache_evictions),
+                    bytes: count(bytes),
+                })
+            });
+            UsagePoint {
+                minute: row.minute,
+                usage: rates!(row),
+                near_cache,
+            }
         })
         .collect())
 }

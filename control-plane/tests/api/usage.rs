@@ -158,3 +158,44 @@ async fn usage_older_than_the_window_is_pruned(pool: PgPool) {
     assert_eq!(usage.body["points"].as_array().map(Vec::len), Some(1));
     assert_eq!(usage.body["window_s"], json!(300));
 }
+
+/// A near cache's counts add up over the minute's reports and gateways; its bytes are each gateway's last report
+/// of the minute, summed; a tenant no gateway reported a near cache of has none in its points.
+#[sqlx::test(migrations = "../migrations")]
+async fn near_cache_figures_add_up_by_minute_with_each_gateways_last_bytes(pool: PgPool) {
+    let api = Api::new(pool.clone()).await;
+    api.create_tenant("acme").await;
+    api.create_tenant("globex").await;
+    minute_to_spare().await;
+    let entry = |tenant: &str, hits: u64, misses: u64, bytes: u64| {
+        json!({"tenant": tenant, "commands": hits + misses, "errors": 0, "bytes_in": 0, "bytes_out": 0,
+               "connections": 1,
+               "near_cache": {"hits": hits, "misses": misses, "invalidations": 1, "evictions": 2,
+                              "bytes": bytes}})
+    };
+    let plain = json!({"tenant": "globex", "commands": 5, "errors": 0, "bytes_in": 0, "bytes_out": 0,
+                       "connections": 1});
+    report(&api, "gw-1", json!([entry("acme", 60, 20, 5000), plain])).await;
+    report(&api, "gw-1", json!([entry("acme", 20, 0, 4000)])).await;
+    report(&api, "gw-2", json!([entry("acme", 10, 10, 1000)])).await;
+
+    let usage = api.admin("GET", "/v1/tenants/acme/usage", None).await;
+    assert_eq!(usage.status, 200, "{}", usage.body);
+    let near = &usage.body["points"][0]["near_cache"];
+    assert_eq!(
+        near,
+        &json!({"hits": 90, "misses": 30, "invalidations": 3, "evictions": 6, "bytes": 5000,
+                "hit_ratio": 0.75}),
+        "{}",
+        usage.body
+    );
+    let plain = api.admin("GET", "/v1/tenants/globex/usage", None).await;
+    assert_eq!(plain.body["points"].as_array().map(Vec::len), Some(1));
+    assert!(
+        plain.body["points"][0].get("near_cache").is_none(),
+        "{}",
+        plain.body
+    );
+    let overview = api.admin("GET", "/v1/usage", None).await;
+    assert_eq!(overview.body["total"][0]["near_cache"]["hits"], json!(90));
+}

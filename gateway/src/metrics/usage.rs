@@ -5,7 +5,9 @@
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
-use super::{BUCKETS_US, Buckets, TenantCounters};
+use switchyard_schemas::api::NearCacheUsage;
+
+use super::{BUCKETS_US, Buckets, NearCacheCounters, TenantCounters};
 
 /// The tenant's counters at the last report.
 #[derive(Default)]
@@ -19,6 +21,49 @@ struct Marked {
     bytes_out: u64,
     connections: i64,
     latency: Buckets,
+    near_cache: NearCacheMark,
+}
+
+/// A near cache's counts, and the bytes it held, at a report.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+struct NearCacheMark {
+    hits: u64,
+    misses: u64,
+    invalidations: u64,
+    evictions: u64,
+    bytes: u64,
+}
+
+impl NearCacheMark {
+    fn load(counters: &NearCacheCounters) -> NearCacheMark {
+        NearCacheMark {
+            hits: counters.hits.load(Ordering::Relaxed),
+            misses: counters.misses.load(Ordering::Relaxed),
+            invalidations: counters.invalidations.load(Ordering::Relaxed),
+            evictions: counters.evictions.load(Ordering::Relaxed),
+            bytes: counters.bytes.load(Ordering::Relaxed).max(0) as u64,
+        }
+    }
+
+    /// What the cache did since `before`, and holds now; `None` when it did nothing, holds nothing and held
+    /// nothing at the last report (a tenant without the cache: its report is as it was; one whose cache was
+    /// emptied is reported once more, holding none).
+    fn since(self, before: NearCacheMark) -> Option<NearCacheUsage> {
+        let usage = NearCacheUsage {
+            hits: self.hits.saturating_sub(before.hits),
+            misses: self.misses.saturating_sub(before.misses),
+            invalidations: self.invalidations.saturating_sub(before.invalidations),
+            evictions: self.evictions.saturating_sub(before.evictions),
+            bytes: self.bytes,
+        };
+        let idle = usage.hits == 0
+            && usage.misses == 0
+            && usage.invalidations == 0
+            && usage.evictions == 0
+            && usage.bytes == 0
+            && before.bytes == 0;
+        (!idle).then_some(usage)
+    }
 }
 
 /// What a tenant's counters added since the last report, and its connections now.
@@ -33,6 +78,8 @@ pub(crate) struct UsageDelta {
     pub connections_changed: bool,
     /// The interval's 99th percentile latency, where the tenant's latency is timed and commands were.
     pub p99_us: Option<u64>,
+    /// What its near cache did, where it did something or holds entries.
+    pub near_cache: Option<NearCacheUsage>,
 }
 
 impl UsageDelta {
@@ -44,6 +91,7 @@ impl UsageDelta {
             && self.bytes_out == 0
             && self.connections == 0
             && !self.connections_changed
+            && self.near_cache.is_none()
     }
 }
 
@@ -57,6 +105,7 @@ impl TenantCounters {
             bytes_out: self.sent_bytes.total(),
             connections: self.connections.load(Ordering::Relaxed),
             latency: self.latency.load(),
+            near_cache: NearCacheMark::load(&self.near_cache),
         };
         let mut mark = self.usage.0.lock().unwrap_or_else(|e| e.into_inner());
         let before = std::mem::replace(&mut *mark, now);
@@ -73,6 +122,7 @@ impl TenantCounters {
             connections: now.connections,
             connections_changed: now.connections != before.connections,
             p99_us: p99(&latency),
+            near_cache: now.near_cache.since(before.near_cache),
         }
     }
 }
@@ -128,6 +178,33 @@ mod tests {
         // The last client leaves: reported once more, then idle.
         counters.connections.store(0, Ordering::Relaxed);
         assert!(!counters.usage_since_report().is_idle());
+        assert!(counters.usage_since_report().is_idle());
+    }
+
+    #[test]
+    fn a_near_cache_is_reported_while_it_works_or_holds_entries() {
+        let counters = TenantCounters::default();
+        assert_eq!(counters.usage_since_report().near_cache, None);
+        let cache = &counters.near_cache;
+        cache.hits.fetch_add(9, Ordering::Relaxed);
+        cache.misses.fetch_add(1, Ordering::Relaxed);
+        cache.bytes.store(300, Ordering::Relaxed);
+        let first = counters.usage_since_report();
+        assert!(!first.is_idle());
+        let figures =
+            |u: Option<NearCacheUsage>| u.map(|u| (u.hits, u.misses, u.evictions, u.bytes));
+        assert_eq!(figures(first.near_cache), Some((9, 1, 0, 300)));
+        // Nothing read, entries still held: the bytes are reported.
+        assert_eq!(
+            figures(counters.usage_since_report().near_cache),
+            Some((0, 0, 0, 300))
+        );
+        cache.evictions.fetch_add(2, Ordering::Relaxed);
+        cache.bytes.store(0, Ordering::Relaxed);
+        assert_eq!(
+            figures(counters.usage_since_report().near_cache),
+            Some((0, 0, 2, 0))
+        );
         assert!(counters.usage_since_report().is_idle());
     }
 }

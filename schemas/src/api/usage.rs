@@ -1,5 +1,6 @@
-//! What gateways report of their tenants' traffic (usage: requests, errors, bytes, connections, and each
-//! credential's connections and last AUTH), and the control plane's views of it over its window (docs/usage.md).
+//! What gateways report of their tenants' traffic (usage: requests, errors, bytes, connections, each credential's
+//! connections and last AUTH, the near cache's figures), and the control plane's views of it over its window
+//! (docs/usage.md).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,28 @@ pub struct TenantUsage {
     /// The credentials with connections open, or whose count or last AUTH changed since the last report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<CredentialUsage>,
+    /// Its near cache (docs/near-cache.md), where it has one that did something since the last report or holds
+    /// entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_cache: Option<NearCacheUsage>,
+}
+
+/// A tenant's near cache on one gateway: counts over the report's interval (or, in a usage point, over the minute,
+/// every gateway's summed), and the bytes its entries hold at the report (in a usage point: each gateway's last
+/// report of the minute, summed).
+/// (Unknown fields are not refused here, as in `TenantUsage`: a `NearCacheMinute` flattens it beside its ratio.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NearCacheUsage {
+    /// Reads answered from the cache.
+    pub hits: u64,
+    /// Reads of the kind it answers that went to Redis.
+    pub misses: u64,
+    /// Entries dropped because their key changed or their tracking connection went down.
+    pub invalidations: u64,
+    /// Entries evicted to stay within the tenant's or the gateway's bound.
+    pub evictions: u64,
+    /// Bytes its entries hold.
+    pub bytes: u64,
 }
 
 /// One credential's use on one gateway.
@@ -73,6 +96,29 @@ pub struct UsagePoint {
     pub minute: i64,
     #[serde(flatten)]
     pub usage: UsageRates,
+    /// The tenant's near cache over the minute (every tenant's summed, in the overview), where a gateway reported
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_cache: Option<NearCacheMinute>,
+}
+
+/// A minute of a near cache, every gateway's summed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NearCacheMinute {
+    #[serde(flatten)]
+    pub usage: NearCacheUsage,
+    /// hits / (hits + misses); absent without a read of the kind it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_ratio: Option<f64>,
+}
+
+impl NearCacheMinute {
+    /// The figures, with their hit ratio.
+    pub fn new(usage: NearCacheUsage) -> NearCacheMinute {
+        let reads = usage.hits.saturating_add(usage.misses);
+        let hit_ratio = (reads > 0).then(|| usage.hits as f64 / reads as f64);
+        NearCacheMinute { usage, hit_ratio }
+    }
 }
 
 /// `GET /v1/tenants/{tenant}/usage`: the tenant's traffic minute by minute over the window, oldest first; a minute

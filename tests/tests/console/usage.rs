@@ -3,8 +3,9 @@
 //! tenant's page draws its own, and its credential list shows where and when each credential was last used. The
 //! charts are checked to hold points and, once the traffic spans two minutes, a line; the overview and the
 //! resources page show the resource up, as the gateway sees it; a tenant that double-writes shows how far its
-//! secondary is from the primary, sampled by the gateway; screenshots are taken of both usage pages
-//! (docs/console/usage.png, tenant-usage.png).
+//! secondary is from the primary, sampled by the gateway; a tenant with the near cache shows its hits and hit
+//! ratio, one without has no such card; screenshots are taken of both usage pages (docs/console/usage.png,
+//! tenant-usage.png).
 
 use std::time::Duration;
 
@@ -76,11 +77,20 @@ async fn the_usage_pages_draw_real_traffic() {
     let double_write = json!({"type": "double_write", "ack": "primary",
         "primary": {"type": "single", "target": redis.url()},
         "secondary": {"type": "single", "target": spare.url()}});
-    for (tenant, per_round, route) in [
-        ("acme", 200, json!({"type": "single", "target": "shared"})),
-        ("globex", 50, double_write),
+    // acme has the near cache (its GETs read keys again and again: hits), globex none.
+    let near_cache = json!({"near_cache": {"max_bytes": 1 << 20, "keys": "all"}});
+    for (tenant, per_round, policies, route) in [
+        (
+            "acme",
+            200,
+            near_cache,
+            json!({"type": "single", "target": "shared"}),
+        ),
+        ("globex", 50, json!({}), double_write),
     ] {
-        let secret = cp.create_tenant(tenant, route).await;
+        let mut body = policies;
+        body["name"] = json!(tenant);
+        let secret = cp.create_tenant_with(body, route).await;
         load.push(tokio::spawn(traffic(
             gateway.port(),
             tenant.into(),
@@ -155,6 +165,13 @@ async fn the_usage_pages_draw_real_traffic() {
             "Number(document.getElementById('keyspace-keys')?.textContent.replace(/,/g, '')) > 0 && document.getElementById('keyspace').textContent.includes('globex')",
         )
         .await;
+    // Its near cache: hits, and their ratio to the reads it answers.
+    browser
+        .wait_for(
+            "acme's near cache",
+            "Number(document.querySelector('#near-cache td[data-figure=\"hits\"]')?.textContent.replace(/,/g, '')) > 0 && /^[\\d.]+%$/.test(document.querySelector('#near-cache td[data-figure=\"hit-ratio\"]').textContent) && Number(document.getElementById('tenant-near-cache-ratio').dataset.points) > 0",
+        )
+        .await;
     browser.screenshot("tenant-usage").await;
 
     // globex's secondary, sampled by the gateway: its estimate and the keys it counts.
@@ -172,6 +189,16 @@ async fn the_usage_pages_draw_real_traffic() {
             ),
         )
         .await;
+    // Without the near cache, no card.
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('near-cache') === null",
+                vec![]
+            )
+            .await,
+        json!(true)
+    );
 
     browser.open("#/tenants/acme").await;
     browser.on_page("tenant").await;

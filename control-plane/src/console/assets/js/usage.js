@@ -1,6 +1,6 @@
 // Usage: the platform's overview (the busiest tenants now by ops/s, errors and connections; every tenant's
-// traffic over the day; which resources the gateways reach) and a tenant's usage (its traffic charts, how far its
-// double-write secondaries are from the primary, hot keys, big keys and slow log). Refreshed
+// traffic over the day; which resources the gateways reach) and a tenant's usage (its traffic charts, its near
+// cache, how far its double-write secondaries are from the primary, hot keys, big keys and slow log). Refreshed
 // every 5 seconds while shown. Each credential's last use is in the tenant's credential list.
 
 import { api, enc } from './api.js';
@@ -110,6 +110,28 @@ function divergenceCard({ secondaries }) {
       rows, 'No double-write secondary reported by a gateway.'));
 }
 
+// The tenant's near cache over the span shown (docs/near-cache.md): its reads answered from memory, as a ratio and
+// minute by minute, what it dropped, and the bytes it held (at the last minute reported, and by minute); absent
+// without the cache.
+function nearCacheCard(points, from) {
+  const minutes = points.filter((p) => p.near_cache);
+  if (!minutes.length) return null;
+  const sum = (key) => minutes.reduce((total, p) => total + p.near_cache[key], 0);
+  const [hits, misses] = [sum('hits'), sum('misses')];
+  const ratio = hits + misses ? `${((hits / (hits + misses)) * 100).toFixed(1)}%` : 'no read';
+  const bytes = minutes[minutes.length - 1].near_cache.bytes;
+  const cell = (figure, text) => h('td', { 'data-figure': figure, text });
+  return h('section', { class: 'card', id: 'near-cache' }, h('h2', { text: 'Near cache' }),
+    table('near-cache-table', ['Hit ratio', 'Hits', 'Misses', 'Invalidations', 'Evictions', 'Bytes held'], [h('tr', {},
+      cell('hit-ratio', ratio), cell('hits', short(hits)), cell('misses', short(misses)),
+      cell('invalidations', short(sum('invalidations'))), cell('evictions', short(sum('evictions'))),
+      cell('bytes', short(bytes)))], ''),
+    h('div', { class: 'charts' },
+      lineChart('tenant-near-cache-ratio', 'hit ratio, %', minutes,
+        (p) => (p.near_cache.hit_ratio === undefined ? 0 : p.near_cache.hit_ratio * 100), from, nowSecs()),
+      lineChart('tenant-near-cache-bytes', 'bytes held', minutes, (p) => p.near_cache.bytes, from, nowSecs())));
+}
+
 export async function tenant(main, name) {
   const span = spanSelect('usage-span');
   const body = h('div');
@@ -121,7 +143,8 @@ export async function tenant(main, name) {
     const [usage, hot, big, slow, divergence] = await Promise.all([
       api.get(`${base}/usage?minutes=${minutes}`), api.get(`${base}/hot-keys`),
       api.get(`${base}/big-keys`), api.get(`${base}/slowlog`), api.get(`${base}/divergence`)]);
-    mount(body, charts(usage.points, nowSecs() - minutes * 60, 'tenant', ''), divergenceCard(divergence),
+    const from = nowSecs() - minutes * 60;
+    mount(body, charts(usage.points, from, 'tenant', ''), nearCacheCard(usage.points, from), divergenceCard(divergence),
       h('div', { class: 'columns three' },
         h('section', { class: 'card' }, h('h2', { text: 'Hot keys (last minute)' }),
           table('hot-keys', ['Key', 'Accesses'], hot.keys.map((k) => h('tr', {},

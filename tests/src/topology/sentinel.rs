@@ -302,6 +302,21 @@ impl SentinelGroup {
             .expect("SENTINEL FAILOVER");
     }
 
+    /// `SENTINEL FAILOVER`, then waits until the sentinels name a master other than `old`: returns its port.
+    pub fn fail_over_from(&self, old: u16) -> u16 {
+        self.failover();
+        let mut new = old;
+        super::wait_for(
+            "the sentinels to switch masters",
+            std::time::Duration::from_secs(20),
+            || {
+                new = self.master_port();
+                new != old
+            },
+        );
+        new
+    }
+
     pub fn kill(&mut self, port: u16) {
         for node in &mut self.data {
             if node.port == port {

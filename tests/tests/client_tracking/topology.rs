@@ -105,16 +105,7 @@ fn a_sentinel_failover_flushes_and_the_new_master_is_watched() {
     assert_eq!(track(&mut client, &[]), b"+OK\r\n");
     assert_eq!(client.request(&[b"GET", b"k"]), b"_\r\n");
     group.wait_in_sync();
-    group.failover();
-    let mut new_master = old_master;
-    wait_for(
-        "the sentinels to switch masters",
-        Duration::from_secs(20),
-        || {
-            new_master = group.master_port();
-            new_master != old_master
-        },
-    );
+    let new_master = group.fail_over_from(old_master);
     let mut flushed = false;
     wait_for("the flush", Duration::from_secs(20), || {
         client.send_command(&[b"PING"]);

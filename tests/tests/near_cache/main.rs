@@ -235,16 +235,7 @@ fn a_sentinel_failover_drops_what_the_former_master_gave() {
     until_cached(&mut client, &mut group.client(old_master), "k", &bulk("v1"));
     until_cached(&mut client, &mut group.client(old_master), "j", &bulk("j1"));
     group.wait_in_sync();
-    group.failover();
-    let mut new_master = old_master;
-    wait_for(
-        "the sentinels to switch masters",
-        Duration::from_secs(20),
-        || {
-            new_master = group.master_port();
-            new_master != old_master
-        },
-    );
+    let new_master = group.fail_over_from(old_master);
     // A write through the gateway once it follows the new master (until the former one is demoted, it may
     // still take a write, which the failover then loses), then read at once.
     let mut master = group.client(new_master);

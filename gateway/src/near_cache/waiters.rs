@@ -151,7 +151,8 @@ impl TenantCache {
                 number
             }
         };
-        match number {
+        // A fill that failed as it was sent (its connection down) is over already: nothing would answer them.
+        match number.filter(|number| fills.reads.contains_key(number)) {
             Some(number) => fills.waiting.entry(number).or_default().extend(same),
             None => {
                 drop(fills);

@@ -37,13 +37,13 @@ use crate::backend::{BackendConnection, BackendPool, NodeSpec, TrackingSink, Ups
 use crate::clients::ClientInfo;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::Protocol;
-use crate::route::Tenant;
+use crate::route::{PerCompiledTenant, Tenant};
 
 /// A worker's tracking: a watch per tenant with tracking clients, and the worker's clients an invalidation may
 /// be redirected to.
 pub(crate) struct ClientTracking {
     pool: Rc<BackendPool>,
-    tenants: RefCell<HashMap<String, Rc<TenantWatch>>>,
+    tenants: PerCompiledTenant<TenantWatch>,
     ports: Rc<Ports>,
 }
 
@@ -72,7 +72,7 @@ impl ClientTracking {
     pub(crate) fn new(pool: Rc<BackendPool>) -> ClientTracking {
         ClientTracking {
             pool,
-            tenants: RefCell::new(HashMap::new()),
+            tenants: PerCompiledTenant::default(),
             ports: Rc::default(),
         }
     }
@@ -98,47 +98,36 @@ impl ClientTracking {
 
     /// `tenant`'s watch on this worker, as its snapshot has it (a tenant compiled anew gets a new one).
     pub(crate) fn for_tenant(&self, tenant: &Arc<Tenant>) -> Rc<TenantWatch> {
-        let mut tenants = self.tenants.borrow_mut();
-        if let Some(watch) = tenants.get(&tenant.name)
-            && watch.tenant.as_ptr() == Arc::as_ptr(tenant)
-        {
-            return Rc::clone(watch);
-        }
-        let prefix = tenant
-            .namespace()
-            .map(|namespace| Bytes::copy_from_slice(namespace.prefix()))
-            .unwrap_or_default();
-        let watch = Rc::new_cyclic(|me| TenantWatch {
-            me: me.clone(),
-            tenant: Arc::downgrade(tenant),
-            name: tenant.name.clone(),
-            prefix,
-            pool: Rc::clone(&self.pool),
-            ports: Rc::clone(&self.ports),
-            upstreams: RefCell::new(Vec::new()),
-            watches: RefCell::new(Vec::new()),
-            trackers: RefCell::new(Vec::new()),
-            waiting: RefCell::new(Vec::new()),
-            beating: Cell::new(false),
-        });
-        tenants.insert(tenant.name.clone(), Rc::clone(&watch));
-        watch
+        self.tenants.get_or_make(tenant, || {
+            let prefix = tenant
+                .namespace()
+                .map(|namespace| Bytes::copy_from_slice(namespace.prefix()))
+                .unwrap_or_default();
+            Rc::new_cyclic(|me| TenantWatch {
+                me: me.clone(),
+                name: tenant.name.clone(),
+                prefix,
+                pool: Rc::clone(&self.pool),
+                ports: Rc::clone(&self.ports),
+                upstreams: RefCell::new(Vec::new()),
+                watches: RefCell::new(Vec::new()),
+                trackers: RefCell::new(Vec::new()),
+                waiting: RefCell::new(Vec::new()),
+                beating: Cell::new(false),
+            })
+        })
     }
 
     /// Forgets the watches of tenants `current` no longer has as they were; their connections close once no
     /// tracking client holds them.
     pub(crate) fn retain(&self, current: impl Fn(&str) -> Option<*const Tenant>) {
-        self.tenants
-            .borrow_mut()
-            .retain(|name, watch| current(name) == Some(watch.tenant.as_ptr()));
+        self.tenants.retain(current);
     }
 }
 
 /// One tenant's watch on one worker: its broadcasting connections, and its tracking clients.
 pub(crate) struct TenantWatch {
     me: Weak<TenantWatch>,
-    /// The tenant as compiled when the watch was made (held weakly: its address is not reused meanwhile).
-    tenant: std::sync::Weak<Tenant>,
     name: String,
     /// The tenant's key namespace as stored (empty without one).
     prefix: Bytes,

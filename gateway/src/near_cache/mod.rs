@@ -27,7 +27,6 @@ mod store;
 mod waiters;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -40,7 +39,8 @@ use crate::backend::BackendPool;
 use crate::metrics::NearCacheCounters;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol};
-use crate::route::{CacheNode, Tenant};
+use crate::route::{CacheNode, PerCompiledTenant, Tenant};
+
 pub(crate) use fills::WriteGuard;
 use fills::{FillTicket, Fills};
 use hot::HotFilter;
@@ -68,7 +68,7 @@ pub(crate) struct NearCaches {
     /// Workers of the process: each holds its share of every bound.
     workers: u64,
     pool: Rc<BackendPool>,
-    tenants: RefCell<HashMap<String, Rc<TenantCache>>>,
+    tenants: PerCompiledTenant<TenantCache>,
 }
 
 /// What a worker's caches share: their bound and the bytes they hold, and the clock of their reads.
@@ -119,7 +119,7 @@ impl NearCaches {
             }),
             workers,
             pool,
-            tenants: RefCell::new(HashMap::new()),
+            tenants: PerCompiledTenant::default(),
         }
     }
 
@@ -127,47 +127,37 @@ impl NearCaches {
     /// changed, gets an empty one); `None` without the policy.
     pub(crate) fn for_tenant(&self, tenant: &Arc<Tenant>) -> Option<Rc<TenantCache>> {
         let policy = tenant.near_cache?;
-        let mut tenants = self.tenants.borrow_mut();
-        if let Some(cache) = tenants.get(&tenant.name)
-            && cache.tenant.as_ptr() == Arc::as_ptr(tenant)
-        {
-            return Some(Rc::clone(cache));
-        }
-        let cache = Rc::new_cyclic(|me| TenantCache {
-            me: me.clone(),
-            tenant: Arc::downgrade(tenant),
-            keys: policy.keys,
-            max_bytes: (policy.max_bytes / self.workers).max(1),
-            max_value_bytes: policy.max_value_bytes,
-            counters: tenant.runtime.clone(),
-            budget: Rc::clone(&self.budget),
-            pool: Rc::clone(&self.pool),
-            store: RefCell::new(Store::default()),
-            fills: RefCell::new(Fills::default()),
-            hot: RefCell::new(HotFilter::default()),
-            sources: RefCell::new(Vec::new()),
-            next_source: Cell::new(0),
-            map_generation: Cell::new(0),
-        });
-        self.budget.caches.borrow_mut().push(Rc::downgrade(&cache));
-        tenants.insert(tenant.name.clone(), Rc::clone(&cache));
-        Some(cache)
+        Some(self.tenants.get_or_make(tenant, || {
+            let cache = Rc::new_cyclic(|me| TenantCache {
+                me: me.clone(),
+                keys: policy.keys,
+                max_bytes: (policy.max_bytes / self.workers).max(1),
+                max_value_bytes: policy.max_value_bytes,
+                counters: tenant.runtime.clone(),
+                budget: Rc::clone(&self.budget),
+                pool: Rc::clone(&self.pool),
+                store: RefCell::new(Store::default()),
+                fills: RefCell::new(Fills::default()),
+                hot: RefCell::new(HotFilter::default()),
+                sources: RefCell::new(Vec::new()),
+                next_source: Cell::new(0),
+                map_generation: Cell::new(0),
+            });
+            self.budget.caches.borrow_mut().push(Rc::downgrade(&cache));
+            cache
+        }))
     }
 
     /// Drops the caches of tenants `current` no longer has as they were (removed, compiled anew, without the
     /// policy): their entries, and their tracking connections once no session holds them.
     pub(crate) fn retain(&self, current: impl Fn(&str) -> Option<*const Tenant>) {
-        self.tenants
-            .borrow_mut()
-            .retain(|name, cache| current(name) == Some(cache.tenant.as_ptr()));
+        self.tenants.retain(current);
     }
 }
 
 /// One tenant's near cache on one worker.
 pub(crate) struct TenantCache {
     me: Weak<TenantCache>,
-    /// The tenant as compiled when the cache was made (held weakly: its address is not reused meanwhile).
-    tenant: std::sync::Weak<Tenant>,
     keys: NearCacheKeys,
     /// This worker's share of the tenant's `max_bytes`.
     max_bytes: u64,

@@ -22,13 +22,17 @@ pub use sentinel::SentinelGroup;
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn connect(port: u16, user: Option<&str>, password: Option<&str>) -> redis::Connection {
-    let url = match (user, password) {
+/// The `redis://` URL of a loopback node, with the credentials given.
+fn node_url(port: u16, user: Option<&str>, password: Option<&str>) -> String {
+    match (user, password) {
         (Some(user), Some(password)) => format!("redis://{user}:{password}@127.0.0.1:{port}"),
         (None, Some(password)) => format!("redis://:{password}@127.0.0.1:{port}"),
         _ => format!("redis://127.0.0.1:{port}"),
-    };
-    redis::Client::open(url)
+    }
+}
+
+fn connect(port: u16, user: Option<&str>, password: Option<&str>) -> redis::Connection {
+    redis::Client::open(node_url(port, user, password))
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
         .unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"))
 }

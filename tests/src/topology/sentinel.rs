@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 use super::{
-    NodeTls, READY_TIMEOUT, connect, repl_offset, resource_url, wait_for, wait_replicated,
+    NodeTls, READY_TIMEOUT, connect, node_url, repl_offset, resource_url, wait_for, wait_replicated,
 };
 use crate::process::{Process, ScratchDir, wait_until_answering};
 use crate::{RedisServer, allocate_port};
@@ -247,6 +247,11 @@ impl SentinelGroup {
         connect(port, None, Some(&self.sentinel_password))
     }
 
+    /// The URL of the sentinel at plain `port` (for an async client).
+    pub fn sentinel_url(&self, port: u16) -> String {
+        node_url(port, None, Some(&self.sentinel_password))
+    }
+
     fn node(&self, port: u16) -> &DataNode {
         self.data
             .iter()
@@ -257,6 +262,12 @@ impl SentinelGroup {
     /// A data node (named as the sentinels name it), as the default user, on its plain port.
     pub fn client(&self, port: u16) -> redis::Connection {
         connect(self.node(port).plain_port, None, Some(&self.password))
+    }
+
+    /// The URL of a data node (named as the sentinels name it), as the default user, on its plain port (for an
+    /// async client).
+    pub fn client_url(&self, port: u16) -> String {
+        node_url(self.node(port).plain_port, None, Some(&self.password))
     }
 
     /// The plain port of the data node the sentinels name `port` (the same without TLS).

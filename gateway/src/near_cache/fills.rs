@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::rc::Weak;
+use std::rc::{Rc, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -163,21 +163,38 @@ impl Drop for FillTicket {
     }
 }
 
-/// A write through the worker in flight (see `TenantCache::write`): its keys are not filled until it is dropped.
+/// A write through the worker in flight (see `TenantCache::write`): its keys are not filled until it is dropped,
+/// once its reply is in; their entries, which the session that sent it does not read meanwhile (`OwnWrites`), go
+/// then.
 pub(crate) struct WriteGuard {
     pub(super) cache: Weak<TenantCache>,
     pub(super) keys: Option<Vec<Bytes>>,
+    pub(super) own: Rc<OwnWrites>,
 }
 
 impl Drop for WriteGuard {
-    /// The keys may be filled again: the reads waiting for their write go on the next fill.
+    /// The write is answered: its keys' entries, read before it, are dropped, and the keys may be filled again:
+    /// the reads waiting for their write go on the next fill.
     fn drop(&mut self) {
         let Some(cache) = self.cache.upgrade() else {
             return;
         };
-        let mut fills = cache.fills.borrow_mut();
         let mut waiting = Vec::new();
-        match self.keys.take() {
+        let keys = self.keys.take();
+        if let Some(keys) = &keys {
+            self.own.remove(keys);
+            let mut store = cache.store.borrow_mut();
+            let dropped = keys.iter().fold((0, 0), |(entries, bytes), key| {
+                match store.remove(key, None) {
+                    Some(size) => (entries + 1, bytes + size),
+                    None => (entries, bytes),
+                }
+            });
+            drop(store);
+            cache.dropped(dropped);
+        }
+        let mut fills = cache.fills.borrow_mut();
+        match keys {
             Some(keys) => {
                 for key in keys {
                     if let Some(count) = fills.writing.get_mut(&key) {
@@ -194,6 +211,36 @@ impl Drop for WriteGuard {
         drop(fills);
         for ((source, key), waiters) in waiting {
             cache.requeue(source, &key, waiters);
+        }
+    }
+}
+
+/// The keys a session's writes in flight name, as stored: until a write is answered, the other sessions may still
+/// be answered from the entry read before it (they read concurrently with it), and this one may not (it reads
+/// its own writes).
+#[derive(Default)]
+pub(crate) struct OwnWrites(RefCell<Vec<Bytes>>);
+
+impl OwnWrites {
+    /// Whether a write of `key` by the session is in flight.
+    #[inline]
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        let keys = self.0.borrow();
+        !keys.is_empty() && keys.iter().any(|own| own[..] == *key)
+    }
+
+    /// Writes of `keys` are about to be sent.
+    pub(super) fn add(&self, keys: &[Bytes]) {
+        self.0.borrow_mut().extend_from_slice(keys);
+    }
+
+    /// A write of `keys` is answered.
+    fn remove(&self, keys: &[Bytes]) {
+        let mut own = self.0.borrow_mut();
+        for key in keys {
+            if let Some(i) = own.iter().position(|k| k == key) {
+                own.swap_remove(i);
+            }
         }
     }
 }

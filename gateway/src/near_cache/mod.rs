@@ -41,8 +41,8 @@ use crate::reply::ReplyHandle;
 use crate::resp::{self, Protocol};
 use crate::route::{CacheNode, PerCompiledTenant, Tenant};
 
-pub(crate) use fills::WriteGuard;
 use fills::{FillTicket, Fills};
+pub(crate) use fills::{OwnWrites, WriteGuard};
 use hot::HotFilter;
 use query::OwnedQuery;
 pub(crate) use query::Query;
@@ -176,20 +176,20 @@ pub(crate) struct TenantCache {
 
 impl TenantCache {
     /// The reply to `query` of `key` (as stored, in the tenant's namespace) on `node` (where the route's writes
-    /// of the key go now), in `protocol`, when the cache holds it, read from that node; else a miss (counted),
-    /// and the key may be filled in the background: off a Redis Cluster, the read may wait for that fill
-    /// (`Wait`).
+    /// of the key go now), in `protocol`, when the cache holds it, read from that node, and the session reading
+    /// has no write of the key in flight (`own`); else a miss (counted), and the key may be filled in the
+    /// background: off a Redis Cluster, the read may wait for that fill (`Wait`).
     pub(crate) fn read(
         &self,
         node: &CacheNode,
-        key: &[u8],
+        (key, own): (&[u8], &OwnWrites),
         query: &Query<'_>,
         protocol: Protocol,
         now: Instant,
     ) -> Lookup {
         let counters = &self.counters.counters.near_cache;
         let (source, up) = self.source(node);
-        if up {
+        if up && !own.contains(key) {
             let tick = self.budget.tick();
             let mut store = self.store.borrow_mut();
             let found = store.get(key, tick).map(|entry| {
@@ -223,9 +223,12 @@ impl TenantCache {
         }
     }
 
-    /// A write through this worker is about to be sent: the keys it names (`None`: it may write any key) are
-    /// dropped, their fills voided, and none starts until the guard returned is dropped (once its reply is in).
-    pub(crate) fn write(&self, keys: Option<Vec<Bytes>>) -> WriteGuard {
+    /// A write through this worker by the session of `own` is about to be sent: the fills of the keys it names
+    /// (`None`: it may write any key) are voided, and none starts until the guard returned is dropped (once its
+    /// reply is in). Their entries stay for the other sessions until then, or until Redis' invalidation comes
+    /// first: a read concurrent with a write may return what the key held before it. A write of any key drops
+    /// every entry now.
+    pub(crate) fn write(&self, keys: Option<Vec<Bytes>>, own: &Rc<OwnWrites>) -> WriteGuard {
         let mut fills = self.fills.borrow_mut();
         match &keys {
             Some(keys) => {
@@ -233,17 +236,7 @@ impl TenantCache {
                     fills.void(Some(&key[..]));
                     *fills.writing.entry(key.clone()).or_default() += 1;
                 }
-                drop(fills);
-                let mut dropped = (0, 0);
-                let mut store = self.store.borrow_mut();
-                for key in keys {
-                    if let Some(size) = store.remove(key, None) {
-                        dropped.0 += 1;
-                        dropped.1 += size;
-                    }
-                }
-                drop(store);
-                self.dropped(dropped);
+                own.add(keys);
             }
             None => {
                 fills.void(None);
@@ -256,6 +249,7 @@ impl TenantCache {
         WriteGuard {
             cache: self.me.clone(),
             keys,
+            own: Rc::clone(own),
         }
     }
 

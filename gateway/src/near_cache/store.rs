@@ -100,6 +100,10 @@ impl Entry {
     }
 }
 
+/// How many reads (of any entry of the worker's caches) an entry's place in the order may lag behind its last
+/// read: the eviction order is least recently read to within that many reads.
+const RECENT_TICKS: u64 = 64;
+
 #[derive(Default)]
 pub(super) struct Store {
     entries: HashMap<Bytes, Entry>,
@@ -118,13 +122,16 @@ impl Store {
         self.order.keys().next().copied()
     }
 
-    /// The entry of `key`, read at `tick` (it becomes the most recent).
+    /// The entry of `key`, read at `tick`: it becomes the most recent, unless it was within the last
+    /// `RECENT_TICKS` already (a hot key is moved in the order once every so many reads, not at each).
     pub(super) fn get(&mut self, key: &[u8], tick: u64) -> Option<&Entry> {
         let entry = self.entries.get_mut(key)?;
-        if let Some(key) = self.order.remove(&entry.tick) {
-            self.order.insert(tick, key);
+        if tick.saturating_sub(entry.tick) >= RECENT_TICKS {
+            if let Some(key) = self.order.remove(&entry.tick) {
+                self.order.insert(tick, key);
+            }
+            entry.tick = tick;
         }
-        entry.tick = tick;
         Some(entry)
     }
 
@@ -293,15 +300,18 @@ mod tests {
         store.insert(a.clone(), entry(&a, 1), 1);
         store.insert(b.clone(), entry(&b, 1), 2);
         store.insert(c.clone(), entry(&c, 2), 3);
-        assert!(store.get(b"a", 4).is_some()); // a is now the most recent
+        assert!(store.get(b"a", 4).is_some()); // read just now: a keeps its place
+        assert_eq!(store.oldest(), Some(1));
+        let later = 1 + RECENT_TICKS;
+        assert!(store.get(b"a", later).is_some()); // a is now the most recent
         let one = entry(&a, 1).size();
         assert_eq!(store.bytes(), 3 * one);
         assert_eq!(store.pop_oldest(), Some(one)); // b
-        assert!(store.get(b"b", 5).is_none());
+        assert!(store.get(b"b", later + 1).is_none());
         assert_eq!(store.remove(b"c", Some(1)), None); // another connection's
         assert_eq!(store.remove_source(Some(2)), (1, one));
-        assert_eq!(store.oldest(), Some(4));
-        assert_eq!(store.insert(a.clone(), entry(&a, 1), 6), Some(one));
+        assert_eq!(store.oldest(), Some(later));
+        assert_eq!(store.insert(a.clone(), entry(&a, 1), later + 2), Some(one));
         assert_eq!(store.remove_source(None), (1, one));
         assert_eq!(store.bytes(), 0);
     }

@@ -60,7 +60,8 @@ impl Session {
         }
         let namespace = view.tenant.namespace();
         if let Some(near) = &view.near {
-            let to = match near.read(spec, decoder, frame, namespace, self.client.protocol, now)? {
+            let reader = (self.client.protocol, &*self.near.own);
+            let to = match near.read(spec, (decoder, frame), namespace, reader, now)? {
                 NearRead::Forward => None,
                 NearRead::Hit(reply) => Some(Direct::Answered(reply)),
                 NearRead::Wait(wait) => Some(Direct::Wait(Box::new(wait))),

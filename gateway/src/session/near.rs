@@ -24,7 +24,7 @@ use super::Session;
 use super::steps::Command;
 use crate::cmd::{self, CommandSpec, Policy, flag};
 use crate::family::Family;
-use crate::near_cache::{Lookup, Query, TenantCache, Waiter, WriteGuard};
+use crate::near_cache::{Lookup, OwnWrites, Query, TenantCache, Waiter, WriteGuard};
 use crate::reply::{ReplyQueue, Transform, chain};
 use crate::resp::{Frame, Protocol, RequestDecoder};
 use crate::route::{CacheNode, CacheRoute, ResolvedRoute, Tenant};
@@ -56,17 +56,20 @@ impl NearView {
 }
 
 impl NearView {
-    /// What the cache says of `query` of `key` (as stored), with the node it reads `key` from (`None`: not known
-    /// now, the read goes to Redis).
+    /// What the cache says of `query` of `key` (as stored) to a session with the writes `own` in flight, with
+    /// the node it reads `key` from (`None`: not known now, the read goes to Redis).
     fn lookup(
         &self,
-        key: &[u8],
+        (key, own): (&[u8], &OwnWrites),
         query: &Query<'_>,
         protocol: Protocol,
         now: Instant,
     ) -> Option<(Lookup, CacheNode)> {
         let node = self.route.node(key)?;
-        Some((self.cache.read(&node, key, query, protocol, now), node))
+        Some((
+            self.cache.read(&node, (key, own), query, protocol, now),
+            node,
+        ))
     }
 
     /// A request of a tenant with a near cache, on the direct path: what the cache does with a `GET`, or with
@@ -77,10 +80,9 @@ impl NearView {
     pub(super) fn read(
         &self,
         spec: &'static CommandSpec,
-        decoder: &RequestDecoder,
-        frame: &Frame,
+        (decoder, frame): (&RequestDecoder, &Frame),
         namespace: Option<&Namespace>,
-        protocol: Protocol,
+        (protocol, own): (Protocol, &OwnWrites),
         now: Instant,
     ) -> Option<NearRead> {
         if spec.id != cmd::Command::Get || decoder.arg_count() != 2 {
@@ -95,12 +97,18 @@ impl NearView {
             }
             None => key,
         };
-        Some(self.outcome(key, &Query::GET, protocol, now))
+        Some(self.outcome((key, own), &Query::GET, protocol, now))
     }
 
-    /// What the cache does with `query` of `key` (as stored).
-    fn outcome(&self, key: &[u8], query: &Query<'_>, protocol: Protocol, now: Instant) -> NearRead {
-        match self.lookup(key, query, protocol, now) {
+    /// What the cache does with `query` of `key` (as stored) read by a session with the writes `own` in flight.
+    fn outcome(
+        &self,
+        (key, own): (&[u8], &OwnWrites),
+        query: &Query<'_>,
+        protocol: Protocol,
+        now: Instant,
+    ) -> NearRead {
+        match self.lookup((key, own), query, protocol, now) {
             Some((Lookup::Hit(reply), _)) => NearRead::Hit(reply),
             Some((Lookup::Wait { started, source }, node)) => NearRead::Wait(FillWait {
                 cache: Rc::clone(&self.cache),
@@ -115,15 +123,16 @@ impl NearView {
 }
 
 impl NearView {
-    /// Drops the keys the write `args` names (its table's `spec`; `keys`, a buffer for their positions) from the
-    /// cache, and keeps them from being filled until the guard returned is dropped.
+    /// Keeps the keys the write `args` names (its table's `spec`; `keys`, a buffer for their positions) from
+    /// being filled until its reply goes through the transform returned, and from being read from the cache by
+    /// the session sending it (`own`); their entries go then (see `TenantCache::write`).
     fn write(
         &self,
         spec: &'static CommandSpec,
         args: &[Bytes],
-        keys: &mut Vec<usize>,
+        (keys, own): (&mut Vec<usize>, &Rc<OwnWrites>),
         namespace: Option<&Namespace>,
-    ) -> WriteGuard {
+    ) -> Transform {
         // A script's keys are what it writes only if its author says so: any key, then.
         let known = spec.family() != Family::Script
             && spec.key_indices(args, keys).is_ok()
@@ -134,7 +143,11 @@ impl NearView {
                 .map(|key| stored(namespace, key))
                 .collect()
         });
-        self.cache.write(keys)
+        let guard = self.cache.write(keys, own);
+        Box::new(move |reply| {
+            drop(guard);
+            reply
+        })
     }
 }
 
@@ -178,7 +191,8 @@ impl Session {
         let spec = command.spec;
         if !self.stateful.is_idle() || command.policy == Policy::Stateful {
             if may_write(spec) || spec.id == cmd::Command::Exec {
-                self.near.holds.push(near.cache.write(None));
+                let guard = near.cache.write(None, &self.near.own);
+                self.near.holds.push(guard);
             }
             return Continue(command);
         }
@@ -186,7 +200,8 @@ impl Session {
         if let Some(query) = Query::of(spec.id, args) {
             let key = stored(namespace, &args[1]);
             let (client, request) = (&self.client, command.request.raw());
-            match near.outcome(&key, &query, client.protocol, command.started) {
+            let own = (&key[..], &*self.near.own);
+            match near.outcome(own, &query, client.protocol, command.started) {
                 NearRead::Hit(reply) => {
                     client.replies.tag(Some(request));
                     client.replies.push_ready(reply, command.started);
@@ -204,11 +219,8 @@ impl Session {
         if !may_write(spec) {
             return Continue(command);
         }
-        let guard = near.write(spec, args, &mut self.client.keys, namespace);
-        let release: Transform = Box::new(move |reply| {
-            drop(guard);
-            reply
-        });
+        let own = (&mut self.client.keys, &self.near.own);
+        let release = near.write(spec, args, own, namespace);
         command.transform = chain(command.transform.take(), Some(release));
         Continue(command)
     }
@@ -222,6 +234,8 @@ pub(super) struct NearState {
     holds: Vec<WriteGuard>,
     /// Reads waiting for a fill: the client's next requests wait for their replies.
     waits: Rc<Cell<u32>>,
+    /// The keys of the client's writes in flight, which it does not read from the cache.
+    pub(super) own: Rc<OwnWrites>,
 }
 
 impl NearState {

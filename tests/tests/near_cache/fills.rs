@@ -1,10 +1,11 @@
 //! The near cache's fills, against a redis-server behind a relay that holds back one command (tests/src/relay.rs):
 //! a fill overtaken by a change stores nothing, reads that miss while a fill (or a write of their key) is in
-//! flight wait for it instead of each going to Redis, and a waiting read keeps its place among the client's
-//! replies (docs/near-cache.md).
+//! flight wait for it instead of each going to Redis, an entry answers other clients while a write of its key is
+//! in flight (not its writer), and a waiting read keeps its place among the client's replies
+//! (docs/near-cache.md).
 
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use switchyard_tests::{Gateway, RawClient, RedisServer, Relay, command_calls};
 
@@ -86,11 +87,10 @@ fn reads_that_miss_during_a_fill_wait_for_it_and_redis_sees_one_get() {
 }
 
 #[test]
-fn reads_during_a_write_of_their_key_wait_for_the_fill_after_it() {
+fn reads_of_a_key_not_cached_during_a_write_of_it_wait_for_the_fill_after_it() {
     let (_backend, relay, gateway, mut redis) = setup();
-    let mut client = authed(&gateway, 2);
-    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
-    // The write through the gateway drops k; it reaches Redis late.
+    let mut client = client_once_tracking(&gateway, &mut redis);
+    // The write through the gateway reaches Redis late.
     relay.hold("SET", HELD);
     let mut writer = authed(&gateway, 2);
     let write = thread::spawn(move || writer.request(&[b"SET", b"k", b"v2"]));
@@ -108,6 +108,41 @@ fn reads_during_a_write_of_their_key_wait_for_the_fill_after_it() {
     }
     assert_eq!(write.join().unwrap(), b"+OK\r\n");
     assert_eq!(command_calls(&mut redis, "get") - before, 1);
+    relay.release();
+    until_cached(&mut client, &mut redis, "k", &bulk("v2"));
+}
+
+#[test]
+fn other_clients_read_the_entry_from_before_a_write_in_flight_and_the_writer_its_write() {
+    let (_backend, relay, gateway, mut redis) = setup();
+    let mut client = authed(&gateway, 2);
+    until_cached(&mut client, &mut redis, "k", &bulk("v1"));
+    // The write through the gateway reaches Redis late; its client reads the key right after it.
+    relay.hold("SET", HELD);
+    let mut writer = authed(&gateway, 2);
+    let started = Instant::now();
+    let write = thread::spawn(move || {
+        writer.send(b"SET k v2\r\nGET k\r\n");
+        writer.expect(b"+OK\r\n");
+        writer.expect(&bulk("v2"));
+        started.elapsed()
+    });
+    thread::sleep(HELD / 4);
+    let before = command_calls(&mut redis, "get");
+    // Reads by other clients meanwhile run concurrently with the write: the entry answers them, at once.
+    for _ in 0..5 {
+        let mut reader = authed(&gateway, 2);
+        assert_eq!(reader.request(&[b"GET", b"k"]), bulk("v1"));
+    }
+    assert!(
+        started.elapsed() < HELD / 2,
+        "the reads waited for the write: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(command_calls(&mut redis, "get"), before);
+    assert!(write.join().unwrap() >= HELD);
+    // Once the write is answered, nobody reads what the key held before it.
+    assert_eq!(client.request(&[b"GET", b"k"]), bulk("v2"));
     relay.release();
     until_cached(&mut client, &mut redis, "k", &bulk("v2"));
 }

@@ -319,17 +319,26 @@ impl ReplyQueue {
 
     /// Queues a reply the gateway produced itself, behind every earlier request.
     pub(crate) fn push_ready(&self, reply: Bytes, started: Instant) {
+        self.push_answered(reply, started, 1, None);
+    }
+
+    /// Queues the replies of `count` requests (`raw`, back to back: a run) the gateway answered itself, in one
+    /// slot behind every earlier request.
+    pub(crate) fn push_answered(
+        &self,
+        reply: Bytes,
+        started: Instant,
+        count: u32,
+        raw: Option<&Bytes>,
+    ) {
         let error = reply.first() == Some(&b'-');
-        let opened = self.opened(started, 1);
-        self.push(
-            Slot::Ready {
-                opened,
-                reply,
-                error,
-            },
-            1,
-            None,
-        );
+        let opened = self.opened(started, count);
+        let slot = Slot::Ready {
+            opened,
+            reply,
+            error,
+        };
+        self.push(slot, count, raw.map(|raw| (raw, true)));
     }
 
     /// Queues a pub/sub message (or a subscription's failure), written after every reply ready now, whatever

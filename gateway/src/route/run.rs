@@ -35,9 +35,22 @@ pub(crate) struct Run {
     raw: BytesMut,
     /// The other lanes, once a request goes to a second master.
     lanes: Option<Box<Lanes>>,
+    /// The replies of a run the gateway answers itself (which has no target).
+    answers: Option<Answers>,
     /// The size of the input the run is read from, which sizes the lanes' buffers: each starts with half of it
     /// (within limits), so that copying frames into lanes seldom grows them.
     input: usize,
+}
+
+/// How many replies of a run the gateway answers itself the run's buffer first has room for (half of them: the
+/// first two replies' size times this).
+const ANSWERS_AT_ONCE: usize = 16;
+
+/// The replies of a run the gateway answers itself: the first as it came, then (from the second on) all of them
+/// back to back.
+struct Answers {
+    first: Bytes,
+    more: BytesMut,
 }
 
 /// The lanes of a cluster run beyond the first, and the lane (0 the first) of every request.
@@ -107,6 +120,7 @@ impl Run {
             count: 0,
             raw: BytesMut::new(),
             lanes: None,
+            answers: None,
             input,
         }
     }
@@ -122,7 +136,7 @@ impl Run {
         let (lane, sent) = match self.lane_for(&to) {
             Some(lane) => (lane, false),
             None => {
-                let sent = self.to.is_some();
+                let sent = self.to.is_some() || self.answers.is_some();
                 self.send();
                 self.to = Some(to);
                 (0, sent)
@@ -222,10 +236,50 @@ impl Run {
         Some(lanes.more.len())
     }
 
+    /// Adds a request of command `spec` the gateway answers itself with `reply` (a near cache's hit): a run of
+    /// such requests is answered into one ready slot; a run that goes to a backend is sent first. Returns whether
+    /// one was, as `push` does.
+    pub(crate) fn answer(
+        &mut self,
+        spec: &'static CommandSpec,
+        frame: Frame,
+        reply: Bytes,
+    ) -> bool {
+        let sent = self.to.is_some() || self.count == MAX_RUN;
+        if sent {
+            self.send();
+        }
+        match &mut self.answers {
+            None => {
+                self.family = spec.family();
+                self.answers = Some(Answers {
+                    first: reply,
+                    more: BytesMut::new(),
+                });
+            }
+            Some(answers) => {
+                if answers.more.is_empty() {
+                    // Room for a pipeline's worth at once: growing it reply by reply would cost more than the
+                    // hits themselves.
+                    let room = (answers.first.len() + reply.len()) * ANSWERS_AT_ONCE;
+                    answers.more.reserve(room);
+                    answers.more.extend_from_slice(&answers.first);
+                }
+                answers.more.extend_from_slice(&reply);
+            }
+        }
+        self.count += 1;
+        self.raw.unsplit(frame.0);
+        sent
+    }
+
     /// Sends the run, if there is one: to its node, then to each double-write copy in the background (or each
-    /// lane to its cluster master, which resends what a redirect refuses). Whatever is dispatched after it gets a
-    /// later reply slot.
+    /// lane to its cluster master, which resends what a redirect refuses); or queues the replies of a run the
+    /// gateway answered. Whatever is dispatched after it gets a later reply slot.
     pub(crate) fn send(&mut self) {
+        if let Some(answers) = self.answers.take() {
+            return self.send_answers(answers);
+        }
         let Some(to) = self.to.take() else {
             return;
         };
@@ -255,6 +309,20 @@ impl Run {
                 self.send_lanes(&cluster, (raw, slot), count, *lanes);
             }
         }
+    }
+
+    /// Queues the replies of the run the gateway answered, in one slot.
+    #[inline(never)]
+    fn send_answers(&mut self, answers: Answers) {
+        let count = std::mem::take(&mut self.count);
+        let raw = std::mem::take(&mut self.raw).freeze();
+        let reply = match answers.more.is_empty() {
+            true => answers.first,
+            false => answers.more.freeze(),
+        };
+        self.replies.set_family(self.family);
+        self.replies
+            .push_answered(reply, self.started, count, Some(&raw));
     }
 
     /// Sends each lane of a cluster run to its master, into one reply slot for all `count` requests.

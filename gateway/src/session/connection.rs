@@ -248,13 +248,10 @@ impl Connection {
                             }
                             continue;
                         }
-                        Some((Direct::Answered(reply), _)) => {
-                            run.send();
-                            let replies = &self.session.client.replies;
-                            replies.tag(Some(&frame.0.freeze()));
-                            replies.push_ready(reply, now);
-                            replies.tag(None);
-                            left = replies.room(MAX_OUTSTANDING);
+                        Some((Direct::Answered(reply), spec)) => {
+                            if run.answer(spec, frame, reply) {
+                                left = self.session.client.replies.room(MAX_OUTSTANDING);
+                            }
                             continue;
                         }
                         // The next requests wait until the read has its reply.

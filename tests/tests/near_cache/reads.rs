@@ -202,3 +202,36 @@ fn errors_and_replies_over_max_value_bytes_are_not_cached() {
 fn hash_readers_never_see_a_value_older_than_an_acknowledged_write() {
     check_one_redis(Shape::Hash, "hash");
 }
+
+#[test]
+fn hits_in_a_pipeline_keep_their_places_among_forwarded_commands_and_writes() {
+    let backend = RedisServer::start();
+    let gateway = gateway(&backend, every_key(1 << 20));
+    let mut redis = backend.client();
+    set(&mut redis, "a", "va");
+    set(&mut redis, "b", "vb");
+    let mut client = authed(&gateway, 2);
+    until_cached(&mut client, &mut redis, "a", &bulk("va"));
+    until_cached(&mut client, &mut redis, "b", &bulk("vb"));
+    let gets = command_calls(&mut redis, "get");
+    // Runs of hits, broken by a forwarded command, a write and its read, and a hit again.
+    client.send(
+        b"GET a\r\nGET b\r\nGET a\r\nINCR n\r\nGET b\r\nGET a\r\nECHO x\r\nSET b vb2\r\nGET b\r\nGET a\r\n",
+    );
+    for expected in [
+        bulk("va"),
+        bulk("vb"),
+        bulk("va"),
+        b":1\r\n".to_vec(),
+        bulk("vb"),
+        bulk("va"),
+        bulk("x"),
+        b"+OK\r\n".to_vec(),
+        bulk("vb2"),
+        bulk("va"),
+    ] {
+        client.expect(&expected);
+    }
+    // Only the read after the write reached Redis (its fill).
+    assert_eq!(command_calls(&mut redis, "get") - gets, 1);
+}

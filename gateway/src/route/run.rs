@@ -42,9 +42,9 @@ pub(crate) struct Run {
     input: usize,
 }
 
-/// How many replies of a run the gateway answers itself the run's buffer first has room for (half of them: the
-/// first two replies' size times this).
-const ANSWERS_AT_ONCE: usize = 16;
+/// How many replies the size of its first two (the larger) the buffer of a run the gateway answers itself is
+/// made for: a pipeline's worth, so that it seldom grows.
+const ANSWERS_AT_ONCE: usize = 32;
 
 /// The replies of a run the gateway answers itself: the first as it came, then (from the second on) all of them
 /// back to back.
@@ -261,7 +261,7 @@ impl Run {
                 if answers.more.is_empty() {
                     // Room for a pipeline's worth at once: growing it reply by reply would cost more than the
                     // hits themselves.
-                    let room = (answers.first.len() + reply.len()) * ANSWERS_AT_ONCE;
+                    let room = answers.first.len().max(reply.len()) * ANSWERS_AT_ONCE;
                     answers.more.reserve(room);
                     answers.more.extend_from_slice(&answers.first);
                 }

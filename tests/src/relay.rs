@@ -1,7 +1,8 @@
 //! A TCP relay in front of a real Redis that holds back the commands of one name for a while, on their way to
-//! Redis: what the gateway sends and receives is otherwise passed on untouched, in order. It makes a moment that
-//! loopback leaves too short to hit (a change landing between two commands sent back to back) long enough for a
-//! test to put something into it.
+//! Redis, or answers the next one itself with a reply a test forges: what the gateway sends and receives is
+//! otherwise passed on untouched, in order. It makes a moment that loopback leaves too short to hit (a change
+//! landing between two commands sent back to back) long enough for a test to put something into it, and lets a
+//! test put in a reply no honest Redis would send (a redirect to a node that is not in the cluster).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -15,10 +16,14 @@ use crate::allocate_port;
 /// The commands held back: their name (upper case) and for how long.
 type Hold = Arc<Mutex<Option<(Vec<u8>, Duration)>>>;
 
+/// The command the relay answers itself, once: its name (upper case) and the reply.
+type Forge = Arc<Mutex<Option<(Vec<u8>, Vec<u8>)>>>;
+
 /// A relay listening on a port of its own, to `target` on 127.0.0.1; stops accepting when dropped.
 pub struct Relay {
     port: u16,
     hold: Hold,
+    forge: Forge,
     stopped: Arc<AtomicBool>,
 }
 
@@ -27,24 +32,26 @@ impl Relay {
     pub fn start(target: u16) -> Relay {
         let port = allocate_port();
         let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the relay");
-        let hold: Hold = Arc::default();
+        let (hold, forge): (Hold, Forge) = Default::default();
         let stopped = Arc::new(AtomicBool::new(false));
-        let (accept_hold, accept_stopped) = (Arc::clone(&hold), Arc::clone(&stopped));
+        let accept = (Arc::clone(&hold), Arc::clone(&forge), Arc::clone(&stopped));
         thread::spawn(move || {
+            let (hold, forge, stopped) = accept;
             for client in listener.incoming() {
-                if accept_stopped.load(Ordering::Relaxed) {
+                if stopped.load(Ordering::Relaxed) {
                     return;
                 }
                 let Ok(client) = client else { continue };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
-                relay(client, server, Arc::clone(&accept_hold));
+                relay(client, server, (Arc::clone(&hold), Arc::clone(&forge)));
             }
         });
         Relay {
             port,
             hold,
+            forge,
             stopped,
         }
     }
@@ -67,6 +74,13 @@ impl Relay {
     pub fn release(&self) {
         *self.hold.lock().unwrap() = None;
     }
+
+    /// The next `command` sent through the relay (on a connection with nothing else in flight) does not reach
+    /// Redis: the relay answers it with `reply`.
+    pub fn answer(&self, command: &str, reply: &[u8]) {
+        *self.forge.lock().unwrap() =
+            Some((command.to_ascii_uppercase().into_bytes(), reply.to_vec()));
+    }
 }
 
 impl Drop for Relay {
@@ -76,13 +90,15 @@ impl Drop for Relay {
     }
 }
 
-/// Copies `client` to `server` command by command (holding back the ones `hold` names), and `server` to
-/// `client` as it comes.
-fn relay(client: TcpStream, server: TcpStream, hold: Hold) {
-    let (Ok(from_client), Ok(from_server)) = (client.try_clone(), server.try_clone()) else {
+/// Copies `client` to `server` command by command (holding back the ones `hold` names, answering the one
+/// `forge` names), and `server` to `client` as it comes.
+fn relay(client: TcpStream, server: TcpStream, (hold, forge): (Hold, Forge)) {
+    let (Ok(from_client), Ok(from_server), Ok(answers)) =
+        (client.try_clone(), server.try_clone(), client.try_clone())
+    else {
         return;
     };
-    thread::spawn(move || upstream(from_client, server, &hold));
+    thread::spawn(move || upstream((from_client, answers), server, (&hold, &forge)));
     thread::spawn(move || {
         let (mut from_server, mut to_client) = (from_server, client);
         let _ = std::io::copy(&mut from_server, &mut to_client);
@@ -90,8 +106,12 @@ fn relay(client: TcpStream, server: TcpStream, hold: Hold) {
     });
 }
 
-/// Passes what the client sends to the server, a whole command at a time.
-fn upstream(mut from_client: TcpStream, mut to_server: TcpStream, hold: &Hold) {
+/// Passes what the client sends to the server, a whole command at a time; answers a forged command itself.
+fn upstream(
+    (mut from_client, mut to_client): (TcpStream, TcpStream),
+    mut to_server: TcpStream,
+    (hold, forge): (&Hold, &Forge),
+) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     while let Ok(n @ 1..) = from_client.read(&mut chunk) {
@@ -102,7 +122,18 @@ fn upstream(mut from_client: TcpStream, mut to_server: TcpStream, hold: &Hold) {
             if let Some((_, by)) = held.filter(|(held, _)| name.eq_ignore_ascii_case(held)) {
                 thread::sleep(by);
             }
-            if to_server.write_all(&buf[sent..sent + len]).is_err() {
+            let forged = {
+                let mut forge = forge.lock().unwrap();
+                match forge.as_ref() {
+                    Some((forged, _)) if name.eq_ignore_ascii_case(forged) => forge.take(),
+                    _ => None,
+                }
+            };
+            let written = match forged {
+                Some((_, reply)) => to_client.write_all(&reply),
+                None => to_server.write_all(&buf[sent..sent + len]),
+            };
+            if written.is_err() {
                 return;
             }
             sent += len;

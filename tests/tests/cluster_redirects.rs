@@ -3,7 +3,8 @@
 //! the gateway binary, a client; the backend is checked, not only the reply). A forged redirect to a stranger gets
 //! it no connection and no credential; one to another member does not run a script twice; a genuine `MOVED`
 //! after a slot moved is still followed, for scripts and plain commands alike, and so is one to a master that
-//! joined the cluster after the gateway read its slot map (once a known member lists it).
+//! joined the cluster after the gateway read its slot map (once a known member lists it). A blocking command's
+//! own connection follows a redirect only to a member too (its reply forged by a relay in front of the node).
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchyard_schemas::placement::{crc16, hash_tag};
-use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer};
+use switchyard_tests::{Gateway, RawClient, RedisCluster, RedisServer, Relay, allocate_port};
 
 const PASSWORD: &str = "cluster-secret";
 
@@ -49,6 +50,17 @@ impl Recorder {
             }
         });
         Recorder { port, received }
+    }
+
+    /// Checks, a moment after the fact, that the gateway never connected (so sent no credential).
+    fn assert_untouched(&self) {
+        std::thread::sleep(Duration::from_millis(300));
+        let (connections, bytes) = self.received();
+        assert_eq!(
+            (connections, bytes.as_str()),
+            (0, ""),
+            "the gateway reached the stranger"
+        );
     }
 
     /// Connections accepted and bytes received so far.
@@ -96,14 +108,7 @@ fn a_script_cannot_steer_the_gateway_with_a_forged_redirect() {
     // The slot map is not poisoned: the key's commands still go to its owner.
     assert_eq!(client.request(&[b"SET", key.as_bytes(), b"v"]), b"+OK\r\n");
     assert_eq!(client.request(&[b"GET", key.as_bytes()]), b"$1\r\nv\r\n");
-    std::thread::sleep(Duration::from_millis(300));
-    let (connections, bytes) = recorder.received();
-    assert_eq!(
-        (connections, bytes.as_str()),
-        (0, ""),
-        "the gateway reached the stranger"
-    );
-    assert!(!bytes.contains(PASSWORD));
+    recorder.assert_untouched();
 
     // A forged MOVED to another member, from a script that writes: the script ran once, and its error is the
     // client's.
@@ -276,4 +281,55 @@ fn a_redirect_to_a_master_that_joined_later_is_followed_once_the_cluster_lists_i
     let script = "return redis.call('GET', KEYS[1])";
     assert_eq!(eval(&mut client, script, key), b"$1\r\nv\r\n");
     assert!(cluster.errorstat(a, "MOVED") > 0, "A answered MOVED");
+}
+
+/// A blocking command has a connection of its own, which follows a redirect of its reply itself (see
+/// `stateful_blocking`): only to a member, as the shared connections do. A one-node cluster announces the port of
+/// a relay in front of it, so the gateway reaches the node through the relay, which forges the command's reply.
+#[test]
+fn a_blocking_command_connection_follows_no_redirect_to_a_stranger() {
+    let port = allocate_port();
+    let relay = Relay::start(port);
+    let _node = RedisServer::builder()
+        .password(PASSWORD)
+        .arg("--cluster-enabled")
+        .arg("yes")
+        .arg("--cluster-announce-port")
+        .arg(&relay.port().to_string())
+        .start_on(port);
+    let mut admin = redis::Client::open(format!("redis://:{PASSWORD}@127.0.0.1:{port}"))
+        .and_then(|c| c.get_connection())
+        .unwrap();
+    let () = redis::cmd("CLUSTER")
+        .arg(&["ADDSLOTSRANGE", "0", "16383"])
+        .query(&mut admin)
+        .unwrap();
+    switchyard_tests::wait_for("the one-node cluster", Duration::from_secs(10), || {
+        redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query::<String>(&mut admin)
+            .is_ok_and(|info| info.contains("cluster_state:ok"))
+    });
+    let url = format!("redis-cluster://:{PASSWORD}@127.0.0.1:{}", relay.port());
+    let gateway = Gateway::start(&switchyard_tests::open_single_tenant(json!(url)));
+    switchyard_tests::wait_for_slot_map(gateway.port());
+    let mut client = RawClient::connect(gateway.port());
+    let recorder = Recorder::start();
+    let key = "queue:1";
+    assert_eq!(client.request(&[b"RPUSH", key.as_bytes(), b"a"]), b":1\r\n");
+
+    let forged = format!("MOVED {} 127.0.0.1:{}", slot(key), recorder.port);
+    relay.answer("BLPOP", format!("-{forged}\r\n").as_bytes());
+    assert_eq!(
+        String::from_utf8_lossy(&client.request(&[b"BLPOP", key.as_bytes(), b"1"])),
+        format!(
+            "-ERR cluster redirect to a node that is not a member of the cluster ({forged})\r\n"
+        )
+    );
+    recorder.assert_untouched();
+    // The connection goes on with its node: the next blocking command is the node's to answer.
+    assert_eq!(
+        client.request(&[b"BLPOP", key.as_bytes(), b"1"]),
+        b"*2\r\n$7\r\nqueue:1\r\n$1\r\na\r\n"
+    );
 }

@@ -15,15 +15,16 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use super::ClusterBackend;
 use super::NodeSpec;
 use super::OnPanic;
 use super::budget::NodeLease;
-use super::cluster::{ClusterError, MAX_REDIRECTS, classify};
+use super::cluster::{ClusterError, MAX_REDIRECTS, classify, not_a_member};
 use super::connection::{ConnectionSettings, KILL_GRACE, Outbox, describe, kill_scripts};
 use super::spares::Spares;
 use crate::failure::Failure;
@@ -80,9 +81,12 @@ struct InFlight {
 
 /// A blocking command that a cluster node answered with `-MOVED` or `-ASK` (its slot moved since the gateway's
 /// slot map was read): the connection moves to the named node and sends it again there, so the client blocks
-/// where the key now lives instead of seeing the redirect. Only when nothing else is in flight on the connection.
+/// where the key now lives instead of seeing the redirect. Only when nothing else is in flight on the connection,
+/// and only to a member of the connection's cluster (a redirect is text in a reply: see `cluster::members`).
 struct Redirected {
     addr: String,
+    /// The reply, as the node sent it.
+    error: Bytes,
     asking: bool,
     raw: Bytes,
     reply: ReplyHandle,
@@ -91,6 +95,9 @@ struct Redirected {
 
 struct Inner {
     node: NodeSpec,
+    /// The cluster of a cluster route's node: a redirect is followed only to a member of it (none on other
+    /// routes: a redirect from a node that is not in a cluster is passed on as it came).
+    cluster: Option<Weak<ClusterBackend>>,
     queue: RefCell<VecDeque<Outgoing>>,
     wake: LocalSignal,
     closed: Cell<bool>,
@@ -125,7 +132,7 @@ impl Dedicated {
     /// Starts connecting to `node` on the current worker (or takes one of its spares); requests sent meanwhile
     /// wait for the handshake.
     pub(crate) fn open(
-        node: NodeSpec,
+        (node, cluster): (NodeSpec, Option<Weak<ClusterBackend>>),
         settings: ConnectionSettings,
         spares: Rc<Spares>,
         leases: (Lease, NodeLease),
@@ -133,6 +140,7 @@ impl Dedicated {
     ) -> Dedicated {
         let inner = Rc::new(Inner {
             node: node.clone(),
+            cluster,
             queue: RefCell::new(VecDeque::new()),
             wake: LocalSignal::default(),
             closed: Cell::new(false),
@@ -285,6 +293,20 @@ async fn run(inner: Rc<Inner>, mut node: NodeSpec, settings: ConnectionSettings)
             Ok(Ended::Redirected(redirected)) => redirected,
             Err(reason) => return inner.fail(&reason, &mut in_flight),
         };
+        let member = match inner.cluster.as_ref().and_then(Weak::upgrade) {
+            Some(cluster) => cluster.confirms_member(&redirected.addr).await,
+            None => false,
+        };
+        if !member {
+            // Not the cluster's word: the client gets the reply (refused, if it names a stranger), and the
+            // connection goes on with the node it was on.
+            let reply = match inner.cluster {
+                Some(_) => not_a_member(&redirected.addr, &redirected.error),
+                None => redirected.error,
+            };
+            redirected.reply.deliver(reply);
+            continue;
+        }
         redirects += 1;
         if redirects > MAX_REDIRECTS {
             let reply = resp::error_reply(&format!(
@@ -446,8 +468,9 @@ async fn serve(
                     };
                     match (redirect, request.resend) {
                         (Some((addr, asking)), Some(raw)) => {
-                            let (reply, blocked) = (request.reply, request.blocked);
-                            return Ok(Ended::Redirected(Redirected { addr, asking, raw, reply, blocked }));
+                            let (reply, blocked, error) = (request.reply, request.blocked, frame);
+                            let redirected = Redirected { addr, error, asking, raw, reply, blocked };
+                            return Ok(Ended::Redirected(redirected));
                         }
                         _ => request.reply.deliver(frame),
                     }
@@ -555,6 +578,7 @@ mod tests {
                 protocol: Default::default(),
                 tls: None,
             },
+            cluster: None,
             queue: RefCell::new(VecDeque::from([command])),
             wake: LocalSignal::default(),
             closed: Cell::new(false),

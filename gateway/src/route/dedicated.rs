@@ -2,7 +2,7 @@
 //! cluster, the master of the slot), the leases that bound them (the tenant's and the node's), and the connection
 //! a session holds for blocking commands, transactions and subscriptions.
 
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use super::{Place, ResolvedRoute, Tenant};
 use crate::backend::budget::DedicatedBudget;
 use crate::backend::dedicated::{self, Pushes, Wait};
 use crate::backend::spares::Spares;
-use crate::backend::{ConnectionSettings, NodeSpec};
+use crate::backend::{ClusterBackend, ConnectionSettings, NodeSpec, Upstream};
 use crate::clients::Blocked;
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp;
@@ -44,7 +44,7 @@ impl ResolvedRoute {
         place: Place,
         opening: Opening<'_>,
     ) -> Result<Dedicated, Bytes> {
-        let node = self.dedicated_node(place)?;
+        let (node, cluster) = self.dedicated_node(place)?;
         let tenant = opening.tenant;
         let max = opening.max_per_tenant;
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
@@ -67,17 +67,32 @@ impl ResolvedRoute {
         let leases = (lease, opening.budget.take(&node.addr, &tenant.name)?);
         let spares = Rc::clone(opening.spares);
         Ok(Dedicated {
-            connection: dedicated::Dedicated::open(node, settings, spares, leases, pushes),
+            connection: dedicated::Dedicated::open(
+                (node, cluster),
+                settings,
+                spares,
+                leases,
+                pushes,
+            ),
         })
     }
 
-    /// The node a dedicated connection for `place` goes to.
-    fn dedicated_node(&self, place: Place) -> Result<NodeSpec, Bytes> {
+    /// The node a dedicated connection for `place` goes to, and its cluster on a cluster route (whose members
+    /// alone a redirect is followed to).
+    fn dedicated_node(
+        &self,
+        place: Place,
+    ) -> Result<(NodeSpec, Option<Weak<ClusterBackend>>), Bytes> {
         let (shard, slot) = place;
         let upstream = self.primary(shard).map_err(Bytes::clone)?;
-        upstream
+        let node = upstream
             .dedicated_node(slot)
-            .map_err(|e| resp::error_reply(&e))
+            .map_err(|e| resp::error_reply(&e))?;
+        let cluster = match upstream {
+            Upstream::Cluster(cluster) => Some(Rc::downgrade(cluster)),
+            _ => None,
+        };
+        Ok((node, cluster))
     }
 }
 
@@ -95,7 +110,7 @@ impl Dedicated {
     /// Whether this connection goes to the node that serves `place` of `route` (a client's subscriptions share
     /// one connection, so they must live on one node); the error reply when that node cannot be told.
     pub(crate) fn serves(&self, route: &ResolvedRoute, place: Place) -> Result<bool, Bytes> {
-        Ok(route.dedicated_node(place)?.addr == self.connection.addr())
+        Ok(route.dedicated_node(place)?.0.addr == self.connection.addr())
     }
 
     /// Replies sent for but not received yet.

@@ -50,6 +50,16 @@ impl ClusterBackend {
             || self.members.listed.borrow().iter().any(|m| m == addr)
     }
 
+    /// Whether `addr` is a member, asking the known nodes for `CLUSTER NODES` when the topology does not name it
+    /// yet (a master just added): the check before a redirect is followed.
+    pub(crate) async fn confirms_member(&self, addr: &str) -> bool {
+        if self.is_member(addr) {
+            return true;
+        }
+        self.learn_members().await;
+        self.is_member(addr)
+    }
+
     /// Asks the known nodes for `CLUSTER NODES`, in turn until one answers, and remembers the members it lists.
     pub(super) async fn learn_members(&self) {
         for addr in self.topology.candidates() {

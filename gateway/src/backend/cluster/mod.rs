@@ -39,7 +39,7 @@ mod topology;
 
 use members::Members;
 
-pub(super) use redirect::{ClusterError, classify};
+pub(super) use redirect::{ClusterError, classify, not_a_member};
 pub(crate) use topology::ClusterTopology;
 use topology::{NO_OWNER, ShardNodes, SlotTopology};
 

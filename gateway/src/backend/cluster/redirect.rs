@@ -81,13 +81,9 @@ impl Redirector for ClusterBackend {
         // A node the topology does not name yet (a master just added, importing its first slots): no connection
         // to it before a known node lists it.
         tokio::task::spawn_local(async move {
-            me.learn_members().await;
-            match me.is_member(&stranger) {
+            match me.confirms_member(&stranger).await {
                 true => me.on_error(reply, handle, redirect),
-                false => {
-                    tracing::warn!(node = %stranger, "cluster: a redirect names a node that is not a member");
-                    handle.deliver(not_a_member(&reply));
-                }
+                false => handle.deliver(not_a_member(&stranger, &reply)),
             }
         });
     }
@@ -318,8 +314,9 @@ fn too_many_redirects(kind: &ClusterError<'_>, reply: &[u8], attempts: u8) -> Op
     })
 }
 
-/// The client's error for a redirect to a node that no known member lists.
-fn not_a_member(reply: &[u8]) -> Bytes {
+/// The client's error for a redirect to a node that no known member lists (logged as a warning).
+pub(crate) fn not_a_member(stranger: &str, reply: &[u8]) -> Bytes {
+    tracing::warn!(node = %stranger, "cluster: a redirect names a node that is not a member");
     let line = String::from_utf8_lossy(reply);
     let redirect = line.trim_start_matches('-').trim_end();
     resp::error_reply(&format!(

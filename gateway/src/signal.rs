@@ -45,6 +45,22 @@ impl LocalSignal {
     }
 }
 
+/// Returns once every task already scheduled on this worker has run: the caller's task goes to the back of the
+/// worker's run queue. (`tokio::task::yield_now` waits for the next poll of the sockets as well.) A backend
+/// connection waits so before it writes, and the sessions woken with it add their requests to the same write.
+pub(crate) async fn after_queued_tasks() {
+    let mut queued = false;
+    poll_fn(|cx| {
+        if queued {
+            return Poll::Ready(());
+        }
+        queued = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
+}
+
 /// Signals every listener at once, each through its own [`LocalSignal`]: a worker tells its sessions about a new
 /// snapshot or a shutdown this way, so that a session's wait for those is a flag check rather than a
 /// registration with a channel shared by every thread.
@@ -103,6 +119,42 @@ mod tests {
                     .await
                     .expect("woken")
                     .expect("no panic");
+            })
+            .await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_task_waiting_for_the_queued_tasks_resumes_after_those_woken_behind_it() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let log = Rc::new(RefCell::new(Vec::new()));
+                let signals: Vec<Rc<LocalSignal>> = (0..4).map(|_| Rc::default()).collect();
+                let writer = tokio::task::spawn_local({
+                    let (signal, log) = (Rc::clone(&signals[0]), Rc::clone(&log));
+                    async move {
+                        signal.notified().await;
+                        after_queued_tasks().await;
+                        log.borrow().clone()
+                    }
+                });
+                for (i, signal) in signals.iter().enumerate().skip(1) {
+                    let (signal, log) = (Rc::clone(signal), Rc::clone(&log));
+                    tokio::task::spawn_local(async move {
+                        signal.notified().await;
+                        log.borrow_mut().push(i);
+                    });
+                }
+                tokio::task::yield_now().await; // every task waits for its signal
+                // The writer is woken first, the others after it: they run before it goes on.
+                for signal in &signals {
+                    signal.notify();
+                }
+                let seen = tokio::time::timeout(std::time::Duration::from_secs(5), writer)
+                    .await
+                    .expect("resumed")
+                    .expect("no panic");
+                assert_eq!(seen, vec![1, 2, 3]);
             })
             .await;
     }

@@ -18,6 +18,7 @@ use crate::metrics::BackendMetrics;
 use crate::net::Stream;
 use crate::reply::ReplyHandle;
 use crate::resp::{self, ReplyScanner};
+use crate::signal::after_queued_tasks;
 
 /// A request written (or being written) to the node, waiting for its replies.
 struct InFlight {
@@ -267,8 +268,14 @@ async fn pipeline(
     // Swapped with the shared queue, so neither is reallocated batch after batch.
     let mut batch: VecDeque<Pending> = VecDeque::new();
     loop {
-        // Everything queued since the last write goes out in one write. A request's deadline starts here: it
-        // bounds the write too, however long the node takes to read it.
+        // Everything queued since the last write goes out in one write, after the client tasks already woken on
+        // this worker have queued theirs: the connection may have been woken among them (by its replies, or by
+        // the first of them), and writing at once would split their requests over several writes, each a
+        // system call here and a read and a wake-up for the node. A request's deadline starts here: it bounds
+        // the write too, however long the node takes to read it.
+        if !shared.queue.borrow().is_empty() {
+            after_queued_tasks().await;
+        }
         std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
         if !batch.is_empty() {
             let now = Instant::now();

@@ -48,7 +48,13 @@ pub(crate) struct ClientInfo {
     unread: AtomicU64,
     /// `NO_EVICT`, `MONITOR`.
     flags: AtomicU8,
+    /// Where invalidations redirected to this client from another worker go (see `client_tracking`).
+    pub mailbox: Mailbox,
 }
+
+/// A worker's inbox, as the clients of other workers reach it: an invalidation redirected to one of its clients,
+/// with the client's id (see `client_tracking`).
+pub(crate) type Mailbox = tokio::sync::mpsc::UnboundedSender<(u64, Bytes)>;
 
 const NO_EVICT: u8 = 1;
 const MONITOR: u8 = 2;
@@ -153,7 +159,11 @@ impl ClientState {
 }
 
 impl ClientInfo {
-    pub(crate) fn new(id: u64, addr: SocketAddr, local_addr: SocketAddr, fd: i32) -> ClientInfo {
+    pub(crate) fn new(
+        id: u64,
+        (addr, local_addr, fd): (SocketAddr, SocketAddr, i32),
+        mailbox: Mailbox,
+    ) -> ClientInfo {
         ClientInfo {
             id,
             addr,
@@ -172,6 +182,7 @@ impl ClientInfo {
             input: AtomicU64::new(0),
             unread: AtomicU64::new(0),
             flags: AtomicU8::new(0),
+            mailbox,
         }
     }
 
@@ -408,6 +419,11 @@ impl Clients {
             client.kill();
         }
         removed
+    }
+
+    /// The client `id`, on whichever worker.
+    pub(crate) fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.lock().get(&id).cloned()
     }
 
     /// Every client of `tenant` (a tenant never sees another tenant's clients).

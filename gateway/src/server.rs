@@ -213,6 +213,9 @@ fn run_worker(
     let local = tokio::task::LocalSet::new();
     local.spawn_local(relay_control(Rc::clone(&worker)));
     local.spawn_local(watch_resources(Rc::clone(&worker)));
+    if let Some(redirected) = worker.client_tracking.redirected() {
+        local.spawn_local(redirected);
+    }
     local.block_on(&runtime, async {
         let mut sessions = tokio::task::JoinSet::new();
         while let Some((stream, tls)) = streams.recv().await {

@@ -157,9 +157,8 @@ pub(crate) async fn serve(worker: Rc<Worker>, stream: std::net::TcpStream, tls: 
     let info_id = gateway.next_client_id();
     let info = Arc::new(ClientInfo::new(
         info_id,
-        addr,
-        local_addr,
-        stream.as_raw_fd(),
+        (addr, local_addr, stream.as_raw_fd()),
+        worker.client_tracking.mailbox(),
     ));
     gateway.clients.add(Arc::clone(&info));
     metrics.connections_open.fetch_add(1, Ordering::Relaxed);

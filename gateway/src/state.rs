@@ -162,7 +162,7 @@ pub(crate) struct Gateway {
     /// Mirrors the published snapshot's generation, so sessions notice a change with one atomic load.
     generation: AtomicU64,
     pub metrics: Arc<Metrics>,
-    pub clients: Clients,
+    pub clients: Arc<Clients>,
     /// Places for connections, and the failed-AUTH throttle.
     pub admission: Arc<Admission>,
     /// Each backend node's dedicated connections, within its budget.
@@ -202,7 +202,7 @@ impl Gateway {
                 Arc::clone(&metrics),
             )),
             metrics,
-            clients: Clients::default(),
+            clients: Arc::default(),
             admission: Arc::new(Admission::new(
                 config.max_clients,
                 config.max_unauthenticated_clients,

@@ -75,7 +75,10 @@ impl Worker {
                 gateway.config.workers,
                 Rc::clone(&pool),
             ),
-            client_tracking: crate::client_tracking::ClientTracking::new(Rc::clone(&pool)),
+            client_tracking: crate::client_tracking::ClientTracking::new(
+                Rc::clone(&pool),
+                Arc::clone(&gateway.clients),
+            ),
             pinned: RefCell::new(Pinned::default()),
             detached: RefCell::new(HashMap::new()),
             observed: gateway.tracking.worker(),

@@ -29,52 +29,107 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::sync::mpsc;
 
 pub(crate) use options::{Info, Switch, caching, parse};
 pub(crate) use tracker::Tracker;
 
 use crate::backend::{BackendConnection, BackendPool, NodeSpec, TrackingSink, Upstream};
-use crate::clients::ClientInfo;
+use crate::clients::{ClientInfo, Clients, Mailbox};
 use crate::reply::{ReplyHandle, ReplyQueue};
 use crate::resp::Protocol;
 use crate::route::{PerCompiledTenant, Tenant};
 
-/// A worker's tracking: a watch per tenant with tracking clients, and the worker's clients an invalidation may
-/// be redirected to.
+/// A worker's tracking: a watch per tenant with tracking clients, and the clients an invalidation may be
+/// redirected to.
 pub(crate) struct ClientTracking {
     pool: Rc<BackendPool>,
     tenants: PerCompiledTenant<TenantWatch>,
     ports: Rc<Ports>,
+    /// What other workers redirect to this worker's clients, until `redirected` takes it.
+    inbox: RefCell<Option<mpsc::UnboundedReceiver<(u64, Bytes)>>>,
 }
 
-/// The clients of a worker, by id: where a redirected invalidation goes.
-#[derive(Default)]
-pub(crate) struct Ports(RefCell<HashMap<u64, Port>>);
+/// The clients a tracking client may redirect its invalidations to: those of its worker, by id, and those of the
+/// other workers, through the gateway's registry of clients and their workers' inboxes.
+pub(crate) struct Ports {
+    here: RefCell<HashMap<u64, Port>>,
+    clients: Arc<Clients>,
+    mailbox: Mailbox,
+}
 
 struct Port {
     queue: Weak<ReplyQueue>,
     info: Arc<ClientInfo>,
 }
 
-impl Ports {
-    /// The client `id` of `tenant` on this worker: its replies, and what it is.
-    fn get(&self, id: u64, tenant: &str) -> Option<(Rc<ReplyQueue>, Arc<ClientInfo>)> {
-        let ports = self.0.borrow();
-        let port = ports.get(&id)?;
-        if port.info.tenant().as_deref() != Some(tenant) {
-            return None;
+/// Where an invalidation redirected to a client goes.
+pub(crate) enum Target {
+    /// Its replies, on this worker.
+    Here(Rc<ReplyQueue>),
+    /// Its worker's inbox.
+    Elsewhere(Mailbox),
+}
+
+impl Target {
+    /// Gives client `id` the invalidation `message`, as a pub/sub message.
+    pub(crate) fn send(&self, id: u64, message: Bytes) {
+        match self {
+            Target::Here(queue) => queue.push_message(message),
+            // A worker that is gone takes nothing: its clients went with it.
+            Target::Elsewhere(mailbox) => drop(mailbox.send((id, message))),
         }
-        Some((port.queue.upgrade()?, Arc::clone(&port.info)))
+    }
+}
+
+impl Ports {
+    /// The client `id` of `tenant`, on any worker: where its invalidations go, and what it is.
+    fn get(&self, id: u64, tenant: &str) -> Option<(Target, Arc<ClientInfo>)> {
+        let (target, info) = match self.here.borrow().get(&id) {
+            Some(port) => (Target::Here(port.queue.upgrade()?), Arc::clone(&port.info)),
+            None => {
+                let info = self.clients.get(id)?;
+                (Target::Elsewhere(info.mailbox.clone()), info)
+            }
+        };
+        (info.tenant().as_deref() == Some(tenant)).then_some((target, info))
     }
 }
 
 impl ClientTracking {
-    pub(crate) fn new(pool: Rc<BackendPool>) -> ClientTracking {
+    pub(crate) fn new(pool: Rc<BackendPool>, clients: Arc<Clients>) -> ClientTracking {
+        let (mailbox, inbox) = mpsc::unbounded_channel();
         ClientTracking {
             pool,
             tenants: PerCompiledTenant::default(),
-            ports: Rc::default(),
+            ports: Rc::new(Ports {
+                here: RefCell::default(),
+                clients,
+                mailbox,
+            }),
+            inbox: RefCell::new(Some(inbox)),
         }
+    }
+
+    /// The inbox of this worker, for its clients' [`ClientInfo`].
+    pub(crate) fn mailbox(&self) -> Mailbox {
+        self.ports.mailbox.clone()
+    }
+
+    /// The worker's task that hands the invalidations other workers redirect to its clients to them; `None`
+    /// once taken.
+    pub(crate) fn redirected(&self) -> Option<impl Future<Output = ()> + 'static> {
+        let mut inbox = self.inbox.borrow_mut().take()?;
+        let ports = Rc::clone(&self.ports);
+        Some(async move {
+            while let Some((id, message)) = inbox.recv().await {
+                let queue = ports.here.borrow().get(&id).and_then(|p| p.queue.upgrade());
+                // A client gone since is told nothing, as on its own worker.
+                if let Some(queue) = queue {
+                    queue.push_message(message);
+                }
+            }
+        })
     }
 
     /// A client of this worker, which tracking clients may redirect their invalidations to.
@@ -83,15 +138,15 @@ impl ClientTracking {
             queue: Rc::downgrade(queue),
             info: Arc::clone(info),
         };
-        self.ports.0.borrow_mut().insert(info.id, port);
+        self.ports.here.borrow_mut().insert(info.id, port);
     }
 
     /// The client `id` is gone.
     pub(crate) fn close_port(&self, id: u64) {
-        self.ports.0.borrow_mut().remove(&id);
+        self.ports.here.borrow_mut().remove(&id);
     }
 
-    /// Whether `id` is a client of `tenant` on this worker (what `REDIRECT` may name).
+    /// Whether `id` is a client of `tenant` on any worker (what `REDIRECT` may name).
     pub(crate) fn has_client(&self, id: u64, tenant: &str) -> bool {
         self.ports.get(id, tenant).is_some()
     }

@@ -210,14 +210,17 @@ impl Tracker {
             return;
         }
         match watch.ports.get(redirect, &watch.name) {
-            Some((queue, info)) if info.resp.load(std::sync::atomic::Ordering::Relaxed) == 3 => {
-                queue.push_message(invalidate(&body));
+            Some((target, info)) => {
+                let message = if info.resp.load(std::sync::atomic::Ordering::Relaxed) == 3 {
+                    invalidate(&body)
+                } else if info.is_subscribed() {
+                    let head = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
+                    [&head[..], &body].concat().into()
+                } else {
+                    return;
+                };
+                target.send(redirect, message);
             }
-            Some((queue, info)) if info.is_subscribed() => {
-                let head = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
-                queue.push_message([&head[..], &body].concat().into());
-            }
-            Some(_) => {}
             None => {
                 self.broken.set(true);
                 if let (Protocol::Resp3, Some(queue)) = (self.protocol.get(), self.queue.upgrade())

@@ -10,6 +10,15 @@ pub(crate) const OTHER: &str = "s3cret-co-tenant";
 /// Tenant `demo` on `backend`, with its co-tenant `other` (namespace `b:`) when `demo` has a namespace too
 /// (without one, `demo` owns the database).
 pub(crate) fn start(backend: &RedisServer, namespace: Option<&str>) -> Gateway {
+    start_workers(backend, namespace, 1)
+}
+
+/// As [`start`], with `workers` worker threads: the gateway hands its connections to them in turn.
+pub(crate) fn start_workers(
+    backend: &RedisServer,
+    namespace: Option<&str>,
+    workers: u32,
+) -> Gateway {
     let mut demo = json!({"name": "demo", "passwords": [PASSWORD],
         "route": {"type": "single", "target": backend.url()}});
     let mut tenants = vec![];
@@ -22,7 +31,10 @@ pub(crate) fn start(backend: &RedisServer, namespace: Option<&str>) -> Gateway {
     }
     tenants.push(demo);
     let routes: Value = json!({ "tenants": tenants });
-    Gateway::builder().arg("--workers").arg("1").start(&routes)
+    Gateway::builder()
+        .arg("--workers")
+        .arg(workers.to_string())
+        .start(&routes)
 }
 
 pub(crate) fn authed(gateway: &Gateway, password: &str, protocol: u8) -> RawClient {
@@ -50,6 +62,18 @@ pub(crate) fn track(client: &mut RawClient, options: &[&[u8]]) -> Vec<u8> {
     let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"on"];
     args.extend_from_slice(options);
     client.request(&args)
+}
+
+/// A RESP2 client of `demo` subscribed to `__redis__:invalidate`, and its id: what a tracking client redirects
+/// to.
+pub(crate) fn invalidations_subscriber(gateway: &Gateway) -> (RawClient, String) {
+    let mut subscriber = authed(gateway, PASSWORD, 2);
+    let id = client_id(&mut subscriber);
+    subscriber.roundtrip(
+        b"SUBSCRIBE __redis__:invalidate\r\n",
+        b"*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n",
+    );
+    (subscriber, id)
 }
 
 /// `client`'s id (`CLIENT ID`).

@@ -1,7 +1,7 @@
 //! `CLIENT TRACKING` for the gateway's own clients against a real redis-server (docs/near-cache.md "Client-side
 //! caching through the gateway"): default mode (told once per read, with the client's own key names, never a
 //! co-tenant's), `BCAST` with prefixes, `OPTIN`/`OPTOUT` with `CLIENT CACHING`, a RESP2 `REDIRECT` to a
-//! `__redis__:invalidate` subscriber and a broken redirect, `FLUSHDB` and a killed watch (null invalidations),
+//! `__redis__:invalidate` subscriber (on the same worker or another) and a broken redirect, `FLUSHDB` and a killed watch (null invalidations),
 //! Redis' error texts; which nodes are watched (`topology`: a cluster, a sharded route, a new route); why a
 //! client's cache stays exact (`exactness`); node-redis 6 with `clientSideCache` (`node_redis`).
 
@@ -105,12 +105,7 @@ fn a_resp2_client_redirects_to_a_subscriber_and_a_resp3_client_is_told_its_redir
     let backend = RedisServer::start();
     let gateway = start(&backend, Some("ns:"));
     let mut redis = backend.client();
-    let mut subscriber = authed(&gateway, PASSWORD, 2);
-    let id = client_id(&mut subscriber);
-    subscriber.roundtrip(
-        b"SUBSCRIBE __redis__:invalidate\r\n",
-        b"*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n",
-    );
+    let (mut subscriber, id) = invalidations_subscriber(&gateway);
     let mut client = authed(&gateway, PASSWORD, 2);
     assert_eq!(
         track(&mut client, &[b"REDIRECT", id.as_bytes()]),
@@ -152,6 +147,48 @@ fn a_resp2_client_redirects_to_a_subscriber_and_a_resp3_client_is_told_its_redir
     );
     let info = resp3.request(&[b"CLIENT", b"TRACKINGINFO"]);
     assert!(String::from_utf8_lossy(&info).contains("broken_redirect"));
+}
+
+#[test]
+fn a_redirect_reaches_a_subscriber_on_another_worker_and_breaks_when_it_goes() {
+    let backend = RedisServer::start();
+    let gateway = start_workers(&backend, Some("ns:"), 2);
+    let mut redis = backend.client();
+    // Two workers take the connections in turn: the subscriber on one, the tracking clients on the other, then
+    // on the subscriber's.
+    let (mut subscriber, id) = invalidations_subscriber(&gateway);
+    let mut elsewhere = authed(&gateway, PASSWORD, 2);
+    let mut here = authed(&gateway, PASSWORD, 2);
+    let mut resp3 = authed(&gateway, PASSWORD, 3);
+    let clients = [
+        (&mut elsewhere, "k1", &b"$-1\r\n"[..]),
+        (&mut here, "k2", b"$-1\r\n"),
+        (&mut resp3, "k3", b"_\r\n"),
+    ];
+    for (client, key, null) in clients {
+        assert_eq!(track(client, &[b"REDIRECT", id.as_bytes()]), b"+OK\r\n");
+        assert_eq!(client.request(&[b"GET", key.as_bytes()]), null);
+    }
+    let message = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
+    for key in ["k1", "k2", "k3"] {
+        set(&mut redis, &format!("ns:{key}"), "1");
+        let told = [&message[..], format!("*1\r\n$2\r\n{key}\r\n").as_bytes()].concat();
+        subscriber.expect(&told);
+    }
+    // The subscriber goes: the RESP3 client, on the other worker, is told so.
+    drop(subscriber);
+    wait_for("the subscriber gone", Duration::from_secs(5), || {
+        !String::from_utf8_lossy(&resp3.request(&[b"CLIENT", b"LIST"]))
+            .contains(&format!("id={id} "))
+    });
+    assert_eq!(resp3.request(&[b"GET", b"k3"]), b"$1\r\n1\r\n");
+    set(&mut redis, "ns:k3", "2");
+    assert_eq!(
+        resp3.read_reply(),
+        format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{id}\r\n").as_bytes()
+    );
+    nothing_pending(&mut elsewhere);
+    nothing_pending(&mut here);
 }
 
 #[test]

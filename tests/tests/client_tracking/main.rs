@@ -169,6 +169,15 @@ fn a_redirect_reaches_a_subscriber_on_another_worker_and_breaks_when_it_goes() {
         assert_eq!(track(client, &[b"REDIRECT", id.as_bytes()]), b"+OK\r\n");
         assert_eq!(client.request(&[b"GET", key.as_bytes()]), null);
     }
+    // A co-tenant's clients, one on each worker, cannot be redirected to.
+    let mut others = [authed(&gateway, OTHER, 2), authed(&gateway, OTHER, 2)];
+    for other in &mut others {
+        let other_id = client_id(other);
+        assert_eq!(
+            String::from_utf8_lossy(&track(&mut elsewhere, &[b"REDIRECT", other_id.as_bytes()])),
+            "-ERR The client ID you want redirect to does not exist\r\n"
+        );
+    }
     let message = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
     for key in ["k1", "k2", "k3"] {
         set(&mut redis, &format!("ns:{key}"), "1");

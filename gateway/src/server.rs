@@ -200,10 +200,10 @@ fn run_worker(
 ) {
     // With nothing left to run, the worker first lets the processes waiting for its CPU (the Redis it talks to,
     // on a small host) run, and only then waits for its sockets: by then the replies and requests of several
-    // clients have arrived, and one pass serves them all, with one write per backend connection. Sleeping at
-    // once woke it for every single event (half its `epoll_wait`s returned one), and each backend write
-    // carried fewer requests. With no other process waiting the yield returns at once
-    // (docs/benchmarks.md, "Workers yield before they sleep").
+    // clients have arrived, and one pass serves them all, with one write per backend connection. A worker that
+    // slept at once would wake for nearly every single event, and write to each backend a few requests at a
+    // time. With no other process waiting the yield returns at once (docs/benchmarks.md, "Workers yield before
+    // they sleep").
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .on_thread_park(std::thread::yield_now)

@@ -270,26 +270,37 @@ fn requests_behind_a_script_the_gateway_gives_up_on_get_redis_busy_reply() {
     }
 }
 
-#[test]
-fn a_tenants_script_limit_is_its_scripts_deadline_and_where_they_are_killed() {
-    let redis = busy_redis();
-    let gateway = one_worker()
-        .arg("--command-timeout-ms")
-        .arg("300")
-        .start(&json!({"tenants": [
-            {"name": "short", "passwords": ["short-password"], "limits": {"script_timeout_ms": 300},
-             "route": {"type": "single", "target": format!("{}/0", redis.url())}},
-            {"name": "long", "passwords": ["long-password"], "limits": {"script_timeout_ms": 3000},
-             "route": {"type": "single", "target": format!("{}/1", redis.url())}}]}));
-    let mut short = client(&gateway, "short-password");
+/// Tenant `short` (scripts limited to 300 ms) in database 0 of `redis`, and `long` (3 s) in database `long_db`.
+fn short_and_long(gateway: GatewayBuilder, redis: &RedisServer, long_db: u32) -> Gateway {
+    gateway.start(&json!({"tenants": [
+        {"name": "short", "passwords": ["short-password"], "limits": {"script_timeout_ms": 300},
+         "route": {"type": "single", "target": format!("{}/0", redis.url())}},
+        {"name": "long", "passwords": ["long-password"], "limits": {"script_timeout_ms": 3000},
+         "route": {"type": "single", "target": format!("{}/{long_db}", redis.url())}}]}))
+}
+
+/// Runs a script that never ends as `tenant`, which the gateway must kill within `within`.
+fn spin_until_killed(tenant: &mut RawClient, within: Duration) {
     let started = Instant::now();
-    let reply = call(&mut short, &["EVAL", SPIN, "0"]);
+    let reply = call(tenant, &["EVAL", SPIN, "0"]);
     assert!(reply.starts_with(KILLED), "{reply}");
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < within,
         "killed after {:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn a_tenants_script_limit_is_its_scripts_deadline_and_where_they_are_killed() {
+    let redis = busy_redis();
+    let gateway = short_and_long(
+        one_worker().arg("--command-timeout-ms").arg("300"),
+        &redis,
+        1,
+    );
+    let mut short = client(&gateway, "short-password");
+    spin_until_killed(&mut short, Duration::from_secs(2));
     // A legitimate script runs past the command timeout to its end within its tenant's limit, and a request
     // behind it on the same backend connection waits for it.
     let mut long = client(&gateway, "long-password");
@@ -300,4 +311,28 @@ fn a_tenants_script_limit_is_its_scripts_deadline_and_where_they_are_killed() {
     assert_eq!(read(&mut long), ":1\r\n");
     assert_eq!(read(&mut behind), "+OK\r\n");
     assert_eq!(call(&mut short, &["GET", "after"]), "$-1\r\n");
+}
+
+#[test]
+fn a_script_limit_below_the_command_timeout_counts_from_when_the_script_starts() {
+    let redis = busy_redis();
+    // The default command timeout (2 s) is longer than the short tenant's limit: the limit still decides.
+    let gateway = short_and_long(one_worker(), &redis, 0);
+    let mut short = client(&gateway, "short-password");
+    spin_until_killed(&mut short, Duration::from_millis(1500));
+    // Queued behind a legitimate one-second script on the same backend connection, a runaway script gets its
+    // limit from when it starts, not the deadline of the script before it (3 s).
+    let mut long = client(&gateway, "long-password");
+    let started = Instant::now();
+    send(&mut long, &["EVAL", ONE_SECOND, "0"]);
+    wait_until_busy(&redis);
+    send(&mut short, &["EVAL", SPIN, "0"]);
+    assert_eq!(read(&mut long), ":1\r\n");
+    let reply = read(&mut short);
+    assert!(reply.starts_with(KILLED), "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "killed {:?} after the first script started",
+        started.elapsed()
+    );
 }

@@ -51,6 +51,20 @@ impl Clock {
 }
 
 impl InFlight {
+    /// For a script that has become the oldest request, so that the node is about to run it (or runs it): its
+    /// deadline brought forward to its limit from now, when that is sooner than the one it was queued with
+    /// (behind requests that have been answered since). The new deadline, when it changed.
+    fn starts(&mut self) -> Option<Instant> {
+        if self.wrapped & LEAD == 0 || self.wrapped & KILLED != 0 {
+            return None;
+        }
+        let from_now = Instant::now() + self.reply.script_limit();
+        (from_now < self.deadline).then(|| {
+            self.deadline = from_now;
+            from_now
+        })
+    }
+
     /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
     /// Returns how many it answered so.
     fn fail(self, replies: &[u8], answered: u32, error: &Bytes, metrics: &BackendMetrics) -> u64 {
@@ -279,17 +293,18 @@ async fn pipeline(
         std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
         if !batch.is_empty() {
             let now = Instant::now();
-            // A script's deadline is its tenant's limit, not the command timeout; the requests behind it wait
-            // for it, so deadlines still grow along the queue.
-            let mut deadline = in_flight
-                .back()
-                .map_or(now + timeout, |last| last.deadline.max(now + timeout));
+            // A request's deadline is the command timeout, a script's its tenant's limit. Deadlines still grow
+            // along the queue: a request waits for those before it, and a script queued behind others gets its
+            // limit again once they are answered (see `starts`).
+            let by_timeout = now + timeout;
+            let mut deadline = in_flight.back().map_or(now, |last| last.deadline);
             let write_buf = outbox.buf();
             let sent = clock.micros(now);
             for pending in batch.drain(..) {
                 let (count, wrapped) = match pending.reply.run_as() {
                     RunAs::Gateway => {
                         write_buf.extend_from_slice(&pending.raw);
+                        deadline = deadline.max(by_timeout);
                         (pending.count, 0)
                     }
                     // A script, between the AUTHs that make it run as its user and back (see `identity`).
@@ -362,6 +377,12 @@ async fn pipeline(
                     // The killed script answered: the timer goes back to the oldest request's deadline.
                     killing = false;
                     timer_deadline = in_flight.front().map_or(far_future, |r| r.deadline);
+                    timer.as_mut().reset(timer_deadline);
+                }
+                if let Some(deadline) = in_flight.front_mut().and_then(InFlight::starts)
+                    && deadline < timer_deadline
+                {
+                    timer_deadline = deadline;
                     timer.as_mut().reset(timer_deadline);
                 }
             }

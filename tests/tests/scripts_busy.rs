@@ -319,6 +319,8 @@ fn a_script_limit_below_the_command_timeout_counts_from_when_the_script_starts()
     // The default command timeout (2 s) is longer than the short tenant's limit: the limit still decides.
     let gateway = short_and_long(one_worker(), &redis, 0);
     let mut short = client(&gateway, "short-password");
+    // A request answered just before on the same backend connection does not lend the script its deadline.
+    assert_eq!(call(&mut short, &["GET", "k"]), "$-1\r\n");
     spin_until_killed(&mut short, Duration::from_millis(1500));
     // Queued behind a legitimate one-second script on the same backend connection, a runaway script gets its
     // limit from when it starts, not the deadline of the script before it (3 s).

@@ -353,9 +353,11 @@ async fn pipeline(
         }
         // The timer is armed for the oldest request when the connection has none armed, and otherwise left
         // alone until it fires: resetting it per batch costs a trip through the timer wheel. Deadlines only grow
-        // along the queue, so an armed timer never fires later than the oldest request's deadline.
-        if timer_deadline == far_future
-            && let Some(oldest) = in_flight.front()
+        // along the queue, so an armed timer fires no later than the oldest request's deadline, unless the
+        // requests it was armed for were answered since and a script with a shorter limit came after them: the
+        // timer then moves forward to the script's deadline.
+        if let Some(oldest) = in_flight.front()
+            && oldest.deadline < timer_deadline
         {
             timer.as_mut().reset(oldest.deadline);
             timer_deadline = oldest.deadline;

@@ -18,6 +18,7 @@ pub(super) enum Kind {
     MemoryGrew,
     BackendDied,
     BackendFroze,
+    BackendHeld,
     GatewayDown,
     OracleCut,
 }
@@ -52,6 +53,9 @@ impl Kind {
             }
             Kind::BackendDied => "the shared Redis died",
             Kind::BackendFroze => "the shared Redis froze (no answer within 2 s)",
+            Kind::BackendHeld => {
+                "the shared Redis was held past a tenant's script limit (no PONG for longer than 1.5 s)"
+            }
             Kind::GatewayDown => "the gateway stopped accepting connections",
             Kind::OracleCut => "the fuzzer's own backend connection was closed",
         }

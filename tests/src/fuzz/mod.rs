@@ -2,10 +2,12 @@
 //! none with `allow_admin`, behind a gateway; cases drawn for every command of the backend's own command table
 //! from a hostile grammar, each sent through the gateway as one attacker tenant on a connection of its own, and
 //! after each the backend itself is checked: no keyspace event on a key the attacker does not own, no other
-//! tenant's canary in its replies, Redis alive and answering within 2 s; after each window of cases (and on
-//! replay, after each case) every other space's data byte for byte, a full read of every value, the
-//! server-wide state, and the server's memory (a request must not make it build more than a request may carry). A failing case is replayed from a fresh backend, alone and then with the earlier case it
-//! needs, and reported as a `redis-cli` snippet with the seed and case number to run it again.
+//! tenant's canary in its replies, Redis alive and answering within 2 s and never held for longer than three
+//! times a tenant's script limit while the case ran (`held`); after each window of cases (and on replay, after
+//! each case) every other space's data byte for byte, a full read of every value, the server-wide state, and the
+//! server's memory (a request must not make it build more than a request may carry). A failing case is replayed
+//! from a fresh backend, alone and then with the earlier case it needs, and reported as a `redis-cli` snippet
+//! with the seed and case number to run it again.
 //!
 //! `tests/tests/isolation_fuzz.rs` runs it; `scripts/fuzz-isolation` runs long ones (docs/operations.md,
 //! "Tenant isolation").
@@ -15,6 +17,7 @@ mod draw;
 mod eavesdrop;
 mod finding;
 mod grammar;
+mod held;
 mod oracle;
 mod payload;
 mod platform;

@@ -14,7 +14,7 @@ use crate::{Gateway, RawClient, RedisServer};
 pub(crate) const BACKEND_PASSWORD: &str = "fuzz-backend-secret";
 /// A tenant's script is killed after this long; the backend's `busy-reply-threshold` is the same, as the runbook
 /// of docs/operations.md#tenant-isolation asks, so a runaway script holds Redis for half a second.
-const SCRIPT_TIMEOUT_MS: u64 = 500;
+pub(crate) const SCRIPT_TIMEOUT_MS: u64 = 500;
 /// Where the namespaced tenants live together.
 const NAMESPACE_DB: u32 = 5;
 /// Databases no tenant owns, seeded with the operator's data (owner `op`): nobody may change or read them.

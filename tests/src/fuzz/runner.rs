@@ -13,6 +13,7 @@ use super::draw::{self, Drawer, WINDOW};
 use super::eavesdrop;
 use super::finding::{Failure, Finding, Kind, Replay, foreign_events, summary};
 use super::grammar;
+use super::held::{HELD_BOUND, Watch};
 use super::oracle::{self, DEADLINE, Digest, Health, Notifications, ServerState};
 use super::payload;
 use super::platform::{ADMIN_SCRIPT, Platform, SEEDED_KEYS, TENANTS, Tenant};
@@ -32,6 +33,8 @@ pub(super) struct Runner {
     pub(super) platform: Platform,
     pub(super) drawer: Drawer,
     pub(super) notifications: Notifications,
+    /// How long each case kept the backend from answering `PING`.
+    pub(super) watch: Watch,
     pub(super) admin: redis::Connection,
     pub(super) seeded: Digest,
     pub(super) baseline: ServerState,
@@ -65,10 +68,12 @@ impl Runner {
         let baseline = ServerState::take(&mut admin, &admin_script_sha)
             .context("read the backend's server-wide state")?;
         let seeded = Digest::take(&platform).context("digest the seeded data")?;
+        let watch = Watch::start(platform.backend_port());
         Ok(Runner {
             platform,
             drawer,
             notifications,
+            watch,
             admin,
             seeded,
             baseline,
@@ -111,6 +116,7 @@ impl Runner {
         };
         stream.set_nodelay(true)?;
         stream.set_write_timeout(Some(DEADLINE))?;
+        self.watch.reset();
         let deadline = Instant::now() + DEADLINE;
         let mut reply = Vec::new();
         if stream.write_all(&case.wire()).is_err() {
@@ -187,6 +193,20 @@ impl Runner {
                 }
             },
             Err(e) => findings.extend(self.diagnose(&e)?),
+        }
+        // (A backend that froze or died, or a gateway that is down, says more.)
+        let held = self.watch.longest();
+        let worse = |f: &Finding| {
+            matches!(
+                f.kind,
+                Kind::BackendFroze | Kind::BackendDied | Kind::GatewayDown
+            )
+        };
+        if held > HELD_BOUND && !findings.iter().any(worse) {
+            findings.push(Finding {
+                kind: Kind::BackendHeld,
+                detail: format!("no PONG for {:.1} s while the case ran", held.as_secs_f64()),
+            });
         }
         if !outcome.complete && findings.is_empty() {
             self.blocked.push(case.number);

@@ -51,18 +51,15 @@ impl Clock {
 }
 
 impl InFlight {
-    /// For a script that has become the oldest request, so that the node is about to run it (or runs it): its
-    /// deadline brought forward to its limit from now, when that is sooner than the one it was queued with
-    /// (behind requests that have been answered since). The new deadline, when it changed.
-    fn starts(&mut self) -> Option<Instant> {
-        if self.wrapped & LEAD == 0 || self.wrapped & KILLED != 0 {
-            return None;
+    /// For a script that has become the oldest request, so that the node is about to run it (or runs it): brings
+    /// its deadline forward to its limit from now, when that is sooner than the one it was queued with (behind
+    /// requests that have been answered since). The timer follows at the top of the loop.
+    fn starts(&mut self) {
+        if self.wrapped & LEAD != 0 && self.wrapped & KILLED == 0 {
+            self.deadline = self
+                .deadline
+                .min(Instant::now() + self.reply.script_limit());
         }
-        let from_now = Instant::now() + self.reply.script_limit();
-        (from_now < self.deadline).then(|| {
-            self.deadline = from_now;
-            from_now
-        })
     }
 
     /// Answers the requests still unanswered with `error`, after the `answered` complete replies in `replies`.
@@ -354,8 +351,9 @@ async fn pipeline(
         // The timer is armed for the oldest request when the connection has none armed, and otherwise left
         // alone until it fires: resetting it per batch costs a trip through the timer wheel. Deadlines only grow
         // along the queue, so an armed timer fires no later than the oldest request's deadline, unless the
-        // requests it was armed for were answered since and a script with a shorter limit came after them: the
-        // timer then moves forward to the script's deadline.
+        // requests it was armed for were answered since and a script with a shorter limit came after them, or a
+        // script became the oldest and its deadline moved forward (`InFlight::starts`): the timer then moves
+        // forward to the script's deadline.
         if let Some(oldest) = in_flight.front()
             && oldest.deadline < timer_deadline
         {
@@ -381,11 +379,8 @@ async fn pipeline(
                     timer_deadline = in_flight.front().map_or(far_future, |r| r.deadline);
                     timer.as_mut().reset(timer_deadline);
                 }
-                if let Some(deadline) = in_flight.front_mut().and_then(InFlight::starts)
-                    && deadline < timer_deadline
-                {
-                    timer_deadline = deadline;
-                    timer.as_mut().reset(timer_deadline);
+                if let Some(oldest) = in_flight.front_mut() {
+                    oldest.starts();
                 }
             }
             // Only while the node has not taken everything written to it.

@@ -22,24 +22,27 @@ const OUTAGE: Duration = Duration::from_secs(30);
 /// How long after the secondary's return the copies must be identical.
 const CONVERGENCE: Duration = Duration::from_secs(30);
 
-/// One key's copy: its `DUMP` and its `PTTL`, and for a set, a hash or a sorted set its content in an order of
-/// its own (two payloads can differ for one value: a hash table is dumped in its own order).
+/// One key's copy: its `DUMP` and its `PEXPIRETIME`, and for a set, a hash or a sorted set its content in an
+/// order of its own (two payloads can differ for one value: a hash table is dumped in its own order).
 #[derive(Debug, PartialEq)]
 struct Copy {
     dump: Option<Vec<u8>>,
-    ttl: i64,
+    /// Absolute, as the repair compares it: a time to live would differ by however long passed between the
+    /// reads of the two sides.
+    expires: i64,
     content: Option<Vec<Vec<u8>>>,
 }
 
 impl Copy {
     fn same_as(&self, other: &Copy) -> bool {
-        let ttl = match (self.ttl, other.ttl) {
+        // Within a second, as docs/route-tables.md says the repair makes them.
+        let expires = match (self.expires, other.expires) {
             (a, b) if a < 0 || b < 0 => a == b,
             (a, b) => (a - b).abs() <= 1000,
         };
         let value = self.dump == other.dump
             || (self.dump.is_some() && self.content.is_some() && self.content == other.content);
-        ttl && value
+        expires && value
     }
 }
 
@@ -50,7 +53,7 @@ fn copies(con: &mut redis::Connection) -> BTreeMap<Vec<u8>, Copy> {
     for key in &keys {
         pipe.cmd("DUMP")
             .arg(key)
-            .cmd("PTTL")
+            .cmd("PEXPIRETIME")
             .arg(key)
             .cmd("TYPE")
             .arg(key);
@@ -58,9 +61,16 @@ fn copies(con: &mut redis::Connection) -> BTreeMap<Vec<u8>, Copy> {
     let states: Vec<(Option<Vec<u8>>, i64, String)> = pipe.query(con).unwrap();
     keys.into_iter()
         .zip(states)
-        .map(|(key, (dump, ttl, kind))| {
+        .map(|(key, (dump, expires, kind))| {
             let content = content(con, &key, &kind);
-            (key, Copy { dump, ttl, content })
+            (
+                key,
+                Copy {
+                    dump,
+                    expires,
+                    content,
+                },
+            )
         })
         .collect()
 }

@@ -283,10 +283,15 @@ fn short_and_long(gateway: GatewayBuilder, redis: &RedisServer, long_db: u32) ->
 fn spin_until_killed(tenant: &mut RawClient, within: Duration) {
     let started = Instant::now();
     let reply = call(tenant, &["EVAL", SPIN, "0"]);
+    killed_within(&reply, started, within);
+}
+
+/// `reply` is a killed script's, and came within `within` of `started`.
+fn killed_within(reply: &str, started: Instant, within: Duration) {
     assert!(reply.starts_with(KILLED), "{reply}");
     assert!(
         started.elapsed() < within,
-        "killed after {:?}",
+        "killed {:?} after it was sent",
         started.elapsed()
     );
 }
@@ -330,11 +335,49 @@ fn a_script_limit_below_the_command_timeout_counts_from_when_the_script_starts()
     wait_until_busy(&redis);
     send(&mut short, &["EVAL", SPIN, "0"]);
     assert_eq!(read(&mut long), ":1\r\n");
-    let reply = read(&mut short);
-    assert!(reply.starts_with(KILLED), "{reply}");
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "killed {:?} after the first script started",
-        started.elapsed()
+    killed_within(&read(&mut short), started, Duration::from_millis(2500));
+}
+
+/// `commands` in one write, as a pipelining client sends them.
+fn pipeline(client: &mut RawClient, commands: &[&[&str]]) {
+    let mut bytes = Vec::new();
+    for args in commands {
+        bytes.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for arg in *args {
+            bytes.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+        }
+    }
+    client.send(&bytes);
+}
+
+#[test]
+fn a_script_pipelined_behind_requests_is_killed_at_its_limit_though_redis_holds_their_replies() {
+    // Redis sends none of a connection's replies while a script of that connection runs, not even those of the
+    // requests before it in the same read: their replies cannot tell the gateway when the script started.
+    let redis = busy_redis();
+    let gateway = short_and_long(one_worker(), &redis, 1);
+    let mut short = client(&gateway, "short-password");
+    let started = Instant::now();
+    pipeline(&mut short, &[&["GET", "k"], &["EVAL", SPIN, "0"]]);
+    assert_eq!(read(&mut short), "$-1\r\n");
+    killed_within(&read(&mut short), started, Duration::from_millis(1500));
+    let mut direct = RawClient::connect(redis.port());
+    assert_eq!(call(&mut direct, &["PING"]), "+PONG\r\n");
+    drop(gateway);
+    // A script allowed longer than the command timeout: the requests before it wait for it, as Redis makes
+    // them, and are not failed at the command timeout (which left the script running with nobody to kill it).
+    let gateway = short_and_long(
+        one_worker().arg("--command-timeout-ms").arg("300"),
+        &redis,
+        1,
     );
+    let mut long = client(&gateway, "long-password");
+    pipeline(&mut long, &[&["GET", "k"], &["EVAL", ONE_SECOND, "0"]]);
+    assert_eq!(read(&mut long), "$-1\r\n");
+    assert_eq!(read(&mut long), ":1\r\n");
+    let started = Instant::now();
+    pipeline(&mut long, &[&["GET", "k"], &["EVAL", SPIN, "0"]]);
+    assert_eq!(read(&mut long), "$-1\r\n");
+    killed_within(&read(&mut long), started, Duration::from_millis(4500));
+    assert_eq!(call(&mut direct, &["PING"]), "+PONG\r\n");
 }

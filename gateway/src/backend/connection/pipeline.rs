@@ -143,6 +143,44 @@ fn busy_behind(
     shared.fail_queued(&busy);
 }
 
+/// The deadline of a script about to be sent behind `in_flight`: its `limit` from when the node may start it at
+/// the latest, that is now or when the last script before it is killed. The requests before it get its deadline
+/// too (with the time a kill takes, when it is `killable`): Redis sends none of a connection's replies while a
+/// script of that connection runs, not even those of requests it read before the script, so their replies may
+/// only come once the script ends.
+fn script_deadline(
+    in_flight: &mut VecDeque<InFlight>,
+    now: Instant,
+    limit: Duration,
+    killable: bool,
+) -> Instant {
+    let start = in_flight
+        .iter()
+        .rev()
+        .find(|r| r.wrapped & LEAD != 0)
+        .map_or(now, |script| script.deadline.max(now));
+    let deadline = start + limit;
+    let held = match killable {
+        true => deadline + KILL_GRACE,
+        false => deadline,
+    };
+    for request in in_flight.iter_mut().filter(|r| r.wrapped & LEAD == 0) {
+        request.deadline = request.deadline.max(held);
+    }
+    deadline
+}
+
+/// The soonest deadline among the requests in flight: the oldest request's, or the first script's the gateway
+/// watches to kill, when sooner.
+fn next_deadline(in_flight: &VecDeque<InFlight>) -> Option<Instant> {
+    let oldest = in_flight.front()?.deadline;
+    let script = in_flight
+        .iter()
+        .find(|r| r.wrapped & (KILLABLE | KILLED) != 0)
+        .map(|r| r.deadline);
+    Some(script.map_or(oldest, |script| script.min(oldest)))
+}
+
 /// Replies read from the node and not yet delivered.
 struct Replies {
     buf: BytesMut,
@@ -274,8 +312,6 @@ async fn pipeline(
     let timer = tokio::time::sleep_until(far_future);
     tokio::pin!(timer);
     let mut timer_deadline = far_future;
-    // Set while the timer waits for a killed script's reply, whose deadline is later than the requests' after it.
-    let mut killing = false;
     // Swapped with the shared queue, so neither is reallocated batch after batch.
     let mut batch: VecDeque<Pending> = VecDeque::new();
     loop {
@@ -290,11 +326,11 @@ async fn pipeline(
         std::mem::swap(&mut *shared.queue.borrow_mut(), &mut batch);
         if !batch.is_empty() {
             let now = Instant::now();
-            // A request's deadline is the command timeout, a script's its tenant's limit. Deadlines still grow
-            // along the queue: a request waits for those before it, and a script queued behind others gets its
-            // limit again once they are answered (see `starts`).
+            // A request's deadline is the command timeout, and it waits for those before it. A script's is its
+            // tenant's limit, from when it may start at the latest (see `script_deadline`).
             let by_timeout = now + timeout;
             let mut deadline = in_flight.back().map_or(now, |last| last.deadline);
+            let mut soonest = far_future;
             let write_buf = outbox.buf();
             let sent = clock.micros(now);
             for pending in batch.drain(..) {
@@ -327,7 +363,6 @@ async fn pipeline(
                             true => FUNCTION,
                             false => 0,
                         };
-                        deadline = deadline.max(now + pending.reply.script_limit());
                         shared.metrics.scripts.started(function != 0);
                         (
                             pending.count + u32::from(lead) + 1,
@@ -335,25 +370,41 @@ async fn pipeline(
                         )
                     }
                 };
+                let entry_deadline = match wrapped {
+                    0 => deadline,
+                    _ => {
+                        let limit = pending.reply.script_limit();
+                        let own = script_deadline(in_flight, now, limit, wrapped & KILLABLE != 0);
+                        // The requests after it wait for it.
+                        deadline = deadline.max(own);
+                        soonest = soonest.min(own);
+                        own
+                    }
+                };
                 in_flight.push_back(InFlight {
                     reply: pending.reply,
                     count,
                     wrapped,
-                    deadline,
+                    deadline: entry_deadline,
                     sent,
                 });
             }
             outbox.write(socket)?;
+            if soonest < timer_deadline {
+                timer.as_mut().reset(soonest);
+                timer_deadline = soonest;
+            }
         }
         if shared.closed.get() && in_flight.is_empty() && shared.queue.borrow().is_empty() {
             return Ok(());
         }
-        // The timer is armed for the oldest request when the connection has none armed, and otherwise left
-        // alone until it fires: resetting it per batch costs a trip through the timer wheel. Deadlines only grow
-        // along the queue, so an armed timer fires no later than the oldest request's deadline, unless the
-        // requests it was armed for were answered since and a script with a shorter limit came after them, or a
-        // script became the oldest and its deadline moved forward (`InFlight::starts`): the timer then moves
-        // forward to the script's deadline.
+        // The timer is armed for the soonest deadline, and otherwise left alone until it fires: resetting it per
+        // batch costs a trip through the timer wheel. Requests' deadlines grow along the queue, so an armed timer
+        // fires no later than the oldest request's, unless the requests it was armed for were answered since and
+        // a script with a shorter limit came after them, or a script became the oldest and its deadline moved
+        // forward (`InFlight::starts`): the timer then moves forward. A script's deadline, sooner than those of
+        // the requests before it, arms the timer when the script is sent; when the timer fires it is armed again
+        // for the soonest of the oldest request's and the first script's (`next_deadline`).
         if let Some(oldest) = in_flight.front()
             && oldest.deadline < timer_deadline
         {
@@ -373,12 +424,6 @@ async fn pipeline(
                     Err(e) => return Err(format!("connection lost: {}", describe(&e))),
                 }
                 replies.deliver(in_flight, shared, &clock)?;
-                if killing && in_flight.front().is_none_or(|r| r.deadline < timer_deadline) {
-                    // The killed script answered: the timer goes back to the oldest request's deadline.
-                    killing = false;
-                    timer_deadline = in_flight.front().map_or(far_future, |r| r.deadline);
-                    timer.as_mut().reset(timer_deadline);
-                }
                 if let Some(oldest) = in_flight.front_mut() {
                     oldest.starts();
                 }
@@ -390,19 +435,30 @@ async fn pipeline(
             }
             () = shared.wake.notified() => {}
             () = &mut timer => {
-                match in_flight.front_mut() {
-                    // A tenant's script that runs past its limit holds the node for every tenant: it is killed,
-                    // and its reply (Redis' error) gets until the kill is done to come.
-                    Some(oldest) if oldest.deadline <= timer_deadline && oldest.wrapped & KILLABLE != 0 => {
-                        oldest.wrapped = (oldest.wrapped & !KILLABLE) | KILLED;
-                        oldest.deadline = Instant::now() + KILL_GRACE;
-                        killing = true;
-                        timer_deadline = oldest.deadline;
-                        timer.as_mut().reset(timer_deadline);
+                let now = Instant::now();
+                // A tenant's script that runs past its limit holds the node for every tenant: it is killed, and
+                // its reply (Redis' error) gets until the kill is done to come. It may be behind requests whose
+                // replies Redis holds while it runs.
+                if let Some((position, script)) = in_flight
+                    .iter_mut()
+                    .enumerate()
+                    .find(|(_, r)| r.wrapped & (KILLABLE | KILLED) != 0)
+                    && script.deadline <= now
+                {
+                    if script.wrapped & KILLABLE != 0 {
+                        script.wrapped = (script.wrapped & !KILLABLE) | KILLED;
+                        script.deadline = now + KILL_GRACE;
                         tracing::warn!(backend = %shared.node.addr, "killing a tenant's script that ran past its limit");
                         tokio::task::spawn_local(kill_scripts(shared.node.clone()));
+                    } else if position > 0 {
+                        // Killed before it started (a slow request before it kept the node from running it,
+                        // and the kill found no script): killed again once it may have run its limit.
+                        script.wrapped = (script.wrapped & !KILLED) | KILLABLE;
+                        script.deadline = now + script.reply.script_limit();
                     }
-                    Some(oldest) if oldest.deadline <= timer_deadline && oldest.wrapped & LEAD != 0 => {
+                }
+                match in_flight.front() {
+                    Some(oldest) if oldest.deadline <= now && oldest.wrapped & LEAD != 0 => {
                         let grace = match oldest.wrapped & KILLED {
                             0 => Duration::ZERO,
                             _ => KILL_GRACE,
@@ -412,12 +468,12 @@ async fn pipeline(
                         busy_behind(shared, in_flight, replies, &reason);
                         return Err(reason);
                     }
-                    Some(oldest) if oldest.deadline <= timer_deadline => {
+                    Some(oldest) if oldest.deadline <= now => {
                         return Err(format!("timed out after {} ms", timeout.as_millis()));
                     }
-                    // The request the timer was armed for has its reply; re-arm for the oldest one left.
-                    oldest => {
-                        timer_deadline = oldest.map_or(far_future, |r| r.deadline);
+                    // What the timer was armed for has its reply, or a script was killed: armed again.
+                    _ => {
+                        timer_deadline = next_deadline(in_flight).unwrap_or(far_future);
                         timer.as_mut().reset(timer_deadline);
                     }
                 }

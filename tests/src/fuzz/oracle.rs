@@ -261,7 +261,8 @@ impl ServerState {
 }
 
 /// The most memory the shared Redis may use: the seeded data and every case's own small writes take a few MB; a
-/// request that makes Redis build more than the gateway lets a request carry (`--max-bulk-len 8mb` here) shows.
+/// request that makes Redis build more than a request may carry (8 MB here, the gateway's `--max-bulk-len` and
+/// Redis' `proto-max-bulk-len`) shows.
 pub(crate) const MEMORY_BOUND: u64 = 64 << 20;
 
 /// The shared Redis' `used_memory`.

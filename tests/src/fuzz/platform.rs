@@ -15,6 +15,10 @@ pub(crate) const BACKEND_PASSWORD: &str = "fuzz-backend-secret";
 /// A tenant's script is killed after this long; the backend's `busy-reply-threshold` is the same, as the runbook
 /// of docs/operations.md#tenant-isolation asks, so a runaway script holds Redis for half a second.
 pub(crate) const SCRIPT_TIMEOUT_MS: u64 = 500;
+/// The longest string a request may carry (the gateway's `--max-bulk-len`) and Redis may build (its
+/// `proto-max-bulk-len`), as docs/operations.md#tenant-isolation asks of a shared Redis: inside a script of a
+/// tenant trusted with `"scripts": "allow"` only Redis bounds what `SETBIT` or `SETRANGE` grows.
+const MAX_BULK_LEN: &str = "8mb";
 /// Where the namespaced tenants live together.
 const NAMESPACE_DB: u32 = 5;
 /// Databases no tenant owns, seeded with the operator's data (owner `op`): nobody may change or read them.
@@ -450,7 +454,9 @@ fn start_backend(port: Option<u16>) -> RedisServer {
         .arg("--rdbcompression")
         .arg("no")
         .arg("--busy-reply-threshold")
-        .arg(&SCRIPT_TIMEOUT_MS.to_string());
+        .arg(&SCRIPT_TIMEOUT_MS.to_string())
+        .arg("--proto-max-bulk-len")
+        .arg(MAX_BULK_LEN);
     match port {
         Some(port) => builder.start_on(port),
         None => builder.start(),
@@ -466,7 +472,7 @@ fn start_gateway(backend_port: u16) -> Gateway {
         .arg("--workers")
         .arg("1")
         .arg("--max-bulk-len")
-        .arg("8mb")
+        .arg(MAX_BULK_LEN)
         .start(&routes(backend_port))
 }
 

@@ -398,13 +398,10 @@ async fn pipeline(
         if shared.closed.get() && in_flight.is_empty() && shared.queue.borrow().is_empty() {
             return Ok(());
         }
-        // The timer is armed for the soonest deadline, and otherwise left alone until it fires: resetting it per
-        // batch costs a trip through the timer wheel. Requests' deadlines grow along the queue, so an armed timer
-        // fires no later than the oldest request's, unless the requests it was armed for were answered since and
-        // a script with a shorter limit came after them, or a script became the oldest and its deadline moved
-        // forward (`InFlight::starts`): the timer then moves forward. A script's deadline, sooner than those of
-        // the requests before it, arms the timer when the script is sent; when the timer fires it is armed again
-        // for the soonest of the oldest request's and the first script's (`next_deadline`).
+        // The timer is moved only forward here, and otherwise left alone until it fires: resetting it per batch
+        // costs a trip through the timer wheel. It moves forward to the oldest request's deadline when that is
+        // sooner (the requests it was armed for were answered, or a script became the oldest: `InFlight::starts`),
+        // and to a script's when the script is sent. When it fires it is armed for `next_deadline`.
         if let Some(oldest) = in_flight.front()
             && oldest.deadline < timer_deadline
         {
